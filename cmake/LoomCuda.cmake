@@ -1,0 +1,30 @@
+# Optional CUDA/NCCL detection (STACK.md §7). Sets LOOM_HAVE_CUDA.
+set(LOOM_HAVE_CUDA OFF)
+if(NOT LOOM_CUDA STREQUAL "OFF")
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      set(CMAKE_CUDA_ARCHITECTURES 90)   # H100/H200; CUDA 13 dropped < sm_75
+    endif()
+    # CMake 3.25 knows nvcc dialects only up to C++17.
+    set(CMAKE_CUDA_STANDARD 17)
+    set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+    enable_language(CUDA)
+    find_package(CUDAToolkit REQUIRED)
+    find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
+    find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR})
+    if(NCCL_INCLUDE_DIR AND NCCL_LIBRARY AND NOT TARGET NCCL::nccl)
+      add_library(NCCL::nccl UNKNOWN IMPORTED)
+      set_target_properties(NCCL::nccl PROPERTIES
+        IMPORTED_LOCATION "${NCCL_LIBRARY}"
+        INTERFACE_INCLUDE_DIRECTORIES "${NCCL_INCLUDE_DIR}")
+    endif()
+    set(LOOM_HAVE_CUDA ON)
+    message(STATUS "CUDA ${CMAKE_CUDA_COMPILER_VERSION}: GPU parts enabled")
+  elseif(LOOM_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "LOOM_CUDA=ON but no CUDA compiler found")
+  else()
+    message(STATUS "nvcc not found: CUDA parts skipped")
+  endif()
+endif()

@@ -1,0 +1,105 @@
+#include "libs/files/files.hpp"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <filesystem>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace loom::files {
+namespace {
+error sys_error(const std::string& what, const std::string& path) {
+  errc c = errno == ENOENT ? errc::not_found
+         : (errno == EACCES || errno == EPERM) ? errc::permission_denied
+         : errc::internal;
+  return make_error(c, what + " " + path + ": " + std::strerror(errno));
+}
+}  // namespace
+
+result<std::string> read_file(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return sys_error("open", path);
+  std::string out;
+  char buf[65536];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      auto e = sys_error("read", path);
+      ::close(fd);
+      return e;
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  return out;
+}
+
+status fsync_dir(const std::string& dir) {
+  int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return sys_error("open dir", dir);
+  int rc = ::fsync(fd);
+  ::close(fd);
+  if (rc != 0) return sys_error("fsync dir", dir);
+  return {};
+}
+
+status write_atomic(const std::string& path, std::string_view data, mode_t mode) {
+  std::filesystem::path p(path);
+  std::string dir = p.has_parent_path() ? p.parent_path().string() : ".";
+  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+  if (fd < 0) return sys_error("create", tmp);
+  ::fchmod(fd, mode);  // umask must not widen or narrow what the caller asked for
+  const char* d = data.data();
+  std::size_t left = data.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd, d, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      auto e = sys_error("write", tmp);
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return e;
+    }
+    d += n;
+    left -= static_cast<std::size_t>(n);
+  }
+  if (::fsync(fd) != 0) {
+    auto e = sys_error("fsync", tmp);
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return e;
+  }
+  ::close(fd);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    auto e = sys_error("rename to", path);
+    ::unlink(tmp.c_str());
+    return e;
+  }
+  return fsync_dir(dir);
+}
+
+status make_dirs(const std::string& dir, mode_t mode) {
+  std::error_code ec;
+  std::filesystem::path p(dir);
+  std::filesystem::path cur;
+  for (const auto& part : p) {
+    cur /= part;
+    if (cur.empty() || std::filesystem::exists(cur, ec)) continue;
+    if (::mkdir(cur.c_str(), mode) != 0 && errno != EEXIST) return sys_error("mkdir", cur.string());
+  }
+  return {};
+}
+
+std::string resolve_data_dir(const std::string& explicit_dir) {
+  if (!explicit_dir.empty()) return explicit_dir;
+  if (const char* h = std::getenv("LOOM_HOME"); h && *h) return h;
+  const char* home = std::getenv("HOME");
+  return std::string(home && *home ? home : "/tmp") + "/.local/share/edgeloom";
+}
+
+}  // namespace loom::files

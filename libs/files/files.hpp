@@ -1,0 +1,32 @@
+// Durable file helpers: whole-file reads, atomic publish (temp -> fsync ->
+// rename -> fsync dir), private (0600) files for keys and tokens.
+// Stateless functions; safe from any thread for distinct paths.
+#pragma once
+
+#include "libs/status/status.hpp"
+
+#include <string>
+#include <string_view>
+#include <sys/types.h>
+
+namespace loom::files {
+
+// Reads the whole file. not_found when it does not exist.
+result<std::string> read_file(const std::string& path);
+
+// Writes `data` to `path` atomically: a reader sees the old or the new
+// content, never a mix. fsyncs the file and its directory; any failed
+// write/fsync/rename is an error naming the path. `mode` applies to the new file.
+status write_atomic(const std::string& path, std::string_view data, mode_t mode = 0644);
+
+// fsync the directory holding entries that were just created or renamed.
+status fsync_dir(const std::string& dir);
+
+// mkdir -p with `mode` for directories it creates.
+status make_dirs(const std::string& dir, mode_t mode = 0755);
+
+// Current user's home-relative default data dir resolution:
+// explicit (if non-empty) > $LOOM_HOME > ~/.local/share/edgeloom
+std::string resolve_data_dir(const std::string& explicit_dir);
+
+}  // namespace loom::files
