@@ -3,7 +3,7 @@
 #   loom_add_library(NAME SOURCES a.cpp ... [TESTS x.test.cpp ...] [DEPS ...] [PRIVATE_DEPS ...])
 #     -> static library loom_<name> (alias loom::<name>); tests -> <name>_tests (CTest).
 #   loom_add_service(NAME BINARY loom-x SOURCES ... MAIN main.cpp [TESTS ...] [DEPS ...])
-#     -> object library <name>_obj, executable bin/<binary>, tests <name>_tests.
+#     -> object library <name>_obj, executable bin/<binary>, tests svc_<name>_tests.
 #   loom_add_bench(NAME SOURCES ... DEPS ...) -> bin/<name>
 #   loom_add_test_exe(NAME SOURCES ... DEPS ... [LABELS ...]) -> doctest binary registered in CTest
 
@@ -51,7 +51,7 @@ function(loom_add_service name)
   target_link_libraries(${A_BINARY} PRIVATE ${name}_obj ${A_DEPS})
   loom_target_defaults(${A_BINARY})
   if(A_TESTS)
-    loom_add_test_exe(${name}_tests SOURCES ${A_TESTS} DEPS ${name}_obj ${A_DEPS})
+    loom_add_test_exe(svc_${name}_tests SOURCES ${A_TESTS} DEPS ${name}_obj ${A_DEPS})
   endif()
 endfunction()
 

@@ -1,0 +1,72 @@
+#include "client/cli.hpp"
+
+#include "libs/files/files.hpp"
+#include "libs/wire/client.hpp"
+#include "libs/wire/curve.hpp"
+
+#include <nlohmann/json.hpp>
+#include <zmq.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+
+namespace loom::cli {
+
+context::context(args parsed) : a(std::move(parsed)), zmq(std::make_unique<zmq::context_t>(1)) {
+  paths.root = files::resolve_data_dir(a.get_or("data-dir", ""));
+  json = a.flag("json");
+  if (auto t = a.get("timeout")) timeout = std::chrono::milliseconds(static_cast<long>(std::atof(t->c_str()) * 1000));
+}
+
+context::~context() = default;
+
+result<std::string> context::token() const {
+  if (auto t = a.get("token")) return *t;
+  if (const char* e = std::getenv("LOOM_TOKEN"); e && *e) return std::string(e);
+  auto f = files::read_file(paths.admin_token());
+  if (!f) return make_error(errc::unauthenticated, "no token: pass --token, set LOOM_TOKEN, or run `loom up` to create " +
+                                                        paths.admin_token());
+  std::string t = *f;
+  while (!t.empty() && (t.back() == '\n' || t.back() == ' ')) t.pop_back();
+  return t;
+}
+
+result<wire::reply> context::call(const std::string& service, const std::string& type, const std::string& body,
+                                  int retries) {
+  auto eps = layout::read_endpoints(paths.endpoints());
+  if (!eps) return make_error(errc::unavailable, "EdgeLoom is not running in " + paths.root + " (run `loom up`)");
+  const auto* ep = eps->find(service);
+  if (!ep || ep->rpc.empty()) return make_error(errc::unavailable, service + " has no endpoint in " + paths.endpoints());
+  auto server_key = wire::load_public_key(paths.curve_dir(), service);
+  if (!server_key) return server_key.err();
+  auto mine = wire::load_keypair(paths.curve_dir(), "client");
+  if (!mine) return mine.err();
+  auto tok = token();
+  if (!tok) return tok.err();
+  wire::client cli(*zmq, ep->rpc, *server_key, *mine, wire::client_options{timeout, retries});
+  wire::request req;
+  req.type = type;
+  req.body = body;
+  req.token = *tok;
+  auto rep = cli.call(std::move(req));
+  if (!rep) return make_error(rep.code(), service + ": " + rep.err().message);
+  return rep;
+}
+
+int fail(const context& c, const error& e) {
+  if (c.json) {
+    nlohmann::json j{{"error", {{"code", std::string(to_string(e.code))}, {"message", e.message}}}};
+    std::cout << j.dump() << std::endl;
+  } else {
+    std::fprintf(stderr, "error: %s\n", e.to_string().c_str());
+  }
+  return exit_code(e.code);
+}
+
+int usage(const std::string& text) {
+  std::fprintf(stderr, "%s\n", text.c_str());
+  return usage_exit;
+}
+
+}  // namespace loom::cli

@@ -1,0 +1,68 @@
+// Shared plumbing of the `loom` commands: the resolved data dir, output mode,
+// the caller's token, and typed calls to a service over CURVE.
+// Each command runs on the main thread; nothing here is shared across threads.
+#pragma once
+
+#include "client/args.hpp"
+#include "libs/layout/layout.hpp"
+#include "libs/status/status.hpp"
+#include "libs/wire/envelope.hpp"
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace zmq {
+class context_t;
+}
+
+namespace loom::cli {
+
+// Exit codes of every command.
+enum exit_code { ok_exit = 0, error_exit = 1, usage_exit = 2, denied_exit = 3, unavailable_exit = 4 };
+
+struct context {
+  args a;
+  layout::paths paths;
+  bool json = false;
+  std::chrono::milliseconds timeout{2000};
+  std::unique_ptr<zmq::context_t> zmq;
+
+  explicit context(args parsed);
+  ~context();
+
+  // --token, else $LOOM_TOKEN, else <data>/admin.token.
+  result<std::string> token() const;
+  // One request to `service` (short name); unavailable when it is not running.
+  result<wire::reply> call(const std::string& service, const std::string& type, const std::string& body,
+                           int retries = 1);
+};
+
+// What a Health call said about one service.
+struct health_info {
+  std::string name;
+  bool reachable = false, healthy = false;
+  std::int64_t pid = 0;
+  std::uint64_t uptime_ms = 0, restarts = 0, audit_spooled = 0;
+  std::string endpoint, metrics, version, node_id, error;
+};
+health_info probe(context& c, const std::string& service);
+
+// Prints "error: ..." (or {"error":...} with --json) and returns the exit code for it.
+int fail(const context& c, const error& e);
+int usage(const std::string& text);
+
+// Commands (each returns the process exit code).
+int cmd_up(context& c);
+int cmd_down(context& c);
+int cmd_watch(context& c);  // internal: the detached supervisor `loom up` starts
+int cmd_status(context& c);
+int cmd_ping(context& c);
+int cmd_token(context& c);
+int cmd_keys(context& c);
+
+// Creates whatever keys and the first admin token are missing (idempotent).
+status ensure_keys(const layout::paths& p);
+
+}  // namespace loom::cli

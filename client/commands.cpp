@@ -1,0 +1,130 @@
+// `loom status` and `loom ping`: what is running, and does it answer.
+#include "client/cli.hpp"
+
+#include "loom/v1/scheduler.pb.h"
+#include "loom/v1/service.pb.h"
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+
+namespace loom::cli {
+namespace {
+
+template <class M>
+result<M> typed_call(context& c, const std::string& service, const google::protobuf::Message& req, int retries) {
+  auto rep = c.call(service, req.GetDescriptor()->full_name(), req.SerializeAsString(), retries);
+  if (!rep) return rep.err();
+  if (!rep->ok()) return make_error(rep->code, service + ": " + rep->message);
+  M m;
+  if (rep->type != M::descriptor()->full_name() || !m.ParseFromString(rep->body))
+    return make_error(errc::internal, service + " answered with " + rep->type + ", expected " +
+                                          M::descriptor()->full_name());
+  return m;
+}
+
+std::vector<std::string> targets(const context& c, std::size_t from) {
+  std::vector<std::string> out(c.a.positional.begin() + static_cast<long>(std::min(from, c.a.positional.size())),
+                               c.a.positional.end());
+  if (out.empty())
+    for (auto n : layout::service_names) out.emplace_back(n);
+  return out;
+}
+
+}  // namespace
+
+health_info probe(context& c, const std::string& service) {
+  health_info h;
+  h.name = service;
+  auto rep = typed_call<loom::v1::HealthReply>(c, service, loom::v1::HealthRequest{}, 0);
+  if (!rep) {
+    h.error = rep.err().message;
+    return h;
+  }
+  h.reachable = true;
+  h.healthy = rep->healthy();
+  h.pid = rep->pid();
+  h.uptime_ms = rep->uptime_ms();
+  h.restarts = rep->restarts();
+  h.endpoint = rep->endpoint();
+  h.metrics = rep->metrics_endpoint();
+  h.version = rep->version();
+  h.node_id = rep->node_id();
+  h.audit_spooled = rep->audit_spooled();
+  return h;
+}
+
+int cmd_status(context& c) {
+  if (!layout::read_endpoints(c.paths.endpoints()))
+    return fail(c, make_error(errc::unavailable, "EdgeLoom is not running in " + c.paths.root + " (run `loom up`)"));
+  if (c.a.get("timeout") == std::nullopt) c.timeout = std::chrono::milliseconds(1000);
+  std::vector<health_info> hs;
+  int healthy = 0;
+  for (auto n : layout::service_names) {
+    hs.push_back(probe(c, std::string(n)));
+    healthy += hs.back().healthy;
+  }
+  auto nodes = typed_call<loom::v1::ListNodesReply>(c, "scheduler", loom::v1::ListNodesRequest{}, 0);
+  if (c.json) {
+    nlohmann::json svc = nlohmann::json::array(), nds = nlohmann::json::array();
+    for (auto& h : hs)
+      svc.push_back({{"name", h.name}, {"healthy", h.healthy}, {"pid", h.pid}, {"uptime_ms", h.uptime_ms},
+                     {"restarts", h.restarts}, {"endpoint", h.endpoint}, {"metrics", h.metrics},
+                     {"version", h.version}, {"node_id", h.node_id}, {"audit_spooled", h.audit_spooled},
+                     {"error", h.error}});
+    if (nodes)
+      for (auto& n : nodes->nodes())
+        nds.push_back({{"id", n.node().value()}, {"service", n.service()}, {"zone", n.zone()},
+                       {"state", n.state()}, {"pid", n.pid()}, {"endpoint", n.endpoint()},
+                       {"cpu_cores", n.resources().cpu_cores()}, {"gpus", n.resources().gpus()},
+                       {"memory_bytes", n.resources().memory_bytes()}, {"version", n.version()},
+                       {"last_seen_unix_ns", n.last_seen_unix_ns()}});
+    std::cout << nlohmann::json{{"data_dir", c.paths.root}, {"services", svc}, {"nodes", nds}}.dump() << std::endl;
+  } else {
+    std::printf("%-11s %-8s %-7s %-9s %-9s %s\n", "SERVICE", "HEALTH", "PID", "UPTIME_S", "RESTARTS", "ENDPOINT");
+    for (auto& h : hs)
+      std::printf("%-11s %-8s %-7lld %-9.1f %-9llu %s%s\n", h.name.c_str(), h.healthy ? "healthy" : "DOWN",
+                  static_cast<long long>(h.pid), h.uptime_ms / 1000.0, static_cast<unsigned long long>(h.restarts),
+                  h.endpoint.c_str(), h.error.empty() ? "" : ("  (" + h.error + ")").c_str());
+    std::printf("\n%-28s %-11s %-7s %-8s %-6s %s\n", "NODE", "SERVICE", "ZONE", "STATE", "CORES", "MEMORY_GIB");
+    if (nodes)
+      for (auto& n : nodes->nodes())
+        std::printf("%-28s %-11s %-7s %-8s %-6u %.1f\n", n.node().value().c_str(), n.service().c_str(),
+                    n.zone().c_str(), n.state().c_str(), n.resources().cpu_cores(),
+                    n.resources().memory_bytes() / 1073741824.0);
+    else
+      std::printf("(roster unavailable: %s)\n", nodes.err().message.c_str());
+  }
+  return healthy == static_cast<int>(hs.size()) ? ok_exit : unavailable_exit;
+}
+
+int cmd_ping(context& c) {
+  auto names = targets(c, 1);
+  for (auto& n : names)
+    if (!layout::is_service(n)) return usage("loom ping: unknown service '" + n + "' (ingest, scheduler, trainer, aggregator, audit)");
+  int worst = ok_exit;
+  nlohmann::json results = nlohmann::json::array();
+  for (auto& n : names) {
+    loom::v1::PingRequest req;
+    req.set_payload("loom");
+    auto t0 = std::chrono::steady_clock::now();
+    auto rep = typed_call<loom::v1::PingReply>(c, n, req, 1);
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (rep && rep->payload() == "loom") {
+      results.push_back({{"service", n}, {"ok", true}, {"rtt_ms", ms}});
+      if (!c.json) std::printf("%-11s ok  %.2f ms\n", n.c_str(), ms);
+    } else {
+      auto e = rep ? make_error(errc::internal, "ping payload not echoed") : rep.err();
+      results.push_back({{"service", n}, {"ok", false}, {"error", e.message}, {"code", to_string(e.code)}});
+      if (!c.json) std::printf("%-11s FAIL %s\n", n.c_str(), e.to_string().c_str());
+      int code = exit_code(e.code);
+      if (worst == ok_exit || code == denied_exit) worst = code;
+    }
+  }
+  if (c.json) std::cout << nlohmann::json{{"results", results}}.dump() << std::endl;
+  return worst;
+}
+
+}  // namespace loom::cli

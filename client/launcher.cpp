@@ -1,0 +1,125 @@
+// `loom up` and `loom down`: the local launcher. `up` creates keys on first
+// run, picks free loopback ports, writes endpoints.json, starts the detached
+// watcher (which starts and restarts the five services) and returns once all
+// five answer Health. `down` stops the watcher, which stops the services.
+#include "client/cli.hpp"
+#include "client/procs.hpp"
+
+#include "libs/files/files.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <thread>
+
+namespace loom::cli {
+namespace {
+using clock = std::chrono::steady_clock;
+
+void print_services(const context& c, const std::vector<health_info>& hs) {
+  if (c.json) {
+    nlohmann::json arr = nlohmann::json::array();
+    for (auto& h : hs)
+      arr.push_back({{"name", h.name}, {"healthy", h.healthy}, {"pid", h.pid}, {"endpoint", h.endpoint},
+                     {"metrics", h.metrics}, {"error", h.error}});
+    std::cout << nlohmann::json{{"data_dir", c.paths.root}, {"services", arr}}.dump() << std::endl;
+    return;
+  }
+  std::printf("%-11s %-8s %-7s %-26s %s\n", "SERVICE", "HEALTH", "PID", "ENDPOINT", "METRICS");
+  for (auto& h : hs)
+    std::printf("%-11s %-8s %-7lld %-26s %s\n", h.name.c_str(), h.healthy ? "healthy" : "DOWN",
+                static_cast<long long>(h.pid), h.endpoint.c_str(),
+                h.metrics.empty() ? "-" : ("http://" + h.metrics + "/metrics").c_str());
+}
+
+}  // namespace
+
+int cmd_up(context& c) {
+  if (auto st = ensure_keys(c.paths); !st) return fail(c, st.err());
+  if (auto st = files::make_dirs(c.paths.root + "/logs", 0755); !st) return fail(c, st.err());
+  int wait_s = std::atoi(c.a.get_or("wait", "30").c_str());
+
+  auto eps = layout::read_endpoints(c.paths.endpoints());
+  bool running = eps && is_loom_process(static_cast<pid_t>(eps->watcher_pid));
+  if (!running) {
+    // Ports: one ROUTER and one metrics port per service, plus audit's PULL.
+    // Kept across restarts so a restarted service is found where it was.
+    layout::endpoints e;
+    if (eps) e = *eps;
+    if (auto z = c.a.get("zone")) e.zone = *z;
+    auto ports = free_ports(static_cast<int>(layout::service_names.size()) * 2 + 1);
+    if (ports.size() < layout::service_names.size() * 2 + 1)
+      return fail(c, make_error(errc::unavailable, "could not find free loopback ports"));
+    std::size_t k = 0;
+    for (auto name : layout::service_names) {
+      auto& s = e.services[std::string(name)];
+      s.rpc = "tcp://127.0.0.1:" + std::to_string(ports[k++]);
+      s.metrics = "127.0.0.1:" + std::to_string(ports[k++]);
+      s.pull = name == "audit" ? "tcp://127.0.0.1:" + std::to_string(ports[k++]) : "";
+      s.pid = 0;
+    }
+    e.watcher_pid = 0;
+    if (auto st = layout::write_endpoints(c.paths.endpoints(), e); !st) return fail(c, st.err());
+    pid_t w = spawn({bin_dir() + "/loom", "watch", "--data-dir", c.paths.root}, c.paths.watcher_log(), true);
+    if (w < 0) return fail(c, make_error(errc::internal, "could not start the watcher"));
+    if (!c.json) std::printf("starting EdgeLoom in %s (watcher pid %d)\n", c.paths.root.c_str(), static_cast<int>(w));
+  }
+
+  // Wait until all five answer Health.
+  auto deadline = clock::now() + std::chrono::seconds(wait_s);
+  std::vector<health_info> hs;
+  c.timeout = std::chrono::milliseconds(500);
+  for (;;) {
+    hs.clear();
+    bool all = true;
+    for (auto name : layout::service_names) {
+      hs.push_back(probe(c, std::string(name)));
+      all = all && hs.back().healthy;
+    }
+    if (all) break;
+    if (clock::now() >= deadline) {
+      print_services(c, hs);
+      std::fprintf(stderr, "error: not all services became healthy within %d s; logs in %s/logs\n", wait_s,
+                   c.paths.root.c_str());
+      return unavailable_exit;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  print_services(c, hs);
+  if (!c.json) std::printf("5/5 services healthy\n");
+  return ok_exit;
+}
+
+int cmd_down(context& c) {
+  auto eps = layout::read_endpoints(c.paths.endpoints());
+  if (!eps) {
+    if (c.json) std::cout << nlohmann::json{{"stopped", false}, {"reason", "not running"}}.dump() << std::endl;
+    else std::printf("EdgeLoom is not running in %s\n", c.paths.root.c_str());
+    return ok_exit;
+  }
+  // The watcher stops the services it started; then make sure none is left
+  // (e.g. when the watcher itself was killed).
+  bool watcher_gone = stop_process(static_cast<pid_t>(eps->watcher_pid), SIGTERM, 10000);
+  if (!watcher_gone) stop_process(static_cast<pid_t>(eps->watcher_pid), SIGKILL, 2000);
+  auto now = layout::read_endpoints(c.paths.endpoints());
+  if (now) eps = now;
+  int left = 0;
+  for (auto& [name, s] : eps->services) {
+    if (!stop_process(static_cast<pid_t>(s.pid), SIGTERM, 3000) &&
+        !stop_process(static_cast<pid_t>(s.pid), SIGKILL, 2000))
+      ++left;
+    s.pid = 0;
+  }
+  eps->watcher_pid = 0;
+  (void)layout::write_endpoints(c.paths.endpoints(), *eps);
+  if (c.json) std::cout << nlohmann::json{{"stopped", left == 0}, {"left", left}}.dump() << std::endl;
+  else std::printf(left == 0 ? "EdgeLoom stopped\n" : "EdgeLoom stopped, %d process(es) would not die\n", left);
+  return left == 0 ? ok_exit : error_exit;
+}
+
+}  // namespace loom::cli

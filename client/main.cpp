@@ -1,0 +1,36 @@
+// loom: the EdgeLoom command-line client. Parses the line, then hands it to
+// one command (client/*.cpp). Exit codes: 0 ok, 1 error, 2 usage,
+// 3 permission denied, 4 unavailable.
+#include "client/cli.hpp"
+
+#include <cstdio>
+#include <map>
+#include <string>
+
+namespace {
+const char* help_text =
+    "usage: loom COMMAND [options]   (every command takes --data-dir D and --json)\n"
+    "  up [--wait S] [--zone Z]       start the five services on loopback, wait until healthy\n"
+    "  down                           stop them\n"
+    "  status                         services and the node roster\n"
+    "  ping [SERVICE]                 ingest | scheduler | trainer | aggregator | audit\n"
+    "  token issue --role R [--zones Z1,Z2|*] [--ttl SECONDS] [--principal P]   (needs the admin key)\n"
+    "  token revoke-all               revoke every token issued so far (bumps the epoch)\n"
+    "  keys init                      create keys and the first admin token\n"
+    "data dir: --data-dir, else $LOOM_HOME, else ~/.local/share/edgeloom\n";
+}
+
+int main(int argc, char** argv) {
+  using namespace loom::cli;
+  auto parsed = parse(std::vector<std::string>(argv + 1, argv + argc));
+  if (!parsed) return usage(parsed.err().message + "\n" + help_text);
+  if (parsed->positional.empty() || parsed->flag("help") || parsed->flag("h"))
+    return parsed->positional.empty() && !parsed->flag("help") ? usage(help_text) : (std::printf("%s", help_text), 0);
+  static const std::map<std::string, int (*)(context&)> commands = {
+      {"up", cmd_up},     {"down", cmd_down},   {"watch", cmd_watch}, {"status", cmd_status},
+      {"ping", cmd_ping}, {"token", cmd_token}, {"keys", cmd_keys}};
+  auto it = commands.find(parsed->positional.front());
+  if (it == commands.end()) return usage("loom: unknown command '" + parsed->positional.front() + "'\n" + help_text);
+  context c(std::move(*parsed));
+  return it->second(c);
+}

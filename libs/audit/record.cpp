@@ -1,0 +1,29 @@
+#include "libs/audit/record.hpp"
+
+#include "loom/v1/audit.pb.h"
+
+#include <chrono>
+
+namespace loom::audit {
+
+std::string encode(const record& r) {
+  loom::v1::AuditEvent e;
+  e.set_unix_ns(r.unix_ns ? r.unix_ns
+                          : static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                                           std::chrono::system_clock::now().time_since_epoch())
+                                                           .count()));
+  e.set_principal(r.principal);
+  e.set_role(r.role);
+  e.set_zone(r.zone);
+  e.set_action(r.action);
+  e.set_job_id(r.job_id);
+  e.set_request_id(r.request_id);
+  e.set_decision(static_cast<loom::v1::Decision>(r.outcome));
+  e.set_reason(r.reason);
+  e.set_payload(r.payload);
+  e.set_service(r.service);
+  e.set_peer_key(r.peer);
+  return e.SerializeAsString();
+}
+
+}  // namespace loom::audit

@@ -1,0 +1,38 @@
+#include "libs/auth/policy.hpp"
+
+#include <array>
+
+namespace loom::auth {
+namespace {
+
+// THE single place to add a request type. A new message that services accept
+// needs a row here, or every call to it is denied ("no policy for request type").
+constexpr std::array<policy_entry, 14> table{{
+    // type                                 min role           mutating  what
+    {"loom.v1.PingRequest",             role::viewer,    false, "echo a payload; liveness and latency probe"},
+    {"loom.v1.HealthRequest",           role::viewer,    false, "service health, restarts and sub-checks"},
+    {"loom.v1.CrashRequest",            role::admin,     true,  "crash the service actor (test/ops hook for supervision)"},
+    {"loom.v1.RegisterNodeRequest",     role::operator_, true,  "register a node with the scheduler"},
+    {"loom.v1.NodeHeartbeatRequest",    role::operator_, false, "node liveness heartbeat to the scheduler"},
+    {"loom.v1.ListNodesRequest",        role::viewer,    false, "list registered nodes"},
+    {"loom.v1.DrainNodeRequest",        role::operator_, true,  "drain a node: no new work is placed on it"},
+    {"loom.v1.ListDatasetsRequest",     role::viewer,    false, "list ingested datasets"},
+    {"loom.v1.TrainerStatusRequest",    role::viewer,    false, "trainer progress and state"},
+    {"loom.v1.AggregatorStatusRequest", role::viewer,    false, "aggregator rounds and state"},
+    {"loom.v1.AuditWatermarkRequest",   role::operator_, false, "highest audit seq stored for a source"},
+    {"loom.v1.AuditQueryRequest",       role::operator_, false, "read stored audit events"},
+    {"loom.v1.BulkOffer",               role::operator_, true,  "announce a chunked bulk transfer"},
+    {"loom.v1.BulkChunk",               role::operator_, true,  "one chunk of a bulk transfer"},
+}};
+
+}  // namespace
+
+std::span<const policy_entry> policy_table() { return table; }
+
+const policy_entry* find_policy(std::string_view type) {
+  for (const auto& e : table)
+    if (e.type == type) return &e;
+  return nullptr;
+}
+
+}  // namespace loom::auth

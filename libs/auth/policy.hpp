@@ -1,0 +1,25 @@
+// The policy table: for every request type a service accepts, the least role
+// that may call it and whether it changes state (mutating calls are audited).
+// Immutable static data; safe from any thread. A type not in the table is denied.
+#pragma once
+
+#include "libs/auth/token.hpp"
+
+#include <span>
+#include <string_view>
+
+namespace loom::auth {
+
+struct policy_entry {
+  std::string_view type;  // fully qualified protobuf message name, "loom.v1.PingRequest"
+  role min_role;
+  bool mutating;
+  std::string_view what;  // one line for humans (docs, `loom policy` listings)
+};
+
+// Every entry, in table order.
+std::span<const policy_entry> policy_table();
+// The entry for `type`, or nullptr when there is none (callers must deny).
+const policy_entry* find_policy(std::string_view type);
+
+}  // namespace loom::auth

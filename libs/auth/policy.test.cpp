@@ -1,0 +1,42 @@
+#include "libs/auth/policy.hpp"
+
+#include <doctest/doctest.h>
+
+#include <set>
+#include <string>
+
+using namespace loom::auth;
+
+TEST_CASE("every policy entry has a unique type and says what it is for") {
+  std::set<std::string_view> seen;
+  REQUIRE(policy_table().size() == 14);
+  for (const auto& e : policy_table()) {
+    CHECK_MESSAGE(!e.what.empty(), e.type);
+    CHECK_MESSAGE(e.type.starts_with("loom.v1."), e.type);
+    CHECK_MESSAGE(seen.insert(e.type).second, "duplicate " << e.type);
+    CHECK(find_policy(e.type) == &e);
+  }
+}
+
+TEST_CASE("the table gives the agreed role and mutation flag per request type") {
+  struct { std::string_view type; role r; bool mutating; } want[] = {
+      {"loom.v1.PingRequest", role::viewer, false},
+      {"loom.v1.CrashRequest", role::admin, true},
+      {"loom.v1.RegisterNodeRequest", role::operator_, true},
+      {"loom.v1.ListNodesRequest", role::viewer, false},
+      {"loom.v1.AuditQueryRequest", role::operator_, false},
+      {"loom.v1.BulkChunk", role::operator_, true},
+  };
+  for (const auto& w : want) {
+    const policy_entry* p = find_policy(w.type);
+    REQUIRE_MESSAGE(p != nullptr, w.type);
+    CHECK(p->min_role == w.r);
+    CHECK(p->mutating == w.mutating);
+  }
+}
+
+TEST_CASE("a type missing from the table has no policy") {
+  CHECK(find_policy("loom.v1.DeleteEverythingRequest") == nullptr);
+  CHECK(find_policy("PingRequest") == nullptr);
+  CHECK(find_policy("") == nullptr);
+}

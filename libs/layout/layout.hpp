@@ -1,0 +1,67 @@
+// The data directory's layout and the endpoints file that `loom up` writes
+// and every service and the CLI read. One place knows where things live:
+//
+//   <data>/endpoints.json        services' endpoints, pids, watcher pid
+//   <data>/keys/curve/<n>.pub    CURVE public keys (the ZAP allow-list)
+//   <data>/keys/curve/<n>.key    CURVE secret keys (0600)
+//   <data>/keys/token.key        HMAC key for tokens = the admin key (0600)
+//   <data>/keys/epoch            token revocation epoch
+//   <data>/admin.token           first admin token (0600)
+//   <data>/spool/<service>/      audit spool of each service
+//   <data>/logs/<service>.log    service stdout/stderr under `loom up`
+//   <data>/<service>/            each service's own state
+// Value types and stateless functions; thread-safe.
+#pragma once
+
+#include "libs/status/status.hpp"
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+
+namespace loom::layout {
+
+// The five services, in start order (audit first: others emit to it;
+// scheduler second: others register with it).
+inline constexpr std::array<std::string_view, 5> service_names = {"audit", "scheduler", "ingest", "trainer",
+                                                                  "aggregator"};
+bool is_service(std::string_view name);
+// The binary that runs a service ("loom-trainer" needs the "serve" subcommand).
+std::string binary_of(std::string_view service);
+
+struct paths {
+  std::string root;
+  std::string endpoints() const { return root + "/endpoints.json"; }
+  std::string curve_dir() const { return root + "/keys/curve"; }
+  std::string token_key() const { return root + "/keys/token.key"; }
+  std::string epoch() const { return root + "/keys/epoch"; }
+  std::string admin_token() const { return root + "/admin.token"; }
+  std::string spool(std::string_view service) const { return root + "/spool/" + std::string(service); }
+  std::string log(std::string_view service) const { return root + "/logs/" + std::string(service) + ".log"; }
+  std::string state(std::string_view service) const { return root + "/" + std::string(service); }
+  std::string watcher_log() const { return root + "/logs/watcher.log"; }
+};
+
+// One service's addresses. `rpc` is its ROUTER; `pull` only for audit.
+struct service_endpoint {
+  std::string rpc;      // tcp://127.0.0.1:PORT
+  std::string metrics;  // 127.0.0.1:PORT
+  std::string pull;     // audit only: PULL for AuditEvents
+  std::int64_t pid = 0; // last known pid (written by the watcher)
+};
+
+struct endpoints {
+  int version = 1;
+  std::string zone = "local";
+  std::int64_t watcher_pid = 0;
+  std::map<std::string, service_endpoint> services;
+
+  const service_endpoint* find(std::string_view service) const;
+};
+
+result<endpoints> read_endpoints(const std::string& path);   // not_found if absent; corruption if unparsable
+status write_endpoints(const std::string& path, const endpoints&);  // atomic
+
+}  // namespace loom::layout

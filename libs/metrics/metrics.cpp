@@ -1,0 +1,97 @@
+#include "libs/metrics/metrics.hpp"
+
+#include <prometheus/counter.h>
+#include <prometheus/exposer.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+
+#include <sstream>
+
+namespace loom::metrics {
+namespace {
+// Request handling spans 50 µs (ping) to seconds (imports, checkpoints).
+const prometheus::Histogram::BucketBoundaries duration_buckets = {
+    0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
+}  // namespace
+
+service_metrics::service_metrics(std::string service)
+    : service_(std::move(service)), registry_(std::make_shared<prometheus::Registry>()) {
+  requests_ = &prometheus::BuildCounter()
+                   .Name(full("requests_total"))
+                   .Help("Requests answered, by request type and status code")
+                   .Register(*registry_);
+  durations_ = &prometheus::BuildHistogram()
+                    .Name(full("request_duration_seconds"))
+                    .Help("Time from receipt to reply, by request type")
+                    .Register(*registry_);
+  restarts_ = &prometheus::BuildCounter()
+                   .Name(full("restarts_total"))
+                   .Help("Supervisor restarts of the service actor")
+                   .Register(*registry_)
+                   .Add({});
+  up_ = &prometheus::BuildGauge().Name(full("up")).Help("1 while the service serves").Register(*registry_).Add({});
+  dropped_ = &prometheus::BuildCounter()
+                  .Name(full("dropped_total"))
+                  .Help("Frames dropped without an answer, by reason")
+                  .Register(*registry_);
+  denied_ = &prometheus::BuildCounter()
+                 .Name(full("denied_total"))
+                 .Help("Requests denied by authorization, by reason")
+                 .Register(*registry_);
+}
+
+service_metrics::~service_metrics() = default;
+
+result<std::unique_ptr<service_metrics>> service_metrics::start(std::string service, std::string bind) {
+  auto m = std::make_unique<service_metrics>(std::move(service));
+  try {
+    m->exposer_ = std::make_unique<prometheus::Exposer>(bind, 1);
+  } catch (const std::exception& e) {
+    return make_error(errc::unavailable, "metrics exposer cannot listen on " + bind + ": " + e.what());
+  }
+  m->exposer_->RegisterCollectable(m->registry_);
+  auto ports = m->exposer_->GetListeningPorts();
+  auto host = bind.substr(0, bind.rfind(':'));
+  m->endpoint_ = host + ":" + (ports.empty() ? std::string("?") : std::to_string(ports.front()));
+  return m;
+}
+
+std::string service_metrics::full(std::string_view name) const {
+  return "loom_" + service_ + "_" + std::string(name);
+}
+
+void service_metrics::count_request(std::string_view type, errc code, double seconds) {
+  requests_->Add({{"type", std::string(type)}, {"code", std::string(to_string(code))}}).Increment();
+  durations_->Add({{"type", std::string(type)}}, duration_buckets).Observe(seconds);
+}
+
+void service_metrics::count_restart() { restarts_->Increment(); }
+void service_metrics::count_dropped(std::string_view reason) { dropped_->Add({{"reason", std::string(reason)}}).Increment(); }
+void service_metrics::count_denied(std::string_view reason) { denied_->Add({{"reason", std::string(reason)}}).Increment(); }
+void service_metrics::set_up(bool up) { up_->Set(up ? 1 : 0); }
+
+void service_metrics::add(std::string_view name, const std::map<std::string, std::string>& labels, double delta) {
+  std::lock_guard lock(mu_);
+  auto key = full(name);
+  auto& fam = counters_[key];
+  if (!fam) fam = &prometheus::BuildCounter().Name(key).Help(key).Register(*registry_);
+  fam->Add(labels).Increment(delta);
+}
+
+void service_metrics::set(std::string_view name, const std::map<std::string, std::string>& labels, double value) {
+  std::lock_guard lock(mu_);
+  auto key = full(name);
+  auto& fam = gauges_[key];
+  if (!fam) fam = &prometheus::BuildGauge().Name(key).Help(key).Register(*registry_);
+  fam->Add(labels).Set(value);
+}
+
+std::string service_metrics::render() const {
+  std::ostringstream out;
+  prometheus::TextSerializer{}.Serialize(out, registry_->Collect());
+  return out.str();
+}
+
+}  // namespace loom::metrics

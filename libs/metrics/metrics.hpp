@@ -1,0 +1,77 @@
+// The metrics every EdgeLoom service exposes, over prometheus-cpp's pull
+// exposer (GET /metrics). Owned by the service main; all methods are
+// thread-safe (prometheus-cpp metrics are atomic, family maps are locked).
+//
+// Common metrics, named loom_<service>_<what>_<unit>:
+//   requests_total{type,code}           every answered request
+//   request_duration_seconds{type}      histogram of handling time
+//   restarts_total                      supervisor restarts of the service actor
+//   up                                  1 while the service serves
+//   dropped_total{reason}               frames dropped without an answer
+//   denied_total{reason}                authorization denials
+#pragma once
+
+#include "libs/status/status.hpp"
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+namespace prometheus {
+class Registry;
+class Exposer;
+template <typename T> class Family;
+class Counter;
+class Gauge;
+class Histogram;
+}  // namespace prometheus
+
+namespace loom::metrics {
+
+class service_metrics {
+ public:
+  // Starts serving on `bind` ("127.0.0.1:0" picks a free port). unavailable if the port is taken.
+  static result<std::unique_ptr<service_metrics>> start(std::string service, std::string bind);
+  // A registry without an HTTP exposer (tests, offline tools).
+  explicit service_metrics(std::string service);
+  ~service_metrics();
+
+  // "127.0.0.1:PORT" the exposer listens on; empty without an exposer.
+  std::string endpoint() const { return endpoint_; }
+  const std::string& service() const { return service_; }
+
+  void count_request(std::string_view type, errc code, double seconds);
+  void count_restart();
+  void count_dropped(std::string_view reason);
+  void count_denied(std::string_view reason);
+  void set_up(bool up);
+
+  // Service-specific metrics: loom_<service>_<name>, created on first use.
+  void add(std::string_view name, const std::map<std::string, std::string>& labels, double delta = 1);
+  void set(std::string_view name, const std::map<std::string, std::string>& labels, double value);
+
+  // Prometheus text exposition of everything registered (tests, `loom status`).
+  std::string render() const;
+  std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
+
+ private:
+  std::string full(std::string_view name) const;
+
+  std::string service_;
+  std::string endpoint_;
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  prometheus::Family<prometheus::Counter>* requests_;
+  prometheus::Family<prometheus::Histogram>* durations_;
+  prometheus::Counter* restarts_;
+  prometheus::Gauge* up_;
+  prometheus::Family<prometheus::Counter>* dropped_;
+  prometheus::Family<prometheus::Counter>* denied_;
+  mutable std::mutex mu_;  // guards the two maps below
+  std::map<std::string, prometheus::Family<prometheus::Counter>*> counters_;
+  std::map<std::string, prometheus::Family<prometheus::Gauge>*> gauges_;
+};
+
+}  // namespace loom::metrics

@@ -1,0 +1,33 @@
+#include "libs/metrics/metrics.hpp"
+
+#include <doctest/doctest.h>
+
+TEST_CASE("common metrics carry the service name, type and code") {
+  loom::metrics::service_metrics m("scheduler");
+  m.count_request("loom.v1.PingRequest", loom::errc::ok, 0.0002);
+  m.count_request("loom.v1.PingRequest", loom::errc::ok, 0.0003);
+  m.count_request("loom.v1.RegisterNodeRequest", loom::errc::permission_denied, 0.001);
+  m.count_restart();
+  m.set_up(true);
+  m.count_denied("role");
+  m.add("jobs_submitted_total", {{"tenant", "a"}}, 2);
+  auto text = m.render();
+  CHECK(text.find("loom_scheduler_requests_total{code=\"ok\",type=\"loom.v1.PingRequest\"} 2") != std::string::npos);
+  CHECK(text.find("code=\"permission_denied\"") != std::string::npos);
+  CHECK(text.find("loom_scheduler_request_duration_seconds_count{type=\"loom.v1.PingRequest\"} 2") != std::string::npos);
+  CHECK(text.find("loom_scheduler_restarts_total 1") != std::string::npos);
+  CHECK(text.find("loom_scheduler_up 1") != std::string::npos);
+  CHECK(text.find("loom_scheduler_denied_total{reason=\"role\"} 1") != std::string::npos);
+  CHECK(text.find("loom_scheduler_jobs_submitted_total{tenant=\"a\"} 2") != std::string::npos);
+}
+
+TEST_CASE("the exposer picks a free port when asked for port 0 and refuses a taken one") {
+  auto a = loom::metrics::service_metrics::start("audit", "127.0.0.1:0");
+  REQUIRE(a.ok());
+  auto ep = (*a)->endpoint();
+  CHECK(ep.rfind("127.0.0.1:", 0) == 0);
+  CHECK(ep != "127.0.0.1:0");
+  auto b = loom::metrics::service_metrics::start("audit", ep);
+  CHECK_FALSE(b.ok());
+  CHECK(b.code() == loom::errc::unavailable);
+}

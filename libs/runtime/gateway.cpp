@@ -1,0 +1,204 @@
+#include "libs/runtime/gateway.hpp"
+
+#include "libs/audit/emitter.hpp"
+#include "libs/auth/authorize.hpp"
+#include "libs/metrics/metrics.hpp"
+#include "libs/runtime/actor_host.hpp"
+#include "libs/wire/envelope_pb.hpp"
+#include "libs/wire/server.hpp"
+#include "loom/v1/service.pb.h"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+#ifndef LOOM_VERSION
+#define LOOM_VERSION "dev"
+#endif
+
+namespace loom::runtime {
+namespace {
+using clock = std::chrono::steady_clock;
+
+std::int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+double seconds_since(clock::time_point t) {
+  return std::chrono::duration<double>(clock::now() - t).count();
+}
+}  // namespace
+
+gateway::gateway(service_env& env, wire::router_server& server, actor_host& host, gateway_options opts)
+    : env_(env), server_(server), host_(host), opts_(std::move(opts)) {
+  wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+}
+
+gateway::~gateway() {
+  if (wake_fd_ >= 0) ::close(wake_fd_);
+}
+
+void gateway::wake() {
+  std::uint64_t one = 1;
+  [[maybe_unused]] auto n = ::write(wake_fd_, &one, sizeof one);
+}
+
+void gateway::request_stop() {
+  stop_.store(true);
+  wake();
+}
+
+std::uint64_t gateway::current_epoch() {
+  auto now = clock::now();
+  if (now - epoch_read_ > std::chrono::seconds(1)) {
+    epoch_read_ = now;
+    if (auto e = auth::read_epoch(opts_.epoch_file)) epoch_ = *e;
+  }
+  return epoch_;
+}
+
+int gateway::run() {
+  env_.metrics->set_up(true);
+  while (!stop_.load()) {
+    bool woke = false;
+    auto in = server_.poll(std::chrono::milliseconds(100), wake_fd_, &woke);
+    if (woke) {
+      std::uint64_t n;
+      [[maybe_unused]] auto r = ::read(wake_fd_, &n, sizeof n);
+    }
+    if (in) {
+      if (!in->req) {
+        // Undecodable: answer when we know whom to answer, count either way.
+        env_.metrics->count_dropped("malformed");
+        env_.metrics->count_request("malformed", in->req.code(), 0);
+        if (!in->identity.empty())
+          server_.send(in->identity, wire::error_reply("", in->req.code(), in->req.err().message));
+      } else {
+        on_request(std::move(in->identity), std::move(in->peer_principal), std::move(*in->req));
+      }
+    }
+    drain_finished();
+    expire(clock::now());
+    if (host_.escalated()) {
+      std::fprintf(stderr, "%s: supervisor escalated (restart intensity exceeded); exiting\n", env_.name.c_str());
+      env_.metrics->set_up(false);
+      return 70;
+    }
+  }
+  env_.metrics->set_up(false);
+  return 0;
+}
+
+void gateway::on_request(std::string identity, std::string peer, wire::request req) {
+  auto started = clock::now();
+  auth::auth_context actx{opts_.token_key, unix_now(), current_epoch(), env_.zone};
+  auto d = auth::authorize(req.type, req.token, actx);
+  std::string principal = d.who ? d.who->principal : "";
+  std::string role = d.who ? std::string(auth::to_string(d.who->r)) : "";
+  if (!d.allowed) {
+    env_.metrics->count_denied(to_string(d.code));
+    env_.metrics->count_request(req.type, d.code, seconds_since(started));
+    server_.send(identity, wire::error_reply(req.request_id, d.code, d.reason));
+    audit::record r;
+    r.principal = principal;
+    r.role = role;
+    r.zone = env_.zone;
+    r.action = req.type;
+    r.request_id = req.request_id;
+    r.outcome = audit::decision::deny;
+    r.reason = d.reason;
+    r.service = env_.name;
+    r.peer = peer;
+    env_.audit->emit(std::move(r));
+    return;
+  }
+
+  if (req.type == loom::v1::HealthRequest::descriptor()->full_name()) {
+    loom::v1::HealthReply h;
+    h.set_service(env_.name);
+    h.set_healthy(!host_.escalated());
+    h.set_pid(static_cast<std::uint32_t>(::getpid()));
+    h.set_uptime_ms(static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - started_).count()));
+    h.set_restarts(host_.restarts());
+    h.set_version(LOOM_VERSION);
+    h.set_node_id(env_.node_id);
+    h.set_zone(env_.zone);
+    h.set_endpoint(env_.rpc_endpoint);
+    h.set_metrics_endpoint(env_.metrics->endpoint());
+    h.set_audit_spooled(env_.audit->pending() + env_.audit->queued());
+    (*h.mutable_checks())["actor"] = host_.escalated() ? "escalated" : "ok";
+    env_.metrics->count_request(req.type, errc::ok, seconds_since(started));
+    server_.send(identity, wire::ok_reply(req, h));
+    return;
+  }
+
+  auto id = next_id_++;
+  pending p{identity, req.request_id, req.type, started, started + opts_.deadline, d.mutating,
+            principal, role, peer};
+  pending_.emplace(id, std::move(p));
+  call_context ctx{req.request_id, principal, role, env_.zone};
+  host_.post(std::move(req.type), std::move(req.body), std::move(ctx), [this, id](handled h) {
+    {
+      std::lock_guard lock(mu_);
+      finished_.push_back({id, std::move(h)});
+    }
+    wake();
+  });
+}
+
+void gateway::answer(const pending& p, const handled& h) {
+  wire::reply rep;
+  rep.request_id = p.request_id;
+  rep.code = h.code;
+  rep.message = h.message;
+  rep.type = h.type;
+  rep.body = h.body;
+  server_.send(p.identity, rep);
+  env_.metrics->count_request(p.type, h.code, seconds_since(p.started));
+  if (p.mutating) {
+    audit::record r;
+    r.principal = p.principal;
+    r.role = p.role;
+    r.zone = env_.zone;
+    r.action = p.type;
+    r.request_id = p.request_id;
+    r.outcome = h.code == errc::ok ? audit::decision::allow : audit::decision::error;
+    r.reason = h.message;
+    r.service = env_.name;
+    r.peer = p.peer;
+    env_.audit->emit(std::move(r));
+  }
+}
+
+void gateway::drain_finished() {
+  std::deque<finished> done;
+  {
+    std::lock_guard lock(mu_);
+    done.swap(finished_);
+  }
+  for (auto& f : done) {
+    auto it = pending_.find(f.id);
+    if (it == pending_.end()) continue;  // already answered with deadline_exceeded
+    answer(it->second, f.result);
+    pending_.erase(it);
+  }
+}
+
+void gateway::expire(clock::time_point now) {
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    if (now < it->second.deadline) {
+      ++it;
+      continue;
+    }
+    handled h;
+    h.code = errc::deadline_exceeded;
+    h.message = env_.name + " did not answer " + it->second.type + " in time (service actor restarting?)";
+    answer(it->second, h);
+    it = pending_.erase(it);
+  }
+}
+
+}  // namespace loom::runtime

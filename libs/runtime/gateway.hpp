@@ -1,0 +1,84 @@
+// The ZeroMQ <-> actor gateway: the service's main thread owns the ROUTER and
+// runs this loop. Per request: decode (bad frames answered or dropped, and
+// counted), authorize against the policy table (denials answered, counted and
+// audited), answer Health itself, post everything else to the supervised
+// service actor, and send its reply when the actor's callback wakes the loop
+// through an eventfd. Mutating requests and denials become audit records.
+#pragma once
+
+#include "libs/runtime/service.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <string>
+
+namespace loom::wire {
+class router_server;
+struct request;
+struct reply;
+}  // namespace loom::wire
+
+namespace loom::runtime {
+
+class actor_host;
+
+struct gateway_options {
+  std::string token_key;              // raw HMAC key bytes
+  std::string epoch_file;             // re-read at most once a second
+  // A request the actor has not answered by then gets deadline_exceeded
+  // (the actor crashed while handling it, or is stuck).
+  std::chrono::milliseconds deadline{10000};
+};
+
+class gateway {
+ public:
+  gateway(service_env& env, wire::router_server& server, actor_host& host, gateway_options opts);
+  ~gateway();
+
+  // Serves until request_stop(). Returns 0, or 70 when the supervisor escalated.
+  int run();
+  // Async-signal-safe: may be called from a signal handler.
+  void request_stop();
+
+ private:
+  struct pending {
+    std::string identity;
+    std::string request_id;
+    std::string type;
+    std::chrono::steady_clock::time_point started;
+    std::chrono::steady_clock::time_point deadline;
+    bool mutating = false;
+    std::string principal, role, peer;
+  };
+  struct finished {
+    std::uint64_t id;
+    handled result;
+  };
+
+  void on_request(std::string identity, std::string peer, wire::request req);
+  void answer(const pending& p, const handled& h);
+  void drain_finished();
+  void expire(std::chrono::steady_clock::time_point now);
+  std::uint64_t current_epoch();
+  void wake();
+
+  service_env& env_;
+  wire::router_server& server_;
+  actor_host& host_;
+  gateway_options opts_;
+  int wake_fd_ = -1;
+  std::atomic<bool> stop_{false};
+  std::uint64_t next_id_ = 1;
+  std::map<std::uint64_t, pending> pending_;
+  std::mutex mu_;                 // guards finished_
+  std::deque<finished> finished_;
+  std::uint64_t epoch_ = 0;
+  std::chrono::steady_clock::time_point epoch_read_{};
+  std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+};
+
+}  // namespace loom::runtime

@@ -1,0 +1,58 @@
+// What a service hands to the runtime: its name, how to make its logic, and
+// optional extra parts (e.g. the audit service's PULL receiver). service_main
+// does the rest: keys, ZAP, the ROUTER gateway, authorization, metrics, audit
+// emission, registration with the scheduler, supervision and clean shutdown.
+// service_env is built on the main thread before anything starts and is
+// read-only afterwards (its pointers stay valid until service_main returns).
+#pragma once
+
+#include "libs/layout/layout.hpp"
+#include "libs/runtime/service_logic.hpp"
+#include "libs/status/status.hpp"
+#include "libs/wire/curve.hpp"
+
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace zmq {
+class context_t;
+}
+
+namespace loom::metrics {
+class service_metrics;
+}
+namespace loom::audit {
+class emitter;
+}
+
+namespace loom::runtime {
+
+struct service_env {
+  std::string name;         // "scheduler"
+  std::string node_id;      // "scheduler@<host>"
+  std::string zone;         // "local"
+  layout::paths paths;
+  layout::endpoints eps;    // as read at start
+  wire::curve_keypair keys; // this service's CURVE identity
+  std::string rpc_endpoint; // where the gateway listens (tcp://127.0.0.1:PORT)
+  zmq::context_t* ctx = nullptr;
+  metrics::service_metrics* metrics = nullptr;
+  audit::emitter* audit = nullptr;
+  // A short-lived operator token for this service's calls to other services.
+  std::function<std::string()> service_token;
+};
+
+struct service_spec {
+  std::string name;
+  // Called at start and after every crash of the service actor.
+  std::function<std::unique_ptr<service_logic>(service_env&)> make_logic;
+  // Optional, started before the gateway; the returned handle's destructor stops it.
+  std::function<result<std::shared_ptr<void>>(service_env&)> start_extra;
+};
+
+// Runs the service until SIGTERM/SIGINT (exit 0) or an unrecoverable failure
+// (exit 1 start-up error, 70 supervisor escalation). Stops within 2 s.
+int service_main(int argc, char** argv, const service_spec& spec);
+
+}  // namespace loom::runtime

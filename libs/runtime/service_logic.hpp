@@ -1,0 +1,39 @@
+// loom::runtime::service_logic: the plain-C++ face of a service's logic, run
+// inside an actor_host. No CAF here: logic classes are tested without actors.
+// The host creates a logic object on an actor thread and serialises every call
+// on it, so a logic needs no locking; it must not block for long.
+#pragma once
+
+#include <string>
+
+#include "libs/status/status.hpp"
+
+namespace loom::runtime {
+
+// Who asked, for authorisation and audit; filled by the gateway.
+struct call_context {
+  std::string request_id;
+  std::string principal;
+  std::string role;
+  std::string zone;
+};
+
+// Outcome of one call: a status and, when ok, the reply message (type + body).
+struct handled {
+  errc code = errc::ok;
+  std::string message;  // human-readable detail when code != ok
+  std::string type;
+  std::string body;
+};
+
+class service_logic {
+ public:
+  virtual ~service_logic() = default;
+  // One request. Throwing crashes the service actor: the host answers this
+  // call with errc::unavailable and recreates the logic through its factory.
+  virtual handled handle(const std::string& type, const std::string& body, const call_context& ctx) = 0;
+  // Called every actor_host::options::tick; throwing crashes the actor as above.
+  virtual void on_tick() {}
+};
+
+}  // namespace loom::runtime

@@ -1,0 +1,227 @@
+// service_main: wires one EdgeLoom service process together. Read top to
+// bottom: options -> keys -> ZAP -> ROUTER -> metrics -> audit emitter ->
+// supervised service actor -> registration -> gateway loop -> shutdown.
+#include "libs/audit/emitter.hpp"
+#include "libs/auth/token.hpp"
+#include "libs/files/files.hpp"
+#include "libs/metrics/metrics.hpp"
+#include "libs/runtime/actor_host.hpp"
+#include "libs/runtime/builtin_logic.hpp"
+#include "libs/runtime/gateway.hpp"
+#include "libs/runtime/registrar.hpp"
+#include "libs/runtime/service.hpp"
+#include "libs/wire/curve.hpp"
+#include "libs/wire/server.hpp"
+
+#include <zmq.hpp>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+
+namespace loom::runtime {
+namespace {
+
+struct options {
+  std::string data_dir, zone, node_id, bind, metrics;
+};
+
+std::atomic<gateway*> g_gateway{nullptr};
+
+void on_signal(int) {
+  if (auto* g = g_gateway.load()) g->request_stop();
+}
+
+int usage(const std::string& name, const std::string& why) {
+  std::fprintf(stderr,
+               "%s%susage: loom-%s [--data-dir D] [--zone Z] [--node-id N] [--bind tcp://HOST:PORT] "
+               "[--metrics HOST:PORT]\n",
+               why.c_str(), why.empty() ? "" : "\n", name.c_str());
+  return 2;
+}
+
+std::string host_name() {
+  char buf[256] = {};
+  ::gethostname(buf, sizeof buf - 1);
+  return buf[0] ? buf : "localhost";
+}
+
+// Mints and caches this service's own operator token (thread-safe).
+class token_source {
+ public:
+  token_source(std::string principal, std::string key, std::string epoch_file)
+      : principal_(std::move(principal)), key_(std::move(key)), epoch_file_(std::move(epoch_file)) {}
+  std::string get() {
+    std::lock_guard lock(mu_);
+    auto now = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+                   .count();
+    auto epoch = auth::read_epoch(epoch_file_);
+    std::uint64_t e = epoch ? *epoch : 0;
+    if (token_.empty() || now > minted_ + 1800 || e != epoch_) {
+      auth::claims c{principal_, auth::role::operator_, {"*"}, now + 3600, e, now};
+      auto t = auth::issue_token(c, key_);
+      token_ = t ? *t : "";
+      minted_ = now;
+      epoch_ = e;
+    }
+    return token_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::string principal_, key_, epoch_file_, token_;
+  std::int64_t minted_ = 0;
+  std::uint64_t epoch_ = 0;
+};
+
+}  // namespace
+
+int service_main(int argc, char** argv, const service_spec& spec) {
+  // 1. Options. Defaults come from <data>/endpoints.json written by `loom up`.
+  options opt;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&](std::string& out) {
+      if (i + 1 >= argc) return false;
+      out = argv[++i];
+      return true;
+    };
+    bool ok = true;
+    if (a == "--data-dir") ok = value(opt.data_dir);
+    else if (a == "--zone") ok = value(opt.zone);
+    else if (a == "--node-id") ok = value(opt.node_id);
+    else if (a == "--bind") ok = value(opt.bind);
+    else if (a == "--metrics") ok = value(opt.metrics);
+    else if (a == "--help" || a == "-h") return usage(spec.name, ""), 0;
+    else return usage(spec.name, "unknown option " + a);
+    if (!ok) return usage(spec.name, "option " + a + " needs a value");
+  }
+  service_env env;
+  env.name = spec.name;
+  env.paths.root = files::resolve_data_dir(opt.data_dir);
+  if (auto eps = layout::read_endpoints(env.paths.endpoints())) env.eps = *eps;
+  const auto* mine = env.eps.find(spec.name);
+  env.zone = !opt.zone.empty() ? opt.zone : env.eps.zone;
+  env.node_id = !opt.node_id.empty() ? opt.node_id : spec.name + "@" + host_name();
+  std::string bind = !opt.bind.empty() ? opt.bind : (mine && !mine->rpc.empty() ? mine->rpc : "tcp://127.0.0.1:*");
+  std::string metrics_bind =
+      !opt.metrics.empty() ? opt.metrics : (mine && !mine->metrics.empty() ? mine->metrics : "127.0.0.1:0");
+
+  // 2. Keys: our CURVE identity, the allow-list, the token key.
+  auto keys = wire::load_keypair(env.paths.curve_dir(), spec.name);
+  if (!keys) {
+    std::fprintf(stderr, "loom-%s: %s\nhint: run `loom up` (or `loom keys init`) to create keys in %s\n",
+                 spec.name.c_str(), keys.err().to_string().c_str(), env.paths.root.c_str());
+    return 1;
+  }
+  env.keys = *keys;
+  auto allow = wire::load_allow_list(env.paths.curve_dir());
+  auto token_key = auth::load_token_key(env.paths.token_key());
+  if (!allow || !token_key) {
+    std::fprintf(stderr, "loom-%s: %s\n", spec.name.c_str(),
+                 (!allow ? allow.err() : token_key.err()).to_string().c_str());
+    return 1;
+  }
+  token_source tokens("svc:" + spec.name, *token_key, env.paths.epoch());
+  env.service_token = [&tokens] { return tokens.get(); };
+
+  // Signals: handled by waking the gateway loop; SIGPIPE never kills us.
+  ::signal(SIGPIPE, SIG_IGN);
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  ::sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  ::sigaction(SIGINT, &sa, nullptr);
+
+  // 3. ZeroMQ: the ZAP handler is bound before any CURVE socket exists.
+  zmq::context_t ctx(1);
+  env.ctx = &ctx;
+  auto zap = std::make_unique<wire::zap_handler>(ctx, *allow, "loom");
+  std::unique_ptr<wire::router_server> server;
+  try {
+    server = std::make_unique<wire::router_server>(ctx, env.keys, "loom", bind);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "loom-%s: cannot listen on %s: %s\n", spec.name.c_str(), bind.c_str(), e.what());
+    return 1;
+  }
+  env.rpc_endpoint = server->endpoint();
+
+  // 4. Metrics.
+  auto metrics = metrics::service_metrics::start(spec.name, metrics_bind);
+  if (!metrics) {
+    std::fprintf(stderr, "loom-%s: %s\n", spec.name.c_str(), metrics.err().to_string().c_str());
+    return 1;
+  }
+  env.metrics = metrics->get();
+
+  // 5. Audit emission through the durable spool.
+  audit::emitter_options eo;
+  eo.source = spec.name + "@" + env.node_id;
+  eo.spool_dir = env.paths.spool(spec.name);
+  if (const auto* a = env.eps.find("audit")) {
+    eo.push_endpoint = a->pull;
+    eo.rpc_endpoint = a->rpc;
+  }
+  if (auto k = wire::load_public_key(env.paths.curve_dir(), "audit")) eo.server_public = *k;
+  eo.mine = env.keys;
+  eo.token = env.service_token;
+  if (eo.push_endpoint.empty() || eo.server_public.empty()) {
+    std::fprintf(stderr, "loom-%s: no audit endpoint/key in %s: events stay in the spool\n", spec.name.c_str(),
+                 env.paths.root.c_str());
+    eo.push_endpoint = eo.rpc_endpoint = "tcp://127.0.0.1:1";  // unreachable: everything stays spooled
+    if (eo.server_public.empty()) eo.server_public = env.keys.public_z85;
+  }
+  auto emitter = audit::emitter::start(ctx, eo);
+  if (!emitter) {
+    std::fprintf(stderr, "loom-%s: %s\n", spec.name.c_str(), emitter.err().to_string().c_str());
+    return 1;
+  }
+  env.audit = emitter->get();
+
+  // 6. Service-specific parts, then the supervised service actor.
+  std::shared_ptr<void> extra;
+  if (spec.start_extra) {
+    auto x = spec.start_extra(env);
+    if (!x) {
+      std::fprintf(stderr, "loom-%s: %s\n", spec.name.c_str(), x.err().to_string().c_str());
+      return 1;
+    }
+    extra = *x;
+  }
+  actor_host host([&env, &spec]() -> std::unique_ptr<service_logic> {
+    return std::make_unique<builtin_logic>(env.name, spec.make_logic(env));
+  }, actor_host::options{});
+  host.set_on_restart([&env](std::uint64_t n, const std::string& why) {
+    env.metrics->count_restart();
+    std::fprintf(stderr, "loom-%s: service actor restarted (#%llu): %s\n", env.name.c_str(),
+                 static_cast<unsigned long long>(n), why.c_str());
+  });
+
+  // 7. Registration, then serve until a signal.
+  registrar reg(env);
+  gateway gw(env, *server, host, gateway_options{*token_key, env.paths.epoch()});
+  g_gateway = &gw;
+  std::fprintf(stderr, "loom-%s: serving on %s (metrics http://%s/metrics, pid %d)\n", spec.name.c_str(),
+               env.rpc_endpoint.c_str(), env.metrics->endpoint().c_str(), static_cast<int>(::getpid()));
+  int rc = gw.run();
+  g_gateway = nullptr;
+
+  // 8. Shutdown: stop every thread in parallel; the spool keeps what audit has not confirmed.
+  auto t0 = std::chrono::steady_clock::now();
+  std::thread stop_reg([&] { reg.stop(); });
+  host.stop();
+  stop_reg.join();
+  extra.reset();
+  emitter->reset();
+  server.reset();
+  zap.reset();
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+  std::fprintf(stderr, "loom-%s: stopped in %lld ms\n", spec.name.c_str(), static_cast<long long>(ms));
+  return rc;
+}
+
+}  // namespace loom::runtime

@@ -1,0 +1,73 @@
+// client: the caller side of request/reply. One DEALER (CURVE client) to one
+// service endpoint, with Lazy Pirate reliability (zguide ch. 4): wait up to a
+// timeout, then close the socket (dropping whatever it queued), reconnect and
+// resend the same request_id with attempt+1, a bounded number of times.
+//
+// Not thread-safe: one thread owns a client (its socket belongs to it).
+#pragma once
+
+#include "libs/wire/curve.hpp"
+#include "libs/wire/envelope.hpp"
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <zmq.hpp>
+
+namespace loom::wire {
+
+struct client_options {
+  // How long one attempt waits for its reply. 2 s: services answer in
+  // milliseconds; anything slower is a dead or wedged peer.
+  std::chrono::milliseconds timeout{2000};
+  // Extra attempts after the first: 2 -> up to 3 sends in all.
+  int retries = 2;
+};
+
+class client {
+ public:
+  // Connects (lazily, as ZeroMQ does) to `endpoint` with CURVE, trusting the
+  // server key `server_public_z85` and presenting `mine`.
+  client(zmq::context_t& ctx, std::string endpoint, std::string server_public_z85, curve_keypair mine,
+         client_options opts = {});
+  // Plaintext DEALER: benchmarks and tests only (see bench_plaintext_t).
+  client(zmq::context_t& ctx, bench_plaintext_t, std::string endpoint, client_options opts = {});
+
+  client(const client&) = delete;
+  client& operator=(const client&) = delete;
+
+  // Sends `req` and returns its reply, retrying as described above. Fills in
+  // request_id (if empty) and sent_unix_ns. Replies whose request_id is not
+  // this request's (late replies to earlier requests) are discarded.
+  // Errors: unavailable "no reply from <endpoint> after N attempts".
+  // A reply with a non-ok status is still a successful result<reply>.
+  result<reply> call(request req);
+
+  // Pipelining (benchmarks): send without waiting, then collect replies in
+  // arrival order with recv(). No retries, no request_id matching.
+  // send_async returns false when the socket would block (over its HWM).
+  bool send_async(const request& req);
+  // deadline_exceeded when nothing arrives within `timeout`; invalid_argument
+  // for an undecodable reply.
+  result<reply> recv(std::chrono::milliseconds timeout);
+
+  const std::string& endpoint() const { return endpoint_; }
+  std::uint64_t retried() const { return retried_; }      // resends after a timeout
+  std::uint64_t discarded() const { return discarded_; }  // stale or undecodable replies dropped
+
+ private:
+  void reconnect();  // close the socket (linger 0) and open a fresh one
+  bool wait_readable(std::chrono::milliseconds timeout);
+
+  zmq::context_t& ctx_;
+  const std::string endpoint_;
+  const bool curve_;
+  const std::string server_public_z85_;
+  const curve_keypair mine_;
+  const client_options opts_;
+  std::unique_ptr<zmq::socket_t> socket_;
+  std::uint64_t retried_ = 0, discarded_ = 0;
+};
+
+}  // namespace loom::wire

@@ -1,0 +1,42 @@
+#include "libs/wire/heartbeat.hpp"
+
+#include <algorithm>
+#include <limits>
+
+namespace loom::wire {
+
+using std::chrono::milliseconds;
+
+liveness::liveness(milliseconds interval, int max_missed)
+    : interval_(std::max(interval, milliseconds(1))), max_missed_(std::max(max_missed, 1)) {}
+
+void liveness::beat(steady_time now) {
+  // Keep the latest beat even if beats are observed out of order.
+  last_ = heard_ ? std::max(last_, now) : now;
+  heard_ = true;
+}
+
+int liveness::missed(steady_time now) const {
+  if (!heard_) return max_missed_;
+  if (now <= last_) return 0;
+  const auto n = (now - last_) / interval_;  // whole intervals, floor
+  return static_cast<int>(std::min<decltype(n)>(n, std::numeric_limits<int>::max()));
+}
+
+bool liveness::alive(steady_time now) const { return missed(now) < max_missed_; }
+
+heartbeat_schedule::heartbeat_schedule(milliseconds interval) : interval_(std::max(interval, milliseconds(1))) {}
+
+bool heartbeat_schedule::due(steady_time now) const { return !ever_sent_ || now - last_ >= interval_; }
+
+void heartbeat_schedule::sent(steady_time now) {
+  ever_sent_ = true;
+  last_ = now;
+}
+
+milliseconds heartbeat_schedule::until_due(steady_time now) const {
+  if (due(now)) return milliseconds(0);
+  return std::chrono::ceil<milliseconds>(last_ + interval_ - now);
+}
+
+}  // namespace loom::wire

@@ -1,0 +1,50 @@
+// Heartbeat bookkeeping, pure logic: no sockets, no clock of its own (time is
+// passed in, so tests drive it). The receiver keeps one `liveness` per peer;
+// the sender keeps one `heartbeat_schedule`. Trainers beat every 1 s to the
+// scheduler (ARCHITECTURE.md §3). Value types; not thread-safe.
+#pragma once
+
+#include <chrono>
+
+namespace loom::wire {
+
+using steady_time = std::chrono::steady_clock::time_point;
+
+// Is a peer alive? Dead once `max_missed` whole intervals have passed since
+// its last beat. 3, as in Paranoid Pirate: one lost beat is routine (a GC-like
+// pause, a busy link), two in a row happen, three means the peer is gone, and
+// we still notice within 3 intervals.
+class liveness {
+ public:
+  explicit liveness(std::chrono::milliseconds interval, int max_missed = 3);
+
+  void beat(steady_time now);
+  // false before the first beat: a peer we never heard from is not alive.
+  bool alive(steady_time now) const;
+  // Whole intervals since the last beat; max_missed before the first beat.
+  int missed(steady_time now) const;
+
+ private:
+  std::chrono::milliseconds interval_;
+  int max_missed_;
+  bool heard_ = false;
+  steady_time last_{};
+};
+
+// When should the sender beat next? Due at once, then every interval.
+class heartbeat_schedule {
+ public:
+  explicit heartbeat_schedule(std::chrono::milliseconds interval);
+
+  bool due(steady_time now) const;
+  void sent(steady_time now);
+  // Time until the next beat is due (0 if due): a poll timeout for the loop.
+  std::chrono::milliseconds until_due(steady_time now) const;
+
+ private:
+  std::chrono::milliseconds interval_;
+  bool ever_sent_ = false;
+  steady_time last_{};
+};
+
+}  // namespace loom::wire

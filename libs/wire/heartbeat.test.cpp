@@ -1,0 +1,54 @@
+#include "libs/wire/heartbeat.hpp"
+
+#include <doctest/doctest.h>
+
+using namespace loom::wire;
+using namespace std::chrono_literals;
+
+namespace {
+const steady_time t0 = steady_time{} + 1000s;
+}
+
+TEST_CASE("a peer never heard from is not alive") {
+  liveness l(1000ms);
+  CHECK_FALSE(l.alive(t0));
+  CHECK(l.missed(t0) == 3);
+}
+
+TEST_CASE("a peer that keeps beating stays alive") {
+  liveness l(1000ms);
+  for (int i = 0; i < 10; ++i) {
+    l.beat(t0 + i * 1000ms);
+    CHECK(l.alive(t0 + i * 1000ms + 999ms));
+    CHECK(l.missed(t0 + i * 1000ms + 999ms) == 0);
+  }
+}
+
+TEST_CASE("a peer that misses three heartbeats is dead, and two are tolerated") {
+  liveness l(1000ms, 3);
+  l.beat(t0);
+  CHECK(l.missed(t0 + 1000ms) == 1);
+  CHECK(l.alive(t0 + 2999ms));
+  CHECK(l.missed(t0 + 2999ms) == 2);
+  CHECK_FALSE(l.alive(t0 + 3000ms));
+  CHECK(l.missed(t0 + 3000ms) == 3);
+  l.beat(t0 + 3500ms);  // it came back
+  CHECK(l.alive(t0 + 3500ms));
+}
+
+TEST_CASE("a beat observed out of order does not move liveness backwards") {
+  liveness l(1000ms);
+  l.beat(t0 + 5000ms);
+  l.beat(t0);
+  CHECK(l.missed(t0 + 5500ms) == 0);
+}
+
+TEST_CASE("a heartbeat is due at once, then once per interval") {
+  heartbeat_schedule s(1000ms);
+  CHECK(s.due(t0));
+  CHECK(s.until_due(t0) == 0ms);
+  s.sent(t0);
+  CHECK_FALSE(s.due(t0 + 999ms));
+  CHECK(s.until_due(t0 + 250ms) == 750ms);
+  CHECK(s.due(t0 + 1000ms));
+}

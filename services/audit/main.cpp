@@ -1,0 +1,30 @@
+// loom-audit: receives every service's AuditEvents (PUSH -> PULL) and stores
+// them append-only; answers watermark and query requests. The hash chain,
+// encryption and key rotation arrive with the audit issue.
+#include "libs/runtime/service.hpp"
+#include "services/audit/audit_logic.hpp"
+#include "services/audit/receiver.hpp"
+
+#include <zmq.hpp>
+
+int main(int argc, char** argv) {
+  using namespace loom;
+  std::shared_ptr<audit_service::event_store> store;
+  runtime::service_spec spec;
+  spec.name = "audit";
+  spec.start_extra = [&store](runtime::service_env& env) -> result<std::shared_ptr<void>> {
+    auto s = audit_service::event_store::open(env.paths.state("audit"));
+    if (!s) return s.err();
+    store = std::move(*s);
+    const auto* me = env.eps.find("audit");
+    std::string pull = me && !me->pull.empty() ? me->pull : "tcp://127.0.0.1:*";
+    try {
+      return std::static_pointer_cast<void>(
+          std::make_shared<audit_service::receiver>(*env.ctx, env.keys, pull, store, env.metrics));
+    } catch (const std::exception& e) {
+      return make_error(errc::unavailable, "audit cannot listen on " + pull + ": " + e.what());
+    }
+  };
+  spec.make_logic = [&store](runtime::service_env&) { return std::make_unique<audit_service::audit_logic>(store); };
+  return runtime::service_main(argc, argv, spec);
+}

@@ -1,0 +1,69 @@
+#include "services/scheduler/roster.hpp"
+
+namespace loom::scheduler {
+
+const char* to_string(node_state s) {
+  switch (s) {
+    case node_state::alive: return "alive";
+    case node_state::suspect: return "suspect";
+    case node_state::dead: return "dead";
+  }
+  return "unknown";
+}
+
+void roster::register_node(node n, time_point now) {
+  n.registered = now;
+  n.last_seen = now;
+  nodes_[n.id] = std::move(n);
+  ++version_;
+}
+
+bool roster::heartbeat(const std::string& id, time_point now) {
+  auto it = nodes_.find(id);
+  if (it == nodes_.end()) return false;
+  it->second.last_seen = now;
+  return true;
+}
+
+bool roster::drain(const std::string& id) {
+  auto it = nodes_.find(id);
+  if (it == nodes_.end()) return false;
+  it->second.draining = true;
+  ++version_;
+  return true;
+}
+
+node_state roster::state(const node& n, time_point now) const {
+  auto silent = now - n.last_seen;
+  if (silent > interval_ * max_missed_) return node_state::dead;
+  if (silent > interval_) return node_state::suspect;
+  return node_state::alive;
+}
+
+std::vector<std::string> roster::reap(time_point now, std::chrono::milliseconds keep) {
+  std::vector<std::string> gone;
+  for (auto it = nodes_.begin(); it != nodes_.end();) {
+    if (now - it->second.last_seen > interval_ * max_missed_ + keep) {
+      gone.push_back(it->first);
+      it = nodes_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  if (!gone.empty()) ++version_;
+  return gone;
+}
+
+std::vector<node> roster::list(const std::string& zone) const {
+  std::vector<node> out;
+  for (auto& [id, n] : nodes_)
+    if (zone.empty() || n.zone == zone) out.push_back(n);
+  return out;
+}
+
+const node* roster::find(const std::string& id) const {
+  auto it = nodes_.find(id);
+  return it == nodes_.end() ? nullptr : &it->second;
+}
+
+}  // namespace loom::scheduler

@@ -1,0 +1,70 @@
+// The node roster: who is registered, with what resources, and whether it is
+// alive. Pure logic: time is passed in, no sockets, no clock, no database.
+// Liveness follows Paranoid Pirate: a node is suspect after one missed
+// heartbeat interval and dead after three (the interval is 1 s).
+// Not thread-safe: owned by the scheduler actor.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace loom::scheduler {
+
+using time_point = std::chrono::system_clock::time_point;
+
+struct node_resources {
+  std::uint32_t cpu_cores = 0;
+  std::uint32_t gpus = 0;
+  std::uint64_t memory_bytes = 0;
+  std::uint64_t disk_bytes = 0;
+  std::string gpu_model;
+};
+
+struct node {
+  std::string id;
+  std::string service;
+  std::string zone;
+  node_resources resources;
+  std::string endpoint;
+  std::uint32_t pid = 0;
+  std::string version;
+  time_point registered{};
+  time_point last_seen{};
+  bool draining = false;
+};
+
+enum class node_state { alive, suspect, dead };
+const char* to_string(node_state s);
+
+class roster {
+ public:
+  explicit roster(std::chrono::milliseconds heartbeat_interval = std::chrono::milliseconds(1000),
+                  int max_missed = 3)
+      : interval_(heartbeat_interval), max_missed_(max_missed) {}
+
+  // Adds or replaces a node (a restarted process re-registers with a new pid).
+  void register_node(node n, time_point now);
+  // False when the node is unknown (it must register again).
+  bool heartbeat(const std::string& id, time_point now);
+  bool drain(const std::string& id);
+  node_state state(const node& n, time_point now) const;
+  // Removes nodes dead for longer than `keep`; returns their ids.
+  std::vector<std::string> reap(time_point now, std::chrono::milliseconds keep);
+
+  std::vector<node> list(const std::string& zone = "") const;
+  const node* find(const std::string& id) const;
+  std::uint64_t version() const { return version_; }
+  std::chrono::milliseconds interval() const { return interval_; }
+
+ private:
+  std::chrono::milliseconds interval_;
+  int max_missed_;
+  std::map<std::string, node> nodes_;
+  std::uint64_t version_ = 0;
+};
+
+}  // namespace loom::scheduler

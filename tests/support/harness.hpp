@@ -1,0 +1,51 @@
+// Helpers for cross-process tests: run EdgeLoom binaries and capture their
+// output, make throwaway data dirs, fetch a URL on loopback, and clean up a
+// `loom up` even when a test fails (by pid, never by name).
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace loom::test {
+
+struct run_result {
+  int code = -1;        // exit code; 128+N when killed by signal N
+  std::string out, err;
+};
+
+// Path of an EdgeLoom binary in the build tree (LOOM_TEST_BIN_DIR).
+std::string bin(const std::string& name);
+
+// Runs argv[0] (a path) with arguments; stdin is /dev/null. Bounded by `timeout`
+// (the child is killed and code = 124 when it runs over).
+run_result run(const std::vector<std::string>& argv, std::chrono::seconds timeout = std::chrono::seconds(60));
+
+// `loom ARGS... --data-dir dir`.
+run_result run_loom(const std::string& data_dir, std::vector<std::string> args,
+                std::chrono::seconds timeout = std::chrono::seconds(60));
+
+// A fresh directory under /tmp, removed by ~temp_dir.
+struct temp_dir {
+  std::string path;
+  explicit temp_dir(const std::string& prefix = "loom-test");
+  ~temp_dir();
+  temp_dir(const temp_dir&) = delete;
+  temp_dir& operator=(const temp_dir&) = delete;
+};
+
+// Runs `loom down` for `data_dir` on destruction (and kills, by pid from
+// endpoints.json, anything still alive), so a failing test leaves nothing behind.
+struct up_guard {
+  std::string data_dir;
+  ~up_guard();
+};
+
+// True while `pid` exists and is not a zombie.
+bool alive(long pid);
+
+// HTTP GET http://host:port/path on loopback; empty string on failure.
+std::string http_get(const std::string& host_port, const std::string& path,
+                     std::chrono::milliseconds timeout = std::chrono::milliseconds(2000));
+
+}  // namespace loom::test
