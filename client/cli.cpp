@@ -61,7 +61,7 @@ int fail(const context& c, const error& e) {
   } else {
     std::fprintf(stderr, "error: %s\n", e.to_string().c_str());
   }
-  return exit_code(e.code);
+  return loom::exit_code(e.code);
 }
 
 int usage(const std::string& text) {

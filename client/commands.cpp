@@ -119,7 +119,7 @@ int cmd_ping(context& c) {
       auto e = rep ? make_error(errc::internal, "ping payload not echoed") : rep.err();
       results.push_back({{"service", n}, {"ok", false}, {"error", e.message}, {"code", to_string(e.code)}});
       if (!c.json) std::printf("%-11s FAIL %s\n", n.c_str(), e.to_string().c_str());
-      int code = exit_code(e.code);
+      int code = loom::exit_code(e.code);
       if (worst == ok_exit || code == denied_exit) worst = code;
     }
   }

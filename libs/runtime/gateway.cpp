@@ -74,7 +74,7 @@ int gateway::run() {
         env_.metrics->count_dropped("malformed");
         env_.metrics->count_request("malformed", in->req.code(), 0);
         if (!in->identity.empty())
-          server_.send(in->identity, wire::error_reply("", in->req.code(), in->req.err().message));
+          server_.send(in->identity, wire::error_reply(in->request_id, in->req.code(), in->req.err().message));
       } else {
         on_request(std::move(in->identity), std::move(in->peer_principal), std::move(*in->req));
       }
