@@ -82,7 +82,7 @@ TEST_CASE("every ROUTER survives 10,000 random and mutated frames and still answ
     INFO("service " << svc);
     auto server_key = *wire::load_public_key(c.paths.curve_dir(), svc);
     long pid_before = c.ep(svc).pid;
-    fuzzer f{std::mt19937_64(0x10057 + svc.size())};
+    fuzzer f{std::mt19937_64(0x10057 + svc.size()), ""};
     wire::request ping;
     ping.request_id = wire::new_request_id();
     ping.type = "loom.v1.PingRequest";

@@ -7,6 +7,8 @@
 
 #include <signal.h>
 
+#include <fstream>
+
 #include <thread>
 
 using namespace loom::test;
@@ -90,6 +92,18 @@ TEST_CASE("loom up starts five healthy services that survive kill -9 and loom do
   CHECK(down.code == 0);
   for (long p : before) CHECK_FALSE(alive(p));
   CHECK_FALSE(alive(old_pid));
+
+  // Each service logged a clean stop, within 2 s of its SIGTERM.
+  for (const char* svc : {"ingest", "scheduler", "trainer", "aggregator", "audit"}) {
+    std::ifstream log(home.path + "/logs/" + svc + ".log");
+    std::string line, last_stop;
+    while (std::getline(log, line))
+      if (line.find("stopped in ") != std::string::npos) last_stop = line;
+    INFO(svc << ": " << last_stop);
+    REQUIRE_FALSE(last_stop.empty());
+    long ms = std::stol(last_stop.substr(last_stop.find("stopped in ") + 11));
+    CHECK(ms < 2000);
+  }
 }
 
 TEST_CASE("two loom up on different data dirs run side by side") {

@@ -24,18 +24,6 @@ using namespace std::chrono_literals;
 using json = nlohmann::json;
 
 namespace {
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
-
 // Value of a single-sample instant query, or NaN.
 double query(const std::string& web, const std::string& promql) {
   std::string q;

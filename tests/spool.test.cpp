@@ -77,17 +77,7 @@ TEST_CASE("events emitted while audit is down are stored exactly once when it co
     layout::endpoints e;
     auto up = run_loom(home.path, {"status"});  // not running: exit 4, writes nothing
     CHECK(up.code == 4);
-    for (int i = 0; i < 3; ++i) {
-      int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-      sockaddr_in a{};
-      a.sin_family = AF_INET;
-      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-      socklen_t len = sizeof a;
-      ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-      ports.push_back(ntohs(a.sin_port));
-      ::close(fd);
-    }
+    for (int i = 0; i < 3; ++i) ports.push_back(free_port());
     e.services["audit"] = {"tcp://127.0.0.1:" + std::to_string(ports[0]), "127.0.0.1:" + std::to_string(ports[1]),
                            "tcp://127.0.0.1:" + std::to_string(ports[2]), 0};
     REQUIRE(layout::write_endpoints(p.endpoints(), e).ok());

@@ -101,17 +101,7 @@ void gateway::on_request(std::string identity, std::string peer, wire::request r
     env_.metrics->count_denied(to_string(d.code));
     env_.metrics->count_request(req.type, d.code, seconds_since(started));
     server_.send(identity, wire::error_reply(req.request_id, d.code, d.reason));
-    audit::record r;
-    r.principal = principal;
-    r.role = role;
-    r.zone = env_.zone;
-    r.action = req.type;
-    r.request_id = req.request_id;
-    r.outcome = audit::decision::deny;
-    r.reason = d.reason;
-    r.service = env_.name;
-    r.peer = peer;
-    env_.audit->emit(std::move(r));
+    emit_audit(principal, role, req.type, req.request_id, audit::decision::deny, d.reason, peer);
     return;
   }
 
@@ -158,19 +148,25 @@ void gateway::answer(const pending& p, const handled& h) {
   rep.body = h.body;
   server_.send(p.identity, rep);
   env_.metrics->count_request(p.type, h.code, seconds_since(p.started));
-  if (p.mutating) {
-    audit::record r;
-    r.principal = p.principal;
-    r.role = p.role;
-    r.zone = env_.zone;
-    r.action = p.type;
-    r.request_id = p.request_id;
-    r.outcome = h.code == errc::ok ? audit::decision::allow : audit::decision::error;
-    r.reason = h.message;
-    r.service = env_.name;
-    r.peer = p.peer;
-    env_.audit->emit(std::move(r));
-  }
+  if (p.mutating)
+    emit_audit(p.principal, p.role, p.type, p.request_id,
+               h.code == errc::ok ? audit::decision::allow : audit::decision::error, h.message, p.peer);
+}
+
+void gateway::emit_audit(const std::string& principal, const std::string& role, const std::string& action,
+                         const std::string& request_id, audit::decision outcome, const std::string& reason,
+                         const std::string& peer) {
+  audit::record r;
+  r.principal = principal;
+  r.role = role;
+  r.zone = env_.zone;
+  r.action = action;
+  r.request_id = request_id;
+  r.outcome = outcome;
+  r.reason = reason;
+  r.service = env_.name;
+  r.peer = peer;
+  env_.audit->emit(std::move(r));
 }
 
 void gateway::drain_finished() {

@@ -6,6 +6,7 @@
 // through an eventfd. Mutating requests and denials become audit records.
 #pragma once
 
+#include "libs/audit/record.hpp"
 #include "libs/runtime/service.hpp"
 
 #include <atomic>
@@ -61,6 +62,9 @@ class gateway {
 
   void on_request(std::string identity, std::string peer, wire::request req);
   void answer(const pending& p, const handled& h);
+  void emit_audit(const std::string& principal, const std::string& role, const std::string& action,
+                  const std::string& request_id, audit::decision outcome, const std::string& reason,
+                  const std::string& peer);
   void drain_finished();
   void expire(std::chrono::steady_clock::time_point now);
   std::uint64_t current_epoch();

@@ -115,6 +115,20 @@ up_guard::~up_guard() {
     if (alive(p)) ::kill(static_cast<pid_t>(p), SIGKILL);
 }
 
+int free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  int port = 0;
+  if (fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+    port = ntohs(a.sin_port);
+  if (fd >= 0) ::close(fd);
+  return port;
+}
+
 std::string http_get(const std::string& host_port, const std::string& path, std::chrono::milliseconds timeout) {
   auto colon = host_port.rfind(':');
   if (colon == std::string::npos) return "";

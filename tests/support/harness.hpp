@@ -44,6 +44,10 @@ struct up_guard {
 // True while `pid` exists and is not a zombie.
 bool alive(long pid);
 
+// A free TCP port on 127.0.0.1 (closed again: a later bind may race, which is
+// fine for tests on a machine of their own).
+int free_port();
+
 // HTTP GET http://host:port/path on loopback; empty string on failure.
 std::string http_get(const std::string& host_port, const std::string& path,
                      std::chrono::milliseconds timeout = std::chrono::milliseconds(2000));
