@@ -7,17 +7,28 @@
 
 #include <zmq.hpp>
 
+#include <string>
+#include <vector>
+
 int main(int argc, char** argv) {
   using namespace loom;
+  // --pull-bind overrides where the PULL socket binds (containers bind all
+  // interfaces while peers use the endpoints.json name); the rest goes to service_main.
+  std::string pull_bind;
+  std::vector<char*> args;
+  for (int i = 0; i < argc; ++i) {
+    if (std::string(argv[i]) == "--pull-bind" && i + 1 < argc) pull_bind = argv[++i];
+    else args.push_back(argv[i]);
+  }
   std::shared_ptr<audit_service::event_store> store;
   runtime::service_spec spec;
   spec.name = "audit";
-  spec.start_extra = [&store](runtime::service_env& env) -> result<std::shared_ptr<void>> {
+  spec.start_extra = [&store, &pull_bind](runtime::service_env& env) -> result<std::shared_ptr<void>> {
     auto s = audit_service::event_store::open(env.paths.state("audit"));
     if (!s) return s.err();
     store = std::move(*s);
     const auto* me = env.eps.find("audit");
-    std::string pull = me && !me->pull.empty() ? me->pull : "tcp://127.0.0.1:*";
+    std::string pull = !pull_bind.empty() ? pull_bind : me && !me->pull.empty() ? me->pull : "tcp://127.0.0.1:*";
     try {
       return std::static_pointer_cast<void>(
           std::make_shared<audit_service::receiver>(*env.ctx, env.keys, pull, store, env.metrics));
@@ -26,5 +37,5 @@ int main(int argc, char** argv) {
     }
   };
   spec.make_logic = [&store](runtime::service_env&) { return std::make_unique<audit_service::audit_logic>(store); };
-  return runtime::service_main(argc, argv, spec);
+  return runtime::service_main(static_cast<int>(args.size()), args.data(), spec);
 }
