@@ -24,7 +24,7 @@ struct args {
 };
 
 // Flags that never take a value, for every command.
-inline const std::set<std::string> known_flags = {"json", "help", "h", "force", "quiet"};
+inline const std::set<std::string> known_flags = {"json", "help", "h", "force", "quiet", "decode"};
 
 // invalid_argument (exit 2) for an option missing its value.
 result<args> parse(const std::vector<std::string>& argv);

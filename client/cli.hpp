@@ -61,6 +61,7 @@ int cmd_status(context& c);
 int cmd_ping(context& c);
 int cmd_token(context& c);
 int cmd_keys(context& c);
+int cmd_tokenize(context& c);
 
 // Creates whatever keys and the first admin token are missing (idempotent).
 status ensure_keys(const layout::paths& p);

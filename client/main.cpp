@@ -17,6 +17,7 @@ const char* help_text =
     "  token issue --role R [--zones Z1,Z2|*] [--ttl SECONDS] [--principal P]   (needs the admin key)\n"
     "  token revoke-all               revoke every token issued so far (bumps the epoch)\n"
     "  keys init                      create keys and the first admin token\n"
+    "  tokenize [--field F] PATH      GPT-2 ids, one line per document (.jsonl: per record); --decode PATH reverses\n"
     "data dir: --data-dir, else $LOOM_HOME, else ~/.local/share/edgeloom\n";
 }
 
@@ -28,7 +29,8 @@ int main(int argc, char** argv) {
     return parsed->positional.empty() && !parsed->flag("help") ? usage(help_text) : (std::printf("%s", help_text), 0);
   static const std::map<std::string, int (*)(context&)> commands = {
       {"up", cmd_up},     {"down", cmd_down},   {"watch", cmd_watch}, {"status", cmd_status},
-      {"ping", cmd_ping}, {"token", cmd_token}, {"keys", cmd_keys}};
+      {"ping", cmd_ping}, {"token", cmd_token}, {"keys", cmd_keys},
+      {"tokenize", cmd_tokenize}};
   auto it = commands.find(parsed->positional.front());
   if (it == commands.end()) return usage("loom: unknown command '" + parsed->positional.front() + "'\n" + help_text);
   context c(std::move(*parsed));

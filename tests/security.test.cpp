@@ -67,7 +67,7 @@ std::vector<v1::AuditEvent> audit_events(cluster& c, const std::string& request_
 
 }  // namespace
 
-TEST_CASE("every kind of bad token is denied, counted and audited; good ones pass") {
+TEST_CASE("every kind of bad token is denied, counted and audited, and good ones pass") {
   cluster c;
   REQUIRE(c.up);
   auto sched = c.client("scheduler");

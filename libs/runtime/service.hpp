@@ -13,6 +13,7 @@
 
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 
 namespace zmq {
@@ -25,6 +26,10 @@ class service_metrics;
 namespace loom::audit {
 class emitter;
 }
+namespace loom::store {
+class database;
+struct migration;
+}  // namespace loom::store
 
 namespace loom::runtime {
 
@@ -39,6 +44,11 @@ struct service_env {
   zmq::context_t* ctx = nullptr;
   metrics::service_metrics* metrics = nullptr;
   audit::emitter* audit = nullptr;
+  // The state store (services with migrations only): $LOOM_DATABASE_URL
+  // (PostgreSQL), else <data dir>/loom.db (SQLite). `db` is this process's
+  // connection for the service actor; other threads open their own from the URL.
+  std::string database_url;
+  store::database* db = nullptr;
   // A short-lived operator token for this service's calls to other services.
   std::function<std::string()> service_token;
 };
@@ -47,6 +57,9 @@ struct service_spec {
   std::string name;
   // Called at start and after every crash of the service actor.
   std::function<std::unique_ptr<service_logic>(service_env&)> make_logic;
+  // The service's own tables; non-empty = the service uses the state store,
+  // opened (retrying while unreachable) and migrated before anything starts.
+  std::function<std::span<const store::migration>()> migrations;
   // Optional, started before the gateway; the returned handle's destructor stops it.
   std::function<result<std::shared_ptr<void>>(service_env&)> start_extra;
 };

@@ -10,6 +10,8 @@
 #include "libs/runtime/gateway.hpp"
 #include "libs/runtime/registrar.hpp"
 #include "libs/runtime/service.hpp"
+#include "libs/store/database.hpp"
+#include "libs/store/migrate.hpp"
 #include "libs/wire/curve.hpp"
 #include "libs/wire/server.hpp"
 
@@ -20,6 +22,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 
@@ -27,8 +30,17 @@ namespace loom::runtime {
 namespace {
 
 struct options {
-  std::string data_dir, zone, node_id, bind, metrics;
+  std::string data_dir, zone, node_id, bind, metrics, database;
 };
+
+// How long a service waits for an unreachable database at start before it
+// gives up (exit 1; the launcher restarts it, so it keeps trying).
+// $LOOM_DATABASE_WAIT_S overrides it.
+int database_deadline_s() {
+  const char* v = std::getenv("LOOM_DATABASE_WAIT_S");
+  int s = v ? std::atoi(v) : 0;
+  return s > 0 ? s : 30;
+}
 
 std::atomic<gateway*> g_gateway{nullptr};
 
@@ -39,7 +51,7 @@ void on_signal(int) {
 int usage(const std::string& name, const std::string& why) {
   std::fprintf(stderr,
                "%s%susage: loom-%s [--data-dir D] [--zone Z] [--node-id N] [--bind tcp://HOST:PORT] "
-               "[--metrics HOST:PORT]\n",
+               "[--metrics HOST:PORT] [--database URL]\n",
                why.c_str(), why.empty() ? "" : "\n", name.c_str());
   return 2;
 }
@@ -96,6 +108,7 @@ int service_main(int argc, char** argv, const service_spec& spec) {
     else if (a == "--node-id") ok = value(opt.node_id);
     else if (a == "--bind") ok = value(opt.bind);
     else if (a == "--metrics") ok = value(opt.metrics);
+    else if (a == "--database") ok = value(opt.database);
     else if (a == "--help" || a == "-h") return usage(spec.name, ""), 0;
     else return usage(spec.name, "unknown option " + a);
     if (!ok) return usage(spec.name, "option " + a + " needs a value");
@@ -182,7 +195,29 @@ int service_main(int argc, char** argv, const service_spec& spec) {
   }
   env.audit = emitter->get();
 
-  // 6. Service-specific parts, then the supervised service actor.
+  // 6. The state store: open (retrying while unreachable), then migrate.
+  std::unique_ptr<store::database> db;
+  if (spec.migrations) {
+    const char* env_url = std::getenv("LOOM_DATABASE_URL");
+    env.database_url = !opt.database.empty() ? opt.database
+                       : env_url && *env_url ? std::string(env_url)
+                                             : env.paths.root + "/loom.db";
+    auto opened = store::database::open_with_retry(
+        env.database_url, std::chrono::steady_clock::now() + std::chrono::seconds(database_deadline_s()));
+    if (!opened) {
+      std::fprintf(stderr, "loom-%s: state store: %s\n", spec.name.c_str(), opened.err().to_string().c_str());
+      return 1;
+    }
+    db = std::move(*opened);
+    if (auto st = store::migrate(*db, spec.migrations()); !st) {
+      std::fprintf(stderr, "loom-%s: state store %s: %s\n", spec.name.c_str(), db->masked_url().c_str(),
+                   st.err().to_string().c_str());
+      return 1;
+    }
+    env.db = db.get();
+  }
+
+  // 7. Service-specific parts, then the supervised service actor.
   std::shared_ptr<void> extra;
   if (spec.start_extra) {
     auto x = spec.start_extra(env);
@@ -201,7 +236,7 @@ int service_main(int argc, char** argv, const service_spec& spec) {
                  static_cast<unsigned long long>(n), why.c_str());
   });
 
-  // 7. Registration, then serve until a signal.
+  // 8. Registration, then serve until a signal.
   registrar reg(env);
   gateway gw(env, *server, host, gateway_options{*token_key, env.paths.epoch()});
   g_gateway = &gw;
@@ -210,12 +245,13 @@ int service_main(int argc, char** argv, const service_spec& spec) {
   int rc = gw.run();
   g_gateway = nullptr;
 
-  // 8. Shutdown: stop every thread in parallel; the spool keeps what audit has not confirmed.
+  // 9. Shutdown: stop every thread in parallel; the spool keeps what audit has not confirmed.
   auto t0 = std::chrono::steady_clock::now();
   std::thread stop_reg([&] { reg.stop(); });
   host.stop();
   stop_reg.join();
   extra.reset();
+  db.reset();
   emitter->reset();
   server.reset();
   zap.reset();

@@ -6,26 +6,18 @@
 #include <zmq.hpp>
 
 #include <cstdio>
+#include <vector>
 
 namespace loom::audit_service {
 namespace {
-// Events drained per durable batch: one fdatasync covers them all.
+// Events drained per batch: one durable commit covers them all.
 constexpr int batch_max = 2048;
 
-const char* name_of(event_store::outcome o) {
-  switch (o) {
-    case event_store::outcome::stored: return "stored";
-    case event_store::outcome::duplicate: return "duplicate";
-    case event_store::outcome::gap: return "gap";
-    case event_store::outcome::invalid: return "invalid";
-  }
-  return "?";
-}
 }  // namespace
 
 receiver::receiver(zmq::context_t& ctx, const wire::curve_keypair& keys, std::string endpoint,
-                   std::shared_ptr<event_store> store, metrics::service_metrics* metrics)
-    : store_(std::move(store)), metrics_(metrics) {
+                   std::shared_ptr<audit_log> log, metrics::service_metrics* metrics)
+    : log_(std::move(log)), metrics_(metrics) {
   auto sock = std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::pull);
   wire::apply_common_options(*sock);
   wire::make_curve_server(*sock, keys, "loom");
@@ -44,8 +36,8 @@ void receiver::run(void* raw) {
     zmq::pollitem_t item{sock->handle(), 0, ZMQ_POLLIN, 0};
     zmq::poll(&item, 1, std::chrono::milliseconds(50));
     if (!(item.revents & ZMQ_POLLIN)) continue;
-    int n = 0;
-    for (; n < batch_max; ++n) {
+    std::vector<std::string> batch;
+    for (int n = 0; n < batch_max; ++n) {
       zmq::message_t msg;
       if (!sock->recv(msg, zmq::recv_flags::dontwait)) break;
       if (msg.more()) {  // an event is one frame: drain and drop the rest
@@ -53,11 +45,20 @@ void receiver::run(void* raw) {
         metrics_->add("events_total", {{"outcome", "malformed"}});
         continue;
       }
-      auto o = store_->append({static_cast<const char*>(msg.data()), msg.size()});
-      metrics_->add("events_total", {{"outcome", name_of(o)}});
+      batch.emplace_back(static_cast<const char*>(msg.data()), msg.size());
     }
-    if (auto st = store_->sync(); !st)
-      std::fprintf(stderr, "audit: %s\n", st.err().to_string().c_str());
+    if (batch.empty()) continue;
+    auto out = log_->append_batch(batch);
+    if (!out) {
+      // Nothing of the batch is stored; emitters re-send from their watermark.
+      std::fprintf(stderr, "audit: batch of %zu not stored: %s\n", batch.size(), out.err().to_string().c_str());
+      metrics_->add("events_total", {{"outcome", "store_error"}}, static_cast<double>(batch.size()));
+      continue;
+    }
+    metrics_->add("events_total", {{"outcome", "stored"}}, static_cast<double>(out->stored));
+    metrics_->add("events_total", {{"outcome", "duplicate"}}, static_cast<double>(out->duplicate));
+    metrics_->add("events_total", {{"outcome", "gap"}}, static_cast<double>(out->gap));
+    metrics_->add("events_total", {{"outcome", "invalid"}}, static_cast<double>(out->invalid));
   }
 }
 

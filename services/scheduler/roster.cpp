@@ -18,6 +18,12 @@ void roster::register_node(node n, time_point now) {
   ++version_;
 }
 
+void roster::restore(node n) {
+  auto id = n.id;
+  nodes_[id] = std::move(n);
+  ++version_;
+}
+
 bool roster::heartbeat(const std::string& id, time_point now) {
   auto it = nodes_.find(id);
   if (it == nodes_.end()) return false;

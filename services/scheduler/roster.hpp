@@ -48,6 +48,8 @@ class roster {
 
   // Adds or replaces a node (a restarted process re-registers with a new pid).
   void register_node(node n, time_point now);
+  // Puts back a node loaded from the state store, times as stored.
+  void restore(node n);
   // False when the node is unknown (it must register again).
   bool heartbeat(const std::string& id, time_point now);
   bool drain(const std::string& id);

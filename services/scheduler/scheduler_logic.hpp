@@ -1,20 +1,31 @@
 // The scheduler's service logic: the node roster's requests (RegisterNode,
 // NodeHeartbeat, ListNodes, DrainNode). Runs inside the supervised service
 // actor; holds no CAF, ZeroMQ or clock of its own (the clock is injected).
+// With a state store the roster is loaded at construction (so a restarted
+// actor or process keeps it) and every change is written before it is
+// applied in memory; heartbeats are flushed once per tick.
 #pragma once
 
 #include "libs/runtime/service_logic.hpp"
 #include "services/scheduler/roster.hpp"
 
 #include <functional>
+#include <map>
+
+namespace loom::store {
+class database;
+class transaction;
+}  // namespace loom::store
 
 namespace loom::scheduler {
 
 class scheduler_logic final : public runtime::service_logic {
  public:
   using clock_fn = std::function<time_point()>;
-  explicit scheduler_logic(clock_fn now = [] { return std::chrono::system_clock::now(); })
-      : now_(std::move(now)) {}
+  // Throws std::runtime_error when the stored roster cannot be loaded (the
+  // supervisor retries with backoff).
+  explicit scheduler_logic(
+      store::database* db = nullptr, clock_fn now = [] { return std::chrono::system_clock::now(); });
 
   runtime::handled handle(const std::string& type, const std::string& body,
                           const runtime::call_context& ctx) override;
@@ -24,8 +35,16 @@ class scheduler_logic final : public runtime::service_logic {
   const roster& nodes() const { return roster_; }
 
  private:
+  runtime::handled register_node(const std::string& body);
+  runtime::handled list_nodes(const std::string& body);
+  runtime::handled drain_node(const std::string& body);
+  // Runs fn in a store transaction (or succeeds at once without a store).
+  status persist(const std::function<status(store::transaction&)>& fn);
+
+  store::database* db_;
   clock_fn now_;
   roster roster_;
+  std::map<std::string, time_point> seen_;  // heartbeats not yet written
 };
 
 }  // namespace loom::scheduler

@@ -11,7 +11,7 @@ using namespace std::chrono_literals;
 namespace {
 struct fixture {
   scheduler::time_point now{};
-  scheduler::scheduler_logic logic{[this] { return now; }};
+  scheduler::scheduler_logic logic{nullptr, [this] { return now; }};
 
   runtime::handled call(const google::protobuf::Message& m) {
     return logic.handle(m.GetDescriptor()->full_name(), m.SerializeAsString(), {});

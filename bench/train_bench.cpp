@@ -1,0 +1,177 @@
+// train_bench: full training steps of the CPU GPT-2 engine — forward,
+// backward (overwriting the gradients), global norm, AdamW — at B=4, T=64,
+// 2 threads (OpenMP and oneDNN; LOOM_BENCH_THREADS overrides), for tiny (L4 H4 C256) and d12 (GPT-2
+// 124M: L12 H12 C768), both with V 50257 padded to 50304 and 1024 positions.
+// FLOPs counted as llm.c does: 6·N + 6·L·C·T per token (N = all parameters,
+// padded vocab included; the attention term counts the causal half). MFU
+// against the 2-core fp32 peak of 446 GFLOP/s (research/llmc.md §5.1).
+//
+// The build machine is shared: a step during which other processes used
+// >= 5% of the cores (from /proc/stat) is "contended". Like the llm.c anchor
+// in research/llmc.md §5.3, the headline is the median of uncontended steps
+// when at least 3 of them exist, else the median of all steps; the detail line
+// says which (basis=clean k/n or basis=all) and gives both.
+// OpenMP threads wait passively (OMP_WAIT_POLICY=passive, set by re-executing
+// this binary unless the caller set a policy): on a shared 2-core machine a
+// spinning waiter steals the core its partner needs (measured here under load
+// ~5: tiny 350-440 ms/step passive vs 580-830 spinning); on a quiet machine it
+// costs a futex wake per parallel region (measured: tiny 104 vs 95 ms, d12 no
+// visible difference).
+// Usage: train_bench [tiny|d12]. Last lines, d12 then tiny, for scripts:
+//   case=<d12|tiny> tokens_per_s=<..> ms_per_step=<..> mfu=<..> peak_rss_mb=<..>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "services/trainer/engine/kernels.hpp"
+#include "services/trainer/engine/model.hpp"
+#include "services/trainer/engine/optimizer.hpp"
+
+namespace {
+
+using namespace loom::engine;
+using clk = std::chrono::steady_clock;
+
+constexpr double peak_gflops = 446.0;
+constexpr int B = 4, T = 64;
+constexpr double clean_share = 0.05;  // others' CPU below 5% of all cores: uncontended
+
+struct bench_case {
+  const char* name;
+  gpt2_config cfg;
+  int warmup, steps;  // d12 ~1-5 s/step, tiny ~0.1-1 s: both well inside 5 min
+};
+
+struct figures {
+  std::string name;
+  double tokens_per_s, ms_per_step, mfu, peak_rss_mb;
+};
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+double self_cpu_s() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + 1e-6 * (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+}
+
+// Busy CPU-seconds of the whole machine so far (all processes, all cores).
+double machine_busy_s() {
+  unsigned long long u = 0, n = 0, s = 0, idle = 0, io = 0, irq = 0, sirq = 0, steal = 0;
+  if (FILE* f = std::fopen("/proc/stat", "r")) {
+    if (std::fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &u, &n, &s, &idle, &io,
+                    &irq, &sirq, &steal) != 8)
+      u = n = s = irq = sirq = steal = 0;
+    std::fclose(f);
+  }
+  return double(u + n + s + irq + sirq + steal) / double(sysconf(_SC_CLK_TCK));
+}
+
+double peak_rss_mib() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_maxrss / 1024.0;  // KiB on Linux
+}
+
+double ms(clk::time_point a, clk::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+figures run(const bench_case& bc) {
+  auto made = gpt2::create(bc.cfg, B, T);
+  if (!made) {
+    std::fprintf(stderr, "train_bench: %s\n", made.err().to_string().c_str());
+    std::exit(1);
+  }
+  gpt2& m = *made;
+  m.init_random(1);
+  adamw opt(m.layout().total, adamw_config{}, m.layout().ranges());
+  std::mt19937 rng(7);
+  std::vector<std::int32_t> in(B * T), tgt(B * T);
+  std::vector<double> step_ms, clean_ms, fwd_ms, bwd_ms, opt_ms, cpu_ms;
+  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  float loss = 0;
+  for (int s = 0; s < bc.warmup + bc.steps; ++s) {
+    for (int i = 0; i < B * T; ++i) {
+      in[i] = static_cast<std::int32_t>(rng() % unsigned(bc.cfg.vocab));
+      tgt[i] = static_cast<std::int32_t>(rng() % unsigned(bc.cfg.vocab));
+    }
+    const double busy0 = machine_busy_s(), self0 = self_cpu_s();
+    // The body of train_step(), timed phase by phase.
+    const auto t0 = clk::now();
+    loss = *m.forward(in, tgt);
+    const auto t1 = clk::now();
+    m.backward(1.0f, /*accumulate=*/false);  // overwrites grads: no zero_grad pass
+    const auto t2 = clk::now();
+    const double norm = global_norm(m.grads());
+    opt.step(m.params(), m.grads(), 3e-4f, clip_scale(norm, 1.0f));
+    const auto t3 = clk::now();
+    const double self = self_cpu_s() - self0, others = machine_busy_s() - busy0 - self;
+    if (s < bc.warmup) continue;
+    step_ms.push_back(ms(t0, t3));
+    if (others < clean_share * cores * ms(t0, t3) / 1000.0) clean_ms.push_back(ms(t0, t3));
+    fwd_ms.push_back(ms(t0, t1));
+    bwd_ms.push_back(ms(t1, t2));
+    opt_ms.push_back(ms(t2, t3));
+    cpu_ms.push_back(1000.0 * self);
+  }
+  const bool clean = clean_ms.size() >= 3;
+  const double step = clean ? median(clean_ms) : median(step_ms);
+  const double n = double(m.layout().total);
+  const gpt2_config& c = bc.cfg;
+  const double flop_per_token = 6.0 * n + 6.0 * c.layers * c.channels * T;
+  const double tps = B * T / (step / 1000.0);
+  std::printf("%s: params %.0f, %d steps after %d warm-up; median ms/step: all %.1f, clean %.1f "
+              "(%zu/%d) -> basis=%s; all-step medians: forward %.1f, backward %.1f, "
+              "norm+adamw %.1f; min %.1f; process CPU %.1f ms/step; last loss %.3f; %.1f GFLOP/s\n",
+              bc.name, n, bc.steps, bc.warmup, median(step_ms), median(clean_ms),
+              clean_ms.size(), bc.steps, clean ? "clean" : "all", median(fwd_ms),
+              median(bwd_ms), median(opt_ms), *std::min_element(step_ms.begin(), step_ms.end()),
+              median(cpu_ms), loss, flop_per_token * tps / 1e9);
+  std::fflush(stdout);
+  return {bc.name, tps, step, flop_per_token * tps / (peak_gflops * 1e9), peak_rss_mib()};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // libgomp reads its wait policy once, when it loads: set it, then start again.
+  if (!std::getenv("OMP_WAIT_POLICY")) {
+    setenv("OMP_WAIT_POLICY", "passive", 1);
+    execv("/proc/self/exe", argv);
+    std::perror("train_bench: re-exec with OMP_WAIT_POLICY=passive failed; continuing");
+  }
+  const std::string only = argc > 1 ? argv[1] : "";
+  const char* env_threads = std::getenv("LOOM_BENCH_THREADS");
+  const int threads = env_threads ? std::max(1, std::atoi(env_threads)) : 2;
+  kernels::set_threads(threads);  // oneDNN's sgemm runs on the same OpenMP pool
+  double load[3] = {0, 0, 0};
+  if (FILE* f = std::fopen("/proc/loadavg", "r")) {
+    if (std::fscanf(f, "%lf %lf %lf", &load[0], &load[1], &load[2]) != 3) load[0] = -1;
+    std::fclose(f);
+  }
+  std::printf("train_bench: B=%d T=%d threads=%d OMP_WAIT_POLICY=%s peak=%.0f GFLOP/s "
+              "load average %.2f %.2f %.2f\n",
+              B, T, threads, std::getenv("OMP_WAIT_POLICY"), peak_gflops, load[0], load[1], load[2]);
+  const gpt2_config tiny{4, 4, 256, 1024, 50257, 50304};
+  const gpt2_config d12{12, 12, 768, 1024, 50257, 50304};
+  // tiny first, so its peak RSS is its own (ru_maxrss only grows).
+  std::vector<figures> out;
+  if (only != "d12") out.push_back(run({"tiny", tiny, 3, 30}));
+  if (only != "tiny") out.insert(out.begin(), run({"d12", d12, 2, 12}));
+  for (const figures& f : out)
+    std::printf("case=%s tokens_per_s=%.1f ms_per_step=%.1f mfu=%.3f peak_rss_mb=%.0f\n",
+                f.name.c_str(), f.tokens_per_s, f.ms_per_step, f.mfu, f.peak_rss_mb);
+  return 0;
+}

@@ -1,0 +1,88 @@
+// The roster survives its actor and its process: the same suite on SQLite
+// and PostgreSQL (CTest names end in [sqlite] / [postgres]).
+#include "libs/runtime/logic_pb.hpp"
+#include "libs/store/database.hpp"
+#include "libs/store/migrate.hpp"
+#include "libs/store/testing.hpp"
+#include "loom/v1/scheduler.pb.h"
+#include "services/scheduler/scheduler_logic.hpp"
+#include "services/scheduler/schema.hpp"
+
+#include <doctest/doctest.h>
+
+using namespace loom;
+using namespace std::chrono_literals;
+
+namespace {
+#if defined(LOOM_STORE_TEST_BACKEND_postgres)
+constexpr auto engine = store::backend::postgres;
+#else
+constexpr auto engine = store::backend::sqlite;
+#endif
+
+runtime::handled call(scheduler::scheduler_logic& l, const google::protobuf::Message& m) {
+  return l.handle(m.GetDescriptor()->full_name(), m.SerializeAsString(), {});
+}
+
+v1::RegisterNodeRequest reg(const std::string& id, std::uint32_t pid) {
+  v1::RegisterNodeRequest r;
+  r.mutable_node()->set_value(id);
+  r.set_service("trainer");
+  r.set_zone("local");
+  r.mutable_resources()->set_cpu_cores(2);
+  r.mutable_resources()->set_memory_bytes(1ull << 34);
+  r.set_pid(pid);
+  return r;
+}
+}  // namespace
+
+TEST_CASE("a restarted scheduler finds the roster it had, drains and heartbeats included") {
+  auto scratch = store::testing::scratch::make(engine, "roster");
+  REQUIRE(scratch.ok());
+  auto db = store::database::open(scratch->url());
+  REQUIRE(db.ok());
+  REQUIRE(store::migrate(**db, scheduler::scheduler_migrations()).ok());
+  scheduler::time_point now{std::chrono::seconds(1'700'000'000)};
+  {
+    scheduler::scheduler_logic a(db->get(), [&] { return now; });
+    REQUIRE(call(a, reg("t1", 10)).code == errc::ok);
+    REQUIRE(call(a, reg("t2", 11)).code == errc::ok);
+    REQUIRE(call(a, reg("t1", 12)).code == errc::ok);  // re-registration replaces
+    v1::DrainNodeRequest d;
+    d.mutable_node()->set_value("t2");
+    REQUIRE(call(a, d).code == errc::ok);
+    now += 2s;
+    v1::NodeHeartbeatRequest hb;
+    hb.mutable_node()->set_value("t1");
+    REQUIRE(call(a, hb).code == errc::ok);
+    a.on_tick();  // flushes last-seen
+  }
+  scheduler::scheduler_logic b(db->get(), [&] { return now; });
+  auto list = runtime::parse_as<v1::ListNodesReply>(call(b, v1::ListNodesRequest{}).body);
+  REQUIRE(list.ok());
+  REQUIRE(list->nodes_size() == 2);
+  CHECK(list->nodes(0).node().value() == "t1");
+  CHECK(list->nodes(0).pid() == 12);
+  CHECK(list->nodes(0).resources().memory_bytes() == (1ull << 34));
+  CHECK(list->nodes(0).state() == "alive");
+  CHECK(list->nodes(1).state() == "draining");
+  auto last_seen_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count();
+  CHECK(list->nodes(0).last_seen_unix_ns() == static_cast<std::uint64_t>(last_seen_ns));
+}
+
+TEST_CASE("long-dead nodes are removed from the store as well as the roster") {
+  auto scratch = store::testing::scratch::make(engine, "reap");
+  REQUIRE(scratch.ok());
+  auto db = store::database::open(scratch->url());
+  REQUIRE(db.ok());
+  REQUIRE(store::migrate(**db, scheduler::scheduler_migrations()).ok());
+  scheduler::time_point now{std::chrono::seconds(1'700'000'000)};
+  {
+    scheduler::scheduler_logic a(db->get(), [&] { return now; });
+    REQUIRE(call(a, reg("gone", 1)).code == errc::ok);
+    now += 5min;
+    a.on_tick();
+  }
+  scheduler::scheduler_logic b(db->get(), [&] { return now; });
+  CHECK(b.nodes().list().empty());
+}

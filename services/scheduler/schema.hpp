@@ -1,0 +1,16 @@
+// The scheduler's tables, as store migrations (libs/store/migrate.hpp). Run by
+// the scheduler at start-up: store::migrate(db, scheduler_migrations()).
+// Never edit a released migration: append a new version.
+#pragma once
+
+#include "libs/store/migrate.hpp"
+
+#include <span>
+
+namespace loom::scheduler {
+
+// v1: nodes — the roster (roster.hpp) persisted; one row per registered node,
+// optimistically versioned through row_version (store/versioned.hpp).
+std::span<const store::migration> scheduler_migrations();
+
+}  // namespace loom::scheduler

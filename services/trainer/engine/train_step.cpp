@@ -1,0 +1,29 @@
+#include "services/trainer/engine/train_step.hpp"
+
+namespace loom::engine {
+
+result<step_stats> train_step(gpt2& model, adamw& opt, const lr_schedule& schedule,
+                              float grad_clip, int step, std::span<const micro_batch> micro) {
+  if (micro.empty()) return make_error(errc::invalid_argument, "train_step: no micro-batch");
+  const float k = static_cast<float>(micro.size());
+  double loss = 0.0;
+  bool first = true;
+  for (const micro_batch& mb : micro) {
+    if (mb.targets.empty())
+      return make_error(errc::invalid_argument, "train_step: a micro-batch without targets");
+    result<float> l = model.forward(mb.inputs, mb.targets, mb.weights);
+    if (!l) return l.err();
+    model.backward(1.0f / k, /*accumulate=*/!first);  // the first overwrites: no zero_grad pass
+    first = false;
+    loss += *l;
+  }
+  step_stats s;
+  s.loss = static_cast<float>(loss / k);
+  const double norm = global_norm(model.grads());
+  s.grad_norm = static_cast<float>(norm);
+  s.lr = schedule.at(step);
+  opt.step(model.params(), model.grads(), s.lr, clip_scale(norm, grad_clip));
+  return s;
+}
+
+}  // namespace loom::engine
