@@ -29,11 +29,7 @@ using store::transaction;
 
 namespace {
 
-#if defined(LOOM_STORE_TEST_BACKEND_postgres)
-constexpr store::backend engine = store::backend::postgres;
-#else
-constexpr store::backend engine = store::backend::sqlite;
-#endif
+constexpr store::backend engine = store::testing::suite_backend;
 
 template <class R>
 std::string why(const R& r) {

@@ -13,6 +13,14 @@
 
 namespace loom::store::testing {
 
+// The engine a suite binary was built for: loom_store_test_exe(... BACKEND
+// sqlite|postgres) defines LOOM_STORE_TEST_BACKEND_<engine> for its sources.
+#if defined(LOOM_STORE_TEST_BACKEND_postgres)
+inline constexpr backend suite_backend = backend::postgres;
+#else
+inline constexpr backend suite_backend = backend::sqlite;
+#endif
+
 // A fresh, empty database named after `name` (a plain identifier, ≤ 40 chars):
 //   sqlite:   ${TMPDIR:-/tmp}/loom-store-<name>-<pid>.db (removed with its -wal/-shm)
 //   postgres: database loom_<name>_<pid> on $LOOM_TEST_DATABASE_URL's server

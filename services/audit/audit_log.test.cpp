@@ -13,11 +13,7 @@
 using namespace loom;
 
 namespace {
-#if defined(LOOM_STORE_TEST_BACKEND_postgres)
-constexpr auto engine = store::backend::postgres;
-#else
-constexpr auto engine = store::backend::sqlite;
-#endif
+constexpr store::backend engine = store::testing::suite_backend;
 
 std::string ev(const std::string& source, std::uint64_t seq, const std::string& rid = "") {
   v1::AuditEvent e;

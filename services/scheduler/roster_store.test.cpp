@@ -14,11 +14,7 @@ using namespace loom;
 using namespace std::chrono_literals;
 
 namespace {
-#if defined(LOOM_STORE_TEST_BACKEND_postgres)
-constexpr auto engine = store::backend::postgres;
-#else
-constexpr auto engine = store::backend::sqlite;
-#endif
+constexpr store::backend engine = store::testing::suite_backend;
 
 runtime::handled call(scheduler::scheduler_logic& l, const google::protobuf::Message& m) {
   return l.handle(m.GetDescriptor()->full_name(), m.SerializeAsString(), {});
