@@ -1,0 +1,83 @@
+#include "libs/shards/manifest.hpp"
+
+#include "libs/files/files.hpp"
+
+#include <nlohmann/json.hpp>
+
+namespace loom::shards {
+namespace {
+
+using json = nlohmann::json;
+
+error bad(const std::string& origin, const std::string& what) {
+  return make_error(errc::corruption, origin + ": " + what);
+}
+
+// A shard name must stay inside the dataset directory.
+bool plain_file_name(const std::string& n) {
+  return !n.empty() && n != "." && n != ".." && n.find('/') == std::string::npos &&
+         n.find('\0') == std::string::npos;
+}
+
+}  // namespace
+
+std::uint64_t manifest::total_tokens() const {
+  std::uint64_t n = 0;
+  for (const auto& s : shards) n += s.tokens;
+  return n;
+}
+
+std::string to_json(const manifest& m) {
+  json shards = json::array();
+  for (const auto& s : m.shards) {
+    shards.push_back({{"name", s.name},   {"sha256", s.sha256}, {"bytes", s.bytes},
+                      {"tokens", s.tokens}, {"docs", s.docs},     {"dtype", to_string(s.type)},
+                      {"node", s.node}});
+  }
+  json doc = {{"format", "loom-shards"}, {"version", format_version}, {"shards", shards}};
+  return doc.dump(2) + "\n";
+}
+
+result<manifest> parse_manifest(std::string_view text, const std::string& origin) {
+  json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) return bad(origin, "not valid JSON");
+  try {
+    if (!doc.is_object() || doc.value("format", "") != "loom-shards")
+      return bad(origin, "format is not \"loom-shards\"");
+    if (doc.value("version", 0u) != format_version)
+      return bad(origin, "unsupported version " + doc.value("version", json()).dump());
+    if (!doc.contains("shards") || !doc["shards"].is_array()) return bad(origin, "no shards array");
+    manifest m;
+    for (const auto& j : doc["shards"]) {
+      shard_info s;
+      s.name = j.at("name").get<std::string>();
+      if (!plain_file_name(s.name)) return bad(origin, "shard name \"" + s.name + "\" is not a plain file name");
+      s.sha256 = j.at("sha256").get<std::string>();
+      if (s.sha256.size() != 64) return bad(origin, s.name + ": sha256 is not 64 hex digits");
+      s.bytes = j.at("bytes").get<std::uint64_t>();
+      s.tokens = j.at("tokens").get<std::uint64_t>();
+      s.docs = j.at("docs").get<std::uint64_t>();
+      auto t = dtype_from_string(j.at("dtype").get<std::string>());
+      if (!t) return bad(origin, s.name + ": unknown dtype " + j.at("dtype").dump());
+      s.type = *t;
+      s.node = j.value("node", "");
+      m.shards.push_back(std::move(s));
+    }
+    return m;
+  } catch (const json::exception& e) {
+    return bad(origin, std::string("malformed: ") + e.what());
+  }
+}
+
+result<manifest> read_manifest(const std::string& dir) {
+  const std::string path = dir + "/" + std::string(manifest_file_name);
+  auto text = files::read_file(path);
+  if (!text) return text.err();
+  return parse_manifest(*text, path);
+}
+
+status write_manifest(const std::string& dir, const manifest& m) {
+  return files::write_atomic(dir + "/" + std::string(manifest_file_name), to_json(m));
+}
+
+}  // namespace loom::shards

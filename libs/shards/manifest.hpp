@@ -1,0 +1,44 @@
+// manifest.json of a shard directory: every shard with its SHA-256, size, token and
+// document counts, dtype and the node it is placed on. Value types; no shared state.
+//
+//   {"format": "loom-shards", "version": 1,
+//    "shards": [{"name": "shard-000001.bin", "sha256": "<hex>", "bytes": N, "tokens": N,
+//                "docs": N, "dtype": "uint16", "node": ""}, ...]}
+#pragma once
+
+#include "libs/shards/format.hpp"
+#include "libs/status/status.hpp"
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace loom::shards {
+
+inline constexpr std::string_view manifest_file_name = "manifest.json";
+
+struct shard_info {
+  std::string name;    // file name inside the dataset directory, no '/'
+  std::string sha256;  // lower-case hex of the whole file
+  std::uint64_t bytes = 0;
+  std::uint64_t tokens = 0;
+  std::uint64_t docs = 0;
+  dtype type = dtype::uint16;
+  std::string node;  // placement; "" until ingest places it
+};
+
+struct manifest {
+  std::vector<shard_info> shards;  // in token-stream order
+  std::uint64_t total_tokens() const;
+};
+
+std::string to_json(const manifest& m);
+// corruption naming `origin` and the field when the text is not a valid manifest.
+result<manifest> parse_manifest(std::string_view json, const std::string& origin);
+// Reads <dir>/manifest.json; not_found when absent.
+result<manifest> read_manifest(const std::string& dir);
+// Publishes <dir>/manifest.json atomically (temp -> fsync -> rename -> fsync dir).
+status write_manifest(const std::string& dir, const manifest& m);
+
+}  // namespace loom::shards
