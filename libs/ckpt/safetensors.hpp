@@ -1,0 +1,77 @@
+// safetensors: our writer and a strict reader (layout and rules:
+// research/reliability.md §1.3). The writer streams tensors to a temp file,
+// fsyncs it and renames it into place. The reader refuses, with
+// errc::corruption naming the file and the reason, everything the reference
+// validator refuses plus duplicate keys, unknown fields and trailing bytes.
+// Stateless functions; a safetensors_file is an immutable value (copies share
+// one buffer), safe to read from any thread.
+#pragma once
+
+#include "libs/status/status.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace loom::ckpt {
+
+// Whole-byte safetensors dtypes (the sub-byte F4/F6 kinds are refused).
+enum class dtype : std::uint8_t {
+  BOOL, U8, I8, F8_E5M2, F8_E4M3, I16, U16, F16, BF16, I32, U32, F32, F64, I64, U64,
+};
+
+std::string_view to_string(dtype t);                      // "BF16"
+std::optional<dtype> dtype_from_string(std::string_view s);  // nullopt if unknown
+std::size_t dtype_size(dtype t);                           // bytes per element
+
+using metadata = std::map<std::string, std::string>;  // "__metadata__": string -> string only
+
+// A tensor to write. REQUIRES: data points at `bytes` row-major little-endian
+// bytes and bytes == prod(shape) * dtype_size(type) (checked: invalid_argument).
+struct tensor_view {
+  std::string name;
+  dtype type = dtype::F32;
+  std::vector<std::uint64_t> shape;
+  const void* data = nullptr;
+  std::size_t bytes = 0;
+};
+
+// Writes `tensors` (in the given order) to `path` atomically: temp -> fsync ->
+// rename -> fsync dir. A failed write/fsync/rename is errc::internal naming the path.
+status write_safetensors(const std::string& path, std::span<const tensor_view> tensors,
+                         const metadata& meta = {});
+
+// One tensor of a file that was read; `data` points into the file's buffer.
+struct tensor_info {
+  dtype type = dtype::F32;
+  std::vector<std::uint64_t> shape;
+  std::span<const std::byte> data;
+};
+
+class safetensors_file {
+ public:
+  const metadata& meta() const { return meta_; }
+  const std::map<std::string, tensor_info>& tensors() const { return tensors_; }
+  const tensor_info* find(const std::string& name) const;  // nullptr if absent
+
+ private:
+  friend result<safetensors_file> parse_safetensors(std::string bytes, const std::string& what);
+  std::shared_ptr<const std::string> buffer_;  // keeps `data` spans alive
+  std::map<std::string, tensor_info> tensors_;
+  metadata meta_;
+};
+
+// Reads and validates the whole file. not_found if absent, corruption if invalid.
+result<safetensors_file> read_safetensors(const std::string& path);
+// Validates `bytes` as a safetensors file; `what` names it in errors.
+result<safetensors_file> parse_safetensors(std::string bytes, const std::string& what);
+// Validates a file's header against its size without reading the tensor data.
+status check_safetensors(const std::string& path);
+
+}  // namespace loom::ckpt
