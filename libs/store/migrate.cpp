@@ -104,6 +104,9 @@ status apply(database& db, const migration& m) {
     }
     const std::string& own = tx.kind() == backend::sqlite ? m.sql_sqlite : m.sql_postgres;
     std::string sql = own.empty() ? m.sql : own;
+    // The caller's last statement may lack its ';': end it before the triggers.
+    auto last = sql.find_last_not_of(" \t\r\n");
+    if (!m.append_only_tables.empty() && last != std::string::npos && sql[last] != ';') sql += ";";
     for (const auto& t : m.append_only_tables) sql += "\n" + append_only_sql(tx.kind(), t);
     if (auto s = tx.exec_script(sql); !s.ok()) {
       return make_error(s.code(), "schema migration " + name(m) + " (" + m.description + "): " + s.err().message);

@@ -9,8 +9,6 @@
 #include "libs/store/migrate.hpp"
 #include "libs/store/testing.hpp"
 #include "libs/store/versioned.hpp"
-#include "services/audit/schema.hpp"
-#include "services/scheduler/schema.hpp"
 
 #include <doctest/doctest.h>
 
@@ -480,9 +478,36 @@ TEST_CASE("a migration that fails half way leaves nothing behind and is not reco
 
 // ---------------------------------------------------------------- versioning, append-only
 
+namespace {
+// Tables shaped like a service's (a versioned roster row, an append-only
+// event log), owned by the test: libs/ never depends on a service's schema.
+std::span<const store::migration> versioned_tables() {
+  static const store::migration all[] = {
+      {.owner = "store_suite_nodes",
+       .version = 1,
+       .description = "a versioned roster table",
+       .sql = "CREATE TABLE nodes (id TEXT NOT NULL PRIMARY KEY, service TEXT NOT NULL, zone TEXT NOT NULL, "
+              "registered_unix_ns BIGINT NOT NULL, last_seen_unix_ns BIGINT NOT NULL, "
+              "draining BIGINT NOT NULL DEFAULT 0, row_version BIGINT NOT NULL DEFAULT 1);"}};
+  return all;
+}
+std::span<const store::migration> append_only_tables() {
+  static const store::migration all[] = {
+      {.owner = "store_suite_events",
+       .version = 1,
+       .description = "an append-only event log",
+       .sql = "CREATE TABLE audit_events (seq BIGINT NOT NULL PRIMARY KEY, source TEXT NOT NULL, "
+              "source_seq BIGINT NOT NULL, unix_ns BIGINT NOT NULL, principal TEXT NOT NULL DEFAULT '', "
+              "action TEXT NOT NULL DEFAULT '', decision INTEGER NOT NULL DEFAULT 0, payload BYTEA, "
+              "UNIQUE (source, source_seq))",
+       .append_only_tables = {"audit_events"}}};
+  return all;
+}
+}  // namespace
+
 TEST_CASE("of two writers racing from one row version exactly one wins and the other gets a conflict naming table and key") {
   auto f = open_fresh("versioned");
-  REQUIRE(store::migrate(*f.db, loom::scheduler::scheduler_migrations()).ok());
+  REQUIRE(store::migrate(*f.db, versioned_tables()).ok());
   auto add = f.db->with_transaction([](transaction& tx) {
     return tx.exec("INSERT INTO nodes (id, service, zone, registered_unix_ns, last_seen_unix_ns) "
                    "VALUES ($1, $2, $3, $4, $4)",
@@ -527,7 +552,7 @@ TEST_CASE("of two writers racing from one row version exactly one wins and the o
 
 TEST_CASE("update_versioned on a missing key is not_found and refuses names that are not plain identifiers") {
   auto f = open_fresh("versioned_errors");
-  REQUIRE(store::migrate(*f.db, loom::scheduler::scheduler_migrations()).ok());
+  REQUIRE(store::migrate(*f.db, versioned_tables()).ok());
   auto missing = f.db->with_transaction(
       [](transaction& tx) { return store::update_versioned(tx, "nodes", "id", "ghost", 1, ""); });
   CHECK(missing.code() == errc::not_found);
@@ -541,7 +566,8 @@ TEST_CASE("update_versioned on a missing key is not_found and refuses names that
 
 TEST_CASE("UPDATE and DELETE on an append-only table fail naming the table while INSERT and SELECT work") {
   auto f = open_fresh("append_only");
-  REQUIRE(store::migrate(*f.db, loom::audit_service::audit_migrations()).ok());
+  auto migrated = store::migrate(*f.db, append_only_tables());
+  REQUIRE_MESSAGE(migrated.ok(), why(migrated));
   const store::blob payload{std::string("\x08\x01\0\x02", 4)};
   auto ins = f.db->with_transaction([&](transaction& tx) {
     return tx.exec("INSERT INTO audit_events (seq, source, source_seq, unix_ns, principal, action, decision, payload)"
