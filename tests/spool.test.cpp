@@ -46,6 +46,14 @@ void stop(pid_t pid, int sig) {
   ::waitpid(pid, nullptr, 0);
 }
 
+// Kills the audit process this test started when a failed REQUIRE leaves early.
+struct audit_guard {
+  pid_t pid = -1;
+  ~audit_guard() {
+    if (pid > 0) stop(pid, SIGKILL);
+  }
+};
+
 // Every stored event of `source`, by seq: each must appear once.
 std::map<std::uint64_t, int> stored(zmq::context_t& ctx, const layout::paths& p, const std::string& token,
                                     const std::string& source) {
@@ -120,7 +128,8 @@ TEST_CASE("events emitted while audit is down are stored exactly once when it co
   CHECK(emitter.pending() == 1000);
 
   // 2. Audit up: all 1,000 are stored, once each.
-  pid_t audit = start_audit(home.path);
+  audit_guard guard;
+  pid_t audit = guard.pid = start_audit(home.path);
   CHECK(emitter.wait_confirmed(30s));
   auto seen = stored(ctx, p, token, o.source);
   CHECK(seen.size() == 1000);
@@ -139,9 +148,10 @@ TEST_CASE("events emitted while audit is down are stored exactly once when it co
   });
   std::this_thread::sleep_for(80ms);
   stop(audit, SIGKILL);
+  guard.pid = -1;
   producer.join();
   std::this_thread::sleep_for(300ms);
-  audit = start_audit(home.path);
+  audit = guard.pid = start_audit(home.path);
   CHECK(emitter.wait_confirmed(30s));
   seen = stored(ctx, p, token, o.source);
   CHECK(seen.size() == 2000);
@@ -150,4 +160,5 @@ TEST_CASE("events emitted while audit is down are stored exactly once when it co
   CHECK(dup == 0);
   CHECK(seen.rbegin()->first == 2000);
   stop(audit, SIGTERM);
+  guard.pid = -1;
 }
