@@ -38,13 +38,13 @@ std::vector<long> all_pids(const json& st) {
 
 TEST_CASE("loom up starts five healthy services that survive kill -9 and loom down stops them all") {
   temp_dir home("loom-up");
-  up_guard guard{home.path};
-  auto up = run_loom(home.path, {"up"}, 60s);
+  up_guard guard{home.path()};
+  auto up = run_loom(home.path(), {"up"}, 60s);
   INFO("up stdout: " << up.out << "\nup stderr: " << up.err);
   REQUIRE(up.code == 0);
   CHECK(up.out.find("5/5 services healthy") != std::string::npos);
 
-  auto st = status_json(home.path);
+  auto st = status_json(home.path());
   REQUIRE(st.contains("services"));
   REQUIRE(st["services"].size() == 5);
   for (auto& s : st["services"]) {
@@ -56,12 +56,12 @@ TEST_CASE("loom up starts five healthy services that survive kill -9 and loom do
   // Every service registered with the scheduler.
   for (int i = 0; i < 50 && st["nodes"].size() < 5; ++i) {
     std::this_thread::sleep_for(100ms);
-    st = status_json(home.path);
+    st = status_json(home.path());
   }
   CHECK(st["nodes"].size() == 5);
 
   for (const char* svc : {"ingest", "scheduler", "trainer", "aggregator", "audit"}) {
-    auto p = run_loom(home.path, {"ping", svc});
+    auto p = run_loom(home.path(), {"ping", svc});
     INFO(svc << ": " << p.out << p.err);
     CHECK(p.code == 0);
   }
@@ -73,9 +73,9 @@ TEST_CASE("loom up starts five healthy services that survive kill -9 and loom do
   REQUIRE(::kill(static_cast<pid_t>(old_pid), SIGKILL) == 0);
   long new_pid = 0;
   while (std::chrono::steady_clock::now() - killed_at < 5s) {
-    auto p = run_loom(home.path, {"ping", "trainer", "--timeout", "0.3"});
+    auto p = run_loom(home.path(), {"ping", "trainer", "--timeout", "0.3"});
     if (p.code == 0) {
-      new_pid = pid_of(status_json(home.path), "trainer");
+      new_pid = pid_of(status_json(home.path()), "trainer");
       if (new_pid != 0 && new_pid != old_pid) break;
     }
     std::this_thread::sleep_for(50ms);
@@ -86,8 +86,8 @@ TEST_CASE("loom up starts five healthy services that survive kill -9 and loom do
   CHECK(new_pid != old_pid);
   CHECK(took < 5s);
 
-  auto before = all_pids(status_json(home.path));
-  auto down = run_loom(home.path, {"down"});
+  auto before = all_pids(status_json(home.path()));
+  auto down = run_loom(home.path(), {"down"});
   INFO(down.out << down.err);
   CHECK(down.code == 0);
   for (long p : before) CHECK_FALSE(alive(p));
@@ -95,7 +95,7 @@ TEST_CASE("loom up starts five healthy services that survive kill -9 and loom do
 
   // Each service logged a clean stop, within 2 s of its SIGTERM.
   for (const char* svc : {"ingest", "scheduler", "trainer", "aggregator", "audit"}) {
-    std::ifstream log(home.path + "/logs/" + svc + ".log");
+    std::ifstream log(home.path() + "/logs/" + svc + ".log");
     std::string line, last_stop;
     while (std::getline(log, line))
       if (line.find("stopped in ") != std::string::npos) last_stop = line;
@@ -108,10 +108,10 @@ TEST_CASE("loom up starts five healthy services that survive kill -9 and loom do
 
 TEST_CASE("two loom up on different data dirs run side by side") {
   temp_dir a("loom-a"), b("loom-b");
-  up_guard ga{a.path}, gb{b.path};
-  REQUIRE(run_loom(a.path, {"up"}, 60s).code == 0);
-  REQUIRE(run_loom(b.path, {"up"}, 60s).code == 0);
-  auto sa = status_json(a.path), sb = status_json(b.path);
+  up_guard ga{a.path()}, gb{b.path()};
+  REQUIRE(run_loom(a.path(), {"up"}, 60s).code == 0);
+  REQUIRE(run_loom(b.path(), {"up"}, 60s).code == 0);
+  auto sa = status_json(a.path()), sb = status_json(b.path());
   REQUIRE(sa["services"].size() == 5);
   REQUIRE(sb["services"].size() == 5);
   for (std::size_t i = 0; i < 5; ++i) {
@@ -120,19 +120,19 @@ TEST_CASE("two loom up on different data dirs run side by side") {
     CHECK(sa["services"][i]["endpoint"] != sb["services"][i]["endpoint"]);
   }
   // A's client keys are not B's: A's admin token and keys do not open B's services.
-  CHECK(run_loom(a.path, {"down"}).code == 0);
-  CHECK(run_loom(b.path, {"ping"}).code == 0);
+  CHECK(run_loom(a.path(), {"down"}).code == 0);
+  CHECK(run_loom(b.path(), {"ping"}).code == 0);
 }
 
 TEST_CASE("commands report usage errors and unavailability with their exit codes") {
   temp_dir home("loom-codes");
-  CHECK(run_loom(home.path, {"frobnicate"}).code == 2);
-  CHECK(run_loom(home.path, {"ping", "nosuchservice"}).code == 2);
-  CHECK(run_loom(home.path, {"status"}).code == 4);  // nothing running
-  CHECK(run_loom(home.path, {"token", "issue", "--role"}).code == 2);
-  CHECK(run_loom(home.path, {"token", "issue", "--role", "viewer"}).code == 3);  // no admin key yet
-  REQUIRE(run_loom(home.path, {"keys", "init"}).code == 0);
-  auto t = run_loom(home.path, {"token", "issue", "--role", "viewer", "--zones", "local", "--ttl", "60", "--json"});
+  CHECK(run_loom(home.path(), {"frobnicate"}).code == 2);
+  CHECK(run_loom(home.path(), {"ping", "nosuchservice"}).code == 2);
+  CHECK(run_loom(home.path(), {"status"}).code == 4);  // nothing running
+  CHECK(run_loom(home.path(), {"token", "issue", "--role"}).code == 2);
+  CHECK(run_loom(home.path(), {"token", "issue", "--role", "viewer"}).code == 3);  // no admin key yet
+  REQUIRE(run_loom(home.path(), {"keys", "init"}).code == 0);
+  auto t = run_loom(home.path(), {"token", "issue", "--role", "viewer", "--zones", "local", "--ttl", "60", "--json"});
   REQUIRE(t.code == 0);
   auto j = json::parse(t.out);
   CHECK(j["role"] == "viewer");

@@ -49,7 +49,7 @@ TEST_CASE("prometheus scrapes every service and sees it up with its request coun
   cluster c;
   REQUIRE(c.up);
   temp_dir prom("loom-prom");
-  std::ofstream cfg(prom.path + "/prometheus.yml");
+  std::ofstream cfg(prom.path() + "/prometheus.yml");
   cfg << "global: {scrape_interval: 1s, evaluation_interval: 1s}\nscrape_configs:\n";
   for (auto name : layout::service_names)
     cfg << "  - job_name: " << name << "\n    static_configs: [{targets: ['" << c.ep(std::string(name)).metrics
@@ -58,16 +58,16 @@ TEST_CASE("prometheus scrapes every service and sees it up with its request coun
   std::string web = "127.0.0.1:" + std::to_string(free_port());
   pid_t pid = ::fork();
   if (pid == 0) {
-    int fd = ::open((prom.path + "/prometheus.log").c_str(), O_WRONLY | O_CREAT, 0644);
+    int fd = ::open((prom.path() + "/prometheus.log").c_str(), O_WRONLY | O_CREAT, 0644);
     ::dup2(fd, 1);
     ::dup2(fd, 2);
-    ::execl("/usr/bin/prometheus", "prometheus", ("--config.file=" + prom.path + "/prometheus.yml").c_str(),
-            ("--storage.tsdb.path=" + prom.path + "/data").c_str(), ("--web.listen-address=" + web).c_str(),
+    ::execl("/usr/bin/prometheus", "prometheus", ("--config.file=" + prom.path() + "/prometheus.yml").c_str(),
+            ("--storage.tsdb.path=" + prom.path() + "/data").c_str(), ("--web.listen-address=" + web).c_str(),
             static_cast<char*>(nullptr));
     ::_exit(127);
   }
   // Traffic worth counting.
-  CHECK(run_loom(c.home.path, {"ping"}).code == 0);
+  CHECK(run_loom(c.home.path(), {"ping"}).code == 0);
   bool all_up = false;
   for (int i = 0; i < 60 && !all_up; ++i) {
     std::this_thread::sleep_for(500ms);

@@ -110,7 +110,7 @@ TEST_CASE("every kind of bad token is denied, counted and audited, and good ones
   // Revocation: bump the epoch; a token of the old epoch is refused within ~1 s.
   auto old_token = c.token(auth::role::admin, {"*"}, 600, 0);
   CHECK(send(*sched, v1::PingRequest{}, old_token).code == errc::ok);
-  REQUIRE(run_loom(c.home.path, {"token", "revoke-all"}).code == 0);
+  REQUIRE(run_loom(c.home.path(), {"token", "revoke-all"}).code == 0);
   wire::reply revoked;
   for (int i = 0; i < 40; ++i) {
     revoked = send(*sched, v1::PingRequest{}, old_token);

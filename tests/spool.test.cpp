@@ -77,13 +77,13 @@ std::map<std::uint64_t, int> stored(zmq::context_t& ctx, const layout::paths& p,
 
 TEST_CASE("events emitted while audit is down are stored exactly once when it comes back, also across kill -9") {
   temp_dir home("loom-spool");
-  layout::paths p{home.path};
-  REQUIRE(run_loom(home.path, {"keys", "init"}).code == 0);
+  layout::paths p{home.path()};
+  REQUIRE(run_loom(home.path(), {"keys", "init"}).code == 0);
   // Endpoints for audit only; nothing is listening yet.
   auto ports = std::vector<int>{};
   {
     layout::endpoints e;
-    auto up = run_loom(home.path, {"status"});  // not running: exit 4, writes nothing
+    auto up = run_loom(home.path(), {"status"});  // not running: exit 4, writes nothing
     CHECK(up.code == 4);
     for (int i = 0; i < 3; ++i) ports.push_back(free_port());
     e.services["audit"] = {"tcp://127.0.0.1:" + std::to_string(ports[0]), "127.0.0.1:" + std::to_string(ports[1]),
@@ -98,7 +98,7 @@ TEST_CASE("events emitted while audit is down are stored exactly once when it co
   zmq::context_t ctx(1);
   audit::emitter_options o;
   o.source = "spool-test@local";
-  o.spool_dir = home.path + "/spool/test";
+  o.spool_dir = home.path() + "/spool/test";
   o.push_endpoint = eps.find("audit")->pull;
   o.rpc_endpoint = eps.find("audit")->rpc;
   o.server_public = *wire::load_public_key(p.curve_dir(), "audit");
@@ -129,7 +129,7 @@ TEST_CASE("events emitted while audit is down are stored exactly once when it co
 
   // 2. Audit up: all 1,000 are stored, once each.
   audit_guard guard;
-  pid_t audit = guard.pid = start_audit(home.path);
+  pid_t audit = guard.pid = start_audit(home.path());
   CHECK(emitter.wait_confirmed(30s));
   auto seen = stored(ctx, p, token, o.source);
   CHECK(seen.size() == 1000);
@@ -151,7 +151,7 @@ TEST_CASE("events emitted while audit is down are stored exactly once when it co
   guard.pid = -1;
   producer.join();
   std::this_thread::sleep_for(300ms);
-  audit = guard.pid = start_audit(home.path);
+  audit = guard.pid = start_audit(home.path());
   CHECK(emitter.wait_confirmed(30s));
   seen = stored(ctx, p, token, o.source);
   CHECK(seen.size() == 2000);

@@ -31,13 +31,13 @@ TEST_CASE("loom up keeps the roster and the audit log in PostgreSQL when LOOM_DA
   auto scratch = store::testing::scratch::make(store::backend::postgres, "loomup");
   REQUIRE(scratch.ok());
   temp_dir home("loom-pg");
-  up_guard guard{home.path};
+  up_guard guard{home.path()};
   ::setenv("LOOM_DATABASE_URL", scratch->url().c_str(), 1);
-  auto up = run_loom(home.path, {"up"}, 90s);
+  auto up = run_loom(home.path(), {"up"}, 90s);
   ::unsetenv("LOOM_DATABASE_URL");
   INFO(up.out << up.err);
   REQUIRE(up.code == 0);
-  CHECK_FALSE(std::filesystem::exists(home.path + "/loom.db"));
+  CHECK_FALSE(std::filesystem::exists(home.path() + "/loom.db"));
 
   auto db = store::database::open(scratch->url());
   REQUIRE(db.ok());
@@ -50,17 +50,17 @@ TEST_CASE("loom up keeps the roster and the audit log in PostgreSQL when LOOM_DA
   CHECK(nodes == 5);
   CHECK(events >= 5);
   // The roster outlives the scheduler process.
-  auto eps = nlohmann::json::parse(run_loom(home.path, {"status", "--json"}).out);
+  auto eps = nlohmann::json::parse(run_loom(home.path(), {"status", "--json"}).out);
   CHECK(eps["nodes"].size() == 5);
-  CHECK(run_loom(home.path, {"down"}).code == 0);
+  CHECK(run_loom(home.path(), {"down"}).code == 0);
   CHECK(count(**db, "SELECT COUNT(*) FROM nodes") == 5);
 }
 
 TEST_CASE("a service names an unreachable database with its password masked and gives up after the wait") {
   temp_dir home("loom-nodb");
-  REQUIRE(run_loom(home.path, {"keys", "init"}).code == 0);
+  REQUIRE(run_loom(home.path(), {"keys", "init"}).code == 0);
   ::setenv("LOOM_DATABASE_WAIT_S", "1", 1);
-  auto r = run({bin("loom-scheduler"), "--data-dir", home.path, "--database",
+  auto r = run({bin("loom-scheduler"), "--data-dir", home.path(), "--database",
                 "postgresql://loom:s3cret-pw@127.0.0.1:1/loom"},
                30s);
   ::unsetenv("LOOM_DATABASE_WAIT_S");

@@ -2,6 +2,8 @@
 // and deterministic documents. Tests only.
 #pragma once
 
+#include "libs/files/temp_dir.hpp"
+
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -11,23 +13,9 @@
 
 namespace loom::shards::testing {
 
-class temp_dir {
+class temp_dir : public files::temp_dir {
  public:
-  temp_dir() {
-    std::string tmpl = "/tmp/loom-shards-XXXXXX";
-    if (!::mkdtemp(tmpl.data())) std::abort();
-    path_ = tmpl;
-  }
-  ~temp_dir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  temp_dir(const temp_dir&) = delete;
-  temp_dir& operator=(const temp_dir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
+  temp_dir() : files::temp_dir("loom-shards") {}
 };
 
 // `n` documents of 0..max_len-1 ids below `vocab`, from a fixed seed.

@@ -7,7 +7,7 @@
 namespace loom::test {
 
 cluster::cluster() {
-  auto r = run_loom(home.path, {"up"}, std::chrono::seconds(60));
+  auto r = run_loom(home.path(), {"up"}, std::chrono::seconds(60));
   up = r.code == 0;
   refresh();
   if (auto k = auth::load_token_key(paths.token_key())) token_key = *k;

@@ -17,8 +17,8 @@ namespace loom::test {
 
 struct cluster {
   temp_dir home{"loom-cluster"};
-  up_guard guard{home.path};
-  layout::paths paths{home.path};
+  up_guard guard{home.path()};
+  layout::paths paths{home.path()};
   layout::endpoints eps;
   std::string token_key;
   zmq::context_t ctx{1};

@@ -84,18 +84,6 @@ run_result run_loom(const std::string& data_dir, std::vector<std::string> args, 
   return run(args, timeout);
 }
 
-temp_dir::temp_dir(const std::string& prefix) {
-  std::string tmpl = "/tmp/" + prefix + "-XXXXXX";
-  std::vector<char> b(tmpl.begin(), tmpl.end());
-  b.push_back('\0');
-  if (::mkdtemp(b.data())) path = b.data();
-}
-
-temp_dir::~temp_dir() {
-  std::error_code ec;
-  if (!path.empty()) std::filesystem::remove_all(path, ec);
-}
-
 bool alive(long pid) {
   if (pid <= 0 || ::kill(static_cast<pid_t>(pid), 0) != 0) return false;
   std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");

@@ -3,6 +3,8 @@
 // `loom up` even when a test fails (by pid, never by name).
 #pragma once
 
+#include "libs/files/temp_dir.hpp"
+
 #include <chrono>
 #include <string>
 #include <vector>
@@ -25,14 +27,8 @@ run_result run(const std::vector<std::string>& argv, std::chrono::seconds timeou
 run_result run_loom(const std::string& data_dir, std::vector<std::string> args,
                 std::chrono::seconds timeout = std::chrono::seconds(60));
 
-// A fresh directory under /tmp, removed by ~temp_dir.
-struct temp_dir {
-  std::string path;
-  explicit temp_dir(const std::string& prefix = "loom-test");
-  ~temp_dir();
-  temp_dir(const temp_dir&) = delete;
-  temp_dir& operator=(const temp_dir&) = delete;
-};
+// A fresh directory under /tmp, removed with its contents on scope exit.
+using files::temp_dir;
 
 // Runs `loom down` for `data_dir` on destruction (and kills, by pid from
 // endpoints.json, anything still alive), so a failing test leaves nothing behind.

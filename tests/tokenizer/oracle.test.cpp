@@ -57,14 +57,14 @@ std::vector<ids> oracle(const std::vector<tok::document>& docs) {
     for (int k = 0; k < 4; ++k) in += static_cast<char>((n >> (8 * k)) & 0xFF);
     in += d.text;
   }
-  write_file(dir.path + "/in.bin", in);
+  write_file(dir.path() + "/in.bin", in);
   ::setenv("NODE_PATH", npm_modules, 1);
-  auto r = run({"/usr/bin/env", "node", std::string(LOOM_TOKENIZER_TEST_DIR) + "/oracle.js", dir.path + "/in.bin",
-                dir.path + "/out.bin"},
+  auto r = run({"/usr/bin/env", "node", std::string(LOOM_TOKENIZER_TEST_DIR) + "/oracle.js", dir.path() + "/in.bin",
+                dir.path() + "/out.bin"},
                std::chrono::seconds(240));
   REQUIRE_MESSAGE(r.code == 0, "oracle.js failed (node and " << npm_modules
                                    << "/tiktoken come from scripts/install-vocab): " << r.err);
-  const std::string out = read_all(dir.path + "/out.bin");
+  const std::string out = read_all(dir.path() + "/out.bin");
   std::vector<ids> all;
   const auto u32 = [&](std::size_t at) {
     std::uint32_t v = 0;
@@ -159,8 +159,8 @@ TEST_CASE("loom tokenize prints tiktoken's ids per document and --decode gives t
   // JSONL: one line of ids per record, from field "body".
   std::string jsonl;
   for (const auto& d : docs) jsonl += nlohmann::json{{"id", 1}, {"body", d.text}}.dump() + "\n";
-  write_file(dir.path + "/docs.jsonl", jsonl);
-  auto r = run({bin("loom"), "tokenize", "--field", "body", dir.path + "/docs.jsonl"}, std::chrono::seconds(60));
+  write_file(dir.path() + "/docs.jsonl", jsonl);
+  auto r = run({bin("loom"), "tokenize", "--field", "body", dir.path() + "/docs.jsonl"}, std::chrono::seconds(60));
   REQUIRE_MESSAGE(r.code == 0, r.err);
   std::istringstream lines(r.out);
   std::string line;
@@ -175,8 +175,8 @@ TEST_CASE("loom tokenize prints tiktoken's ids per document and --decode gives t
   CHECK(n == docs.size());
 
   // Decoding those lines gives one document per line; with --field, JSONL records.
-  write_file(dir.path + "/docs.ids", r.out);
-  auto back = run({bin("loom"), "tokenize", "--decode", dir.path + "/docs.ids", "--field", "body"},
+  write_file(dir.path() + "/docs.ids", r.out);
+  auto back = run({bin("loom"), "tokenize", "--decode", dir.path() + "/docs.ids", "--field", "body"},
                   std::chrono::seconds(60));
   REQUIRE(back.code == 0);
   std::istringstream recs(back.out);
@@ -189,30 +189,30 @@ TEST_CASE("loom tokenize prints tiktoken's ids per document and --decode gives t
   std::string bytes(300'000, '\0');
   std::uint64_t x = 42;
   for (auto& c : bytes) c = static_cast<char>((x = x * 6364136223846793005ull + 1442695040888963407ull) >> 56);
-  write_file(dir.path + "/blob.bin", bytes);
-  r = run({bin("loom"), "tokenize", dir.path + "/blob.bin"});
+  write_file(dir.path() + "/blob.bin", bytes);
+  r = run({bin("loom"), "tokenize", dir.path() + "/blob.bin"});
   REQUIRE(r.code == 0);
   CHECK(std::count(r.out.begin(), r.out.end(), '\n') == 1);
-  write_file(dir.path + "/blob.ids", r.out);
-  back = run({bin("loom"), "tokenize", "--decode", dir.path + "/blob.ids"});
+  write_file(dir.path() + "/blob.ids", r.out);
+  back = run({bin("loom"), "tokenize", "--decode", dir.path() + "/blob.ids"});
   REQUIRE(back.code == 0);
   CHECK(back.out == bytes);
 }
 
 TEST_CASE("loom tokenize exits 1 for a missing vocabulary or file and 2 for bad usage") {
   temp_dir dir("loom-tok-cli");
-  write_file(dir.path + "/a.txt", "hello");
-  auto r = run({bin("loom"), "tokenize", dir.path + "/missing.txt"});
+  write_file(dir.path() + "/a.txt", "hello");
+  auto r = run({bin("loom"), "tokenize", dir.path() + "/missing.txt"});
   CHECK(r.code == 1);
   CHECK(r.err.find("missing.txt") != std::string::npos);
   CHECK(run({bin("loom"), "tokenize"}).code == 2);
-  CHECK(run({bin("loom"), "tokenize", "--encoding", "cl100k_base", dir.path + "/a.txt"}).code == 2);
-  CHECK(run({bin("loom"), "tokenize", "--bogus", "1", dir.path + "/a.txt"}).code == 2);
+  CHECK(run({bin("loom"), "tokenize", "--encoding", "cl100k_base", dir.path() + "/a.txt"}).code == 2);
+  CHECK(run({bin("loom"), "tokenize", "--bogus", "1", dir.path() + "/a.txt"}).code == 2);
 
   const char* old = std::getenv("LOOM_GPT2_VOCAB");
   const std::string saved = old ? old : "";
-  ::setenv("LOOM_GPT2_VOCAB", (dir.path + "/nope.json").c_str(), 1);
-  r = run({bin("loom"), "tokenize", dir.path + "/a.txt"});
+  ::setenv("LOOM_GPT2_VOCAB", (dir.path() + "/nope.json").c_str(), 1);
+  r = run({bin("loom"), "tokenize", dir.path() + "/a.txt"});
   if (old) ::setenv("LOOM_GPT2_VOCAB", saved.c_str(), 1);
   else ::unsetenv("LOOM_GPT2_VOCAB");
   CHECK(r.code == 1);
