@@ -23,5 +23,6 @@ find_package(Protobuf REQUIRED)               # protobuf::libprotobuf, protobuf_
 find_package(OpenSSL 3 REQUIRED)              # OpenSSL::Crypto
 find_package(prometheus-cpp CONFIG REQUIRED)  # prometheus-cpp::core / ::pull
 find_package(nlohmann_json 3 REQUIRED)        # nlohmann_json::nlohmann_json
+find_package(tomlplusplus REQUIRED)           # tomlplusplus::tomlplusplus (compiled .so)
 find_package(doctest REQUIRED)                # doctest::doctest, doctest_discover_tests()
 include(doctest)

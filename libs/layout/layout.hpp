@@ -6,6 +6,7 @@
 //   <data>/keys/curve/<n>.key    CURVE secret keys (0600)
 //   <data>/keys/token.key        HMAC key for tokens = the admin key (0600)
 //   <data>/keys/epoch            token revocation epoch
+//   <data>/keys/checkpoint.key   HMAC key signing checkpoint manifests (0600)
 //   <data>/admin.token           first admin token (0600)
 //   <data>/spool/<service>/      audit spool of each service
 //   <data>/logs/<service>.log    service stdout/stderr under `loom up`
@@ -37,6 +38,7 @@ struct paths {
   std::string curve_dir() const { return root + "/keys/curve"; }
   std::string token_key() const { return root + "/keys/token.key"; }
   std::string epoch() const { return root + "/keys/epoch"; }
+  std::string checkpoint_key() const { return root + "/keys/checkpoint.key"; }
   std::string admin_token() const { return root + "/admin.token"; }
   std::string spool(std::string_view service) const { return root + "/spool/" + std::string(service); }
   std::string log(std::string_view service) const { return root + "/logs/" + std::string(service) + ".log"; }

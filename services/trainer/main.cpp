@@ -1,6 +1,7 @@
 // loom-trainer: one binary, subcommands. `serve` runs the trainer service
-// (what `loom up` starts); `train` and `sample` arrive with the engine.
+// (what `loom up` starts); `train` and `sample` run offline (train_cli.hpp).
 #include "libs/runtime/service.hpp"
+#include "services/trainer/train_cli.hpp"
 #include "services/trainer/trainer_logic.hpp"
 
 #include <cstdio>
@@ -14,8 +15,11 @@ int main(int argc, char** argv) {
     spec.make_logic = [](loom::runtime::service_env&) { return std::make_unique<loom::trainer::trainer_logic>(); };
     return loom::runtime::service_main(argc - 1, argv + 1, spec);
   }
+  if (cmd == "train") return loom::trainer::train_main(argc - 2, argv + 2);
+  if (cmd == "sample") return loom::trainer::sample_main(argc - 2, argv + 2);
   std::fprintf(stderr,
                "usage: loom-trainer serve [--data-dir D] [--zone Z] ...   run the trainer service\n"
-               "       (train and sample come with the trainer engine)\n");
+               "       loom-trainer train --config FILE [--resume] ...    train a model (offline)\n"
+               "       loom-trainer sample --checkpoint DIR --prompt TEXT  generate text (offline)\n");
   return cmd == "--help" || cmd == "-h" ? 0 : 2;
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <string>
 #include <vector>
 
 namespace loom::engine {
@@ -33,6 +34,18 @@ void adamw::step(std::span<float> params, std::span<const float> grads, float lr
       p[i] = p[i] * decay - lr * (mi / c1) / (std::sqrt(vi / c2) + eps);
     }
   }
+}
+
+status adamw::restore(std::span<const float> m, std::span<const float> v, int t) {
+  if (m.size() != m_.size() || v.size() != v_.size() || t < 0)
+    return make_error(errc::invalid_argument,
+                      "adamw::restore: state for " + std::to_string(m.size()) + "/" + std::to_string(v.size()) +
+                          " parameters at step " + std::to_string(t) + ", optimiser has " +
+                          std::to_string(m_.size()));
+  std::copy(m.begin(), m.end(), m_.data());
+  std::copy(v.begin(), v.end(), v_.data());
+  t_ = t;
+  return {};
 }
 
 float lr_schedule::at(int step) const {

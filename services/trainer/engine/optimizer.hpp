@@ -37,6 +37,10 @@ class adamw {
   std::span<const float> m() const { return m_.span(); }
   std::span<const float> v() const { return v_.span(); }
 
+  // Puts back the state a checkpoint saved: the moments and the number of
+  // steps taken. invalid_argument (nothing changed) when a size differs or t < 0.
+  status restore(std::span<const float> m, std::span<const float> v, int t);
+
  private:
   adamw_config cfg_;
   std::vector<param_range> ranges_;

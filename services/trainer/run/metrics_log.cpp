@@ -1,0 +1,54 @@
+#include "services/trainer/run/metrics_log.hpp"
+
+#include "libs/files/files.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+namespace loom::trainer {
+
+std::string to_jsonl(const step_record& r) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "{\"step\":%llu,\"loss\":%.9g,\"lr\":%.9g,\"grad_norm\":%.9g,\"tokens_per_s\":%.1f,"
+                "\"ms_per_step\":%.3f}\n",
+                static_cast<unsigned long long>(r.step), double(r.loss), double(r.lr), double(r.grad_norm),
+                r.tokens_per_s, r.ms_per_step);
+  return buf;
+}
+
+metrics_log::~metrics_log() {
+  if (f_) std::fclose(f_);
+}
+
+status metrics_log::open(const std::string& path, std::uint64_t keep_through) {
+  path_ = path;
+  std::string kept;
+  if (auto old = files::read_file(path); old) {
+    std::size_t pos = 0;
+    while (pos < old->size()) {
+      std::size_t nl = old->find('\n', pos);
+      if (nl == std::string::npos) break;  // a torn last line: dropped
+      std::string_view line(old->data() + pos, nl - pos);
+      auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+      if (j.is_object() && j.contains("step") && j["step"].is_number_unsigned() &&
+          j["step"].get<std::uint64_t>() <= keep_through)
+        kept.append(line).push_back('\n');
+      pos = nl + 1;
+    }
+  }
+  if (auto st = files::write_atomic(path, kept); !st) return st;
+  f_ = std::fopen(path.c_str(), "a");
+  if (!f_) return make_error(errc::internal, "metrics " + path + ": " + std::strerror(errno));
+  return ok_status();
+}
+
+status metrics_log::append(const step_record& r) {
+  const std::string line = to_jsonl(r);
+  if (std::fwrite(line.data(), 1, line.size(), f_) != line.size() || std::fflush(f_) != 0)
+    return make_error(errc::internal, "metrics " + path_ + ": " + std::strerror(errno));
+  return ok_status();
+}
+
+}  // namespace loom::trainer

@@ -1,0 +1,231 @@
+#include "services/trainer/run/run_config.hpp"
+
+#include "libs/crypto/hash.hpp"
+#include "libs/files/files.hpp"
+
+#include <toml++/toml.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <set>
+
+namespace loom::trainer {
+namespace {
+
+// The keys each section accepts; anything else is refused by name.
+const std::map<std::string, std::set<std::string>, std::less<>>& known_keys() {
+  static const std::map<std::string, std::set<std::string>, std::less<>> k{
+      {"model", {"layers", "heads", "channels", "max_seq_len", "vocab", "padded_vocab", "init_from"}},
+      {"data", {"shards", "text", "shuffle"}},
+      {"train", {"batch", "seq_len", "grad_accum", "steps", "seed", "threads"}},
+      {"optim", {"lr", "min_lr", "warmup_steps", "weight_decay", "beta1", "beta2", "eps", "grad_clip"}},
+      {"checkpoint", {"every_steps", "every_minutes", "keep"}},
+      {"output", {"dir"}},
+  };
+  return k;
+}
+
+std::string where(const std::string& origin, const toml::node& n) {
+  const auto& src = n.source();
+  if (src.begin.line == 0) return origin + " (--set)";
+  return origin + ":" + std::to_string(src.begin.line);
+}
+
+error bad(const std::string& at, const std::string& key, const std::string& why) {
+  return make_error(errc::invalid_argument, at + ": " + key + " " + why);
+}
+
+// Reads typed values out of one parsed document, remembering the first error.
+class reader {
+ public:
+  reader(const toml::table& root, std::string origin) : root_(root), origin_(std::move(origin)) {}
+
+  template <typename Int>
+  void integer(std::string_view sec, std::string_view key, Int& out, std::int64_t lo, std::int64_t hi) {
+    const toml::node* n = find(sec, key);
+    if (!n) return;
+    auto v = n->value_exact<std::int64_t>();
+    if (!v) return fail(*n, sec, key, "must be an integer");
+    if (*v < lo || *v > hi)
+      return fail(*n, sec, key, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
+                                    std::to_string(*v));
+    out = static_cast<Int>(*v);
+  }
+  template <typename Real>
+  void real(std::string_view sec, std::string_view key, Real& out, double lo, double hi) {
+    const toml::node* n = find(sec, key);
+    if (!n) return;
+    std::optional<double> v = n->value_exact<double>();
+    if (!v) {
+      if (auto i = n->value_exact<std::int64_t>()) v = static_cast<double>(*i);
+    }
+    if (!v) return fail(*n, sec, key, "must be a number");
+    if (!std::isfinite(*v) || *v < lo || *v > hi) {
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "must be in [%g, %g], got %g", lo, hi, *v);
+      return fail(*n, sec, key, buf);
+    }
+    out = static_cast<Real>(*v);
+  }
+  void boolean(std::string_view sec, std::string_view key, bool& out) {
+    const toml::node* n = find(sec, key);
+    if (!n) return;
+    auto v = n->value_exact<bool>();
+    if (!v) return fail(*n, sec, key, "must be true or false");
+    out = *v;
+  }
+  // A path, resolved against the config file's folder when relative.
+  void path(std::string_view sec, std::string_view key, std::string& out) {
+    const toml::node* n = find(sec, key);
+    if (!n) return;
+    auto v = n->value_exact<std::string>();
+    if (!v) return fail(*n, sec, key, "must be a string");
+    std::filesystem::path p(*v);
+    if (!v->empty() && p.is_relative())
+      p = std::filesystem::path(origin_).parent_path() / p;
+    out = v->empty() ? std::string() : p.lexically_normal().string();
+  }
+
+  std::optional<error> first_error;
+
+ private:
+  const toml::node* find(std::string_view sec, std::string_view key) const {
+    const toml::table* t = root_[sec].as_table();
+    return t ? t->get(key) : nullptr;
+  }
+  void fail(const toml::node& n, std::string_view sec, std::string_view key, const std::string& why) {
+    if (!first_error) first_error = bad(where(origin_, n), std::string(sec) + "." + std::string(key), why);
+  }
+  const toml::table& root_;
+  std::string origin_;
+};
+
+status check_known_keys(const toml::table& root, const std::string& origin) {
+  for (auto&& [sec, node] : root) {
+    auto it = known_keys().find(sec.str());
+    if (it == known_keys().end())
+      return bad(where(origin, node), "[" + std::string(sec.str()) + "]",
+                 "is not a section (known: model, data, train, optim, checkpoint, output)");
+    const toml::table* t = node.as_table();
+    if (!t) return bad(where(origin, node), std::string(sec.str()), "must be a table");
+    for (auto&& [key, value] : *t)
+      if (!it->second.count(std::string(key.str())))
+        return bad(where(origin, value), std::string(sec.str()) + "." + std::string(key.str()), "is not a known key");
+  }
+  return ok_status();
+}
+
+status apply_override(toml::table& root, const std::string& kv) {
+  auto eq = kv.find('=');
+  auto dot = kv.find('.');
+  if (eq == std::string::npos || dot == std::string::npos || dot > eq)
+    return make_error(errc::invalid_argument, "--set " + kv + ": expected section.key=value");
+  const std::string sec = kv.substr(0, dot), key = kv.substr(dot + 1, eq - dot - 1), value = kv.substr(eq + 1);
+  toml::node_view slot = root[sec];
+  if (!slot) root.insert(sec, toml::table{});
+  toml::table* t = root[sec].as_table();
+  if (!t) return make_error(errc::invalid_argument, "--set " + kv + ": " + sec + " is not a table");
+  try {
+    const std::string doc = "v = " + value;
+    toml::table parsed = toml::parse(std::string_view(doc), std::string_view("--set"));
+    toml::node* v = parsed.get("v");
+    if (v && (v->is_value() || v->is_array())) {
+      t->insert_or_assign(key, std::move(*v));
+      return ok_status();
+    }
+  } catch (const toml::parse_error&) {
+  }
+  t->insert_or_assign(key, value);  // a bare word: a string
+  return ok_status();
+}
+
+}  // namespace
+
+engine::lr_schedule run_config::schedule() const {
+  engine::lr_schedule s;
+  s.max_lr = lr;
+  s.min_lr = min_lr;
+  s.warmup_steps = warmup_steps;
+  s.total_steps = steps;
+  return s;
+}
+
+std::string run_config::math_hash() const {
+  char buf[1024];
+  std::snprintf(buf, sizeof buf,
+                "model %d %d %d %d %d %d init=%s|data shards=%s text=%s shuffle=%d|"
+                "train %d %d %d %d %llu %d|optim %a %a %d %a %a %a %a %a",
+                model.layers, model.heads, model.channels, model.max_seq_len, model.vocab, model.padded_vocab,
+                init_from.c_str(), shards.c_str(), text.c_str(), shuffle ? 1 : 0, batch, seq_len, grad_accum,
+                steps, static_cast<unsigned long long>(seed), threads, double(lr), double(min_lr), warmup_steps,
+                double(adam.weight_decay), double(adam.beta1), double(adam.beta2), double(adam.eps),
+                double(grad_clip));
+  return crypto::sha256_hex(buf);
+}
+
+result<run_config> parse_run_config(std::string_view text, const std::string& origin,
+                                    const std::vector<std::string>& overrides) {
+  toml::table root;
+  try {
+    root = toml::parse(text, std::string_view(origin));
+  } catch (const toml::parse_error& e) {
+    return make_error(errc::invalid_argument, origin + ":" + std::to_string(e.source().begin.line) + ": " +
+                                                  std::string(e.description()));
+  }
+  for (const std::string& kv : overrides)
+    if (auto st = apply_override(root, kv); !st) return st.err();
+  if (auto st = check_known_keys(root, origin); !st) return st.err();
+
+  run_config c;
+  reader r(root, origin);
+  r.integer("model", "layers", c.model.layers, 1, 256);
+  r.integer("model", "heads", c.model.heads, 1, 256);
+  r.integer("model", "channels", c.model.channels, 1, 65536);
+  r.integer("model", "max_seq_len", c.model.max_seq_len, 1, 1 << 20);
+  r.integer("model", "vocab", c.model.vocab, 1, 1 << 24);
+  c.model.padded_vocab = 0;
+  r.integer("model", "padded_vocab", c.model.padded_vocab, 1, 1 << 24);
+  if (c.model.padded_vocab == 0) c.model.padded_vocab = (c.model.vocab + 127) / 128 * 128;
+  r.path("model", "init_from", c.init_from);
+  r.path("data", "shards", c.shards);
+  r.path("data", "text", c.text);
+  r.boolean("data", "shuffle", c.shuffle);
+  r.integer("train", "batch", c.batch, 1, 1 << 16);
+  r.integer("train", "seq_len", c.seq_len, 1, 1 << 20);
+  r.integer("train", "grad_accum", c.grad_accum, 1, 1 << 16);
+  r.integer("train", "steps", c.steps, 1, 1 << 30);
+  r.integer("train", "seed", c.seed, 0, INT64_MAX);
+  r.integer("train", "threads", c.threads, 0, 1024);
+  r.real("optim", "lr", c.lr, 0.0, 10.0);
+  r.real("optim", "min_lr", c.min_lr, 0.0, 10.0);
+  r.integer("optim", "warmup_steps", c.warmup_steps, 0, 1 << 30);
+  r.real("optim", "weight_decay", c.adam.weight_decay, 0.0, 10.0);
+  r.real("optim", "beta1", c.adam.beta1, 0.0, 0.999999);
+  r.real("optim", "beta2", c.adam.beta2, 0.0, 0.999999);
+  r.real("optim", "eps", c.adam.eps, 1e-30, 1.0);
+  r.real("optim", "grad_clip", c.grad_clip, 0.0, 1e9);
+  r.integer("checkpoint", "every_steps", c.every_steps, 0, 1 << 30);
+  r.real("checkpoint", "every_minutes", c.every_minutes, 0.0, 1e6);
+  r.integer("checkpoint", "keep", c.keep, 1, 1000);
+  r.path("output", "dir", c.out_dir);
+  if (r.first_error) return *r.first_error;
+
+  auto bad_cfg = [&](const std::string& why) { return make_error(errc::invalid_argument, origin + ": " + why); };
+  if (auto st = c.model.validate(); !st) return bad_cfg(st.err().message);
+  if (c.shards.empty() == c.text.empty()) return bad_cfg("set exactly one of data.shards and data.text");
+  if (c.seq_len > c.model.max_seq_len)
+    return bad_cfg("train.seq_len " + std::to_string(c.seq_len) + " exceeds model.max_seq_len " +
+                   std::to_string(c.model.max_seq_len));
+  if (c.min_lr > c.lr) return bad_cfg("optim.min_lr must not exceed optim.lr");
+  return c;
+}
+
+result<run_config> load_run_config(const std::string& path, const std::vector<std::string>& overrides) {
+  auto text = files::read_file(path);
+  if (!text) return make_error(text.code(), "config " + path + ": " + text.err().message);
+  return parse_run_config(*text, path, overrides);
+}
+
+}  // namespace loom::trainer

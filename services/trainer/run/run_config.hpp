@@ -1,0 +1,71 @@
+// run_config: everything one training run needs, read from a TOML file (the
+// format `loom-trainer train --config F` and the job templates use) plus
+// `--set section.key=value` overrides. Every key is known: an unknown key, a
+// wrong type or an out-of-range value is invalid_argument naming the key and
+// the file:line. Relative paths are resolved against the config file's folder.
+// Plain values; no shared state.
+//
+//   [model]       layers heads channels max_seq_len vocab padded_vocab init_from
+//   [data]        shards | text   shuffle
+//   [train]       batch seq_len grad_accum steps seed threads
+//   [optim]       lr min_lr warmup_steps weight_decay beta1 beta2 eps grad_clip
+//   [checkpoint]  every_steps every_minutes keep
+//   [output]      dir
+#pragma once
+
+#include "libs/status/status.hpp"
+#include "services/trainer/engine/config.hpp"
+#include "services/trainer/engine/optimizer.hpp"
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace loom::trainer {
+
+struct run_config {
+  engine::gpt2_config model;
+  // A snapshot root or step directory whose parameters start this run (an SFT
+  // stage from pretrain's final checkpoint); "" = random init from train.seed.
+  std::string init_from;
+
+  std::string shards;  // a shard directory with manifest.json, or
+  std::string text;    // a text file the trainer tokenizes (GPT-2) itself
+  bool shuffle = true;
+
+  int batch = 4;
+  int seq_len = 64;
+  int grad_accum = 1;
+  int steps = 100;
+  std::uint64_t seed = 1337;
+  int threads = 0;  // 0 = every core of the machine
+
+  engine::adamw_config adam;
+  float lr = 6e-4f;
+  float min_lr = 6e-5f;
+  int warmup_steps = 0;
+  float grad_clip = 1.0f;
+
+  int every_steps = 100;     // snapshot period in steps; 0 = only at the end
+  double every_minutes = 0;  // and/or in wall time; 0 = off
+  int keep = 3;              // verified snapshots kept
+
+  std::string out_dir;
+
+  engine::lr_schedule schedule() const;
+  // SHA-256 hex over every field that changes the numbers (model, data source,
+  // train, optim); not over checkpoint or output settings. A resumed run
+  // must have the same hash to be bitwise-equal to an uninterrupted one.
+  std::string math_hash() const;
+};
+
+// Parses TOML text; `origin` (a path) names it in errors and anchors relative paths.
+// `overrides` are "section.key=value" strings applied on top (value in TOML
+// syntax; a bare word is a string).
+result<run_config> parse_run_config(std::string_view toml, const std::string& origin,
+                                    const std::vector<std::string>& overrides = {});
+// Reads and parses a config file.
+result<run_config> load_run_config(const std::string& path, const std::vector<std::string>& overrides = {});
+
+}  // namespace loom::trainer

@@ -1,0 +1,124 @@
+#include "services/trainer/run/run_config.hpp"
+
+#include <doctest/doctest.h>
+
+using namespace loom;
+using namespace loom::trainer;
+
+namespace {
+
+constexpr const char* base = R"(
+[model]
+layers = 2
+heads = 2
+channels = 32
+max_seq_len = 16
+vocab = 100
+
+[data]
+text = "corpus.txt"
+
+[train]
+batch = 2
+seq_len = 8
+steps = 20
+seed = 7
+
+[optim]
+lr = 1e-3
+min_lr = 1e-4
+warmup_steps = 2
+
+[output]
+dir = "out"
+)";
+
+}  // namespace
+
+TEST_CASE("run_config reads every section and resolves relative paths against the file") {
+  auto c = parse_run_config(base, "/etc/loom/run.toml");
+  REQUIRE(c.ok());
+  CHECK(c->model.layers == 2);
+  CHECK(c->model.channels == 32);
+  CHECK(c->model.padded_vocab == 128);  // rounded up to a multiple of 128 when unset
+  CHECK(c->text == "/etc/loom/corpus.txt");
+  CHECK(c->out_dir == "/etc/loom/out");
+  CHECK(c->batch == 2);
+  CHECK(c->steps == 20);
+  CHECK(c->seed == 7);
+  CHECK(c->lr == doctest::Approx(1e-3));
+  CHECK(c->schedule().total_steps == 20);
+  CHECK(c->schedule().warmup_steps == 2);
+}
+
+TEST_CASE("run_config refuses unknown keys and sections by name and line") {
+  std::string t = std::string(base) + "\n[train2]\nx = 1\n";
+  auto c = parse_run_config(t, "run.toml");
+  REQUIRE(!c.ok());
+  CHECK(c.err().message.find("[train2]") != std::string::npos);
+  CHECK(c.err().message.find("run.toml:") != std::string::npos);
+
+  std::string typo = std::string(base);
+  typo.replace(typo.find("steps = 20"), 10, "stepz = 20");
+  c = parse_run_config(typo, "run.toml");
+  REQUIRE(!c.ok());
+  CHECK(c.err().message.find("train.stepz is not a known key") != std::string::npos);
+  CHECK(c.err().message.find("run.toml:") != std::string::npos);
+}
+
+TEST_CASE("run_config refuses wrong types, out-of-range values and inconsistent settings") {
+  auto with = [](const std::string& from, const std::string& to) {
+    std::string t = base;
+    t.replace(t.find(from), from.size(), to);
+    return parse_run_config(t, "run.toml");
+  };
+  auto c = with("batch = 2", "batch = \"two\"");
+  REQUIRE(!c.ok());
+  CHECK(c.err().message.find("train.batch must be an integer") != std::string::npos);
+  c = with("batch = 2", "batch = 0");
+  REQUIRE(!c.ok());
+  CHECK(c.err().message.find("train.batch must be in [1,") != std::string::npos);
+  c = with("seq_len = 8", "seq_len = 32");
+  REQUIRE(!c.ok());
+  CHECK(c.err().message.find("exceeds model.max_seq_len") != std::string::npos);
+  c = with("channels = 32", "channels = 33");
+  REQUIRE(!c.ok());
+  CHECK(c.err().message.find("multiple of heads") != std::string::npos);
+  c = with("text = \"corpus.txt\"", "text = \"a\"\nshards = \"b\"");
+  REQUIRE(!c.ok());
+  CHECK(c.err().message.find("exactly one of data.shards and data.text") != std::string::npos);
+  c = with("lr = 1e-3", "lr = 1e-5");
+  REQUIRE(!c.ok());
+  CHECK(c.err().message.find("min_lr") != std::string::npos);
+  c = parse_run_config("[model\nlayers = 2", "broken.toml");
+  REQUIRE(!c.ok());
+  CHECK(c.err().message.find("broken.toml:") != std::string::npos);
+}
+
+TEST_CASE("run_config overrides are typed TOML values and may add sections") {
+  auto c = parse_run_config(base, "run.toml", {"train.steps=300", "optim.lr=0.01", "checkpoint.every_steps=10",
+                                               "data.shuffle=false"});
+  REQUIRE(c.ok());
+  CHECK(c->steps == 300);
+  CHECK(c->lr == doctest::Approx(0.01));
+  CHECK(c->every_steps == 10);
+  CHECK(!c->shuffle);
+  auto bad = parse_run_config(base, "run.toml", {"train.steps=many"});
+  REQUIRE(!bad.ok());
+  CHECK(bad.err().message.find("train.steps must be an integer") != std::string::npos);
+  CHECK(bad.err().message.find("--set") != std::string::npos);
+  CHECK(!parse_run_config(base, "run.toml", {"steps=3"}).ok());
+  CHECK(!parse_run_config(base, "run.toml", {"train.nope=3"}).ok());
+}
+
+TEST_CASE("math_hash changes with the numbers, not with checkpoint or output settings") {
+  auto a = parse_run_config(base, "run.toml");
+  auto b = parse_run_config(base, "run.toml", {"checkpoint.every_steps=5", "output.dir=elsewhere"});
+  auto c = parse_run_config(base, "run.toml", {"optim.lr=0.002"});
+  auto d = parse_run_config(base, "run.toml", {"train.seed=8"});
+  REQUIRE((a.ok() && b.ok() && c.ok() && d.ok()));
+  CHECK(a->math_hash() == b->math_hash());
+  CHECK(a->math_hash() != c->math_hash());
+  CHECK(a->math_hash() != d->math_hash());
+  CHECK(a->math_hash().size() == 64);
+}

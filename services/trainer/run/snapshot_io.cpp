@@ -1,0 +1,241 @@
+#include "services/trainer/run/snapshot_io.hpp"
+
+#include "libs/auth/token.hpp"
+#include "libs/ckpt/safetensors.hpp"
+#include "libs/files/files.hpp"
+#include "libs/layout/layout.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <sys/stat.h>
+
+namespace loom::trainer {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+constexpr const char* model_file = "model.safetensors";
+constexpr const char* optimizer_file = "optimizer.safetensors";
+constexpr const char* state_file = "trainer_state.json";
+
+std::vector<std::uint64_t> shape_of(engine::tensor_id t, const engine::gpt2_config& c) {
+  const std::uint64_t L = c.layers, C = c.channels;
+  using engine::tensor_id;
+  switch (t) {
+    case tensor_id::wte: return {std::uint64_t(c.padded_vocab), C};
+    case tensor_id::wpe: return {std::uint64_t(c.max_seq_len), C};
+    case tensor_id::qkvw: return {L, 3 * C, C};
+    case tensor_id::qkvb: return {L, 3 * C};
+    case tensor_id::attprojw: return {L, C, C};
+    case tensor_id::fcw: return {L, 4 * C, C};
+    case tensor_id::fcb: return {L, 4 * C};
+    case tensor_id::fcprojw: return {L, C, 4 * C};
+    case tensor_id::lnfw: case tensor_id::lnfb: return {C};
+    default: return {L, C};  // ln1w ln1b attprojb ln2w ln2b fcprojb
+  }
+}
+
+ckpt::metadata model_meta(const engine::gpt2_config& c) {
+  return {{"format", "loom-gpt2"},
+          {"layers", std::to_string(c.layers)},
+          {"heads", std::to_string(c.heads)},
+          {"channels", std::to_string(c.channels)},
+          {"max_seq_len", std::to_string(c.max_seq_len)},
+          {"vocab", std::to_string(c.vocab)},
+          {"padded_vocab", std::to_string(c.padded_vocab)}};
+}
+
+result<engine::gpt2_config> config_from_meta(const ckpt::metadata& m, const std::string& file) {
+  engine::gpt2_config c;
+  auto field = [&](const char* k, int& out) -> status {
+    auto it = m.find(k);
+    if (it == m.end()) return make_error(errc::corruption, file + ": metadata lacks \"" + k + "\"");
+    try {
+      std::size_t used = 0;
+      out = std::stoi(it->second, &used);
+      if (used != it->second.size()) throw std::invalid_argument(k);
+    } catch (const std::exception&) {
+      return make_error(errc::corruption, file + ": metadata \"" + k + "\" is not an integer: " + it->second);
+    }
+    return ok_status();
+  };
+  for (auto [k, p] : {std::pair{"layers", &c.layers}, {"heads", &c.heads}, {"channels", &c.channels},
+                      {"max_seq_len", &c.max_seq_len}, {"vocab", &c.vocab}, {"padded_vocab", &c.padded_vocab}})
+    if (auto st = field(k, *p); !st) return st.err();
+  if (auto st = c.validate(); !st) return make_error(errc::corruption, file + ": " + st.err().message);
+  return c;
+}
+
+json schedule_json(const engine::lr_schedule& s) {
+  return {{"max_lr", s.max_lr}, {"min_lr", s.min_lr}, {"warmup_steps", s.warmup_steps}, {"total_steps", s.total_steps}};
+}
+
+result<train_state> parse_state(const std::string& text, const std::string& file) {
+  try {
+    json j = json::parse(text);
+    train_state s;
+    s.step = j.at("step").get<std::uint64_t>();
+    s.config_hash = j.at("config_hash").get<std::string>();
+    const json& sch = j.at("lr_schedule");
+    s.schedule.max_lr = sch.at("max_lr").get<float>();
+    s.schedule.min_lr = sch.at("min_lr").get<float>();
+    s.schedule.warmup_steps = sch.at("warmup_steps").get<int>();
+    s.schedule.total_steps = sch.at("total_steps").get<int>();
+    s.seed = j.at("rng").at("seed").get<std::uint64_t>();
+    s.cursor.epoch = j.at("cursor").at("epoch").get<std::uint64_t>();
+    s.cursor.position = j.at("cursor").at("position").get<std::uint64_t>();
+    s.threads = j.at("threads").get<int>();
+    s.tokens_seen = j.at("tokens_seen").get<std::uint64_t>();
+    s.last_loss = j.at("loss").get<float>();
+    return s;
+  } catch (const std::exception& e) {
+    return make_error(errc::corruption, file + ": " + e.what());
+  }
+}
+
+// The tensor `name` of `f`, checked to be F32 with exactly `shape`.
+result<std::span<const std::byte>> f32_tensor(const ckpt::safetensors_file& f, const std::string& name,
+                                              const std::vector<std::uint64_t>& shape, const std::string& file) {
+  const ckpt::tensor_info* t = f.find(name);
+  if (!t) return make_error(errc::corruption, file + ": no tensor \"" + name + "\"");
+  if (t->type != ckpt::dtype::F32 || t->shape != shape) {
+    std::string want, got;
+    for (auto d : shape) want += (want.empty() ? "" : ",") + std::to_string(d);
+    for (auto d : t->shape) got += (got.empty() ? "" : ",") + std::to_string(d);
+    return make_error(errc::invalid_argument, file + ": tensor \"" + name + "\" is " +
+                                                  std::string(ckpt::to_string(t->type)) + "[" + got +
+                                                  "], the model needs F32[" + want + "]");
+  }
+  return t->data;
+}
+
+}  // namespace
+
+result<std::string> checkpoint_key(const std::string& data_dir) {
+  const std::string path = layout::paths{data_dir}.checkpoint_key();
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0)
+    if (auto r = auth::create_token_key(path); !r && r.code() != errc::already_exists) return r.err();
+  return auth::load_token_key(path);
+}
+
+result<std::string> save_snapshot(const std::string& root, const engine::gpt2& model, const engine::adamw& opt,
+                                  const train_state& st, std::string_view key, int keep) {
+  ckpt::snapshot_writer w;
+  if (auto r = w.begin(root, st.step); !r) return r.err();
+  const engine::gpt2_config& cfg = model.config();
+  const engine::param_layout& lay = model.layout();
+  std::vector<ckpt::tensor_view> tensors;
+  for (int i = 0; i < engine::num_tensors; ++i) {
+    auto t = static_cast<engine::tensor_id>(i);
+    tensors.push_back({std::string(engine::tensor_name(t)), ckpt::dtype::F32, shape_of(t, cfg),
+                       model.params().data() + lay.offset(t), lay.size(t) * sizeof(float)});
+  }
+  if (auto r = ckpt::write_safetensors(w.dir() + "/" + model_file, tensors, model_meta(cfg)); !r) return r.err();
+  const std::uint64_t n = opt.m().size();
+  std::vector<ckpt::tensor_view> moments = {
+      {"adamw.m", ckpt::dtype::F32, {n}, opt.m().data(), n * sizeof(float)},
+      {"adamw.v", ckpt::dtype::F32, {n}, opt.v().data(), n * sizeof(float)}};
+  if (auto r = ckpt::write_safetensors(w.dir() + "/" + optimizer_file, moments,
+                                       {{"steps_taken", std::to_string(opt.steps_taken())}});
+      !r)
+    return r.err();
+  json state = {{"step", st.step},
+                {"config_hash", st.config_hash},
+                {"lr_schedule", schedule_json(st.schedule)},
+                {"rng", {{"seed", st.seed}}},
+                {"cursor", {{"epoch", st.cursor.epoch}, {"position", st.cursor.position}}},
+                {"threads", st.threads},
+                {"tokens_seen", st.tokens_seen},
+                {"loss", st.last_loss}};
+  for (auto name : {model_file, optimizer_file})
+    if (auto r = w.add_existing(name); !r) return r.err();
+  if (auto r = w.add_file(state_file, state.dump(1) + "\n"); !r) return r.err();
+  const auto now = std::chrono::duration_cast<std::chrono::seconds>(
+                       std::chrono::system_clock::now().time_since_epoch()).count();
+  auto dir = w.publish(key, now);
+  if (!dir) return dir;
+  if (auto r = ckpt::retain(root, static_cast<std::size_t>(std::max(1, keep)), key); !r) return r.err();
+  return dir;
+}
+
+result<opened_snapshot> open_snapshot(const std::string& path, std::string_view key) {
+  opened_snapshot out;
+  const fs::path p = fs::path(path).lexically_normal();
+  const std::string base = (p.has_filename() ? p.filename() : p.parent_path().filename()).string();
+  const bool is_step_dir = base.rfind("step-", 0) == 0 && fs::exists(p / "MANIFEST.json");
+  if (is_step_dir) {
+    std::uint64_t step = 0;
+    try {
+      step = std::stoull(base.substr(5));
+    } catch (const std::exception&) {
+      return make_error(errc::invalid_argument, path + ": not a snapshot directory name (step-N)");
+    }
+    auto problems = ckpt::verify_snapshot(p.string(), step, key, &out.where);
+    if (!problems.empty()) {
+      std::string all;
+      for (auto& s : problems) all += (all.empty() ? "" : "; ") + s;
+      return make_error(errc::corruption, all);
+    }
+  } else {
+    auto loaded = ckpt::load_latest(path, key);
+    if (!loaded) return loaded.err();
+    out.where = std::move(*loaded);
+  }
+  const std::string mfile = out.where.dir + "/" + model_file;
+  auto st_text = files::read_file(out.where.dir + "/" + state_file);
+  if (!st_text) return st_text.err();
+  auto state = parse_state(*st_text, out.where.dir + "/" + state_file);
+  if (!state) return state.err();
+  out.state = std::move(*state);
+  auto model = ckpt::read_safetensors(mfile);
+  if (!model) return model.err();
+  auto cfg = config_from_meta(model->meta(), mfile);
+  if (!cfg) return cfg.err();
+  out.model = *cfg;
+  out.params = std::move(*model);
+  return out;
+}
+
+status load_params(const opened_snapshot& s, engine::gpt2& model) {
+  const std::string file = s.where.dir + "/" + model_file;
+  const ckpt::safetensors_file* f = &s.params;
+  const engine::param_layout& lay = model.layout();
+  for (int i = 0; i < engine::num_tensors; ++i) {
+    auto t = static_cast<engine::tensor_id>(i);
+    auto data = f32_tensor(*f, std::string(engine::tensor_name(t)), shape_of(t, model.config()), file);
+    if (!data) return data.err();
+    std::memcpy(model.params().data() + lay.offset(t), data->data(), data->size());
+  }
+  return ok_status();
+}
+
+status load_optimizer(const opened_snapshot& s, engine::adamw& opt) {
+  const std::string file = s.where.dir + "/" + optimizer_file;
+  auto f = ckpt::read_safetensors(file);
+  if (!f) return f.err();
+  const std::uint64_t n = opt.m().size();
+  auto m = f32_tensor(*f, "adamw.m", {n}, file);
+  if (!m) return m.err();
+  auto v = f32_tensor(*f, "adamw.v", {n}, file);
+  if (!v) return v.err();
+  int t = -1;
+  if (auto it = f->meta().find("steps_taken"); it != f->meta().end()) {
+    try {
+      t = std::stoi(it->second);
+    } catch (const std::exception&) {
+    }
+  }
+  if (t < 0) return make_error(errc::corruption, file + ": metadata steps_taken missing or not a count");
+  auto as_floats = [](std::span<const std::byte> b) {
+    return std::span<const float>(reinterpret_cast<const float*>(b.data()), b.size() / sizeof(float));
+  };
+  return opt.restore(as_floats(*m), as_floats(*v), t);
+}
+
+}  // namespace loom::trainer

@@ -1,0 +1,61 @@
+// snapshot_io: a training run's checkpoint (ARCHITECTURE.md §6) written and read
+// through libs/ckpt — model.safetensors (the 16 parameter tensors, the model
+// shape in its metadata), optimizer.safetensors (AdamW's m and v, flat, and the
+// step count), trainer_state.json (step, LR schedule, RNG seed, data cursor,
+// config hash, thread count) under an HMAC-signed MANIFEST.json.
+// Stateless functions; one writer per snapshot root at a time.
+#pragma once
+
+#include "libs/ckpt/safetensors.hpp"
+#include "libs/ckpt/snapshot.hpp"
+#include "libs/shards/loader.hpp"
+#include "libs/status/status.hpp"
+#include "services/trainer/engine/model.hpp"
+#include "services/trainer/engine/optimizer.hpp"
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace loom::trainer {
+
+struct train_state {
+  std::uint64_t step = 0;   // optimiser steps completed
+  std::string config_hash;  // run_config::math_hash()
+  engine::lr_schedule schedule;
+  std::uint64_t seed = 0;   // the run's RNG seed (init and data order derive from it)
+  shards::cursor cursor;    // the loader's position after `step` steps
+  int threads = 0;          // the thread count the numbers were produced with
+  std::uint64_t tokens_seen = 0;
+  float last_loss = 0;
+};
+
+// The signing key under a data directory (<data>/keys/checkpoint.key), made on
+// first use (0600). Returns the raw key bytes.
+result<std::string> checkpoint_key(const std::string& data_dir);
+
+// Publishes root/step-N (N = st.step) and keeps the newest `keep` verified
+// snapshots. Any failed write or fsync fails the snapshot (LATEST untouched).
+result<std::string> save_snapshot(const std::string& root, const engine::gpt2& model, const engine::adamw& opt,
+                                  const train_state& st, std::string_view key, int keep);
+
+// A verified snapshot with its model shape and state, ready to load from.
+struct opened_snapshot {
+  ckpt::loaded_snapshot where;  // dir, step, files, warnings about refused newer snapshots
+  engine::gpt2_config model;
+  train_state state;
+  ckpt::safetensors_file params;  // model.safetensors, read and validated once
+};
+
+// `path` is a snapshot root (newest verified, falling back past corrupt ones)
+// or one step-N directory (that one only). not_found when there is none;
+// corruption naming the file and hashes when none verifies.
+result<opened_snapshot> open_snapshot(const std::string& path, std::string_view key);
+
+// Copies the snapshot's parameters into `model`; invalid_argument when a tensor's
+// shape differs from the model's, corruption when the file is malformed.
+status load_params(const opened_snapshot& s, engine::gpt2& model);
+// Puts AdamW's moments and step count back.
+status load_optimizer(const opened_snapshot& s, engine::adamw& opt);
+
+}  // namespace loom::trainer

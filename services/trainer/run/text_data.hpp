@@ -1,0 +1,21 @@
+// text_data: turns a plain text file into a token-shard dataset the loader
+// reads, so `loom-trainer train` can train on a file without an ingest service.
+// The whole file is one document, GPT-2 tokenized, preceded by <|endoftext|>
+// (50256) as GPT-2's training data is. Cached: re-tokenizes only when the
+// file's SHA-256 differs from the one recorded beside the shards.
+// Stateless; one caller per cache directory at a time.
+#pragma once
+
+#include "libs/status/status.hpp"
+
+#include <string>
+
+namespace loom::trainer {
+
+inline constexpr std::uint32_t gpt2_eot = 50256;
+
+// Writes (or reuses) shards of `text_path` in `cache_dir`; returns cache_dir.
+// not_found when the file or the GPT-2 vocabulary is missing.
+result<std::string> prepare_text_dataset(const std::string& text_path, const std::string& cache_dir);
+
+}  // namespace loom::trainer

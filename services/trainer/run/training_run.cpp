@@ -1,0 +1,243 @@
+#include "services/trainer/run/training_run.hpp"
+
+#include "libs/crypto/hash.hpp"
+#include "libs/files/files.hpp"
+#include "libs/shards/dataset.hpp"
+#include "libs/shards/loader.hpp"
+#include "services/trainer/engine/kernels.hpp"
+#include "services/trainer/engine/model.hpp"
+#include "services/trainer/engine/optimizer.hpp"
+#include "services/trainer/engine/train_step.hpp"
+#include "services/trainer/run/metrics_log.hpp"
+#include "services/trainer/run/snapshot_io.hpp"
+#include "services/trainer/run/text_data.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <thread>
+
+namespace loom::trainer {
+namespace {
+
+namespace fs = std::filesystem;
+using clock_type = std::chrono::steady_clock;
+
+void say(const run_options& o, const std::string& line) {
+  if (o.log) *o.log << line << std::endl;
+}
+
+bool has_snapshots(const std::string& root) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(root, ec))
+    if (e.path().filename().string().rfind("step-", 0) == 0) return true;
+  return false;
+}
+
+// The identity of the data the run reads: the manifest lists every shard's SHA-256.
+result<std::string> data_identity(const std::string& dir) {
+  auto text = files::read_file(dir + "/" + std::string(shards::manifest_file_name));
+  if (!text) return text.err();
+  return crypto::sha256_hex(*text);
+}
+
+std::string fmt(const char* f, auto... args) {
+  char buf[512];
+  std::snprintf(buf, sizeof buf, f, args...);
+  return buf;
+}
+
+// A resumed run will publish steps after `step` again: the snapshots there
+// (refused as corrupt, or never committed by LATEST) move to root/refused/,
+// out of the way but kept for a human to inspect.
+status set_aside_newer(const std::string& root, std::uint64_t step, const run_options& o) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(root, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("step-", 0) != 0) continue;
+    std::uint64_t n = 0;
+    try {
+      n = std::stoull(name.substr(5));
+    } catch (const std::exception&) {
+      continue;
+    }
+    if (n <= step) continue;
+    if (auto st = files::make_dirs(root + "/refused"); !st) return st;
+    std::string to = root + "/refused/" + name;
+    for (int i = 1; fs::exists(to); ++i) to = root + "/refused/" + name + "." + std::to_string(i);
+    fs::rename(e.path(), to, ec);
+    if (ec) return make_error(errc::internal, "cannot move " + e.path().string() + " aside: " + ec.message());
+    say(o, "moved " + name + " (newer than the resumed step) to " + to);
+  }
+  return files::fsync_dir(root);
+}
+
+}  // namespace
+
+result<run_summary> run_training(const run_config& c, const run_options& o) {
+  if (c.out_dir.empty())
+    return make_error(errc::invalid_argument, "no output directory: set output.dir or pass --out DIR");
+  if (auto st = files::make_dirs(c.out_dir); !st) return st.err();
+  const std::string ckpt_root = c.out_dir + "/checkpoints";
+  const int threads = c.threads > 0 ? c.threads : std::max(1u, std::thread::hardware_concurrency());
+  engine::kernels::set_threads(threads);
+
+  // Data.
+  std::string data_dir = c.shards;
+  if (!c.text.empty()) {
+    auto prepared = prepare_text_dataset(c.text, c.out_dir + "/data");
+    if (!prepared) return prepared.err();
+    data_dir = *prepared;
+  }
+  auto ds = shards::dataset::open(data_dir, shards::verify::eager);
+  if (!ds) return ds.err();
+  auto data_id = data_identity(data_dir);
+  if (!data_id) return data_id.err();
+  const std::string run_hash = crypto::sha256_hex(c.math_hash() + "|" + *data_id + "|threads=" + std::to_string(threads));
+
+  auto key = checkpoint_key(o.data_dir);
+  if (!key) return key.err();
+
+  // Model and optimiser: resumed, initialised from another run, or random.
+  auto made = engine::gpt2::create(c.model, c.batch, c.seq_len);
+  if (!made) return made.err();
+  engine::gpt2 model = std::move(*made);
+  engine::adamw opt(model.params().size(), c.adam, model.layout().ranges());
+  run_summary sum;
+  shards::cursor start_cursor;
+  std::uint64_t tokens_seen = 0;
+
+  std::optional<opened_snapshot> resumed;
+  if (o.resume) {
+    auto snap = open_snapshot(ckpt_root, *key);
+    if (snap) {
+      resumed = std::move(*snap);
+    } else if (snap.code() != errc::not_found) {
+      return snap.err();
+    } else {
+      say(o, "no snapshot under " + ckpt_root + ": starting from step 0");
+    }
+  } else if (has_snapshots(ckpt_root)) {
+    return make_error(errc::already_exists, ckpt_root + " already holds snapshots: pass --resume to continue "
+                                                        "that run, or choose another output directory");
+  }
+  if (resumed) {
+    for (const auto& w : resumed->where.warnings) say(o, "warning: " + w);
+    if (resumed->state.config_hash != run_hash)
+      return make_error(errc::conflict, resumed->where.dir + " was made by a different configuration, data or "
+                                                              "thread count (hash " +
+                                            resumed->state.config_hash.substr(0, 12) + ", this run " +
+                                            run_hash.substr(0, 12) + "): resuming would not continue that run");
+    if (auto st = load_params(*resumed, model); !st) return st.err();
+    if (auto st = load_optimizer(*resumed, opt); !st) return st.err();
+    if (auto st = set_aside_newer(ckpt_root, resumed->state.step, o); !st) return st.err();
+    sum.first_step = resumed->state.step;
+    start_cursor = resumed->state.cursor;
+    tokens_seen = resumed->state.tokens_seen;
+    sum.last_loss = resumed->state.last_loss;
+    sum.snapshot = resumed->where.dir;
+    say(o, fmt("resumed from %s (step %llu, loss %.4f)", resumed->where.dir.c_str(),
+               static_cast<unsigned long long>(sum.first_step), double(resumed->state.last_loss)));
+  } else if (!c.init_from.empty()) {
+    auto from = open_snapshot(c.init_from, *key);
+    if (!from) return from.err();
+    for (const auto& w : from->where.warnings) say(o, "warning: " + w);
+    if (auto st = load_params(*from, model); !st) return st.err();
+    say(o, "initialised from " + from->where.dir);
+  } else {
+    model.init_random(c.seed);
+  }
+
+  shards::loader_options lo;
+  lo.batch = static_cast<std::size_t>(c.batch);
+  lo.seq_len = static_cast<std::size_t>(c.seq_len);
+  lo.seed = c.seed;
+  lo.shuffle = c.shuffle;
+  auto ld = shards::loader::create(*ds, lo, start_cursor);
+  if (!ld) return ld.err();
+
+  metrics_log metrics;
+  if (auto st = metrics.open(c.out_dir + "/metrics.jsonl", sum.first_step); !st) return st.err();
+
+  // Every buffer of the loop, allocated once.
+  const std::size_t bt = std::size_t(c.batch) * std::size_t(c.seq_len);
+  std::vector<std::uint32_t> in_u(bt), tg_u(bt);
+  std::vector<std::vector<std::int32_t>> inputs(c.grad_accum, std::vector<std::int32_t>(bt)),
+      targets(c.grad_accum, std::vector<std::int32_t>(bt));
+  std::vector<engine::micro_batch> micro(c.grad_accum);
+  for (int k = 0; k < c.grad_accum; ++k) micro[k] = {inputs[k], targets[k], {}};
+
+  const engine::lr_schedule schedule = c.schedule();
+  const std::uint64_t total = static_cast<std::uint64_t>(c.steps);
+  const std::uint64_t log_every = std::max<std::uint64_t>(1, total / 20);
+  say(o, fmt("training L%d H%d C%d (%zu parameters) on %llu tokens: B=%d T=%d accum=%d, steps %llu..%llu, "
+             "%d threads",
+             c.model.layers, c.model.heads, c.model.channels, model.params().size(),
+             static_cast<unsigned long long>(ds->token_count()), c.batch, c.seq_len, c.grad_accum,
+             static_cast<unsigned long long>(sum.first_step + 1), static_cast<unsigned long long>(total), threads));
+
+  auto snapshot = [&](std::uint64_t step) -> status {
+    train_state st;
+    st.step = step;
+    st.config_hash = run_hash;
+    st.schedule = schedule;
+    st.seed = c.seed;
+    st.cursor = ld->position();
+    st.threads = threads;
+    st.tokens_seen = tokens_seen;
+    st.last_loss = sum.last_loss;
+    auto dir = save_snapshot(ckpt_root, model, opt, st, *key, c.keep);
+    if (!dir) return dir.err();
+    sum.snapshot = *dir;
+    return ok_status();
+  };
+
+  auto last_snapshot_time = clock_type::now();
+  std::uint64_t step = sum.first_step;
+  while (step < total) {
+    const auto t0 = clock_type::now();
+    for (int k = 0; k < c.grad_accum; ++k) {
+      if (auto st = ld->next(in_u, tg_u); !st) return st.err();
+      std::copy(in_u.begin(), in_u.end(), inputs[k].begin());
+      std::copy(tg_u.begin(), tg_u.end(), targets[k].begin());
+    }
+    auto s = engine::train_step(model, opt, schedule, c.grad_clip, static_cast<int>(step), micro);
+    if (!s) return s.err();
+    if (!std::isfinite(s->loss) || !std::isfinite(s->grad_norm))
+      return make_error(errc::internal, fmt("step %llu: loss %g, gradient norm %g: not finite; the last good "
+                                            "snapshot is %s",
+                                            static_cast<unsigned long long>(step + 1), double(s->loss),
+                                            double(s->grad_norm), sum.snapshot.empty() ? "(none)" : sum.snapshot.c_str()));
+    ++step;
+    const double ms = std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
+    tokens_seen += bt * std::size_t(c.grad_accum);
+    sum.last_loss = s->loss;
+    step_record rec{step, s->loss, s->lr, s->grad_norm, double(bt * c.grad_accum) / (ms / 1000.0), ms};
+    if (auto st = metrics.append(rec); !st) return st.err();
+    if (step % log_every == 0 || step == sum.first_step + 1 || step == total)
+      say(o, fmt("step %6llu/%llu  loss %.4f  lr %.2e  norm %.3f  %.0f tok/s  %.1f ms",
+                 static_cast<unsigned long long>(step), static_cast<unsigned long long>(total), double(s->loss),
+                 double(s->lr), double(s->grad_norm), rec.tokens_per_s, ms));
+
+    const bool stopping = o.stop && o.stop->load();
+    const bool by_steps = c.every_steps > 0 && step % static_cast<std::uint64_t>(c.every_steps) == 0;
+    const bool by_time = c.every_minutes > 0 &&
+                         clock_type::now() - last_snapshot_time >= std::chrono::duration<double>(c.every_minutes * 60);
+    if (by_steps || by_time || step == total || stopping) {
+      if (auto st = snapshot(step); !st) return st.err();
+      last_snapshot_time = clock_type::now();
+    }
+    if (stopping && step < total) {
+      sum.stopped = true;
+      say(o, fmt("stopped at step %llu; snapshot %s", static_cast<unsigned long long>(step), sum.snapshot.c_str()));
+      break;
+    }
+  }
+  sum.steps = step;
+  const auto* bytes = reinterpret_cast<const char*>(model.params().data());
+  sum.params_sha256 = crypto::sha256_hex(std::string_view(bytes, model.params().size() * sizeof(float)));
+  return sum;
+}
+
+}  // namespace loom::trainer

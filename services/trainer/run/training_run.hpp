@@ -1,0 +1,48 @@
+// run_training: one training run from a run_config, top to bottom — data,
+// model (random, init_from, or a resumed snapshot), the step loop, metrics,
+// snapshots. What `loom-trainer train` runs; the trainer service (issue 6)
+// runs the same function for an assignment.
+//
+//   out_dir/checkpoints/step-N/   snapshots (libs/ckpt), LATEST
+//   out_dir/metrics.jsonl         one line per step (metrics_log.hpp)
+//   out_dir/data/                 shards of data.text, when training on a text file
+//
+// Blocking; one run per out_dir at a time. Deterministic: the same config and
+// thread count give bitwise-equal losses and parameters, also across a kill -9
+// and --resume (the data cursor and optimiser state are in the snapshot).
+#pragma once
+
+#include "libs/status/status.hpp"
+#include "services/trainer/run/run_config.hpp"
+
+#include <atomic>
+#include <cstdint>
+#include <ostream>
+#include <string>
+
+namespace loom::trainer {
+
+struct run_options {
+  bool resume = false;         // continue from out_dir's newest verified snapshot
+  std::string data_dir;        // where keys/checkpoint.key lives (signs the manifests)
+  std::ostream* log = nullptr; // progress lines; nullptr = silent
+  // Checked after every step: true ends the run early with a snapshot.
+  const std::atomic<bool>* stop = nullptr;
+};
+
+struct run_summary {
+  std::uint64_t first_step = 0;  // where this invocation started (> 0 when resumed)
+  std::uint64_t steps = 0;       // completed steps at the end
+  float last_loss = 0;
+  std::string snapshot;          // the last published snapshot directory
+  std::string params_sha256;     // of the final parameters' bytes
+  bool stopped = false;          // ended by *stop before config.steps
+};
+
+// Errors: invalid_argument (config), already_exists (checkpoints present
+// without --resume), conflict (resuming a snapshot made with another config),
+// corruption (data or every snapshot corrupt), internal (a non-finite loss:
+// names the step; the last good snapshot stays LATEST).
+result<run_summary> run_training(const run_config& c, const run_options& o);
+
+}  // namespace loom::trainer

@@ -1,0 +1,11 @@
+// The offline subcommands of loom-trainer: `train` and `sample`. They need no
+// running service. argv starts after the subcommand's name. Return the exit
+// code (0 ok, 1 failed, 2 usage; see loom::exit_code).
+#pragma once
+
+namespace loom::trainer {
+
+int train_main(int argc, char** argv);
+int sample_main(int argc, char** argv);
+
+}  // namespace loom::trainer
