@@ -22,9 +22,14 @@ metrics_log::~metrics_log() {
   if (f_) std::fclose(f_);
 }
 
-status metrics_log::open(const std::string& path, std::uint64_t keep_through) {
+result<std::vector<float>> metrics_log::open(const std::string& path, std::uint64_t keep_through) {
+  if (f_) {
+    std::fclose(f_);
+    f_ = nullptr;
+  }
   path_ = path;
   std::string kept;
+  std::vector<float> losses;
   if (auto old = files::read_file(path); old) {
     std::size_t pos = 0;
     while (pos < old->size()) {
@@ -33,15 +38,17 @@ status metrics_log::open(const std::string& path, std::uint64_t keep_through) {
       std::string_view line(old->data() + pos, nl - pos);
       auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
       if (j.is_object() && j.contains("step") && j["step"].is_number_unsigned() &&
-          j["step"].get<std::uint64_t>() <= keep_through)
+          j["step"].get<std::uint64_t>() <= keep_through && j.contains("loss") && j["loss"].is_number()) {
         kept.append(line).push_back('\n');
+        losses.push_back(j["loss"].get<float>());
+      }
       pos = nl + 1;
     }
   }
-  if (auto st = files::write_atomic(path, kept); !st) return st;
+  if (auto st = files::write_atomic(path, kept); !st) return st.err();
   f_ = std::fopen(path.c_str(), "a");
   if (!f_) return make_error(errc::internal, "metrics " + path + ": " + std::strerror(errno));
-  return ok_status();
+  return losses;
 }
 
 status metrics_log::append(const step_record& r) {

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 namespace loom::trainer {
 
@@ -31,7 +32,8 @@ class metrics_log {
   ~metrics_log();
 
   // Keeps the lines with step <= keep_through (0: none) and opens for append.
-  status open(const std::string& path, std::uint64_t keep_through);
+  // Returns the kept lines' losses, oldest first.
+  result<std::vector<float>> open(const std::string& path, std::uint64_t keep_through);
   // Appends and flushes one line (to the kernel: survives kill -9 of this process).
   status append(const step_record& r);
 

@@ -15,6 +15,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <cmath>
+#include <limits>
 #include <random>
 #include <sstream>
 
@@ -285,4 +287,89 @@ TEST_CASE("generate is deterministic for a seed, stays in the vocabulary and sto
   CHECK(d->empty());
   std::vector<std::uint32_t> bad = {50};
   CHECK(!generate(*m, bad, so).ok());
+}
+
+TEST_CASE("a NaN loss rolls back to the last snapshot and skips the batch, deterministically and across resume") {
+  files::temp_dir tmp("loom-run");
+  const std::string data = make_shards(tmp.path() + "/shards");
+  run_options o;
+  o.data_dir = tmp.path() + "/home";
+  auto clean = run_training(small_config(data, tmp.path() + "/clean"), o);
+  REQUIRE(clean.ok());
+
+  std::ostringstream log;
+  run_options f = o;
+  f.log = &log;
+  bool fired = false;
+  f.fault = [&](std::uint64_t step) -> std::optional<float> {
+    if (step != 7 || fired) return std::nullopt;
+    fired = true;
+    return std::numeric_limits<float>::quiet_NaN();
+  };
+  auto a = run_training(small_config(data, tmp.path() + "/a"), f);
+  REQUIRE(a.ok());
+  CHECK(a->steps == 12);
+  CHECK(log.str().find("step 7: loss nan") != std::string::npos);
+  CHECK(log.str().find("rolled back to step 4, skipping that batch") != std::string::npos);
+  CHECK(a->params_sha256 != clean->params_sha256);  // one batch fewer
+  auto la = losses(tmp.path() + "/a");
+  REQUIRE(la.size() == 12);
+  CHECK(la[3] == losses(tmp.path() + "/clean")[3]);  // steps 1-4 unchanged
+  CHECK(la[5] == losses(tmp.path() + "/clean")[5]);  // steps 5-6 replayed with the same batches
+  CHECK(la[6] != losses(tmp.path() + "/clean")[6]);  // step 7 trains on the next batch
+
+  // Stop at step 9 (after the rollback, snapshot 8 records the skip), resume: same end.
+  fired = false;
+  std::atomic<bool> stop{false};
+  run_options g = f;
+  g.stop = &stop;
+  g.fault = [&](std::uint64_t step) -> std::optional<float> {
+    if (step == 9) stop = true;
+    if (step != 7 || fired) return std::nullopt;
+    fired = true;
+    return std::numeric_limits<float>::infinity();
+  };
+  auto b1 = run_training(small_config(data, tmp.path() + "/b"), g);
+  REQUIRE(b1.ok());
+  CHECK(b1->stopped);
+  g.fault = nullptr;
+  stop = false;
+  g.resume = true;
+  auto b2 = run_training(small_config(data, tmp.path() + "/b"), g);
+  REQUIRE(b2.ok());
+  CHECK(b2->params_sha256 == a->params_sha256);
+  CHECK(losses(tmp.path() + "/b") == la);
+}
+
+TEST_CASE("a loss spike beyond the z-score rolls back; anomalies past max_rollbacks or before any snapshot fail") {
+  files::temp_dir tmp("loom-run");
+  const std::string data = make_shards(tmp.path() + "/shards");
+  run_options o;
+  o.data_dir = tmp.path() + "/home";
+  std::ostringstream log;
+  o.log = &log;
+  int fired = 0;
+  o.fault = [&](std::uint64_t step) -> std::optional<float> {
+    if (step == 10 && fired++ == 0) return 50.0f;
+    return std::nullopt;
+  };
+  auto r = run_training(small_config(data, tmp.path() + "/spike", 12,
+                                     {"anomaly.spike_zscore=3", "anomaly.spike_window=5"}), o);
+  REQUIRE(r.ok());
+  CHECK(log.str().find("step 10: loss 50.0000 is a spike") != std::string::npos);
+  CHECK(log.str().find("rolled back to step 8") != std::string::npos);
+
+  o.fault = [](std::uint64_t step) -> std::optional<float> {
+    return step == 2 ? std::optional<float>(std::nanf("")) : std::nullopt;
+  };
+  auto early = run_training(small_config(data, tmp.path() + "/early"), o);
+  REQUIRE(!early.ok());
+  CHECK(early.err().message.find("no snapshot to roll back to") != std::string::npos);
+
+  o.fault = [](std::uint64_t step) -> std::optional<float> {
+    return step == 6 ? std::optional<float>(std::nanf("")) : std::nullopt;
+  };
+  auto stuck = run_training(small_config(data, tmp.path() + "/stuck", 12, {"anomaly.max_rollbacks=2"}), o);
+  REQUIRE(!stuck.ok());
+  CHECK(stuck.err().message.find("2 rollbacks already") != std::string::npos);
 }

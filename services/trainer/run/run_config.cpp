@@ -22,6 +22,7 @@ const std::map<std::string, std::set<std::string>, std::less<>>& known_keys() {
       {"train", {"batch", "seq_len", "grad_accum", "steps", "seed", "threads"}},
       {"optim", {"lr", "min_lr", "warmup_steps", "weight_decay", "beta1", "beta2", "eps", "grad_clip"}},
       {"checkpoint", {"every_steps", "every_minutes", "keep"}},
+      {"anomaly", {"spike_zscore", "spike_window", "max_rollbacks"}},
       {"output", {"dir"}},
   };
   return k;
@@ -107,7 +108,7 @@ status check_known_keys(const toml::table& root, const std::string& origin) {
     auto it = known_keys().find(sec.str());
     if (it == known_keys().end())
       return bad(where(origin, node), "[" + std::string(sec.str()) + "]",
-                 "is not a section (known: model, data, train, optim, checkpoint, output)");
+                 "is not a section (known: model, data, train, optim, checkpoint, anomaly, output)");
     const toml::table* t = node.as_table();
     if (!t) return bad(where(origin, node), std::string(sec.str()), "must be a table");
     for (auto&& [key, value] : *t)
@@ -209,6 +210,9 @@ result<run_config> parse_run_config(std::string_view text, const std::string& or
   r.integer("checkpoint", "every_steps", c.every_steps, 0, 1 << 30);
   r.real("checkpoint", "every_minutes", c.every_minutes, 0.0, 1e6);
   r.integer("checkpoint", "keep", c.keep, 1, 1000);
+  r.real("anomaly", "spike_zscore", c.spike_zscore, 0.0, 1e6);
+  r.integer("anomaly", "spike_window", c.spike_window, 2, 1 << 20);
+  r.integer("anomaly", "max_rollbacks", c.max_rollbacks, 0, 1 << 20);
   r.path("output", "dir", c.out_dir);
   if (r.first_error) return *r.first_error;
 

@@ -10,6 +10,7 @@
 //   [train]       batch seq_len grad_accum steps seed threads
 //   [optim]       lr min_lr warmup_steps weight_decay beta1 beta2 eps grad_clip
 //   [checkpoint]  every_steps every_minutes keep
+//   [anomaly]     spike_zscore spike_window max_rollbacks
 //   [output]      dir
 #pragma once
 
@@ -50,6 +51,13 @@ struct run_config {
   int every_steps = 100;     // snapshot period in steps; 0 = only at the end
   double every_minutes = 0;  // and/or in wall time; 0 = off
   int keep = 3;              // verified snapshots kept
+
+  // A non-finite loss, or one more than spike_zscore standard deviations above
+  // the mean of the last spike_window steps (0 = no spike check), rolls back to
+  // the last snapshot and skips that batch, at most max_rollbacks times a run.
+  double spike_zscore = 6.0;
+  int spike_window = 50;
+  int max_rollbacks = 10;
 
   std::string out_dir;
 

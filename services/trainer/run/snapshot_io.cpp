@@ -92,6 +92,8 @@ result<train_state> parse_state(const std::string& text, const std::string& file
     s.threads = j.at("threads").get<int>();
     s.tokens_seen = j.at("tokens_seen").get<std::uint64_t>();
     s.last_loss = j.at("loss").get<float>();
+    for (const json& c : j.value("skipped", json::array()))
+      s.skipped.push_back({c.at("epoch").get<std::uint64_t>(), c.at("position").get<std::uint64_t>()});
     return s;
   } catch (const std::exception& e) {
     return make_error(errc::corruption, file + ": " + e.what());
@@ -152,7 +154,9 @@ result<std::string> save_snapshot(const std::string& root, const engine::gpt2& m
                 {"cursor", {{"epoch", st.cursor.epoch}, {"position", st.cursor.position}}},
                 {"threads", st.threads},
                 {"tokens_seen", st.tokens_seen},
-                {"loss", st.last_loss}};
+                {"loss", st.last_loss},
+                {"skipped", json::array()}};
+  for (const auto& c : st.skipped) state["skipped"].push_back({{"epoch", c.epoch}, {"position", c.position}});
   for (auto name : {model_file, optimizer_file})
     if (auto r = w.add_existing(name); !r) return r.err();
   if (auto r = w.add_file(state_file, state.dump(1) + "\n"); !r) return r.err();

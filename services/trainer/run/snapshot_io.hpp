@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace loom::trainer {
 
@@ -28,6 +29,9 @@ struct train_state {
   int threads = 0;          // the thread count the numbers were produced with
   std::uint64_t tokens_seen = 0;
   float last_loss = 0;
+  // Loader positions of batches skipped after an anomaly rollback: a resumed
+  // run skips them too.
+  std::vector<shards::cursor> skipped;
 };
 
 // The signing key under a data directory (<data>/keys/checkpoint.key), made on

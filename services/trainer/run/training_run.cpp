@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <algorithm>
 #include <filesystem>
 #include <thread>
 
@@ -158,7 +159,11 @@ result<run_summary> run_training(const run_config& c, const run_options& o) {
   if (!ld) return ld.err();
 
   metrics_log metrics;
-  if (auto st = metrics.open(c.out_dir + "/metrics.jsonl", sum.first_step); !st) return st.err();
+  auto history = metrics.open(c.out_dir + "/metrics.jsonl", sum.first_step);
+  if (!history) return history.err();
+  std::vector<float> recent = std::move(*history);  // losses so far, for the spike check
+  std::vector<shards::cursor> skipped = resumed ? resumed->state.skipped : std::vector<shards::cursor>{};
+  int rollbacks = 0;
 
   // Every buffer of the loop, allocated once.
   const std::size_t bt = std::size_t(c.batch) * std::size_t(c.seq_len);
@@ -187,6 +192,7 @@ result<run_summary> run_training(const run_config& c, const run_options& o) {
     st.threads = threads;
     st.tokens_seen = tokens_seen;
     st.last_loss = sum.last_loss;
+    st.skipped = skipped;
     auto dir = save_snapshot(ckpt_root, model, opt, st, *key, c.keep);
     if (!dir) return dir.err();
     sum.snapshot = *dir;
@@ -195,20 +201,70 @@ result<run_summary> run_training(const run_config& c, const run_options& o) {
 
   auto last_snapshot_time = clock_type::now();
   std::uint64_t step = sum.first_step;
+  // Rolls back to the last snapshot after an anomalous step and marks its batch
+  // to be skipped; the metrics log and the spike window go back with it.
+  auto roll_back = [&](shards::cursor bad_batch, const std::string& why) -> status {
+    if (sum.snapshot.empty())
+      return make_error(errc::internal, why + "; no snapshot to roll back to");
+    if (rollbacks >= c.max_rollbacks)
+      return make_error(errc::internal, why + fmt("; %d rollbacks already (anomaly.max_rollbacks)", rollbacks));
+    auto back = open_snapshot(sum.snapshot, *key);
+    if (!back) return back.err();
+    if (auto st = load_params(*back, model); !st) return st;
+    if (auto st = load_optimizer(*back, opt); !st) return st;
+    ++rollbacks;
+    skipped = back->state.skipped;
+    skipped.push_back(bad_batch);
+    step = back->state.step;
+    tokens_seen = back->state.tokens_seen;
+    sum.last_loss = back->state.last_loss;
+    auto again = shards::loader::create(*ds, lo, back->state.cursor);
+    if (!again) return again.err();
+    *ld = std::move(*again);
+    auto kept = metrics.open(c.out_dir + "/metrics.jsonl", step);
+    if (!kept) return kept.err();
+    recent = std::move(*kept);
+    say(o, why + fmt("; rolled back to step %llu, skipping that batch (epoch %llu, window %llu)",
+                     static_cast<unsigned long long>(step), static_cast<unsigned long long>(bad_batch.epoch),
+                     static_cast<unsigned long long>(bad_batch.position)));
+    return ok_status();
+  };
+
   while (step < total) {
     const auto t0 = clock_type::now();
+    const shards::cursor at = ld->position();
+    const bool skip = std::find(skipped.begin(), skipped.end(), at) != skipped.end();
     for (int k = 0; k < c.grad_accum; ++k) {
       if (auto st = ld->next(in_u, tg_u); !st) return st.err();
       std::copy(in_u.begin(), in_u.end(), inputs[k].begin());
       std::copy(tg_u.begin(), tg_u.end(), targets[k].begin());
     }
+    if (skip) continue;  // a batch an earlier rollback marked; the step count does not move
     auto s = engine::train_step(model, opt, schedule, c.grad_clip, static_cast<int>(step), micro);
     if (!s) return s.err();
-    if (!std::isfinite(s->loss) || !std::isfinite(s->grad_norm))
-      return make_error(errc::internal, fmt("step %llu: loss %g, gradient norm %g: not finite; the last good "
-                                            "snapshot is %s",
-                                            static_cast<unsigned long long>(step + 1), double(s->loss),
-                                            double(s->grad_norm), sum.snapshot.empty() ? "(none)" : sum.snapshot.c_str()));
+    if (o.fault)
+      if (auto f = o.fault(step + 1)) s->loss = *f;
+    std::string anomaly;
+    if (!std::isfinite(s->loss) || !std::isfinite(s->grad_norm)) {
+      anomaly = fmt("step %llu: loss %g, gradient norm %g: not finite", static_cast<unsigned long long>(step + 1),
+                    double(s->loss), double(s->grad_norm));
+    } else if (c.spike_zscore > 0 && recent.size() >= static_cast<std::size_t>(c.spike_window)) {
+      double mean = 0, var = 0;
+      const auto first = recent.end() - c.spike_window;
+      for (auto it = first; it != recent.end(); ++it) mean += *it;
+      mean /= c.spike_window;
+      for (auto it = first; it != recent.end(); ++it) var += (*it - mean) * (*it - mean);
+      const double sd = std::sqrt(var / (c.spike_window - 1));
+      if (s->loss > mean + c.spike_zscore * sd && s->loss > mean * 1.01)
+        anomaly = fmt("step %llu: loss %.4f is a spike (mean %.4f, sd %.4f over %d steps, z > %.1f)",
+                      static_cast<unsigned long long>(step + 1), double(s->loss), mean, sd, c.spike_window,
+                      c.spike_zscore);
+    }
+    if (!anomaly.empty()) {
+      if (auto st = roll_back(at, anomaly); !st) return st.err();
+      continue;
+    }
+    recent.push_back(s->loss);
     ++step;
     const double ms = std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
     tokens_seen += bt * std::size_t(c.grad_accum);

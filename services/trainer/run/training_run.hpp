@@ -17,6 +17,8 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <ostream>
 #include <string>
 
@@ -28,6 +30,8 @@ struct run_options {
   std::ostream* log = nullptr; // progress lines; nullptr = silent
   // Checked after every step: true ends the run early with a snapshot.
   const std::atomic<bool>* stop = nullptr;
+  // Tests only: replaces the loss of a step (1-based) to exercise the anomaly path.
+  std::function<std::optional<float>(std::uint64_t step)> fault;
 };
 
 struct run_summary {
@@ -39,10 +43,12 @@ struct run_summary {
   bool stopped = false;          // ended by *stop before config.steps
 };
 
-// Errors: invalid_argument (config), already_exists (checkpoints present
-// without --resume), conflict (resuming a snapshot made with another config),
-// corruption (data or every snapshot corrupt), internal (a non-finite loss:
-// names the step; the last good snapshot stays LATEST).
+// Anomalies (a non-finite loss or a loss spike, see run_config) roll back to
+// the last snapshot and skip the batch. Errors: invalid_argument (config),
+// already_exists (checkpoints present without --resume), conflict (resuming a
+// snapshot made with another config), corruption (data or every snapshot
+// corrupt), internal (an anomaly with no snapshot yet or past
+// anomaly.max_rollbacks: names the step; the last good snapshot stays LATEST).
 result<run_summary> run_training(const run_config& c, const run_options& o);
 
 }  // namespace loom::trainer
