@@ -15,12 +15,14 @@ namespace loom::cli {
 
 struct args {
   std::vector<std::string> positional;          // after the command words
-  std::map<std::string, std::string> options;   // without the leading "--"
+  std::map<std::string, std::string> options;   // without the leading "--"; the last value wins
+  std::map<std::string, std::vector<std::string>> repeated;  // every value of each option, in order
   std::set<std::string> flags;
 
   bool flag(const std::string& name) const { return flags.count(name) > 0; }
   std::optional<std::string> get(const std::string& name) const;
   std::string get_or(const std::string& name, const std::string& fallback) const;
+  std::vector<std::string> all(const std::string& name) const;  // e.g. every --set
 };
 
 // Flags that never take a value, for every command.

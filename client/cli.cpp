@@ -33,7 +33,7 @@ result<std::string> context::token() const {
 }
 
 result<wire::reply> context::call(const std::string& service, const std::string& type, const std::string& body,
-                                  int retries) {
+                                  int retries, const std::string& request_id) {
   auto eps = layout::read_endpoints(paths.endpoints());
   if (!eps) return make_error(errc::unavailable, "EdgeLoom is not running in " + paths.root + " (run `loom up`)");
   const auto* ep = eps->find(service);
@@ -46,6 +46,7 @@ result<wire::reply> context::call(const std::string& service, const std::string&
   if (!tok) return tok.err();
   wire::client cli(*zmq, ep->rpc, *server_key, *mine, wire::client_options{timeout, retries});
   wire::request req;
+  req.request_id = request_id;
   req.type = type;
   req.body = body;
   req.token = *tok;

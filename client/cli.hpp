@@ -35,8 +35,9 @@ struct context {
   // --token, else $LOOM_TOKEN, else <data>/admin.token.
   result<std::string> token() const;
   // One request to `service` (short name); unavailable when it is not running.
+  // request_id: "" = a fresh one (retries of this call reuse it either way).
   result<wire::reply> call(const std::string& service, const std::string& type, const std::string& body,
-                           int retries = 1);
+                           int retries = 1, const std::string& request_id = "");
 };
 
 // What a Health call said about one service.
@@ -62,6 +63,10 @@ int cmd_ping(context& c);
 int cmd_token(context& c);
 int cmd_keys(context& c);
 int cmd_tokenize(context& c);
+int cmd_data(context& c);      // `loom data SUB`: dispatches to the cmd_data_* below
+int cmd_data_pii(context& c);
+int cmd_job(context& c);        // `loom job submit|list|show|cancel|watch|logs`
+int cmd_templates(context& c);  // `loom templates`
 
 // Creates whatever keys and the first admin token are missing (idempotent).
 status ensure_keys(const layout::paths& p);

@@ -18,6 +18,10 @@ const char* help_text =
     "  token revoke-all               revoke every token issued so far (bumps the epoch)\n"
     "  keys init                      create keys and the first admin token\n"
     "  tokenize [--field F] PATH      GPT-2 ids, one line per document (.jsonl: per record); --decode PATH reverses\n"
+    "  data pii FILE [--region CC]    PII and secret spans in FILE's bytes (offline; --json: type/start/end)\n"
+    "  templates                      job templates (templates/, --templates DIR, $LOOM_TEMPLATES)\n"
+    "  job submit --template T [--set k=v]... [--priority P]   queue a training job (pipeline of stages)\n"
+    "  job list | show ID | logs ID | watch ID | cancel ID      inspect, follow and stop jobs\n"
     "data dir: --data-dir, else $LOOM_HOME, else ~/.local/share/edgeloom\n";
 }
 
@@ -30,7 +34,7 @@ int main(int argc, char** argv) {
   static const std::map<std::string, int (*)(context&)> commands = {
       {"up", cmd_up},     {"down", cmd_down},   {"watch", cmd_watch}, {"status", cmd_status},
       {"ping", cmd_ping}, {"token", cmd_token}, {"keys", cmd_keys},
-      {"tokenize", cmd_tokenize}};
+      {"tokenize", cmd_tokenize}, {"data", cmd_data}, {"job", cmd_job}, {"templates", cmd_templates}};
   auto it = commands.find(parsed->positional.front());
   if (it == commands.end()) return usage("loom: unknown command '" + parsed->positional.front() + "'\n" + help_text);
   context c(std::move(*parsed));

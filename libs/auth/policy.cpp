@@ -7,7 +7,7 @@ namespace {
 
 // THE single place to add a request type. A new message that services accept
 // needs a row here, or every call to it is denied ("no policy for request type").
-constexpr std::array<policy_entry, 14> table{{
+constexpr std::array<policy_entry, 19> table{{
     // type                                 min role           mutating  what
     {"loom.v1.PingRequest",             role::viewer,    false, "echo a payload; liveness and latency probe"},
     {"loom.v1.HealthRequest",           role::viewer,    false, "service health, restarts and sub-checks"},
@@ -16,6 +16,11 @@ constexpr std::array<policy_entry, 14> table{{
     {"loom.v1.NodeHeartbeatRequest",    role::operator_, false, "node liveness heartbeat to the scheduler"},
     {"loom.v1.ListNodesRequest",        role::viewer,    false, "list registered nodes"},
     {"loom.v1.DrainNodeRequest",        role::operator_, true,  "drain a node: no new work is placed on it"},
+    {"loom.v1.SubmitJobRequest",        role::operator_, true,  "submit a training job (idempotent by request id)"},
+    {"loom.v1.ListJobsRequest",         role::viewer,    false, "list training jobs"},
+    {"loom.v1.GetJobRequest",           role::viewer,    false, "a job's state, stages and events"},
+    {"loom.v1.CancelJobRequest",        role::operator_, true,  "cancel a training job"},
+    {"loom.v1.PollWorkRequest",         role::operator_, false, "a trainer's progress report and request for work"},
     {"loom.v1.ListDatasetsRequest",     role::viewer,    false, "list ingested datasets"},
     {"loom.v1.TrainerStatusRequest",    role::viewer,    false, "trainer progress and state"},
     {"loom.v1.AggregatorStatusRequest", role::viewer,    false, "aggregator rounds and state"},

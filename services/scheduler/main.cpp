@@ -1,5 +1,5 @@
-// loom-scheduler: the control plane. Today it keeps the node roster (in the
-// state store); jobs, stages and placement arrive with the jobs issue.
+// loom-scheduler: the control plane — the node roster and training jobs
+// (stages placed on trainers by the scheduling policy), all in the state store.
 #include "libs/runtime/service.hpp"
 #include "services/scheduler/scheduler_logic.hpp"
 #include "services/scheduler/schema.hpp"
@@ -9,7 +9,8 @@ int main(int argc, char** argv) {
   spec.name = "scheduler";
   spec.migrations = loom::scheduler::scheduler_migrations;
   spec.make_logic = [](loom::runtime::service_env& env) {
-    return std::make_unique<loom::scheduler::scheduler_logic>(env.db);
+    return std::make_unique<loom::scheduler::scheduler_logic>(
+        env.db, [] { return std::chrono::system_clock::now(); }, env.paths.root + "/jobs");
   };
   return loom::runtime::service_main(argc, argv, spec);
 }

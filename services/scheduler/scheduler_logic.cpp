@@ -2,6 +2,7 @@
 
 #include "libs/runtime/logic_pb.hpp"
 #include "libs/store/database.hpp"
+#include "loom/v1/jobs.pb.h"
 #include "loom/v1/scheduler.pb.h"
 #include "services/scheduler/node_repo.hpp"
 
@@ -21,11 +22,13 @@ handled store_failed(const error& e) {
 }
 }  // namespace
 
-scheduler_logic::scheduler_logic(store::database* db, clock_fn now) : db_(db), now_(std::move(now)) {
+scheduler_logic::scheduler_logic(store::database* db, clock_fn now, std::string jobs_root)
+    : db_(db), now_(std::move(now)), jobs_(db, std::move(jobs_root)) {
   if (!db_) return;
   auto nodes = db_->with_read_transaction([](store::transaction& tx) { return load_nodes(tx); });
   if (!nodes) throw std::runtime_error("cannot load the roster: " + nodes.err().to_string());
   for (auto& n : *nodes) roster_.restore(std::move(n));
+  if (auto st = jobs_.load(roster_, now_()); !st) throw std::runtime_error("cannot load the jobs: " + st.err().to_string());
 }
 
 status scheduler_logic::persist(const std::function<status(store::transaction&)>& fn) {
@@ -33,7 +36,7 @@ status scheduler_logic::persist(const std::function<status(store::transaction&)>
   return db_->with_transaction([&](store::transaction& tx) { return fn(tx); });
 }
 
-handled scheduler_logic::handle(const std::string& type, const std::string& body, const call_context&) {
+handled scheduler_logic::handle(const std::string& type, const std::string& body, const call_context& ctx) {
   if (is<loom::v1::RegisterNodeRequest>(type)) return register_node(body);
   if (is<loom::v1::NodeHeartbeatRequest>(type)) {
     auto req = parse_as<loom::v1::NodeHeartbeatRequest>(body);
@@ -46,7 +49,133 @@ handled scheduler_logic::handle(const std::string& type, const std::string& body
   }
   if (is<loom::v1::ListNodesRequest>(type)) return list_nodes(body);
   if (is<loom::v1::DrainNodeRequest>(type)) return drain_node(body);
+  if (is<loom::v1::PollWorkRequest>(type)) return poll_work(body);
+  if (is<loom::v1::SubmitJobRequest>(type)) return submit_job(body, ctx);
+  if (is<loom::v1::ListJobsRequest>(type)) return list_jobs(body);
+  if (is<loom::v1::GetJobRequest>(type)) return get_job(body);
+  if (is<loom::v1::CancelJobRequest>(type)) return cancel_job(body);
   return unknown_type("scheduler", type);
+}
+
+namespace {
+void to_proto(const job_rec& j, loom::v1::JobInfo* o) {
+  o->set_id(j.id);
+  o->set_name(j.name);
+  o->set_template_name(j.template_name);
+  o->set_state(j.state);
+  o->set_tenant(j.tenant);
+  o->set_priority_class(j.priority_class);
+  o->set_zone(j.zone);
+  o->set_submitted_unix_ns(static_cast<std::uint64_t>(j.submitted_ns));
+  o->set_updated_unix_ns(static_cast<std::uint64_t>(j.updated_ns));
+  o->set_message(j.message);
+  o->set_principal(j.principal);
+  o->set_out_dir(j.out_dir);
+  for (const auto& s : j.stages) {
+    auto* p = o->add_stages();
+    p->set_name(s.name);
+    p->set_state(s.state);
+    p->set_step(s.step);
+    p->set_total_steps(s.total_steps);
+    p->set_loss(s.loss);
+    p->set_first_loss(s.first_loss);
+    p->set_tokens_per_s(s.tokens_per_s);
+    p->set_node(s.node);
+    p->set_checkpoint(s.checkpoint);
+    p->set_attempts(s.attempts);
+    p->set_started_unix_ns(static_cast<std::uint64_t>(s.started_ns));
+    p->set_finished_unix_ns(static_cast<std::uint64_t>(s.finished_ns));
+  }
+}
+}  // namespace
+
+handled scheduler_logic::submit_job(const std::string& body, const call_context& ctx) {
+  auto req = parse_as<loom::v1::SubmitJobRequest>(body);
+  if (!req) return fail(req.err());
+  submit_args a;
+  a.template_name = req->template_name();
+  a.template_toml = req->template_toml();
+  a.overrides.assign(req->overrides().begin(), req->overrides().end());
+  a.priority_class = req->priority_class();
+  a.tenant = req->tenant();
+  a.zone = req->zone();
+  auto r = jobs_.submit(a, ctx.request_id, ctx.principal.empty() ? "anonymous" : ctx.principal, now_());
+  if (!r) return fail(r.err().code == errc::invalid_argument ? r.err() : error{errc::unavailable, "state store: " + r.err().message});
+  loom::v1::SubmitJobReply rep;
+  to_proto(*r->first, rep.mutable_job());
+  rep.set_existed(r->second);
+  return reply(rep);
+}
+
+handled scheduler_logic::list_jobs(const std::string& body) {
+  auto req = parse_as<loom::v1::ListJobsRequest>(body);
+  if (!req) return fail(req.err());
+  loom::v1::ListJobsReply rep;
+  for (const job_rec* j : jobs_.list(req->state())) to_proto(*j, rep.add_jobs());
+  return reply(rep);
+}
+
+handled scheduler_logic::get_job(const std::string& body) {
+  auto req = parse_as<loom::v1::GetJobRequest>(body);
+  if (!req) return fail(req.err());
+  const job_rec* j = jobs_.find(req->id());
+  if (!j) return fail(errc::not_found, "no job " + req->id());
+  loom::v1::GetJobReply rep;
+  to_proto(*j, rep.mutable_job());
+  auto evs = jobs_.events(req->id(), req->events_after());
+  if (!evs) return store_failed(evs.err());
+  for (const auto& e : *evs) {
+    auto* p = rep.add_events();
+    p->set_seq(e.seq);
+    p->set_unix_ns(static_cast<std::uint64_t>(e.unix_ns));
+    p->set_stage(e.stage);
+    p->set_kind(e.kind);
+    p->set_text(e.text);
+  }
+  return reply(rep);
+}
+
+handled scheduler_logic::cancel_job(const std::string& body) {
+  auto req = parse_as<loom::v1::CancelJobRequest>(body);
+  if (!req) return fail(req.err());
+  auto j = jobs_.cancel(req->id(), req->reason(), now_());
+  if (!j) return fail(j.err());
+  loom::v1::CancelJobReply rep;
+  to_proto(**j, rep.mutable_job());
+  return reply(rep);
+}
+
+handled scheduler_logic::poll_work(const std::string& body) {
+  auto req = parse_as<loom::v1::PollWorkRequest>(body);
+  if (!req) return fail(req.err());
+  poll_report r;
+  r.node = req->node().value();
+  r.state = req->state();
+  r.job = req->job();
+  r.stage = req->stage();
+  r.attempt = req->attempt();
+  r.step = req->step();
+  r.total_steps = req->total_steps();
+  r.loss = req->loss();
+  r.first_loss = req->first_loss();
+  r.tokens_per_s = req->tokens_per_s();
+  r.checkpoint = req->checkpoint();
+  r.message = req->message();
+  if (!roster_.find(r.node)) return fail(errc::not_found, "node " + r.node + " is not registered");
+  roster_.heartbeat(r.node, now_());
+  auto a = jobs_.poll(r, now_());
+  loom::v1::PollWorkReply rep;
+  rep.set_stop(a.stop);
+  if (a.work) {
+    auto* w = rep.mutable_assignment();
+    w->set_job(a.work->job);
+    w->set_stage(a.work->stage);
+    w->set_config_toml(a.work->config_toml);
+    w->set_out_dir(a.work->out_dir);
+    w->set_init_from(a.work->init_from);
+    w->set_attempt(a.work->attempt);
+  }
+  return reply(rep);
 }
 
 handled scheduler_logic::register_node(const std::string& body) {
@@ -110,6 +239,7 @@ handled scheduler_logic::drain_node(const std::string& body) {
 }
 
 void scheduler_logic::on_tick() {
+  jobs_.tick(roster_, now_());
   auto gone = roster_.reap(now_(), std::chrono::minutes(1));
   std::vector<std::pair<std::string, time_point>> seen(seen_.begin(), seen_.end());
   if (gone.empty() && seen.empty()) return;

@@ -1,5 +1,6 @@
 // The scheduler's service logic: the node roster's requests (RegisterNode,
-// NodeHeartbeat, ListNodes, DrainNode). Runs inside the supervised service
+// NodeHeartbeat, ListNodes, DrainNode) and training jobs (SubmitJob, ListJobs,
+// GetJob, CancelJob, and the trainers' PollWork; jobs/job_manager.hpp). Runs inside the supervised service
 // actor; holds no CAF, ZeroMQ or clock of its own (the clock is injected).
 // With a state store the roster is loaded at construction (so a restarted
 // actor or process keeps it) and every change is written before it is
@@ -7,6 +8,7 @@
 #pragma once
 
 #include "libs/runtime/service_logic.hpp"
+#include "services/scheduler/jobs/job_manager.hpp"
 #include "services/scheduler/roster.hpp"
 
 #include <functional>
@@ -24,8 +26,10 @@ class scheduler_logic final : public runtime::service_logic {
   using clock_fn = std::function<time_point()>;
   // Throws std::runtime_error when the stored roster cannot be loaded (the
   // supervisor retries with backoff).
+  // jobs_root: where job stages write (<data dir>/jobs).
   explicit scheduler_logic(
-      store::database* db = nullptr, clock_fn now = [] { return std::chrono::system_clock::now(); });
+      store::database* db = nullptr, clock_fn now = [] { return std::chrono::system_clock::now(); },
+      std::string jobs_root = "/tmp/loom-jobs");
 
   runtime::handled handle(const std::string& type, const std::string& body,
                           const runtime::call_context& ctx) override;
@@ -33,11 +37,17 @@ class scheduler_logic final : public runtime::service_logic {
   void on_tick() override;
 
   const roster& nodes() const { return roster_; }
+  const job_manager& jobs() const { return jobs_; }
 
  private:
   runtime::handled register_node(const std::string& body);
   runtime::handled list_nodes(const std::string& body);
   runtime::handled drain_node(const std::string& body);
+  runtime::handled submit_job(const std::string& body, const runtime::call_context& ctx);
+  runtime::handled list_jobs(const std::string& body);
+  runtime::handled get_job(const std::string& body);
+  runtime::handled cancel_job(const std::string& body);
+  runtime::handled poll_work(const std::string& body);
   // Runs fn in a store transaction (or succeeds at once without a store).
   status persist(const std::function<status(store::transaction&)>& fn);
 
@@ -45,6 +55,7 @@ class scheduler_logic final : public runtime::service_logic {
   clock_fn now_;
   roster roster_;
   std::map<std::string, time_point> seen_;  // heartbeats not yet written
+  job_manager jobs_;
 };
 
 }  // namespace loom::scheduler

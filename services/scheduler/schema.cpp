@@ -1,5 +1,7 @@
 #include "services/scheduler/schema.hpp"
 
+#include "services/scheduler/jobs/job_store.hpp"
+
 namespace loom::scheduler {
 
 std::span<const store::migration> scheduler_migrations() {
@@ -29,6 +31,7 @@ CREATE TABLE nodes (
 );
 CREATE INDEX nodes_by_zone ON nodes (zone);
 )sql"},
+      jobs_migration(),
   };
   return all;
 }

@@ -3,6 +3,7 @@
 #include "libs/runtime/service.hpp"
 #include "services/trainer/train_cli.hpp"
 #include "services/trainer/trainer_logic.hpp"
+#include "services/trainer/worker.hpp"
 
 #include <cstdio>
 #include <string>
@@ -13,6 +14,10 @@ int main(int argc, char** argv) {
     loom::runtime::service_spec spec;
     spec.name = "trainer";
     spec.make_logic = [](loom::runtime::service_env&) { return std::make_unique<loom::trainer::trainer_logic>(); };
+    // The work loop: polls the scheduler for stages and runs them (worker.hpp).
+    spec.start_extra = [](loom::runtime::service_env& env) -> loom::result<std::shared_ptr<void>> {
+      return std::shared_ptr<void>(std::make_shared<loom::trainer::worker>(env));
+    };
     return loom::runtime::service_main(argc - 1, argv + 1, spec);
   }
   if (cmd == "train") return loom::trainer::train_main(argc - 2, argv + 2);

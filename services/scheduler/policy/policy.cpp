@@ -51,6 +51,44 @@ std::vector<node_id> policy::ids(const std::vector<std::uint32_t>& idx) const {
 // ---- events ---------------------------------------------------------------
 
 result<policy::decisions> policy::submit(job_spec job, time_ms now) {
+  auto j = submit_queued_only(std::move(job), now);
+  if (!j) return j.err();
+  decisions out;
+  schedule(now, out);
+  return out;
+}
+
+result<policy::decisions> policy::restore_running(job_spec job, const std::vector<node_id>& nodes, time_ms started,
+                                                  time_ms now) {
+  const std::string name = "job " + std::to_string(job.id);
+  if (nodes.empty() || nodes.size() < job.min_members || nodes.size() > job.max_members)
+    return make_error(errc::invalid_argument, name + ": restored with a member count outside min..max");
+  std::vector<std::uint32_t> idx;
+  std::optional<std::uint32_t> zone;
+  resources need_per_node;
+  for (node_id n : nodes) {
+    auto i = cluster_.index_of(n);
+    if (!i || !cluster_.node(*i).alive)
+      return make_error(errc::invalid_argument, name + ": node " + std::to_string(n) + " is not present");
+    if (zone && cluster_.node(*i).zone != *zone)
+      return make_error(errc::invalid_argument, name + ": members in two zones");
+    zone = cluster_.node(*i).zone;
+    idx.push_back(*i);
+  }
+  for (std::uint32_t i : idx) {
+    const auto k = static_cast<std::uint32_t>(std::count(idx.begin(), idx.end(), i));
+    if (!fits_in(job.per_member * k, cluster_.node(i).free))
+      return make_error(errc::invalid_argument, name + ": node " + std::to_string(cluster_.node(i).id) + " lacks room");
+  }
+  auto placed = submit_queued_only(std::move(job), now);
+  if (!placed) return placed.err();
+  start(**placed, *zone, idx, started);
+  decisions out;
+  schedule(now, out);
+  return out;
+}
+
+result<policy::job_rec*> policy::submit_queued_only(job_spec job, time_ms now) {
   if (job.min_members == 0 || job.max_members < job.min_members)
     return make_error(errc::invalid_argument, "job " + std::to_string(job.id) + ": need 1 <= min_members <= max_members");
   if (job.per_member == resources{})
@@ -72,9 +110,7 @@ result<policy::decisions> policy::submit(job_spec job, time_ms now) {
   r.spec = std::move(job);
   job_rec& j = jobs_.emplace(r.spec.id, std::move(r)).first->second;
   enqueue(j);
-  decisions out;
-  schedule(now, out);
-  return out;
+  return &j;
 }
 
 result<policy::decisions> policy::finish(job_id id, time_ms now) {

@@ -52,6 +52,11 @@ class policy {
   // Every event runs one scheduling pass and returns its decisions in the order the
   // service must carry them out (a preempt before the place that needs its room).
   result<decisions> submit(job_spec job, time_ms now);   // invalid_argument, already_exists
+  // A job that was running before the caller restarted, put back on the same
+  // nodes (re-attach): no decision places it, a pass runs afterwards for the rest.
+  // invalid_argument when a node is unknown or lacks room, or members != gang size.
+  result<decisions> restore_running(job_spec job, const std::vector<node_id>& nodes, time_ms started,
+                                    time_ms now);
   result<decisions> finish(job_id id, time_ms now);      // not_found unless running
   result<decisions> cancel(job_id id, time_ms now);      // not_found unless known
   result<decisions> add_node(const node_spec& n, time_ms now);
@@ -104,6 +109,8 @@ class policy {
   using class_q = std::map<std::uint32_t, tenant_q>;            // tenant -> jobs
   enum class fit_mode { now, short_fill, long_fill };
 
+  // Validates and queues a new job without a scheduling pass (submit, restore_running).
+  result<job_rec*> submit_queued_only(job_spec job, time_ms now);
   // Scheduling pass (policy.cpp).
   void schedule(time_ms now, decisions& out);
   bool try_place(job_rec& j, fit_mode mode, time_ms now, decisions& out, reason why);

@@ -300,3 +300,21 @@ TEST_CASE("cancelling the reserved head releases its reservation") {
   must(p.cancel(2, 1));
   CHECK_FALSE(p.reservation());
 }
+
+TEST_CASE("restore_running puts a job back on its nodes with no place decision, then schedules the rest") {
+  policy p = with_nodes(2);
+  auto d = must(p.restore_running(job(7, 1, 8), {1}, -500, 0));
+  CHECK(d.empty());
+  REQUIRE(running(p, 7));
+  CHECK(p.find(7)->members == std::vector<node_id>{1});
+  CHECK(p.find(7)->started == -500);
+  d = must(p.submit(job(8, 1, 8), 0));
+  REQUIRE(d.size() == 1);
+  CHECK(d[0].nodes == std::vector<node_id>{0});  // node 1 is taken by the restored job
+  CHECK(!p.restore_running(job(9, 1, 8), {1}, 0, 0).ok());   // no room left there
+  CHECK(!p.restore_running(job(10, 1, 8), {5}, 0, 0).ok());  // unknown node
+  CHECK(!p.restore_running(job(7, 1, 8), {0}, 0, 0).ok());   // already known
+  CHECK(p.check_invariants().ok());
+  must(p.finish(7, 10));
+  CHECK(p.check_invariants().ok());
+}

@@ -197,7 +197,7 @@ TEST_CASE("init_from starts a run from another run's parameters") {
   CHECK(fresh->params_sha256 != first->params_sha256);
 }
 
-TEST_CASE("open_snapshot reads the model shape and state; load_params refuses another shape") {
+TEST_CASE("open_snapshot reads the model shape and state and load_params refuses another shape") {
   files::temp_dir tmp("loom-run");
   const std::string data = make_shards(tmp.path() + "/shards");
   run_options o;
@@ -245,7 +245,7 @@ TEST_CASE("metrics_log keeps the lines through the resumed step and drops a torn
   CHECK(to_jsonl({7, 0.1f, 0, 0, 0, 0}).find("\"loss\":0.100000001,") != std::string::npos);
 }
 
-TEST_CASE("pick: greedy and top-1 take the argmax; sampling follows the tempered distribution") {
+TEST_CASE("pick: greedy and top-1 take the argmax and sampling follows the tempered distribution") {
   std::vector<std::pair<float, std::uint32_t>> scratch;
   std::vector<float> logits = {0.0f, 2.0f, 1.0f, -1.0f};
   CHECK(pick(logits, 0.0f, 0, 0.99, scratch) == 1);
@@ -341,7 +341,7 @@ TEST_CASE("a NaN loss rolls back to the last snapshot and skips the batch, deter
   CHECK(losses(tmp.path() + "/b") == la);
 }
 
-TEST_CASE("a loss spike beyond the z-score rolls back; anomalies past max_rollbacks or before any snapshot fail") {
+TEST_CASE("a loss spike beyond the z-score rolls back, and anomalies past max_rollbacks or before any snapshot fail") {
   files::temp_dir tmp("loom-run");
   const std::string data = make_shards(tmp.path() + "/shards");
   run_options o;

@@ -18,7 +18,7 @@ namespace {
 const std::map<std::string, std::set<std::string>, std::less<>>& known_keys() {
   static const std::map<std::string, std::set<std::string>, std::less<>> k{
       {"model", {"layers", "heads", "channels", "max_seq_len", "vocab", "padded_vocab", "init_from"}},
-      {"data", {"shards", "text", "shuffle"}},
+      {"data", {"shards", "text", "dataset", "sft", "format", "shuffle"}},
       {"train", {"batch", "seq_len", "grad_accum", "steps", "seed", "threads"}},
       {"optim", {"lr", "min_lr", "warmup_steps", "weight_decay", "beta1", "beta2", "eps", "grad_clip"}},
       {"checkpoint", {"every_steps", "every_minutes", "keep"}},
@@ -77,6 +77,13 @@ class reader {
     if (!v) return fail(*n, sec, key, "must be true or false");
     out = *v;
   }
+  void word(std::string_view sec, std::string_view key, std::string& out) {
+    const toml::node* n = find(sec, key);
+    if (!n) return;
+    auto v = n->value_exact<std::string>();
+    if (!v) return fail(*n, sec, key, "must be a string");
+    out = *v;
+  }
   // A path, resolved against the config file's folder when relative.
   void path(std::string_view sec, std::string_view key, std::string& out) {
     const toml::node* n = find(sec, key);
@@ -105,6 +112,7 @@ class reader {
 
 status check_known_keys(const toml::table& root, const std::string& origin) {
   for (auto&& [sec, node] : root) {
+    if (sec.str() == "job" || sec.str() == "stage") continue;  // a job template's own sections
     auto it = known_keys().find(sec.str());
     if (it == known_keys().end())
       return bad(where(origin, node), "[" + std::string(sec.str()) + "]",
@@ -156,10 +164,10 @@ engine::lr_schedule run_config::schedule() const {
 std::string run_config::math_hash() const {
   char buf[1024];
   std::snprintf(buf, sizeof buf,
-                "model %d %d %d %d %d %d init=%s|data shards=%s text=%s shuffle=%d|"
+                "model %d %d %d %d %d %d init=%s|data shards=%s text=%s dataset=%s sft=%s format=%s shuffle=%d|"
                 "train %d %d %d %d %llu %d|optim %a %a %d %a %a %a %a %a",
                 model.layers, model.heads, model.channels, model.max_seq_len, model.vocab, model.padded_vocab,
-                init_from.c_str(), shards.c_str(), text.c_str(), shuffle ? 1 : 0, batch, seq_len, grad_accum,
+                init_from.c_str(), shards.c_str(), text.c_str(), dataset.c_str(), sft.c_str(), format.c_str(), shuffle ? 1 : 0, batch, seq_len, grad_accum,
                 steps, static_cast<unsigned long long>(seed), threads, double(lr), double(min_lr), warmup_steps,
                 double(adam.weight_decay), double(adam.beta1), double(adam.beta2), double(adam.eps),
                 double(grad_clip));
@@ -192,6 +200,9 @@ result<run_config> parse_run_config(std::string_view text, const std::string& or
   r.path("model", "init_from", c.init_from);
   r.path("data", "shards", c.shards);
   r.path("data", "text", c.text);
+  r.path("data", "sft", c.sft);
+  r.word("data", "dataset", c.dataset);
+  r.word("data", "format", c.format);
   r.boolean("data", "shuffle", c.shuffle);
   r.integer("train", "batch", c.batch, 1, 1 << 16);
   r.integer("train", "seq_len", c.seq_len, 1, 1 << 20);
@@ -218,7 +229,12 @@ result<run_config> parse_run_config(std::string_view text, const std::string& or
 
   auto bad_cfg = [&](const std::string& why) { return make_error(errc::invalid_argument, origin + ": " + why); };
   if (auto st = c.model.validate(); !st) return bad_cfg(st.err().message);
-  if (c.shards.empty() == c.text.empty()) return bad_cfg("set exactly one of data.shards and data.text");
+  const int sources = !c.shards.empty() + !c.text.empty() + !c.dataset.empty() + !c.sft.empty();
+  if (sources != 1) return bad_cfg("set exactly one of data.shards, data.text, data.dataset and data.sft");
+  if (c.format != "lm" && c.format != "sft") return bad_cfg("data.format must be \"lm\" or \"sft\", got \"" + c.format + "\"");
+  if (!c.sft.empty()) c.format = "sft";
+  if (c.dataset.find_first_of("/\\") != std::string::npos || c.dataset == "." || c.dataset == "..")
+    return bad_cfg("data.dataset must be a dataset name, not a path: " + c.dataset);
   if (c.seq_len > c.model.max_seq_len)
     return bad_cfg("train.seq_len " + std::to_string(c.seq_len) + " exceeds model.max_seq_len " +
                    std::to_string(c.model.max_seq_len));

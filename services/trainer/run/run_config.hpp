@@ -6,12 +6,14 @@
 // Plain values; no shared state.
 //
 //   [model]       layers heads channels max_seq_len vocab padded_vocab init_from
-//   [data]        shards | text   shuffle
+//   [data]        shards | text | dataset | sft   format   shuffle
 //   [train]       batch seq_len grad_accum steps seed threads
 //   [optim]       lr min_lr warmup_steps weight_decay beta1 beta2 eps grad_clip
 //   [checkpoint]  every_steps every_minutes keep
 //   [anomaly]     spike_zscore spike_window max_rollbacks
 //   [output]      dir
+// A job template's [job] and [stage.*] sections are ignored here (the
+// scheduler reads them), so one template file serves both.
 #pragma once
 
 #include "libs/status/status.hpp"
@@ -31,8 +33,14 @@ struct run_config {
   // stage from pretrain's final checkpoint); "" = random init from train.seed.
   std::string init_from;
 
-  std::string shards;  // a shard directory with manifest.json, or
-  std::string text;    // a text file the trainer tokenizes (GPT-2) itself
+  // Exactly one source:
+  std::string shards;   // a shard directory with manifest.json,
+  std::string text;     // a text file the trainer tokenizes (GPT-2) itself,
+  std::string dataset;  // an ingested dataset's name (run_options::dataset_root/<name>), or
+  std::string sft;      // a JSONL file of chat records {"messages":[{"role","content"}…]}
+  // "lm": every token is a target. "sft": only the assistant's tokens are
+  // (sft_data.hpp); from data.text, records are generated from its paragraphs.
+  std::string format = "lm";
   bool shuffle = true;
 
   int batch = 4;

@@ -86,7 +86,7 @@ TEST_CASE("run_config refuses wrong types, out-of-range values and inconsistent 
   CHECK(c.err().message.find("multiple of heads") != std::string::npos);
   c = with("text = \"corpus.txt\"", "text = \"a\"\nshards = \"b\"");
   REQUIRE(!c.ok());
-  CHECK(c.err().message.find("exactly one of data.shards and data.text") != std::string::npos);
+  CHECK(c.err().message.find("exactly one of data.shards, data.text, data.dataset and data.sft") != std::string::npos);
   c = with("lr = 1e-3", "lr = 1e-5");
   REQUIRE(!c.ok());
   CHECK(c.err().message.find("min_lr") != std::string::npos);

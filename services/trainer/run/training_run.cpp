@@ -9,6 +9,7 @@
 #include "services/trainer/engine/optimizer.hpp"
 #include "services/trainer/engine/train_step.hpp"
 #include "services/trainer/run/metrics_log.hpp"
+#include "services/trainer/run/sft_data.hpp"
 #include "services/trainer/run/snapshot_io.hpp"
 #include "services/trainer/run/text_data.hpp"
 
@@ -86,8 +87,16 @@ result<run_summary> run_training(const run_config& c, const run_options& o) {
 
   // Data.
   std::string data_dir = c.shards;
-  if (!c.text.empty()) {
-    auto prepared = prepare_text_dataset(c.text, c.out_dir + "/data");
+  if (!c.dataset.empty()) {
+    if (o.dataset_root.empty())
+      return make_error(errc::invalid_argument, "data.dataset " + c.dataset + ": no dataset root (run it in the trainer service, "
+                                                "or use data.shards with the dataset's directory)");
+    data_dir = o.dataset_root + "/" + c.dataset;
+  }
+  const bool sft = c.format == "sft";
+  if (!c.text.empty() || !c.sft.empty()) {
+    auto prepared = sft ? prepare_sft_dataset(c.text.empty() ? c.sft : c.text, !c.text.empty(), c.out_dir + "/data")
+                        : prepare_text_dataset(c.text, c.out_dir + "/data");
     if (!prepared) return prepared.err();
     data_dir = *prepared;
   }
@@ -170,8 +179,20 @@ result<run_summary> run_training(const run_config& c, const run_options& o) {
   std::vector<std::uint32_t> in_u(bt), tg_u(bt);
   std::vector<std::vector<std::int32_t>> inputs(c.grad_accum, std::vector<std::int32_t>(bt)),
       targets(c.grad_accum, std::vector<std::int32_t>(bt));
+  std::vector<std::vector<float>> weights(sft ? c.grad_accum : 0, std::vector<float>(bt));
   std::vector<engine::micro_batch> micro(c.grad_accum);
-  for (int k = 0; k < c.grad_accum; ++k) micro[k] = {inputs[k], targets[k], {}};
+  for (int k = 0; k < c.grad_accum; ++k) micro[k] = {inputs[k], targets[k], sft ? std::span<const float>(weights[k]) : std::span<const float>()};
+  // Tokens with sft_masked_bit are context, not targets (sft_data.hpp). A window
+  // that holds no target at all (inside a long prompt) trains on every token.
+  auto unpack = [&](int k) {
+    float sum = 0;
+    for (std::size_t i = 0; i < bt; ++i) {
+      inputs[k][i] = static_cast<std::int32_t>(in_u[i] & ~sft_masked_bit);
+      targets[k][i] = static_cast<std::int32_t>(tg_u[i] & ~sft_masked_bit);
+      if (sft) sum += weights[k][i] = (tg_u[i] & sft_masked_bit) ? 0.0f : 1.0f;
+    }
+    if (sft && sum == 0) std::fill(weights[k].begin(), weights[k].end(), 1.0f);
+  };
 
   const engine::lr_schedule schedule = c.schedule();
   const std::uint64_t total = static_cast<std::uint64_t>(c.steps);
@@ -196,6 +217,7 @@ result<run_summary> run_training(const run_config& c, const run_options& o) {
     auto dir = save_snapshot(ckpt_root, model, opt, st, *key, c.keep);
     if (!dir) return dir.err();
     sum.snapshot = *dir;
+    if (o.on_snapshot) o.on_snapshot(*dir);
     return ok_status();
   };
 
@@ -236,8 +258,7 @@ result<run_summary> run_training(const run_config& c, const run_options& o) {
     const bool skip = std::find(skipped.begin(), skipped.end(), at) != skipped.end();
     for (int k = 0; k < c.grad_accum; ++k) {
       if (auto st = ld->next(in_u, tg_u); !st) return st.err();
-      std::copy(in_u.begin(), in_u.end(), inputs[k].begin());
-      std::copy(tg_u.begin(), tg_u.end(), targets[k].begin());
+      unpack(k);
     }
     if (skip) continue;  // a batch an earlier rollback marked; the step count does not move
     auto s = engine::train_step(model, opt, schedule, c.grad_clip, static_cast<int>(step), micro);
@@ -271,6 +292,7 @@ result<run_summary> run_training(const run_config& c, const run_options& o) {
     sum.last_loss = s->loss;
     step_record rec{step, s->loss, s->lr, s->grad_norm, double(bt * c.grad_accum) / (ms / 1000.0), ms};
     if (auto st = metrics.append(rec); !st) return st.err();
+    if (o.on_step) o.on_step(rec);
     if (step % log_every == 0 || step == sum.first_step + 1 || step == total)
       say(o, fmt("step %6llu/%llu  loss %.4f  lr %.2e  norm %.3f  %.0f tok/s  %.1f ms",
                  static_cast<unsigned long long>(step), static_cast<unsigned long long>(total), double(s->loss),

@@ -13,6 +13,7 @@
 #pragma once
 
 #include "libs/status/status.hpp"
+#include "services/trainer/run/metrics_log.hpp"
 #include "services/trainer/run/run_config.hpp"
 
 #include <atomic>
@@ -30,6 +31,11 @@ struct run_options {
   std::ostream* log = nullptr; // progress lines; nullptr = silent
   // Checked after every step: true ends the run early with a snapshot.
   const std::atomic<bool>* stop = nullptr;
+  // Where data.dataset names live: <dataset_root>/<name>/manifest.json.
+  std::string dataset_root;
+  // Called after every step (from the training thread) and after every snapshot.
+  std::function<void(const step_record&)> on_step;
+  std::function<void(const std::string& snapshot_dir)> on_snapshot;
   // Tests only: replaces the loss of a step (1-based) to exercise the anomaly path.
   std::function<std::optional<float>(std::uint64_t step)> fault;
 };

@@ -1,0 +1,321 @@
+// `loom job submit|list|show|cancel|watch|logs` and `loom templates`: training
+// jobs at the scheduler. Templates are TOML files (templates/ in the source
+// tree, or --templates DIR / $LOOM_TEMPLATES); the client sends the template's
+// text, so the scheduler needs no access to this machine's files.
+#include "client/cli.hpp"
+
+#include "libs/files/files.hpp"
+#include "loom/v1/jobs.pb.h"
+
+#include <nlohmann/json.hpp>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <thread>
+
+namespace loom::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+template <class M>
+result<M> scheduler_call(context& c, const google::protobuf::Message& req, const std::string& request_id = "") {
+  auto rep = c.call("scheduler", req.GetDescriptor()->full_name(), req.SerializeAsString(), 1, request_id);
+  if (!rep) return rep.err();
+  if (!rep->ok()) return make_error(rep->code, "scheduler: " + rep->message);
+  M m;
+  if (rep->type != M::descriptor()->full_name() || !m.ParseFromString(rep->body))
+    return make_error(errc::internal, "scheduler answered with " + rep->type);
+  return m;
+}
+
+// --templates, $LOOM_TEMPLATES, <binary>/../../templates (a build tree), the install path.
+std::vector<std::string> template_dirs(const context& c) {
+  std::vector<std::string> dirs;
+  if (auto t = c.a.get("templates")) dirs.push_back(*t);
+  if (const char* e = std::getenv("LOOM_TEMPLATES"); e && *e) dirs.emplace_back(e);
+  std::error_code ec;
+  auto exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) dirs.push_back((exe.parent_path().parent_path().parent_path() / "templates").string());
+  dirs.emplace_back("/usr/local/share/edgeloom/templates");
+  return dirs;
+}
+
+result<std::pair<std::string, std::string>> find_template(const context& c, const std::string& name) {
+  if (name.find('/') != std::string::npos || name.ends_with(".toml")) {
+    auto text = files::read_file(name);
+    if (!text) return text.err();
+    return std::pair{fs::path(name).stem().string(), *text};
+  }
+  std::string tried;
+  for (const auto& d : template_dirs(c)) {
+    auto text = files::read_file(d + "/" + name + ".toml");
+    if (text) return std::pair{name, *text};
+    tried += (tried.empty() ? "" : ", ") + d;
+  }
+  return make_error(errc::not_found, "no template " + name + " (looked in " + tried + "; `loom templates` lists them)");
+}
+
+// Path-valued overrides are made absolute: the trainer runs elsewhere.
+std::string absolutize(const std::string& kv) {
+  auto eq = kv.find('=');
+  if (eq == std::string::npos) return kv;
+  const std::string key = kv.substr(0, eq), value = kv.substr(eq + 1);
+  const std::string last = key.substr(key.rfind('.') == std::string::npos ? 0 : key.rfind('.') + 1);
+  const bool pathy = last == "text" || last == "sft" || last == "shards" || last == "init_from";
+  if (!pathy || value.empty() || value[0] == '/') return kv;
+  std::error_code ec;
+  return key + "=" + fs::absolute(value, ec).lexically_normal().string();
+}
+
+std::string fmt_time(std::uint64_t ns) {
+  if (ns == 0) return "-";
+  std::time_t t = static_cast<std::time_t>(ns / 1'000'000'000);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", std::localtime(&t));
+  return buf;
+}
+
+json to_json(const loom::v1::JobInfo& j) {
+  json stages = json::array();
+  for (const auto& s : j.stages())
+    stages.push_back({{"name", s.name()},
+                      {"state", s.state()},
+                      {"step", s.step()},
+                      {"total_steps", s.total_steps()},
+                      {"loss", s.loss()},
+                      {"first_loss", s.first_loss()},
+                      {"tokens_per_s", s.tokens_per_s()},
+                      {"node", s.node()},
+                      {"checkpoint", s.checkpoint()},
+                      {"attempts", s.attempts()},
+                      {"started_unix_ns", s.started_unix_ns()},
+                      {"finished_unix_ns", s.finished_unix_ns()}});
+  return {{"id", j.id()},
+          {"name", j.name()},
+          {"template", j.template_name()},
+          {"state", j.state()},
+          {"tenant", j.tenant()},
+          {"priority_class", j.priority_class()},
+          {"zone", j.zone()},
+          {"principal", j.principal()},
+          {"message", j.message()},
+          {"out_dir", j.out_dir()},
+          {"submitted_unix_ns", j.submitted_unix_ns()},
+          {"updated_unix_ns", j.updated_unix_ns()},
+          {"stages", stages}};
+}
+
+void print_job(const loom::v1::JobInfo& j) {
+  std::printf("%s  %s  (template %s, %s priority, tenant %s)\n", j.id().c_str(), j.state().c_str(),
+              j.template_name().c_str(), j.priority_class().c_str(), j.tenant().c_str());
+  if (!j.message().empty()) std::printf("  %s\n", j.message().c_str());
+  std::printf("  submitted %s by %s; output %s\n", fmt_time(j.submitted_unix_ns()).c_str(), j.principal().c_str(),
+              j.out_dir().c_str());
+  std::printf("  %-10s %-10s %12s %9s %9s %10s %-16s %s\n", "stage", "state", "step", "loss", "from", "tokens/s",
+              "node", "attempts");
+  for (const auto& s : j.stages())
+    std::printf("  %-10s %-10s %5llu/%-6llu %9.4f %9.4f %10.0f %-16s %u\n", s.name().c_str(), s.state().c_str(),
+                static_cast<unsigned long long>(s.step()), static_cast<unsigned long long>(s.total_steps()), s.loss(),
+                s.first_loss(), s.tokens_per_s(), s.node().empty() ? "-" : s.node().c_str(), s.attempts());
+}
+
+bool terminal(const std::string& state) { return state == "succeeded" || state == "failed" || state == "cancelled"; }
+
+int job_submit(context& c) {
+  auto tname = c.a.get("template");
+  if (!tname) return usage("usage: loom job submit --template T [--set key=value]... [--priority low|normal|high] "
+                           "[--tenant T] [--zone Z] [--request-id ID] [--json]");
+  auto t = find_template(c, *tname);
+  if (!t) return fail(c, t.err());
+  loom::v1::SubmitJobRequest req;
+  req.set_template_name(t->first);
+  req.set_template_toml(t->second);
+  for (const auto& kv : c.a.all("set")) req.add_overrides(absolutize(kv));
+  req.set_priority_class(c.a.get_or("priority", ""));
+  req.set_tenant(c.a.get_or("tenant", ""));
+  req.set_zone(c.a.get_or("zone", ""));
+  auto rep = scheduler_call<loom::v1::SubmitJobReply>(c, req, c.a.get_or("request-id", ""));
+  if (!rep) return fail(c, rep.err());
+  if (c.json) {
+    json j = to_json(rep->job());
+    j["existed"] = rep->existed();
+    std::cout << j.dump() << std::endl;
+  } else {
+    std::printf("%s %s (%s)%s\n", rep->job().id().c_str(), rep->job().state().c_str(), rep->job().name().c_str(),
+                rep->existed() ? " — already submitted with this request id" : "");
+  }
+  return ok_exit;
+}
+
+int job_list(context& c) {
+  loom::v1::ListJobsRequest req;
+  req.set_state(c.a.get_or("state", ""));
+  auto rep = scheduler_call<loom::v1::ListJobsReply>(c, req);
+  if (!rep) return fail(c, rep.err());
+  if (c.json) {
+    json all = json::array();
+    for (const auto& j : rep->jobs()) all.push_back(to_json(j));
+    std::cout << json{{"jobs", all}}.dump() << std::endl;
+    return ok_exit;
+  }
+  std::printf("%-12s %-10s %-16s %-20s %s\n", "id", "state", "name", "submitted", "stages");
+  for (const auto& j : rep->jobs()) {
+    std::string stages;
+    for (const auto& s : j.stages()) stages += (stages.empty() ? "" : " ") + s.name() + ":" + s.state();
+    std::printf("%-12s %-10s %-16s %-20s %s\n", j.id().c_str(), j.state().c_str(), j.name().c_str(),
+                fmt_time(j.submitted_unix_ns()).c_str(), stages.c_str());
+  }
+  return ok_exit;
+}
+
+result<loom::v1::GetJobReply> get_job(context& c, const std::string& id, std::uint64_t after = 0) {
+  loom::v1::GetJobRequest req;
+  req.set_id(id);
+  req.set_events_after(after);
+  return scheduler_call<loom::v1::GetJobReply>(c, req);
+}
+
+int job_show(context& c) {
+  if (c.a.positional.size() < 3) return usage("usage: loom job show ID [--json]");
+  auto rep = get_job(c, c.a.positional[2]);
+  if (!rep) return fail(c, rep.err());
+  if (c.json) {
+    std::cout << to_json(rep->job()).dump() << std::endl;
+  } else {
+    print_job(rep->job());
+  }
+  return ok_exit;
+}
+
+int job_cancel(context& c) {
+  if (c.a.positional.size() < 3) return usage("usage: loom job cancel ID [--reason TEXT]");
+  loom::v1::CancelJobRequest req;
+  req.set_id(c.a.positional[2]);
+  req.set_reason(c.a.get_or("reason", "cancelled by the user"));
+  auto rep = scheduler_call<loom::v1::CancelJobReply>(c, req);
+  if (!rep) return fail(c, rep.err());
+  if (c.json) std::cout << to_json(rep->job()).dump() << std::endl;
+  else std::printf("%s %s\n", rep->job().id().c_str(), rep->job().state().c_str());
+  return ok_exit;
+}
+
+void print_event(const loom::v1::JobEvent& e) {
+  std::printf("%s  %-8s %-16s %s\n", fmt_time(e.unix_ns()).c_str(), e.stage().empty() ? "-" : e.stage().c_str(),
+              e.kind().c_str(), e.text().c_str());
+}
+
+int job_logs(context& c) {
+  if (c.a.positional.size() < 3) return usage("usage: loom job logs ID [--json]");
+  auto rep = get_job(c, c.a.positional[2]);
+  if (!rep) return fail(c, rep.err());
+  if (c.json) {
+    json all = json::array();
+    for (const auto& e : rep->events())
+      all.push_back({{"seq", e.seq()}, {"unix_ns", e.unix_ns()}, {"stage", e.stage()}, {"kind", e.kind()}, {"text", e.text()}});
+    std::cout << json{{"id", rep->job().id()}, {"events", all}}.dump() << std::endl;
+    return ok_exit;
+  }
+  for (const auto& e : rep->events()) print_event(e);
+  return ok_exit;
+}
+
+// Live progress until the job ends: one line per stage change, a redrawn bar on a terminal.
+int job_watch(context& c) {
+  if (c.a.positional.size() < 3) return usage("usage: loom job watch ID [--interval S]");
+  const std::string id = c.a.positional[2];
+  const auto interval = std::chrono::milliseconds(static_cast<long>(std::atof(c.a.get_or("interval", "1").c_str()) * 1000));
+  const bool tty = ::isatty(1) && !c.json;
+  std::uint64_t seen = 0;
+  for (;;) {
+    auto rep = get_job(c, id, seen);
+    if (!rep) return fail(c, rep.err());
+    if (tty) std::printf("\r\033[K");
+    for (const auto& e : rep->events()) {
+      seen = std::max(seen, e.seq());
+      if (c.json) {
+        std::cout << json{{"event", e.kind()}, {"stage", e.stage()}, {"text", e.text()}}.dump() << std::endl;
+      } else if (e.kind() != "snapshot") {
+        print_event(e);
+      }
+    }
+    const auto& j = rep->job();
+    for (const auto& s : j.stages()) {
+      if (s.state() != "running") continue;
+      const double frac = s.total_steps() ? double(s.step()) / double(s.total_steps()) : 0;
+      const double eta = s.tokens_per_s() > 0 && s.step() > 0 && frac > 0
+                             ? (std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count() -
+                                double(s.started_unix_ns()) / 1e9) * (1 - frac) / frac
+                             : 0;
+      if (c.json) {
+        std::cout << json{{"stage", s.name()}, {"step", s.step()}, {"total_steps", s.total_steps()},
+                          {"loss", s.loss()}, {"tokens_per_s", s.tokens_per_s()}}
+                         .dump()
+                  << std::endl;
+      } else {
+        const int width = 30, fill = static_cast<int>(std::lround(frac * width));
+        std::printf("%s%-8s [%s%s] %5llu/%llu  loss %.4f  %.0f tok/s  ETA %.0fs%s", tty ? "" : "", s.name().c_str(),
+                    std::string(static_cast<std::size_t>(fill), '#').c_str(),
+                    std::string(static_cast<std::size_t>(width - fill), '.').c_str(),
+                    static_cast<unsigned long long>(s.step()), static_cast<unsigned long long>(s.total_steps()),
+                    s.loss(), s.tokens_per_s(), eta, tty ? "" : "\n");
+      }
+    }
+    std::fflush(stdout);
+    if (terminal(j.state())) {
+      if (tty) std::printf("\r\033[K");
+      if (!c.json) print_job(j);
+      return j.state() == "succeeded" ? ok_exit : error_exit;
+    }
+    std::this_thread::sleep_for(interval);
+  }
+}
+
+}  // namespace
+
+int cmd_job(context& c) {
+  static const std::map<std::string, int (*)(context&)> subs = {
+      {"submit", job_submit}, {"list", job_list}, {"show", job_show},
+      {"cancel", job_cancel}, {"watch", job_watch}, {"logs", job_logs}};
+  const char* line = "usage: loom job submit|list|show|cancel|watch|logs ...";
+  if (c.a.positional.size() < 2) return usage(line);
+  auto it = subs.find(c.a.positional[1]);
+  if (it == subs.end()) return usage("loom job: unknown subcommand '" + c.a.positional[1] + "'\n" + line);
+  return it->second(c);
+}
+
+int cmd_templates(context& c) {
+  json all = json::array();
+  std::set<std::string> seen;
+  for (const auto& d : template_dirs(c)) {
+    std::error_code ec;
+    std::vector<fs::path> files;
+    for (const auto& e : fs::directory_iterator(d, ec))
+      if (e.path().extension() == ".toml") files.push_back(e.path());
+    std::sort(files.begin(), files.end());
+    for (const auto& f : files) {
+      const std::string name = f.stem().string();
+      if (!seen.insert(name).second) continue;
+      auto text = files::read_file(f.string());
+      std::string about;
+      if (text && text->rfind("# ", 0) == 0) about = text->substr(2, text->find('\n') - 2);
+      all.push_back({{"name", name}, {"path", f.string()}, {"about", about}});
+    }
+  }
+  if (c.json) {
+    std::cout << json{{"templates", all}}.dump() << std::endl;
+  } else {
+    for (const auto& t : all)
+      std::printf("%-16s %s\n", t["name"].get<std::string>().c_str(), t["about"].get<std::string>().c_str());
+  }
+  return ok_exit;
+}
+
+}  // namespace loom::cli

@@ -1,0 +1,349 @@
+#include "services/scheduler/jobs/job_manager.hpp"
+
+#include "libs/store/database.hpp"
+#include "services/scheduler/jobs/job_template.hpp"
+
+#include <cstdio>
+
+namespace loom::scheduler {
+namespace {
+
+std::int64_t ns(time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
+// Each trainer node is one slot: a stage takes a whole trainer.
+const policy::resources one_slot{0, 1, 0};
+
+std::string job_id_of(std::uint64_t seq) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "job-%06llu", static_cast<unsigned long long>(seq));
+  return buf;
+}
+
+}  // namespace
+
+job_manager::job_manager(store::database* db, std::string jobs_root) : db_(db), root_(std::move(jobs_root)) {}
+
+policy::time_ms job_manager::ms(time_point t) const {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
+}
+
+status job_manager::persist(const std::function<status(store::transaction&)>& fn) const {
+  if (!db_) return ok_status();
+  return db_->with_transaction([&](store::transaction& tx) { return fn(tx); });
+}
+
+status job_manager::record(job_rec& j, const std::string& stage, const std::string& kind, const std::string& text,
+                           time_point now, bool save_whole) {
+  job_event e{j.next_event, ns(now), stage, kind, text};
+  j.updated_ns = ns(now);
+  auto st = persist([&](store::transaction& tx) -> status {
+    if (auto s = add_event(tx, j.id, e); !s) return s;
+    ++j.next_event;
+    if (save_whole) return save_job(tx, j);
+    return ok_status();
+  });
+  if (!st) --j.next_event;  // not written: the seq is reused by the next event
+  return st;
+}
+
+policy::job_spec job_manager::spec_of(const job_rec& j, std::size_t stage) const {
+  policy::job_spec s;
+  s.id = pid_of(j, stage);
+  s.tenant = j.tenant;
+  s.priority = priority_of(j.priority_class);
+  if (!j.zone.empty()) s.zones = {j.zone};
+  s.per_member = one_slot;
+  s.min_members = s.max_members = 1;
+  s.estimated_runtime = 600'000;  // 10 min: used for backfill ordering only
+  s.min_runtime = 60'000;         // not preempted in its first minute
+  s.checkpointable = true;
+  return s;
+}
+
+std::optional<policy::node_id> job_manager::node_index(const std::string& node) {
+  auto it = node_ids_.find(node);
+  if (it != node_ids_.end()) return it->second;
+  const auto id = static_cast<policy::node_id>(node_ids_.size());
+  node_ids_[node] = id;
+  node_names_[id] = node;
+  return id;
+}
+
+assignment job_manager::assignment_of(const job_rec& j, std::size_t i) const {
+  assignment a;
+  a.job = j.id;
+  a.stage = j.stages[i].name;
+  a.config_toml = j.stages[i].config_toml;
+  a.out_dir = j.out_dir + "/" + j.stages[i].name;
+  if (i > 0) a.init_from = j.out_dir + "/" + j.stages[i - 1].name + "/checkpoints";
+  a.attempt = j.stages[i].attempts;
+  return a;
+}
+
+status job_manager::load(const roster& nodes, time_point now) {
+  if (!db_) return ok_status();
+  auto loaded = db_->with_read_transaction([](store::transaction& tx) { return load_jobs(tx); });
+  if (!loaded) return loaded.err();
+  tick(nodes, now);  // live trainers into the policy first, so running stages can be restored
+  for (auto& j : *loaded) {
+    next_seq_ = std::max(next_seq_, j.seq + 1);
+    by_request_[j.request_id] = j.id;
+    const std::string id = j.id;
+    jobs_[id] = std::move(j);
+  }
+  for (auto& [id, j] : jobs_) {
+    if (j.terminal()) continue;
+    for (std::size_t i = 0; i < j.stages.size(); ++i) {
+      stage_rec& s = j.stages[i];
+      by_pid_[pid_of(j, i)] = {id, i};
+      if (s.state == "running") {
+        auto n = node_ids_.find(s.node);
+        if (n != node_ids_.end() && in_policy_[s.node]) {
+          auto d = policy_.restore_running(spec_of(j, i), {n->second}, ms(now), ms(now));
+          if (d) {
+            slots_[s.node] = {id, i, false};
+            (void)record(j, s.name, "reattached", "scheduler restarted; stage still on " + s.node, now, false);
+            apply(*d, now);
+            continue;
+          }
+        }
+        s.state = "queued";
+        (void)record(j, s.name, "requeued", "scheduler restarted; trainer " + s.node + " is not alive", now);
+      }
+      if (s.state == "queued") {
+        auto d = policy_.submit(spec_of(j, i), ms(now));
+        if (d) apply(*d, now);
+      }
+    }
+  }
+  return ok_status();
+}
+
+result<std::pair<const job_rec*, bool>> job_manager::submit(const submit_args& a, const std::string& request_id,
+                                                            const std::string& principal, time_point now) {
+  if (request_id.empty()) return make_error(errc::invalid_argument, "SubmitJob: the request id is empty");
+  if (auto it = by_request_.find(request_id); it != by_request_.end())
+    return std::pair<const job_rec*, bool>{&jobs_.at(it->second), true};
+  if (a.template_toml.empty()) return make_error(errc::invalid_argument, "SubmitJob: the template text is empty");
+  auto plan = resolve_template(a.template_name, a.template_toml, a.overrides);
+  if (!plan) return plan.err();
+  job_rec j;
+  j.seq = next_seq_;
+  j.id = job_id_of(j.seq);
+  j.request_id = request_id;
+  j.name = plan->name;
+  j.template_name = a.template_name;
+  j.priority_class = a.priority_class.empty() ? plan->priority_class : a.priority_class;
+  if (priority_of(j.priority_class) < 0)
+    return make_error(errc::invalid_argument, "priority class " + j.priority_class + ": use low, normal or high");
+  j.tenant = a.tenant.empty() ? principal : a.tenant;
+  j.zone = a.zone;
+  j.principal = principal;
+  j.out_dir = root_ + "/" + j.id;
+  j.overrides = a.overrides;
+  j.submitted_ns = j.updated_ns = ns(now);
+  for (const auto& sp : plan->stages) {
+    stage_rec s;
+    s.name = sp.name;
+    s.config_toml = sp.config_toml;
+    s.total_steps = sp.total_steps;
+    j.stages.push_back(std::move(s));
+  }
+  j.stages[0].state = "queued";
+  std::string names;
+  for (const auto& s : j.stages) names += (names.empty() ? "" : " -> ") + s.name;
+  auto st = persist([&](store::transaction& tx) -> status {
+    if (auto s = save_job(tx, j); !s) return s;
+    return add_event(tx, j.id, {1, ns(now), "", "submitted",
+                                "template " + a.template_name + ", stages " + names + ", by " + principal});
+  });
+  if (!st) return st.err();
+  j.next_event = 2;
+  ++next_seq_;
+  const std::string id = j.id;
+  by_request_[request_id] = id;
+  job_rec& stored = jobs_[id] = std::move(j);
+  for (std::size_t i = 0; i < stored.stages.size(); ++i) by_pid_[pid_of(stored, i)] = {id, i};
+  auto d = policy_.submit(spec_of(stored, 0), ms(now));
+  if (d) apply(*d, now);
+  return std::pair<const job_rec*, bool>{&stored, false};
+}
+
+void job_manager::apply(const policy::policy::decisions& ds, time_point now) {
+  for (const auto& d : ds) {
+    auto it = by_pid_.find(d.job);
+    if (it == by_pid_.end()) continue;
+    job_rec& j = jobs_.at(it->second.first);
+    const std::size_t i = it->second.second;
+    stage_rec& s = j.stages[i];
+    if (d.what == policy::action::place && !d.nodes.empty()) {
+      const std::string node = node_names_.at(d.nodes.front());
+      s.state = "running";
+      s.node = node;
+      ++s.attempts;
+      if (s.started_ns == 0) s.started_ns = ns(now);
+      j.state = "running";
+      slots_[node] = {j.id, i, false};
+      (void)record(j, s.name, "placed", "on " + node + " (attempt " + std::to_string(s.attempts) + ")", now);
+    } else if (d.what == policy::action::preempt || d.what == policy::action::requeue) {
+      for (auto it2 = slots_.begin(); it2 != slots_.end();)
+        it2 = (it2->second.job == j.id && it2->second.stage == i) ? slots_.erase(it2) : std::next(it2);
+      s.state = "queued";
+      const std::string why = d.what == policy::action::preempt
+                                  ? "preempted for a higher-priority job (checkpointed, resumes later)"
+                                  : "trainer " + s.node + " lost; resumes from its latest checkpoint";
+      (void)record(j, s.name, "requeued", why, now);
+    }
+  }
+}
+
+void job_manager::queue_stage(job_rec& j, std::size_t i, time_point now) {
+  j.stages[i].state = "queued";
+  (void)record(j, j.stages[i].name, "queued",
+               "starts from " + j.stages[i - 1].name + "'s final checkpoint " + j.stages[i - 1].checkpoint, now);
+  auto d = policy_.submit(spec_of(j, i), ms(now));
+  if (d) apply(*d, now);
+}
+
+void job_manager::stage_done(job_rec& j, std::size_t i, bool ok, const std::string& message, time_point now) {
+  stage_rec& s = j.stages[i];
+  s.state = ok ? "succeeded" : "failed";
+  s.finished_ns = ns(now);
+  slots_.erase(s.node);
+  if (!ok) {
+    j.state = "failed";
+    j.message = "stage " + s.name + ": " + message;
+    for (std::size_t k = i + 1; k < j.stages.size(); ++k) j.stages[k].state = "cancelled";
+  } else if (i + 1 == j.stages.size()) {
+    j.state = "succeeded";
+  }
+  (void)record(j, s.name, ok ? "stage_succeeded" : "stage_failed",
+               ok ? "step " + std::to_string(s.step) + ", loss " + std::to_string(s.loss) + ", checkpoint " + s.checkpoint
+                  : message,
+               now);
+  auto d = policy_.finish(pid_of(j, i), ms(now));
+  if (d) apply(*d, now);
+  if (ok && i + 1 < j.stages.size()) queue_stage(j, i + 1, now);
+}
+
+result<const job_rec*> job_manager::cancel(const std::string& id, const std::string& reason, time_point now) {
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return make_error(errc::not_found, "no job " + id);
+  job_rec& j = it->second;
+  if (j.terminal()) return make_error(errc::conflict, "job " + id + " is already " + j.state);
+  for (std::size_t i = 0; i < j.stages.size(); ++i) {
+    stage_rec& s = j.stages[i];
+    if (s.state == "running" || s.state == "queued") {
+      slots_.erase(s.node);  // the trainer's next poll is told to stop
+      (void)policy_.cancel(pid_of(j, i), ms(now));
+    }
+    if (s.state != "succeeded" && s.state != "failed") s.state = "cancelled";
+  }
+  j.state = "cancelled";
+  j.message = reason.empty() ? "cancelled" : reason;
+  if (auto st = record(j, "", "cancelled", j.message, now); !st) return st.err();
+  apply(policy_.tick(ms(now)), now);
+  return &j;
+}
+
+poll_answer job_manager::poll(const poll_report& r, time_point now) {
+  poll_answer out;
+  auto slot_it = slots_.find(r.node);
+  if (slot_it == slots_.end()) {
+    out.stop = r.state == "running";  // cancelled or moved elsewhere: stop it
+    return out;
+  }
+  slot& sl = slot_it->second;
+  job_rec& j = jobs_.at(sl.job);
+  const std::size_t i = sl.stage;
+  stage_rec& s = j.stages[i];
+  const bool mine = r.job == j.id && r.stage == s.name;
+  if (mine && r.state == "running") {
+    sl.delivered = true;
+    const bool changed = r.step != s.step || r.checkpoint != s.checkpoint;
+    s.step = r.step;
+    s.loss = r.loss;
+    s.tokens_per_s = r.tokens_per_s;
+    if (r.first_loss != 0) s.first_loss = r.first_loss;
+    if (r.total_steps) s.total_steps = r.total_steps;
+    if (r.checkpoint != s.checkpoint && !r.checkpoint.empty()) {
+      s.checkpoint = r.checkpoint;
+      (void)record(j, s.name, "snapshot", r.checkpoint, now, false);
+    }
+    if (changed) (void)persist([&](store::transaction& tx) { return save_stage(tx, j, i); });
+    out.work = assignment_of(j, i);
+    return out;
+  }
+  if (mine && (r.state == "succeeded" || r.state == "failed")) {
+    s.step = r.step;
+    s.loss = r.loss;
+    if (r.first_loss != 0) s.first_loss = r.first_loss;
+    if (!r.checkpoint.empty()) s.checkpoint = r.checkpoint;
+    stage_done(j, i, r.state == "succeeded", r.message, now);
+    return out;  // no work: the next poll may bring the next stage
+  }
+  if (r.state == "running") {  // running something else: stop it first
+    out.stop = true;
+    return out;
+  }
+  // Idle (or stopped): deliver the assignment. Idle after it had been running
+  // means the trainer process restarted: count an attempt.
+  if (sl.delivered) {
+    ++s.attempts;
+    sl.delivered = false;
+    (void)record(j, s.name, "resumed", "trainer " + r.node + " restarted; resuming from the latest checkpoint (attempt " +
+                                           std::to_string(s.attempts) + ")",
+                 now);
+  }
+  out.work = assignment_of(j, i);
+  return out;
+}
+
+void job_manager::tick(const roster& nodes, time_point now) {
+  std::map<std::string, bool> alive;
+  for (const auto& n : nodes.list()) {
+    if (n.service != "trainer") continue;
+    alive[n.id] = nodes.state(n, now) != node_state::dead;
+  }
+  for (const auto& [id, live] : alive) {
+    if (!live || in_policy_[id]) continue;
+    auto idx = node_index(id);
+    policy::node_spec spec{*idx, nodes.find(id)->zone, one_slot};
+    auto d = policy_.add_node(spec, ms(now));
+    if (!d) continue;
+    in_policy_[id] = true;
+    apply(*d, now);
+  }
+  for (auto& [id, present] : in_policy_) {
+    if (!present) continue;
+    auto a = alive.find(id);
+    if (a != alive.end() && a->second) continue;
+    present = false;
+    slots_.erase(id);
+    auto d = policy_.remove_node(node_ids_.at(id), ms(now));
+    if (d) apply(*d, now);
+  }
+  apply(policy_.tick(ms(now)), now);
+}
+
+std::vector<const job_rec*> job_manager::list(const std::string& state) const {
+  std::vector<const job_rec*> out;
+  for (const auto& [id, j] : jobs_)
+    if (state.empty() || j.state == state) out.push_back(&j);
+  return out;
+}
+
+const job_rec* job_manager::find(const std::string& id) const {
+  auto it = jobs_.find(id);
+  return it == jobs_.end() ? nullptr : &it->second;
+}
+
+result<std::vector<job_event>> job_manager::events(const std::string& id, std::uint64_t after) const {
+  if (!jobs_.count(id)) return make_error(errc::not_found, "no job " + id);
+  if (!db_) return std::vector<job_event>{};
+  return db_->with_read_transaction([&](store::transaction& tx) { return load_events(tx, id, after); });
+}
+
+}  // namespace loom::scheduler

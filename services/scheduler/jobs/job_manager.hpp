@@ -1,0 +1,116 @@
+// job_manager: training jobs in the scheduler — submit (idempotent by request
+// id), list, cancel, and the trainers' polls that deliver assignments and carry
+// progress back; placement by the scheduling policy (policy/), one stage of a
+// job at a time, each trainer node one slot. Every change is written to the
+// store before it is applied in memory; a restarted scheduler reloads jobs and
+// re-attaches running stages to their trainers (policy::restore_running).
+//
+//   job:   queued ──▶ running ──▶ succeeded | failed | cancelled
+//   stage: pending ─▶ queued ─(placed)─▶ running ─(trainer reports)─▶ succeeded ─▶ next stage queued
+//                       ▲                   │ trainer lost / preempted
+//                       └───────────────────┘          (resumes from its checkpoints)
+//
+// A trainer that restarts (kill -9, the watcher starts it again) polls `idle`
+// while the scheduler still has its assignment: it gets the same stage again and
+// resumes from the stage's latest verified snapshot.
+// Owned by the scheduler actor; not thread-safe; no CAF, no ZeroMQ; clock passed in.
+#pragma once
+
+#include "libs/status/status.hpp"
+#include "services/scheduler/jobs/job_store.hpp"
+#include "services/scheduler/policy/policy.hpp"
+#include "services/scheduler/roster.hpp"
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace loom::store {
+class database;
+}
+
+namespace loom::scheduler {
+
+struct submit_args {
+  std::string template_name, template_toml;
+  std::vector<std::string> overrides;
+  std::string priority_class, tenant, zone;
+};
+
+struct assignment {
+  std::string job, stage, config_toml, out_dir, init_from;
+  std::uint32_t attempt = 0;
+};
+
+// What a trainer reports in each poll.
+struct poll_report {
+  std::string node, state;  // idle, running, succeeded, failed, stopped
+  std::string job, stage;
+  std::uint32_t attempt = 0;
+  std::uint64_t step = 0, total_steps = 0;
+  double loss = 0, first_loss = 0, tokens_per_s = 0;
+  std::string checkpoint, message;
+};
+
+struct poll_answer {
+  std::optional<assignment> work;
+  bool stop = false;
+};
+
+class job_manager {
+ public:
+  // jobs_root: where stage directories go (<data dir>/jobs). db may be null (tests).
+  job_manager(store::database* db, std::string jobs_root);
+
+  // Loads every job and re-attaches running stages to the roster's live trainers.
+  status load(const roster& nodes, time_point now);
+
+  // invalid_argument for a bad template or override; the existing job (existed
+  // = true) when request_id was seen before.
+  result<std::pair<const job_rec*, bool>> submit(const submit_args& a, const std::string& request_id,
+                                                 const std::string& principal, time_point now);
+  result<const job_rec*> cancel(const std::string& id, const std::string& reason, time_point now);
+  poll_answer poll(const poll_report& r, time_point now);
+  // Adds live trainers to the policy, removes dead ones (their stages are requeued).
+  void tick(const roster& nodes, time_point now);
+
+  std::vector<const job_rec*> list(const std::string& state) const;
+  const job_rec* find(const std::string& id) const;
+  result<std::vector<job_event>> events(const std::string& id, std::uint64_t after) const;
+
+ private:
+  struct slot {  // what a trainer node runs
+    std::string job;
+    std::size_t stage = 0;
+    bool delivered = false;  // the trainer has reported running it
+  };
+
+  status persist(const std::function<status(store::transaction&)>& fn) const;
+  status record(job_rec& j, const std::string& stage, const std::string& kind, const std::string& text,
+                time_point now, bool save_whole = true);
+  policy::job_spec spec_of(const job_rec& j, std::size_t stage) const;
+  policy::job_id pid_of(const job_rec& j, std::size_t stage) const { return j.seq * 64 + stage; }
+  void apply(const policy::policy::decisions& ds, time_point now);
+  void stage_done(job_rec& j, std::size_t stage, bool ok, const std::string& message, time_point now);
+  void queue_stage(job_rec& j, std::size_t stage, time_point now);
+  assignment assignment_of(const job_rec& j, std::size_t stage) const;
+  std::optional<policy::node_id> node_index(const std::string& node);
+  policy::time_ms ms(time_point t) const;
+
+  store::database* db_;
+  std::string root_;
+  policy::policy policy_;
+  std::map<std::string, job_rec> jobs_;                    // by id
+  std::map<std::string, std::string> by_request_;          // request id -> job id
+  std::map<policy::job_id, std::pair<std::string, std::size_t>> by_pid_;
+  std::map<std::string, policy::node_id> node_ids_;        // trainer node -> policy node
+  std::map<policy::node_id, std::string> node_names_;
+  std::map<std::string, bool> in_policy_;                  // node -> added (and alive) in the policy
+  std::map<std::string, slot> slots_;                      // node -> its assignment
+  std::uint64_t next_seq_ = 1;
+};
+
+}  // namespace loom::scheduler

@@ -1,0 +1,171 @@
+// The job manager without a store: submit, placement on live trainers, progress,
+// stage switch, trainer restart and loss, cancel. Time is injected.
+#include "services/scheduler/jobs/job_manager.hpp"
+
+#include <doctest/doctest.h>
+
+using namespace loom;
+using namespace loom::scheduler;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr const char* two_stages = "[job]\nstages = [\"pretrain\", \"sft\"]\n[train]\nsteps = 10\n";
+
+struct fixture {
+  time_point now = time_point{} + 1000s;
+  roster nodes;
+  job_manager jobs{nullptr, "/jobs"};
+
+  void add_trainer(const std::string& id) {
+    node n;
+    n.id = id;
+    n.service = "trainer";
+    n.zone = "local";
+    nodes.register_node(n, now);
+  }
+  const job_rec* submit(const std::string& req, const char* tmpl = two_stages) {
+    submit_args a;
+    a.template_name = "t";
+    a.template_toml = tmpl;
+    auto r = jobs.submit(a, req, "alice", now);
+    REQUIRE(r.ok());
+    return r->first;
+  }
+  poll_answer poll(const std::string& node, const std::string& state, const std::string& job = "",
+                   const std::string& stage = "", std::uint64_t step = 0) {
+    poll_report r;
+    r.node = node;
+    r.state = state;
+    r.job = job;
+    r.stage = stage;
+    r.step = step;
+    r.loss = 5.0 - 0.1 * double(step);
+    r.checkpoint = step ? "/jobs/" + job + "/" + stage + "/checkpoints/step-" + std::to_string(step) : "";
+    return jobs.poll(r, now);
+  }
+};
+
+}  // namespace
+
+TEST_CASE_FIXTURE(fixture, "a job runs its stages in order on a trainer, the second from the first's checkpoint") {
+  add_trainer("trainer@a");
+  jobs.tick(nodes, now);
+  const job_rec* j = submit("r1");
+  CHECK(j->id == "job-000001");
+  CHECK(j->state == "running");
+  CHECK(j->stages[0].state == "running");
+  CHECK(j->stages[1].state == "pending");
+
+  auto a = poll("trainer@a", "idle");
+  REQUIRE(a.work);
+  CHECK(a.work->job == "job-000001");
+  CHECK(a.work->stage == "pretrain");
+  CHECK(a.work->out_dir == "/jobs/job-000001/pretrain");
+  CHECK(a.work->init_from.empty());
+  CHECK(a.work->config_toml.find("steps = 10") != std::string::npos);
+
+  CHECK(poll("trainer@a", "running", j->id, "pretrain", 5).work);
+  CHECK(j->stages[0].step == 5);
+  CHECK(!poll("trainer@a", "succeeded", j->id, "pretrain", 10).work);
+  CHECK(j->stages[0].state == "succeeded");
+  CHECK(j->stages[1].state == "running");  // placed at once on the freed trainer
+  auto b = poll("trainer@a", "idle");
+  REQUIRE(b.work);
+  CHECK(b.work->stage == "sft");
+  CHECK(b.work->init_from == "/jobs/job-000001/pretrain/checkpoints");
+  poll("trainer@a", "running", j->id, "sft", 3);
+  poll("trainer@a", "succeeded", j->id, "sft", 10);
+  CHECK(j->state == "succeeded");
+  CHECK(!poll("trainer@a", "idle").work);
+}
+
+TEST_CASE_FIXTURE(fixture, "submit is idempotent by request id and refuses a bad template") {
+  add_trainer("trainer@a");
+  jobs.tick(nodes, now);
+  const job_rec* a = submit("same");
+  const job_rec* b = submit("same");
+  CHECK(a == b);
+  CHECK(jobs.list("").size() == 1);
+  submit_args bad;
+  bad.template_name = "t";
+  bad.template_toml = "[nope]\n";
+  auto r = jobs.submit(bad, "other", "alice", now);
+  REQUIRE(!r.ok());
+  CHECK(r.code() == errc::invalid_argument);
+  CHECK(jobs.list("").size() == 1);
+}
+
+TEST_CASE_FIXTURE(fixture, "a job waits for a trainer, and a second job waits for the first") {
+  const job_rec* j1 = submit("r1", "[train]\nsteps = 3\n");
+  CHECK(j1->state == "queued");
+  add_trainer("trainer@a");
+  jobs.tick(nodes, now);
+  CHECK(j1->state == "running");
+  const job_rec* j2 = submit("r2", "[train]\nsteps = 3\n");
+  CHECK(j2->state == "queued");
+  poll("trainer@a", "idle");
+  poll("trainer@a", "succeeded", j1->id, "pretrain", 3);
+  CHECK(j1->state == "succeeded");
+  CHECK(j2->state == "running");
+}
+
+TEST_CASE_FIXTURE(fixture, "a restarted trainer gets its stage again and a lost one's stage moves to another") {
+  add_trainer("trainer@a");
+  jobs.tick(nodes, now);
+  const job_rec* j = submit("r1");
+  poll("trainer@a", "idle");
+  poll("trainer@a", "running", j->id, "pretrain", 4);
+  // kill -9 and restart: the trainer polls idle while the scheduler still has its assignment.
+  auto again = poll("trainer@a", "idle");
+  REQUIRE(again.work);
+  CHECK(again.work->stage == "pretrain");
+  CHECK(j->stages[0].attempts == 2);
+  poll("trainer@a", "running", j->id, "pretrain", 6);
+
+  // trainer@a stops heartbeating; trainer@b is alive: the stage moves there after 3 missed beats.
+  add_trainer("trainer@b");
+  now += 5s;
+  nodes.heartbeat("trainer@b", now);
+  jobs.tick(nodes, now);
+  CHECK(j->stages[0].state == "running");
+  CHECK(j->stages[0].node == "trainer@b");
+  CHECK(j->stages[0].attempts == 3);
+  auto moved = poll("trainer@b", "idle");
+  REQUIRE(moved.work);
+  CHECK(moved.work->out_dir == "/jobs/job-000001/pretrain");  // same directory: resumes from its checkpoints
+}
+
+TEST_CASE_FIXTURE(fixture, "cancel stops a running stage at the trainer's next poll") {
+  add_trainer("trainer@a");
+  jobs.tick(nodes, now);
+  const job_rec* j = submit("r1");
+  poll("trainer@a", "idle");
+  poll("trainer@a", "running", j->id, "pretrain", 2);
+  auto c = jobs.cancel(j->id, "user asked", now);
+  REQUIRE(c.ok());
+  CHECK(j->state == "cancelled");
+  CHECK(j->stages[0].state == "cancelled");
+  CHECK(j->stages[1].state == "cancelled");
+  CHECK(poll("trainer@a", "running", j->id, "pretrain", 3).stop);
+  CHECK(!poll("trainer@a", "idle").work);
+  CHECK(jobs.cancel(j->id, "", now).code() == errc::conflict);
+  CHECK(jobs.cancel("job-999999", "", now).code() == errc::not_found);
+}
+
+TEST_CASE_FIXTURE(fixture, "a failed stage fails the job and cancels the stages after it") {
+  add_trainer("trainer@a");
+  jobs.tick(nodes, now);
+  const job_rec* j = submit("r1");
+  poll("trainer@a", "idle");
+  poll_report r;
+  r.node = "trainer@a";
+  r.state = "failed";
+  r.job = j->id;
+  r.stage = "pretrain";
+  r.message = "train.bogus is not a known key";
+  jobs.poll(r, now);
+  CHECK(j->state == "failed");
+  CHECK(j->message.find("train.bogus") != std::string::npos);
+  CHECK(j->stages[1].state == "cancelled");
+}

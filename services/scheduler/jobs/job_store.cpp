@@ -1,0 +1,198 @@
+#include "services/scheduler/jobs/job_store.hpp"
+
+#include "libs/store/database.hpp"
+#include "libs/store/migrate.hpp"
+
+#include <nlohmann/json.hpp>
+
+namespace loom::scheduler {
+
+const store::migration& jobs_migration() {
+  // Times are unix nanoseconds. A job's stages are rows of job_stages (idx =
+  // position in the pipeline); job_events is append-only, one seq per job.
+  static const store::migration m{
+      .owner = "scheduler",
+      .version = 2,
+      .description = "jobs, job_stages, job_events: training jobs and their pipeline stages",
+      .sql = R"sql(
+CREATE TABLE jobs (
+  id TEXT NOT NULL PRIMARY KEY,
+  seq BIGINT NOT NULL UNIQUE,
+  request_id TEXT NOT NULL UNIQUE,
+  name TEXT NOT NULL,
+  template_name TEXT NOT NULL,
+  state TEXT NOT NULL CHECK (state IN ('queued', 'running', 'succeeded', 'failed', 'cancelled')),
+  tenant TEXT NOT NULL,
+  priority_class TEXT NOT NULL,
+  zone TEXT NOT NULL DEFAULT '',
+  principal TEXT NOT NULL DEFAULT '',
+  message TEXT NOT NULL DEFAULT '',
+  out_dir TEXT NOT NULL,
+  overrides TEXT NOT NULL DEFAULT '[]',
+  submitted_unix_ns BIGINT NOT NULL,
+  updated_unix_ns BIGINT NOT NULL,
+  next_event BIGINT NOT NULL DEFAULT 1
+);
+CREATE INDEX jobs_by_state ON jobs (state);
+CREATE TABLE job_stages (
+  job_id TEXT NOT NULL REFERENCES jobs (id),
+  idx BIGINT NOT NULL,
+  name TEXT NOT NULL,
+  config_toml TEXT NOT NULL,
+  state TEXT NOT NULL CHECK (state IN ('pending', 'queued', 'running', 'succeeded', 'failed', 'cancelled')),
+  step BIGINT NOT NULL DEFAULT 0,
+  total_steps BIGINT NOT NULL DEFAULT 0,
+  loss DOUBLE PRECISION NOT NULL DEFAULT 0,
+  first_loss DOUBLE PRECISION NOT NULL DEFAULT 0,
+  tokens_per_s DOUBLE PRECISION NOT NULL DEFAULT 0,
+  node TEXT NOT NULL DEFAULT '',
+  checkpoint TEXT NOT NULL DEFAULT '',
+  attempts BIGINT NOT NULL DEFAULT 0,
+  started_unix_ns BIGINT NOT NULL DEFAULT 0,
+  finished_unix_ns BIGINT NOT NULL DEFAULT 0,
+  PRIMARY KEY (job_id, idx)
+);
+CREATE TABLE job_events (
+  job_id TEXT NOT NULL REFERENCES jobs (id),
+  seq BIGINT NOT NULL,
+  unix_ns BIGINT NOT NULL,
+  stage TEXT NOT NULL DEFAULT '',
+  kind TEXT NOT NULL,
+  text TEXT NOT NULL DEFAULT '',
+  PRIMARY KEY (job_id, seq)
+);
+)sql",
+      .append_only_tables = {"job_events"}};
+  return m;
+}
+
+result<std::vector<job_rec>> load_jobs(store::transaction& tx) {
+  auto rows = tx.query(
+      "SELECT id, seq, request_id, name, template_name, state, tenant, priority_class, zone, principal, message, "
+      "out_dir, overrides, submitted_unix_ns, updated_unix_ns, next_event FROM jobs ORDER BY seq");
+  if (!rows) return rows.err();
+  std::vector<job_rec> out;
+  for (const auto& r : *rows) {
+    auto t = [&](std::size_t i) { return r.get_text(i).ok() ? *r.get_text(i) : std::string(); };
+    auto i = [&](std::size_t k) { return r.get_i64(k).ok() ? *r.get_i64(k) : 0; };
+    job_rec j;
+    j.id = t(0);
+    j.seq = static_cast<std::uint64_t>(i(1));
+    j.request_id = t(2);
+    j.name = t(3);
+    j.template_name = t(4);
+    j.state = t(5);
+    j.tenant = t(6);
+    j.priority_class = t(7);
+    j.zone = t(8);
+    j.principal = t(9);
+    j.message = t(10);
+    j.out_dir = t(11);
+    auto ov = nlohmann::json::parse(t(12), nullptr, false);
+    if (ov.is_array())
+      for (const auto& o : ov)
+        if (o.is_string()) j.overrides.push_back(o.get<std::string>());
+    j.submitted_ns = i(13);
+    j.updated_ns = i(14);
+    j.next_event = static_cast<std::uint64_t>(i(15));
+    out.push_back(std::move(j));
+  }
+  for (auto& j : out) {
+    auto st = tx.query(
+        "SELECT name, config_toml, state, step, total_steps, loss, first_loss, tokens_per_s, node, checkpoint, "
+        "attempts, started_unix_ns, finished_unix_ns FROM job_stages WHERE job_id = $1 ORDER BY idx",
+        {j.id});
+    if (!st) return st.err();
+    for (const auto& r : *st) {
+      auto t = [&](std::size_t i) { return r.get_text(i).ok() ? *r.get_text(i) : std::string(); };
+      auto i = [&](std::size_t k) { return r.get_i64(k).ok() ? *r.get_i64(k) : 0; };
+      auto f = [&](std::size_t k) { return r.get_f64(k).ok() ? *r.get_f64(k) : 0.0; };
+      stage_rec s;
+      s.name = t(0);
+      s.config_toml = t(1);
+      s.state = t(2);
+      s.step = static_cast<std::uint64_t>(i(3));
+      s.total_steps = static_cast<std::uint64_t>(i(4));
+      s.loss = f(5);
+      s.first_loss = f(6);
+      s.tokens_per_s = f(7);
+      s.node = t(8);
+      s.checkpoint = t(9);
+      s.attempts = static_cast<std::uint32_t>(i(10));
+      s.started_ns = i(11);
+      s.finished_ns = i(12);
+      j.stages.push_back(std::move(s));
+    }
+  }
+  return out;
+}
+
+status save_job(store::transaction& tx, const job_rec& j) {
+  const std::string overrides = nlohmann::json(j.overrides).dump();
+  auto r = tx.exec(
+      "INSERT INTO jobs (id, seq, request_id, name, template_name, state, tenant, priority_class, zone, principal, "
+      "message, out_dir, overrides, submitted_unix_ns, updated_unix_ns, next_event) "
+      "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) "
+      "ON CONFLICT (id) DO UPDATE SET state = excluded.state, message = excluded.message, "
+      "updated_unix_ns = excluded.updated_unix_ns, next_event = excluded.next_event",
+      {j.id, static_cast<std::int64_t>(j.seq), j.request_id, j.name, j.template_name, j.state, j.tenant,
+       j.priority_class, j.zone, j.principal, j.message, j.out_dir, overrides, j.submitted_ns, j.updated_ns,
+       static_cast<std::int64_t>(j.next_event)});
+  if (!r) return r.err();
+  for (std::size_t i = 0; i < j.stages.size(); ++i) {
+    const stage_rec& s = j.stages[i];
+    auto w = tx.exec(
+        "INSERT INTO job_stages (job_id, idx, name, config_toml, state, step, total_steps, loss, first_loss, "
+        "tokens_per_s, node, checkpoint, attempts, started_unix_ns, finished_unix_ns) "
+        "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) "
+        "ON CONFLICT (job_id, idx) DO UPDATE SET state = excluded.state, step = excluded.step, "
+        "loss = excluded.loss, first_loss = excluded.first_loss, tokens_per_s = excluded.tokens_per_s, "
+        "node = excluded.node, checkpoint = excluded.checkpoint, attempts = excluded.attempts, "
+        "started_unix_ns = excluded.started_unix_ns, finished_unix_ns = excluded.finished_unix_ns",
+        {j.id, static_cast<std::int64_t>(i), s.name, s.config_toml, s.state, static_cast<std::int64_t>(s.step),
+         static_cast<std::int64_t>(s.total_steps), s.loss, s.first_loss, s.tokens_per_s, s.node, s.checkpoint,
+         static_cast<std::int64_t>(s.attempts), s.started_ns, s.finished_ns});
+    if (!w) return w.err();
+  }
+  return ok_status();
+}
+
+status save_stage(store::transaction& tx, const job_rec& j, std::size_t i) {
+  const stage_rec& s = j.stages.at(i);
+  auto w = tx.exec(
+      "UPDATE job_stages SET state = $3, step = $4, loss = $5, first_loss = $6, tokens_per_s = $7, node = $8, "
+      "checkpoint = $9, attempts = $10, started_unix_ns = $11, finished_unix_ns = $12 "
+      "WHERE job_id = $1 AND idx = $2",
+      {j.id, static_cast<std::int64_t>(i), s.state, static_cast<std::int64_t>(s.step), s.loss, s.first_loss,
+       s.tokens_per_s, s.node, s.checkpoint, static_cast<std::int64_t>(s.attempts), s.started_ns, s.finished_ns});
+  if (!w) return w.err();
+  if (*w != 1) return make_error(errc::not_found, "no stage " + std::to_string(i) + " of job " + j.id);
+  return ok_status();
+}
+
+status add_event(store::transaction& tx, const std::string& job_id, const job_event& e) {
+  auto r = tx.exec("INSERT INTO job_events (job_id, seq, unix_ns, stage, kind, text) VALUES ($1, $2, $3, $4, $5, $6)",
+                   {job_id, static_cast<std::int64_t>(e.seq), e.unix_ns, e.stage, e.kind, e.text});
+  if (!r) return r.err();
+  return ok_status();
+}
+
+result<std::vector<job_event>> load_events(store::transaction& tx, const std::string& job_id, std::uint64_t after) {
+  auto rows = tx.query("SELECT seq, unix_ns, stage, kind, text FROM job_events WHERE job_id = $1 AND seq > $2 "
+                       "ORDER BY seq",
+                       {job_id, static_cast<std::int64_t>(after)});
+  if (!rows) return rows.err();
+  std::vector<job_event> out;
+  for (const auto& r : *rows) {
+    job_event e;
+    e.seq = static_cast<std::uint64_t>(r.get_i64(0).ok() ? *r.get_i64(0) : 0);
+    e.unix_ns = r.get_i64(1).ok() ? *r.get_i64(1) : 0;
+    e.stage = r.get_text(2).ok() ? *r.get_text(2) : "";
+    e.kind = r.get_text(3).ok() ? *r.get_text(3) : "";
+    e.text = r.get_text(4).ok() ? *r.get_text(4) : "";
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+}  // namespace loom::scheduler

@@ -1,0 +1,60 @@
+// job_store: the jobs, job_stages and job_events tables (scheduler migrations
+// v2) and the records the job manager keeps in memory. Functions run inside
+// the caller's transaction; no state of their own.
+#pragma once
+
+#include "libs/status/status.hpp"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace loom::store {
+class transaction;
+struct migration;
+}  // namespace loom::store
+
+namespace loom::scheduler {
+
+struct stage_rec {
+  std::string name;
+  std::string config_toml;
+  std::string state = "pending";  // pending, queued, running, succeeded, failed, cancelled
+  std::uint64_t step = 0, total_steps = 0;
+  double loss = 0, first_loss = 0, tokens_per_s = 0;
+  std::string node;        // the trainer running it, or that ran it last
+  std::string checkpoint;  // latest snapshot reported
+  std::uint32_t attempts = 0;
+  std::int64_t started_ns = 0, finished_ns = 0;
+};
+
+struct job_rec {
+  std::string id;          // job-000001
+  std::uint64_t seq = 0;   // 1, 2, ...: arrival order
+  std::string request_id;  // the submit's request id (idempotency)
+  std::string name, template_name, state = "queued", tenant, priority_class, zone, principal, message, out_dir;
+  std::vector<std::string> overrides;
+  std::int64_t submitted_ns = 0, updated_ns = 0;
+  std::vector<stage_rec> stages;
+  std::uint64_t next_event = 1;  // seq of the next job_events row
+  bool terminal() const { return state == "succeeded" || state == "failed" || state == "cancelled"; }
+};
+
+struct job_event {
+  std::uint64_t seq = 0;
+  std::int64_t unix_ns = 0;
+  std::string stage, kind, text;
+};
+
+// The scheduler's migration v2 (jobs, job_stages, job_events).
+const store::migration& jobs_migration();
+
+result<std::vector<job_rec>> load_jobs(store::transaction& tx);
+// Inserts or updates the job row and all its stage rows.
+status save_job(store::transaction& tx, const job_rec& j);
+// Writes only one stage's progress columns (the frequent update).
+status save_stage(store::transaction& tx, const job_rec& j, std::size_t stage_index);
+status add_event(store::transaction& tx, const std::string& job_id, const job_event& e);
+result<std::vector<job_event>> load_events(store::transaction& tx, const std::string& job_id, std::uint64_t after);
+
+}  // namespace loom::scheduler

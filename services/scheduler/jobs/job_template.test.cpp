@@ -1,0 +1,76 @@
+#include "services/scheduler/jobs/job_template.hpp"
+
+#include <doctest/doctest.h>
+
+using namespace loom;
+using namespace loom::scheduler;
+
+namespace {
+constexpr const char* pipeline = R"(
+[job]
+name = "pipeline"
+priority = "high"
+stages = ["pretrain", "sft"]
+
+[model]
+layers = 2
+
+[train]
+steps = 100
+batch = 4
+
+[stage.sft]
+"train.steps" = 20
+"data.format" = "sft"
+)";
+}  // namespace
+
+TEST_CASE("a template resolves into one run config per stage, stage tables and overrides applied in order") {
+  auto p = resolve_template("pipeline-x", pipeline, {"text=/data/c.txt", "steps=50", "sft.optim.lr=0.001"});
+  REQUIRE(p.ok());
+  CHECK(p->name == "pipeline");
+  CHECK(p->priority_class == "high");
+  REQUIRE(p->stages.size() == 2);
+  CHECK(p->stages[0].name == "pretrain");
+  CHECK(p->stages[0].total_steps == 50);  // --set steps applies to every stage, after the stage tables
+  CHECK(p->stages[1].total_steps == 50);
+  CHECK(p->stages[0].config_toml.find("text = '/data/c.txt'") != std::string::npos);
+  CHECK(p->stages[0].config_toml.find("format") == std::string::npos);
+  CHECK(p->stages[1].config_toml.find("format = 'sft'") != std::string::npos);
+  CHECK(p->stages[1].config_toml.find("lr = 0.001") != std::string::npos);
+  CHECK(p->stages[0].config_toml.find("lr") == std::string::npos);
+  CHECK(p->stages[0].config_toml.find("layers = 2") != std::string::npos);
+
+  auto q = resolve_template("pipeline-x", pipeline, {});
+  REQUIRE(q.ok());
+  CHECK(q->stages[1].total_steps == 20);
+}
+
+TEST_CASE("a template without a [job] section is one pretrain stage at normal priority") {
+  auto p = resolve_template("plain", "[train]\nsteps = 7\n", {});
+  REQUIRE(p.ok());
+  CHECK(p->name == "plain");
+  CHECK(p->priority_class == "normal");
+  REQUIRE(p->stages.size() == 1);
+  CHECK(p->stages[0].name == "pretrain");
+  CHECK(p->stages[0].total_steps == 7);
+}
+
+TEST_CASE("bad templates and overrides are refused naming the template and the key") {
+  auto msg = [](result<job_plan> r) { return r.ok() ? std::string("ok") : r.err().message; };
+  CHECK(msg(resolve_template("t", "[job\n", {})).find("template t: line 1") != std::string::npos);
+  CHECK(msg(resolve_template("t", "[jobs]\n", {})).find("[jobs] is not a section") != std::string::npos);
+  CHECK(msg(resolve_template("t", "[job]\npriority = \"urgent\"\n", {})).find("job.priority") != std::string::npos);
+  CHECK(msg(resolve_template("t", "[job]\nstages = []\n", {})).find("job.stages") != std::string::npos);
+  CHECK(msg(resolve_template("t", "[job]\nstages = [\"a\", \"a\"]\n", {})).find("listed twice") != std::string::npos);
+  CHECK(msg(resolve_template("t", "[stage.sft]\n\"train.steps\" = 1\n", {})).find("names no stage") != std::string::npos);
+  CHECK(msg(resolve_template("t", pipeline, {"nokey"})).find("expected key=value") != std::string::npos);
+  CHECK(msg(resolve_template("t", pipeline, {"colour=red"})).find("unknown key") != std::string::npos);
+  CHECK(msg(resolve_template("t", pipeline, {"gpu.count=2"})).find("gpu.count is not section.key") != std::string::npos);
+}
+
+TEST_CASE("priority classes are ordered low < normal < high") {
+  CHECK(priority_of("low") < priority_of("normal"));
+  CHECK(priority_of("normal") < priority_of("high"));
+  CHECK(priority_of("urgent") == -1);
+}

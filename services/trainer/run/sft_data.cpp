@@ -1,0 +1,123 @@
+#include "services/trainer/run/sft_data.hpp"
+
+#include "libs/crypto/hash.hpp"
+#include "libs/files/files.hpp"
+#include "libs/shards/manifest.hpp"
+#include "libs/shards/writer.hpp"
+#include "libs/tokenizer/bpe.hpp"
+#include "services/trainer/run/text_data.hpp"
+
+#include <nlohmann/json.hpp>
+
+namespace loom::trainer {
+namespace {
+
+std::string trim(std::string_view s) {
+  std::size_t a = 0, b = s.size();
+  while (a < b && std::isspace(static_cast<unsigned char>(s[a]))) ++a;
+  while (b > a && std::isspace(static_cast<unsigned char>(s[b - 1]))) --b;
+  return std::string(s.substr(a, b - a));
+}
+
+std::string title(const std::string& role) {
+  if (role == "system") return "System";
+  if (role == "user") return "User";
+  return "Assistant";
+}
+
+}  // namespace
+
+std::vector<chat_record> records_from_text(std::string_view text) {
+  std::vector<std::string> paras;
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    std::size_t end = text.find("\n\n", pos);
+    if (end == std::string_view::npos) end = text.size();
+    std::string p = trim(text.substr(pos, end - pos));
+    if (p.size() >= 20) paras.push_back(std::move(p));
+    pos = end + 2;
+  }
+  std::vector<chat_record> out;
+  for (std::size_t i = 0; i + 1 < paras.size(); ++i)
+    out.push_back({{"user", "Continue the text:\n" + paras[i]}, {"assistant", paras[i + 1]}});
+  return out;
+}
+
+result<std::vector<chat_record>> records_from_jsonl(std::string_view jsonl, const std::string& origin) {
+  std::vector<chat_record> out;
+  std::size_t pos = 0, line = 0;
+  while (pos < jsonl.size()) {
+    std::size_t end = jsonl.find('\n', pos);
+    if (end == std::string_view::npos) end = jsonl.size();
+    ++line;
+    std::string_view l = jsonl.substr(pos, end - pos);
+    pos = end + 1;
+    if (trim(l).empty()) continue;
+    auto bad = [&](const std::string& why) {
+      return make_error(errc::invalid_argument, origin + ":" + std::to_string(line) + ": " + why);
+    };
+    auto j = nlohmann::json::parse(l, nullptr, false);
+    if (!j.is_object() || !j.contains("messages") || !j["messages"].is_array())
+      return bad("expected {\"messages\":[{\"role\",\"content\"}…]}");
+    chat_record rec;
+    bool has_assistant = false;
+    for (const auto& m : j["messages"]) {
+      if (!m.is_object() || !m.contains("role") || !m["role"].is_string() || !m.contains("content") ||
+          !m["content"].is_string())
+        return bad("each message needs string \"role\" and \"content\"");
+      const std::string role = m["role"].get<std::string>();
+      if (role != "system" && role != "user" && role != "assistant") return bad("unknown role \"" + role + "\"");
+      has_assistant |= role == "assistant";
+      rec.push_back({role, m["content"].get<std::string>()});
+    }
+    if (!has_assistant) return bad("a record needs at least one assistant message");
+    out.push_back(std::move(rec));
+  }
+  return out;
+}
+
+result<std::string> prepare_sft_dataset(const std::string& source, bool from_text, const std::string& cache_dir) {
+  auto text = files::read_file(source);
+  if (!text) return make_error(text.code(), (from_text ? "data.text " : "data.sft ") + source + ": " + text.err().message);
+  const std::string stamp_path = cache_dir + "/source.sha256";
+  const std::string digest = crypto::sha256_hex(*text) + "  sft " + source + "\n";
+  if (auto stamp = files::read_file(stamp_path); stamp && *stamp == digest && shards::read_manifest(cache_dir))
+    return cache_dir;
+  std::vector<chat_record> records;
+  if (from_text) {
+    records = records_from_text(*text);
+  } else {
+    auto r = records_from_jsonl(*text, source);
+    if (!r) return r.err();
+    records = std::move(*r);
+  }
+  if (records.empty()) return make_error(errc::invalid_argument, source + ": no SFT records (need at least two paragraphs)");
+
+  auto bpe = tokenizer::bpe::load_gpt2();
+  if (!bpe) return bpe.err();
+  shards::writer_options opt;
+  opt.dir = cache_dir;
+  opt.type = shards::dtype::uint32;
+  auto w = shards::shard_writer::create(opt);
+  if (!w) return w.err();
+  std::vector<std::uint32_t> doc, piece;
+  for (const auto& rec : records) {
+    doc.clear();
+    for (const auto& turn : rec) {
+      piece.clear();
+      bpe->encode_into("### " + title(turn.role) + ":\n", piece);
+      for (auto id : piece) doc.push_back(id | sft_masked_bit);
+      piece.clear();
+      bpe->encode_into(turn.content + "\n\n", piece);
+      const bool target = turn.role == "assistant";
+      for (auto id : piece) doc.push_back(target ? id : (id | sft_masked_bit));
+    }
+    doc.push_back(gpt2_eot);  // a target: the model learns where an answer ends
+    if (auto st = w->append(doc); !st) return st.err();
+  }
+  if (auto m = w->finish(); !m) return m.err();
+  if (auto st = files::write_atomic(stamp_path, digest); !st) return st.err();
+  return cache_dir;
+}
+
+}  // namespace loom::trainer
