@@ -9,6 +9,7 @@
 #include "services/trainer/run/training_run.hpp"
 
 #include <cstdio>
+#include <iostream>
 
 namespace loom::trainer {
 namespace {
@@ -72,6 +73,7 @@ void worker::train(std::shared_ptr<stage_run> run) {
   o.data_dir = env_.paths.root;
   o.dataset_root = env_.paths.root + "/datasets";
   o.stop = &stop_training_;
+  o.log = &std::cerr;  // <data>/logs/trainer.log under `loom up`
   o.on_step = [&](const step_record& rec) {
     std::lock_guard lock(mu_);
     run->step = rec.step;

@@ -169,3 +169,10 @@ TEST_CASE_FIXTURE(fixture, "a failed stage fails the job and cancels the stages 
   CHECK(j->message.find("train.bogus") != std::string::npos);
   CHECK(j->stages[1].state == "cancelled");
 }
+
+TEST_CASE("events of an unknown job are not_found") {
+  // Covered with a real store in tests/jobs.test.cpp (kill -9 of the scheduler);
+  // here: without a store, events() of an unknown job is not_found.
+  job_manager jobs{nullptr, "/jobs"};
+  CHECK(jobs.events("job-000001", 0).code() == errc::not_found);
+}

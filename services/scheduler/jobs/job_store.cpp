@@ -98,6 +98,12 @@ result<std::vector<job_rec>> load_jobs(store::transaction& tx) {
     out.push_back(std::move(j));
   }
   for (auto& j : out) {
+    // The events table, not the jobs row, says where the event seq is: the row is
+    // not rewritten for every event.
+    auto last = tx.query("SELECT COALESCE(MAX(seq), 0) FROM job_events WHERE job_id = $1", {j.id});
+    if (!last) return last.err();
+    if (!last->empty() && (*last)[0].get_i64(0).ok())
+      j.next_event = static_cast<std::uint64_t>(*(*last)[0].get_i64(0)) + 1;
     auto st = tx.query(
         "SELECT name, config_toml, state, step, total_steps, loss, first_loss, tokens_per_s, node, checkpoint, "
         "attempts, started_unix_ns, finished_unix_ns FROM job_stages WHERE job_id = $1 ORDER BY idx",
