@@ -1,0 +1,105 @@
+#include "libs/auditchain/key_files.hpp"
+
+#include "libs/files/files.hpp"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <filesystem>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace loom::auditchain::detail {
+namespace {
+
+error sys_error(const std::string& what, const std::string& path) {
+  errc c = errno == ENOENT ? errc::not_found
+         : errno == EEXIST ? errc::already_exists
+         : (errno == EACCES || errno == EPERM) ? errc::permission_denied
+         : errc::internal;
+  return make_error(c, what + " " + path + ": " + std::strerror(errno));
+}
+
+std::string dir_of(const std::string& path) {
+  std::filesystem::path p(path);
+  return p.has_parent_path() ? p.parent_path().string() : ".";
+}
+
+status write_all(int fd, std::string_view data, const std::string& path) {
+  while (!data.empty()) {
+    ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return sys_error("write", path);
+    }
+    data.remove_prefix(static_cast<std::size_t>(n));
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+status create_exclusive(const std::string& path, std::string_view data, mode_t mode) {
+  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+  if (fd < 0) return sys_error("create", tmp);
+  ::fchmod(fd, mode);  // the umask must not change a key file's mode
+  status w = write_all(fd, data, tmp);
+  if (w.ok() && ::fsync(fd) != 0) w = sys_error("fsync", tmp);
+  ::close(fd);
+  if (!w.ok()) {
+    ::unlink(tmp.c_str());
+    return w;
+  }
+  // link() fails with EEXIST instead of replacing, unlike rename().
+  if (::link(tmp.c_str(), path.c_str()) != 0) {
+    auto e = sys_error("publish", path);
+    ::unlink(tmp.c_str());
+    return e;
+  }
+  ::unlink(tmp.c_str());
+  return files::fsync_dir(dir_of(path));
+}
+
+result<std::string> read_private(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return sys_error("open", path);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    auto e = sys_error("stat", path);
+    ::close(fd);
+    return e;
+  }
+  if ((st.st_mode & 077) != 0) {
+    ::close(fd);
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    return make_error(errc::permission_denied, "key file " + path + " has mode " + mode +
+                                                   ": group and others must have no access (chmod 600 " + path + ")");
+  }
+  ::close(fd);
+  return files::read_file(path);
+}
+
+status shred(const std::string& path) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return sys_error("open", path);
+  struct stat st {};
+  status s = ::fstat(fd, &st) == 0 ? ok_status() : status(sys_error("stat", path));
+  if (s.ok()) s = write_all(fd, std::string(static_cast<std::size_t>(st.st_size), '\0'), path);
+  if (s.ok() && ::fsync(fd) != 0) s = sys_error("fsync", path);
+  ::close(fd);
+  if (!s.ok()) return s;
+  if (::unlink(path.c_str()) != 0) return sys_error("unlink", path);
+  return files::fsync_dir(dir_of(path));
+}
+
+status make_private_dir(const std::string& dir) { return files::make_dirs(dir, 0700); }
+
+bool exists(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+}  // namespace loom::auditchain::detail

@@ -1,0 +1,317 @@
+#include "libs/auditchain/store_io.hpp"
+
+#include "libs/auditchain/anchor_file.hpp"
+#include "libs/store/database.hpp"
+
+#include <map>
+#include <variant>
+
+namespace loom::auditchain {
+namespace {
+
+using store::value;
+
+constexpr const char* row_columns =
+    "seq, unix_ns, source, source_seq, service, peer_key, principal, role, zone, action, job_id, request_id, "
+    "decision, reason, payload, prev_hash, row_hash";
+
+std::int64_t i64(std::uint64_t v) { return static_cast<std::int64_t>(v); }
+
+bool get_int(const store::row& r, std::size_t i, std::int64_t& out) {
+  auto* p = std::get_if<std::int64_t>(&r[i]);
+  if (!p) return false;
+  out = *p;
+  return true;
+}
+
+bool get_bytes(const store::row& r, std::size_t i, std::string& out) {
+  if (auto* s = std::get_if<std::string>(&r[i])) {
+    out.assign(*s);
+    return true;
+  }
+  if (auto* b = std::get_if<store::blob>(&r[i])) {
+    out.assign(b->bytes);
+    return true;
+  }
+  return false;
+}
+
+bool get_hash(const store::row& r, std::size_t i, hash32& out) {
+  auto* b = std::get_if<store::blob>(&r[i]);
+  if (!b) return false;
+  auto h = hash_from_bytes(b->bytes);
+  if (!h) return false;
+  out = *h;
+  return true;
+}
+
+// Decodes a row selected with row_columns into `out`, reusing its strings'
+// capacity (the verifier's loop). Returns the name of the first bad column.
+const char* decode(const store::row& r, chain_row& out) {
+  std::int64_t v = 0;
+  if (!get_int(r, 0, v)) return "seq";
+  out.seq = static_cast<std::uint64_t>(v);
+  if (!get_int(r, 1, out.unix_ns)) return "unix_ns";
+  if (!get_bytes(r, 2, out.source)) return "source";
+  if (!get_int(r, 3, v)) return "source_seq";
+  out.source_seq = static_cast<std::uint64_t>(v);
+  static const char* text_names[] = {"service", "peer_key", "principal", "role", "zone", "action", "job_id",
+                                     "request_id"};
+  std::string* texts[] = {&out.service, &out.peer_key, &out.principal, &out.role,
+                          &out.zone,    &out.action,   &out.job_id,    &out.request_id};
+  for (std::size_t k = 0; k < 8; ++k)
+    if (!get_bytes(r, 4 + k, *texts[k])) return text_names[k];
+  if (!get_int(r, 12, v)) return "decision";
+  out.decision = static_cast<std::int32_t>(v);
+  if (!get_bytes(r, 13, out.reason)) return "reason";
+  if (!get_bytes(r, 14, out.payload)) return "payload";
+  if (!get_hash(r, 15, out.prev_hash)) return "prev_hash";
+  if (!get_hash(r, 16, out.row_hash)) return "row_hash";
+  return nullptr;
+}
+
+std::string page_sql(const tables& t, std::size_t limit) {
+  return std::string("SELECT ") + row_columns + " FROM " + t.events + " WHERE seq >= $1 ORDER BY seq LIMIT " +
+         std::to_string(limit);
+}
+
+}  // namespace
+
+std::string schema_sql(store::backend engine, const tables& t) {
+  const std::string key = engine == store::backend::sqlite ? "INTEGER" : "BIGINT";
+  return "CREATE TABLE " + t.events + " (\n  seq " + key + R"sql( NOT NULL PRIMARY KEY,
+  source TEXT NOT NULL,
+  source_seq BIGINT NOT NULL,
+  unix_ns BIGINT NOT NULL,
+  principal TEXT NOT NULL DEFAULT '',
+  role TEXT NOT NULL DEFAULT '',
+  zone TEXT NOT NULL DEFAULT '',
+  action TEXT NOT NULL DEFAULT '',
+  job_id TEXT NOT NULL DEFAULT '',
+  request_id TEXT NOT NULL DEFAULT '',
+  decision INTEGER NOT NULL DEFAULT 0,
+  reason TEXT NOT NULL DEFAULT '',
+  payload BYTEA NOT NULL,
+  service TEXT NOT NULL DEFAULT '',
+  peer_key TEXT NOT NULL DEFAULT '',
+  prev_hash BYTEA NOT NULL,
+  row_hash BYTEA NOT NULL,
+  UNIQUE (source, source_seq)
+);
+CREATE INDEX )sql" + t.events + "_by_job ON " + t.events + " (job_id);\nCREATE TABLE " + t.checkpoints + " (\n  seq " + key + R"sql( NOT NULL PRIMARY KEY,
+  row_hash BYTEA NOT NULL,
+  unix_ns BIGINT NOT NULL,
+  key_id TEXT NOT NULL,
+  signature BYTEA NOT NULL
+);
+)sql";
+}
+
+status insert_row(store::transaction& tx, const chain_row& r, const tables& t) {
+  if (auto s = valid_row(r); !s) return s;
+  // Built one by one: GCC 12 warns falsely (-Wmaybe-uninitialized) on a
+  // braced list of std::variant holding strings.
+  std::vector<value> p;
+  p.reserve(17);
+  p.emplace_back(i64(r.seq));
+  p.emplace_back(r.unix_ns);
+  p.emplace_back(r.source);
+  p.emplace_back(i64(r.source_seq));
+  for (const std::string* s : {&r.service, &r.peer_key, &r.principal, &r.role, &r.zone, &r.action, &r.job_id,
+                               &r.request_id})
+    p.emplace_back(*s);
+  p.emplace_back(std::int64_t{r.decision});
+  p.emplace_back(r.reason);
+  p.emplace_back(store::blob{r.payload});
+  p.emplace_back(store::blob{std::string(as_view(r.prev_hash))});
+  p.emplace_back(store::blob{std::string(as_view(r.row_hash))});
+  auto done = tx.exec("INSERT INTO " + t.events + " (" + row_columns +
+                          ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)",
+                      p);
+  if (!done) return done.err();
+  return ok_status();
+}
+
+status insert_checkpoint(store::transaction& tx, const checkpoint& c, const tables& t) {
+  std::vector<value> p;
+  p.reserve(5);
+  p.emplace_back(i64(c.seq));
+  p.emplace_back(store::blob{std::string(as_view(c.row_hash))});
+  p.emplace_back(c.unix_ns);
+  p.emplace_back(c.key_id);
+  p.emplace_back(store::blob{c.signature});
+  auto done = tx.exec("INSERT INTO " + t.checkpoints +
+                          " (seq, row_hash, unix_ns, key_id, signature) VALUES ($1, $2, $3, $4, $5)",
+                      p);
+  if (!done) return done.err();
+  return ok_status();
+}
+
+result<std::vector<chain_row>> read_rows(store::transaction& tx, std::uint64_t from_seq, std::size_t limit,
+                                         const tables& t) {
+  auto rows = tx.query(page_sql(t, limit), {i64(from_seq)});
+  if (!rows) return rows.err();
+  std::vector<chain_row> out(rows->size());
+  for (std::size_t i = 0; i < rows->size(); ++i) {
+    if (const char* bad = decode((*rows)[i], out[i])) {
+      std::int64_t seq = 0;
+      get_int((*rows)[i], 0, seq);
+      return make_error(errc::corruption, t.events + " seq " + std::to_string(seq) + ": column " + bad +
+                                              " is NULL or of the wrong type or size");
+    }
+  }
+  return out;
+}
+
+result<chain_tail> read_tail(store::transaction& tx, const tables& t) {
+  auto rows = tx.query("SELECT seq, row_hash FROM " + t.events + " ORDER BY seq DESC LIMIT 1");
+  if (!rows) return rows.err();
+  chain_tail tail;
+  if (rows->empty()) return tail;
+  std::int64_t seq = 0;
+  if (!get_int((*rows)[0], 0, seq) || !get_hash((*rows)[0], 1, tail.last_hash))
+    return make_error(errc::corruption, t.events + ": the last row's seq or row_hash is unreadable");
+  tail.last_seq = static_cast<std::uint64_t>(seq);
+  return tail;
+}
+
+result<std::vector<checkpoint>> read_checkpoints(store::transaction& tx, const tables& t) {
+  auto rows = tx.query("SELECT seq, row_hash, unix_ns, key_id, signature FROM " + t.checkpoints + " ORDER BY seq");
+  if (!rows) return rows.err();
+  std::vector<checkpoint> out;
+  out.reserve(rows->size());
+  for (const auto& r : *rows) {
+    checkpoint c;
+    std::int64_t seq = 0;
+    // A mangled row keeps what is readable: its signature then fails and
+    // the verifier names its seq.
+    get_int(r, 0, seq);
+    c.seq = static_cast<std::uint64_t>(seq);
+    get_hash(r, 1, c.row_hash);
+    get_int(r, 2, c.unix_ns);
+    get_bytes(r, 3, c.key_id);
+    get_bytes(r, 4, c.signature);
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+result<verify_report> verify_in(store::transaction& tx, std::uint64_t from_seq, const anchor_keys& keys,
+                                std::span<const checkpoint> external, const tables& names, std::size_t page_rows) {
+  if (from_seq == 0) from_seq = 1;
+  if (page_rows == 0) page_rows = 1;
+  auto in_db = read_checkpoints(tx, names);
+  if (!in_db) return in_db.err();
+
+  // One anchor per distinct checkpoint; identical ones from both places merge.
+  std::map<std::pair<std::uint64_t, std::string>, std::pair<checkpoint, int>> merged;  // where: 1 db, 2 file
+  auto add = [&](const checkpoint& c, int where) {
+    std::string k = signed_message(c) + c.signature;
+    auto& slot = merged[{c.seq, k}];
+    slot.first = c;
+    slot.second |= where;
+  };
+  for (const auto& c : *in_db) add(c, 1);
+  for (const auto& c : external) add(c, 2);
+  std::vector<anchor> anchors;
+  std::size_t only_file = 0, only_db = 0;
+  for (auto& [key, v] : merged) {
+    anchor a;
+    a.seq = v.first.seq;
+    a.row_hash = v.first.row_hash;
+    a.origin = v.second == 3 ? "database and anchor file" : v.second == 1 ? "database" : "anchor file";
+    if (v.second == 1) ++only_db;
+    if (v.second == 2) ++only_file;
+    auto ok = keys.verify(v.first);
+    a.authentic = ok.ok();
+    if (!ok) a.problem = ok.err().message;
+    anchors.push_back(std::move(a));
+  }
+
+  verify_report early;
+  early.from_seq = from_seq;
+  early.last_seq = from_seq - 1;
+  hash32 start = genesis_hash;
+  if (from_seq > 1) {
+    auto prev = tx.query("SELECT seq, row_hash FROM " + names.events + " WHERE seq = $1", {i64(from_seq - 1)});
+    if (!prev) return prev.err();
+    if (prev->empty()) {
+      auto tail = read_tail(tx, names);
+      if (!tail) return tail.err();
+      if (tail->last_seq < from_seq - 1)
+        return make_error(errc::invalid_argument, "the log ends at seq " + std::to_string(tail->last_seq) +
+                                                      ": nothing to verify from seq " + std::to_string(from_seq));
+      early.kind = fault::gap;
+      early.bad_seq = from_seq - 1;
+      early.reason = "cannot start at seq " + std::to_string(from_seq) + ": seq " + std::to_string(from_seq - 1) +
+                     " is missing";
+      return early;
+    }
+    if (!get_hash((*prev)[0], 1, start)) {
+      early.kind = fault::malformed;
+      early.bad_seq = from_seq - 1;
+      early.reason = "row_hash of seq " + std::to_string(from_seq - 1) + " is NULL or not 32 bytes";
+      return early;
+    }
+  }
+
+  chain_verifier v(from_seq, start, std::move(anchors));
+  const std::string sql = page_sql(names, page_rows);
+  chain_row row;
+  std::uint64_t next = from_seq;
+  for (;;) {
+    auto page = tx.query(sql, {i64(next)});
+    if (!page) return page.err();
+    for (const auto& r : *page) {
+      if (const char* bad = decode(r, row)) {
+        std::int64_t seq = 0;
+        get_int(r, 0, seq);
+        v.malformed(static_cast<std::uint64_t>(seq),
+                    std::string("column ") + bad + " is NULL or of the wrong type or size");
+        break;
+      }
+      if (!v.feed(row)) break;
+    }
+    if (v.failed() || page->size() < page_rows) break;
+    next = row.seq + 1;
+  }
+  verify_report rep = v.finish();
+  if (only_file > 0)
+    rep.notes.push_back(std::to_string(only_file) + " checkpoint(s) only in the anchor file, not in " +
+                        names.checkpoints);
+  if (only_db > 0 && !external.empty())
+    rep.notes.push_back(std::to_string(only_db) + " checkpoint(s) only in " + names.checkpoints +
+                        ", not in the anchor file");
+  return rep;
+}
+
+result<verify_report> verify_store(store::database& db, const verify_options& o) {
+  auto keys = o.keys_dir.empty() ? result<anchor_keys>(anchor_keys{}) : anchor_keys::load(o.keys_dir);
+  if (!keys) return keys.err();
+  std::vector<checkpoint> external;
+  std::vector<std::string> notes;
+  if (!o.anchor_file.empty()) {
+    auto f = read_anchor_file(o.anchor_file);
+    if (f.ok()) {
+      external = std::move(f->checkpoints);
+      if (f->torn_tail) notes.push_back("the anchor file ends in a torn line (a crash mid-append); it was skipped");
+    } else if (f.code() == errc::not_found) {
+      notes.push_back("no anchor file at " + o.anchor_file + ": checked against the database checkpoints only");
+    } else {
+      return f.err();
+    }
+  } else {
+    notes.push_back("no anchor file given: checked against the database checkpoints only");
+  }
+  if (keys->size() == 0)
+    notes.push_back("no trusted anchor keys" + (o.keys_dir.empty() ? std::string() : " in " + o.keys_dir) +
+                    ": every checkpoint fails its signature check");
+  auto rep = db.with_read_transaction([&](store::transaction& tx) {
+    return verify_in(tx, o.from_seq, *keys, external, o.names, o.page_rows);
+  });
+  if (!rep) return rep.err();
+  rep->notes.insert(rep->notes.begin(), notes.begin(), notes.end());
+  return rep;
+}
+
+}  // namespace loom::auditchain

@@ -1,0 +1,177 @@
+#include "libs/cdc/rebuild.hpp"
+
+#include "libs/files/files.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <set>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace loom::cdc {
+namespace {
+
+error sys_error(const std::string& what, const std::string& path) {
+  int e = errno;
+  errc c = e == ENOENT ? errc::not_found
+         : (e == EACCES || e == EPERM) ? errc::permission_denied
+         : (e == ENOSPC || e == EDQUOT) ? errc::resource_exhausted
+         : errc::internal;
+  return make_error(c, what + " " + path + ": " + std::strerror(e));
+}
+
+status write_all(int fd, std::string_view data, const std::string& path) {
+  while (!data.empty()) {
+    ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return sys_error("write", path);
+    data.remove_prefix(static_cast<std::size_t>(n));
+  }
+  return {};
+}
+
+// mkdir -p of dir/rel, refusing to pass through a symlink: a link planted in
+// the receiving directory must not redirect a published file elsewhere.
+status real_dirs(const std::string& dir, const std::string& rel) {
+  std::string cur = dir;
+  std::size_t start = 0;
+  while (start < rel.size()) {
+    std::size_t end = rel.find('/', start);
+    if (end == std::string::npos) end = rel.size();
+    cur += "/" + rel.substr(start, end - start);
+    start = end + 1;
+    struct stat st {};
+    if (::lstat(cur.c_str(), &st) == 0) {
+      if (S_ISDIR(st.st_mode)) continue;
+      return make_error(errc::permission_denied, cur + " is not a directory (a symlink?); refusing to write below it");
+    }
+    if (::mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST) return sys_error("mkdir", cur);
+  }
+  return {};
+}
+
+std::string parent_of(const std::string& path) {
+  auto slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+}  // namespace
+
+rebuilder::rebuilder(std::string dir, chunk_store& store, const manifest& local)
+    : dir_(std::move(dir)), tmp_dir_(dir_ + "/" + std::string(sync_dir_name) + "/tmp"), store_(store) {
+  for (const auto& f : local.files)
+    for (const auto& c : f.chunks) local_.try_emplace(c.sha256, location{f.path, c.offset, c.length});
+}
+
+rebuilder::~rebuilder() {
+  for (auto& [path, fd] : fds_) ::close(fd);
+  for (auto& [tmp, rel] : built_) ::unlink(tmp.c_str());
+}
+
+bool rebuilder::have(const crypto::digest& id) const { return store_.contains(id) || local_.contains(id); }
+
+result<int> rebuilder::open_local(const std::string& rel) {
+  if (auto it = fds_.find(rel); it != fds_.end()) return it->second;
+  std::string path = dir_ + "/" + rel;
+  int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return sys_error("open", path);
+  fds_.emplace(rel, fd);
+  return fd;
+}
+
+// The chunk's bytes from the first copy that hashes right; copies that do not are forgotten.
+result<std::string> rebuilder::read_chunk(const chunk& c) {
+  if (store_.contains(c.sha256)) {
+    auto r = store_.get(c.sha256);  // verifies; forgets copies that fail
+    if (r.ok()) {
+      counters_.from_store++;
+      return r;
+    }
+    counters_.bad_copies++;
+  }
+  if (auto it = local_.find(c.sha256); it != local_.end()) {
+    const location loc = it->second;
+    auto fd = open_local(loc.path);
+    std::string buf(loc.length, '\0');
+    ssize_t n = fd.ok() ? ::pread(*fd, buf.data(), buf.size(), static_cast<off_t>(loc.offset)) : -1;
+    if (n == static_cast<ssize_t>(buf.size()) && crypto::sha256(buf) == c.sha256) {
+      counters_.from_local++;
+      return buf;
+    }
+    local_.erase(it);
+    counters_.bad_copies++;
+  }
+  return make_error(errc::corruption, "no verified copy of a chunk at offset " + std::to_string(c.offset));
+}
+
+status rebuilder::build(const file_entry& f) {
+  if (auto s = files::make_dirs(tmp_dir_); !s.ok()) return s;
+  std::string tmp = tmp_dir_ + "/" + std::to_string(next_tmp_++);
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) return sys_error("create", tmp);
+  std::vector<chunk> written;  // verified chunks as written, for the root check
+  written.reserve(f.chunks.size());
+  status st;
+  for (const auto& c : f.chunks) {
+    auto bytes = read_chunk(c);
+    if (!bytes.ok()) {
+      st = make_error(bytes.code(), f.path + ": " + bytes.err().message);
+      break;
+    }
+    if (st = write_all(fd, *bytes, tmp); !st.ok()) break;
+    written.push_back(c);  // read_chunk verified the bytes against c.sha256
+  }
+  if (st.ok() && (file_root(written) != f.root || written.size() != f.chunks.size()))
+    st = make_error(errc::corruption, f.path + ": rebuilt file does not match its root");
+  if (::close(fd) != 0 && st.ok()) st = sys_error("close", tmp);
+  if (!st.ok()) {
+    ::unlink(tmp.c_str());
+    return st;
+  }
+  built_.emplace_back(tmp, f.path);
+  return {};
+}
+
+status rebuilder::publish(const std::vector<std::string>& removed) {
+  for (auto& [path, fd] : fds_) ::close(fd);
+  fds_.clear();
+  if (!built_.empty()) {
+    // One syncfs instead of an fsync per file: a dataset may have 10^5 small files.
+    int dfd = ::open(tmp_dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) return sys_error("open", tmp_dir_);
+    int rc = ::syncfs(dfd);
+    auto e = rc != 0 ? sys_error("syncfs", tmp_dir_) : error{};
+    ::close(dfd);
+    if (rc != 0) return e;
+  }
+  std::set<std::string> dirs;
+  if (!removed.empty()) dirs.insert(dir_);
+  for (const auto& rel : removed) {
+    std::string path = dir_ + "/" + rel;
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) return sys_error("remove", path);
+    // Drop directories the removal left empty (rmdir fails harmlessly on the rest).
+    for (std::string d = parent_of(rel); d != "."; d = parent_of(d))
+      if (::rmdir((dir_ + "/" + d).c_str()) != 0) break;
+    dirs.insert(parent_of(path));
+  }
+  for (auto it = built_.begin(); it != built_.end(); it = built_.erase(it)) {
+    const std::string target = dir_ + "/" + it->second;
+    const std::string parent = parent_of(target);
+    if (auto rel_parent = parent_of(it->second); rel_parent != ".")
+      if (auto s = real_dirs(dir_, rel_parent); !s.ok()) return s;
+    struct stat st {};
+    if (::lstat(target.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+      return make_error(errc::conflict, target + " is a directory; the dataset has a file there");
+    if (::rename(it->first.c_str(), target.c_str()) != 0) return sys_error("rename to", target);
+    dirs.insert(parent);
+  }
+  for (const auto& d : dirs) {
+    struct stat st {};
+    if (::stat(d.c_str(), &st) != 0) continue;  // removed as empty
+    if (auto s = files::fsync_dir(d); !s.ok()) return s;
+  }
+  return {};
+}
+
+}  // namespace loom::cdc

@@ -1,0 +1,133 @@
+#include "libs/cdc/served_dataset.hpp"
+
+#include "libs/cdc/protocol.hpp"
+#include "libs/crypto/encoding.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace loom::cdc {
+namespace {
+
+error sys_error(const std::string& what, const std::string& path) {
+  int e = errno;
+  errc c = e == ENOENT ? errc::not_found
+         : (e == EACCES || e == EPERM) ? errc::permission_denied
+         : (e == ENOSPC || e == EDQUOT) ? errc::resource_exhausted
+         : errc::internal;
+  return make_error(c, what + " " + path + ": " + std::strerror(e));
+}
+
+// Open descriptors of a pack's source files, closed together.
+class fd_cache {
+ public:
+  ~fd_cache() {
+    for (auto& [file, fd] : fds_) ::close(fd);
+  }
+  result<int> get(std::uint32_t file, const std::string& path) {
+    if (auto it = fds_.find(file); it != fds_.end()) return it->second;
+    int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return sys_error("open", path);
+    fds_.emplace(file, fd);
+    return fd;
+  }
+
+ private:
+  std::map<std::uint32_t, int> fds_;
+};
+
+status pread_exact(int fd, char* buf, std::size_t n, std::uint64_t off, const std::string& path) {
+  while (n > 0) {
+    ssize_t got = ::pread(fd, buf, n, static_cast<off_t>(off));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) return sys_error("read", path);
+    if (got == 0) return make_error(errc::conflict, path + " is shorter than its manifest says (changed since)");
+    buf += got;
+    n -= static_cast<std::size_t>(got);
+    off += static_cast<std::uint64_t>(got);
+  }
+  return {};
+}
+
+status write_exact(int fd, std::string_view data, const std::string& path) {
+  while (!data.empty()) {
+    ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return sys_error("write", path);
+    data.remove_prefix(static_cast<std::size_t>(n));
+  }
+  return {};
+}
+
+}  // namespace
+
+dataset_cache::dataset_cache(std::string root, params chunking)
+    : root_(std::move(root)), chunking_(chunking) {}
+
+result<std::shared_ptr<const snapshot>> dataset_cache::refresh(const std::string& dataset) {
+  if (auto s = valid_dataset_name(dataset); !s.ok()) return s.err();
+  std::string dir = root_ + "/" + dataset;
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    return make_error(errc::not_found, "no dataset \"" + dataset + "\"");
+  // One refresh at a time: concurrent sessions share the work of the first.
+  std::lock_guard lock(mu_);
+  auto it = last_.find(dataset);
+  const manifest* previous = it != last_.end() ? &it->second->m : nullptr;
+  auto m = build_manifest(dir, chunking_, previous);
+  if (!m.ok()) return m.err();
+  auto s = std::make_shared<snapshot>();
+  s->dir = dir;
+  s->m = std::move(*m);
+  for (std::uint32_t f = 0; f < s->m.files.size(); ++f)
+    for (std::uint32_t c = 0; c < s->m.files[f].chunks.size(); ++c)
+      s->index.try_emplace(s->m.files[f].chunks[c].sha256, chunk_location{f, c});
+  last_[dataset] = s;
+  return std::shared_ptr<const snapshot>(s);
+}
+
+result<std::uint64_t> build_pack(const snapshot& s, const std::vector<crypto::digest>& ids,
+                                 const std::string& pack_path, bool corrupt_first) {
+  int out = ::open(pack_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (out < 0) return sys_error("create", pack_path);
+  fd_cache fds;
+  std::string buf;
+  std::uint64_t total = 0;
+  auto fail = [&](error e) -> result<std::uint64_t> {
+    ::close(out);
+    ::unlink(pack_path.c_str());
+    return e;
+  };
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    auto it = s.index.find(ids[i]);
+    if (it == s.index.end())
+      return fail(make_error(errc::not_found, "chunk " + crypto::to_hex(crypto::as_view(ids[i])) +
+                                                  " is not in the dataset"));
+    const file_entry& f = s.m.files[it->second.file];
+    const chunk& c = f.chunks[it->second.chunk];
+    total += c.length;
+    if (total > max_pack_bytes) return fail(make_error(errc::invalid_argument, "pack larger than 64 MiB"));
+    std::string path = s.dir + "/" + f.path;
+    auto fd = fds.get(it->second.file, path);
+    if (!fd.ok()) return fail(fd.err().code == errc::not_found
+                                  ? make_error(errc::conflict, path + " was removed since its manifest")
+                                  : fd.err());
+    buf.resize(c.length);
+    if (auto st = pread_exact(*fd, buf.data(), c.length, c.offset, path); !st.ok()) return fail(st.err());
+    if (crypto::sha256(buf) != c.sha256)
+      return fail(make_error(errc::conflict, path + " changed since its manifest was built"));
+    if (corrupt_first && i == 0) buf[buf.size() / 2] ^= 0x20;
+    if (auto st = write_exact(out, buf, pack_path); !st.ok()) return fail(st.err());
+  }
+  if (::close(out) != 0) {
+    auto e = sys_error("close", pack_path);
+    ::unlink(pack_path.c_str());
+    return e;
+  }
+  return total;
+}
+
+}  // namespace loom::cdc

@@ -1,0 +1,54 @@
+// The serving side's view of its datasets: a manifest snapshot per dataset,
+// refreshed on demand with the stat cache (unchanged files are not re-read),
+// an index chunk id -> where its bytes are, and pack building (the requested
+// chunks, read from the dataset's files and re-verified, into one file for
+// the bulk transfer). Pure file logic, no sockets.
+// dataset_cache is thread-safe (sessions share it); snapshots are immutable.
+#pragma once
+
+#include "libs/cdc/manifest.hpp"
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace loom::cdc {
+
+struct chunk_location {
+  std::uint32_t file = 0;   // index into snapshot.m.files
+  std::uint32_t chunk = 0;  // index into that file's chunks
+};
+
+struct snapshot {
+  std::string dir;  // the dataset directory the manifest describes
+  manifest m;
+  std::unordered_map<crypto::digest, chunk_location, digest_hash> index;
+};
+
+class dataset_cache {
+ public:
+  dataset_cache(std::string root, params chunking);
+
+  // A fresh snapshot of <root>/<dataset>. not_found when it is no directory.
+  result<std::shared_ptr<const snapshot>> refresh(const std::string& dataset);
+
+ private:
+  const std::string root_;
+  const params chunking_;
+  std::mutex mu_;
+  std::map<std::string, std::shared_ptr<const snapshot>> last_;  // guarded by mu_
+};
+
+// Writes the chunks `ids` in order into a new file at `pack_path` and returns
+// its size. Every chunk is read from the snapshot's files and re-hashed:
+// not_found for an id the snapshot lacks, conflict when a file no longer
+// holds the bytes its manifest says (changed since), invalid_argument past
+// max_pack_bytes. `corrupt_first` (TEST ONLY) flips one byte of the first
+// chunk after hashing, as a link would.
+result<std::uint64_t> build_pack(const snapshot& s, const std::vector<crypto::digest>& ids,
+                                 const std::string& pack_path, bool corrupt_first = false);
+
+}  // namespace loom::cdc
