@@ -125,6 +125,18 @@ TEST_CASE("pipeline-test: pretrain then SFT from pretrain's final checkpoint, bo
   REQUIRE(trainer_log.ok());
   CHECK(trainer_log->find("initialised from " + pre_final) != std::string::npos);
 
+  // The trainer's step metrics are on its /metrics: 30 + 20 steps.
+  std::string metrics_url;
+  for (auto& sv : loom_json(home.path(), {"status"}).value("services", json::array()))
+    if (sv.value("name", "") == "trainer") metrics_url = sv.value("metrics", "");
+  if (metrics_url.rfind("http://", 0) == 0) metrics_url = metrics_url.substr(7);
+  const std::string host_port = metrics_url.substr(0, metrics_url.find('/'));
+  REQUIRE(host_port.find(':') != std::string::npos);
+  const std::string text = http_get(host_port, "/metrics");
+  CHECK(text.find("loom_trainer_training_steps_total 50") != std::string::npos);
+  CHECK(text.find("loom_trainer_training_step 20") != std::string::npos);
+  CHECK(text.find("loom_trainer_training_loss ") != std::string::npos);
+
   // The list shows it once; a second submit with the same request id is the same job.
   auto first = loom_json(home.path(), {"job", "submit", "--template", "pipeline-test", "--set",
                                        std::string("text=") + corpus, "--request-id", "fixed-id-1"});

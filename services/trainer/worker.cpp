@@ -1,6 +1,7 @@
 #include "services/trainer/worker.hpp"
 
 #include "libs/files/files.hpp"
+#include "libs/metrics/metrics.hpp"
 #include "libs/runtime/service.hpp"
 #include "libs/wire/client.hpp"
 #include "libs/wire/envelope_pb.hpp"
@@ -75,6 +76,12 @@ void worker::train(std::shared_ptr<stage_run> run) {
   o.stop = &stop_training_;
   o.log = &std::cerr;  // <data>/logs/trainer.log under `loom up`
   o.on_step = [&](const step_record& rec) {
+    if (env_.metrics) {  // loom_trainer_*: the stage in progress on this trainer
+      env_.metrics->add("training_steps_total", {}, 1);
+      env_.metrics->set("training_step", {}, double(rec.step));
+      env_.metrics->set("training_loss", {}, double(rec.loss));
+      env_.metrics->set("training_tokens_per_second", {}, rec.tokens_per_s);
+    }
     std::lock_guard lock(mu_);
     run->step = rec.step;
     run->loss = rec.loss;
