@@ -12,6 +12,7 @@
 #include "services/trainer/run/training_run.hpp"
 
 #include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
 
 #include <filesystem>
 #include <fstream>
@@ -372,4 +373,35 @@ TEST_CASE("a loss spike beyond the z-score rolls back, and anomalies past max_ro
   auto stuck = run_training(small_config(data, tmp.path() + "/stuck", 12, {"anomaly.max_rollbacks=2"}), o);
   REQUIRE(!stuck.ok());
   CHECK(stuck.err().message.find("2 rollbacks already") != std::string::npos);
+}
+
+TEST_CASE("out of memory halves the micro-batch and doubles accumulation, with the same tokens per step") {
+  files::temp_dir tmp("loom-run");
+  const std::string data = make_shards(tmp.path() + "/shards");
+  run_options o;
+  o.data_dir = tmp.path() + "/home";
+  auto plain = run_training(small_config(data, tmp.path() + "/plain", 8), o);
+  REQUIRE(plain.ok());
+
+  std::ostringstream log;
+  run_options f = o;
+  f.log = &log;
+  f.fail_alloc = [](int batch) { return batch > 1; };  // only a micro-batch of 1 fits
+  auto small = run_training(small_config(data, tmp.path() + "/small", 8), f);
+  REQUIRE(small.ok());
+  CHECK(log.str().find("out of memory at micro-batch 2") != std::string::npos);
+  CHECK(log.str().find("micro-batch 1, accumulation 4") != std::string::npos);
+  // The same windows in the same steps: losses agree to float rounding.
+  auto a = losses(tmp.path() + "/plain"), b = losses(tmp.path() + "/small");
+  REQUIRE(a.size() == b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    auto la = nlohmann::json::parse(a[i] + "}")["loss"].get<double>();
+    auto lb = nlohmann::json::parse(b[i] + "}")["loss"].get<double>();
+    CHECK(std::abs(la - lb) < 1e-4);
+  }
+
+  f.fail_alloc = [](int) { return true; };
+  auto none = run_training(small_config(data, tmp.path() + "/none", 8), f);
+  REQUIRE(!none.ok());
+  CHECK(none.code() == errc::resource_exhausted);
 }

@@ -77,7 +77,8 @@ status set_aside_newer(const std::string& root, std::uint64_t step, const run_op
 
 }  // namespace
 
-result<run_summary> run_training(const run_config& c, const run_options& o) {
+result<run_summary> run_training(const run_config& given, const run_options& o) {
+  run_config c = given;  // batch and grad_accum may change on out-of-memory
   if (c.out_dir.empty())
     return make_error(errc::invalid_argument, "no output directory: set output.dir or pass --out DIR");
   if (auto st = files::make_dirs(c.out_dir); !st) return st.err();
@@ -110,7 +111,21 @@ result<run_summary> run_training(const run_config& c, const run_options& o) {
   if (!key) return key.err();
 
   // Model and optimiser: resumed, initialised from another run, or random.
-  auto made = engine::gpt2::create(c.model, c.batch, c.seq_len);
+  // Out of memory: halve the micro-batch and double accumulation — the same
+  // tokens per optimiser step, in smaller pieces — until it fits or batch is 1.
+  auto create = [&]() -> result<engine::gpt2> {
+    if (o.fail_alloc && o.fail_alloc(c.batch))
+      return make_error(errc::resource_exhausted, "injected allocation failure");
+    return engine::gpt2::create(c.model, c.batch, c.seq_len);
+  };
+  auto made = create();
+  while (!made && made.code() == errc::resource_exhausted && c.batch > 1) {
+    say(o, fmt("out of memory at micro-batch %d (%s): micro-batch %d, accumulation %d", c.batch,
+               made.err().message.c_str(), c.batch / 2, c.grad_accum * 2));
+    c.grad_accum *= 2;
+    c.batch /= 2;
+    made = create();
+  }
   if (!made) return made.err();
   engine::gpt2 model = std::move(*made);
   engine::adamw opt(model.params().size(), c.adam, model.layout().ranges());

@@ -36,6 +36,8 @@ struct run_options {
   // Called after every step (from the training thread) and after every snapshot.
   std::function<void(const step_record&)> on_step;
   std::function<void(const std::string& snapshot_dir)> on_snapshot;
+  // Tests only: true = allocating a model of this micro-batch fails (out of memory).
+  std::function<bool(int batch)> fail_alloc;
   // Tests only: replaces the loss of a step (1-based) to exercise the anomaly path.
   std::function<std::optional<float>(std::uint64_t step)> fault;
 };
@@ -50,7 +52,8 @@ struct run_summary {
 };
 
 // Anomalies (a non-finite loss or a loss spike, see run_config) roll back to
-// the last snapshot and skip the batch. Errors: invalid_argument (config),
+// the last snapshot and skip the batch; when the model does not fit in memory
+// the micro-batch halves and accumulation doubles (tokens per step unchanged). Errors: invalid_argument (config),
 // already_exists (checkpoints present without --resume), conflict (resuming a
 // snapshot made with another config), corruption (data or every snapshot
 // corrupt), internal (an anomaly with no snapshot yet or past
