@@ -36,17 +36,6 @@ bool valid_name(const std::string& n) {
   return !n.empty() && n[0] != '.' && n.find('/') == std::string::npos && n != manifest_name;
 }
 
-// "step-000123" -> 123; anything else (including ".tmp-step-…") -> nullopt.
-std::optional<std::uint64_t> parse_step_dir(std::string_view name) {
-  if (name.substr(0, 5) != "step-" || name.size() == 5 || name.size() > 5 + 19) return std::nullopt;
-  std::uint64_t v = 0;
-  for (char c : name.substr(5)) {
-    if (c < '0' || c > '9') return std::nullopt;
-    v = v * 10 + static_cast<std::uint64_t>(c - '0');
-  }
-  return v;
-}
-
 struct hashed {
   std::string sha256_hex;
   std::uint64_t bytes = 0;
@@ -131,6 +120,16 @@ status remove_dir(const std::string& root, const std::string& name) {
 }
 
 }  // namespace
+
+std::optional<std::uint64_t> parse_step_dir(std::string_view name) {
+  if (name.substr(0, 5) != "step-" || name.size() == 5 || name.size() > 5 + 19) return std::nullopt;
+  std::uint64_t v = 0;
+  for (char c : name.substr(5)) {
+    if (c < '0' || c > '9') return std::nullopt;
+    v = v * 10 + static_cast<std::uint64_t>(c - '0');
+  }
+  return v;
+}
 
 std::string step_dir_name(std::uint64_t step) {
   char buf[32];

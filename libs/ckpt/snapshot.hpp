@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -22,6 +23,8 @@
 namespace loom::ckpt {
 
 std::string step_dir_name(std::uint64_t step);  // "step-000123"
+// "step-000123" -> 123; anything else (including ".tmp-step-…") -> nullopt.
+std::optional<std::uint64_t> parse_step_dir(std::string_view name);
 
 struct file_entry {
   std::string sha256_hex;

@@ -68,23 +68,6 @@ constexpr lr_schedule schedule{2e-2f, 2e-3f, 1, 3};
 // step is clipped, the first two are not, so both branches are checked.
 constexpr float grad_clip = 3.0f;
 
-// Shapes as config.hpp documents them (L leading for per-layer tensors).
-std::vector<std::uint64_t> tensor_shape(const gpt2_config& c, tensor_id t) {
-  const std::uint64_t L = c.layers, C = c.channels;
-  switch (t) {
-    case tensor_id::wte: return {std::uint64_t(c.padded_vocab), C};
-    case tensor_id::wpe: return {std::uint64_t(c.max_seq_len), C};
-    case tensor_id::qkvw: return {L, 3 * C, C};
-    case tensor_id::qkvb: return {L, 3 * C};
-    case tensor_id::attprojw: return {L, C, C};
-    case tensor_id::fcw: return {L, 4 * C, C};
-    case tensor_id::fcb: return {L, 4 * C};
-    case tensor_id::fcprojw: return {L, C, 4 * C};
-    case tensor_id::lnfw: case tensor_id::lnfb: return {C};
-    default: return {L, C};  // ln1w ln1b attprojb ln2w ln2b fcprojb
-  }
-}
-
 [[noreturn]] void die(const std::string& what) {
   std::fprintf(stderr, "engine_dump: %s\n", what.c_str());
   std::exit(1);

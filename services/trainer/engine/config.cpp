@@ -22,6 +22,22 @@ std::string_view tensor_name(tensor_id t) {
   return names[static_cast<int>(t)];
 }
 
+std::vector<std::uint64_t> tensor_shape(const gpt2_config& c, tensor_id t) {
+  const std::uint64_t L = c.layers, C = c.channels;
+  switch (t) {
+    case tensor_id::wte: return {std::uint64_t(c.padded_vocab), C};
+    case tensor_id::wpe: return {std::uint64_t(c.max_seq_len), C};
+    case tensor_id::qkvw: return {L, 3 * C, C};
+    case tensor_id::qkvb: return {L, 3 * C};
+    case tensor_id::attprojw: return {L, C, C};
+    case tensor_id::fcw: return {L, 4 * C, C};
+    case tensor_id::fcb: return {L, 4 * C};
+    case tensor_id::fcprojw: return {L, C, 4 * C};
+    case tensor_id::lnfw: case tensor_id::lnfb: return {C};
+    default: return {L, C};  // ln1w ln1b attprojb ln2w ln2b fcprojb
+  }
+}
+
 bool tensor_decays(tensor_id t) {
   switch (t) {
     case tensor_id::wte: case tensor_id::wpe: case tensor_id::qkvw:

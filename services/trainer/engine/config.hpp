@@ -4,6 +4,7 @@
 #pragma once
 
 #include <array>
+#include <cstdint>
 #include <cstddef>
 #include <string_view>
 #include <vector>
@@ -36,6 +37,8 @@ enum class tensor_id : int {
 inline constexpr int num_tensors = 16;
 
 std::string_view tensor_name(tensor_id t);
+// The tensor's shape as listed above, e.g. qkvw -> {L, 3C, C}.
+std::vector<std::uint64_t> tensor_shape(const gpt2_config& c, tensor_id t);
 // True for the 2-D matrices (wte, wpe, qkvw, attprojw, fcw, fcprojw): the
 // tensors AdamW decays. Biases and LayerNorm parameters are not decayed.
 bool tensor_decays(tensor_id t);

@@ -1,8 +1,5 @@
 #include "services/trainer/run/sft_data.hpp"
 
-#include "libs/crypto/hash.hpp"
-#include "libs/files/files.hpp"
-#include "libs/shards/manifest.hpp"
 #include "libs/shards/writer.hpp"
 #include "libs/tokenizer/bpe.hpp"
 #include "services/trainer/run/text_data.hpp"
@@ -77,47 +74,43 @@ result<std::vector<chat_record>> records_from_jsonl(std::string_view jsonl, cons
 }
 
 result<std::string> prepare_sft_dataset(const std::string& source, bool from_text, const std::string& cache_dir) {
-  auto text = files::read_file(source);
-  if (!text) return make_error(text.code(), (from_text ? "data.text " : "data.sft ") + source + ": " + text.err().message);
-  const std::string stamp_path = cache_dir + "/source.sha256";
-  const std::string digest = crypto::sha256_hex(*text) + "  sft " + source + "\n";
-  if (auto stamp = files::read_file(stamp_path); stamp && *stamp == digest && shards::read_manifest(cache_dir))
-    return cache_dir;
-  std::vector<chat_record> records;
-  if (from_text) {
-    records = records_from_text(*text);
-  } else {
-    auto r = records_from_jsonl(*text, source);
-    if (!r) return r.err();
-    records = std::move(*r);
-  }
-  if (records.empty()) return make_error(errc::invalid_argument, source + ": no SFT records (need at least two paragraphs)");
-
-  auto bpe = tokenizer::bpe::load_gpt2();
-  if (!bpe) return bpe.err();
-  shards::writer_options opt;
-  opt.dir = cache_dir;
-  opt.type = shards::dtype::uint32;
-  auto w = shards::shard_writer::create(opt);
-  if (!w) return w.err();
-  std::vector<std::uint32_t> doc, piece;
-  for (const auto& rec : records) {
-    doc.clear();
-    for (const auto& turn : rec) {
-      piece.clear();
-      bpe->encode_into("### " + title(turn.role) + ":\n", piece);
-      for (auto id : piece) doc.push_back(id | sft_masked_bit);
-      piece.clear();
-      bpe->encode_into(turn.content + "\n\n", piece);
-      const bool target = turn.role == "assistant";
-      for (auto id : piece) doc.push_back(target ? id : (id | sft_masked_bit));
+  return cached_shards(source, from_text ? "data.text" : "data.sft", "sft", cache_dir,
+                       [&](const std::string& text) -> status {
+    std::vector<chat_record> records;
+    if (from_text) {
+      records = records_from_text(text);
+    } else {
+      auto r = records_from_jsonl(text, source);
+      if (!r) return r.err();
+      records = std::move(*r);
     }
-    doc.push_back(gpt2_eot);  // a target: the model learns where an answer ends
-    if (auto st = w->append(doc); !st) return st.err();
-  }
-  if (auto m = w->finish(); !m) return m.err();
-  if (auto st = files::write_atomic(stamp_path, digest); !st) return st.err();
-  return cache_dir;
+    if (records.empty())
+      return make_error(errc::invalid_argument, source + ": no SFT records (need at least two paragraphs)");
+    auto bpe = tokenizer::bpe::load_gpt2();
+    if (!bpe) return bpe.err();
+    shards::writer_options opt;
+    opt.dir = cache_dir;
+    opt.type = shards::dtype::uint32;
+    auto w = shards::shard_writer::create(opt);
+    if (!w) return w.err();
+    std::vector<std::uint32_t> doc, piece;
+    for (const auto& rec : records) {
+      doc.clear();
+      for (const auto& turn : rec) {
+        piece.clear();
+        bpe->encode_into("### " + title(turn.role) + ":\n", piece);
+        for (auto id : piece) doc.push_back(id | sft_masked_bit);
+        piece.clear();
+        bpe->encode_into(turn.content + "\n\n", piece);
+        const bool target = turn.role == "assistant";
+        for (auto id : piece) doc.push_back(target ? id : (id | sft_masked_bit));
+      }
+      doc.push_back(gpt2_eot);  // a target: the model learns where an answer ends
+      if (auto st = w->append(doc); !st) return st;
+    }
+    if (auto m = w->finish(); !m) return m.err();
+    return ok_status();
+  });
 }
 
 }  // namespace loom::trainer

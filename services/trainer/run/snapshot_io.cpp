@@ -23,23 +23,6 @@ constexpr const char* model_file = "model.safetensors";
 constexpr const char* optimizer_file = "optimizer.safetensors";
 constexpr const char* state_file = "trainer_state.json";
 
-std::vector<std::uint64_t> shape_of(engine::tensor_id t, const engine::gpt2_config& c) {
-  const std::uint64_t L = c.layers, C = c.channels;
-  using engine::tensor_id;
-  switch (t) {
-    case tensor_id::wte: return {std::uint64_t(c.padded_vocab), C};
-    case tensor_id::wpe: return {std::uint64_t(c.max_seq_len), C};
-    case tensor_id::qkvw: return {L, 3 * C, C};
-    case tensor_id::qkvb: return {L, 3 * C};
-    case tensor_id::attprojw: return {L, C, C};
-    case tensor_id::fcw: return {L, 4 * C, C};
-    case tensor_id::fcb: return {L, 4 * C};
-    case tensor_id::fcprojw: return {L, C, 4 * C};
-    case tensor_id::lnfw: case tensor_id::lnfb: return {C};
-    default: return {L, C};  // ln1w ln1b attprojb ln2w ln2b fcprojb
-  }
-}
-
 ckpt::metadata model_meta(const engine::gpt2_config& c) {
   return {{"format", "loom-gpt2"},
           {"layers", std::to_string(c.layers)},
@@ -135,7 +118,7 @@ result<std::string> save_snapshot(const std::string& root, const engine::gpt2& m
   std::vector<ckpt::tensor_view> tensors;
   for (int i = 0; i < engine::num_tensors; ++i) {
     auto t = static_cast<engine::tensor_id>(i);
-    tensors.push_back({std::string(engine::tensor_name(t)), ckpt::dtype::F32, shape_of(t, cfg),
+    tensors.push_back({std::string(engine::tensor_name(t)), ckpt::dtype::F32, engine::tensor_shape(cfg, t),
                        model.params().data() + lay.offset(t), lay.size(t) * sizeof(float)});
   }
   if (auto r = ckpt::write_safetensors(w.dir() + "/" + model_file, tensors, model_meta(cfg)); !r) return r.err();
@@ -172,15 +155,9 @@ result<opened_snapshot> open_snapshot(const std::string& path, std::string_view 
   opened_snapshot out;
   const fs::path p = fs::path(path).lexically_normal();
   const std::string base = (p.has_filename() ? p.filename() : p.parent_path().filename()).string();
-  const bool is_step_dir = base.rfind("step-", 0) == 0 && fs::exists(p / "MANIFEST.json");
-  if (is_step_dir) {
-    std::uint64_t step = 0;
-    try {
-      step = std::stoull(base.substr(5));
-    } catch (const std::exception&) {
-      return make_error(errc::invalid_argument, path + ": not a snapshot directory name (step-N)");
-    }
-    auto problems = ckpt::verify_snapshot(p.string(), step, key, &out.where);
+  const auto step = ckpt::parse_step_dir(base);
+  if (step && fs::exists(p / "MANIFEST.json")) {
+    auto problems = ckpt::verify_snapshot(p.string(), *step, key, &out.where);
     if (!problems.empty()) {
       std::string all;
       for (auto& s : problems) all += (all.empty() ? "" : "; ") + s;
@@ -212,7 +189,7 @@ status load_params(const opened_snapshot& s, engine::gpt2& model) {
   const engine::param_layout& lay = model.layout();
   for (int i = 0; i < engine::num_tensors; ++i) {
     auto t = static_cast<engine::tensor_id>(i);
-    auto data = f32_tensor(*f, std::string(engine::tensor_name(t)), shape_of(t, model.config()), file);
+    auto data = f32_tensor(*f, std::string(engine::tensor_name(t)), engine::tensor_shape(model.config(), t), file);
     if (!data) return data.err();
     std::memcpy(model.params().data() + lay.offset(t), data->data(), data->size());
   }

@@ -1,5 +1,6 @@
 #include "services/trainer/run/training_run.hpp"
 
+#include "libs/ckpt/snapshot.hpp"
 #include "libs/crypto/hash.hpp"
 #include "libs/files/files.hpp"
 #include "libs/shards/dataset.hpp"
@@ -33,7 +34,7 @@ void say(const run_options& o, const std::string& line) {
 bool has_snapshots(const std::string& root) {
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(root, ec))
-    if (e.path().filename().string().rfind("step-", 0) == 0) return true;
+    if (ckpt::parse_step_dir(e.path().filename().string())) return true;
   return false;
 }
 
@@ -57,14 +58,8 @@ status set_aside_newer(const std::string& root, std::uint64_t step, const run_op
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(root, ec)) {
     const std::string name = e.path().filename().string();
-    if (name.rfind("step-", 0) != 0) continue;
-    std::uint64_t n = 0;
-    try {
-      n = std::stoull(name.substr(5));
-    } catch (const std::exception&) {
-      continue;
-    }
-    if (n <= step) continue;
+    const auto n = ckpt::parse_step_dir(name);
+    if (!n || *n <= step) continue;
     if (auto st = files::make_dirs(root + "/refused"); !st) return st;
     std::string to = root + "/refused/" + name;
     for (int i = 1; fs::exists(to); ++i) to = root + "/refused/" + name + "." + std::to_string(i);
