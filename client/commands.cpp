@@ -1,5 +1,6 @@
 // `loom status` and `loom ping`: what is running, and does it answer.
 #include "client/cli.hpp"
+#include "client/typed_call.hpp"
 
 #include "loom/v1/scheduler.pb.h"
 #include "loom/v1/service.pb.h"
@@ -12,18 +13,6 @@
 
 namespace loom::cli {
 namespace {
-
-template <class M>
-result<M> typed_call(context& c, const std::string& service, const google::protobuf::Message& req, int retries) {
-  auto rep = c.call(service, req.GetDescriptor()->full_name(), req.SerializeAsString(), retries);
-  if (!rep) return rep.err();
-  if (!rep->ok()) return make_error(rep->code, service + ": " + rep->message);
-  M m;
-  if (rep->type != M::descriptor()->full_name() || !m.ParseFromString(rep->body))
-    return make_error(errc::internal, service + " answered with " + rep->type + ", expected " +
-                                          M::descriptor()->full_name());
-  return m;
-}
 
 std::vector<std::string> targets(const context& c, std::size_t from) {
   std::vector<std::string> out(c.a.positional.begin() + static_cast<long>(std::min(from, c.a.positional.size())),

@@ -3,6 +3,7 @@
 // tree, or --templates DIR / $LOOM_TEMPLATES); the client sends the template's
 // text, so the scheduler needs no access to this machine's files.
 #include "client/cli.hpp"
+#include "client/typed_call.hpp"
 
 #include "libs/files/files.hpp"
 #include "loom/v1/jobs.pb.h"
@@ -27,13 +28,7 @@ using nlohmann::json;
 
 template <class M>
 result<M> scheduler_call(context& c, const google::protobuf::Message& req, const std::string& request_id = "") {
-  auto rep = c.call("scheduler", req.GetDescriptor()->full_name(), req.SerializeAsString(), 1, request_id);
-  if (!rep) return rep.err();
-  if (!rep->ok()) return make_error(rep->code, "scheduler: " + rep->message);
-  M m;
-  if (rep->type != M::descriptor()->full_name() || !m.ParseFromString(rep->body))
-    return make_error(errc::internal, "scheduler answered with " + rep->type);
-  return m;
+  return typed_call<M>(c, "scheduler", req, 1, request_id);
 }
 
 // --templates, $LOOM_TEMPLATES, <binary>/../../templates (a build tree), the install path.
