@@ -18,6 +18,7 @@
 //   case=verify records_per_s=<..>
 // Usage: audit_bench [events (default 300000)] [batch (default 2048)]
 // Takes about 30 s by default on a quiet 2-core machine (2 min at load 12).
+#include "bench/bench_util.hpp"
 #include "libs/auditchain/anchor_file.hpp"
 #include "libs/auditchain/checkpoint.hpp"
 #include "libs/auditchain/keyring.hpp"
@@ -41,6 +42,8 @@
 
 #include <sys/resource.h>
 
+using loom::bench::loadavg;
+
 namespace {
 
 namespace ac = loom::auditchain;
@@ -52,13 +55,6 @@ double cpu_seconds() {
   ::getrusage(RUSAGE_SELF, &u);
   auto sec = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6; };
   return sec(u.ru_utime) + sec(u.ru_stime);
-}
-
-std::string loadavg() {
-  std::ifstream f("/proc/loadavg");
-  std::string a, b, c;
-  f >> a >> b >> c;
-  return a + " " + b + " " + c;
 }
 
 [[noreturn]] void fail(const std::string& what, const loom::error& e) {

@@ -7,6 +7,7 @@
 // Prints tiktoken-npm's speed on the same documents when node and the package
 // are installed (scripts/install-vocab). Last line, for scripts:
 //   case=bpe mb_per_s=<..> tokens_per_s=<..> bytes_per_token=<..>
+#include "bench/bench_util.hpp"
 #include "libs/tokenizer/bpe.hpp"
 
 #include <algorithm>
@@ -21,6 +22,9 @@
 
 #include <time.h>
 #include <unistd.h>
+
+using loom::bench::loadavg;
+using loom::bench::thread_cpu_s;
 
 namespace {
 
@@ -96,20 +100,6 @@ std::vector<std::string> make_corpus() {
     docs.push_back(std::move(d));
   }
   return docs;
-}
-
-// CPU time of this thread: per-core speed even while other jobs share the cores.
-double thread_cpu_s() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
-
-std::string loadavg() {
-  std::ifstream f("/proc/loadavg");
-  std::string a, b, c;
-  f >> a >> b >> c;
-  return a + " " + b + " " + c;
 }
 
 // tiktoken (npm, WASM) on the first `limit` documents; < 0 when unavailable.

@@ -6,6 +6,7 @@
 // box is shared), i.e. per core. Last line, for scripts:
 //   case=fastcdc gb_per_s=<..> sha256_gb_per_s=<..>
 // Usage: cdc_bench [MiB]   (default 1024)
+#include "bench/bench_util.hpp"
 #include "libs/cdc/fastcdc.hpp"
 
 #include <algorithm>
@@ -14,15 +15,11 @@
 #include <string>
 #include <time.h>
 
+using loom::bench::thread_cpu_s;
+
 namespace {
 
 constexpr int passes = 3;
-
-double cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
 
 std::string pseudo_random(std::size_t n, std::uint64_t seed) {
   std::string s(n, '\0');
@@ -41,9 +38,9 @@ template <class F>
 double best_gb_per_s(std::size_t bytes, F&& f) {
   double best = 0;
   for (int p = 0; p < passes; ++p) {
-    double t0 = cpu_seconds();
+    double t0 = thread_cpu_s();
     f();
-    double dt = cpu_seconds() - t0;
+    double dt = thread_cpu_s() - t0;
     best = std::max(best, static_cast<double>(bytes) / dt / 1e9);
   }
   return best;

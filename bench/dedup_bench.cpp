@@ -14,6 +14,7 @@
 // Last lines, for scripts:
 //   case=exact mb_per_s=<..> docs_per_s=<..>
 //   case=minhash mb_per_s=<..> docs_per_s=<..>
+#include "bench/bench_util.hpp"
 #include "libs/dedup/index.hpp"
 #include "libs/dedup/testing.hpp"
 
@@ -27,26 +28,16 @@
 
 #include <time.h>
 
+using loom::bench::loadavg;
+using loom::bench::thread_cpu_s;
+
 namespace {
 
 constexpr std::size_t corpus_bytes = 32'000'000;  // one minhash pass ~0.2-0.5 s
 constexpr int passes = 3;
 
-double thread_cpu_s() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
-
 double wall_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-std::string loadavg() {
-  std::ifstream f("/proc/loadavg");
-  std::string a, b, c;
-  f >> a >> b >> c;
-  return a + " " + b + " " + c;
 }
 
 std::vector<std::string> make_corpus() {

@@ -12,6 +12,7 @@
 //             default profile's quality rules
 // Last line, for scripts:
 //   case=clean mb_per_s=<..> docs_per_s=<..> kept_fraction=<..>
+#include "bench/bench_util.hpp"
 #include "libs/files/temp_dir.hpp"
 #include "services/ingest/pipeline/pipeline.hpp"
 
@@ -26,6 +27,9 @@
 #include <string>
 #include <vector>
 
+using loom::bench::slurp;
+using loom::bench::thread_cpu_s;
+
 namespace {
 
 using namespace loom::ingest;
@@ -33,24 +37,8 @@ using namespace loom::ingest;
 constexpr std::size_t corpus_bytes = 32'000'000;  // ~0.5 s a pass at the 60 MB/s target
 constexpr int passes = 3;
 
-const char* const packages[] = {"base-files", "bash", "coreutils", "dpkg", "apt",  "libc6",      "tar",
-                                "grep",       "sed",  "gzip",      "findutils", "diffutils", "util-linux",
-                                "perl-base",  "login", "debianutils", "mawk",   "dash",      "zlib1g"};
-
-std::string slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::ostringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
 std::vector<std::string> paragraphs() {
-  std::vector<std::string> files;
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator("/usr/share/common-licenses", ec))
-    if (e.is_regular_file() && !e.is_symlink()) files.push_back(e.path().string());
-  std::sort(files.begin(), files.end());
-  for (const char* p : packages) files.push_back(std::string("/usr/share/doc/") + p + "/copyright");
+  const std::vector<std::string> files = loom::bench::debian_prose_files();
   std::vector<std::string> out;
   for (const auto& f : files) {
     const std::string text = slurp(f);
@@ -106,12 +94,6 @@ std::size_t write_corpus(const std::string& path) {
   return docs;
 }
 
-double thread_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
-
 struct run {
   double seconds = 1e30;
   std::uint64_t bytes = 0, docs = 0, kept = 0;
@@ -121,9 +103,9 @@ struct run {
 run best(const std::function<run()>& one) {
   run b;
   for (int i = 0; i < passes; ++i) {
-    double t0 = thread_seconds();
+    double t0 = thread_cpu_s();
     run r = one();
-    r.seconds = thread_seconds() - t0;
+    r.seconds = thread_cpu_s() - t0;
     if (r.seconds < b.seconds) b = r;
   }
   return b;

@@ -7,6 +7,7 @@
 // time (best of 3 passes), i.e. per core. Then each type alone, to show where
 // the time goes. Last line, for scripts:
 //   case=pii mb_per_s=<..> spans_per_mb=<..>
+#include "bench/bench_util.hpp"
 #include "libs/pii/pii.hpp"
 
 #include <algorithm>
@@ -21,30 +22,18 @@
 
 #include <time.h>
 
+using loom::bench::loadavg;
+using loom::bench::slurp;
+using loom::bench::thread_cpu_s;
+
 namespace {
 
 constexpr std::size_t corpus_bytes = 24'000'000;  // one pass ~0.2 s at 100 MB/s
 constexpr int passes = 3;                         // best of 3: the box is shared
 constexpr std::size_t mean_gap = 1000;            // bytes of prose between two PII items
 
-const char* const packages[] = {"base-files", "bash", "coreutils", "dpkg",      "apt",       "libc6", "tar",
-                                "grep",       "sed",  "gzip",      "findutils", "diffutils", "util-linux",
-                                "perl-base",  "login", "debianutils", "mawk",   "dash",      "zlib1g"};
-
-std::string slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::ostringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
 std::string prose() {
-  std::vector<std::string> files;
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator("/usr/share/common-licenses", ec))
-    if (e.is_regular_file() && !e.is_symlink()) files.push_back(e.path().string());
-  std::sort(files.begin(), files.end());
-  for (const char* p : packages) files.push_back(std::string("/usr/share/doc/") + p + "/copyright");
+  const std::vector<std::string> files = loom::bench::debian_prose_files();
   std::string all;
   for (const auto& f : files) all += slurp(f);
   return all;
@@ -98,19 +87,6 @@ std::vector<std::string> make_corpus() {
     docs.push_back(std::move(d));
   }
   return docs;
-}
-
-double thread_cpu_s() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
-
-std::string loadavg() {
-  std::ifstream f("/proc/loadavg");
-  std::string a, b, c;
-  f >> a >> b >> c;
-  return a + " " + b + " " + c;
 }
 
 struct run_result {

@@ -15,6 +15,7 @@
 //   case=<sqlite|postgres> transitions_per_s=<..>
 // Usage: store_bench [seconds_per_case (default 10)] [clients (default 16)]
 // Takes about 2.5 × seconds_per_case + 5 s.
+#include "bench/bench_util.hpp"
 #include "libs/store/database.hpp"
 #include "libs/store/group_commit.hpp"
 #include "libs/store/migrate.hpp"
@@ -33,6 +34,8 @@
 #include <thread>
 #include <vector>
 
+using loom::bench::loadavg;
+
 namespace {
 
 namespace store = loom::store;
@@ -46,13 +49,6 @@ struct outcome {
   double seconds = 0, p50_us = 0, p99_us = 0;
   double per_s() const { return seconds > 0 ? transitions / seconds : 0; }
 };
-
-std::string loadavg() {
-  std::ifstream f("/proc/loadavg");
-  std::string a, b, c;
-  f >> a >> b >> c;
-  return a + " " + b + " " + c;
-}
 
 bool cluster_up = false;  // stop it on every exit path, including fail()
 

@@ -5,6 +5,7 @@
 //   (b) throughput: one DEALER pipelining `window` requests, requests/s.
 // Last lines, one per case (curve last), for scripts:
 //   case=<plain|curve> p50_us=<..> p99_us=<..> rps=<..>
+#include "bench/bench_util.hpp"
 #include "libs/wire/client.hpp"
 #include "libs/wire/curve.hpp"
 #include "libs/wire/envelope_pb.hpp"
@@ -21,6 +22,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+using loom::bench::loadavg;
 
 namespace {
 
@@ -39,13 +42,6 @@ constexpr std::size_t payload_bytes = 64;
 struct outcome {
   double p50_us = 0, p99_us = 0, rps = 0;
 };
-
-std::string loadavg() {
-  std::ifstream f("/proc/loadavg");
-  std::string a, b, c;
-  f >> a >> b >> c;
-  return a + " " + b + " " + c;
-}
 
 // Echo server: owns `srv` on its own thread until stopped.
 void serve(router_server& srv, const std::atomic<bool>& stop) {

@@ -1,0 +1,53 @@
+// Small helpers every benchmark needs: CPU time of the calling thread (per-core
+// speed even while other jobs share the cores), the machine's load for the
+// report line, whole-file reads, and the Debian prose files the data benches
+// read (present on every Debian machine; nothing committed). Header-only.
+#pragma once
+
+#include <algorithm>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace loom::bench {
+
+inline double thread_cpu_s() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+// "/proc/loadavg"'s three load averages, "1.10 1.39 2.00".
+inline std::string loadavg() {
+  std::ifstream f("/proc/loadavg");
+  std::string a, b, c;
+  f >> a >> b >> c;
+  return a + " " + b + " " + c;
+}
+
+inline std::string slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+// /usr/share/common-licenses/* (sorted) and the copyright files of 19 essential packages.
+inline std::vector<std::string> debian_prose_files() {
+  static const char* const packages[] = {"base-files", "bash",   "coreutils", "dpkg",      "apt",
+                                         "libc6",      "tar",    "grep",      "sed",       "gzip",
+                                         "findutils",  "diffutils", "util-linux", "perl-base", "login",
+                                         "debianutils", "mawk",  "dash",      "zlib1g"};
+  std::vector<std::string> files;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/usr/share/common-licenses", ec))
+    if (e.is_regular_file() && !e.is_symlink()) files.push_back(e.path().string());
+  std::sort(files.begin(), files.end());
+  for (const char* p : packages) files.push_back(std::string("/usr/share/doc/") + p + "/copyright");
+  return files;
+}
+
+}  // namespace loom::bench
