@@ -62,6 +62,8 @@ int cmd_status(context& c);
 int cmd_ping(context& c);
 int cmd_token(context& c);
 int cmd_keys(context& c);
+int cmd_keys_rotate(context& c);  // `loom keys rotate`: a new audit KEK version (audited)
+int cmd_audit(context& c);        // `loom audit verify|trail|tail`
 int cmd_tokenize(context& c);
 int cmd_data(context& c);      // `loom data SUB`: dispatches to the cmd_data_* below
 int cmd_data_pii(context& c);

@@ -2,10 +2,12 @@
 // CURVE keypairs for each service and the client, the token (admin) key, and
 // a first admin token; all secret files 0600 in a 0700 directory.
 #include "client/cli.hpp"
+#include "client/typed_call.hpp"
 
 #include "libs/auth/token.hpp"
 #include "libs/files/files.hpp"
 #include "libs/wire/curve.hpp"
+#include "loom/v1/audit.pb.h"
 
 #include <nlohmann/json.hpp>
 
@@ -74,7 +76,8 @@ status ensure_keys(const layout::paths& p) {
 
 int cmd_keys(context& c) {
   auto& pos = c.a.positional;
-  if (pos.size() < 2 || pos[1] != "init") return usage("usage: loom keys init [--data-dir D]");
+  if (pos.size() >= 2 && pos[1] == "rotate") return cmd_keys_rotate(c);
+  if (pos.size() < 2 || pos[1] != "init") return usage("usage: loom keys init | loom keys rotate [--data-dir D]");
   if (auto st = ensure_keys(c.paths); !st) return fail(c, st.err());
   if (c.json)
     std::cout << nlohmann::json{{"keys", c.paths.root + "/keys"}, {"admin_token", c.paths.admin_token()}}.dump()
@@ -90,25 +93,53 @@ int cmd_token(context& c) {
   if (sub == "issue") {
     auto role_name = c.a.get("role");
     auto r = role_name ? auth::role_from_string(*role_name) : std::nullopt;
-    if (!r) return usage("usage: loom token issue --role viewer|operator|admin [--zones Z1,Z2|*] [--ttl SECONDS] [--principal P]");
+    if (!r)
+      return usage("usage: loom token issue --role viewer|operator|admin [--zones Z1,Z2|*] [--ttl SECONDS] "
+                   "[--principal P] [--offline]");
     auto zones = split_commas(c.a.get_or("zones", "*"));
     long long ttl = std::atoll(c.a.get_or("ttl", "3600").c_str());
     if (zones.empty() || ttl <= 0) return usage("loom token issue: --zones needs at least one zone and --ttl a positive number");
-    auto key = admin_key(c.paths);
-    if (!key) return fail(c, key.err());
-    auto epoch = auth::read_epoch(c.paths.epoch());
     auto now = unix_now();
-    auth::claims cl{c.a.get_or("principal", std::string(auth::to_string(*r)) + "-" + std::to_string(now)), *r, zones,
-                    now + ttl, epoch ? *epoch : 0, now};
-    auto tok = auth::issue_token(cl, *key);
-    if (!tok) return fail(c, tok.err());
+    std::string principal = c.a.get_or("principal", std::string(auth::to_string(*r)) + "-" + std::to_string(now));
+    auth::claims cl{principal, *r, zones, now + ttl, 0, now};
+    std::string tok;
+    if (!c.a.flag("offline")) {
+      // Through the audit service: the issue is an audited request.
+      auto key = admin_key(c.paths);  // the caller must hold the admin key either way
+      if (!key) return fail(c, key.err());
+      loom::v1::IssueTokenRequest req;
+      req.set_principal(principal);
+      req.set_role(std::string(auth::to_string(*r)));
+      for (auto& z : zones) req.add_zones(z);
+      req.set_ttl_s(static_cast<std::uint64_t>(ttl));
+      auto rep = typed_call<loom::v1::IssueTokenReply>(c, "audit", req, 1);
+      if (!rep) {
+        if (rep.code() == errc::unavailable)
+          return fail(c, make_error(errc::unavailable, rep.err().message +
+                                                           " (tokens are issued through the audit service so the "
+                                                           "issue is audited; `--offline` issues one locally, unaudited)"));
+        return fail(c, rep.err());
+      }
+      tok = rep->token();
+      cl.expires_unix_s = rep->expires_unix_s();
+      cl.epoch = rep->epoch();
+    } else {
+      auto key = admin_key(c.paths);
+      if (!key) return fail(c, key.err());
+      auto epoch = auth::read_epoch(c.paths.epoch());
+      cl.epoch = epoch ? *epoch : 0;
+      auto issued = auth::issue_token(cl, *key);
+      if (!issued) return fail(c, issued.err());
+      tok = *issued;
+      std::fprintf(stderr, "warning: issued offline with the admin key; this issue is not in the audit log\n");
+    }
     if (c.json)
-      std::cout << nlohmann::json{{"token", *tok}, {"principal", cl.principal}, {"role", auth::to_string(*r)},
+      std::cout << nlohmann::json{{"token", tok}, {"principal", cl.principal}, {"role", auth::to_string(*r)},
                                   {"zones", zones}, {"expires_unix_s", cl.expires_unix_s}, {"epoch", cl.epoch}}
                        .dump()
                 << std::endl;
     else
-      std::printf("%s\n", tok->c_str());
+      std::printf("%s\n", tok.c_str());
     return ok_exit;
   }
   if (sub == "revoke-all") {

@@ -14,9 +14,13 @@ const char* help_text =
     "  down                           stop them\n"
     "  status                         services and the node roster\n"
     "  ping [SERVICE]                 ingest | scheduler | trainer | aggregator | audit\n"
-    "  token issue --role R [--zones Z1,Z2|*] [--ttl SECONDS] [--principal P]   (needs the admin key)\n"
+    "  token issue --role R [--zones Z1,Z2|*] [--ttl SECONDS] [--principal P]   (admin key; audited through\n"
+    "                                 the audit service, --offline issues locally without an audit record)\n"
     "  token revoke-all               revoke every token issued so far (bumps the epoch)\n"
     "  keys init                      create keys and the first admin token\n"
+    "  keys rotate                    new audit key-encryption key version (old ones only decrypt)\n"
+    "  audit verify [--from SEQ]      check the audit hash chain and its signed anchors (store read directly)\n"
+    "  audit trail JOB | tail [--lines N] [--follow]   a job's audit timeline / the newest events\n"
     "  tokenize [--field F] PATH      GPT-2 ids, one line per document (.jsonl: per record); --decode PATH reverses\n"
     "  data pii FILE [--region CC]    PII and secret spans in FILE's bytes (offline; --json: type/start/end)\n"
     "  templates                      job templates (templates/, --templates DIR, $LOOM_TEMPLATES)\n"
@@ -34,7 +38,8 @@ int main(int argc, char** argv) {
   static const std::map<std::string, int (*)(context&)> commands = {
       {"up", cmd_up},     {"down", cmd_down},   {"watch", cmd_watch}, {"status", cmd_status},
       {"ping", cmd_ping}, {"token", cmd_token}, {"keys", cmd_keys},
-      {"tokenize", cmd_tokenize}, {"data", cmd_data}, {"job", cmd_job}, {"templates", cmd_templates}};
+      {"tokenize", cmd_tokenize}, {"data", cmd_data}, {"job", cmd_job}, {"templates", cmd_templates},
+      {"audit", cmd_audit}};
   auto it = commands.find(parsed->positional.front());
   if (it == commands.end()) return usage("loom: unknown command '" + parsed->positional.front() + "'\n" + help_text);
   context c(std::move(*parsed));

@@ -12,6 +12,7 @@
 
 #include <signal.h>
 
+#include <map>
 #include <random>
 #include <thread>
 
@@ -147,6 +148,35 @@ TEST_CASE("pipeline-test: pretrain then SFT from pretrain's final checkpoint, bo
   CHECK(loom_json(home.path(), {"job", "list"})["jobs"].size() == 2);
   CHECK(run_loom(home.path(), {"job", "cancel", first["id"].get<std::string>()}).code == 0);
   CHECK(wait_done(home.path(), first["id"].get<std::string>(), 30s)["state"] == "cancelled");
+
+  // The audit trail shows the job's life from submit to completion.
+  std::map<std::string, int> actions;
+  std::string last_state;
+  for (int i = 0; i < 50; ++i) {
+    actions.clear();
+    auto trail = loom_json(home.path(), {"audit", "trail", id});
+    for (const auto& e : trail.value("events", json::array())) {
+      ++actions[e.value("action", "")];
+      CHECK(e["job_id"] == id);
+      if (e.contains("payload") && e["payload"].is_object() && e["payload"].contains("job_state"))
+        last_state = e["payload"]["job_state"].get<std::string>();
+    }
+    if (actions["job.stage_succeeded"] == 2) break;
+    std::this_thread::sleep_for(200ms);
+  }
+  CHECK(actions["loom.v1.SubmitJobRequest"] == 1);
+  CHECK(actions["job.placed"] >= 2);
+  CHECK(actions["job.stage_switch"] == 1);
+  CHECK(actions["job.stage_succeeded"] == 2);
+  CHECK(last_state == "succeeded");
+  auto cancelled = loom_json(home.path(), {"audit", "trail", first["id"].get<std::string>()});
+  bool saw_cancel = false;
+  for (const auto& e : cancelled.value("events", json::array()))
+    saw_cancel |= e.value("action", "") == "loom.v1.CancelJobRequest" && e.value("decision", "") == "allow";
+  CHECK(saw_cancel);
+  auto verify = run_loom(home.path(), {"audit", "verify"});
+  INFO(verify.out);
+  CHECK(verify.code == 0);
 }
 
 TEST_CASE("kill -9 of the trainer at 3 steps from seed 7: the job succeeds, bitwise equal to an uninterrupted one") {

@@ -132,8 +132,13 @@ TEST_CASE("commands report usage errors and unavailability with their exit codes
   CHECK(run_loom(home.path(), {"token", "issue", "--role"}).code == 2);
   CHECK(run_loom(home.path(), {"token", "issue", "--role", "viewer"}).code == 3);  // no admin key yet
   REQUIRE(run_loom(home.path(), {"keys", "init"}).code == 0);
-  auto t = run_loom(home.path(), {"token", "issue", "--role", "viewer", "--zones", "local", "--ttl", "60", "--json"});
+  // Services down: issuing needs the audit service (so the issue is audited)
+  // unless --offline says otherwise.
+  CHECK(run_loom(home.path(), {"token", "issue", "--role", "viewer"}).code == 4);
+  auto t = run_loom(home.path(),
+                    {"token", "issue", "--role", "viewer", "--zones", "local", "--ttl", "60", "--json", "--offline"});
   REQUIRE(t.code == 0);
+  CHECK(t.err.find("not in the audit log") != std::string::npos);
   auto j = json::parse(t.out);
   CHECK(j["role"] == "viewer");
   CHECK(j["token"].get<std::string>().rfind("lt1.", 0) == 0);

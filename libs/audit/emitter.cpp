@@ -39,14 +39,23 @@ emitter::~emitter() {
   if (thread_.joinable()) thread_.join();
 }
 
-void emitter::emit(record r) {
+std::uint64_t emitter::emit(record r) {
   auto bytes = encode(r);
+  std::uint64_t ordinal;
   {
     std::lock_guard lock(mu_);
     queue_.push_back(std::move(bytes));
-    ++emitted_;
+    ordinal = ++emitted_;
   }
   cv_.notify_all();
+  return ordinal;
+}
+
+std::uint64_t emitter::spooled() const { return spooled_; }
+
+void emitter::on_spooled(std::function<void()> fn) {
+  std::lock_guard lock(notify_mu_);
+  notify_ = std::move(fn);
 }
 
 std::uint64_t emitter::queued() const {
@@ -106,8 +115,13 @@ void emitter::run() {
         continue;
       }
       last_seq_ = spool_->last_seq();
-      spooled_ += batch.size();
+      {
+        std::lock_guard lock(mu_);
+        spooled_ += batch.size();
+      }
       cv_.notify_all();
+      std::lock_guard lock(notify_mu_);
+      if (notify_) notify_();
     }
 
     // 2. Push what audit has not been sent yet.

@@ -6,7 +6,10 @@
 // asks the audit service for its stored watermark for this source to trim the
 // spool. What was lost in flight (audit killed, link down) is re-sent from the
 // watermark; the audit service stores each (source, seq) once, in order.
-// The emitter thread owns both of its ZeroMQ sockets.
+// The emitter thread owns both of its ZeroMQ sockets. A caller that must not
+// answer before its record is durable (mutating requests: exactly once even
+// if the process dies right after) waits for spooled() to reach emit()'s
+// ordinal; on_spooled() wakes it.
 #pragma once
 
 #include "libs/audit/record.hpp"
@@ -50,7 +53,13 @@ class emitter {
   static result<std::unique_ptr<emitter>> start(zmq::context_t& ctx, emitter_options opts);
   ~emitter();  // writes what is queued to the spool, then stops (bounded: ≤ 1 s)
 
-  void emit(record r);                // thread-safe, non-blocking
+  // Thread-safe, non-blocking. Returns the record's ordinal in this process
+  // (1, 2, …): it is durable in the spool once spooled() reaches it.
+  std::uint64_t emit(record r);
+  std::uint64_t spooled() const;      // records durable in the spool so far (this process)
+  // Called on the emitter's thread each time records became durable (the
+  // gateway holds audited replies until then). Set before use; null clears it.
+  void on_spooled(std::function<void()> fn);
   std::uint64_t queued() const;       // not yet in the spool
   std::uint64_t pending() const;      // in the spool, not confirmed stored by audit
   std::uint64_t confirmed() const;    // highest seq audit confirmed
@@ -72,6 +81,8 @@ class emitter {
   std::deque<std::string> queue_;
   std::atomic<std::uint64_t> emitted_{0}, spooled_{0}, confirmed_{0}, last_seq_{0};
   std::atomic<bool> stop_{false};
+  std::mutex notify_mu_;  // guards notify_ and its calls
+  std::function<void()> notify_;
   std::thread thread_;
 };
 

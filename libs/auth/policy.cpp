@@ -7,27 +7,29 @@ namespace {
 
 // THE single place to add a request type. A new message that services accept
 // needs a row here, or every call to it is denied ("no policy for request type").
-constexpr std::array<policy_entry, 19> table{{
-    // type                                 min role           mutating  what
-    {"loom.v1.PingRequest",             role::viewer,    false, "echo a payload; liveness and latency probe"},
-    {"loom.v1.HealthRequest",           role::viewer,    false, "service health, restarts and sub-checks"},
-    {"loom.v1.CrashRequest",            role::admin,     true,  "crash the service actor (test/ops hook for supervision)"},
-    {"loom.v1.RegisterNodeRequest",     role::operator_, true,  "register a node with the scheduler"},
-    {"loom.v1.NodeHeartbeatRequest",    role::operator_, false, "node liveness heartbeat to the scheduler"},
-    {"loom.v1.ListNodesRequest",        role::viewer,    false, "list registered nodes"},
-    {"loom.v1.DrainNodeRequest",        role::operator_, true,  "drain a node: no new work is placed on it"},
-    {"loom.v1.SubmitJobRequest",        role::operator_, true,  "submit a training job (idempotent by request id)"},
-    {"loom.v1.ListJobsRequest",         role::viewer,    false, "list training jobs"},
-    {"loom.v1.GetJobRequest",           role::viewer,    false, "a job's state, stages and events"},
-    {"loom.v1.CancelJobRequest",        role::operator_, true,  "cancel a training job"},
-    {"loom.v1.PollWorkRequest",         role::operator_, false, "a trainer's progress report and request for work"},
-    {"loom.v1.ListDatasetsRequest",     role::viewer,    false, "list ingested datasets"},
-    {"loom.v1.TrainerStatusRequest",    role::viewer,    false, "trainer progress and state"},
-    {"loom.v1.AggregatorStatusRequest", role::viewer,    false, "aggregator rounds and state"},
-    {"loom.v1.AuditWatermarkRequest",   role::operator_, false, "highest audit seq stored for a source"},
-    {"loom.v1.AuditQueryRequest",       role::operator_, false, "read stored audit events"},
-    {"loom.v1.BulkOffer",               role::operator_, true,  "announce a chunked bulk transfer"},
-    {"loom.v1.BulkChunk",               role::operator_, true,  "one chunk of a bulk transfer"},
+constexpr std::array<policy_entry, 21> table{{
+    // type                             min role         mutating  what   service
+    {"loom.v1.PingRequest",             role::viewer,    false, "echo a payload; liveness and latency probe", "*"},
+    {"loom.v1.HealthRequest",           role::viewer,    false, "service health, restarts and sub-checks", "*"},
+    {"loom.v1.CrashRequest",            role::admin,     true,  "crash the service actor (test/ops hook for supervision)", "*"},
+    {"loom.v1.RegisterNodeRequest",     role::operator_, true,  "register a node with the scheduler", "scheduler"},
+    {"loom.v1.NodeHeartbeatRequest",    role::operator_, false, "node liveness heartbeat to the scheduler", "scheduler"},
+    {"loom.v1.ListNodesRequest",        role::viewer,    false, "list registered nodes", "scheduler"},
+    {"loom.v1.DrainNodeRequest",        role::operator_, true,  "drain a node: no new work is placed on it", "scheduler"},
+    {"loom.v1.SubmitJobRequest",        role::operator_, true,  "submit a training job (idempotent by request id)", "scheduler"},
+    {"loom.v1.ListJobsRequest",         role::viewer,    false, "list training jobs", "scheduler"},
+    {"loom.v1.GetJobRequest",           role::viewer,    false, "a job's state, stages and events", "scheduler"},
+    {"loom.v1.CancelJobRequest",        role::operator_, true,  "cancel a training job", "scheduler"},
+    {"loom.v1.PollWorkRequest",         role::operator_, false, "a trainer's progress report and request for work", "scheduler"},
+    {"loom.v1.ListDatasetsRequest",     role::viewer,    false, "list ingested datasets", "ingest"},
+    {"loom.v1.TrainerStatusRequest",    role::viewer,    false, "trainer progress and state", "trainer"},
+    {"loom.v1.AggregatorStatusRequest", role::viewer,    false, "aggregator rounds and state", "aggregator"},
+    {"loom.v1.AuditWatermarkRequest",   role::operator_, false, "highest audit seq stored for a source", "audit"},
+    {"loom.v1.AuditQueryRequest",       role::operator_, false, "read stored audit events", "audit"},
+    {"loom.v1.BulkOffer",               role::operator_, true,  "announce a chunked bulk transfer", "*"},
+    {"loom.v1.RotateKeysRequest",       role::admin,     true,  "rotate the audit key-encryption key now", "audit"},
+    {"loom.v1.IssueTokenRequest",       role::admin,     true,  "issue a bearer token (audited; the token itself is never stored)", "audit"},
+    {"loom.v1.BulkChunk",               role::operator_, true,  "one chunk of a bulk transfer", "*"},
 }};
 
 }  // namespace

@@ -15,6 +15,9 @@ struct policy_entry {
   role min_role;
   bool mutating;
   std::string_view what;  // one line for humans (docs, `loom policy` listings)
+  // Which service answers it: "audit", "scheduler", "ingest", "trainer",
+  // "aggregator", or "*" (every service: the runtime's built-ins).
+  std::string_view service;
 };
 
 // Every entry, in table order.

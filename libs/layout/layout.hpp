@@ -7,6 +7,9 @@
 //   <data>/keys/token.key        HMAC key for tokens = the admin key (0600)
 //   <data>/keys/epoch            token revocation epoch
 //   <data>/keys/checkpoint.key   HMAC key signing checkpoint manifests (0600)
+//   <data>/keys/audit/           audit keyring (KEKs, wrapped day keys) and the
+//                                anchor signing key (libs/auditchain)
+//   <data>/audit/anchors.log     the audit chain's external anchor (signed checkpoints)
 //   <data>/admin.token           first admin token (0600)
 //   <data>/spool/<service>/      audit spool of each service
 //   <data>/logs/<service>.log    service stdout/stderr under `loom up`
@@ -39,6 +42,8 @@ struct paths {
   std::string token_key() const { return root + "/keys/token.key"; }
   std::string epoch() const { return root + "/keys/epoch"; }
   std::string checkpoint_key() const { return root + "/keys/checkpoint.key"; }
+  std::string audit_keys() const { return root + "/keys/audit"; }
+  std::string audit_anchors() const { return root + "/audit/anchors.log"; }
   std::string admin_token() const { return root + "/admin.token"; }
   std::string spool(std::string_view service) const { return root + "/spool/" + std::string(service); }
   std::string log(std::string_view service) const { return root + "/logs/" + std::string(service) + ".log"; }

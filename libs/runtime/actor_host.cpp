@@ -20,7 +20,11 @@ struct actor_host::impl {
 
 namespace {
 void answer_unavailable(actor_host::done_fn& done, const char* why) {
-  if (done) done(handled{errc::unavailable, why, {}, {}});
+  if (!done) return;
+  handled h;
+  h.code = errc::unavailable;
+  h.message = why;
+  done(std::move(h));
 }
 }  // namespace
 

@@ -31,12 +31,19 @@ double seconds_since(clock::time_point t) {
 }
 }  // namespace
 
+// An audited reply whose record the spool has not made durable by then is
+// sent anyway (the request has already taken effect; the record is still
+// queued) and the delay is logged: the spool's disk is failing.
+constexpr std::chrono::seconds max_audit_hold{5};
+
 gateway::gateway(service_env& env, wire::router_server& server, actor_host& host, gateway_options opts)
     : env_(env), server_(server), host_(host), opts_(std::move(opts)) {
   wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  env_.audit->on_spooled([this] { wake(); });
 }
 
 gateway::~gateway() {
+  env_.audit->on_spooled(nullptr);
   if (wake_fd_ >= 0) ::close(wake_fd_);
 }
 
@@ -81,12 +88,17 @@ int gateway::run() {
     }
     drain_finished();
     expire(clock::now());
+    release_held(clock::now());
     if (host_.escalated()) {
       std::fprintf(stderr, "%s: supervisor escalated (restart intensity exceeded); exiting\n", env_.name.c_str());
       env_.metrics->set_up(false);
       return 70;
     }
   }
+  // Stopping: what is held goes out once durable (bounded by the emitter's
+  // own ≤ 1 s flush), so no caller of an executed request is left unanswered.
+  env_.audit->wait_spooled(std::chrono::milliseconds(1000));
+  release_held(clock::now() + max_audit_hold);
   env_.metrics->set_up(false);
   return 0;
 }
@@ -100,8 +112,8 @@ void gateway::on_request(std::string identity, std::string peer, wire::request r
   if (!d.allowed) {
     env_.metrics->count_denied(to_string(d.code));
     env_.metrics->count_request(req.type, d.code, seconds_since(started));
-    server_.send(identity, wire::error_reply(req.request_id, d.code, d.reason));
-    emit_audit(principal, role, req.type, req.request_id, audit::decision::deny, d.reason, peer);
+    auto ordinal = emit_audit(principal, role, req.type, req.request_id, audit::decision::deny, d.reason, peer);
+    send_after_audit(ordinal, std::move(identity), wire::error_reply(req.request_id, d.code, d.reason));
     return;
   }
 
@@ -146,16 +158,43 @@ void gateway::answer(const pending& p, const handled& h) {
   rep.message = h.message;
   rep.type = h.type;
   rep.body = h.body;
-  server_.send(p.identity, rep);
   env_.metrics->count_request(p.type, h.code, seconds_since(p.started));
-  if (p.mutating)
-    emit_audit(p.principal, p.role, p.type, p.request_id,
-               h.code == errc::ok ? audit::decision::allow : audit::decision::error, h.message, p.peer);
+  if (!p.mutating) {
+    server_.send(p.identity, rep);
+    return;
+  }
+  auto ordinal = emit_audit(p.principal, p.role, p.type, p.request_id,
+                            h.code == errc::ok ? audit::decision::allow : audit::decision::error, h.message, p.peer,
+                            h.audit_job_id, h.audit_payload);
+  send_after_audit(ordinal, p.identity, std::move(rep));
 }
 
-void gateway::emit_audit(const std::string& principal, const std::string& role, const std::string& action,
-                         const std::string& request_id, audit::decision outcome, const std::string& reason,
-                         const std::string& peer) {
+void gateway::send_after_audit(std::uint64_t ordinal, std::string identity, wire::reply rep) {
+  if (held_.empty() && env_.audit->spooled() >= ordinal) {
+    server_.send(identity, rep);
+    return;
+  }
+  held_.push_back({ordinal, clock::now(), std::move(identity), std::make_unique<wire::reply>(std::move(rep))});
+}
+
+void gateway::release_held(clock::time_point now) {
+  auto durable = env_.audit->spooled();
+  while (!held_.empty()) {
+    auto& h = held_.front();
+    if (h.ordinal > durable) {
+      if (now - h.since < max_audit_hold) break;
+      std::fprintf(stderr, "%s: audit record %llu not durable after %llds (spool write failing?); answering anyway\n",
+                   env_.name.c_str(), static_cast<unsigned long long>(h.ordinal),
+                   static_cast<long long>(max_audit_hold.count()));
+    }
+    server_.send(h.identity, *h.rep);
+    held_.pop_front();
+  }
+}
+
+std::uint64_t gateway::emit_audit(const std::string& principal, const std::string& role, const std::string& action,
+                                  const std::string& request_id, audit::decision outcome, const std::string& reason,
+                                  const std::string& peer, const std::string& job_id, const std::string& payload) {
   audit::record r;
   r.principal = principal;
   r.role = role;
@@ -166,7 +205,9 @@ void gateway::emit_audit(const std::string& principal, const std::string& role, 
   r.reason = reason;
   r.service = env_.name;
   r.peer = peer;
-  env_.audit->emit(std::move(r));
+  r.job_id = job_id;
+  r.payload = payload;
+  return env_.audit->emit(std::move(r));
 }
 
 void gateway::drain_finished() {

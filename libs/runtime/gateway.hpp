@@ -3,7 +3,10 @@
 // counted), authorize against the policy table (denials answered, counted and
 // audited), answer Health itself, post everything else to the supervised
 // service actor, and send its reply when the actor's callback wakes the loop
-// through an eventfd. Mutating requests and denials become audit records.
+// through an eventfd. Mutating requests and denials become audit records, and
+// their replies are held until the record is durable in the spool (group
+// commit: one fdatasync serves every reply of a batch), so a request that was
+// answered was audited, even if the process dies right after.
 #pragma once
 
 #include "libs/audit/record.hpp"
@@ -14,6 +17,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 
@@ -62,9 +66,13 @@ class gateway {
 
   void on_request(std::string identity, std::string peer, wire::request req);
   void answer(const pending& p, const handled& h);
-  void emit_audit(const std::string& principal, const std::string& role, const std::string& action,
-                  const std::string& request_id, audit::decision outcome, const std::string& reason,
-                  const std::string& peer);
+  // Returns the record's ordinal in the emitter (see audit::emitter::emit).
+  std::uint64_t emit_audit(const std::string& principal, const std::string& role, const std::string& action,
+                           const std::string& request_id, audit::decision outcome, const std::string& reason,
+                           const std::string& peer, const std::string& job_id = {}, const std::string& payload = {});
+  // Sends `rep` once audit record `ordinal` is durable (at once if it is).
+  void send_after_audit(std::uint64_t ordinal, std::string identity, wire::reply rep);
+  void release_held(std::chrono::steady_clock::time_point now);
   void drain_finished();
   void expire(std::chrono::steady_clock::time_point now);
   std::uint64_t current_epoch();
@@ -80,6 +88,13 @@ class gateway {
   std::map<std::uint64_t, pending> pending_;
   std::mutex mu_;                 // guards finished_
   std::deque<finished> finished_;
+  struct held {
+    std::uint64_t ordinal;
+    std::chrono::steady_clock::time_point since;
+    std::string identity;
+    std::unique_ptr<wire::reply> rep;
+  };
+  std::deque<held> held_;  // replies waiting for their audit record, in ordinal order
   std::uint64_t epoch_ = 0;
   std::chrono::steady_clock::time_point epoch_read_{};
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();

@@ -24,11 +24,19 @@ result<M> parse_as(const std::string& body) {
 
 template <class M>
 handled reply(const M& m) {
-  return handled{errc::ok, "", M::descriptor()->full_name(), m.SerializeAsString()};
+  handled h;
+  h.type = M::descriptor()->full_name();
+  h.body = m.SerializeAsString();
+  return h;
 }
 
-inline handled fail(errc c, std::string message) { return handled{c, std::move(message), "", ""}; }
-inline handled fail(const error& e) { return handled{e.code, e.message, "", ""}; }
+inline handled fail(errc c, std::string message) {
+  handled h;
+  h.code = c;
+  h.message = std::move(message);
+  return h;
+}
+inline handled fail(const error& e) { return fail(e.code, e.message); }
 
 inline handled unknown_type(const std::string& service, const std::string& type) {
   return fail(errc::unimplemented, service + " does not handle " + type);

@@ -24,6 +24,11 @@ struct handled {
   std::string message;  // human-readable detail when code != ok
   std::string type;
   std::string body;
+  // What the gateway's audit record of a mutating request carries besides
+  // who/what/outcome: the job it concerns and request-specific detail
+  // (encrypted at rest by the audit service). Never secrets.
+  std::string audit_job_id;
+  std::string audit_payload;
 };
 
 class service_logic {

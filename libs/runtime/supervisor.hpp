@@ -35,7 +35,10 @@ class pending_call {
   pending_call& operator=(const pending_call&) = delete;
 
   void answer(handled h);
-  void fail(errc code, std::string message) { answer(handled{code, std::move(message), {}, {}}); }
+  void fail(errc code, std::string message) { handled h;
+    h.code = code;
+    h.message = std::move(message);
+    answer(std::move(h)); }
   // The service actor marks a call started just before handing it to the
   // logic; a call never started is safe to deliver again after a crash.
   void mark_started() { phase_.store(phase::started, std::memory_order_release); }

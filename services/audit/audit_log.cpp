@@ -1,63 +1,112 @@
 #include "services/audit/audit_log.hpp"
 
+#include "libs/auditchain/anchor_file.hpp"
+#include "libs/auditchain/envelope.hpp"
+#include "libs/auditchain/store_io.hpp"
+#include "libs/auditchain/writer.hpp"
+#include "libs/files/files.hpp"
 #include "libs/store/database.hpp"
 #include "loom/v1/audit.pb.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <vector>
 
 namespace loom::audit_service {
 namespace {
 using store::value;
 
-constexpr const char* insert_sql =
-    "INSERT INTO audit_events (seq, source, source_seq, unix_ns, principal, role, zone, action, job_id, "
-    "request_id, decision, reason, payload, service, peer_key) "
-    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)";
-
-constexpr const char* select_cols =
-    "SELECT source, source_seq, unix_ns, principal, role, zone, action, job_id, request_id, decision, reason, "
-    "payload, service, peer_key FROM audit_events";
-
 std::int64_t i64(std::uint64_t v) { return static_cast<std::int64_t>(v); }
+
+constexpr const char* v1_cols =
+    "source, source_seq, unix_ns, principal, role, zone, action, job_id, request_id, decision, reason, "
+    "payload, service, peer_key";
+
+auditchain::chain_row row_of(const loom::v1::AuditEvent& e) {
+  auditchain::chain_row r;
+  r.unix_ns = i64(e.unix_ns());
+  r.source = e.source();
+  r.source_seq = e.source_seq();
+  r.service = e.service();
+  r.peer_key = e.peer_key();
+  r.principal = e.principal();
+  r.role = e.role();
+  r.zone = e.zone();
+  r.action = e.action();
+  r.job_id = e.job_id();
+  r.request_id = e.request_id();
+  r.decision = static_cast<std::int32_t>(e.decision());
+  r.reason = e.reason();
+  return r;
+}
+
 }  // namespace
 
-audit_log::audit_log(std::unique_ptr<store::database> db) : db_(std::move(db)) {}
+audit_log::audit_log(audit_log_options o) : opt_(std::move(o)) {}
 audit_log::~audit_log() = default;
 
-result<std::unique_ptr<audit_log>> audit_log::open(const std::string& url, int deadline_s) {
-  auto db = store::database::open_with_retry(url, std::chrono::steady_clock::now() + std::chrono::seconds(deadline_s));
+result<std::unique_ptr<audit_log>> audit_log::open(audit_log_options o) {
+  std::unique_ptr<audit_log> log(new audit_log(std::move(o)));
+  auto& opt = log->opt_;
+  auto db = store::database::open_with_retry(opt.url, std::chrono::steady_clock::now() +
+                                                          std::chrono::seconds(opt.deadline_s));
   if (!db) return db.err();
-  std::unique_ptr<audit_log> log(new audit_log(std::move(*db)));
-  auto loaded = log->db_->with_read_transaction([&](store::transaction& tx) -> status {
-    auto marks = tx.query("SELECT source, MAX(source_seq) FROM audit_events GROUP BY source");
-    if (!marks) return marks.err();
-    for (auto& r : *marks) {
-      auto src = r.get_text(0);
-      auto seq = r.get_i64(1);
-      if (!src || !seq) return make_error(errc::corruption, "audit_events watermark row unreadable");
-      log->watermarks_[*src] = static_cast<std::uint64_t>(*seq);
-    }
-    auto last = tx.query("SELECT COALESCE(MAX(seq), 0) FROM audit_events");
-    if (!last) return last.err();
-    auto v = (*last)[0].get_i64(0);
-    if (!v) return v.err();
-    log->last_seq_ = static_cast<std::uint64_t>(*v);
-    return {};
-  });
-  if (!loaded) return loaded.err();
+  log->db_ = std::move(*db);
+  auto keys = auditchain::keyring::open(opt.keys_dir, opt.keyring, opt.clock());
+  if (!keys) return keys.err();
+  log->keys_ = std::move(*keys);
+  auto signer = auditchain::anchor_signer::load_or_generate(opt.keys_dir);
+  if (!signer) return signer.err();
+  log->signer_.emplace(std::move(*signer));
+  if (auto slash = opt.anchor_path.rfind('/'); slash != std::string::npos && slash > 0)
+    if (auto st = files::make_dirs(opt.anchor_path.substr(0, slash), 0755); !st) return st.err();
+  auto file = auditchain::anchor_file::open(opt.anchor_path);
+  if (!file) return file.err();
+  log->file_ = std::move(*file);
+  if (auto st = log->load(); !st) return st.err();
   return log;
 }
 
+status audit_log::load() {
+  writer_.reset();
+  std::map<std::string, std::uint64_t> marks;
+  auto loaded = db_->with_read_transaction([&](store::transaction& tx) -> status {
+    for (const char* table : {"audit_events_v1", "audit_events"}) {
+      auto rows = tx.query(std::string("SELECT source, MAX(source_seq) FROM ") + table + " GROUP BY source");
+      if (!rows) return rows.err();
+      for (auto& r : *rows) {
+        auto src = r.get_text(0);
+        auto seq = r.get_i64(1);
+        if (!src || !seq) return make_error(errc::corruption, std::string(table) + ": watermark row unreadable");
+        auto& m = marks[*src];
+        m = std::max(m, static_cast<std::uint64_t>(*seq));
+      }
+    }
+    return {};
+  });
+  if (!loaded) return loaded.err();
+  auto w = auditchain::chain_writer::open(
+      *db_, auditchain::writer_parts{keys_.get(), &*signer_, file_.get(), opt_.policy, {}}, opt_.clock());
+  if (!w) return w.err();
+  writer_ = std::move(*w);
+  std::lock_guard lock(mu_);
+  watermarks_ = std::move(marks);
+  last_seq_ = writer_->committed_tail().last_seq;
+  anchored_ = writer_->anchored_seq();
+  return {};
+}
+
 result<batch_outcome> audit_log::append_batch(std::span<const std::string> events) {
+  if (!writer_)
+    if (auto st = load(); !st) return st.err();
   batch_outcome out;
   std::map<std::string, std::uint64_t> marks;
-  std::uint64_t seq;
   {
     std::lock_guard lock(mu_);
     marks = watermarks_;
-    seq = last_seq_;
   }
+  auto now = opt_.clock();
   auto done = db_->with_transaction([&](store::transaction& tx) -> status {
     for (const auto& bytes : events) {
       loom::v1::AuditEvent e;
@@ -74,34 +123,63 @@ result<batch_outcome> audit_log::append_batch(std::span<const std::string> event
         ++out.gap;
         continue;
       }
-      // Built one by one: GCC 12 warns falsely (-Wmaybe-uninitialized) on a
-      // braced list of std::variant holding strings.
-      std::vector<value> p;
-      p.reserve(15);
-      p.emplace_back(i64(seq + 1));
-      p.emplace_back(e.source());
-      p.emplace_back(i64(e.source_seq()));
-      p.emplace_back(i64(e.unix_ns()));
-      for (const std::string* t : {&e.principal(), &e.role(), &e.zone(), &e.action(), &e.job_id(), &e.request_id()})
-        p.emplace_back(*t);
-      p.emplace_back(static_cast<std::int64_t>(e.decision()));
-      p.emplace_back(e.reason());
-      p.emplace_back(store::blob{e.payload()});
-      p.emplace_back(e.service());
-      p.emplace_back(e.peer_key());
-      auto r = tx.exec(insert_sql, p);
+      auto r = writer_->append(tx, row_of(e), e.payload(), now);
       if (!r) return r.err();
-      ++seq;
       mark = e.source_seq();
       ++out.stored;
     }
+    auto cp = writer_->checkpoint_if_due(tx, now);
+    if (!cp) return cp.err();
     return {};
   });
-  if (!done) return done.err();
+  if (!done) {
+    writer_->rolled_back();
+    writer_.reset();  // re-read the committed tail before the next batch
+    return done.err();
+  }
+  // The anchor file; when it fails the database holds the checkpoint and the
+  // append is retried at the next commit. The batch is stored either way.
+  auto filed = writer_->committed();
+  if (!filed)
+    std::fprintf(stderr, "audit: anchor file %s: %s (retried at the next commit)\n", opt_.anchor_path.c_str(),
+                 filed.err().to_string().c_str());
   std::lock_guard lock(mu_);
   watermarks_ = std::move(marks);
-  last_seq_ = seq;
+  last_seq_ = writer_->committed_tail().last_seq;
+  anchored_ = writer_->anchored_seq();
   return out;
+}
+
+result<bool> audit_log::tick(bool force) {
+  if (auto mono = std::chrono::steady_clock::now(); mono >= next_purge_) {
+    next_purge_ = mono + std::chrono::hours(1);
+    auto purged = keys_->purge_expired(opt_.clock());
+    if (!purged)
+      std::fprintf(stderr, "audit: purging expired day keys: %s\n", purged.err().to_string().c_str());
+    else if (!purged->empty() && opt_.on_purge)
+      opt_.on_purge(*purged);
+  }
+  if (!writer_)
+    if (auto st = load(); !st) return st.err();
+  bool made = false;
+  auto done = db_->with_transaction([&](store::transaction& tx) -> status {
+    auto cp = writer_->checkpoint_if_due(tx, opt_.clock(), force);
+    if (!cp) return cp.err();
+    made = cp->has_value();
+    return {};
+  });
+  if (!done) {
+    writer_->rolled_back();
+    writer_.reset();
+    return done.err();
+  }
+  auto filed = writer_->committed();
+  {
+    std::lock_guard lock(mu_);
+    anchored_ = writer_->anchored_seq();
+  }
+  if (!filed) return filed.err();
+  return made;
 }
 
 std::uint64_t audit_log::watermark(const std::string& source) const {
@@ -115,53 +193,118 @@ std::uint64_t audit_log::total() const {
   return last_seq_;
 }
 
-result<std::vector<std::string>> query_events(store::transaction& tx, const std::string& source,
-                                              std::uint64_t after_seq, const std::string& request_id,
-                                              std::uint32_t limit) {
-  std::string sql = select_cols;
-  std::vector<value> p;
-  bool first = true;
-  auto where = [&](const std::string& cond) {
-    sql += (first ? " WHERE " : " AND ") + cond;
-    first = false;
-  };
-  if (!source.empty()) {
-    p.push_back(source);
-    where("source = $" + std::to_string(p.size()));
-    p.push_back(i64(after_seq));
-    where("source_seq > $" + std::to_string(p.size()));
+std::uint64_t audit_log::anchored() const {
+  std::lock_guard lock(mu_);
+  return anchored_;
+}
+
+namespace {
+
+// WHERE clause over the columns both tables share.
+struct where_clause {
+  std::string sql;
+  std::vector<value> params;
+  void add(const std::string& cond_with_placeholder, value v) {
+    params.push_back(std::move(v));
+    std::string cond = cond_with_placeholder;
+    cond.replace(cond.find('?'), 1, "$" + std::to_string(params.size()));
+    sql += (sql.empty() ? " WHERE " : " AND ") + cond;
   }
-  if (!request_id.empty()) {
-    p.push_back(request_id);
-    where("request_id = $" + std::to_string(p.size()));
+};
+
+where_clause common_filter(const event_filter& f) {
+  where_clause w;
+  if (!f.source.empty()) {
+    w.add("source = ?", f.source);
+    w.add("source_seq > ?", i64(f.after_source_seq));
   }
-  sql += " ORDER BY seq LIMIT " + std::to_string(limit);
-  auto rows = tx.query(sql, p);
-  if (!rows) return rows.err();
+  if (!f.request_id.empty()) w.add("request_id = ?", f.request_id);
+  if (!f.job_id.empty()) w.add("job_id = ?", f.job_id);
+  return w;
+}
+
+std::string text_at(const store::row& r, std::size_t i) {
+  auto t = r.get_text(i);
+  return t.ok() ? *t : std::string();
+}
+std::int64_t int_at(const store::row& r, std::size_t i) {
+  auto v = r.get_i64(i);
+  return v.ok() ? *v : 0;
+}
+
+}  // namespace
+
+result<std::vector<std::string>> query_events(store::transaction& tx, auditchain::keyring& keys,
+                                              const event_filter& f, std::uint32_t limit) {
   std::vector<std::string> out;
-  out.reserve(rows->size());
-  for (const auto& r : *rows) {
-    loom::v1::AuditEvent e;
-    auto text = [&](std::size_t i) { return r.get_text(i).ok() ? *r.get_text(i) : std::string(); };
-    auto num = [&](std::size_t i) { return r.get_i64(i).ok() ? *r.get_i64(i) : 0; };
-    e.set_source(text(0));
-    e.set_source_seq(static_cast<std::uint64_t>(num(1)));
-    e.set_unix_ns(static_cast<std::uint64_t>(num(2)));
-    e.set_principal(text(3));
-    e.set_role(text(4));
-    e.set_zone(text(5));
-    e.set_action(text(6));
-    e.set_job_id(text(7));
-    e.set_request_id(text(8));
-    e.set_decision(static_cast<loom::v1::Decision>(num(9)));
-    e.set_reason(text(10));
-    if (!r.is_null(11)) {
-      auto b = r.get_blob(11);
-      if (b) e.set_payload(b->bytes);
+  // v1 rows: before the chain, in their own seq order. Not when asking for
+  // chain positions or the newest rows (the chain holds every recent one).
+  if (f.after_seq == 0 && !f.newest) {
+    auto w = common_filter(f);
+    auto rows = tx.query(std::string("SELECT ") + v1_cols + " FROM audit_events_v1" + w.sql + " ORDER BY seq LIMIT " +
+                             std::to_string(limit),
+                         w.params);
+    if (!rows) return rows.err();
+    for (const auto& r : *rows) {
+      loom::v1::AuditEvent e;
+      e.set_source(text_at(r, 0));
+      e.set_source_seq(static_cast<std::uint64_t>(int_at(r, 1)));
+      e.set_unix_ns(static_cast<std::uint64_t>(int_at(r, 2)));
+      e.set_principal(text_at(r, 3));
+      e.set_role(text_at(r, 4));
+      e.set_zone(text_at(r, 5));
+      e.set_action(text_at(r, 6));
+      e.set_job_id(text_at(r, 7));
+      e.set_request_id(text_at(r, 8));
+      e.set_decision(static_cast<loom::v1::Decision>(int_at(r, 9)));
+      e.set_reason(text_at(r, 10));
+      if (!r.is_null(11))
+        if (auto b = r.get_blob(11)) e.set_payload(b->bytes);
+      e.set_service(text_at(r, 12));
+      e.set_peer_key(text_at(r, 13));
+      e.set_payload_state("v1 (stored before encryption at rest)");
+      out.push_back(e.SerializeAsString());
     }
-    e.set_service(text(12));
-    e.set_peer_key(text(13));
-    out.push_back(e.SerializeAsString());
+  }
+  if (out.size() >= limit) return out;
+  auto w = common_filter(f);
+  if (f.after_seq > 0) w.add("seq > ?", i64(f.after_seq));
+  std::string sql = "SELECT seq FROM audit_events" + w.sql + (f.newest ? " ORDER BY seq DESC" : " ORDER BY seq") +
+                    " LIMIT " + std::to_string(limit - out.size());
+  auto seqs = tx.query(sql, w.params);
+  if (!seqs) return seqs.err();
+  std::vector<std::uint64_t> wanted;
+  for (const auto& r : *seqs) wanted.push_back(static_cast<std::uint64_t>(int_at(r, 0)));
+  std::sort(wanted.begin(), wanted.end());
+  // Whole rows through the chain reader (one decoder for the table), in runs
+  // of consecutive seqs.
+  for (std::size_t i = 0; i < wanted.size();) {
+    std::size_t j = i + 1;
+    while (j < wanted.size() && wanted[j] == wanted[j - 1] + 1) ++j;
+    auto rows = auditchain::read_rows(tx, wanted[i], j - i);
+    if (!rows) return rows.err();
+    for (const auto& r : *rows) {
+      loom::v1::AuditEvent e;
+      e.set_seq(r.seq);
+      e.set_source(r.source);
+      e.set_source_seq(r.source_seq);
+      e.set_unix_ns(static_cast<std::uint64_t>(r.unix_ns));
+      e.set_principal(r.principal);
+      e.set_role(r.role);
+      e.set_zone(r.zone);
+      e.set_action(r.action);
+      e.set_job_id(r.job_id);
+      e.set_request_id(r.request_id);
+      e.set_decision(static_cast<loom::v1::Decision>(r.decision));
+      e.set_reason(r.reason);
+      e.set_service(r.service);
+      e.set_peer_key(r.peer_key);
+      auto plain = keys.unseal(r.payload, auditchain::context_of(r));
+      if (plain) e.set_payload(*plain);
+      else e.set_payload_state(plain.err().message);
+      out.push_back(e.SerializeAsString());
+    }
+    i = j;
   }
   return out;
 }

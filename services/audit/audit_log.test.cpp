@@ -1,6 +1,9 @@
-// The audit log in the state store: exactly once, in order, per source;
-// watermarks survive reopening; the table refuses UPDATE and DELETE. The same
-// suite on SQLite and PostgreSQL ([sqlite] / [postgres] in the CTest names).
+// The audit log in the state store: exactly once, in order, per source, as a
+// hash chain with sealed payloads; watermarks survive reopening (also across
+// the v1 -> v2 migration, whose rows are kept); the tables refuse UPDATE and
+// DELETE. The same suite on SQLite and PostgreSQL ([sqlite] / [postgres]).
+#include "libs/auditchain/store_io.hpp"
+#include "libs/files/temp_dir.hpp"
 #include "libs/store/database.hpp"
 #include "libs/store/migrate.hpp"
 #include "libs/store/testing.hpp"
@@ -15,104 +18,228 @@ using namespace loom;
 namespace {
 constexpr store::backend engine = store::testing::suite_backend;
 
-std::string ev(const std::string& source, std::uint64_t seq, const std::string& rid = "") {
+std::string ev(const std::string& source, std::uint64_t seq, const std::string& rid = "", const std::string& job = "") {
   v1::AuditEvent e;
   e.set_source(source);
   e.set_source_seq(seq);
   e.set_action("loom.v1.DrainNodeRequest");
   e.set_request_id(rid);
+  e.set_job_id(job);
   e.set_decision(v1::DENY);
-  e.set_payload(std::string("a\0b", 3));
+  e.set_payload(std::string("canary-payload\0b", 16));
   return e.SerializeAsString();
 }
 
+template <class R>
+std::string why(const R& r) {
+  return r.ok() ? std::string() : r.err().to_string();
+}
+
 struct fixture {
+  files::temp_dir dir{"auditlog"};
   result<store::testing::scratch> scratch = store::testing::scratch::make(engine, "auditlog");
   std::unique_ptr<store::database> db;
-  fixture() {
+  explicit fixture(bool migrate_all = true) {
     REQUIRE(scratch.ok());
     auto d = store::database::open(scratch->url());
     REQUIRE(d.ok());
     db = std::move(*d);
-    REQUIRE(store::migrate(*db, audit_service::audit_migrations()).ok());
+    if (migrate_all) REQUIRE(store::migrate(*db, audit_service::audit_migrations()).ok());
   }
+  audit_service::audit_log_options options() const {
+    audit_service::audit_log_options o;
+    o.url = scratch->url();
+    o.keys_dir = dir.path() + "/keys";
+    o.anchor_path = dir.path() + "/anchors.log";
+    return o;
+  }
+  std::unique_ptr<audit_service::audit_log> open() {
+    auto l = audit_service::audit_log::open(options());
+    REQUIRE_MESSAGE(l.ok(), why(l));
+    return std::move(*l);
+  }
+  std::vector<v1::AuditEvent> query(audit_service::audit_log& log, const audit_service::event_filter& f,
+                                    std::uint32_t limit = 1000) {
+    auto found = db->with_read_transaction(
+        [&](store::transaction& tx) { return audit_service::query_events(tx, log.keys(), f, limit); });
+    REQUIRE_MESSAGE(found.ok(), why(found));
+    std::vector<v1::AuditEvent> out;
+    for (auto& b : *found) REQUIRE(out.emplace_back().ParseFromString(b));
+    return out;
+  }
+  auditchain::verify_report verify() {
+    auditchain::verify_options o;
+    o.keys_dir = dir.path() + "/keys";
+    o.anchor_file = dir.path() + "/anchors.log";
+    auto r = auditchain::verify_store(*db, o);
+    REQUIRE_MESSAGE(r.ok(), why(r));
+    return *r;
+  }
+};
+struct fresh : fixture {
+  fresh() : fixture(true) {}
 };
 }  // namespace
 
-TEST_CASE_FIXTURE(fixture, "events are stored once per source in order, duplicates and gaps are refused") {
-  auto log = audit_service::audit_log::open(scratch->url());
-  REQUIRE(log.ok());
+TEST_CASE_FIXTURE(fresh, "events are stored once per source in order, duplicates and gaps are refused") {
+  auto log = open();
   std::vector<std::string> batch = {ev("a", 1), ev("a", 1), ev("a", 3), ev("b", 1), "garbage", ev("a", 2)};
-  auto out = (*log)->append_batch(batch);
+  auto out = log->append_batch(batch);
   REQUIRE(out.ok());
   CHECK(out->stored == 3);
   CHECK(out->duplicate == 1);
   CHECK(out->gap == 1);
   CHECK(out->invalid == 1);
-  CHECK((*log)->watermark("a") == 2);
-  CHECK((*log)->watermark("b") == 1);
-  CHECK((*log)->total() == 3);
+  CHECK(log->watermark("a") == 2);
+  CHECK(log->watermark("b") == 1);
+  CHECK(log->total() == 3);
+  auto rep = verify();
+  CHECK_MESSAGE(rep.ok(), rep.summary());
+  CHECK(rep.rows == 3);
 }
 
-TEST_CASE_FIXTURE(fixture, "watermarks and the gapless seq survive reopening, and queries filter and keep payload bytes") {
+TEST_CASE_FIXTURE(fresh, "watermarks and the chain survive reopening, and queries filter, decrypt and keep payload bytes") {
   {
-    auto log = audit_service::audit_log::open(scratch->url());
-    REQUIRE(log.ok());
+    auto log = open();
     std::vector<std::string> batch;
-    for (std::uint64_t i = 1; i <= 100; ++i) batch.push_back(ev("a", i, "r" + std::to_string(i)));
-    REQUIRE((*log)->append_batch(batch).ok());
+    for (std::uint64_t i = 1; i <= 100; ++i) batch.push_back(ev("a", i, "r" + std::to_string(i), i % 10 ? "" : "job-x"));
+    REQUIRE(log->append_batch(batch).ok());
   }
-  auto log = audit_service::audit_log::open(scratch->url());
-  REQUIRE(log.ok());
-  CHECK((*log)->watermark("a") == 100);
+  auto log = open();
+  CHECK(log->watermark("a") == 100);
+  CHECK(log->total() == 100);
   std::vector<std::string> more = {ev("a", 101), ev("a", 50)};
-  auto out = (*log)->append_batch(more);
+  auto out = log->append_batch(more);
   REQUIRE(out.ok());
   CHECK(out->stored == 1);
   CHECK(out->duplicate == 1);
-  auto found = db->with_read_transaction([](store::transaction& tx) {
-    return audit_service::query_events(tx, "", 0, "r42", 10);
-  });
-  REQUIRE(found.ok());
-  REQUIRE(found->size() == 1);
-  v1::AuditEvent e;
-  REQUIRE(e.ParseFromString((*found)[0]));
-  CHECK(e.source_seq() == 42);
-  CHECK(e.payload() == std::string("a\0b", 3));
-  CHECK(e.decision() == v1::DENY);
-  auto tail = db->with_read_transaction([](store::transaction& tx) {
-    return audit_service::query_events(tx, "a", 95, "", 100);
-  });
-  REQUIRE(tail.ok());
-  CHECK(tail->size() == 6);
-  auto seqs = db->with_read_transaction([](store::transaction& tx) -> result<std::int64_t> {
-    auto r = tx.query("SELECT COUNT(*), MIN(seq), MAX(seq) FROM audit_events");
+  audit_service::event_filter by_rid;
+  by_rid.request_id = "r42";
+  auto found = query(*log, by_rid);
+  REQUIRE(found.size() == 1);
+  CHECK(found[0].source_seq() == 42);
+  CHECK(found[0].seq() == 42);
+  CHECK(found[0].payload() == std::string("canary-payload\0b", 16));
+  CHECK(found[0].payload_state().empty());
+  CHECK(found[0].decision() == v1::DENY);
+  audit_service::event_filter tail;
+  tail.source = "a";
+  tail.after_source_seq = 95;
+  CHECK(query(*log, tail).size() == 6);
+  audit_service::event_filter job;
+  job.job_id = "job-x";
+  CHECK(query(*log, job).size() == 10);
+  audit_service::event_filter newest;
+  newest.newest = true;
+  auto last3 = query(*log, newest, 3);
+  REQUIRE(last3.size() == 3);
+  CHECK(last3[0].seq() == 99);
+  CHECK(last3[2].seq() == 101);
+  audit_service::event_filter after;
+  after.after_seq = 98;
+  CHECK(query(*log, after).size() == 3);
+
+  // At rest the payload is ciphertext: the plaintext is nowhere in the column.
+  auto raw = db->with_read_transaction([](store::transaction& tx) -> result<std::string> {
+    auto r = tx.query("SELECT payload FROM audit_events WHERE seq = 42");
     if (!r) return r.err();
-    auto n = (*r)[0].get_i64(0), lo = (*r)[0].get_i64(1), hi = (*r)[0].get_i64(2);
-    if (!n || !lo || !hi) return make_error(errc::internal, "unreadable");
-    return *n == *hi - *lo + 1 ? *n : -1;  // gapless
+    auto b = (*r)[0].get_blob(0);
+    if (!b) return b.err();
+    return b->bytes;
   });
-  REQUIRE(seqs.ok());
-  CHECK(*seqs == 101);
+  REQUIRE(raw.ok());
+  CHECK(raw->find("canary-payload") == std::string::npos);
+  CHECK(raw->size() == 16 + 21 + 16);  // header + ciphertext + tag
+
+  // A forced checkpoint signs the tail; the chain and its anchors verify.
+  auto t = log->tick(true);
+  REQUIRE(t.ok());
+  CHECK(*t);
+  CHECK(log->anchored() == 101);
+  auto rep = verify();
+  CHECK_MESSAGE(rep.ok(), rep.summary());
+  CHECK(rep.anchored_seq == 101);
 }
 
-TEST_CASE_FIXTURE(fixture, "the audit table refuses UPDATE and DELETE") {
-  auto log = audit_service::audit_log::open(scratch->url());
-  REQUIRE(log.ok());
+TEST_CASE_FIXTURE(fresh, "a checkpoint is signed every 1,000 rows in the batch that reaches them") {
+  auto log = open();
+  std::vector<std::string> batch;
+  for (std::uint64_t i = 1; i <= 2500; ++i) batch.push_back(ev("s", i));
+  REQUIRE(log->append_batch(batch).ok());
+  CHECK(log->anchored() == 2000);
+  auto rep = verify();
+  CHECK_MESSAGE(rep.ok(), rep.summary());
+  CHECK(rep.anchors >= 2);
+}
+
+TEST_CASE_FIXTURE(fresh, "the audit tables refuse UPDATE and DELETE") {
+  auto log = open();
   std::vector<std::string> one = {ev("a", 1)};
-  REQUIRE((*log)->append_batch(one).ok());
-  auto upd = db->with_transaction([](store::transaction& tx) -> status {
-    auto r = tx.exec("UPDATE audit_events SET reason = 'x'");
+  REQUIRE(log->append_batch(one).ok());
+  REQUIRE(log->tick(true).ok());
+  for (const char* sql : {"UPDATE audit_events SET reason = 'x'", "DELETE FROM audit_events",
+                          "UPDATE audit_checkpoints SET unix_ns = 0", "DELETE FROM audit_checkpoints"}) {
+    auto st = db->with_transaction([&](store::transaction& tx) -> status {
+      auto r = tx.exec(sql);
+      if (!r) return r.err();
+      return {};
+    });
+    CHECK_FALSE_MESSAGE(st.ok(), std::string(sql));
+    if (!st.ok()) CHECK_MESSAGE(st.err().message.find("append-only") != std::string::npos, st.err().message);
+  }
+  CHECK(log->total() == 1);
+}
+
+TEST_CASE("schema v1 rows survive the move to the chain: kept, append-only, counted in watermarks and queries") {
+  fixture f(false);
+  auto v1_only = audit_service::audit_migrations().subspan(0, 1);
+  REQUIRE(store::migrate(*f.db, v1_only).ok());
+  auto put = f.db->with_transaction([](store::transaction& tx) -> status {
+    for (int i = 1; i <= 5; ++i) {
+      std::vector<store::value> p;
+      p.emplace_back(std::int64_t{i});
+      p.emplace_back(std::string("old"));
+      p.emplace_back(std::int64_t{i});
+      p.emplace_back(std::string("rid-old-") + std::to_string(i));
+      auto r = tx.exec("INSERT INTO audit_events (seq, source, source_seq, unix_ns, request_id) VALUES ($1, $2, $3, 0, $4)", p);
+      if (!r) return r.err();
+    }
+    return {};
+  });
+  REQUIRE_MESSAGE(put.ok(), why(put));
+  auto mig = store::migrate(*f.db, audit_service::audit_migrations());
+  REQUIRE_MESSAGE(mig.ok(), why(mig));
+  auto log = f.open();
+  CHECK(log->watermark("old") == 5);
+  CHECK(log->total() == 0);
+  std::vector<std::string> batch = {ev("old", 5), ev("old", 6), ev("new", 1)};
+  auto out = log->append_batch(batch);
+  REQUIRE(out.ok());
+  CHECK(out->duplicate == 1);
+  CHECK(out->stored == 2);
+  audit_service::event_filter all;
+  auto found = f.query(*log, all);
+  REQUIRE(found.size() == 7);
+  CHECK(found[0].seq() == 0);
+  CHECK(found[0].request_id() == "rid-old-1");
+  CHECK(found[5].seq() == 1);
+  CHECK(found[5].source_seq() == 6);
+  auto rep = f.verify();
+  CHECK_MESSAGE(rep.ok(), rep.summary());
+  auto upd = f.db->with_transaction([](store::transaction& tx) -> status {
+    auto r = tx.exec("UPDATE audit_events_v1 SET reason = 'x'");
     if (!r) return r.err();
     return {};
   });
   CHECK_FALSE(upd.ok());
-  CHECK(upd.err().message.find("append-only") != std::string::npos);
-  auto del = db->with_transaction([](store::transaction& tx) -> status {
-    auto r = tx.exec("DELETE FROM audit_events");
-    if (!r) return r.err();
-    return {};
-  });
-  CHECK_FALSE(del.ok());
-  CHECK((*log)->total() == 1);
+}
+
+TEST_CASE("the released audit migrations never change") {
+  // The checksums recorded in every deployed database: editing a released
+  // migration (or the chain DDL it carries from libs/auditchain) breaks them.
+  auto all = audit_service::audit_migrations();
+  REQUIRE(all.size() == 2);
+  MESSAGE("v1 " << store::checksum(all[0]) << " v2 " << store::checksum(all[1]));
+  CHECK(store::checksum(all[0]) == "ee9e85a0c0b927cfeb2f8643e404cd4f4594b8904720f5ddf4c987eff298fc64");
+  CHECK(store::checksum(all[1]) == "b1630378f6f514bc0d02d69aba5cbd7e7cf4454a2da4fc1c89d58be0a49089aa");
 }

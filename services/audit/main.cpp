@@ -1,7 +1,9 @@
 // loom-audit: receives every service's AuditEvents (PUSH -> PULL) and stores
-// them in the state store's append-only audit_events table; answers watermark
-// and query requests. The hash chain,
-// encryption and key rotation arrive with the audit issue.
+// them in the region's hash chain (audit_events: sealed payloads, signed
+// checkpoints, external anchor file); answers watermark and query requests,
+// rotates the key-encryption key and issues tokens (both audited).
+#include "libs/audit/emitter.hpp"
+#include "libs/auditchain/keyring.hpp"
 #include "libs/runtime/service.hpp"
 #include "services/audit/audit_logic.hpp"
 #include "services/audit/receiver.hpp"
@@ -9,8 +11,22 @@
 
 #include <zmq.hpp>
 
+#include <cstdlib>
 #include <string>
 #include <vector>
+
+namespace {
+
+// $LOOM_AUDIT_KEK_ROTATION_DAYS / $LOOM_AUDIT_RETENTION_DAYS override the
+// defaults (30 / 180; the retention never below 180).
+int env_days(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  int d = std::atoi(v);
+  return d > 0 ? d : fallback;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace loom;
@@ -27,7 +43,41 @@ int main(int argc, char** argv) {
   spec.name = "audit";
   spec.migrations = audit_service::audit_migrations;
   spec.start_extra = [&log, &pull_bind](runtime::service_env& env) -> result<std::shared_ptr<void>> {
-    auto l = audit_service::audit_log::open(env.database_url);
+    audit_service::audit_log_options o;
+    o.url = env.database_url;
+    o.keys_dir = env.paths.audit_keys();
+    o.anchor_path = env.paths.audit_anchors();
+    o.keyring.kek_rotation = std::chrono::days(env_days("LOOM_AUDIT_KEK_ROTATION_DAYS", 30));
+    o.keyring.retention =
+        std::max(auditchain::min_retention, std::chrono::days(env_days("LOOM_AUDIT_RETENTION_DAYS", 180)));
+    // Scheduled rotations and purges are operations of their own: audited
+    // through this service's emitter like any other (emit() only queues).
+    audit::emitter* em = env.audit;
+    std::string zone = env.zone;
+    o.keyring.on_rotate = [em, zone](std::uint32_t version, bool scheduled) {
+      audit::record r;
+      r.principal = "loom-audit";
+      r.role = "service";
+      r.zone = zone;
+      r.action = "key.rotate";
+      r.reason = scheduled ? "scheduled: the key-encryption key reached its rotation age" : "requested";
+      r.payload = "{\"kek_version\":" + std::to_string(version) + ",\"scheduled\":" + (scheduled ? "true" : "false") + "}";
+      r.service = "audit";
+      if (scheduled) em->emit(std::move(r));  // requested ones are the RotateKeysRequest's own record
+    };
+    o.on_purge = [em, zone](const std::vector<std::uint32_t>& days) {
+      audit::record r;
+      r.principal = "loom-audit";
+      r.role = "service";
+      r.zone = zone;
+      r.action = "key.purge";
+      std::string list;
+      for (auto d : days) list += (list.empty() ? "" : ",") + auditchain::day_name(d);
+      r.reason = "day keys past the retention destroyed: " + list;
+      r.service = "audit";
+      em->emit(std::move(r));
+    };
+    auto l = audit_service::audit_log::open(std::move(o));
     if (!l) return l.err();
     log = std::move(*l);
     const auto* me = env.eps.find("audit");
@@ -40,7 +90,7 @@ int main(int argc, char** argv) {
     }
   };
   spec.make_logic = [&log](runtime::service_env& env) {
-    return std::make_unique<audit_service::audit_logic>(log, env.db);
+    return std::make_unique<audit_service::audit_logic>(log, env.db, env.paths);
   };
   return runtime::service_main(static_cast<int>(args.size()), args.data(), spec);
 }

@@ -1,6 +1,32 @@
 #include "services/audit/schema.hpp"
 
+#include "libs/auditchain/store_io.hpp"
+#include "libs/store/database.hpp"
+
 namespace loom::audit_service {
+namespace {
+
+// v1 kept events unchained and in clear. v2 (the audit issue) moves them aside
+// as audit_events_v1 — still append-only, still read for watermarks and
+// queries, never chained — and creates the chained, encrypted audit_events
+// and audit_checkpoints of libs/auditchain. The chain starts at seq 1 in v2.
+// SQLite names triggers per database, so v1's triggers are dropped before the
+// rename and v1 gets its own (audit_events_v1_append_only_*); PostgreSQL names
+// them per table: the rename keeps them.
+std::string v2_sql(store::backend engine) {
+  std::string pre = engine == store::backend::sqlite
+                        ? "DROP TRIGGER audit_events_append_only_update;\n"
+                          "DROP TRIGGER audit_events_append_only_delete;\n"
+                          "ALTER TABLE audit_events RENAME TO audit_events_v1;\n"
+                          "DROP INDEX audit_events_by_request;\n"
+                          "CREATE INDEX audit_events_v1_by_request ON audit_events_v1 (request_id);\n"
+                        : "ALTER TABLE audit_events RENAME TO audit_events_v1;\n"
+                          "ALTER INDEX audit_events_by_request RENAME TO audit_events_v1_by_request;\n"
+                          "ALTER TABLE audit_events_v1 RENAME CONSTRAINT audit_events_pkey TO audit_events_v1_pkey;\n";
+  return pre + auditchain::schema_sql(engine);
+}
+
+}  // namespace
 
 std::span<const store::migration> audit_migrations() {
   // decision holds loom.v1.Decision's number; payload the serialized detail.
@@ -30,6 +56,13 @@ CREATE TABLE audit_events (
 CREATE INDEX audit_events_by_request ON audit_events (request_id);
 )sql",
        .append_only_tables = {"audit_events"}},
+      {.owner = "audit",
+       .version = 2,
+       .description = "audit_events hash-chained with sealed payloads, audit_checkpoints; v1 rows kept as audit_events_v1",
+       .sql = {},
+       .sql_sqlite = v2_sql(store::backend::sqlite),
+       .sql_postgres = v2_sql(store::backend::postgres),
+       .append_only_tables = {"audit_events_v1", "audit_events", "audit_checkpoints"}},
   };
   return all;
 }

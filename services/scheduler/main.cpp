@@ -1,16 +1,46 @@
 // loom-scheduler: the control plane — the node roster and training jobs
 // (stages placed on trainers by the scheduling policy), all in the state store.
+// Every stored job event (placements, stage switches, snapshots, requeues,
+// completion) is also an audit record naming its job.
+#include "libs/audit/emitter.hpp"
 #include "libs/runtime/service.hpp"
 #include "services/scheduler/scheduler_logic.hpp"
 #include "services/scheduler/schema.hpp"
+
+#include <nlohmann/json.hpp>
+
+namespace {
+
+// "job.placed", "job.stage_succeeded", …; a later stage being queued is the
+// pipeline's automatic stage switch.
+std::string action_of(const loom::scheduler::job_rec& j, const loom::scheduler::job_event& e) {
+  if (e.kind == "queued" && !j.stages.empty() && e.stage != j.stages.front().name) return "job.stage_switch";
+  return "job." + e.kind;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   loom::runtime::service_spec spec;
   spec.name = "scheduler";
   spec.migrations = loom::scheduler::scheduler_migrations;
   spec.make_logic = [](loom::runtime::service_env& env) {
+    loom::audit::emitter* em = env.audit;
+    std::string zone = env.zone, node = env.node_id;
+    auto on_event = [em, zone, node](const loom::scheduler::job_rec& j, const loom::scheduler::job_event& e) {
+      loom::audit::record r;
+      r.principal = node;
+      r.role = "service";
+      r.zone = zone;
+      r.action = action_of(j, e);
+      r.job_id = j.id;
+      r.reason = e.text;
+      r.payload = nlohmann::json{{"stage", e.stage}, {"job_state", j.state}, {"event_seq", e.seq}}.dump();
+      r.service = "scheduler";
+      em->emit(std::move(r));
+    };
     return std::make_unique<loom::scheduler::scheduler_logic>(
-        env.db, [] { return std::chrono::system_clock::now(); }, env.paths.root + "/jobs");
+        env.db, [] { return std::chrono::system_clock::now(); }, env.paths.root + "/jobs", on_event);
   };
   return loom::runtime::service_main(argc, argv, spec);
 }

@@ -1,5 +1,7 @@
 #include "services/scheduler/scheduler_logic.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include "libs/runtime/logic_pb.hpp"
 #include "libs/store/database.hpp"
 #include "loom/v1/jobs.pb.h"
@@ -22,8 +24,10 @@ handled store_failed(const error& e) {
 }
 }  // namespace
 
-scheduler_logic::scheduler_logic(store::database* db, clock_fn now, std::string jobs_root)
+scheduler_logic::scheduler_logic(store::database* db, clock_fn now, std::string jobs_root,
+                                 job_manager::event_sink on_job_event)
     : db_(db), now_(std::move(now)), jobs_(db, std::move(jobs_root)) {
+  jobs_.set_event_sink(std::move(on_job_event));
   if (!db_) return;
   auto nodes = db_->with_read_transaction([](store::transaction& tx) { return load_nodes(tx); });
   if (!nodes) throw std::runtime_error("cannot load the roster: " + nodes.err().to_string());
@@ -104,7 +108,13 @@ handled scheduler_logic::submit_job(const std::string& body, const call_context&
   loom::v1::SubmitJobReply rep;
   to_proto(*r->first, rep.mutable_job());
   rep.set_existed(r->second);
-  return reply(rep);
+  auto h = reply(rep);
+  h.audit_job_id = r->first->id;
+  h.audit_payload = nlohmann::json{{"template", a.template_name}, {"overrides", a.overrides},
+                                   {"priority_class", a.priority_class}, {"tenant", a.tenant}, {"zone", a.zone},
+                                   {"existed", r->second}}
+                        .dump();
+  return h;
 }
 
 handled scheduler_logic::list_jobs(const std::string& body) {
@@ -142,7 +152,10 @@ handled scheduler_logic::cancel_job(const std::string& body) {
   if (!j) return fail(j.err());
   loom::v1::CancelJobReply rep;
   to_proto(**j, rep.mutable_job());
-  return reply(rep);
+  auto h = reply(rep);
+  h.audit_job_id = (*j)->id;
+  h.audit_payload = nlohmann::json{{"reason", req->reason()}}.dump();
+  return h;
 }
 
 handled scheduler_logic::poll_work(const std::string& body) {

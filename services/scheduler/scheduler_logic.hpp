@@ -27,9 +27,10 @@ class scheduler_logic final : public runtime::service_logic {
   // Throws std::runtime_error when the stored roster cannot be loaded (the
   // supervisor retries with backoff).
   // jobs_root: where job stages write (<data dir>/jobs).
+  // on_job_event: told of every stored job event (the service audits them).
   explicit scheduler_logic(
       store::database* db = nullptr, clock_fn now = [] { return std::chrono::system_clock::now(); },
-      std::string jobs_root = "/tmp/loom-jobs");
+      std::string jobs_root = "/tmp/loom-jobs", job_manager::event_sink on_job_event = {});
 
   runtime::handled handle(const std::string& type, const std::string& body,
                           const runtime::call_context& ctx) override;

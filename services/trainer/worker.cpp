@@ -1,5 +1,6 @@
 #include "services/trainer/worker.hpp"
 
+#include "libs/audit/emitter.hpp"
 #include "libs/files/files.hpp"
 #include "libs/metrics/metrics.hpp"
 #include "libs/runtime/service.hpp"
@@ -8,6 +9,8 @@
 #include "loom/v1/jobs.pb.h"
 #include "services/trainer/run/run_config.hpp"
 #include "services/trainer/run/training_run.hpp"
+
+#include <nlohmann/json.hpp>
 
 #include <cstdio>
 #include <iostream>
@@ -87,6 +90,19 @@ void worker::train(std::shared_ptr<stage_run> run) {
     run->loss = rec.loss;
     run->tokens_per_s = rec.tokens_per_s;
     if (rec.step == 1) run->first_loss = rec.loss;
+  };
+  o.on_rollback = [&](std::uint64_t bad_step, std::uint64_t back_to, const std::string& why) {
+    if (!env_.audit) return;
+    audit::record r;
+    r.principal = env_.node_id;
+    r.role = "service";
+    r.zone = env_.zone;
+    r.action = "checkpoint.rollback";
+    r.job_id = run->job;
+    r.reason = why;
+    r.payload = nlohmann::json{{"stage", run->stage}, {"bad_step", bad_step}, {"back_to_step", back_to}}.dump();
+    r.service = "trainer";
+    env_.audit->emit(std::move(r));
   };
   o.on_snapshot = [&](const std::string& dir) {
     std::lock_guard lock(mu_);

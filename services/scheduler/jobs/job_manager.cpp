@@ -45,6 +45,7 @@ status job_manager::record(job_rec& j, const std::string& stage, const std::stri
     return ok_status();
   });
   if (!st) --j.next_event;  // not written: the seq is reused by the next event
+  else if (sink_) sink_(j, e);
   return st;
 }
 

@@ -80,6 +80,10 @@ class job_manager {
   std::vector<const job_rec*> list(const std::string& state) const;
   const job_rec* find(const std::string& id) const;
   result<std::vector<job_event>> events(const std::string& id, std::uint64_t after) const;
+  // Called after each job event is stored (queued, placed, stage switches,
+  // snapshots, requeues, completion, cancellation): the service audits them.
+  using event_sink = std::function<void(const job_rec&, const job_event&)>;
+  void set_event_sink(event_sink fn) { sink_ = std::move(fn); }
 
  private:
   struct slot {  // what a trainer node runs
@@ -111,6 +115,7 @@ class job_manager {
   std::map<std::string, bool> in_policy_;                  // node -> added (and alive) in the policy
   std::map<std::string, slot> slots_;                      // node -> its assignment
   std::uint64_t next_seq_ = 1;
+  event_sink sink_;
 };
 
 }  // namespace loom::scheduler

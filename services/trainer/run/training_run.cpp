@@ -245,6 +245,7 @@ result<run_summary> run_training(const run_config& given, const run_options& o) 
     if (auto st = load_params(*back, model); !st) return st;
     if (auto st = load_optimizer(*back, opt); !st) return st;
     ++rollbacks;
+    const std::uint64_t bad_step = step + 1;
     skipped = back->state.skipped;
     skipped.push_back(bad_batch);
     step = back->state.step;
@@ -259,6 +260,7 @@ result<run_summary> run_training(const run_config& given, const run_options& o) 
     say(o, why + fmt("; rolled back to step %llu, skipping that batch (epoch %llu, window %llu)",
                      static_cast<unsigned long long>(step), static_cast<unsigned long long>(bad_batch.epoch),
                      static_cast<unsigned long long>(bad_batch.position)));
+    if (o.on_rollback) o.on_rollback(bad_step, step, why);
     return ok_status();
   };
 

@@ -36,6 +36,9 @@ struct run_options {
   // Called after every step (from the training thread) and after every snapshot.
   std::function<void(const step_record&)> on_step;
   std::function<void(const std::string& snapshot_dir)> on_snapshot;
+  // After an anomaly rolled the run back: the step that failed, the snapshot's
+  // step it went back to, and why (the trainer service audits it).
+  std::function<void(std::uint64_t bad_step, std::uint64_t back_to, const std::string& why)> on_rollback;
   // Tests only: true = allocating a model of this micro-batch fails (out of memory).
   std::function<bool(int batch)> fail_alloc;
   // Tests only: replaces the loss of a step (1-based) to exercise the anomaly path.

@@ -1,0 +1,195 @@
+// `loom audit verify|trail|tail` and `loom keys rotate`: the audit log.
+// verify reads the state store and the anchor file directly (libs/auditchain):
+// it works with the services down and needs no data key, only the anchor
+// public keys. trail and tail ask the audit service, which decrypts payloads
+// for the roles allowed to read them.
+#include "client/cli.hpp"
+#include "client/typed_call.hpp"
+
+#include "libs/auditchain/store_io.hpp"
+#include "libs/store/database.hpp"
+#include "loom/v1/audit.pb.h"
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <iostream>
+#include <thread>
+
+namespace loom::cli {
+namespace {
+
+using nlohmann::json;
+
+const char* audit_usage =
+    "usage: loom audit verify [--from SEQ] [--database URL] [--keys DIR] [--anchors FILE]\n"
+    "       loom audit trail JOB [--json]\n"
+    "       loom audit tail [--lines N] [--follow]";
+
+std::string decision_name(int d) {
+  switch (d) {
+    case loom::v1::ALLOW: return "allow";
+    case loom::v1::DENY: return "deny";
+    case loom::v1::ERROR: return "error";
+    default: return "?";
+  }
+}
+
+std::string utc(std::uint64_t unix_ns) {
+  std::time_t s = static_cast<std::time_t>(unix_ns / 1000000000ULL);
+  std::tm tm{};
+  ::gmtime_r(&s, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// Printable payloads as text, others as a byte count.
+std::string payload_text(const loom::v1::AuditEvent& e) {
+  if (!e.payload_state().empty() && e.payload().empty()) return "(" + e.payload_state() + ")";
+  const auto& p = e.payload();
+  for (unsigned char ch : p)
+    if (ch < 0x20 && ch != '\t') return "(" + std::to_string(p.size()) + " bytes)";
+  return p;
+}
+
+json event_json(const loom::v1::AuditEvent& e) {
+  json j{{"seq", e.seq()},           {"unix_ns", e.unix_ns()},       {"time", utc(e.unix_ns())},
+         {"source", e.source()},     {"source_seq", e.source_seq()}, {"service", e.service()},
+         {"principal", e.principal()}, {"role", e.role()},           {"zone", e.zone()},
+         {"action", e.action()},     {"job_id", e.job_id()},         {"request_id", e.request_id()},
+         {"decision", decision_name(e.decision())}, {"reason", e.reason()}};
+  auto text = payload_text(e);
+  if (!e.payload().empty()) j["payload"] = json::parse(e.payload(), nullptr, false).is_discarded() ? json(text) : json::parse(e.payload());
+  if (!e.payload_state().empty()) j["payload_state"] = e.payload_state();
+  return j;
+}
+
+void print_event(const loom::v1::AuditEvent& e) {
+  std::string who = e.principal().empty() ? "-" : e.principal() + "/" + e.role();
+  std::string action = e.action();
+  if (action.starts_with("loom.v1.")) action = action.substr(8);
+  std::printf("%8llu  %s  %-10s %-22s %-28s %-5s", static_cast<unsigned long long>(e.seq()),
+              utc(e.unix_ns()).c_str(), e.service().c_str(), who.c_str(), action.c_str(),
+              decision_name(e.decision()).c_str());
+  if (!e.reason().empty()) std::printf("  %s", e.reason().c_str());
+  auto p = payload_text(e);
+  if (!p.empty()) std::printf("  %s", p.c_str());
+  std::printf("\n");
+}
+
+result<loom::v1::AuditQueryReply> query(context& c, const loom::v1::AuditQueryRequest& q) {
+  return typed_call<loom::v1::AuditQueryReply>(c, "audit", q, 1);
+}
+
+int verify(context& c) {
+  std::uint64_t from = 1;
+  if (auto f = c.a.get("from")) {
+    char* end = nullptr;
+    from = std::strtoull(f->c_str(), &end, 10);
+    if (f->empty() || *end || from == 0) return usage("loom audit verify: --from needs a seq >= 1");
+  }
+  std::string url = c.a.get_or("database", store::resolve_url(c.paths.root));
+  auto db = store::database::open(url);
+  if (!db) return fail(c, db.err());
+  auditchain::verify_options o;
+  o.from_seq = from;
+  o.keys_dir = c.a.get_or("keys", c.paths.audit_keys());
+  o.anchor_file = c.a.get_or("anchors", c.paths.audit_anchors());
+  auto started = std::chrono::steady_clock::now();
+  auto rep = auditchain::verify_store(**db, o);
+  if (!rep) return fail(c, rep.err());
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  if (c.json) {
+    json j{{"ok", rep->ok()},           {"fault", std::string(auditchain::to_string(rep->kind))},
+           {"bad_seq", rep->bad_seq},   {"reason", rep->reason},
+           {"from_seq", rep->from_seq}, {"last_seq", rep->last_seq},
+           {"rows", rep->rows},         {"anchors", rep->anchors},
+           {"anchored_seq", rep->anchored_seq}, {"notes", rep->notes},
+           {"seconds", secs}};
+    std::cout << j.dump() << std::endl;
+  } else {
+    std::printf("%s\n", rep->summary().c_str());
+    for (const auto& n : rep->notes) std::printf("  note: %s\n", n.c_str());
+    std::printf("  %llu rows, %llu anchors, anchored up to seq %llu, %.2f s (%s)\n",
+                static_cast<unsigned long long>(rep->rows), static_cast<unsigned long long>(rep->anchors),
+                static_cast<unsigned long long>(rep->anchored_seq), secs, (*db)->masked_url().c_str());
+  }
+  return rep->ok() ? ok_exit : error_exit;
+}
+
+int trail(context& c) {
+  auto& pos = c.a.positional;
+  if (pos.size() < 3 || pos[2].empty()) return usage(audit_usage);
+  loom::v1::AuditQueryRequest q;
+  q.set_job_id(pos[2]);
+  q.set_limit(10000);
+  auto rep = query(c, q);
+  if (!rep) return fail(c, rep.err());
+  if (rep->events().empty())
+    return fail(c, make_error(errc::not_found, "no audit events for job " + pos[2]));
+  if (c.json) {
+    json events = json::array();
+    for (const auto& e : rep->events()) events.push_back(event_json(e));
+    std::cout << json{{"job_id", pos[2]}, {"events", events}}.dump() << std::endl;
+    return ok_exit;
+  }
+  std::printf("audit trail of job %s (%d events)\n", pos[2].c_str(), rep->events_size());
+  for (const auto& e : rep->events()) print_event(e);
+  return ok_exit;
+}
+
+int tail(context& c) {
+  long lines = std::atol(c.a.get_or("lines", "20").c_str());
+  if (lines <= 0 || lines > 10000) return usage("loom audit tail: --lines must be 1..10000");
+  loom::v1::AuditQueryRequest q;
+  q.set_newest(true);
+  q.set_limit(static_cast<std::uint32_t>(lines));
+  auto rep = query(c, q);
+  if (!rep) return fail(c, rep.err());
+  std::uint64_t last = 0;
+  auto show = [&](const loom::v1::AuditQueryReply& r) {
+    for (const auto& e : r.events()) {
+      if (c.json) std::cout << event_json(e).dump() << std::endl;
+      else print_event(e);
+      last = std::max<std::uint64_t>(last, e.seq());
+    }
+    std::fflush(stdout);
+  };
+  show(*rep);
+  if (!c.a.flag("follow")) return ok_exit;
+  for (;;) {  // until interrupted
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    loom::v1::AuditQueryRequest more;
+    more.set_after_chain_seq(last);
+    more.set_limit(1000);
+    auto r = query(c, more);
+    if (!r) return fail(c, r.err());
+    show(*r);
+  }
+}
+
+}  // namespace
+
+int cmd_audit(context& c) {
+  auto& pos = c.a.positional;
+  std::string sub = pos.size() > 1 ? pos[1] : "";
+  if (sub == "verify") return verify(c);
+  if (sub == "trail") return trail(c);
+  if (sub == "tail") return tail(c);
+  return usage(audit_usage);
+}
+
+int cmd_keys_rotate(context& c) {
+  auto rep = typed_call<loom::v1::RotateKeysReply>(c, "audit", loom::v1::RotateKeysRequest{}, 1);
+  if (!rep) return fail(c, rep.err());
+  if (c.json) std::cout << json{{"kek_version", rep->kek_version()}}.dump() << std::endl;
+  else
+    std::printf("audit key-encryption key rotated: version %u wraps new day keys; older versions only decrypt\n",
+                rep->kek_version());
+  return ok_exit;
+}
+
+}  // namespace loom::cli
