@@ -1,6 +1,7 @@
 // `loom up` on PostgreSQL: with LOOM_DATABASE_URL set, the services keep
 // their state in the shared server instead of <data dir>/loom.db; and a
-// database that cannot be reached is named (password masked) in the error.
+// database that cannot be reached is named (password masked) in the error;
+// the audit chain there verifies with `loom audit verify --database`.
 #include "libs/store/database.hpp"
 #include "libs/store/testing.hpp"
 #include "tests/support/harness.hpp"
@@ -54,6 +55,15 @@ TEST_CASE("loom up keeps the roster and the audit log in PostgreSQL when LOOM_DA
   CHECK(eps["nodes"].size() == 5);
   CHECK(run_loom(home.path(), {"down"}).code == 0);
   CHECK(count(**db, "SELECT COUNT(*) FROM nodes") == 5);
+  // The audit chain in PostgreSQL verifies with every service down, its tail
+  // signed at the clean stop (database checkpoint and anchor file).
+  CHECK(count(**db, "SELECT COUNT(*) FROM audit_checkpoints") >= 1);
+  auto verify = run_loom(home.path(), {"audit", "verify", "--database", scratch->url(), "--json"});
+  INFO(verify.out << verify.err);
+  CHECK(verify.code == 0);
+  auto v = nlohmann::json::parse(verify.out, nullptr, false);
+  CHECK(v.value("ok", false));
+  CHECK(v.value("anchored_seq", 0) == v.value("last_seq", -1));
 }
 
 TEST_CASE("a service names an unreachable database with its password masked and gives up after the wait") {
