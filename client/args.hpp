@@ -26,7 +26,8 @@ struct args {
 };
 
 // Flags that never take a value, for every command.
-inline const std::set<std::string> known_flags = {"json", "help", "h", "force", "quiet", "decode"};
+inline const std::set<std::string> known_flags = {"json",    "help",   "h",        "force",   "quiet",
+                                                   "decode",  "follow", "offline",  "no-pii",  "no-dedup"};
 
 // invalid_argument (exit 2) for an option missing its value.
 result<args> parse(const std::vector<std::string>& argv);

@@ -8,11 +8,29 @@
 
 namespace loom::cli {
 
+int cmd_data_train_tokenizer(context& c);  // data_tokenizer.cpp
+int cmd_data_import(context& c);           // data_import.cpp
+int cmd_data_list(context& c);
+int cmd_data_status(context& c);
+int cmd_data_rejects(context& c);
+int cmd_data_sync(context& c);             // data_sync.cpp
+
 int cmd_data(context& c) {
   static const std::map<std::string, int (*)(context&)> subcommands = {
       {"pii", cmd_data_pii},
+      {"train-tokenizer", cmd_data_train_tokenizer},
+      {"import", cmd_data_import},
+      {"list", cmd_data_list},
+      {"status", cmd_data_status},
+      {"rejects", cmd_data_rejects},
+      {"sync", cmd_data_sync},
   };
-  static const char* usage_line = "usage: loom data pii FILE [--json] [--region CC]";
+  static const char* usage_line =
+      "usage: loom data import PATH --dataset NAME [--profile P] [--memory 512MiB] [--nodes a,b] [--deny IDS]\n"
+      "       loom data list | status NAME | rejects NAME [--limit N]\n"
+      "       loom data sync --from A --to B --dataset D   (B pulls D from A; `loom data sync` alone: details)\n"
+      "       loom data pii FILE [--json] [--region CC]\n"
+      "       loom data train-tokenizer --vocab-size N PATH [--out tokenizer.json] [--min-frequency F] [--json]";
   if (c.a.positional.size() < 2) return usage("loom data: missing subcommand\n" + std::string(usage_line));
   auto it = subcommands.find(c.a.positional[1]);
   if (it == subcommands.end())

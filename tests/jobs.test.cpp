@@ -2,7 +2,8 @@
 // (pretrain -> SFT) succeeds with the SFT stage starting from pretrain's final
 // checkpoint; kill -9 of the trainer at steps from a fixed seed leaves the final
 // parameters bitwise equal to an uninterrupted job; kill -9 of the scheduler
-// loses and duplicates nothing. The corpus is the GPL-3 text Debian ships.
+// loses and duplicates nothing. The corpus is the GPL-3 text Debian ships
+// (imported through ingest for the pipeline test, data.text for the others).
 #include "libs/crypto/hash.hpp"
 #include "libs/files/files.hpp"
 #include "tests/support/harness.hpp"
@@ -39,9 +40,10 @@ long pid_of(const std::string& home, const std::string& service) {
   return 0;
 }
 
-std::string submit(const std::string& home, std::vector<std::string> extra = {}) {
-  std::vector<std::string> args = {"job", "submit", "--template", "pipeline-test", "--set",
-                                   std::string("text=") + corpus};
+// `data`: the job's data override (default the corpus file as data.text).
+std::string submit(const std::string& home, std::vector<std::string> extra = {},
+                   const std::string& data = std::string("text=") + corpus) {
+  std::vector<std::string> args = {"job", "submit", "--template", "pipeline-test", "--set", data};
   args.insert(args.end(), extra.begin(), extra.end());
   auto j = loom_json(home, args);
   REQUIRE(j.contains("id"));
@@ -97,7 +99,12 @@ TEST_CASE("pipeline-test: pretrain then SFT from pretrain's final checkpoint, bo
   temp_dir home;
   up_guard guard{home.path()};
   REQUIRE(run_loom(home.path(), {"up"}, 60s).code == 0);
-  const std::string id = submit(home.path());
+  // The corpus goes in through ingest; the trainer fetches the dataset from it,
+  // pretrains on its shards and generates the SFT records from its documents.
+  auto imported = run_loom(home.path(), {"data", "import", corpus, "--dataset", "gpl"}, 120s);
+  INFO(imported.out << imported.err);
+  REQUIRE(imported.code == 0);
+  const std::string id = submit(home.path(), {}, "dataset=gpl");
   auto watch = run_loom(home.path(), {"job", "watch", id}, 240s);
   INFO(watch.out << watch.err);
   CHECK(watch.code == 0);
@@ -125,6 +132,7 @@ TEST_CASE("pipeline-test: pretrain then SFT from pretrain's final checkpoint, bo
   auto trainer_log = files::read_file(home.path() + "/logs/trainer.log");
   REQUIRE(trainer_log.ok());
   CHECK(trainer_log->find("initialised from " + pre_final) != std::string::npos);
+  CHECK(trainer_log->find("fetched dataset gpl from ingest") != std::string::npos);
 
   // The trainer's step metrics are on its /metrics: 30 + 20 steps.
   std::string metrics_url;

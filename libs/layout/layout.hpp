@@ -4,6 +4,7 @@
 //   <data>/endpoints.json        services' endpoints, pids, watcher pid
 //   <data>/keys/curve/<n>.pub    CURVE public keys (the ZAP allow-list)
 //   <data>/keys/curve/<n>.key    CURVE secret keys (0600)
+//   <data>/keys/peers/<n>.pub    other sites' keys trusted by this site's dataset sync server
 //   <data>/keys/token.key        HMAC key for tokens = the admin key (0600)
 //   <data>/keys/epoch            token revocation epoch
 //   <data>/keys/checkpoint.key   HMAC key signing checkpoint manifests (0600)
@@ -39,6 +40,7 @@ struct paths {
   std::string root;
   std::string endpoints() const { return root + "/endpoints.json"; }
   std::string curve_dir() const { return root + "/keys/curve"; }
+  std::string peers_dir() const { return root + "/keys/peers"; }
   std::string token_key() const { return root + "/keys/token.key"; }
   std::string epoch() const { return root + "/keys/epoch"; }
   std::string checkpoint_key() const { return root + "/keys/checkpoint.key"; }

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <sys/stat.h>
+#include <unordered_set>
 
 namespace loom::tokenizer {
 
@@ -16,6 +17,9 @@ struct bpe::impl {
   detail::token_map tokens;
   detail::merge_tables merge;
   std::vector<std::string> specials;  // id = tokens.size() + index
+  // Tokens that a piece equal to their bytes does not become (their bytes merge
+  // into other tokens under merges semantics); empty = none.
+  std::vector<bool> not_whole;
 };
 
 namespace {
@@ -108,6 +112,79 @@ result<bpe> bpe::parse(std::string_view json, const std::string& source) {
   return bpe(std::move(p));
 }
 
+result<bpe> bpe::from_merges(std::vector<std::string> tokens, const std::vector<merge_pair>& merges,
+                             std::vector<std::string> specials, bool ignore_merges, const std::string& source) {
+  const auto bad = [&](errc code, const std::string& what) { return make_error(code, source + ": " + what); };
+  if (tokens.size() >= no_rank) return bad(errc::corruption, "too many tokens");
+  auto p = std::make_shared<impl>();
+  p->serial = next_serial.fetch_add(1);
+  std::string arena;
+  std::vector<std::uint32_t> offsets{0};
+  for (const auto& t : tokens) {
+    if (t.empty()) return bad(errc::corruption, "token " + std::to_string(offsets.size() - 1) + " is empty");
+    arena += t;
+    if (arena.size() >= no_rank) return bad(errc::corruption, "tokens too long");
+    offsets.push_back(static_cast<std::uint32_t>(arena.size()));
+  }
+  p->tokens.build(std::move(arena), std::move(offsets));
+  const auto find = [&](std::string_view b) {
+    const auto* q = reinterpret_cast<const unsigned char*>(b.data());
+    return p->tokens.find(q, b.size(), detail::hash_bytes(q, b.size()));
+  };
+  for (std::uint32_t id = 0; id < tokens.size(); ++id)
+    if (find(tokens[id]) != id) return bad(errc::corruption, "tokens " + std::to_string(find(tokens[id])) + " and " +
+                                                                 std::to_string(id) + " have the same bytes");
+  for (int b = 0; b < 256; ++b) {
+    const char c = static_cast<char>(b);
+    p->merge.byte_rank[static_cast<unsigned char>(b)] = find(std::string_view(&c, 1));
+    if (p->merge.byte_rank[static_cast<unsigned char>(b)] == no_rank)
+      return bad(errc::unimplemented, "byte " + std::to_string(b) + " is not a token (not a byte-level BPE)");
+  }
+  std::vector<detail::pair_map::entry> entries;
+  entries.reserve(merges.size());
+  std::unordered_set<std::uint64_t> seen;
+  std::uint32_t last = 0;
+  for (std::size_t i = 0; i < merges.size(); ++i) {
+    const auto [l, r] = merges[i];
+    const std::string where = "merge " + std::to_string(i);
+    if (l >= tokens.size() || r >= tokens.size()) return bad(errc::corruption, where + " names an unknown token id");
+    const std::uint32_t m = find(tokens[l] + tokens[r]);
+    if (m == no_rank) return bad(errc::corruption, where + "'s result is not a token");
+    if (!seen.insert((std::uint64_t{l} << 32) | r).second) return bad(errc::corruption, where + " is listed twice");
+    if (i > 0 && m <= last)
+      return bad(errc::unimplemented, where + " makes token " + std::to_string(m) + ", not above the previous merge's " +
+                                          std::to_string(last) + " (only merges numbered in merge order, each "
+                                          "making a token no other merge makes, are implemented)");
+    last = m;
+    entries.push_back({l, r, m});
+  }
+  p->merge.pairs.build(entries);
+  // A piece that equals a token's bytes becomes that token only if merging
+  // would make it (HF merges semantics), unless the file says ignore_merges.
+  if (!ignore_merges) {
+    std::vector<std::uint32_t> out;
+    detail::merge_scratch scratch;
+    std::vector<bool> not_whole(tokens.size(), false);
+    bool any = false;
+    for (std::uint32_t id = 0; id < tokens.size(); ++id) {
+      if (tokens[id].size() < 2) continue;
+      out.clear();
+      detail::merge_piece(p->merge, reinterpret_cast<const unsigned char*>(tokens[id].data()), tokens[id].size(), out,
+                          scratch);
+      if (out.size() != 1 || out[0] != id) {
+        not_whole[id] = true;
+        any = true;
+      }
+    }
+    if (any) p->not_whole = std::move(not_whole);
+  }
+  for (std::size_t i = 0; i < specials.size(); ++i)
+    for (std::size_t j = 0; j < i; ++j)
+      if (specials[i] == specials[j]) return bad(errc::corruption, "special token " + specials[i] + " appears twice");
+  p->specials = std::move(specials);
+  return bpe(std::move(p));
+}
+
 result<bpe> bpe::load(const std::string& path) {
   auto text = files::read_file(path);
   if (!text) return make_error(text.code(), "cannot read vocabulary " + path + ": " + text.err().message);
@@ -156,7 +233,7 @@ void bpe::encode_into(std::string_view text, std::vector<std::uint32_t>& out) co
     // before merging); then the cache; then the merge.
     const std::uint64_t h = detail::hash_bytes(p, n);
     if (n <= max_token) {
-      if (const std::uint32_t r = m.tokens.find(p, n, h); r != no_rank) {
+      if (const std::uint32_t r = m.tokens.find(p, n, h); r != no_rank && (m.not_whole.empty() || !m.not_whole[r])) {
         out.push_back(r);
         continue;
       }
@@ -180,6 +257,14 @@ void bpe::decode_into(std::span<const std::uint32_t> ids, std::string& out) cons
 }
 
 std::size_t bpe::vocab_size() const { return impl_->tokens.size() + impl_->specials.size(); }
+
+std::size_t bpe::ordinary_size() const { return impl_->tokens.size(); }
+
+std::optional<std::uint32_t> bpe::special_id(std::string_view text) const {
+  for (std::size_t i = 0; i < impl_->specials.size(); ++i)
+    if (impl_->specials[i] == text) return static_cast<std::uint32_t>(impl_->tokens.size() + i);
+  return std::nullopt;
+}
 
 std::string_view bpe::token_bytes(std::uint32_t id) const {
   const std::size_t n = impl_->tokens.size();

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -39,6 +40,22 @@ class bpe {
   // Same, from the file's contents; `source` names it in errors.
   static result<bpe> parse(std::string_view json, const std::string& source);
 
+  // A byte-level BPE with Hugging Face `tokenizers` semantics (tokenizer.json;
+  // libs/tokenizer/train/hf_json.hpp reads the file): `tokens` are the ordinary
+  // tokens' bytes by id (every single byte among them), `merges` the (left,
+  // right) pairs in rank order. A piece merges only by listed pairs, lowest rank
+  // first, leftmost on ties -- not tiktoken's "any split that is a token".
+  // Each merge makes the token bytes(left) + bytes(right), and those ids must
+  // grow with the rank (so id order is rank order). `specials` take the ids
+  // after the ordinary tokens. ignore_merges: a piece that is a token is that
+  // token (HF's flag); otherwise only when merging its bytes gives that token.
+  // corruption / unimplemented naming `source` otherwise.
+  struct merge_pair {
+    std::uint32_t left = 0, right = 0;
+  };
+  static result<bpe> from_merges(std::vector<std::string> tokens, const std::vector<merge_pair>& merges,
+                                 std::vector<std::string> specials, bool ignore_merges, const std::string& source);
+
   std::vector<std::uint32_t> encode(std::string_view text) const;
   // Appends the ids of `text` to `out`. Allocates only when `out` must grow
   // (and, amortised, when this thread's piece cache grows): the hot path.
@@ -53,6 +70,10 @@ class bpe {
   bool valid_id(std::uint32_t id) const { return id < vocab_size(); }
   // The bytes of one token (special tokens: their text).
   std::string_view token_bytes(std::uint32_t id) const;
+  // Ordinary tokens: ids 0..ordinary_size()-1; the special tokens follow.
+  std::size_t ordinary_size() const;
+  // The id of special token `text` ("<|endoftext|>"), if this vocabulary has it.
+  std::optional<std::uint32_t> special_id(std::string_view text) const;
 
   struct impl;  // tables; defined in bpe.cpp
 

@@ -29,9 +29,6 @@ void token_map::build(std::string arena, std::vector<std::uint32_t> offsets) {
 }
 
 void pair_map::build(const token_map& tokens) {
-  struct entry {
-    std::uint32_t a, b, merged;
-  };
   std::vector<entry> entries;
   for (std::uint32_t r = 0; r < tokens.size(); ++r) {
     const auto t = tokens.bytes(r);
@@ -43,6 +40,10 @@ void pair_map::build(const token_map& tokens) {
       if (b != no_rank) entries.push_back({a, b, r});
     }
   }
+  build(entries);
+}
+
+void pair_map::build(const std::vector<entry>& entries) {
   slots_.assign(table_size(entries.size()), slot{});
   mask_ = slots_.size() - 1;
   count_ = entries.size();

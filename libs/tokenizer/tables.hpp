@@ -106,6 +106,12 @@ class token_map {
 class pair_map {
  public:
   void build(const token_map& tokens);
+  // Only the listed pairs (Hugging Face's merges: a piece merges by these and
+  // no other split). REQUIRES: no (a, b) twice.
+  struct entry {
+    std::uint32_t a, b, merged;
+  };
+  void build(const std::vector<entry>& entries);
 
   std::uint32_t find(std::uint32_t a, std::uint32_t b) const {
     for (std::size_t i = hash(a, b) & mask_;; i = (i + 1) & mask_) {

@@ -6,6 +6,7 @@
 #include "services/trainer/run/run_config.hpp"
 #include "services/trainer/run/sampler.hpp"
 #include "services/trainer/run/snapshot_io.hpp"
+#include "services/trainer/run/text_data.hpp"
 #include "services/trainer/run/training_run.hpp"
 
 #include <nlohmann/json.hpp>
@@ -122,8 +123,11 @@ int train_main(int argc, char** argv) {
 int sample_main(int argc, char** argv) {
   const char* usage =
       "usage: loom-trainer sample --checkpoint DIR --prompt TEXT [--max-tokens N] [--temperature X]\n"
-      "                           [--top-k K] [--seed S] [--threads N] [--data-dir D] [--json]\n";
-  auto a = parse(argc, argv, {"checkpoint", "prompt", "max-tokens", "temperature", "top-k", "seed", "threads", "data-dir"},
+      "                           [--top-k K] [--seed S] [--threads N] [--tokenizer tokenizer.json]\n"
+      "                           [--data-dir D] [--json]\n"
+      "  --tokenizer: the run's data.tokenizer (default GPT-2)\n";
+  auto a = parse(argc, argv,
+                 {"checkpoint", "prompt", "max-tokens", "temperature", "top-k", "seed", "threads", "tokenizer", "data-dir"},
                  {"json", "help"});
   if (a.flags["help"]) {
     std::fputs(usage, stdout);
@@ -156,8 +160,18 @@ int sample_main(int argc, char** argv) {
   auto snap = open_snapshot(a.values["checkpoint"], *key);
   if (!snap) return fail(snap.err());
   for (const auto& w : snap->where.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
-  auto bpe = tokenizer::bpe::load_gpt2();
+  const std::string tok_path = a.values.count("tokenizer") ? a.values["tokenizer"] : "";
+  auto bpe = load_run_tokenizer(tok_path);
   if (!bpe) return fail(bpe.err());
+  if (!tok_path.empty()) {
+    if (bpe->vocab_size() > static_cast<std::size_t>(snap->model.vocab))
+      return fail(make_error(errc::invalid_argument, "--tokenizer " + tok_path + " has " +
+                                                         std::to_string(bpe->vocab_size()) + " tokens, more than the "
+                                                         "checkpoint's model.vocab " + std::to_string(snap->model.vocab)));
+    auto eot = end_of_text_id(*bpe, tok_path);
+    if (!eot) return fail(eot.err());
+    so.stop_token = *eot;
+  }
   auto prompt = bpe->encode(a.values["prompt"]);
   if (prompt.empty()) {
     std::fprintf(stderr, "loom-trainer sample: the prompt is empty\n");

@@ -1,18 +1,27 @@
 #include "services/trainer/worker.hpp"
 
 #include "libs/audit/emitter.hpp"
+#include "libs/cdc/sync_client.hpp"
 #include "libs/files/files.hpp"
+#include "libs/layout/layout.hpp"
 #include "libs/metrics/metrics.hpp"
 #include "libs/runtime/service.hpp"
 #include "libs/wire/client.hpp"
 #include "libs/wire/envelope_pb.hpp"
+#include "loom/v1/ingest.pb.h"
 #include "loom/v1/jobs.pb.h"
 #include "services/trainer/run/run_config.hpp"
 #include "services/trainer/run/training_run.hpp"
 
 #include <nlohmann/json.hpp>
+#include <zmq.hpp>
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 
 namespace loom::trainer {
@@ -26,6 +35,67 @@ constexpr int max_crashes = 3;
 void log(const char* fmt, const std::string& a, const std::string& b = "") {
   std::fprintf(stderr, fmt, a.c_str(), b.c_str());
   std::fflush(stderr);
+}
+
+// Where a stage's data.dataset is fetched to and trained from.
+std::string fetched_datasets(const runtime::service_env& env) { return env.paths.state("trainer") + "/datasets"; }
+
+// Brings <data>/trainer/datasets/<name> up to date with dataset `name` of
+// this deployment's ingest: SyncInfo says where its sync server listens, then
+// a cdc::sync_client with the trainer's own key (admitted: it is in the
+// deployment's curve dir) fetches only the chunks that changed — an unchanged
+// dataset costs one manifest round trip. The pull has a ZeroMQ context of its
+// own so that `stop` (cancel, shutdown) ends it at once: shutting the context
+// down fails the client's next socket call. Errors name the dataset and ingest.
+status fetch_dataset(runtime::service_env& env, const std::string& name, const std::atomic<bool>& stop) {
+  auto eps = layout::read_endpoints(env.paths.endpoints());  // fresh: ingest may have moved
+  const auto* ingest = eps ? eps->find("ingest") : env.eps.find("ingest");
+  const std::string rpc = ingest ? ingest->rpc : "";
+  auto fail = [&](const std::string& where, const error& e) {
+    return make_error(e.code, "data.dataset " + name + ": cannot fetch it from the ingest service at " + where + ": " +
+                                  e.message);
+  };
+  if (rpc.empty()) return fail("(none)", make_error(errc::unavailable, "no ingest endpoint in " + env.paths.endpoints()));
+  auto key = wire::load_public_key(env.paths.curve_dir(), "ingest");
+  if (!key) return fail(rpc, key.err());
+  wire::client cli(*env.ctx, rpc, *key, env.keys, wire::client_options{std::chrono::milliseconds(2000), 1});
+  auto info = wire::call_typed<loom::v1::SyncInfoReply>(cli, loom::v1::SyncInfoRequest{}, env.service_token());
+  if (!info) return fail(rpc, info.err());
+
+  const std::string root = fetched_datasets(env);
+  if (auto st = files::make_dirs(root); !st) return st;
+  // One pull into a directory at a time (two trainers sharing a data dir).
+  const std::string lock_path = root + "/." + name + ".lock";
+  const int lock_fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock_fd < 0 || ::flock(lock_fd, LOCK_EX) != 0) {
+    if (lock_fd >= 0) ::close(lock_fd);
+    return make_error(errc::internal, "data.dataset " + name + ": cannot lock " + lock_path);
+  }
+  const std::string into = root + "/" + name;
+  std::error_code ec;
+  const bool existed = std::filesystem::exists(into, ec);
+  zmq::context_t pull_ctx(1);
+  std::atomic<bool> done{false};
+  std::thread watch([&] {
+    while (!done && !stop) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (!done) pull_ctx.shutdown();
+  });
+  cdc::sync_client client(pull_ctx, env.keys, info->public_key());
+  auto pulled = client.pull(info->endpoint(), name, into);
+  done = true;
+  watch.join();
+  if (!pulled && !existed) std::filesystem::remove_all(into, ec);  // e.g. a dataset ingest does not have
+  ::close(lock_fd);
+  if (!pulled) return fail(rpc + " (sync " + info->endpoint() + ")", pulled.err());
+  std::fprintf(stderr,
+               "trainer: fetched dataset %s from ingest sync %s into %s: %llu bytes received, %llu of %llu files "
+               "updated, %llu removed, %.2f s\n",
+               name.c_str(), info->endpoint().c_str(), into.c_str(),
+               static_cast<unsigned long long>(pulled->chunk_bytes_fetched),
+               static_cast<unsigned long long>(pulled->files_updated), static_cast<unsigned long long>(pulled->files),
+               static_cast<unsigned long long>(pulled->files_removed), pulled->seconds);
+  std::fflush(stderr);
+  return ok_status();
 }
 }  // namespace
 
@@ -76,6 +146,11 @@ void worker::train(std::shared_ptr<stage_run> run) {
   o.resume = true;  // a re-placed or restarted stage continues from its snapshots
   o.data_dir = env_.paths.root;
   o.dataset_root = env_.paths.root + "/datasets";
+  if (!cfg->dataset.empty()) {  // train from this node's copy, fetched from ingest
+    if (auto st = fetch_dataset(env_, cfg->dataset, stop_training_); !st)
+      return finish(stop_training_ ? "stopped" : "failed", st.err().message);
+    o.dataset_root = fetched_datasets(env_);
+  }
   o.stop = &stop_training_;
   o.log = &std::cerr;  // <data>/logs/trainer.log under `loom up`
   o.on_step = [&](const step_record& rec) {

@@ -76,8 +76,13 @@ name_format format_for_name(std::string_view name, const reader_options& opt) {
     nf.format = source_format::text;
     return nf;
   }
-  auto it = ext.find(std::string_view(base).substr(dot + 1));
-  nf.format = it == ext.end() ? source_format::unknown : it->second;
+  auto suffix = std::string_view(base).substr(dot + 1);
+  auto it = ext.find(suffix);
+  // A numeric "extension" is a version, not a format (Apache-2.0, notes.2024,
+  // LGPL-2.1): plain text, as a name without one (binary content is still refused).
+  const bool version_like =
+      !suffix.empty() && suffix.find_first_not_of("0123456789") == std::string_view::npos;
+  nf.format = it != ext.end() ? it->second : version_like ? source_format::text : source_format::unknown;
   if (nf.format == source_format::archive) nf.comp = compression::none;
   return nf;
 }

@@ -2,6 +2,7 @@
 
 #include "libs/crypto/hash.hpp"
 #include "libs/files/files.hpp"
+#include "libs/tokenizer/train/hf_json.hpp"
 
 #include <toml++/toml.h>
 
@@ -18,7 +19,7 @@ namespace {
 const std::map<std::string, std::set<std::string>, std::less<>>& known_keys() {
   static const std::map<std::string, std::set<std::string>, std::less<>> k{
       {"model", {"layers", "heads", "channels", "max_seq_len", "vocab", "padded_vocab", "init_from"}},
-      {"data", {"shards", "text", "dataset", "sft", "format", "shuffle"}},
+      {"data", {"shards", "text", "dataset", "sft", "format", "shuffle", "tokenizer"}},
       {"train", {"batch", "seq_len", "grad_accum", "steps", "seed", "threads"}},
       {"optim", {"lr", "min_lr", "warmup_steps", "weight_decay", "beta1", "beta2", "eps", "grad_clip"}},
       {"checkpoint", {"every_steps", "every_minutes", "keep"}},
@@ -171,7 +172,9 @@ std::string run_config::math_hash() const {
                 steps, static_cast<unsigned long long>(seed), threads, double(lr), double(min_lr), warmup_steps,
                 double(adam.weight_decay), double(adam.beta1), double(adam.beta2), double(adam.eps),
                 double(grad_clip));
-  return crypto::sha256_hex(buf);
+  // A tokenizer changes the numbers; appended only when set, so hashes of
+  // GPT-2 runs (and their snapshots) stay what they were.
+  return crypto::sha256_hex(tokenizer.empty() ? std::string(buf) : std::string(buf) + "|tokenizer=" + tokenizer);
 }
 
 result<run_config> parse_run_config(std::string_view text, const std::string& origin,
@@ -204,6 +207,7 @@ result<run_config> parse_run_config(std::string_view text, const std::string& or
   r.word("data", "dataset", c.dataset);
   r.word("data", "format", c.format);
   r.boolean("data", "shuffle", c.shuffle);
+  r.path("data", "tokenizer", c.tokenizer);
   r.integer("train", "batch", c.batch, 1, 1 << 16);
   r.integer("train", "seq_len", c.seq_len, 1, 1 << 20);
   r.integer("train", "grad_accum", c.grad_accum, 1, 1 << 16);
@@ -239,6 +243,14 @@ result<run_config> parse_run_config(std::string_view text, const std::string& or
     return bad_cfg("train.seq_len " + std::to_string(c.seq_len) + " exceeds model.max_seq_len " +
                    std::to_string(c.model.max_seq_len));
   if (c.min_lr > c.lr) return bad_cfg("optim.min_lr must not exceed optim.lr");
+  if (!c.tokenizer.empty()) {
+    auto tok = tokenizer::load_hf_json(c.tokenizer);
+    if (!tok) return make_error(tok.code(), origin + ": data.tokenizer: " + tok.err().message);
+    if (static_cast<std::size_t>(c.model.vocab) < tok->vocab_size())
+      return bad_cfg("model.vocab " + std::to_string(c.model.vocab) + " is smaller than data.tokenizer's " +
+                     std::to_string(tok->vocab_size()) + " tokens (" + c.tokenizer + "): set model.vocab to at least " +
+                     std::to_string(tok->vocab_size()));
+  }
   return c;
 }
 

@@ -6,7 +6,7 @@
 // Plain values; no shared state.
 //
 //   [model]       layers heads channels max_seq_len vocab padded_vocab init_from
-//   [data]        shards | text | dataset | sft   format   shuffle
+//   [data]        shards | text | dataset | sft   format   shuffle   tokenizer
 //   [train]       batch seq_len grad_accum steps seed threads
 //   [optim]       lr min_lr warmup_steps weight_decay beta1 beta2 eps grad_clip
 //   [checkpoint]  every_steps every_minutes keep
@@ -42,6 +42,10 @@ struct run_config {
   // (sft_data.hpp); from data.text, records are generated from its paragraphs.
   std::string format = "lm";
   bool shuffle = true;
+  // A tokenizer.json (`loom data train-tokenizer`; tokenizer::load_hf_json) that
+  // data.text / data.sft are tokenized with and samples decode with; "" = GPT-2.
+  // Its vocabulary must fit model.vocab (checked when the config is parsed).
+  std::string tokenizer;
 
   int batch = 4;
   int seq_len = 64;

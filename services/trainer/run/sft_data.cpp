@@ -1,10 +1,16 @@
 #include "services/trainer/run/sft_data.hpp"
 
+#include "libs/files/files.hpp"
+#include "libs/shards/dataset.hpp"
 #include "libs/shards/writer.hpp"
 #include "libs/tokenizer/bpe.hpp"
 #include "services/trainer/run/text_data.hpp"
 
 #include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <filesystem>
+#include <span>
 
 namespace loom::trainer {
 namespace {
@@ -54,8 +60,14 @@ result<std::vector<chat_record>> records_from_jsonl(std::string_view jsonl, cons
       return make_error(errc::invalid_argument, origin + ":" + std::to_string(line) + ": " + why);
     };
     auto j = nlohmann::json::parse(l, nullptr, false);
+    if (j.is_object() && !j.contains("messages") && j.contains("prompt") && j.contains("chosen")) {
+      if (!j["prompt"].is_string() || !j["chosen"].is_string())
+        return bad("a preference pair needs string \"prompt\" and \"chosen\"");
+      out.push_back({{"user", j["prompt"].get<std::string>()}, {"assistant", j["chosen"].get<std::string>()}});
+      continue;
+    }
     if (!j.is_object() || !j.contains("messages") || !j["messages"].is_array())
-      return bad("expected {\"messages\":[{\"role\",\"content\"}…]}");
+      return bad("expected {\"messages\":[{\"role\",\"content\"}…]} or {\"prompt\",\"chosen\",\"rejected\"}");
     chat_record rec;
     bool has_assistant = false;
     for (const auto& m : j["messages"]) {
@@ -73,8 +85,11 @@ result<std::vector<chat_record>> records_from_jsonl(std::string_view jsonl, cons
   return out;
 }
 
-result<std::string> prepare_sft_dataset(const std::string& source, bool from_text, const std::string& cache_dir) {
-  return cached_shards(source, from_text ? "data.text" : "data.sft", "sft", cache_dir,
+result<std::string> prepare_sft_dataset(const std::string& source, bool from_text, const std::string& cache_dir,
+                                        const std::string& tokenizer_path) {
+  auto stamp = tokenizer_stamp(tokenizer_path);
+  if (!stamp) return stamp.err();
+  return cached_shards(source, from_text ? "data.text" : "data.sft", stamp->empty() ? "sft" : "sft " + *stamp, cache_dir,
                        [&](const std::string& text) -> status {
     std::vector<chat_record> records;
     if (from_text) {
@@ -86,8 +101,10 @@ result<std::string> prepare_sft_dataset(const std::string& source, bool from_tex
     }
     if (records.empty())
       return make_error(errc::invalid_argument, source + ": no SFT records (need at least two paragraphs)");
-    auto bpe = tokenizer::bpe::load_gpt2();
+    auto bpe = load_run_tokenizer(tokenizer_path);
     if (!bpe) return bpe.err();
+    auto eot = end_of_text_id(*bpe, tokenizer_path);
+    if (!eot) return eot.err();
     shards::writer_options opt;
     opt.dir = cache_dir;
     opt.type = shards::dtype::uint32;
@@ -105,12 +122,66 @@ result<std::string> prepare_sft_dataset(const std::string& source, bool from_tex
         const bool target = turn.role == "assistant";
         for (auto id : piece) doc.push_back(target ? id : (id | sft_masked_bit));
       }
-      doc.push_back(gpt2_eot);  // a target: the model learns where an answer ends
+      doc.push_back(*eot);  // a target: the model learns where an answer ends
       if (auto st = w->append(doc); !st) return st;
     }
     if (auto m = w->finish(); !m) return m.err();
     return ok_status();
   });
+}
+
+result<std::string> prepare_sft_from_dataset(const std::string& dataset_dir, const std::string& cache_dir,
+                                             const std::string& tokenizer_path) {
+  const std::string records = dataset_dir + "/records.jsonl";
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(records, ec) && std::filesystem::file_size(records, ec) > 0 && !ec)
+    return prepare_sft_dataset(records, false, cache_dir, tokenizer_path);
+
+  // Plain documents: decode each (ingest tokenizes with GPT-2, <|endoftext|>
+  // before each document) and write its paragraph-pair records as JSONL.
+  auto ds = shards::dataset::open(dataset_dir, shards::verify::eager);
+  if (!ds) return ds.err();
+  auto gpt2 = tokenizer::bpe::load_gpt2();
+  if (!gpt2) return gpt2.err();
+  std::string jsonl, doc;
+  std::size_t n_records = 0;
+  std::vector<std::uint32_t> ids, buf(1 << 20);
+  auto flush = [&] {
+    doc.clear();
+    gpt2->decode_into(ids, doc);
+    ids.clear();
+    for (const auto& rec : records_from_text(doc)) {
+      nlohmann::json msgs = nlohmann::json::array();
+      for (const auto& t : rec) msgs.push_back({{"role", t.role}, {"content", t.content}});
+      jsonl += nlohmann::json{{"messages", msgs}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      jsonl += '\n';
+      ++n_records;
+    }
+  };
+  for (std::uint64_t at = 0; at < ds->token_count();) {
+    const std::uint64_t n = std::min<std::uint64_t>(buf.size(), ds->token_count() - at);
+    if (auto st = ds->read(at, std::span<std::uint32_t>(buf.data(), n)); !st) return st.err();
+    at += n;
+    for (std::uint64_t i = 0; i < n; ++i) {
+      if (buf[i] == gpt2_eot) {
+        flush();
+      } else if (gpt2->valid_id(buf[i])) {
+        ids.push_back(buf[i]);
+      } else {
+        return make_error(errc::corruption, dataset_dir + ": token " + std::to_string(buf[i]) + " at " +
+                                                std::to_string(at - n + i) + " is not a GPT-2 id");
+      }
+    }
+  }
+  flush();
+  if (n_records == 0)
+    return make_error(errc::invalid_argument, "data.dataset " + dataset_dir +
+                                                  ": no SFT records: it holds no chat records and no document has "
+                                                  "two paragraphs of 20+ characters");
+  const std::string source = cache_dir + ".records.jsonl";
+  if (auto st = files::make_dirs(std::filesystem::path(source).parent_path().string()); !st) return st.err();
+  if (auto st = files::write_atomic(source, jsonl); !st) return st.err();
+  return prepare_sft_dataset(source, false, cache_dir, tokenizer_path);
 }
 
 }  // namespace loom::trainer

@@ -5,7 +5,9 @@
 //   ### User:\n{content}\n\n### Assistant:\n{content}\n\n ... <|endoftext|>
 // where only the assistant's contents and the final <|endoftext|> are targets.
 // Records come from a JSONL file ({"messages":[{"role","content"}…]}, roles
-// system/user/assistant) or are generated from a plain text: each pair of
+// system/user/assistant; or a preference pair {"prompt","chosen","rejected"},
+// trained on as user = prompt, assistant = chosen) or are generated from a
+// plain text: each pair of
 // consecutive paragraphs (blank-line separated, ≥ 20 characters) becomes
 // user = "Continue the text:\n" + the first, assistant = the second.
 // Stateless; one caller per cache directory at a time.
@@ -34,7 +36,17 @@ std::vector<chat_record> records_from_text(std::string_view text);
 result<std::vector<chat_record>> records_from_jsonl(std::string_view jsonl, const std::string& origin);
 
 // Writes (or reuses, keyed by the source's SHA-256) masked uint32 shards of the
-// records from `source` (text when from_text, else JSONL) into cache_dir.
-result<std::string> prepare_sft_dataset(const std::string& source, bool from_text, const std::string& cache_dir);
+// records from `source` (text when from_text, else JSONL) into cache_dir,
+// tokenized with data.tokenizer's tokenizer.json (`tokenizer_path`; "" = GPT-2).
+result<std::string> prepare_sft_dataset(const std::string& source, bool from_text, const std::string& cache_dir,
+                                        const std::string& tokenizer_path = "");
+
+// SFT data from an imported dataset (ingest's output in `dataset_dir`): its
+// records.jsonl when the import held chat records or preference pairs, else
+// paragraph-pair records generated from each of its documents (GPT-2 tokens
+// decoded back to text; a pair never spans two documents), written to
+// cache_dir + ".records.jsonl". Then as prepare_sft_dataset.
+result<std::string> prepare_sft_from_dataset(const std::string& dataset_dir, const std::string& cache_dir,
+                                             const std::string& tokenizer_path = "");
 
 }  // namespace loom::trainer

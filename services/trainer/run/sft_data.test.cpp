@@ -2,6 +2,7 @@
 
 #include "libs/files/temp_dir.hpp"
 #include "libs/shards/dataset.hpp"
+#include "libs/shards/writer.hpp"
 #include "libs/tokenizer/bpe.hpp"
 #include "services/trainer/run/run_config.hpp"
 #include "services/trainer/run/text_data.hpp"
@@ -40,6 +41,81 @@ TEST_CASE("JSONL chat records are checked with the line of the first bad record"
   CHECK(msg("{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}").find("at least one assistant") != std::string::npos);
   CHECK(msg("[1,2]").find("chat.jsonl:1: expected") != std::string::npos);
   CHECK(msg("{\"messages\":[{\"role\":\"user\",\"content\":3}]}").find("string") != std::string::npos);
+}
+
+namespace {
+
+// An imported dataset as ingest writes it: <|endoftext|> before each document, GPT-2 ids.
+void write_dataset(const std::string& dir, const std::vector<std::string>& docs) {
+  auto bpe = tokenizer::bpe::load_gpt2();
+  REQUIRE(bpe.ok());
+  shards::writer_options o;
+  o.dir = dir;
+  auto w = shards::shard_writer::create(o);
+  REQUIRE(w.ok());
+  for (const auto& d : docs) {
+    std::vector<std::uint32_t> ids{gpt2_eot};
+    bpe->encode_into(d, ids);
+    REQUIRE(w->append(ids).ok());
+  }
+  REQUIRE(w->finish().ok());
+}
+
+// The (user, assistant) texts of an SFT shard set, decoded.
+std::vector<std::string> answers_of(const std::string& dir) {
+  auto ds = shards::dataset::open(dir);
+  REQUIRE(ds.ok());
+  std::vector<std::uint32_t> ids(ds->token_count());
+  REQUIRE(ds->read(0, ids).ok());
+  auto bpe = tokenizer::bpe::load_gpt2();
+  REQUIRE(bpe.ok());
+  std::vector<std::string> out;
+  std::vector<std::uint32_t> cur;
+  for (auto id : ids) {
+    if (id == gpt2_eot) {
+      out.push_back(bpe->decode(cur));
+      cur.clear();
+    } else if (!(id & sft_masked_bit)) {
+      cur.push_back(id);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("SFT data from an imported dataset pairs paragraphs within each document, never across two") {
+  files::temp_dir tmp("loom-sft-ds");
+  const std::string ds = tmp.path() + "/ds";
+  write_dataset(ds, {"Alpha paragraph one, long enough.\n\nAlpha paragraph two, long enough.",
+                     "Beta paragraph one, long enough.",
+                     "Gamma paragraph one, long enough.\n\nGamma paragraph two, long enough.\n\nGamma three, long too."});
+  auto dir = prepare_sft_from_dataset(ds, tmp.path() + "/out/data");
+  REQUIRE(dir.ok());
+  const auto got = answers_of(*dir);
+  CHECK(got == std::vector<std::string>{"Alpha paragraph two, long enough.\n\n", "Gamma paragraph two, long enough.\n\n",
+                                        "Gamma three, long too.\n\n"});
+  // Documents of one paragraph each have no pair: a clear error, not an empty stage.
+  const std::string lone = tmp.path() + "/lone";
+  write_dataset(lone, {"Only one paragraph, long enough.", "Another single paragraph, long enough."});
+  auto none = prepare_sft_from_dataset(lone, tmp.path() + "/out2/data");
+  REQUIRE(!none.ok());
+  CHECK(none.err().message.find("no SFT records") != std::string::npos);
+}
+
+TEST_CASE("SFT data from an imported dataset uses its records.jsonl, preference pairs as prompt and chosen answer") {
+  files::temp_dir tmp("loom-sft-ds");
+  const std::string ds = tmp.path() + "/ds";
+  write_dataset(ds, {"ignored document text, long enough.\n\nsecond paragraph of it, long enough."});
+  std::ofstream(ds + "/records.jsonl")
+      << "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi?\"},{\"role\":\"assistant\",\"content\":\"Hello.\"}]}\n"
+         "{\"prompt\":\"Pick one.\",\"chosen\":\"This one.\",\"rejected\":\"That one.\"}\n";
+  auto dir = prepare_sft_from_dataset(ds, tmp.path() + "/out/data");
+  REQUIRE(dir.ok());
+  CHECK(answers_of(*dir) == std::vector<std::string>{"Hello.\n\n", "This one.\n\n"});
+  auto bad = records_from_jsonl("{\"prompt\":\"p\",\"chosen\":3,\"rejected\":\"r\"}", "pairs.jsonl");
+  REQUIRE(!bad.ok());
+  CHECK(bad.err().message.find("pairs.jsonl:1: a preference pair needs string") != std::string::npos);
 }
 
 TEST_CASE("SFT shards mask the prompt and keep the answer and end-of-text as targets") {

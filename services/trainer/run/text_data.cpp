@@ -5,6 +5,7 @@
 #include "libs/shards/manifest.hpp"
 #include "libs/shards/writer.hpp"
 #include "libs/tokenizer/bpe.hpp"
+#include "libs/tokenizer/train/hf_json.hpp"
 
 namespace loom::trainer {
 
@@ -22,11 +23,37 @@ result<std::string> cached_shards(const std::string& source, const std::string& 
   return cache_dir;
 }
 
-result<std::string> prepare_text_dataset(const std::string& text_path, const std::string& cache_dir) {
-  return cached_shards(text_path, "data.text", "", cache_dir, [&](const std::string& text) -> status {
-    auto bpe = tokenizer::bpe::load_gpt2();
+result<tokenizer::bpe> load_run_tokenizer(const std::string& path) {
+  if (path.empty()) return tokenizer::bpe::load_gpt2();
+  auto b = tokenizer::load_hf_json(path);
+  if (!b) return make_error(b.code(), "data.tokenizer: " + b.err().message);
+  return b;
+}
+
+result<std::uint32_t> end_of_text_id(const tokenizer::bpe& b, const std::string& path) {
+  if (auto id = b.special_id(tokenizer::end_of_text)) return *id;
+  return make_error(errc::invalid_argument, "data.tokenizer " + (path.empty() ? std::string("GPT-2") : path) +
+                                                " has no special token " + std::string(tokenizer::end_of_text) +
+                                                " (documents are separated by it)");
+}
+
+result<std::string> tokenizer_stamp(const std::string& path) {
+  if (path.empty()) return std::string();
+  auto text = files::read_file(path);
+  if (!text) return make_error(text.code(), "data.tokenizer " + path + ": " + text.err().message);
+  return "tokenizer " + crypto::sha256_hex(*text);
+}
+
+result<std::string> prepare_text_dataset(const std::string& text_path, const std::string& cache_dir,
+                                         const std::string& tokenizer_path) {
+  auto stamp = tokenizer_stamp(tokenizer_path);
+  if (!stamp) return stamp.err();
+  return cached_shards(text_path, "data.text", *stamp, cache_dir, [&](const std::string& text) -> status {
+    auto bpe = load_run_tokenizer(tokenizer_path);
     if (!bpe) return bpe.err();
-    std::vector<std::uint32_t> ids{gpt2_eot};
+    auto eot = end_of_text_id(*bpe, tokenizer_path);
+    if (!eot) return eot.err();
+    std::vector<std::uint32_t> ids{*eot};
     bpe->encode_into(text, ids);
     shards::writer_options opt;
     opt.dir = cache_dir;

@@ -90,9 +90,20 @@ result<run_summary> run_training(const run_config& given, const run_options& o) 
     data_dir = o.dataset_root + "/" + c.dataset;
   }
   const bool sft = c.format == "sft";
-  if (!c.text.empty() || !c.sft.empty()) {
-    auto prepared = sft ? prepare_sft_dataset(c.text.empty() ? c.sft : c.text, !c.text.empty(), c.out_dir + "/data")
-                        : prepare_text_dataset(c.text, c.out_dir + "/data");
+  if (!c.dataset.empty() && c.text.empty() && c.sft.empty()) {
+    if (sft) {  // records from the dataset: its chat records, or pairs of its paragraphs
+      auto prepared = prepare_sft_from_dataset(data_dir, c.out_dir + "/data", c.tokenizer);
+      if (!prepared) return prepared.err();
+      data_dir = *prepared;
+    } else if (!c.tokenizer.empty()) {
+      return make_error(errc::invalid_argument,
+                        "data.dataset " + c.dataset + " holds GPT-2 tokens (as ingest writes them); data.tokenizer " +
+                            c.tokenizer + " applies to data.text and data.sft only");
+    }
+  } else if (!c.text.empty() || !c.sft.empty()) {
+    auto prepared = sft ? prepare_sft_dataset(c.text.empty() ? c.sft : c.text, !c.text.empty(), c.out_dir + "/data",
+                                              c.tokenizer)
+                        : prepare_text_dataset(c.text, c.out_dir + "/data", c.tokenizer);
     if (!prepared) return prepared.err();
     data_dir = *prepared;
   }

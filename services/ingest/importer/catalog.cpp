@@ -1,0 +1,193 @@
+#include "services/ingest/importer/catalog.hpp"
+
+#include "libs/store/database.hpp"
+#include "libs/store/migrate.hpp"
+
+#include <algorithm>
+#include <limits>
+
+namespace loom::ingest {
+namespace {
+
+std::int64_t i64(std::uint64_t v) { return static_cast<std::int64_t>(v); }
+
+std::int64_t limit_of(std::size_t limit) {
+  return limit == 0 ? std::numeric_limits<std::int64_t>::max() : static_cast<std::int64_t>(limit);
+}
+
+// PostgreSQL refuses NUL in TEXT; a reject's detail may quote raw input.
+std::string no_nul(std::string s) {
+  s.erase(std::remove(s.begin(), s.end(), '\0'), s.end());
+  return s;
+}
+
+std::string text(const store::row& r, std::size_t i) {
+  auto t = r.get_text(i);
+  return t ? std::move(*t) : std::string();
+}
+std::int64_t num(const store::row& r, std::size_t i) {
+  auto v = r.get_i64(i);
+  return v ? *v : 0;
+}
+
+constexpr const char* dataset_columns =
+    "name, version, import_id, documents, tokens, shards, bytes, state, created_unix_ns, updated_unix_ns, "
+    "report_path";
+
+dataset_row to_dataset(const store::row& r) {
+  dataset_row d;
+  d.name = text(r, 0);
+  d.version = num(r, 1);
+  d.import_id = text(r, 2);
+  d.documents = num(r, 3);
+  d.tokens = num(r, 4);
+  d.shards = num(r, 5);
+  d.bytes = num(r, 6);
+  d.state = text(r, 7);
+  d.created_ns = num(r, 8);
+  d.updated_ns = num(r, 9);
+  d.report_path = text(r, 10);
+  return d;
+}
+
+}  // namespace
+
+std::span<const store::migration> ingest_migrations() {
+  // Times are unix nanoseconds. dataset_shards.idx is the manifest position;
+  // import_rejects keeps only each dataset's latest import (record_import
+  // replaces them), so it does not grow with re-imports.
+  static const store::migration all[] = {
+      {.owner = "ingest",
+       .version = 1,
+       .description = "datasets, dataset_shards, import_rejects: the ingest catalogue",
+       .sql = R"sql(
+CREATE TABLE datasets (
+  name TEXT NOT NULL PRIMARY KEY,
+  version BIGINT NOT NULL,
+  import_id TEXT NOT NULL,
+  documents BIGINT NOT NULL DEFAULT 0,
+  tokens BIGINT NOT NULL DEFAULT 0,
+  shards BIGINT NOT NULL DEFAULT 0,
+  bytes BIGINT NOT NULL DEFAULT 0,
+  state TEXT NOT NULL CHECK (state IN ('importing', 'ready', 'failed', 'deleted')),
+  created_unix_ns BIGINT NOT NULL,
+  updated_unix_ns BIGINT NOT NULL,
+  report_path TEXT NOT NULL DEFAULT ''
+);
+CREATE TABLE dataset_shards (
+  dataset TEXT NOT NULL REFERENCES datasets (name),
+  idx BIGINT NOT NULL,
+  name TEXT NOT NULL,
+  sha256 TEXT NOT NULL,
+  bytes BIGINT NOT NULL,
+  tokens BIGINT NOT NULL,
+  docs BIGINT NOT NULL,
+  node TEXT NOT NULL DEFAULT '',
+  PRIMARY KEY (dataset, name)
+);
+CREATE INDEX dataset_shards_by_node ON dataset_shards (node);
+CREATE TABLE import_rejects (
+  dataset TEXT NOT NULL REFERENCES datasets (name),
+  import_id TEXT NOT NULL,
+  seq BIGINT NOT NULL,
+  stage TEXT NOT NULL,
+  file TEXT NOT NULL,
+  line BIGINT NOT NULL DEFAULT 0,
+  rule TEXT NOT NULL,
+  detail TEXT NOT NULL DEFAULT '',
+  PRIMARY KEY (import_id, seq)
+);
+CREATE INDEX import_rejects_by_dataset ON import_rejects (dataset, seq);
+)sql"},
+  };
+  return all;
+}
+
+status catalog::record_import(const import_summary& s, std::int64_t now_ns, std::uint64_t max_rejects) {
+  std::int64_t bytes = 0;
+  for (const auto& sh : s.manifest.shards) bytes += i64(sh.bytes);
+  const std::string rejects_path = s.dir + "/" + std::string(rejects_file_name);
+  return db_.with_transaction([&](store::transaction& tx) -> status {
+    auto up = tx.exec(
+        "INSERT INTO datasets (name, version, import_id, documents, tokens, shards, bytes, state, created_unix_ns, "
+        "updated_unix_ns, report_path) VALUES ($1, 1, $2, $3, $4, $5, $6, 'ready', $7, $7, $8) "
+        "ON CONFLICT (name) DO UPDATE SET version = datasets.version + 1, import_id = excluded.import_id, "
+        "documents = excluded.documents, tokens = excluded.tokens, shards = excluded.shards, bytes = excluded.bytes, "
+        "state = 'ready', updated_unix_ns = excluded.updated_unix_ns, report_path = excluded.report_path",
+        {s.dataset, s.import_id, i64(s.kept), i64(s.tokens), i64(s.manifest.shards.size()), bytes, now_ns,
+         s.report_path});
+    if (!up) return up.err();
+    if (auto d = tx.exec("DELETE FROM dataset_shards WHERE dataset = $1", {s.dataset}); !d) return d.err();
+    for (std::size_t i = 0; i < s.manifest.shards.size(); ++i) {
+      const auto& sh = s.manifest.shards[i];
+      auto w = tx.exec(
+          "INSERT INTO dataset_shards (dataset, idx, name, sha256, bytes, tokens, docs, node) "
+          "VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+          {s.dataset, i64(i), sh.name, sh.sha256, i64(sh.bytes), i64(sh.tokens), i64(sh.docs), sh.node});
+      if (!w) return w.err();
+    }
+    if (auto d = tx.exec("DELETE FROM import_rejects WHERE dataset = $1", {s.dataset}); !d) return d.err();
+    if (max_rejects == 0) return ok_status();
+    status failed;
+    auto rd = read_rejects(rejects_path, max_rejects, [&](reject_entry&& e) {
+      auto w = tx.exec(
+          "INSERT INTO import_rejects (dataset, import_id, seq, stage, file, line, rule, detail) "
+          "VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+          {s.dataset, s.import_id, i64(e.seq), no_nul(std::move(e.stage)), no_nul(std::move(e.file)), i64(e.line),
+           no_nul(std::move(e.rule)), no_nul(std::move(e.detail))});
+      if (!w) failed = w.err();
+      return w.ok();
+    });
+    if (!rd) return rd;
+    return failed;
+  });
+}
+
+result<std::vector<dataset_row>> catalog::datasets(std::size_t limit) {
+  return db_.with_read_transaction([&](store::transaction& tx) -> result<std::vector<dataset_row>> {
+    auto rows = tx.query(std::string("SELECT ") + dataset_columns + " FROM datasets ORDER BY name LIMIT $1",
+                         {limit_of(limit)});
+    if (!rows) return rows.err();
+    std::vector<dataset_row> out;
+    for (const auto& r : *rows) out.push_back(to_dataset(r));
+    return out;
+  });
+}
+
+result<std::optional<dataset_row>> catalog::dataset(const std::string& name) {
+  return db_.with_read_transaction([&](store::transaction& tx) -> result<std::optional<dataset_row>> {
+    auto rows = tx.query(std::string("SELECT ") + dataset_columns + " FROM datasets WHERE name = $1", {name});
+    if (!rows) return rows.err();
+    if (rows->empty()) return std::optional<dataset_row>();
+    return std::optional<dataset_row>(to_dataset(rows->front()));
+  });
+}
+
+result<std::vector<shard_row>> catalog::shards(const std::string& dataset) {
+  return db_.with_read_transaction([&](store::transaction& tx) -> result<std::vector<shard_row>> {
+    auto rows = tx.query(
+        "SELECT dataset, name, sha256, node, bytes, tokens, docs FROM dataset_shards WHERE dataset = $1 ORDER BY idx",
+        {dataset});
+    if (!rows) return rows.err();
+    std::vector<shard_row> out;
+    for (const auto& r : *rows)
+      out.push_back({text(r, 0), text(r, 1), text(r, 2), text(r, 3), num(r, 4), num(r, 5), num(r, 6)});
+    return out;
+  });
+}
+
+result<std::vector<reject_row>> catalog::rejects(const std::string& dataset, std::size_t limit) {
+  return db_.with_read_transaction([&](store::transaction& tx) -> result<std::vector<reject_row>> {
+    auto rows = tx.query(
+        "SELECT dataset, import_id, seq, stage, file, line, rule, detail FROM import_rejects WHERE dataset = $1 "
+        "ORDER BY seq LIMIT $2",
+        {dataset, limit_of(limit)});
+    if (!rows) return rows.err();
+    std::vector<reject_row> out;
+    for (const auto& r : *rows)
+      out.push_back({text(r, 0), text(r, 1), num(r, 2), text(r, 3), text(r, 4), num(r, 5), text(r, 6), text(r, 7)});
+    return out;
+  });
+}
+
+}  // namespace loom::ingest

@@ -1,0 +1,75 @@
+// The ingest catalogue in the state store (libs/store): which datasets exist,
+// their shards and where those are placed, and the rejects of each dataset's
+// latest import. Tables come as store migrations of owner "ingest" (run
+// store::migrate(db, ingest_migrations()) at start-up); a catalog records a
+// finished import in one transaction and answers queries. Times are passed in
+// (unix ns), so the class has no clock. A catalog uses its database from one
+// thread at a time (store::database's rule).
+#pragma once
+
+#include "libs/status/status.hpp"
+#include "services/ingest/importer/importer.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace loom::store {
+class database;
+struct migration;
+}  // namespace loom::store
+
+namespace loom::ingest {
+
+// v1: datasets, dataset_shards, import_rejects. Never edit a released
+// migration: append a new version.
+std::span<const store::migration> ingest_migrations();
+
+struct dataset_row {
+  std::string name;
+  std::int64_t version = 0;  // 1 for the first import, +1 for each re-import
+  std::string import_id;
+  std::int64_t documents = 0, tokens = 0, shards = 0, bytes = 0;  // bytes: of the shard files
+  std::string state;  // "ready" once published (importing, failed, deleted: for the service)
+  std::int64_t created_ns = 0, updated_ns = 0;
+  std::string report_path;
+};
+
+struct shard_row {
+  std::string dataset, name, sha256, node;
+  std::int64_t bytes = 0, tokens = 0, docs = 0;
+};
+
+struct reject_row {
+  std::string dataset, import_id;
+  std::int64_t seq = 0;
+  std::string stage, file;
+  std::int64_t line = 0;
+  std::string rule, detail;
+};
+
+class catalog {
+ public:
+  // REQUIRES: ingest_migrations() applied to `db`; db outlives the catalog.
+  explicit catalog(store::database& db) : db_(db) {}
+
+  // One transaction: the datasets row (inserted, or version + 1), the shard rows
+  // (replaced), and the rejects (the dataset's older ones replaced by the first
+  // max_rejects lines of <s.dir>/rejects.jsonl, streamed from the file).
+  status record_import(const import_summary& s, std::int64_t now_ns, std::uint64_t max_rejects = 100'000);
+
+  // By name; at most `limit` rows (0 = all).
+  result<std::vector<dataset_row>> datasets(std::size_t limit = 0);
+  result<std::optional<dataset_row>> dataset(const std::string& name);
+  // In manifest order.
+  result<std::vector<shard_row>> shards(const std::string& dataset);
+  // The latest import's rejects in seq order, at most `limit` (0 = all).
+  result<std::vector<reject_row>> rejects(const std::string& dataset, std::size_t limit);
+
+ private:
+  store::database& db_;
+};
+
+}  // namespace loom::ingest

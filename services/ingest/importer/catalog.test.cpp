@@ -1,0 +1,117 @@
+// The ingest catalogue on both engines (CTest names end in [sqlite] / [postgres]).
+#include "services/ingest/importer/catalog.hpp"
+
+#include "libs/files/temp_dir.hpp"
+#include "libs/store/database.hpp"
+#include "libs/store/migrate.hpp"
+#include "libs/store/testing.hpp"
+#include "services/ingest/importer/rejects.hpp"
+
+#include <doctest/doctest.h>
+
+using namespace loom;
+using namespace loom::ingest;
+
+namespace {
+
+constexpr store::backend engine = store::testing::suite_backend;
+
+// A finished import as import_dataset returns it, with a rejects.jsonl of `n` lines.
+import_summary fake_import(const std::string& dir, const std::string& id, std::size_t shards, std::size_t n) {
+  import_summary s;
+  s.dataset = "wiki";
+  s.import_id = id;
+  s.dir = dir;
+  s.report_path = dir + "/report.json";
+  s.kept = 10 * shards;
+  for (std::size_t i = 0; i < shards; ++i) {
+    shards::shard_info sh;
+    sh.name = shards::shard_file_name(i + 1);
+    sh.sha256 = std::string(64, static_cast<char>('a' + i));
+    sh.bytes = 1000 + i;
+    sh.tokens = 400;
+    sh.docs = 10;
+    sh.node = i % 2 ? "edge-b" : "edge-a";
+    s.manifest.shards.push_back(sh);
+    s.tokens += sh.tokens;
+  }
+  auto w = rejects_writer::create(dir + "/rejects.jsonl");
+  REQUIRE(w.ok());
+  for (std::size_t i = 0; i < n; ++i)
+    REQUIRE(w->add("reader", "corrupt_compression", "in/f" + std::to_string(i) + ".gz", i, std::string("nul\0byte", 8)).ok());
+  REQUIRE(w->close().ok());
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("a finished import is recorded in one transaction and re-imports bump the version") {
+  auto scratch = store::testing::scratch::make(engine, "ingest_catalog");
+  REQUIRE(scratch.ok());
+  auto db = store::database::open(scratch->url());
+  REQUIRE(db.ok());
+  REQUIRE(store::migrate(**db, ingest_migrations()).ok());
+  REQUIRE(store::migrate(**db, ingest_migrations()).ok());  // idempotent
+  files::temp_dir t("loom-catalog");
+  catalog cat(**db);
+
+  REQUIRE(cat.record_import(fake_import(t.path(), "00000000000000c1", 3, 5), 1000).ok());
+  auto d = cat.dataset("wiki");
+  REQUIRE(d.ok());
+  REQUIRE(d->has_value());
+  CHECK((*d)->version == 1);
+  CHECK((*d)->shards == 3);
+  CHECK((*d)->tokens == 1200);
+  CHECK((*d)->bytes == 3003);
+  CHECK((*d)->state == "ready");
+  CHECK((*d)->created_ns == 1000);
+  auto sh = cat.shards("wiki");
+  REQUIRE(sh.ok());
+  REQUIRE(sh->size() == 3);
+  CHECK((*sh)[1].name == "shard-000002.bin");
+  CHECK((*sh)[1].node == "edge-b");
+  auto rj = cat.rejects("wiki", 2);
+  REQUIRE(rj.ok());
+  REQUIRE(rj->size() == 2);
+  CHECK((*rj)[0].seq == 1);
+  CHECK((*rj)[1].file == "in/f1.gz");
+  CHECK((*rj)[1].line == 1);
+  CHECK((*rj)[1].rule == "corrupt_compression");
+  CHECK((*rj)[1].detail == "nulbyte");  // PostgreSQL TEXT holds no NUL
+
+  // A re-import replaces shards and rejects; the row keeps its creation time.
+  REQUIRE(cat.record_import(fake_import(t.path(), "00000000000000c2", 2, 1), 2000).ok());
+  d = cat.dataset("wiki");
+  CHECK((*d)->version == 2);
+  CHECK((*d)->import_id == "00000000000000c2");
+  CHECK((*d)->created_ns == 1000);
+  CHECK((*d)->updated_ns == 2000);
+  CHECK(cat.shards("wiki")->size() == 2);
+  auto all = cat.rejects("wiki", 0);
+  REQUIRE(all.ok());
+  REQUIRE(all->size() == 1);
+  CHECK((*all)[0].import_id == "00000000000000c2");
+
+  auto list = cat.datasets();
+  REQUIRE(list.ok());
+  CHECK(list->size() == 1);
+  CHECK(cat.dataset("nope")->has_value() == false);
+}
+
+TEST_CASE("a failed record leaves the catalogue as it was") {
+  auto scratch = store::testing::scratch::make(engine, "ingest_catalog_fail");
+  REQUIRE(scratch.ok());
+  auto db = store::database::open(scratch->url());
+  REQUIRE(db.ok());
+  REQUIRE(store::migrate(**db, ingest_migrations()).ok());
+  files::temp_dir t("loom-catalog");
+  catalog cat(**db);
+  REQUIRE(cat.record_import(fake_import(t.path(), "00000000000000d1", 2, 2), 1000).ok());
+  auto broken = fake_import(t.path(), "00000000000000d2", 4, 2);
+  broken.dir = t.path() + "/missing";  // its rejects.jsonl cannot be read
+  CHECK(!cat.record_import(broken, 2000).ok());
+  auto d = cat.dataset("wiki");
+  CHECK((*d)->version == 1);
+  CHECK(cat.shards("wiki")->size() == 2);
+  CHECK(cat.rejects("wiki", 0)->size() == 2);
+}

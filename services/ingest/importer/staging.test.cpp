@@ -1,0 +1,86 @@
+#include "services/ingest/importer/staging.hpp"
+
+#include "libs/files/temp_dir.hpp"
+#include "services/ingest/importer/testing.hpp"
+
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <set>
+
+using namespace loom;
+using namespace loom::ingest;
+using ingest::importer_testing::slurp;
+using ingest::importer_testing::write_file;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::set<std::string> entries(const std::string& dir) {
+  std::set<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir)) out.insert(e.path().filename().string());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a staged version is published by rename, replaced by exchange, and dropped when abandoned") {
+  files::temp_dir t("loom-staging");
+  const std::string root = t.path();
+  {
+    auto s = staging::begin(root, "d", "00000000000000a1");
+    REQUIRE(s.ok());
+    CHECK(fs::is_directory(s->dir()));
+    CHECK(fs::is_directory(s->work_dir()));
+    write_file(s->dir() + "/f", "v1");
+    write_file(s->work_dir() + "/scratch", "x");
+    REQUIRE(s->publish().ok());
+  }
+  CHECK(slurp(root + "/d/f") == "v1");
+  CHECK(entries(root + "/.staging") == std::set<std::string>{"d.lock"});
+  {
+    auto s = staging::begin(root, "d", "00000000000000a2");
+    REQUIRE(s.ok());
+    write_file(s->dir() + "/g", "v2");
+    REQUIRE(s->publish().ok());
+  }
+  CHECK(entries(root + "/d") == std::set<std::string>{"g"});
+  CHECK(entries(root + "/.staging") == std::set<std::string>{"d.lock"});
+  {
+    auto s = staging::begin(root, "d", "00000000000000a3");
+    REQUIRE(s.ok());
+    write_file(s->dir() + "/h", "v3");
+  }  // not published
+  CHECK(entries(root + "/d") == std::set<std::string>{"g"});
+  CHECK(entries(root + "/.staging") == std::set<std::string>{"d.lock"});
+}
+
+TEST_CASE("one import per name at a time, and names that share a prefix do not touch each other") {
+  files::temp_dir t("loom-staging");
+  auto a = staging::begin(t.path(), "a", "0000000000000001");
+  REQUIRE(a.ok());
+  auto again = staging::begin(t.path(), "a", "0000000000000002");
+  CHECK(again.code() == errc::conflict);
+  auto ab = staging::begin(t.path(), "a.b", "0000000000000003");  // "a.b.<id>" is not a leftover of "a"
+  REQUIRE(ab.ok());
+  CHECK(fs::is_directory(a->dir()));
+  CHECK(fs::is_directory(ab->dir()));
+}
+
+TEST_CASE("what a crash leaves behind is repaired: leftovers go, a half-done fallback swap is undone") {
+  files::temp_dir t("loom-staging");
+  const std::string root = t.path();
+  // A crash after "rename old -> .old" and before "rename new -> d": d is missing.
+  write_file(root + "/.staging/d.00000000000000b1.old/f", "old");
+  write_file(root + "/.staging/d.00000000000000b1/f", "new, complete but unpublished");
+  write_file(root + "/.staging/d.00000000000000b0.work/run", "scratch");
+  write_file(root + "/.staging/other.00000000000000b1/f", "another dataset's import");
+  {
+    auto s = staging::begin(root, "d", "00000000000000b2");
+    REQUIRE(s.ok());
+    CHECK(slurp(root + "/d/f") == "old");
+    CHECK(entries(root + "/.staging") ==
+          std::set<std::string>{"d.lock", "d.00000000000000b2", "d.00000000000000b2.work", "other.00000000000000b1"});
+  }
+  CHECK(slurp(root + "/d/f") == "old");
+}

@@ -1,0 +1,276 @@
+#include "services/ingest/sync_service.hpp"
+
+#include "libs/cdc/sync_client.hpp"
+#include "libs/cdc/sync_server.hpp"
+#include "libs/files/files.hpp"
+#include "libs/layout/layout.hpp"
+#include "libs/shards/manifest.hpp"
+#include "services/ingest/importer/import_options.hpp"
+#include "services/ingest/tasks.hpp"
+
+#include <nlohmann/json.hpp>
+#include <zmq.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+namespace loom::ingest {
+namespace {
+
+namespace fs = std::filesystem;
+using clock = std::chrono::steady_clock;
+
+// How often a running pull's TaskInfo is refreshed and its stop flag looked
+// at: GetTask is asked every 200 ms, and a cancel should land about as fast.
+constexpr std::chrono::milliseconds pull_watch_interval{250};
+
+double since(clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); }
+
+// Keys of `dir` (missing dir = none). A key in both lists keeps the first principal.
+status merge_keys(const std::string& dir, wire::allow_list& into) {
+  auto keys = wire::load_allow_list(dir);
+  if (!keys) return keys.code() == errc::not_found ? ok_status() : status(keys.err());
+  for (auto& [key, principal] : *keys) into.emplace(key, principal);
+  return ok_status();
+}
+
+// What the receiving directory shows of a pull in flight (libs/cdc/README.md
+// "Receiver's directory"): the client reports nothing until it returns, so
+// the phase and the bytes of packs adopted so far are read off its files.
+struct pull_progress {
+  int phase = 0;  // 0 manifest, 1 chunks, 2 rebuild: only ever advances
+  std::uint64_t pack_bytes = 0;
+};
+const char* phase_name(int p) { return p == 0 ? "manifest" : p == 1 ? "chunks" : "rebuild"; }
+
+// Entries of `dir` (none when it is missing or vanishes meanwhile), and the
+// bytes of those `count` accepts.
+template <class Pred>
+std::pair<std::size_t, std::uint64_t> scan(const std::string& dir, Pred count) {
+  std::error_code ec;
+  std::size_t n = 0;
+  std::uint64_t bytes = 0;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    ++n;
+    std::error_code size_ec;
+    if (count(it->path().filename().string())) bytes += it->file_size(size_ec);
+  }
+  return {n, bytes};
+}
+
+void peek(const std::string& into, pull_progress& p) {
+  const std::string sync = into + "/.loom-sync";
+  auto [packs, bytes] = scan(sync + "/chunks", [](const std::string& name) { return !name.ends_with(".idx"); });
+  const auto none = [](const std::string&) { return false; };
+  const std::size_t incoming = scan(sync + "/incoming", none).first;
+  const std::size_t rebuilding = scan(sync + "/tmp", none).first;
+  p.phase = std::max(p.phase, rebuilding ? 2 : packs + incoming ? 1 : 0);
+  p.pack_bytes = std::max(p.pack_bytes, bytes);
+}
+
+struct pull_job {
+  std::string dataset, endpoint, server_key, into;
+  wire::curve_keypair mine;
+  task_runner* runner = nullptr;  // the body runs on its thread, so it outlives the body
+};
+
+std::string stats_json(const cdc::sync_stats& s, const std::string& endpoint) {
+  return nlohmann::json{{"endpoint", endpoint},
+                        {"root", s.root},
+                        {"files", s.files},
+                        {"files_updated", s.files_updated},
+                        {"files_removed", s.files_removed},
+                        {"chunks_needed", s.chunks_needed},
+                        {"chunks_reused", s.chunks_reused},
+                        {"chunks_fetched", s.chunks_fetched},
+                        {"chunks_refetched", s.chunks_refetched},
+                        {"chunk_bytes_fetched", s.chunk_bytes_fetched},
+                        {"packs", s.packs},
+                        {"bulk_bytes_received", s.bulk_bytes_received},
+                        {"wire_bytes_in", s.wire_bytes_in},
+                        {"wire_bytes_out", s.wire_bytes_out},
+                        {"seconds", s.seconds},
+                        {"plan_seconds", s.plan_seconds},
+                        {"fetch_seconds", s.fetch_seconds},
+                        {"rebuild_seconds", s.rebuild_seconds}}
+      .dump();
+}
+
+// The body of a "pull" task, on the runner thread. The pull gets a ZeroMQ
+// context of its own so that a cancel can end it at once: shutting the
+// context down fails the client's next socket call (unavailable).
+status run_pull(task_context& ctx, const pull_job& p) {
+  std::error_code ec;
+  const bool existed = fs::exists(p.into, ec);
+  std::string id;
+  ctx.update([&](loom::v1::TaskInfo& i) {
+    id = i.id();
+    i.set_phase("manifest");
+  });
+  const auto t0 = clock::now();
+  zmq::context_t zctx(1);
+  cdc::sync_client client(zctx, p.mine, p.server_key);
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  std::thread watch([&] {
+    pull_progress pr;
+    std::unique_lock lock(mu);
+    while (!done) {
+      if (ctx.stop && ctx.stop->load()) {
+        zctx.shutdown();
+        return;
+      }
+      peek(p.into, pr);
+      ctx.update([&](loom::v1::TaskInfo& i) {
+        i.set_phase(phase_name(pr.phase));
+        i.set_bytes_sent(pr.pack_bytes);
+        i.set_elapsed_s(since(t0));
+      });
+      cv.wait_for(lock, pull_watch_interval, [&] { return done; });
+    }
+  });
+  auto pulled = client.pull(p.endpoint, p.dataset, p.into);
+  {
+    std::lock_guard lock(mu);
+    done = true;
+  }
+  cv.notify_all();
+  watch.join();
+
+  const auto& s = pulled ? *pulled : client.last_stats();
+  ctx.update([&](loom::v1::TaskInfo& i) {
+    i.set_bytes_sent(s.chunk_bytes_fetched);
+    i.set_files(s.files_updated + s.files_removed);
+    i.set_elapsed_s(since(t0));
+    i.set_mb_per_s(s.seconds > 0 ? s.chunk_bytes_fetched / s.seconds / 1e6 : 0);
+    i.set_report_json(stats_json(s, p.endpoint));
+  });
+  if (!pulled) {
+    if (!existed) fs::remove_all(p.into, ec);  // an empty D would otherwise be served as a dataset
+    if (ctx.stop && ctx.stop->load())
+      return make_error(errc::unavailable, "pull of dataset " + p.dataset + " from " + p.endpoint + " stopped");
+    return make_error(pulled.code(), "pull of dataset " + p.dataset + " from " + p.endpoint + ": " +
+                                         pulled.err().message);
+  }
+
+  ctx.update([](loom::v1::TaskInfo& i) { i.set_phase("record"); });
+  auto m = shards::read_manifest(p.into);
+  if (!m)
+    return make_error(m.code(), "pulled dataset " + p.dataset + " has no usable shard manifest: " + m.err().message);
+  if (auto st = p.runner->record_dataset_dir(p.dataset, id); !st)
+    return make_error(st.code(), "dataset " + p.dataset + " pulled but not recorded in the catalogue: " + st.err().message);
+  std::uint64_t docs = 0;
+  for (const auto& sh : m->shards) docs += sh.docs;
+  ctx.update([&](loom::v1::TaskInfo& i) {
+    i.set_phase("done");
+    i.set_documents(docs);
+    i.set_kept(docs);
+    i.set_tokens(m->total_tokens());
+    i.set_shards(static_cast<std::uint32_t>(m->shards.size()));
+    i.set_elapsed_s(since(t0));
+  });
+  return ok_status();
+}
+
+}  // namespace
+
+status validate_pull(const std::string& dataset, const std::string& endpoint, const std::string& public_key) {
+  if (auto st = validate_dataset_name(dataset); !st) return st;
+  const std::string scheme = "tcp://";
+  const auto colon = endpoint.rfind(':');
+  const std::string host = colon == std::string::npos || colon < scheme.size() ? "" : endpoint.substr(scheme.size(), colon - scheme.size());
+  const std::string port = colon == std::string::npos ? "" : endpoint.substr(colon + 1);
+  const bool port_ok = !port.empty() && port.size() <= 5 && port.find_first_not_of("0123456789") == std::string::npos &&
+                       std::atoi(port.c_str()) > 0 && std::atoi(port.c_str()) <= 65535;
+  if (!endpoint.starts_with(scheme) || host.empty() || host == "*" || !port_ok)
+    return make_error(errc::invalid_argument,
+                      "endpoint '" + endpoint + "': want tcp://HOST:PORT (a sync server's endpoint, from SyncInfo)");
+  if (!wire::valid_z85_key(public_key))
+    return make_error(errc::invalid_argument, "public_key: want the sync server's CURVE public key (40 Z85 characters)");
+  return ok_status();
+}
+
+result<std::unique_ptr<sync_service>> sync_service::start(sync_service_options o) {
+  if (!o.tasks) return make_error(errc::invalid_argument, "sync service: no task runner");
+  if (!wire::valid_z85_key(o.keys.public_z85) || !wire::valid_z85_key(o.keys.secret_z85))
+    return make_error(errc::invalid_argument, "sync service: the ingest service's CURVE keypair is not valid");
+  if (o.bind.empty()) {
+    const char* b = std::getenv(sync_bind_env);
+    o.bind = b && *b ? b : "tcp://127.0.0.1:*";
+  }
+  const layout::paths paths{o.data_dir};
+  const std::string datasets = o.data_dir + "/datasets";
+  // Packs are staged beside the data, not in $TMPDIR (often a small tmpfs);
+  // what a killed process left there is of no use to this one.
+  const std::string scratch = paths.state("ingest") + "/sync-scratch";
+  std::error_code ec;
+  fs::remove_all(scratch, ec);
+  for (const auto& dir : {datasets, scratch})
+    if (auto st = files::make_dirs(dir); !st) return st.err();
+
+  std::unique_ptr<sync_service> s(new sync_service());
+  s->o_ = std::move(o);
+  s->ctx_ = std::make_unique<zmq::context_t>(1);
+  wire::allow_list own;
+  if (auto st = merge_keys(paths.curve_dir(), own); !st) return st.err();
+  s->zap_ = std::make_unique<wire::zap_handler>(*s->ctx_, std::move(own), "loom");
+  if (auto st = s->reload_keys(); !st)  // a bad peer key must not keep ingest down: SyncInfo reports it
+    std::fprintf(stderr, "loom-ingest: sync: %s (trusting this deployment's keys only)\n", st.err().to_string().c_str());
+
+  cdc::sync_server_options so;
+  so.root = datasets;
+  so.bind = s->o_.bind;
+  so.scratch_dir = scratch;
+  // so.authorize stays empty: every admitted key may read every dataset (see the header).
+  auto server = cdc::sync_server::start(*s->ctx_, s->o_.keys, "loom", std::move(so));
+  if (!server) return make_error(server.code(), "sync server on " + s->o_.bind + ": " + server.err().message);
+  s->server_ = std::move(*server);
+  std::fprintf(stderr, "loom-ingest: dataset sync on %s\n", s->server_->endpoint().c_str());
+  return s;
+}
+
+sync_service::~sync_service() {
+  server_.reset();
+  zap_.reset();
+  ctx_.reset();
+}
+
+const std::string& sync_service::endpoint() const { return server_->endpoint(); }
+
+status sync_service::reload_keys() {
+  std::lock_guard lock(reload_mu_);
+  const layout::paths paths{o_.data_dir};
+  wire::allow_list keys;
+  if (auto st = merge_keys(paths.curve_dir(), keys); !st) return st;
+  if (auto st = merge_keys(paths.peers_dir(), keys); !st)
+    return make_error(st.code(), "trusted peer keys in " + paths.peers_dir() + ": " + st.err().message);
+  zap_->set_allow_list(std::move(keys));
+  return ok_status();
+}
+
+result<loom::v1::SyncInfoReply> sync_service::info() {
+  if (auto st = reload_keys(); !st) return st.err();
+  loom::v1::SyncInfoReply rep;
+  rep.set_endpoint(server_->endpoint());
+  rep.set_public_key(o_.keys.public_z85);
+  return rep;
+}
+
+result<loom::v1::TaskInfo> sync_service::pull(const std::string& dataset, const std::string& endpoint,
+                                              const std::string& server_public_z85, const std::string& principal) {
+  if (auto st = validate_pull(dataset, endpoint, server_public_z85); !st) return st.err();
+  if (endpoint == server_->endpoint() && server_public_z85 == o_.keys.public_z85)
+    return make_error(errc::invalid_argument, "endpoint " + endpoint + " is this ingest's own sync server");
+  pull_job job{dataset, endpoint, server_public_z85, o_.data_dir + "/datasets/" + dataset, o_.keys, o_.tasks.get()};
+  return o_.tasks->start("pull", dataset, endpoint, principal,
+                         [job = std::move(job)](task_context& ctx) { return run_pull(ctx, job); });
+}
+
+}  // namespace loom::ingest

@@ -1,0 +1,283 @@
+#include "services/ingest/tasks.hpp"
+
+#include "libs/audit/record.hpp"
+#include "libs/shards/manifest.hpp"
+#include "libs/store/database.hpp"
+#include "libs/store/migrate.hpp"
+#include "services/ingest/importer/catalog.hpp"
+#include "services/ingest/importer/importer.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <sys/stat.h>
+
+#include <chrono>
+#include <cstdio>
+
+namespace loom::ingest {
+namespace {
+
+std::uint64_t unix_ns_now() {
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                        std::chrono::system_clock::now().time_since_epoch())
+                                        .count());
+}
+
+std::string numbered(const char* prefix, std::uint64_t n) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%s-%06llu", prefix, static_cast<unsigned long long>(n));
+  return buf;
+}
+
+bool terminal(const std::string& state) { return state == "succeeded" || state == "failed" || state == "cancelled"; }
+
+// The catalogue on the runner thread: opened on first use, migrated by the
+// service at start-up (migrate again is a no-op and covers tests).
+class catalog_conn {
+ public:
+  explicit catalog_conn(std::string url) : url_(std::move(url)) {}
+  result<catalog*> get() {
+    if (url_.empty()) return static_cast<catalog*>(nullptr);
+    if (!cat_) {
+      auto db = store::database::open(url_);
+      if (!db) return db.err();
+      if (auto st = store::migrate(**db, ingest_migrations()); !st) return st.err();
+      db_ = std::move(*db);
+      cat_ = std::make_unique<catalog>(*db_);
+    }
+    return cat_.get();
+  }
+
+ private:
+  std::string url_;
+  std::unique_ptr<store::database> db_;
+  std::unique_ptr<catalog> cat_;
+};
+
+}  // namespace
+
+task_runner::task_runner(task_runner_options o) : opt_(std::move(o)) {
+  thread_ = std::thread([this] { run(); });
+}
+
+task_runner::~task_runner() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+    for (auto& [id, t] : tasks_) t->stop = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+result<loom::v1::TaskInfo> task_runner::enqueue(std::shared_ptr<task> t) {
+  std::lock_guard lock(mu_);
+  for (auto& [id, other] : tasks_)
+    if (other->info.dataset() == t->info.dataset() && !terminal(other->info.state()))
+      return make_error(errc::conflict, "dataset " + t->info.dataset() + " already has task " + id + " (" +
+                                            other->info.state() + ")");
+  t->info.set_id(numbered(t->info.kind() == "import" ? "imp" : t->info.kind().c_str(),
+                          t->info.kind() == "import" ? next_import_++ : next_other_++));
+  t->info.set_state("queued");
+  tasks_[t->info.id()] = t;
+  queue_.push_back(t);
+  cv_.notify_all();
+  return t->info;
+}
+
+result<loom::v1::TaskInfo> task_runner::start(const std::string& kind, const std::string& dataset,
+                                              const std::string& source, const std::string& principal,
+                                              task_body body) {
+  if (auto st = validate_dataset_name(dataset); !st) return st.err();
+  auto t = std::make_shared<task>();
+  t->info.set_kind(kind);
+  t->info.set_dataset(dataset);
+  t->info.set_source(source);
+  t->principal = principal;
+  t->body = std::move(body);
+  return enqueue(std::move(t));
+}
+
+result<loom::v1::TaskInfo> task_runner::start_import(import_options opt, const std::string& principal) {
+  opt.datasets_root = opt_.datasets_root;
+  if (auto st = validate(opt); !st) return st.err();
+  struct stat sb {};
+  if (::stat(opt.source.c_str(), &sb) != 0)
+    return make_error(errc::not_found, "import source " + opt.source + " does not exist (or is not readable by the ingest service)");
+  auto t = std::make_shared<task>();
+  t->info.set_kind("import");
+  t->info.set_dataset(opt.dataset);
+  t->info.set_source(opt.source);
+  t->principal = principal;
+  t->body = [opt](task_context& ctx) mutable -> status {
+    opt.stop = ctx.stop;
+    opt.progress = [&ctx](const import_progress& p) {
+      ctx.update([&](loom::v1::TaskInfo& i) {
+        i.set_phase(p.phase);
+        i.set_files(p.files);
+        i.set_bytes_read(p.bytes_read);
+        i.set_documents(p.documents);
+        i.set_kept(p.kept);
+        i.set_rejected(p.rejected + p.quarantined);
+        i.set_duplicates(p.duplicates);
+        i.set_elapsed_s(p.elapsed_s);
+        i.set_mb_per_s(p.elapsed_s > 0 ? p.bytes_read / p.elapsed_s / 1e6 : 0);
+      });
+    };
+    auto sum = import_dataset(opt);
+    if (!sum) return sum.err();
+    auto report = report_json(*sum, opt);
+    ctx.update([&](loom::v1::TaskInfo& i) {
+      i.set_phase("done");
+      i.set_files(sum->files);
+      i.set_bytes_read(sum->bytes_read);
+      i.set_documents(sum->documents);
+      i.set_kept(sum->kept);
+      i.set_rejected(sum->rejected + sum->quarantined + sum->reader_rejections);
+      i.set_duplicates(sum->dedup.exact + sum->dedup.near);
+      i.set_elapsed_s(sum->seconds);
+      i.set_mb_per_s(sum->mb_per_s);
+      i.set_tokens(sum->tokens);
+      i.set_shards(static_cast<std::uint32_t>(sum->manifest.shards.size()));
+      i.set_report_json(report);
+    });
+    auto cat = ctx.open_catalog();
+    if (!cat) return cat.err();
+    if (*cat)
+      if (auto st = (*cat)->record_import(*sum, static_cast<std::int64_t>(unix_ns_now())); !st)
+        return make_error(st.err().code, "dataset published but not recorded in the catalogue: " + st.err().message);
+    return ok_status();
+  };
+  return enqueue(std::move(t));
+}
+
+std::optional<loom::v1::TaskInfo> task_runner::get(const std::string& id) const {
+  std::lock_guard lock(mu_);
+  auto it = tasks_.find(id);
+  if (it == tasks_.end()) return std::nullopt;
+  return it->second->info;
+}
+
+std::optional<loom::v1::TaskInfo> task_runner::last_for(const std::string& dataset) const {
+  std::lock_guard lock(mu_);
+  const task* best = nullptr;
+  for (auto& [id, t] : tasks_)
+    if (t->info.dataset() == dataset && (!best || t->info.started_unix_ns() >= best->info.started_unix_ns()))
+      best = t.get();
+  if (!best) return std::nullopt;
+  return best->info;
+}
+
+result<loom::v1::TaskInfo> task_runner::cancel(const std::string& id) {
+  std::lock_guard lock(mu_);
+  auto it = tasks_.find(id);
+  if (it == tasks_.end()) return make_error(errc::not_found, "no task " + id);
+  auto& t = *it->second;
+  if (terminal(t.info.state())) return make_error(errc::conflict, "task " + id + " already " + t.info.state());
+  t.stop = true;
+  if (t.info.state() == "queued") {
+    for (auto q = queue_.begin(); q != queue_.end(); ++q)
+      if ((*q)->info.id() == id) {
+        queue_.erase(q);
+        break;
+      }
+    t.info.set_state("cancelled");
+    t.info.set_message("cancelled before it started");
+    t.info.set_finished_unix_ns(unix_ns_now());
+    finished_.push_back(id);
+  }
+  return t.info;
+}
+
+status task_runner::record_dataset_dir(const std::string& dataset, const std::string& import_id) {
+  import_summary s;
+  s.dataset = dataset;
+  s.import_id = import_id;
+  s.dir = opt_.datasets_root + "/" + dataset;
+  s.report_path = s.dir + "/" + std::string(report_file_name);
+  auto m = shards::read_manifest(s.dir);
+  if (!m) return m.err();
+  s.manifest = std::move(*m);
+  for (const auto& sh : s.manifest.shards) {
+    s.documents += sh.docs;
+    s.kept += sh.docs;
+    s.tokens += sh.tokens;
+  }
+  if (opt_.database_url.empty()) return ok_status();
+  auto db = store::database::open(opt_.database_url);
+  if (!db) return db.err();
+  if (auto st = store::migrate(**db, ingest_migrations()); !st) return st;
+  catalog cat(**db);
+  return cat.record_import(s, static_cast<std::int64_t>(unix_ns_now()));
+}
+
+void task_runner::run() {
+  catalog_conn conn(opt_.database_url);
+  for (;;) {
+    std::shared_ptr<task> t;
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (stopping_) return;
+      t = queue_.front();
+      queue_.pop_front();
+      t->info.set_state("running");
+      t->info.set_started_unix_ns(unix_ns_now());
+    }
+    task_context ctx;
+    ctx.stop = &t->stop;
+    ctx.open_catalog = [&conn] { return conn.get(); };
+    ctx.update = [this, &t](const std::function<void(loom::v1::TaskInfo&)>& fn) {
+      std::lock_guard lock(mu_);
+      fn(t->info);
+    };
+    status outcome;
+    try {
+      outcome = t->body(ctx);
+    } catch (const std::exception& e) {
+      outcome = make_error(errc::internal, std::string("task crashed: ") + e.what());
+    }
+    finish(*t, outcome);
+  }
+}
+
+void task_runner::finish(task& t, const status& outcome) {
+  {
+    std::lock_guard lock(mu_);
+    t.info.set_finished_unix_ns(unix_ns_now());
+    if (outcome.ok()) t.info.set_state("succeeded");
+    else if (t.stop.load()) t.info.set_state("cancelled");
+    else t.info.set_state("failed");
+    if (!outcome.ok()) t.info.set_message(outcome.err().to_string());
+    finished_.push_back(t.info.id());
+    while (finished_.size() > opt_.keep_finished) {
+      tasks_.erase(finished_.front());
+      finished_.pop_front();
+    }
+  }
+  audit_outcome(t, outcome);
+}
+
+void task_runner::audit_outcome(const task& t, const status& outcome) {
+  if (!opt_.audit) return;
+  audit::record r;
+  r.principal = t.principal;
+  r.role = "service";
+  r.zone = opt_.zone;
+  r.action = "dataset." + t.info.kind();
+  r.outcome = outcome.ok() ? audit::decision::allow : audit::decision::error;
+  r.reason = outcome.ok() ? t.info.kind() + " of " + t.info.dataset() + " " + t.info.state()
+                          : outcome.err().to_string();
+  r.payload = nlohmann::json{{"task", t.info.id()},          {"dataset", t.info.dataset()},
+                             {"source", t.info.source()},    {"state", t.info.state()},
+                             {"files", t.info.files()},      {"documents", t.info.documents()},
+                             {"kept", t.info.kept()},        {"rejected", t.info.rejected()},
+                             {"duplicates", t.info.duplicates()}, {"tokens", t.info.tokens()},
+                             {"shards", t.info.shards()},    {"bytes_sent", t.info.bytes_sent()},
+                             {"seconds", t.info.elapsed_s()}}
+                  .dump();
+  r.service = "ingest";
+  opt_.audit(std::move(r));
+}
+
+}  // namespace loom::ingest

@@ -1,0 +1,108 @@
+// The ingest service's tasks: imports (importer/importer.hpp) and pulls from
+// another site (sync), run one at a time on the runner's own thread — an
+// import is budgeted to the node's memory, so two at once would double it.
+// Each task has a live loom.v1.TaskInfo the service answers GetTask with; a
+// finished import is recorded in the catalogue (its own state-store
+// connection, opened on the runner thread) and audited ("dataset.import",
+// decision allow or error, the summary as payload).
+//
+//   start_*() ─▶ queued ─▶ running (progress into TaskInfo) ─▶ succeeded | failed | cancelled
+//                  └───────── cancel() ─────────────────────────▶ cancelled (stop flag)
+//
+// Tasks live in memory: a restarted service has forgotten them (a killed
+// import published nothing; the previous version of its dataset stands).
+// Thread-safe: every public member may be called from any thread.
+#pragma once
+
+#include "libs/status/status.hpp"
+#include "loom/v1/ingest.pb.h"
+#include "services/ingest/importer/import_options.hpp"
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+namespace loom::audit {
+struct record;
+}
+
+namespace loom::ingest {
+
+struct task_runner_options {
+  std::string datasets_root;  // <data>/datasets
+  std::string database_url;   // the catalogue's store ("" = no catalogue: tests)
+  // Audit sink for task outcomes (emit() of the service's emitter); may be empty.
+  std::function<void(audit::record)> audit;
+  std::string zone, node;     // for the audit records
+  std::size_t keep_finished = 1000;  // finished tasks remembered for GetTask
+};
+
+class catalog;
+
+// What a task body may do while it runs.
+struct task_context {
+  const std::atomic<bool>* stop = nullptr;
+  // The catalogue on the runner thread (nullptr without a store).
+  std::function<result<ingest::catalog*>()> open_catalog;
+  // Updates the task's live info under the runner's lock.
+  std::function<void(const std::function<void(loom::v1::TaskInfo&)>&)> update;
+};
+
+class task_runner {
+ public:
+  explicit task_runner(task_runner_options o);
+  ~task_runner();  // cancels what runs, forgets the queue, joins
+
+  // Queues an import of opt.source into opt.dataset (progress and stop are
+  // set here). invalid_argument for bad options (validate()), not_found for a
+  // missing source, conflict while a task for the same dataset is queued or running.
+  result<loom::v1::TaskInfo> start_import(import_options opt, const std::string& principal);
+  // Queues a generic task (pulls): `body` runs on the runner thread and fills
+  // the TaskInfo through ctx.update; its error fails the task. `on_success`
+  // runs after it on the runner thread with the catalogue available.
+  using task_body = std::function<status(task_context&)>;
+  result<loom::v1::TaskInfo> start(const std::string& kind, const std::string& dataset, const std::string& source,
+                                   const std::string& principal, task_body body);
+
+  std::optional<loom::v1::TaskInfo> get(const std::string& id) const;
+  // The newest task (running or finished) for `dataset`.
+  std::optional<loom::v1::TaskInfo> last_for(const std::string& dataset) const;
+  // not_found for an unknown id; conflict when it already ended.
+  result<loom::v1::TaskInfo> cancel(const std::string& id);
+
+  // Records a dataset directory that appeared by other means (a pull) in the
+  // catalogue; runs on the caller's thread with its own connection.
+  status record_dataset_dir(const std::string& dataset, const std::string& import_id);
+
+ private:
+  struct task {
+    loom::v1::TaskInfo info;
+    task_body body;
+    std::string principal;
+    std::atomic<bool> stop{false};
+  };
+  result<loom::v1::TaskInfo> enqueue(std::shared_ptr<task> t);
+  void run();
+  void finish(task& t, const status& outcome);
+  void audit_outcome(const task& t, const status& outcome);
+
+  const task_runner_options opt_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::string, std::shared_ptr<task>> tasks_;  // by id
+  std::deque<std::shared_ptr<task>> queue_;
+  std::deque<std::string> finished_;                   // ids, oldest first
+  std::uint64_t next_import_ = 1, next_other_ = 1;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace loom::ingest

@@ -1,0 +1,312 @@
+// Cross-process: incremental dataset sync between two `loom up` deployments
+// (`loom data sync`, the ingest services' sync servers, libs/cdc) and the
+// trainer fetching a stage's data.dataset from its ingest. The corpus is
+// generated text from a fixed seed plus the licence texts Debian ships.
+#include "libs/crypto/hash.hpp"
+#include "libs/files/files.hpp"
+#include "libs/layout/layout.hpp"
+#include "libs/wire/curve.hpp"
+#include "libs/wire/envelope_pb.hpp"
+#include "loom/v1/ingest.pb.h"
+#include "tests/support/cluster.hpp"
+#include "tests/support/harness.hpp"
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <map>
+#include <random>
+#include <thread>
+
+using namespace loom;
+using namespace loom::test;
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+namespace {
+
+json parse_json(const run_result& r) {
+  auto j = json::parse(r.out, nullptr, false);
+  return j.is_discarded() ? json::object() : j;
+}
+
+json loom_json(const std::string& home, std::vector<std::string> args) {
+  args.push_back("--json");
+  auto r = run_loom(home, args, 60s);
+  INFO("loom " << args.front() << " stderr: " << r.err);
+  return parse_json(r);
+}
+
+void write(const std::string& path, const std::string& bytes) {
+  fs::create_directories(fs::path(path).parent_path());
+  REQUIRE(files::write_atomic(path, bytes, 0644).ok());
+}
+
+// Varied prose: sentences over 3,000 pseudo-words made of syllables and
+// English stop words (the quality filter wants some), so that no two
+// documents are near-duplicates of each other.
+struct prose_maker {
+  std::mt19937_64 rng;
+  std::vector<std::string> words;
+  explicit prose_maker(std::uint64_t seed) : rng(seed) {
+    static const char* syl[] = {"ka", "lo", "mi", "ne", "ru", "sa", "ti", "vo", "en", "dra", "qui", "sto",
+                                "pel", "mar", "ith", "on", "bre", "gu", "zan", "fe", "hol", "wy", "ex", "ap"};
+    for (int i = 0; i < 3000; ++i) {
+      std::string w;
+      for (int k = 0, n = 1 + static_cast<int>(rng() % 3); k < n; ++k) w += syl[rng() % std::size(syl)];
+      words.push_back(w);
+    }
+  }
+  std::string doc(int sentences) {
+    std::string out;
+    for (int s = 0; s < sentences; ++s) {
+      int n = 6 + static_cast<int>(rng() % 14);
+      for (int w = 0; w < n; ++w) {
+        static const char* stop[] = {"the", "of", "and", "to", "that", "with", "a", "in", "is", "for"};
+        std::string word = rng() % 3 == 0 ? stop[rng() % std::size(stop)] : words[rng() % words.size()];
+        if (w == 0) word[0] = static_cast<char>(std::toupper(word[0]));
+        out += word + (w + 1 < n ? " " : ". ");
+      }
+      if (rng() % 6 == 0) out += "\n\n";
+    }
+    return out + "\n";
+  }
+};
+
+// `files` generated documents of ~`bytes_each` plus the licence texts, in `dir`.
+void make_corpus(const std::string& dir, int files_n, int sentences_each) {
+  prose_maker p(20260115);
+  for (int i = 0; i < files_n; ++i) write(dir + "/text/doc" + std::to_string(i) + ".txt", p.doc(sentences_each));
+  for (const auto& e : fs::directory_iterator("/usr/share/common-licenses"))
+    if (e.is_regular_file() && !e.is_symlink())
+      write(dir + "/licenses/" + e.path().filename().string(), *files::read_file(e.path().string()));
+}
+
+// path -> SHA-256 of every file under `dir`, the receiver's .loom-sync left out.
+std::map<std::string, std::string> tree(const std::string& dir) {
+  std::map<std::string, std::string> out;
+  for (auto it = fs::recursive_directory_iterator(dir); it != fs::recursive_directory_iterator(); ++it) {
+    if (it.depth() == 0 && it->path().filename() == ".loom-sync") {
+      it.disable_recursion_pending();
+      continue;
+    }
+    if (!it->is_regular_file()) continue;
+    out[it->path().string().substr(dir.size() + 1)] = crypto::sha256_hex(*files::read_file(it->path().string()));
+  }
+  return out;
+}
+
+std::uint64_t tree_bytes(const std::string& dir) {
+  std::uint64_t n = 0;
+  for (const auto& [rel, sha] : tree(dir)) n += fs::file_size(dir + "/" + rel);
+  return n;
+}
+
+json dataset_in_list(const std::string& home, const std::string& name) {
+  for (auto& d : loom_json(home, {"data", "list"}).value("datasets", json::array()))
+    if (d.value("name", "") == name) return d;
+  return json::object();
+}
+
+// The source tree's templates/ (the client's own lookup assumes a build dir inside it).
+std::string templates_dir() { return (fs::path(__FILE__).parent_path().parent_path() / "templates").string(); }
+
+run_result sync(const std::string& a, const std::string& b, const std::string& dataset) {
+  // --data-dir (added by run_loom) names neither side: the command takes both from --from/--to.
+  return run_loom(b, {"data", "sync", "--from", a, "--to", b, "--dataset", dataset, "--json"}, 60s);
+}
+
+}  // namespace
+
+TEST_CASE("loom data sync copies a dataset to a second deployment byte for byte, then sends only what a re-import changed") {
+  temp_dir a, b, src("loom-sync-corpus");
+  up_guard ga{a.path()}, gb{b.path()};
+  REQUIRE(run_loom(a.path(), {"up"}, 60s).code == 0);
+  REQUIRE(run_loom(b.path(), {"up"}, 60s).code == 0);
+  make_corpus(src.path(), 96, 600);  // 3.9 MB in 110 files: 1.4 M tokens, one 2.8 MB shard
+  auto imp = run_loom(a.path(), {"data", "import", src.path(), "--dataset", "corpus"}, 60s);
+  INFO(imp.out << imp.err);
+  REQUIRE(imp.code == 0);
+  const std::string da = a.path() + "/datasets/corpus", db = b.path() + "/datasets/corpus";
+
+  auto first = sync(a.path(), b.path(), "corpus");
+  INFO("sync: " << first.out << first.err);
+  REQUIRE(first.code == 0);
+  json t1 = parse_json(first);
+  CHECK(t1["state"] == "succeeded");
+  CHECK(t1["kind"] == "pull");
+  // A now trusts B's ingest key, as a peer.
+  auto b_key = wire::load_public_key(b.path() + "/keys/curve", "ingest");
+  REQUIRE(b_key.ok());
+  auto peers = wire::load_allow_list(layout::paths{a.path()}.peers_dir());
+  REQUIRE(peers.ok());
+  CHECK(peers->count(*b_key) == 1);
+
+  // Byte for byte: the manifest, every shard, the report.
+  CHECK(*files::read_file(da + "/manifest.json") == *files::read_file(db + "/manifest.json"));
+  const auto ta = tree(da);
+  CHECK(ta == tree(db));
+  std::size_t shard_files = 0;
+  for (const auto& [rel, sha] : ta) shard_files += rel.starts_with("shard-");
+  CHECK(shard_files >= 1);
+  const std::uint64_t dataset_bytes = tree_bytes(da);
+  CHECK(t1["bytes_sent"].get<std::uint64_t>() >= dataset_bytes * 9 / 10);  // a first sync sends (nearly) all
+  CHECK(t1["files"].get<std::uint64_t>() == ta.size());
+  // B's catalogue knows it, with A's counts.
+  json la = dataset_in_list(a.path(), "corpus"), lb = dataset_in_list(b.path(), "corpus");
+  REQUIRE(lb.contains("tokens"));
+  CHECK(lb["tokens"] == la["tokens"]);
+  CHECK(lb["documents"] == la["documents"]);
+  CHECK(lb["shards"] == la["shards"]);
+  MESSAGE("first sync: " << t1["bytes_sent"] << " bytes received of a " << dataset_bytes << "-byte dataset ("
+                         << ta.size() << " files, " << la["tokens"] << " tokens), " << t1["elapsed_s"] << " s");
+
+  // Nothing changed: one manifest round trip, nothing fetched.
+  auto same = sync(a.path(), b.path(), "corpus");
+  REQUIRE(same.code == 0);
+  json t2 = parse_json(same);
+  CHECK(t2["bytes_sent"] == 0);
+  CHECK(t2["files"] == 0);
+  MESSAGE("unchanged sync: " << t2["bytes_sent"] << " bytes, " << t2["elapsed_s"] << " s");
+
+  // One input file changes a little; A re-imports (version 2); B gets only the changed chunks.
+  const std::string doc = src.path() + "/text/doc17.txt";
+  std::string text = *files::read_file(doc);
+  const auto at = text.find(' ', text.size() / 2);
+  text.insert(at, " an inserted phrase of seven plain words");
+  write(doc, text);
+  REQUIRE(run_loom(a.path(), {"data", "import", src.path(), "--dataset", "corpus"}, 60s).code == 0);
+  REQUIRE(dataset_in_list(a.path(), "corpus")["version"] == 2);
+  auto again = sync(a.path(), b.path(), "corpus");
+  INFO("sync: " << again.out << again.err);
+  REQUIRE(again.code == 0);
+  json t3 = parse_json(again);
+  const auto ta2 = tree(da);
+  CHECK(ta2 != ta);
+  CHECK(ta2 == tree(db));
+  const std::uint64_t dataset_bytes2 = tree_bytes(da);
+  const auto sent = t3["bytes_sent"].get<std::uint64_t>();
+  MESSAGE("after a 40-byte edit of one of " << 96 << " files: " << sent << " bytes received of a " << dataset_bytes2
+                                            << "-byte dataset (" << (100.0 * sent / dataset_bytes2) << " %), "
+                                            << t3["files"] << " files changed, " << t3["elapsed_s"] << " s");
+  CHECK(sent > 0);
+  CHECK(sent < dataset_bytes2 / 4);
+  // Tighter: one edit in the token stream changes the chunk it falls in and
+  // perhaps the next (FastCDC resynchronises at the following cut point),
+  // each at most 256 KiB; the manifest and the report are rewritten whole.
+  const std::uint64_t small_files = fs::file_size(da + "/manifest.json") + fs::file_size(da + "/report.json");
+  CHECK(sent <= 2 * (256u << 10) + small_files);
+  CHECK(dataset_in_list(b.path(), "corpus")["tokens"] == dataset_in_list(a.path(), "corpus")["tokens"]);
+
+  // A dataset A does not have: exit 1 naming it, and nothing left behind in B.
+  auto none = run_loom(b.path(), {"data", "sync", "--from", a.path(), "--to", b.path(), "--dataset", "no-such-set"}, 60s);
+  INFO(none.out << none.err);
+  CHECK(none.code == 1);
+  CHECK(none.err.find("no-such-set") != std::string::npos);
+  CHECK(!fs::exists(b.path() + "/datasets/no-such-set"));
+}
+
+TEST_CASE("loom data sync exits 4 when a side is not running, and 2 without its options") {
+  temp_dir a, b;
+  up_guard ga{a.path()};
+  REQUIRE(run_loom(a.path(), {"up"}, 60s).code == 0);
+  REQUIRE(run_loom(b.path(), {"keys", "init"}, 30s).code == 0);  // keys, but no services
+  auto r = run_loom(b.path(), {"data", "sync", "--from", a.path(), "--to", b.path(), "--dataset", "x"}, 30s);
+  INFO(r.out << r.err);
+  CHECK(r.code == 4);
+  CHECK(r.err.find(b.path()) != std::string::npos);
+  auto r2 = run_loom(b.path(), {"data", "sync", "--from", b.path(), "--to", a.path(), "--dataset", "x"}, 30s);
+  CHECK(r2.code == 4);
+  CHECK(run_loom(a.path(), {"data", "sync", "--from", a.path(), "--dataset", "x"}).code == 2);
+  CHECK(run_loom(a.path(), {"data", "sync", "--from", a.path(), "--to", a.path(), "--dataset", "x"}).code == 2);
+}
+
+TEST_CASE("the ingest service refuses bad pulls naming the field, and a pull into a dataset being imported") {
+  cluster c;
+  REQUIRE(c.up);
+  auto cli = c.client("ingest");
+  REQUIRE(cli);
+  auto info = wire::call_typed<loom::v1::SyncInfoReply>(*cli, loom::v1::SyncInfoRequest{}, c.admin());
+  REQUIRE_MESSAGE(info.ok(), info.err().to_string());
+  CHECK(info->endpoint().starts_with("tcp://127.0.0.1:"));
+  CHECK(info->public_key() == *wire::load_public_key(c.paths.curve_dir(), "ingest"));
+  // SyncInfo is for operators: a viewer is refused.
+  auto viewer = wire::call_typed<loom::v1::SyncInfoReply>(*cli, loom::v1::SyncInfoRequest{}, c.token(auth::role::viewer));
+  CHECK(viewer.code() == errc::permission_denied);
+
+  auto pull = [&](std::string dataset, std::string endpoint, std::string key) {
+    loom::v1::PullDatasetRequest q;
+    q.set_dataset(dataset);
+    q.set_endpoint(endpoint);
+    q.set_public_key(key);
+    return wire::call_typed<loom::v1::PullDatasetReply>(*cli, q, c.admin());
+  };
+  const std::string key = info->public_key(), ep = "tcp://127.0.0.1:9";
+  struct bad { std::string dataset, endpoint, key, names; };
+  for (const auto& x : {bad{"../etc", ep, key, "dataset"}, bad{".staging", ep, key, "dataset"},
+                        bad{"d", "ipc:///tmp/x", key, "endpoint"}, bad{"d", "tcp://127.0.0.1", key, "endpoint"},
+                        bad{"d", "tcp://*:5555", key, "endpoint"}, bad{"d", ep, "not-a-key", "public_key"},
+                        bad{"d", info->endpoint(), key, "own sync server"}}) {
+    auto r = pull(x.dataset, x.endpoint, x.key);
+    CHECK_MESSAGE(r.code() == errc::invalid_argument, x.dataset << " " << x.endpoint << " " << x.key);
+    if (!r.ok()) CHECK_MESSAGE(r.err().message.find(x.names) != std::string::npos, r.err().message);
+  }
+
+  // An import of "busy" is queued or running: a pull into it is refused.
+  temp_dir src("loom-sync-busy");
+  make_corpus(src.path(), 96, 600);  // ~0.3 s of import: the pull below lands while it runs
+  loom::v1::ImportDatasetRequest imp;
+  imp.set_path(src.path());
+  imp.set_dataset("busy");
+  auto started = wire::call_typed<loom::v1::ImportDatasetReply>(*cli, imp, c.admin());
+  REQUIRE_MESSAGE(started.ok(), started.err().to_string());
+  auto refused = pull("busy", ep, key);
+  CHECK(refused.code() == errc::conflict);
+  if (!refused.ok()) CHECK(refused.err().message.find(started->task().id()) != std::string::npos);
+}
+
+TEST_CASE("a training stage with data.dataset fetches the dataset from ingest and trains from its own copy") {
+  temp_dir home, src("loom-sync-train");
+  up_guard guard{home.path()};
+  REQUIRE(run_loom(home.path(), {"up"}, 60s).code == 0);
+  make_corpus(src.path(), 8, 200);
+  REQUIRE(run_loom(home.path(), {"data", "import", src.path(), "--dataset", "tiny"}, 60s).code == 0);
+
+  auto sub = loom_json(home.path(), {"job", "submit", "--templates", templates_dir(), "--template", "pretrain-tiny", "--set",
+                                     "dataset=tiny", "--set", "steps=5"});
+  REQUIRE(sub.contains("id"));
+  const std::string id = sub["id"];
+  auto watch = run_loom(home.path(), {"job", "watch", id}, 60s);
+  INFO(watch.out << watch.err);
+  CHECK(watch.code == 0);
+  auto job = loom_json(home.path(), {"job", "show", id});
+  REQUIRE(job["state"] == "succeeded");
+  CHECK(job["stages"][0]["step"] == 5);
+
+  const std::string copy = home.path() + "/trainer/datasets/tiny";
+  REQUIRE(fs::exists(copy + "/manifest.json"));
+  CHECK(*files::read_file(copy + "/manifest.json") == *files::read_file(home.path() + "/datasets/tiny/manifest.json"));
+  auto log = files::read_file(home.path() + "/logs/trainer.log");
+  REQUIRE(log.ok());
+  const auto at = log->find("fetched dataset tiny");
+  REQUIRE(at != std::string::npos);
+  MESSAGE(log->substr(at, log->find('\n', at) - at));
+  CHECK(log->find("bytes received", at) != std::string::npos);
+
+  // A dataset ingest does not have: the stage fails naming it and ingest's endpoint.
+  auto bad = loom_json(home.path(), {"job", "submit", "--templates", templates_dir(), "--template", "pretrain-tiny", "--set",
+                                     "dataset=absent", "--set", "steps=5"});
+  REQUIRE(bad.contains("id"));
+  run_loom(home.path(), {"job", "watch", bad["id"]}, 60s);
+  auto failed = loom_json(home.path(), {"job", "show", bad["id"]});
+  CHECK(failed["state"] == "failed");
+  MESSAGE("failed stage: " << failed["message"]);
+  const std::string why = failed.dump();
+  auto eps = layout::read_endpoints(home.path() + "/endpoints.json");
+  REQUIRE(eps.ok());
+  CHECK_MESSAGE(why.find("data.dataset absent") != std::string::npos, why);
+  CHECK_MESSAGE(why.find(eps->find("ingest")->rpc) != std::string::npos, why);
+  CHECK(!fs::exists(home.path() + "/trainer/datasets/absent"));
+}

@@ -1,0 +1,163 @@
+// Cross-process: `loom data import|status|rejects|list` through `loom up`.
+// A corpus with good text and every kind of bad input (truncated gzip, binary
+// junk, invalid UTF-8, JSONL with wrong types, an empty directory, PII, exact
+// duplicates) imports with exit 0: the bad files are reason-coded rejects, the
+// rest is a dataset of shards the trainer's reader accepts; the import and its
+// outcome are audit events; bad requests get clear errors and exit codes and
+// leave nothing behind.
+#include "libs/files/files.hpp"
+#include "libs/shards/dataset.hpp"
+#include "tests/support/harness.hpp"
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <random>
+#include <thread>
+
+using namespace loom;
+using namespace loom::test;
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+
+namespace {
+
+json loom_json(const std::string& home, std::vector<std::string> args, int* code = nullptr) {
+  args.push_back("--json");
+  auto r = run_loom(home, args, 120s);
+  if (code) *code = r.code;
+  INFO("loom " << args.front() << " stderr: " << r.err);
+  auto j = json::parse(r.out, nullptr, false);
+  return j.is_discarded() ? json::object() : j;
+}
+
+void write(const std::string& path, const std::string& bytes) {
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  REQUIRE(files::write_atomic(path, bytes, 0644).ok());
+}
+
+// Deterministic prose: sentences of common words, varied per document.
+std::string prose(std::mt19937_64& rng, int sentences) {
+  static const char* words[] = {"the", "river", "carries", "data", "across", "sites", "where", "models", "learn",
+                                "from", "what", "people", "write", "every", "day", "and", "night", "a", "small",
+                                "cluster", "trains", "while", "storage", "waits", "for", "new", "shards"};
+  std::string out;
+  for (int s = 0; s < sentences; ++s) {
+    int n = 8 + static_cast<int>(rng() % 10);
+    for (int w = 0; w < n; ++w) {
+      std::string word = words[rng() % std::size(words)];
+      if (w == 0) word[0] = static_cast<char>(std::toupper(word[0]));
+      out += word + (w + 1 < n ? " " : ". ");
+    }
+  }
+  return out + "\n";
+}
+
+}  // namespace
+
+TEST_CASE("loom data import: good and bad files, reason-coded rejects, a dataset, audit events, exit 0") {
+  temp_dir home;
+  up_guard guard{home.path()};
+  REQUIRE(run_loom(home.path(), {"up"}, 60s).code == 0);
+  temp_dir src("loom-corpus");
+  const std::string d = src.path();
+  std::mt19937_64 rng(2026);
+  for (int i = 0; i < 30; ++i) write(d + "/docs/doc" + std::to_string(i) + ".txt", prose(rng, 40));
+  write(d + "/docs/copy-of-doc3.txt", *files::read_file(d + "/docs/doc3.txt"));  // exact duplicate
+  write(d + "/docs/contact.md", "# Contact\n\n" + prose(rng, 30) + "Write to jane.doe@example.com or call +1 415 555 0132.\n");
+  write(d + "/GPL-3", *files::read_file("/usr/share/common-licenses/GPL-3"));
+  write(d + "/records.jsonl", "{\"text\": \"" + prose(rng, 30).substr(0, 400) + "\"}\n{\"text\": 42}\n[1,2]\n");
+  std::string junk(4096, '\0');
+  for (auto& ch : junk) ch = static_cast<char>(rng());
+  write(d + "/junk.txt", junk);
+  write(d + "/latin1.txt", "caf\xe9 cr\xe8me br\xfbl\xe9e, " + prose(rng, 30));  // a few bad bytes: repaired
+  std::string mangled = prose(rng, 5);
+  for (std::size_t i = 0; i < mangled.size(); i += 3) mangled[i] = static_cast<char>(0xff);  // mostly invalid
+  write(d + "/mangled.txt", mangled);
+  write(d + "/truncated.txt.gz", std::string("\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03", 10) + "abc");
+  std::filesystem::create_directories(d + "/empty-dir");
+
+  auto r = run_loom(home.path(), {"data", "import", d, "--dataset", "corpus"}, 120s);
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("importing " + d) != std::string::npos);
+  CHECK(r.out.find("MB/s") != std::string::npos);  // the progress line
+  CHECK(r.out.find("documents kept") != std::string::npos);
+
+  auto st = loom_json(home.path(), {"data", "status", "corpus"});
+  CHECK(st["state"] == "ready");
+  CHECK(st["documents"].get<int>() >= 30);
+  CHECK(st["tokens"].get<int>() > 10000);
+  CHECK(st["placement"].size() == 1);
+  const auto& task = st["last_task"];
+  CHECK(task["state"] == "succeeded");
+  CHECK(task["duplicates"].get<int>() >= 1);
+  CHECK(task["report"]["pii"].dump().find("email") != std::string::npos);
+
+  // The shards open with the trainer's strict reader.
+  auto ds = shards::dataset::open(home.path() + "/datasets/corpus", shards::verify::eager);
+  REQUIRE_MESSAGE(ds.ok(), ds.err().to_string());
+  auto text = files::read_file(home.path() + "/datasets/corpus/rejects.jsonl");
+  REQUIRE(text.ok());
+
+  // Every bad input is a reason-coded reject naming its file.
+  auto rj = loom_json(home.path(), {"data", "rejects", "corpus", "--limit", "1000"});
+  std::map<std::string, std::string> rule_of;  // file name -> rule
+  for (auto& x : rj["rejects"]) rule_of[std::filesystem::path(x["file"].get<std::string>()).filename().string()] = x["rule"];
+  for (const char* f : {"junk.txt", "mangled.txt", "truncated.txt.gz", "records.jsonl", "empty-dir"})
+    CHECK_MESSAGE(rule_of.count(f) == 1, std::string(f) << " not among the rejects: " << rj.dump());
+  CHECK(rule_of.count("latin1.txt") == 0);  // repaired, kept
+  // Of the two identical files the first in input order is kept.
+  CHECK(rule_of["doc3.txt"] == "duplicate_exact");
+  CHECK(rule_of.count("copy-of-doc3.txt") == 0);
+  bool wrong_type = false;
+  for (auto& x : rj["rejects"])
+    wrong_type |= x["file"].get<std::string>().ends_with("records.jsonl") && x["line"].get<int>() >= 2;
+  CHECK(wrong_type);
+  MESSAGE("rejects: " << rj["total"] << " " << json(rule_of).dump());
+
+  // The listing, and the audit log: the request and the outcome.
+  auto list = loom_json(home.path(), {"data", "list"});
+  REQUIRE(list["datasets"].size() == 1);
+  CHECK(list["datasets"][0]["name"] == "corpus");
+  auto tail = run_loom(home.path(), {"audit", "tail", "--lines", "50", "--json"});
+  CHECK(tail.out.find("loom.v1.ImportDatasetRequest") != std::string::npos);
+  CHECK(tail.out.find("\"action\":\"dataset.import\"") != std::string::npos);
+
+  // A re-import replaces the dataset (version 2) atomically.
+  REQUIRE(run_loom(home.path(), {"data", "import", d + "/docs", "--dataset", "corpus"}, 120s).code == 0);
+  CHECK(loom_json(home.path(), {"data", "status", "corpus"})["version"] == 2);
+}
+
+TEST_CASE("loom data import refuses bad requests with clear errors and exit codes, and creates nothing") {
+  temp_dir home;
+  up_guard guard{home.path()};
+  REQUIRE(run_loom(home.path(), {"up"}, 60s).code == 0);
+  auto missing = run_loom(home.path(), {"data", "import", "/no/such/corpus", "--dataset", "x"});
+  CHECK(missing.code == 1);
+  CHECK(missing.err.find("/no/such/corpus") != std::string::npos);
+  auto badname = run_loom(home.path(), {"data", "import", "/usr/share/common-licenses", "--dataset", "../etc"});
+  CHECK(badname.code == 1);
+  CHECK(badname.err.find("dataset") != std::string::npos);
+  CHECK(run_loom(home.path(), {"data", "import", "/usr/share/common-licenses"}).code == 2);  // no --dataset
+  CHECK(run_loom(home.path(), {"data", "import", "/usr/share/common-licenses", "--dataset", "x", "--memory", "lots"})
+            .code == 2);
+  // A viewer may look but not import.
+  auto viewer = run_loom(home.path(), {"token", "issue", "--role", "viewer", "--zones", "local", "--json"});
+  REQUIRE(viewer.code == 0);
+  auto tok = json::parse(viewer.out)["token"].get<std::string>();
+  auto denied = run_loom(home.path(), {"data", "import", "/usr/share/common-licenses", "--dataset", "x", "--token", tok});
+  CHECK(denied.code == 3);
+  CHECK(run_loom(home.path(), {"data", "list", "--token", tok}).code == 0);
+  CHECK(run_loom(home.path(), {"data", "status", "nope"}).code == 1);
+  CHECK(run_loom(home.path(), {"data", "rejects", "nope"}).code == 1);
+  // Nothing was created.
+  std::error_code ec;
+  std::size_t entries = 0;
+  for (auto it = std::filesystem::directory_iterator(home.path() + "/datasets", ec);
+       !ec && it != std::filesystem::directory_iterator(); ++it)
+    if (it->path().filename().string()[0] != '.') ++entries;
+  CHECK(entries == 0);
+  CHECK(loom_json(home.path(), {"data", "list"})["datasets"].size() == 0);
+}
