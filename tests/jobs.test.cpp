@@ -13,6 +13,7 @@
 
 #include <signal.h>
 
+#include <cstdlib>
 #include <map>
 #include <random>
 #include <thread>
@@ -91,6 +92,16 @@ void kill_and_wait(const std::string& home, const std::string& service) {
   }
   REQUIRE(now != 0);
   REQUIRE(now != old);
+}
+
+// The step of the last line of a stage's metrics.jsonl (it moves every step;
+// the scheduler hears of progress only once a second); 0 before the first.
+std::uint64_t last_logged_step(const std::string& metrics) {
+  auto text = files::read_file(metrics);
+  if (!text || text->empty()) return 0;
+  const std::size_t end = text->rfind('\n', text->size() - 2);
+  auto j = json::parse(text->substr(end == std::string::npos ? 0 : end + 1), nullptr, false);
+  return j.is_object() ? j.value("step", std::uint64_t{0}) : 0;
 }
 
 }  // namespace
@@ -207,13 +218,7 @@ TEST_CASE("kill -9 of the trainer at 3 steps from seed 7: the job succeeds, bitw
   // The stage's metrics log moves every step (the scheduler hears of progress
   // once a second, ~16 steps here), so kills land at their drawn steps.
   const std::string metrics = show(home.path(), id)["out_dir"].get<std::string>() + "/pretrain/metrics.jsonl";
-  auto logged_step = [&]() -> std::uint64_t {
-    auto text = files::read_file(metrics);
-    if (!text || text->empty()) return 0;
-    const std::size_t end = text->rfind('\n', text->size() - 2);
-    auto j = json::parse(text->substr(end == std::string::npos ? 0 : end + 1), nullptr, false);
-    return j.is_object() ? j.value("step", std::uint64_t{0}) : 0;
-  };
+  auto logged_step = [&] { return last_logged_step(metrics); };
   int killed = 0;
   for (std::uint64_t k : kills) {
     const auto deadline = std::chrono::steady_clock::now() + 120s;
@@ -260,4 +265,47 @@ TEST_CASE("kill -9 of the scheduler mid-job: the job succeeds and no job is lost
   MESSAGE(logs.dump());
   CHECK(reattached == 1);
   CHECK(placed == 2);  // pretrain once, sft once: the restart placed nothing twice
+}
+
+TEST_CASE("a high-priority job preempts a running low-priority one, which checkpoints, waits and resumes bitwise equal") {
+  temp_dir home;
+  up_guard guard{home.path()};
+  // A one-second minimum runtime (default 60 s) so the test need not wait a minute.
+  ::setenv("LOOM_SCHEDULER_MIN_RUNTIME_S", "1", 1);
+  auto up = run_loom(home.path(), {"up"}, 60s);
+  ::unsetenv("LOOM_SCHEDULER_MIN_RUNTIME_S");
+  REQUIRE(up.code == 0);
+  const std::vector<std::string> low = {"--set", "pretrain.train.steps=150", "--priority", "low"};
+  const std::string ref = submit(home.path(), low);
+  json ref_done = wait_done(home.path(), ref);
+  REQUIRE(ref_done["state"] == "succeeded");
+
+  const std::string victim = submit(home.path(), low);
+  const std::string metrics = show(home.path(), victim)["out_dir"].get<std::string>() + "/pretrain/metrics.jsonl";
+  const auto deadline = std::chrono::steady_clock::now() + 120s;
+  while (std::chrono::steady_clock::now() < deadline && last_logged_step(metrics) < 40)
+    std::this_thread::sleep_for(5ms);
+  REQUIRE(last_logged_step(metrics) >= 40);
+  const std::string urgent = submit(home.path(), {"--priority", "high"});
+  json urgent_done = wait_done(home.path(), urgent);
+  CHECK(urgent_done["state"] == "succeeded");
+  // The urgent job ran to its end while the victim waited, its pretrain unfinished.
+  json mid = show(home.path(), victim);
+  CHECK(mid["stages"][0]["state"] != "succeeded");
+
+  json done = wait_done(home.path(), victim);
+  REQUIRE(done["state"] == "succeeded");
+  CHECK(done["stages"][0]["attempts"].get<int>() == 2);
+  auto logs = loom_json(home.path(), {"job", "logs", victim});
+  std::vector<std::string> kinds;
+  for (const auto& e : logs["events"])
+    if (e["stage"] == "pretrain") kinds.push_back(e["kind"].get<std::string>() + ": " + e["text"].get<std::string>());
+  int preempted = 0;
+  for (const auto& k : kinds) preempted += k.starts_with("requeued: preempted for a higher-priority job");
+  INFO(logs.dump());
+  CHECK(preempted == 1);
+  // Preempted, it went back to the queue from a checkpoint: the same numbers as never interrupted.
+  CHECK(final_params_sha(done, "pretrain") == final_params_sha(ref_done, "pretrain"));
+  CHECK(final_params_sha(done, "sft") == final_params_sha(ref_done, "sft"));
+  CHECK(loom_json(home.path(), {"job", "list"})["jobs"].size() == 3);
 }

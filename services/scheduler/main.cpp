@@ -9,6 +9,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include <charconv>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+
 namespace {
 
 // "job.placed", "job.stage_succeeded", …; a later stage being queued is the
@@ -18,13 +25,30 @@ std::string action_of(const loom::scheduler::job_rec& j, const loom::scheduler::
   return "job." + e.kind;
 }
 
+// $LOOM_SCHEDULER_MIN_RUNTIME_S: seconds a stage runs before a higher-priority
+// job may preempt it (default 60). Anything but a whole number >= 0 is refused.
+std::optional<std::chrono::milliseconds> min_runtime_from_env() {
+  const char* v = std::getenv("LOOM_SCHEDULER_MIN_RUNTIME_S");
+  if (!v || !*v) return loom::scheduler::job_manager::default_min_runtime;
+  std::uint64_t s = 0;
+  const auto r = std::from_chars(v, v + std::strlen(v), s);
+  if (r.ec != std::errc() || *r.ptr != '\0' || s > 86'400 * 365) return std::nullopt;
+  return std::chrono::milliseconds(s * 1000);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  const auto min_runtime = min_runtime_from_env();
+  if (!min_runtime) {
+    std::fprintf(stderr, "loom-scheduler: LOOM_SCHEDULER_MIN_RUNTIME_S=%s is not a number of seconds (0..31536000)\n",
+                 std::getenv("LOOM_SCHEDULER_MIN_RUNTIME_S"));
+    return 2;
+  }
   loom::runtime::service_spec spec;
   spec.name = "scheduler";
   spec.migrations = loom::scheduler::scheduler_migrations;
-  spec.make_logic = [](loom::runtime::service_env& env) {
+  spec.make_logic = [min = *min_runtime](loom::runtime::service_env& env) {
     loom::audit::emitter* em = env.audit;
     std::string zone = env.zone, node = env.node_id;
     auto on_event = [em, zone, node](const loom::scheduler::job_rec& j, const loom::scheduler::job_event& e) {
@@ -40,7 +64,7 @@ int main(int argc, char** argv) {
       em->emit(std::move(r));
     };
     return std::make_unique<loom::scheduler::scheduler_logic>(
-        env.db, [] { return std::chrono::system_clock::now(); }, env.paths.root + "/jobs", on_event);
+        env.db, [] { return std::chrono::system_clock::now(); }, env.paths.root + "/jobs", on_event, min);
   };
   return loom::runtime::service_main(argc, argv, spec);
 }

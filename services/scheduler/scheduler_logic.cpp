@@ -25,8 +25,8 @@ handled store_failed(const error& e) {
 }  // namespace
 
 scheduler_logic::scheduler_logic(store::database* db, clock_fn now, std::string jobs_root,
-                                 job_manager::event_sink on_job_event)
-    : db_(db), now_(std::move(now)), jobs_(db, std::move(jobs_root)) {
+                                 job_manager::event_sink on_job_event, std::chrono::milliseconds min_runtime)
+    : db_(db), now_(std::move(now)), jobs_(db, std::move(jobs_root), min_runtime) {
   jobs_.set_event_sink(std::move(on_job_event));
   if (!db_) return;
   auto nodes = db_->with_read_transaction([](store::transaction& tx) { return load_nodes(tx); });

@@ -28,9 +28,11 @@ class scheduler_logic final : public runtime::service_logic {
   // supervisor retries with backoff).
   // jobs_root: where job stages write (<data dir>/jobs).
   // on_job_event: told of every stored job event (the service audits them).
+  // min_runtime: before it, a running stage is never preempted.
   explicit scheduler_logic(
       store::database* db = nullptr, clock_fn now = [] { return std::chrono::system_clock::now(); },
-      std::string jobs_root = "/tmp/loom-jobs", job_manager::event_sink on_job_event = {});
+      std::string jobs_root = "/tmp/loom-jobs", job_manager::event_sink on_job_event = {},
+      std::chrono::milliseconds min_runtime = job_manager::default_min_runtime);
 
   runtime::handled handle(const std::string& type, const std::string& body,
                           const runtime::call_context& ctx) override;

@@ -23,7 +23,8 @@ std::string job_id_of(std::uint64_t seq) {
 
 }  // namespace
 
-job_manager::job_manager(store::database* db, std::string jobs_root) : db_(db), root_(std::move(jobs_root)) {}
+job_manager::job_manager(store::database* db, std::string jobs_root, std::chrono::milliseconds min_runtime)
+    : db_(db), root_(std::move(jobs_root)), min_runtime_(min_runtime) {}
 
 policy::time_ms job_manager::ms(time_point t) const {
   return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
@@ -58,7 +59,7 @@ policy::job_spec job_manager::spec_of(const job_rec& j, std::size_t stage) const
   s.per_member = one_slot;
   s.min_members = s.max_members = 1;
   s.estimated_runtime = 600'000;  // 10 min: used for backfill ordering only
-  s.min_runtime = 60'000;         // not preempted in its first minute
+  s.min_runtime = min_runtime_.count();  // not preempted before this
   s.checkpointable = true;
   return s;
 }
@@ -200,14 +201,6 @@ void job_manager::apply(const policy::policy::decisions& ds, time_point now) {
   }
 }
 
-void job_manager::queue_stage(job_rec& j, std::size_t i, time_point now) {
-  j.stages[i].state = "queued";
-  (void)record(j, j.stages[i].name, "queued",
-               "starts from " + j.stages[i - 1].name + "'s final checkpoint " + j.stages[i - 1].checkpoint, now);
-  auto d = policy_.submit(spec_of(j, i), ms(now));
-  if (d) apply(*d, now);
-}
-
 void job_manager::stage_done(job_rec& j, std::size_t i, bool ok, const std::string& message, time_point now) {
   stage_rec& s = j.stages[i];
   s.state = ok ? "succeeded" : "failed";
@@ -224,9 +217,18 @@ void job_manager::stage_done(job_rec& j, std::size_t i, bool ok, const std::stri
                ok ? "step " + std::to_string(s.step) + ", loss " + std::to_string(s.loss) + ", checkpoint " + s.checkpoint
                   : message,
                now);
+  if (ok && i + 1 < j.stages.size()) {
+    // The stage switch: the next stage takes this one's place in the queue, so
+    // the trainer it frees goes to it before later arrivals of its class.
+    j.stages[i + 1].state = "queued";
+    (void)record(j, j.stages[i + 1].name, "queued",
+                 "starts from " + s.name + "'s final checkpoint " + s.checkpoint, now);
+    auto d = policy_.finish_and_submit(pid_of(j, i), spec_of(j, i + 1), ms(now));
+    if (d) apply(*d, now);
+    return;
+  }
   auto d = policy_.finish(pid_of(j, i), ms(now));
   if (d) apply(*d, now);
-  if (ok && i + 1 < j.stages.size()) queue_stage(j, i + 1, now);
 }
 
 result<const job_rec*> job_manager::cancel(const std::string& id, const std::string& reason, time_point now) {

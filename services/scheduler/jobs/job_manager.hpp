@@ -21,6 +21,7 @@
 #include "services/scheduler/policy/policy.hpp"
 #include "services/scheduler/roster.hpp"
 
+#include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
@@ -63,7 +64,11 @@ struct poll_answer {
 class job_manager {
  public:
   // jobs_root: where stage directories go (<data dir>/jobs). db may be null (tests).
-  job_manager(store::database* db, std::string jobs_root);
+  // min_runtime: how long a stage runs before a higher-priority job may preempt
+  // it (the guard against preemption loops).
+  job_manager(store::database* db, std::string jobs_root,
+              std::chrono::milliseconds min_runtime = default_min_runtime);
+  static constexpr std::chrono::milliseconds default_min_runtime{60'000};
 
   // Loads every job and re-attaches running stages to the roster's live trainers.
   status load(const roster& nodes, time_point now);
@@ -99,13 +104,13 @@ class job_manager {
   policy::job_id pid_of(const job_rec& j, std::size_t stage) const { return j.seq * 64 + stage; }
   void apply(const policy::policy::decisions& ds, time_point now);
   void stage_done(job_rec& j, std::size_t stage, bool ok, const std::string& message, time_point now);
-  void queue_stage(job_rec& j, std::size_t stage, time_point now);
   assignment assignment_of(const job_rec& j, std::size_t stage) const;
   std::optional<policy::node_id> node_index(const std::string& node);
   policy::time_ms ms(time_point t) const;
 
   store::database* db_;
   std::string root_;
+  std::chrono::milliseconds min_runtime_;
   policy::policy policy_;
   std::map<std::string, job_rec> jobs_;                    // by id
   std::map<std::string, std::string> by_request_;          // request id -> job id

@@ -176,3 +176,66 @@ TEST_CASE("events of an unknown job are not_found") {
   job_manager jobs{nullptr, "/jobs"};
   CHECK(jobs.events("job-000001", 0).code() == errc::not_found);
 }
+
+TEST_CASE("a high-priority job preempts a low one only after its minimum runtime, and the low one resumes after it") {
+  fixture f;
+  f.jobs = job_manager{nullptr, "/jobs", 60s};
+  std::vector<std::string> events;  // "job stage kind: text", as the service would audit them
+  f.jobs.set_event_sink([&](const job_rec& j, const job_event& e) {
+    events.push_back(j.id + " " + e.stage + " " + e.kind + ": " + e.text);
+  });
+  f.add_trainer("trainer@a");
+  f.jobs.tick(f.nodes, f.now);
+  auto submit = [&](const std::string& req, const std::string& cls) {
+    submit_args a;
+    a.template_name = "t";
+    a.template_toml = "[train]\nsteps = 100\n";
+    a.priority_class = cls;
+    auto r = f.jobs.submit(a, req, "alice", f.now);
+    REQUIRE(r.ok());
+    return r->first;
+  };
+  const job_rec* low = submit("low", "low");
+  REQUIRE(f.poll("trainer@a", "idle").work);
+  CHECK(f.poll("trainer@a", "running", low->id, "pretrain", 5).work);
+
+  // 30 s in: the high job waits, the low one keeps running.
+  f.now += 30s;
+  f.nodes.heartbeat("trainer@a", f.now);  // alive all along
+  const job_rec* high = submit("high", "high");
+  f.jobs.tick(f.nodes, f.now);
+  CHECK(high->state == "queued");
+  CHECK(low->stages[0].state == "running");
+  CHECK(f.poll("trainer@a", "running", low->id, "pretrain", 10).work);
+
+  // Past the minimum runtime: the low job is preempted (requeued, not failed)
+  // and the high one takes the trainer once the low one has stopped.
+  f.now += 31s;
+  f.nodes.heartbeat("trainer@a", f.now);
+  f.jobs.tick(f.nodes, f.now);
+  CHECK(high->state == "running");
+  CHECK(low->stages[0].state == "queued");
+  CHECK(low->state == "running");  // the job is alive; its stage waits for room
+  auto stop = f.poll("trainer@a", "running", low->id, "pretrain", 12);
+  CHECK(stop.stop);
+  CHECK(!stop.work);
+  auto next = f.poll("trainer@a", "stopped", low->id, "pretrain", 12);
+  REQUIRE(next.work);
+  CHECK(next.work->job == high->id);
+
+  // The high job ends; the low one is placed again and resumes from its checkpoints.
+  f.poll("trainer@a", "running", high->id, "pretrain", 50);
+  f.poll("trainer@a", "succeeded", high->id, "pretrain", 100);
+  CHECK(high->state == "succeeded");
+  CHECK(low->stages[0].state == "running");
+  auto back = f.poll("trainer@a", "idle");
+  REQUIRE(back.work);
+  CHECK(back.work->job == low->id);
+  CHECK(back.work->out_dir == "/jobs/" + low->id + "/pretrain");
+  int preempted = 0;
+  for (const auto& e : events)
+    preempted += e.starts_with(low->id + " pretrain requeued: preempted for a higher-priority job");
+  CHECK(preempted == 1);
+  f.poll("trainer@a", "succeeded", low->id, "pretrain", 100);
+  CHECK(low->state == "succeeded");
+}

@@ -88,12 +88,17 @@ result<policy::decisions> policy::restore_running(job_spec job, const std::vecto
   return out;
 }
 
-result<policy::job_rec*> policy::submit_queued_only(job_spec job, time_ms now) {
+status policy::check_new(const job_spec& job) const {
   if (job.min_members == 0 || job.max_members < job.min_members)
     return make_error(errc::invalid_argument, "job " + std::to_string(job.id) + ": need 1 <= min_members <= max_members");
   if (job.per_member == resources{})
     return make_error(errc::invalid_argument, "job " + std::to_string(job.id) + ": per_member resources are empty");
   if (jobs_.count(job.id)) return make_error(errc::already_exists, "job " + std::to_string(job.id) + " already submitted");
+  return ok_status();
+}
+
+result<policy::job_rec*> policy::submit_queued_only(job_spec job, time_ms now, std::optional<std::uint64_t> seq) {
+  if (auto st = check_new(job); !st) return st.err();
   job_rec r;
   r.tenant = tenant_index(job.tenant);
   r.any_zone = job.zones.empty();
@@ -101,7 +106,7 @@ result<policy::job_rec*> policy::submit_queued_only(job_spec job, time_ms now) {
   std::sort(r.zones.begin(), r.zones.end());
   r.zones.erase(std::unique(r.zones.begin(), r.zones.end()), r.zones.end());
   resize_zones();
-  r.seq = next_seq_++;
+  r.seq = seq ? *seq : next_seq_++;
   r.prio_key = cfg_.priority_order ? job.priority : 0;
   r.tenant_key = cfg_.fair_share ? r.tenant : 0;
   r.submitted = now;
@@ -120,6 +125,21 @@ result<policy::decisions> policy::finish(job_id id, time_ms now) {
   stop(it->second);
   dequeue(it->second);
   jobs_.erase(it);
+  decisions out;
+  schedule(now, out);
+  return out;
+}
+
+result<policy::decisions> policy::finish_and_submit(job_id id, job_spec next, time_ms now) {
+  auto it = jobs_.find(id);
+  if (it == jobs_.end() || it->second.state != job_state::running)
+    return make_error(errc::not_found, "job " + std::to_string(id) + " is not running");
+  if (auto st = check_new(next); !st) return st.err();  // before anything changes
+  const std::uint64_t seq = it->second.seq;
+  stop(it->second);
+  dequeue(it->second);
+  jobs_.erase(it);
+  (void)submit_queued_only(std::move(next), now, seq);  // checked above: cannot fail
   decisions out;
   schedule(now, out);
   return out;

@@ -58,6 +58,13 @@ class policy {
   result<decisions> restore_running(job_spec job, const std::vector<node_id>& nodes, time_ms started,
                                     time_ms now);
   result<decisions> finish(job_id id, time_ms now);      // not_found unless running
+  // A pipeline's stage switch: `id` finishes and `next` (the job's next stage)
+  // is queued in its place in the queue (id's arrival order), in one pass, so
+  // the room id frees goes to next before lower classes and before jobs of its
+  // class and tenant that arrived after id (a reservation holder keeps its
+  // precedence, rule 4). Never "finish, place someone, then preempt them".
+  // not_found unless id is running; submit's errors for next (nothing changed).
+  result<decisions> finish_and_submit(job_id id, job_spec next, time_ms now);
   result<decisions> cancel(job_id id, time_ms now);      // not_found unless known
   result<decisions> add_node(const node_spec& n, time_ms now);
   // A dead node: gangs with a member there are requeued at their old position; elastic
@@ -110,7 +117,9 @@ class policy {
   enum class fit_mode { now, short_fill, long_fill };
 
   // Validates and queues a new job without a scheduling pass (submit, restore_running).
-  result<job_rec*> submit_queued_only(job_spec job, time_ms now);
+  status check_new(const job_spec& job) const;  // submit's argument checks
+  // `seq`: the arrival order to take (a stage switch keeps its job's); default a new one.
+  result<job_rec*> submit_queued_only(job_spec job, time_ms now, std::optional<std::uint64_t> seq = std::nullopt);
   // Scheduling pass (policy.cpp).
   void schedule(time_ms now, decisions& out);
   bool try_place(job_rec& j, fit_mode mode, time_ms now, decisions& out, reason why);

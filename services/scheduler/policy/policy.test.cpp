@@ -318,3 +318,46 @@ TEST_CASE("restore_running puts a job back on its nodes with no place decision, 
   must(p.finish(7, 10));
   CHECK(p.check_invariants().ok());
 }
+
+TEST_CASE("a stage switch hands its room to the next stage before lower classes, and checks first") {
+  // Stage 1 of a priority-1 pipeline runs; a priority-0 job waits for the node.
+  policy p = with_nodes(1);
+  REQUIRE(must(p.submit(job(1, 1, 8, 1000, 1), 0)).size() == 1);
+  CHECK(must(p.submit(job(2, 1, 8, 1000, 0), 10)).empty());
+  // Stage 1 ends; its successor (id 3) is placed at once, nothing is preempted.
+  auto d = must(p.finish_and_submit(1, job(3, 1, 8, 1000, 1), 20));
+  REQUIRE(d.size() == 1);
+  CHECK(d[0].what == action::place);
+  CHECK(d[0].job == 3);
+  CHECK(running(p, 3));
+  CHECK_FALSE(running(p, 2));
+  // Finish then submit would start the waiting job and evict it a moment later.
+  policy q = with_nodes(1);
+  must(q.submit(job(1, 1, 8, 1000, 1), 0));
+  must(q.submit(job(2, 1, 8, 1000, 0), 10));
+  CHECK(must(q.finish(1, 20)).size() == 1);
+  auto churn = must(q.submit(job(3, 1, 8, 1000, 1), 20));
+  REQUIRE(!churn.empty());
+  CHECK(churn[0].what == action::preempt);
+  CHECK(churn[0].job == 2);
+  // Refused before anything changes: a successor id in use, or an id not running.
+  auto dup = p.finish_and_submit(3, job(2, 1, 8), 30);
+  CHECK(dup.code() == loom::errc::already_exists);
+  CHECK(running(p, 3));
+  CHECK(p.finish_and_submit(99, job(4, 1, 8), 30).code() == loom::errc::not_found);
+  CHECK(p.check_invariants().ok());
+}
+
+TEST_CASE("in its own class the successor takes its job's place behind a reservation holder, before later arrivals") {
+  policy p = with_nodes(1);
+  must(p.submit(job(1, 1, 8), 0));
+  CHECK(must(p.submit(job(2, 1, 8), 10)).empty());  // the blocked head: holds the reservation
+  CHECK(must(p.submit(job(4, 1, 8), 15)).empty());  // arrived after stage 1, before stage 2
+  auto d = must(p.finish_and_submit(1, job(3, 1, 8), 20));
+  REQUIRE(d.size() == 1);
+  CHECK(d[0].job == 2);  // the reservation is kept (rule 4)
+  must(p.finish(2, 30));
+  CHECK(running(p, 3));  // then stage 2, at stage 1's arrival order, before job 4
+  CHECK_FALSE(running(p, 4));
+  CHECK(p.check_invariants().ok());
+}
