@@ -305,10 +305,11 @@ poll_answer job_manager::poll(const poll_report& r, time_point now) {
 }
 
 void job_manager::tick(const roster& nodes, time_point now) {
-  std::map<std::string, bool> alive;
+  std::map<std::string, bool> alive, draining;
   for (const auto& n : nodes.list()) {
     if (n.service != "trainer") continue;
     alive[n.id] = nodes.state(n, now) != node_state::dead;
+    draining[n.id] = n.draining;
   }
   for (const auto& [id, live] : alive) {
     if (!live || in_policy_[id]) continue;
@@ -317,6 +318,15 @@ void job_manager::tick(const roster& nodes, time_point now) {
     auto d = policy_.add_node(spec, ms(now));
     if (!d) continue;
     in_policy_[id] = true;
+    cordoned_[id] = false;
+    apply(*d, now);
+  }
+  // Drained trainers finish what they run and are given nothing new.
+  for (const auto& [id, live] : alive) {
+    if (!live || !in_policy_[id] || cordoned_[id] == draining[id]) continue;
+    auto d = policy_.set_draining(node_ids_.at(id), draining[id], ms(now));
+    if (!d) continue;
+    cordoned_[id] = draining[id];
     apply(*d, now);
   }
   for (auto& [id, present] : in_policy_) {

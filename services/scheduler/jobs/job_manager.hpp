@@ -118,6 +118,7 @@ class job_manager {
   std::map<std::string, policy::node_id> node_ids_;        // trainer node -> policy node
   std::map<policy::node_id, std::string> node_names_;
   std::map<std::string, bool> in_policy_;                  // node -> added (and alive) in the policy
+  std::map<std::string, bool> cordoned_;                   // node -> draining in the policy
   std::map<std::string, slot> slots_;                      // node -> its assignment
   std::uint64_t next_seq_ = 1;
   event_sink sink_;

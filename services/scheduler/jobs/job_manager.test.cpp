@@ -239,3 +239,25 @@ TEST_CASE("a high-priority job preempts a low one only after its minimum runtime
   f.poll("trainer@a", "succeeded", low->id, "pretrain", 100);
   CHECK(low->state == "succeeded");
 }
+
+TEST_CASE_FIXTURE(fixture, "a drained trainer finishes its stage and is given nothing new") {
+  add_trainer("trainer@a");
+  jobs.tick(nodes, now);
+  const job_rec* j1 = submit("r1", "[train]\nsteps = 3\n");
+  REQUIRE(poll("trainer@a", "idle").work);
+  const job_rec* j2 = submit("r2", "[train]\nsteps = 3\n");
+  CHECK(j2->state == "queued");
+  REQUIRE(nodes.drain("trainer@a"));
+  jobs.tick(nodes, now);
+  CHECK(poll("trainer@a", "running", j1->id, "pretrain", 1).work);  // keeps running its stage
+  poll("trainer@a", "succeeded", j1->id, "pretrain", 3);
+  CHECK(j1->state == "succeeded");
+  CHECK(j2->state == "queued");  // not placed on the draining trainer
+  CHECK(!poll("trainer@a", "idle").work);
+  add_trainer("trainer@b");  // another trainer takes it
+  jobs.tick(nodes, now);
+  CHECK(j2->state == "running");
+  auto w = poll("trainer@b", "idle");
+  REQUIRE(w.work);
+  CHECK(w.work->job == j2->id);
+}

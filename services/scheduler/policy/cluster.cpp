@@ -94,6 +94,7 @@ result<std::uint32_t> cluster::add_node(const node_spec& n) {
   r.capacity = n.capacity;
   r.free = n.capacity;
   r.alive = true;
+  r.cordoned = false;
   r.jobs.clear();
   zones_[z].capacity = zones_[z].capacity + n.capacity;
   zones_[z].free = zones_[z].free + n.capacity;
@@ -114,8 +115,21 @@ status cluster::remove_node(std::uint32_t idx) {
   capacity_ = capacity_ - r.capacity;
   free_ = free_ - r.free;
   r.alive = false;
+  r.cordoned = false;
   r.free = {};
   return ok_status();
+}
+
+void cluster::set_cordoned(std::uint32_t idx, bool on) {
+  node_rec& r = nodes_[idx];
+  if (!r.alive || r.cordoned == on) return;
+  if (on) {
+    bucket_erase(idx);
+    r.cordoned = true;
+  } else {
+    r.cordoned = false;
+    bucket_insert(idx);
+  }
 }
 
 void cluster::take(std::uint32_t idx, const resources& r) {
@@ -149,6 +163,7 @@ std::uint32_t cluster::gpu_bound(std::uint32_t z, const resources& per) const {
 
 void cluster::bucket_insert(std::uint32_t idx) {
   node_rec& n = nodes_[idx];
+  if (n.cordoned) return;
   auto& b = zones_[n.zone].buckets;
   if (b.size() <= n.free.gpus) b.resize(n.free.gpus + 1);
   n.pos = static_cast<std::uint32_t>(b[n.free.gpus].size());
@@ -157,6 +172,7 @@ void cluster::bucket_insert(std::uint32_t idx) {
 
 void cluster::bucket_erase(std::uint32_t idx) {
   node_rec& n = nodes_[idx];
+  if (n.cordoned) return;
   auto& v = zones_[n.zone].buckets[n.free.gpus];
   std::uint32_t last = v.back();
   v[n.pos] = last;

@@ -23,7 +23,9 @@ class cluster {
     resources capacity;
     resources free;
     bool alive = false;
-    std::uint32_t pos = 0;      // index inside its bucket
+    bool cordoned = false;      // draining: keeps its members, takes no new ones
+    std::uint32_t pos = 0;      // index inside its bucket (cordoned nodes are in none)
+    bool placeable() const { return alive && !cordoned; }
     std::vector<job_id> jobs;   // jobs with members here (one entry per job)
   };
   struct zone_rec {
@@ -42,6 +44,9 @@ class cluster {
   // REQUIRES: the node holds no members (the policy releases them first).
   status remove_node(std::uint32_t idx);
   std::optional<std::uint32_t> index_of(node_id id) const;
+  // Cordons (or releases) an alive node: out of the placement buckets, so best
+  // fit and the GPU bound never see it; its members and capacity stay counted.
+  void set_cordoned(std::uint32_t idx, bool on);
 
   // REQUIRES: r fits in the node's free capacity (take) / capacity (give).
   void take(std::uint32_t idx, const resources& r);

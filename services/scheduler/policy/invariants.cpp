@@ -63,8 +63,13 @@ status policy::check_invariants() const {
     std::sort(a.begin(), a.end());
     std::sort(b.begin(), b.end());
     if (a != b) return fail(name + " job list is off");
-    const auto& bucket = cluster_.zone(r.zone).buckets.at(r.free.gpus);
-    if (r.pos >= bucket.size() || bucket[r.pos] != n) return fail(name + " is misplaced in its bucket");
+    if (r.cordoned) {
+      for (const auto& b : cluster_.zone(r.zone).buckets)
+        if (std::find(b.begin(), b.end(), n) != b.end()) return fail(name + " is cordoned but placeable");
+    } else {
+      const auto& bucket = cluster_.zone(r.zone).buckets.at(r.free.gpus);
+      if (r.pos >= bucket.size() || bucket[r.pos] != n) return fail(name + " is misplaced in its bucket");
+    }
     total_free = total_free + r.free;
   }
   for (std::uint32_t z = 0; z < cluster_.zone_count(); ++z) {

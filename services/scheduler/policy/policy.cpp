@@ -171,6 +171,18 @@ result<policy::decisions> policy::add_node(const node_spec& n, time_ms now) {
   return out;
 }
 
+result<policy::decisions> policy::set_draining(node_id id, bool on, time_ms now) {
+  auto idx = cluster_.index_of(id);
+  if (!idx || !cluster_.node(*idx).alive) return make_error(errc::not_found, "node " + std::to_string(id) + " is not present");
+  decisions out;
+  if (cluster_.node(*idx).cordoned == on) return out;
+  cluster_.set_cordoned(*idx, on);
+  clear_reservation();
+  ++capacity_epoch_;
+  schedule(now, out);
+  return out;
+}
+
 result<policy::decisions> policy::remove_node(node_id id, time_ms now) {
   auto idx = cluster_.index_of(id);
   if (!idx || !cluster_.node(*idx).alive) return make_error(errc::not_found, "node " + std::to_string(id) + " is not present");

@@ -70,6 +70,10 @@ class policy {
   // A dead node: gangs with a member there are requeued at their old position; elastic
   // jobs that keep at least min_members shrink instead.
   result<decisions> remove_node(node_id id, time_ms now);
+  // A draining node (on) keeps its running members but is given no new ones,
+  // nor counted for reservations or evictions; off makes it placeable again.
+  // not_found unless the node is present.
+  result<decisions> set_draining(node_id id, bool on, time_ms now);
   decisions tick(time_ms now);
   // Weight of a tenant in fair share (default 1). REQUIRES: weight > 0.
   void set_tenant_weight(const std::string& tenant, double weight);

@@ -100,6 +100,7 @@ void run_trace(std::uint64_t seed, int events) {
   node_id next_node = 0;
   job_id next_job = 1;
   std::vector<node_id> alive;
+  std::set<node_id> draining;
   const char* zones[] = {"a", "b"};
   for (int i = uni(2, 6); i > 0; --i) {
     node_id id = next_node++;
@@ -136,15 +137,25 @@ void run_trace(std::uint64_t seed, int events) {
       std::size_t i = static_cast<std::size_t>(uni(0, int(alive.size()) - 1));
       node_id id = alive[i];
       alive.erase(alive.begin() + static_cast<std::ptrdiff_t>(i));
+      draining.erase(id);
       d = p.remove_node(id, now);
     } else if (kind < 92) {
       node_id id = next_node++;
       alive.push_back(id);
       d = p.add_node({id, zones[uni(0, 1)], gpus(static_cast<std::uint32_t>(1u << uni(0, 3)))}, now);
+    } else if (kind < 95 && !alive.empty()) {  // drain a node, or end a drain
+      node_id id = alive[static_cast<std::size_t>(uni(0, int(alive.size()) - 1))];
+      const bool on = !draining.count(id);
+      if (on) draining.insert(id);
+      else draining.erase(id);
+      d = p.set_draining(id, on, now);
     } else {
       d = p.tick(now);
     }
     REQUIRE(d.ok());
+    for (const auto& x : *d)  // a draining node takes no new members
+      if (x.what == action::place || x.what == action::grow)
+        for (node_id n : x.nodes) REQUIRE_FALSE(draining.count(n));
     m.check(p, *d, now);
   }
 }

@@ -58,7 +58,7 @@ void policy::ensure_reservation(job_rec& head, time_ms now) {
   for (std::uint32_t z = 0; z < cluster_.zone_count(); ++z) {
     if (!allowed[z]) continue;
     for (auto n : cluster_.zone_nodes(z))
-      if (cluster_.node(n).alive) cnt[z] += members_fitting(capx(n), pm);
+      if (cluster_.node(n).placeable()) cnt[z] += members_fitting(capx(n), pm);
     if (!zone && cnt[z] >= head.min_size) zone = z;
   }
   if (!zone) {
@@ -68,6 +68,7 @@ void policy::ensure_reservation(job_rec& head, time_ms now) {
       std::size_t upto = r.members.size() - counted(r);
       for (std::size_t i = 0; i < upto; ++i) {
         std::uint32_t n = r.members[i];
+        if (!cluster_.node(n).placeable()) continue;  // a draining node's room is not for the head
         cnt[r.zone] -= members_fitting(capx(n), pm);
         add_delta(n, r.spec.per_member);
         cnt[r.zone] += members_fitting(capx(n), pm);
@@ -82,7 +83,7 @@ void policy::ensure_reservation(job_rec& head, time_ms now) {
   if (zone) {
     std::vector<std::pair<std::uint32_t, std::uint32_t>> nodes;  // (gpus then, node): best fit
     for (auto n : cluster_.zone_nodes(*zone))
-      if (cluster_.node(n).alive && members_fitting(capx(n), pm) > 0) nodes.emplace_back(capx(n).gpus, n);
+      if (cluster_.node(n).placeable() && members_fitting(capx(n), pm) > 0) nodes.emplace_back(capx(n).gpus, n);
     std::sort(nodes.begin(), nodes.end());
     std::uint32_t need = head.min_size;
     for (auto [g, n] : nodes) {
@@ -120,10 +121,11 @@ bool policy::try_make_room(job_rec& j, fit_mode mode, bool evict, time_ms now, d
   };
   std::uint64_t cnt = 0;
   auto change = [&](std::uint32_t n, const resources& r, bool add) {
-    cnt -= members_fitting(capm(n), pm);
+    const bool counts = cluster_.node(n).placeable();  // room on a draining node is no room
+    if (counts) cnt -= members_fitting(capm(n), pm);
     if (add) add_delta(n, r);
     else delta_[n] = delta_[n] - r;
-    cnt += members_fitting(capm(n), pm);
+    if (counts) cnt += members_fitting(capm(n), pm);
   };
   std::vector<act> acts;
   std::vector<act> best;
@@ -176,7 +178,7 @@ bool policy::try_make_room(job_rec& j, fit_mode mode, bool evict, time_ms now, d
     if (acts.empty() || gpus < std::uint64_t(j.min_size) * pm.gpus) continue;
     cnt = 0;
     for (auto n : cluster_.zone_nodes(z))
-      if (cluster_.node(n).alive) cnt += members_fitting(capm(n), pm);
+      if (cluster_.node(n).placeable()) cnt += members_fitting(capm(n), pm);
     auto apply = [&](std::size_t i, bool on) {
       act& a = acts[i];
       a.on = on;
