@@ -8,8 +8,8 @@
 // until the audit record is durable in the spool), exactly as `loom job
 // submit` does. Afterwards every job must be listed once.
 //
-//   job_admit_bench [--jobs N] [--clients C]        (default 4000 jobs, 8 clients)
-//   case=admit jobs=4000 clients=8 admissions_per_s=… p50_ms=… p99_ms=… load=…
+//   job_admit_bench [--jobs N] [--clients C]        (default 4000 jobs, 16 clients)
+//   case=admit jobs=4000 clients=16 admissions_per_s=… p50_ms=… p99_ms=… load=…
 #include "bench/bench_util.hpp"
 #include "libs/wire/client.hpp"
 #include "loom/v1/jobs.pb.h"
@@ -49,7 +49,7 @@ int arg_int(int argc, char** argv, const char* name, int fallback) {
 
 int main(int argc, char** argv) {
   const int jobs = std::max(1, arg_int(argc, argv, "--jobs", 4000));
-  const int clients = std::max(1, arg_int(argc, argv, "--clients", 8));
+  const int clients = std::max(1, arg_int(argc, argv, "--clients", 16));
   test::cluster c;
   if (!c.up) {
     std::fprintf(stderr, "job_admit_bench: loom up failed (see %s/logs)\n", c.home.path().c_str());

@@ -269,14 +269,33 @@ result<std::vector<std::pair<std::uint64_t, std::string>>> spool::read_after(std
   for (const segment& seg : segments_) {
     if (out.size() >= max) break;
     if (seg.last_seq <= from) continue;
-    auto data = files::read_file(seg.path);
-    if (!data.ok()) return data.err();
-    std::string_view d = std::string_view(*data).substr(0, seg.bytes);
-    if (d.size() < seg.bytes) return corrupt(seg.path, d.size(), "segment shrank since it was written");
+    const std::uint64_t start =
+        seg.path == hint_path_ && hint_seq_ <= from && hint_off_ <= seg.bytes ? hint_off_ : 0;
+    std::string data(seg.bytes - start, '\0');
+    int fd = ::open(seg.path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return sys_error("open", seg.path);
+    std::size_t got = 0;
+    while (got < data.size()) {
+      const ssize_t n = ::pread(fd, data.data() + got, data.size() - got, static_cast<off_t>(start + got));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      got += static_cast<std::size_t>(n);
+    }
+    const int read_errno = errno;
+    ::close(fd);
+    if (got < data.size()) {
+      errno = read_errno;
+      return corrupt(seg.path, start + got, "segment shrank since it was written");
+    }
+    std::string_view d = data;
     parsed p;
-    for (std::size_t off = 0; off < d.size() && out.size() < max; off += p.size) {
-      if (const char* bad = parse_at(d, off, p)) return corrupt(seg.path, off, bad);
+    std::size_t off = 0;
+    for (; off < d.size() && out.size() < max; off += p.size) {
+      if (const char* bad = parse_at(d, off, p)) return corrupt(seg.path, start + off, bad);
       if (p.seq > from) out.emplace_back(p.seq, std::string(p.bytes));
+      hint_path_ = seg.path;
+      hint_seq_ = p.seq;
+      hint_off_ = start + off + p.size;
     }
   }
   return out;

@@ -87,6 +87,12 @@ class spool {
   int lock_fd_ = -1;
   int active_fd_ = -1;  // O_APPEND fd of segments_.back(), or -1
   bool broken_ = false;  // a failed fdatasync: page-cache state unknown, refuse appends
+  // Where the last read_after stopped: in hint_path_, the records before byte
+  // hint_off_ all have seq <= hint_seq_. A later read from past hint_seq_
+  // starts there instead of re-reading (and re-checking) the segment's head,
+  // which made sending a busy segment quadratic.
+  mutable std::string hint_path_;
+  mutable std::uint64_t hint_seq_ = 0, hint_off_ = 0;
 };
 
 }  // namespace loom::audit

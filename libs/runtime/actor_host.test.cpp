@@ -75,8 +75,8 @@ class test_logic : public service_logic {
       std::this_thread::sleep_for(std::chrono::milliseconds{std::stoi(body)});
     }
     if (type == "count")
-      return {errc::ok, {}, "count", "gen=" + std::to_string(gen_) + " calls=" + std::to_string(calls_)};
-    return {errc::ok, {}, type, body + " from " + ctx.principal};
+      return {errc::ok, {}, "count", "gen=" + std::to_string(gen_) + " calls=" + std::to_string(calls_), {}, {}, {}};
+    return {errc::ok, {}, type, body + " from " + ctx.principal, {}, {}, {}};
   }
   void on_tick() override {
     ++p_.ticks;

@@ -4,9 +4,12 @@
 #include "libs/auth/authorize.hpp"
 #include "libs/metrics/metrics.hpp"
 #include "libs/runtime/actor_host.hpp"
+#include "libs/runtime/commit_ticket.hpp"
 #include "libs/wire/envelope_pb.hpp"
 #include "libs/wire/server.hpp"
 #include "loom/v1/service.pb.h"
+
+#include <thread>
 
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -87,6 +90,7 @@ int gateway::run() {
       }
     }
     drain_finished();
+    drain_committed();
     expire(clock::now());
     release_held(clock::now());
     if (host_.escalated()) {
@@ -95,8 +99,17 @@ int gateway::run() {
       return 70;
     }
   }
-  // Stopping: what is held goes out once durable (bounded by the emitter's
-  // own ≤ 1 s flush), so no caller of an executed request is left unanswered.
+  // Stopping: answers whose commit is still flushing go out once it is (≤ 1 s),
+  // then what is held goes out once durable (bounded by the emitter's own
+  // ≤ 1 s flush), so no caller of an executed request is left unanswered.
+  for (auto until = clock::now() + std::chrono::seconds(1); clock::now() < until;) {
+    drain_finished();
+    drain_committed();
+    bool waiting = false;
+    for (const auto& [id, p] : pending_) waiting |= p.result.has_value();
+    if (!waiting) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
   env_.audit->wait_spooled(std::chrono::milliseconds(1000));
   release_held(clock::now() + max_audit_hold);
   env_.metrics->set_up(false);
@@ -139,7 +152,7 @@ void gateway::on_request(std::string identity, std::string peer, wire::request r
 
   auto id = next_id_++;
   pending p{identity, req.request_id, req.type, started, started + opts_.deadline, d.mutating,
-            principal, role, peer};
+            principal, role, peer, std::nullopt};
   pending_.emplace(id, std::move(p));
   call_context ctx{req.request_id, principal, role, env_.zone};
   host_.post(std::move(req.type), std::move(req.body), std::move(ctx), [this, id](handled h) {
@@ -219,8 +232,40 @@ void gateway::drain_finished() {
   for (auto& f : done) {
     auto it = pending_.find(f.id);
     if (it == pending_.end()) continue;  // already answered with deadline_exceeded
-    answer(it->second, f.result);
+    if (f.result.durable && !f.result.durable->outcome()) {
+      // Answered, not yet durable: wait for the commit (the ticket wakes us).
+      auto ticket = f.result.durable;
+      it->second.result = std::move(f.result);
+      ticket->on_resolved([this] { wake(); });
+      continue;
+    }
+    answer_durable(it->second, f.result);
     pending_.erase(it);
+  }
+}
+
+void gateway::answer_durable(const pending& p, handled h) {
+  if (h.durable) {
+    auto outcome = h.durable->outcome();
+    if (outcome && !outcome->ok()) {  // the effect was not kept: the caller learns so
+      handled failed;
+      failed.code = errc::unavailable;
+      failed.message = env_.name + ": the state store did not keep the change: " + outcome->err().message;
+      answer(p, failed);
+      return;
+    }
+  }
+  answer(p, h);
+}
+
+void gateway::drain_committed() {
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    if (!it->second.result || !it->second.result->durable->outcome()) {
+      ++it;
+      continue;
+    }
+    answer_durable(it->second, std::move(*it->second.result));
+    it = pending_.erase(it);
   }
 }
 

@@ -19,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 namespace loom::wire {
@@ -58,6 +59,7 @@ class gateway {
     std::chrono::steady_clock::time_point deadline;
     bool mutating = false;
     std::string principal, role, peer;
+    std::optional<handled> result;  // answered by the logic, its commit not yet durable
   };
   struct finished {
     std::uint64_t id;
@@ -74,6 +76,9 @@ class gateway {
   void send_after_audit(std::uint64_t ordinal, std::string identity, wire::reply rep);
   void release_held(std::chrono::steady_clock::time_point now);
   void drain_finished();
+  void drain_committed();  // answers the pending whose commit ticket resolved
+  // answer(), or an unavailable error when h's commit ticket failed.
+  void answer_durable(const pending& p, handled h);
   void expire(std::chrono::steady_clock::time_point now);
   std::uint64_t current_epoch();
   void wake();

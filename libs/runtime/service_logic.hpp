@@ -4,6 +4,7 @@
 // on it, so a logic needs no locking; it must not block for long.
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "libs/status/status.hpp"
@@ -18,6 +19,8 @@ struct call_context {
   std::string zone;
 };
 
+class commit_ticket;  // commit_ticket.hpp
+
 // Outcome of one call: a status and, when ok, the reply message (type + body).
 struct handled {
   errc code = errc::ok;
@@ -29,6 +32,9 @@ struct handled {
   // (encrypted at rest by the audit service). Never secrets.
   std::string audit_job_id;
   std::string audit_payload;
+  // Set when the effect is not yet durable (commit_ticket.hpp): the gateway
+  // holds the reply until it resolves. Null: durable already (or read-only).
+  std::shared_ptr<commit_ticket> durable;
 };
 
 class service_logic {

@@ -7,7 +7,7 @@ namespace loom::store {
 
 struct group_commit::item {
   std::function<status(transaction&)> unit;
-  std::promise<status> done;
+  std::function<void(status)> done;
 };
 
 group_commit::group_commit(std::unique_ptr<database> db, std::size_t max_batch)
@@ -23,15 +23,22 @@ group_commit::~group_commit() {
 }
 
 status group_commit::submit(std::function<status(transaction&)> unit) {
-  item it{std::move(unit), {}};
-  auto outcome = it.done.get_future();
+  std::promise<status> p;
+  auto outcome = p.get_future();
+  submit_async(std::move(unit), [&p](status s) { p.set_value(std::move(s)); });
+  return outcome.get();
+}
+
+void group_commit::submit_async(std::function<status(transaction&)> unit, std::function<void(status)> done) {
   {
     std::lock_guard lk(mu_);
-    if (stopping_) return make_error(errc::unavailable, "group_commit is shutting down");
-    queue_.push_back(&it);
+    if (!stopping_) {
+      queue_.push_back({std::move(unit), std::move(done)});
+      wake_.notify_one();
+      return;
+    }
   }
-  wake_.notify_one();
-  return outcome.get();
+  done(make_error(errc::unavailable, "group_commit is shutting down"));
 }
 
 std::uint64_t group_commit::commits() const {
@@ -46,19 +53,19 @@ std::uint64_t group_commit::units() const {
 
 void group_commit::loop() {
   for (;;) {
-    std::vector<item*> batch;
+    std::vector<item> batch;
     {
       std::unique_lock lk(mu_);
       wake_.wait(lk, [&] { return stopping_ || !queue_.empty(); });
       if (queue_.empty()) return;  // stopping, and everything queued has run
       while (!queue_.empty() && batch.size() < max_batch_) {
-        batch.push_back(queue_.front());
+        batch.push_back(std::move(queue_.front()));
         queue_.pop_front();
       }
     }
     std::vector<status> results(batch.size());
     status committed = db_->with_transaction([&](transaction& tx) -> status {
-      for (std::size_t i = 0; i < batch.size(); ++i) results[i] = tx.nested(batch[i]->unit);
+      for (std::size_t i = 0; i < batch.size(); ++i) results[i] = tx.nested(batch[i].unit);
       return ok_status();
     });
     {
@@ -67,7 +74,7 @@ void group_commit::loop() {
       units_ += batch.size();
     }
     for (std::size_t i = 0; i < batch.size(); ++i) {
-      batch[i]->done.set_value(!results[i].ok() ? results[i] : committed);
+      batch[i].done(!results[i].ok() ? results[i] : committed);
     }
   }
 }

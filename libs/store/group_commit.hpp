@@ -7,7 +7,7 @@
 // PostgreSQL gets the same from many connections committing at once; this
 // class works on both engines.
 //
-// submit() returns when the unit's outcome is known:
+// submit() returns when the unit's outcome is known (submit_async() calls back):
 //   ok          the unit ran and the batch commit is durable;
 //   its error   the unit failed: its own changes were undone, the batch went on;
 //   commit's    the batch did not commit: nothing of it was kept.
@@ -40,6 +40,10 @@ class group_commit {
   group_commit& operator=(const group_commit&) = delete;
 
   status submit(std::function<status(transaction&)> unit);
+  // Queues the unit and returns at once; `done` gets the outcome as submit()
+  // would return it, on the committer thread, in submission order. A unit
+  // queued while shutting down is answered unavailable at once.
+  void submit_async(std::function<status(transaction&)> unit, std::function<void(status)> done);
 
   // Typed form: fn(transaction&) -> result<T>.
   template <class F>
@@ -57,7 +61,7 @@ class group_commit {
   const std::size_t max_batch_;
   mutable std::mutex mu_;
   std::condition_variable wake_;
-  std::deque<item*> queue_;
+  std::deque<item> queue_;
   bool stopping_ = false;
   std::uint64_t commits_ = 0, units_ = 0;
   std::thread committer_;

@@ -18,6 +18,7 @@
 #include <fstream>
 #include <limits>
 #include <stdexcept>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -338,6 +339,39 @@ TEST_CASE("group commit answers each thread's unit after a shared durable commit
   CHECK(units == threads * per_thread);
   CHECK(commits <= units);
   CHECK(count(*f.db, "t") == oks);  // every acknowledged unit is there, no failed one
+}
+
+TEST_CASE("group commit's async units are answered in submission order, a failing one alone, all durable by then") {
+  auto f = open_fresh("group_commit_async");
+  script(*f.db, "CREATE TABLE t (x BIGINT NOT NULL PRIMARY KEY)");
+  std::mutex mu;
+  std::vector<std::pair<std::int64_t, loom::errc>> answers;
+  constexpr int n = 300;
+  {
+    store::group_commit gc(f.another());
+    for (int i = 0; i < n; ++i) {
+      const std::int64_t x = i % 50 == 49 ? i - 1 : i;  // every 50th repeats a key: already_exists
+      gc.submit_async(
+          [x](transaction& tx) -> loom::status {
+            auto r = tx.exec("INSERT INTO t (x) VALUES ($1)", {x});
+            if (!r) return r.err();
+            return loom::ok_status();
+          },
+          [&, i](loom::status st) {
+            std::lock_guard lk(mu);
+            answers.emplace_back(i, st.code());
+          });
+    }
+  }  // the destructor runs what is queued
+  REQUIRE(answers.size() == n);
+  int dups = 0;
+  for (int i = 0; i < n; ++i) {
+    CHECK(answers[static_cast<std::size_t>(i)].first == i);  // in order
+    const bool dup = i % 50 == 49;
+    CHECK(answers[static_cast<std::size_t>(i)].second == (dup ? errc::already_exists : errc::ok));
+    dups += dup;
+  }
+  CHECK(count(*f.db, "t") == n - dups);
 }
 
 TEST_CASE("with_transaction inside another on the same database is refused") {

@@ -4,6 +4,7 @@
 // completion) is also an audit record naming its job.
 #include "libs/audit/emitter.hpp"
 #include "libs/runtime/service.hpp"
+#include "libs/store/database.hpp"
 #include "services/scheduler/scheduler_logic.hpp"
 #include "services/scheduler/schema.hpp"
 
@@ -36,6 +37,19 @@ std::optional<std::chrono::milliseconds> min_runtime_from_env() {
   return std::chrono::milliseconds(s * 1000);
 }
 
+// A second connection for the job tables' group commit; without one (no
+// store URL, or it cannot be opened) every job change commits on its own.
+std::unique_ptr<loom::store::database> open_writer(const std::string& url) {
+  if (url.empty()) return nullptr;
+  auto db = loom::store::database::open(url);
+  if (!db) {
+    std::fprintf(stderr, "loom-scheduler: no group-commit connection (%s); committing each change alone\n",
+                 db.err().to_string().c_str());
+    return nullptr;
+  }
+  return std::move(*db);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -64,7 +78,8 @@ int main(int argc, char** argv) {
       em->emit(std::move(r));
     };
     return std::make_unique<loom::scheduler::scheduler_logic>(
-        env.db, [] { return std::chrono::system_clock::now(); }, env.paths.root + "/jobs", on_event, min);
+        env.db, [] { return std::chrono::system_clock::now(); }, env.paths.root + "/jobs", on_event, min,
+        open_writer(env.database_url));
   };
   return loom::runtime::service_main(argc, argv, spec);
 }

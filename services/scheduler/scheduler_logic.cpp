@@ -2,8 +2,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "libs/runtime/commit_ticket.hpp"
 #include "libs/runtime/logic_pb.hpp"
 #include "libs/store/database.hpp"
+#include "libs/store/group_commit.hpp"
 #include "loom/v1/jobs.pb.h"
 #include "loom/v1/scheduler.pb.h"
 #include "services/scheduler/node_repo.hpp"
@@ -24,15 +26,62 @@ handled store_failed(const error& e) {
 }
 }  // namespace
 
+struct scheduler_logic::pending_commit {
+  std::shared_ptr<runtime::commit_ticket> ticket = std::make_shared<runtime::commit_ticket>();
+  std::mutex mu;
+  int outstanding = 1;  // the call itself, until finish_batch()
+  status outcome;       // the first failure, if any
+  void done(status s) {
+    bool last;
+    status out;
+    {
+      std::lock_guard lk(mu);
+      if (!s.ok() && outcome.ok()) outcome = std::move(s);
+      last = --outstanding == 0;
+      out = outcome;
+    }
+    if (last) ticket->resolve(std::move(out));
+  }
+};
+
 scheduler_logic::scheduler_logic(store::database* db, clock_fn now, std::string jobs_root,
-                                 job_manager::event_sink on_job_event, std::chrono::milliseconds min_runtime)
+                                 job_manager::event_sink on_job_event, std::chrono::milliseconds min_runtime,
+                                 std::unique_ptr<store::database> writer)
     : db_(db), now_(std::move(now)), jobs_(db, std::move(jobs_root), min_runtime) {
   jobs_.set_event_sink(std::move(on_job_event));
+  if (writer) {
+    writer_ = std::make_unique<store::group_commit>(std::move(writer));
+    jobs_.set_async_writer([this](job_manager::unit u) { enqueue(std::move(u)); });
+  }
   if (!db_) return;
   auto nodes = db_->with_read_transaction([](store::transaction& tx) { return load_nodes(tx); });
   if (!nodes) throw std::runtime_error("cannot load the roster: " + nodes.err().to_string());
   for (auto& n : *nodes) roster_.restore(std::move(n));
   if (auto st = jobs_.load(roster_, now_()); !st) throw std::runtime_error("cannot load the jobs: " + st.err().to_string());
+}
+
+scheduler_logic::~scheduler_logic() = default;
+
+void scheduler_logic::enqueue(job_manager::unit u) {
+  if (!current_) current_ = std::make_shared<pending_commit>();
+  auto pc = current_;
+  {
+    std::lock_guard lk(pc->mu);
+    ++pc->outstanding;
+  }
+  writer_->submit_async(std::move(u), [this, pc](status s) {
+    if (!s.ok()) {
+      std::lock_guard lk(*failure_mu_);
+      if (!commit_failure_) commit_failure_ = std::make_shared<std::string>(s.err().to_string());
+    }
+    pc->done(std::move(s));
+  });
+}
+
+void scheduler_logic::finish_batch() {
+  if (!current_) return;
+  current_->done(ok_status());
+  current_.reset();
 }
 
 status scheduler_logic::persist(const std::function<status(store::transaction&)>& fn) {
@@ -41,6 +90,18 @@ status scheduler_logic::persist(const std::function<status(store::transaction&)>
 }
 
 handled scheduler_logic::handle(const std::string& type, const std::string& body, const call_context& ctx) {
+  {
+    std::lock_guard lk(*failure_mu_);
+    if (commit_failure_)  // memory is ahead of the store: restart from what it kept
+      throw std::runtime_error("state store: a group commit failed (" + *commit_failure_ + "); reloading");
+  }
+  handled h = dispatch(type, body, ctx);
+  if (current_) h.durable = current_->ticket;
+  finish_batch();
+  return h;
+}
+
+handled scheduler_logic::dispatch(const std::string& type, const std::string& body, const call_context& ctx) {
   if (is<loom::v1::RegisterNodeRequest>(type)) return register_node(body);
   if (is<loom::v1::NodeHeartbeatRequest>(type)) {
     auto req = parse_as<loom::v1::NodeHeartbeatRequest>(body);
@@ -253,6 +314,7 @@ handled scheduler_logic::drain_node(const std::string& body) {
 
 void scheduler_logic::on_tick() {
   jobs_.tick(roster_, now_());
+  finish_batch();  // tick's writes have no caller waiting
   auto gone = roster_.reap(now_(), std::chrono::minutes(1));
   std::vector<std::pair<std::string, time_point>> seen(seen_.begin(), seen_.end());
   if (gone.empty() && seen.empty()) return;

@@ -4,19 +4,26 @@
 // actor; holds no CAF, ZeroMQ or clock of its own (the clock is injected).
 // With a state store the roster is loaded at construction (so a restarted
 // actor or process keeps it) and every change is written before it is
-// applied in memory; heartbeats are flushed once per tick.
+// applied in memory; heartbeats are flushed once per tick. Given a writer
+// connection, job changes go through a group commit instead (one fsync for
+// every request that arrived meanwhile): the reply carries a commit ticket
+// and the gateway sends it once the change is durable. A failed commit makes
+// the next call throw, so the supervisor restarts the actor from the store.
 #pragma once
 
 #include "libs/runtime/service_logic.hpp"
+#include "libs/store/database.hpp"
 #include "services/scheduler/jobs/job_manager.hpp"
 #include "services/scheduler/roster.hpp"
 
 #include <functional>
 #include <map>
+#include <memory>
+#include <mutex>
+#include <string>
 
 namespace loom::store {
-class database;
-class transaction;
+class group_commit;
 }  // namespace loom::store
 
 namespace loom::scheduler {
@@ -32,7 +39,9 @@ class scheduler_logic final : public runtime::service_logic {
   explicit scheduler_logic(
       store::database* db = nullptr, clock_fn now = [] { return std::chrono::system_clock::now(); },
       std::string jobs_root = "/tmp/loom-jobs", job_manager::event_sink on_job_event = {},
-      std::chrono::milliseconds min_runtime = job_manager::default_min_runtime);
+      std::chrono::milliseconds min_runtime = job_manager::default_min_runtime,
+      std::unique_ptr<store::database> writer = nullptr);
+  ~scheduler_logic() override;
 
   runtime::handled handle(const std::string& type, const std::string& body,
                           const runtime::call_context& ctx) override;
@@ -43,6 +52,11 @@ class scheduler_logic final : public runtime::service_logic {
   const job_manager& jobs() const { return jobs_; }
 
  private:
+  runtime::handled dispatch(const std::string& type, const std::string& body, const runtime::call_context& ctx);
+  // Async writes of one request (or tick): resolved when the last one is durable.
+  struct pending_commit;
+  void enqueue(job_manager::unit u);
+  void finish_batch();  // the call made its last write: its ticket may resolve
   runtime::handled register_node(const std::string& body);
   runtime::handled list_nodes(const std::string& body);
   runtime::handled drain_node(const std::string& body);
@@ -59,6 +73,10 @@ class scheduler_logic final : public runtime::service_logic {
   roster roster_;
   std::map<std::string, time_point> seen_;  // heartbeats not yet written
   job_manager jobs_;
+  std::shared_ptr<pending_commit> current_;  // of the call in progress
+  std::shared_ptr<std::string> commit_failure_;  // set (once) by the committer thread
+  std::unique_ptr<std::mutex> failure_mu_ = std::make_unique<std::mutex>();
+  std::unique_ptr<store::group_commit> writer_;  // last: destroyed (flushed) first
 };
 
 }  // namespace loom::scheduler

@@ -30,7 +30,11 @@ policy::time_ms job_manager::ms(time_point t) const {
   return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
 }
 
-status job_manager::persist(const std::function<status(store::transaction&)>& fn) const {
+status job_manager::persist(unit fn) const {
+  if (writer_) {
+    writer_(std::move(fn));
+    return ok_status();
+  }
   if (!db_) return ok_status();
   return db_->with_transaction([&](store::transaction& tx) { return fn(tx); });
 }
@@ -39,10 +43,12 @@ status job_manager::record(job_rec& j, const std::string& stage, const std::stri
                            time_point now, bool save_whole) {
   job_event e{j.next_event, ns(now), stage, kind, text};
   j.updated_ns = ns(now);
-  auto st = persist([&](store::transaction& tx) -> status {
-    if (auto s = add_event(tx, j.id, e); !s) return s;
-    ++j.next_event;
-    if (save_whole) return save_job(tx, j);
+  ++j.next_event;
+  std::optional<job_rec> whole;  // the unit owns what it writes: it may run later
+  if (save_whole) whole = j;
+  auto st = persist([id = j.id, e, whole = std::move(whole)](store::transaction& tx) -> status {
+    if (auto s = add_event(tx, id, e); !s) return s;
+    if (whole) return save_job(tx, *whole);
     return ok_status();
   });
   if (!st) --j.next_event;  // not written: the seq is reused by the next event
@@ -156,10 +162,11 @@ result<std::pair<const job_rec*, bool>> job_manager::submit(const submit_args& a
   j.stages[0].state = "queued";
   std::string names;
   for (const auto& s : j.stages) names += (names.empty() ? "" : " -> ") + s.name;
-  auto st = persist([&](store::transaction& tx) -> status {
+  auto st = persist([j, e = job_event{1, ns(now), "", "submitted",
+                                       "template " + a.template_name + ", stages " + names + ", by " + principal}](
+                        store::transaction& tx) -> status {
     if (auto s = save_job(tx, j); !s) return s;
-    return add_event(tx, j.id, {1, ns(now), "", "submitted",
-                                "template " + a.template_name + ", stages " + names + ", by " + principal});
+    return add_event(tx, j.id, e);
   });
   if (!st) return st.err();
   j.next_event = 2;
@@ -275,7 +282,7 @@ poll_answer job_manager::poll(const poll_report& r, time_point now) {
       s.checkpoint = r.checkpoint;
       (void)record(j, s.name, "snapshot", r.checkpoint, now, false);
     }
-    if (changed) (void)persist([&](store::transaction& tx) { return save_stage(tx, j, i); });
+    if (changed) (void)persist([snap = j, i](store::transaction& tx) { return save_stage(tx, snap, i); });
     out.work = assignment_of(j, i);
     return out;
   }

@@ -89,6 +89,13 @@ class job_manager {
   // snapshots, requeues, completion, cancellation): the service audits them.
   using event_sink = std::function<void(const job_rec&, const job_event&)>;
   void set_event_sink(event_sink fn) { sink_ = std::move(fn); }
+  // Writes go to `w` instead of a transaction of their own: it queues the unit
+  // (which owns copies of what it writes) for a group commit and the caller
+  // answers once that is durable (scheduler_logic). Without one, every change
+  // commits before the call returns.
+  using unit = std::function<status(store::transaction&)>;
+  using async_writer = std::function<void(unit)>;
+  void set_async_writer(async_writer w) { writer_ = std::move(w); }
 
  private:
   struct slot {  // what a trainer node runs
@@ -97,7 +104,8 @@ class job_manager {
     bool delivered = false;  // the trainer has reported running it
   };
 
-  status persist(const std::function<status(store::transaction&)>& fn) const;
+  // Runs `fn` in a transaction now, or queues it with the async writer (then ok).
+  status persist(unit fn) const;
   status record(job_rec& j, const std::string& stage, const std::string& kind, const std::string& text,
                 time_point now, bool save_whole = true);
   policy::job_spec spec_of(const job_rec& j, std::size_t stage) const;
@@ -122,6 +130,7 @@ class job_manager {
   std::map<std::string, slot> slots_;                      // node -> its assignment
   std::uint64_t next_seq_ = 1;
   event_sink sink_;
+  async_writer writer_;
 };
 
 }  // namespace loom::scheduler
