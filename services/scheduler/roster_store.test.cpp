@@ -8,7 +8,15 @@
 #include "services/scheduler/scheduler_logic.hpp"
 #include "services/scheduler/schema.hpp"
 
+#include "libs/runtime/commit_ticket.hpp"
+#include "loom/v1/jobs.pb.h"
+
 #include <doctest/doctest.h>
+
+#include <optional>
+#include <stdexcept>
+#include <thread>
+#include <vector>
 
 using namespace loom;
 using namespace std::chrono_literals;
@@ -81,4 +89,77 @@ TEST_CASE("long-dead nodes are removed from the store as well as the roster") {
   }
   scheduler::scheduler_logic b(db->get(), [&] { return now; });
   CHECK(b.nodes().list().empty());
+}
+
+namespace {
+v1::SubmitJobRequest small_job() {
+  v1::SubmitJobRequest s;
+  s.set_template_name("t");
+  s.set_template_toml("[train]\nsteps = 3\n");
+  return s;
+}
+
+runtime::handled submit(scheduler::scheduler_logic& l, const std::string& request_id) {
+  runtime::call_context ctx{request_id, "alice", "operator", "local"};
+  auto s = small_job();
+  return l.handle(s.GetDescriptor()->full_name(), s.SerializeAsString(), ctx);
+}
+
+std::optional<status> wait_outcome(const runtime::handled& h) {
+  for (int i = 0; i < 500 && !h.durable->outcome(); ++i) std::this_thread::sleep_for(10ms);
+  return h.durable->outcome();
+}
+}  // namespace
+
+TEST_CASE("job changes through the group commit: the reply waits for a ticket that resolves once they are stored") {
+  auto scratch = store::testing::scratch::make(engine, "group");
+  REQUIRE(scratch.ok());
+  auto db = store::database::open(scratch->url());
+  REQUIRE(db.ok());
+  REQUIRE(store::migrate(**db, scheduler::scheduler_migrations()).ok());
+  auto writer = store::database::open(scratch->url());
+  REQUIRE(writer.ok());
+  scheduler::time_point now{std::chrono::seconds(1'700'000'000)};
+  scheduler::scheduler_logic a(db->get(), [&] { return now; }, "/tmp/jobs", {}, 60s, std::move(*writer));
+  std::vector<runtime::handled> replies;
+  for (int i = 0; i < 20; ++i) replies.push_back(submit(a, "req-" + std::to_string(i)));
+  for (auto& h : replies) {
+    REQUIRE(h.code == errc::ok);
+    REQUIRE(h.durable);
+    auto outcome = wait_outcome(h);
+    REQUIRE(outcome);
+    CHECK(outcome->ok());
+  }
+  // Once every ticket resolved, a fresh connection sees all twenty jobs.
+  auto fresh = store::database::open(scratch->url());
+  REQUIRE(fresh.ok());
+  auto rows = (*fresh)->with_read_transaction([](store::transaction& tx) { return tx.query("SELECT id FROM jobs"); });
+  REQUIRE(rows.ok());
+  CHECK(rows->size() == 20);
+  // A read needs no ticket.
+  CHECK(!call(a, v1::ListJobsRequest{}).durable);
+}
+
+TEST_CASE("a failed group commit fails its reply's ticket and the next call restarts the logic from the store") {
+  auto scratch = store::testing::scratch::make(engine, "groupfail");
+  REQUIRE(scratch.ok());
+  auto db = store::database::open(scratch->url());
+  REQUIRE(db.ok());
+  REQUIRE(store::migrate(**db, scheduler::scheduler_migrations()).ok());
+  // The writer points at a store without the job tables: every unit fails.
+  auto other = store::testing::scratch::make(engine, "groupfail_other");
+  REQUIRE(other.ok());
+  auto writer = store::database::open(other->url());
+  REQUIRE(writer.ok());
+  scheduler::time_point now{std::chrono::seconds(1'700'000'000)};
+  scheduler::scheduler_logic a(db->get(), [&] { return now; }, "/tmp/jobs", {}, 60s, std::move(*writer));
+  auto h = submit(a, "req-1");
+  REQUIRE(h.durable);
+  auto outcome = wait_outcome(h);
+  REQUIRE(outcome);
+  CHECK(!outcome->ok());
+  CHECK_THROWS_AS(call(a, v1::ListJobsRequest{}), std::runtime_error);
+  // Restarted from the store: the job that was never stored is not there.
+  scheduler::scheduler_logic b(db->get(), [&] { return now; });
+  CHECK(b.jobs().list("").empty());
 }
