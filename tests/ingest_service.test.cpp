@@ -71,7 +71,7 @@ TEST_CASE("loom data import: good and bad files, reason-coded rejects, a dataset
   std::string junk(4096, '\0');
   for (auto& ch : junk) ch = static_cast<char>(rng());
   write(d + "/junk.txt", junk);
-  write(d + "/latin1.txt", "caf\xe9 cr\xe8me br\xfbl\xe9e, " + prose(rng, 30));  // a few bad bytes: repaired
+  write(d + "/latin1.txt", "caf\xe9 cr\xe8me br\xfbl\xe9" "e, " + prose(rng, 30));  // a few bad bytes: repaired
   std::string mangled = prose(rng, 5);
   for (std::size_t i = 0; i < mangled.size(); i += 3) mangled[i] = static_cast<char>(0xff);  // mostly invalid
   write(d + "/mangled.txt", mangled);

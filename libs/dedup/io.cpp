@@ -1,5 +1,7 @@
 #include "libs/dedup/io.hpp"
 
+#include "libs/files/files.hpp"
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
@@ -12,12 +14,9 @@
 namespace loom::dedup::detail {
 
 error io_error(const char* what, const std::string& path) {
-  const int e = errno;
-  const errc c = (e == ENOSPC || e == EDQUOT) ? errc::resource_exhausted
-                 : e == ENOENT                ? errc::not_found
-                 : (e == EACCES || e == EPERM) ? errc::permission_denied
-                                              : errc::internal;
-  return make_error(c, std::string("dedup scratch: ") + what + " " + path + ": " + std::strerror(e));
+  auto e = files::errno_error(what, path);
+  e.message = "dedup scratch: " + e.message;
+  return e;
 }
 
 result<std::shared_ptr<scratch>> scratch::create(const std::string& parent) {
@@ -105,83 +104,6 @@ status out_file::close() {
   fd_ = -1;
   if (::close(fd) != 0) return io_error("close", path_);
   std::vector<char>().swap(buf_);
-  return {};
-}
-
-// ---- in_file
-
-result<in_file> in_file::open(std::string path, std::size_t buffer_bytes) {
-  in_file f;
-  f.fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (f.fd_ < 0) return io_error("open", path);
-  struct stat st{};
-  if (::fstat(f.fd_, &st) != 0) return io_error("stat", path);
-  f.size_ = static_cast<std::uint64_t>(st.st_size);
-  f.path_ = std::move(path);
-  f.buf_.resize(std::max<std::size_t>(buffer_bytes, 4096));
-  return f;
-}
-
-in_file::in_file(in_file&& o) noexcept { *this = std::move(o); }
-
-in_file& in_file::operator=(in_file&& o) noexcept {
-  if (this != &o) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = o.fd_;
-    o.fd_ = -1;
-    path_ = std::move(o.path_);
-    buf_ = std::move(o.buf_);
-    pos_ = o.pos_;
-    end_ = o.end_;
-    size_ = o.size_;
-  }
-  return *this;
-}
-
-in_file::~in_file() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
-result<bool> in_file::read(void* out, std::size_t n) {
-  char* o = static_cast<char*>(out);
-  std::size_t got = 0;
-  while (got < n) {
-    if (pos_ == end_) {
-      ssize_t r;
-      do r = ::read(fd_, buf_.data(), buf_.size());
-      while (r < 0 && errno == EINTR);
-      if (r < 0) return io_error("read", path_);
-      if (r == 0) {
-        if (got == 0) return false;
-        return make_error(errc::corruption, "dedup scratch: truncated record in " + path_);
-      }
-      pos_ = 0;
-      end_ = static_cast<std::size_t>(r);
-    }
-    const std::size_t k = std::min(n - got, end_ - pos_);
-    std::memcpy(o + got, buf_.data() + pos_, k);
-    pos_ += k;
-    got += k;
-  }
-  return true;
-}
-
-status in_file::seek(std::uint64_t offset) {
-  if (::lseek(fd_, static_cast<off_t>(offset), SEEK_SET) < 0) return io_error("seek", path_);
-  pos_ = end_ = 0;
-  return {};
-}
-
-status in_file::pread(void* out, std::size_t n, std::uint64_t offset) const {
-  char* o = static_cast<char*>(out);
-  std::size_t got = 0;
-  while (got < n) {
-    const ssize_t r = ::pread(fd_, o + got, n - got, static_cast<off_t>(offset + got));
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) return io_error("pread", path_);
-    if (r == 0) return make_error(errc::corruption, "dedup scratch: short read in " + path_);
-    got += static_cast<std::size_t>(r);
-  }
   return {};
 }
 

@@ -5,6 +5,7 @@
 // Each object is used by one thread; scratch hands out names thread-safely.
 #pragma once
 
+#include "libs/files/buffered_reader.hpp"
 #include "libs/status/status.hpp"
 
 #include <atomic>
@@ -60,27 +61,7 @@ class out_file {
   scratch* owner_ = nullptr;
 };
 
-// Sequential reader with its own buffer, plus positioned reads.
-class in_file {
- public:
-  static result<in_file> open(std::string path, std::size_t buffer_bytes);
-  in_file(in_file&& o) noexcept;
-  in_file& operator=(in_file&& o) noexcept;
-  ~in_file();
-
-  // Reads exactly n bytes: true; clean end of file: false; a partial read is corruption.
-  result<bool> read(void* out, std::size_t n);
-  status seek(std::uint64_t offset);  // next read starts there
-  status pread(void* out, std::size_t n, std::uint64_t offset) const;
-  std::uint64_t size() const { return size_; }
-
- private:
-  in_file() = default;
-  int fd_ = -1;
-  std::string path_;
-  std::vector<char> buf_;
-  std::size_t pos_ = 0, end_ = 0;
-  std::uint64_t size_ = 0;
-};
+// Sequential reader with its own buffer, plus positioned reads (libs/files).
+using in_file = files::buffered_reader;
 
 }  // namespace loom::dedup::detail

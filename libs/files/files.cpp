@@ -9,13 +9,16 @@
 #include <unistd.h>
 
 namespace loom::files {
-namespace {
-error sys_error(const std::string& what, const std::string& path) {
-  errc c = errno == ENOENT ? errc::not_found
-         : (errno == EACCES || errno == EPERM) ? errc::permission_denied
-         : errc::internal;
-  return make_error(c, what + " " + path + ": " + std::strerror(errno));
+error errno_error(const std::string& what, const std::string& path, int e) {
+  const errc c = e == ENOENT                  ? errc::not_found
+                 : e == EACCES || e == EPERM  ? errc::permission_denied
+                 : e == ENOSPC || e == EDQUOT ? errc::resource_exhausted
+                                              : errc::internal;
+  return make_error(c, what + " " + path + ": " + std::strerror(e));
 }
+
+namespace {
+error sys_error(const std::string& what, const std::string& path) { return errno_error(what, path); }
 }  // namespace
 
 result<std::string> read_file(const std::string& path) {

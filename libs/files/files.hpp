@@ -5,11 +5,18 @@
 
 #include "libs/status/status.hpp"
 
+#include <cerrno>
 #include <string>
 #include <string_view>
 #include <sys/types.h>
 
 namespace loom::files {
+
+// An error for the failed system call `what` on `path`, from errno `e`:
+// ENOENT not_found, EACCES/EPERM permission_denied, ENOSPC/EDQUOT
+// resource_exhausted (a full disk is the caller's to report), else internal;
+// the message is "<what> <path>: <strerror>".
+error errno_error(const std::string& what, const std::string& path, int e = errno);
 
 // Reads the whole file. not_found when it does not exist.
 result<std::string> read_file(const std::string& path);

@@ -1,5 +1,7 @@
 #include "services/ingest/importer/stream_file.hpp"
 
+#include "libs/files/files.hpp"
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -8,16 +10,7 @@
 
 namespace loom::ingest {
 namespace {
-
-error sys_error(const char* what, const std::string& path) {
-  const int e = errno;
-  const errc c = e == ENOENT                  ? errc::not_found
-                 : e == EACCES || e == EPERM  ? errc::permission_denied
-                 : e == ENOSPC || e == EDQUOT ? errc::resource_exhausted
-                                              : errc::internal;
-  return make_error(c, std::string(what) + " " + path + ": " + std::strerror(e));
-}
-
+error sys_error(const char* what, const std::string& path) { return files::errno_error(what, path); }
 }  // namespace
 
 result<out_stream> out_stream::create(const std::string& path, std::size_t buffer_bytes) {
@@ -86,61 +79,6 @@ status out_stream::close(bool durable) {
   fd_ = -1;
   std::vector<char>().swap(buf_);
   return st;
-}
-
-result<in_stream> in_stream::open(const std::string& path, std::size_t buffer_bytes) {
-  in_stream s;
-  s.fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (s.fd_ < 0) return sys_error("open", path);
-  s.path_ = path;
-  s.buf_.resize(buffer_bytes > 0 ? buffer_bytes : 4096);
-  return s;
-}
-
-in_stream::in_stream(in_stream&& o) noexcept
-    : fd_(o.fd_), path_(std::move(o.path_)), buf_(std::move(o.buf_)), pos_(o.pos_), end_(o.end_) {
-  o.fd_ = -1;
-}
-
-in_stream& in_stream::operator=(in_stream&& o) noexcept {
-  if (this != &o) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = o.fd_;
-    path_ = std::move(o.path_);
-    buf_ = std::move(o.buf_);
-    pos_ = o.pos_;
-    end_ = o.end_;
-    o.fd_ = -1;
-  }
-  return *this;
-}
-
-in_stream::~in_stream() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
-result<bool> in_stream::read(void* out, std::size_t n) {
-  auto* dst = static_cast<char*>(out);
-  std::size_t got = 0;
-  while (got < n) {
-    if (pos_ == end_) {
-      ssize_t r;
-      do r = ::read(fd_, buf_.data(), buf_.size());
-      while (r < 0 && errno == EINTR);
-      if (r < 0) return sys_error("read", path_);
-      if (r == 0) {
-        if (got == 0) return false;
-        return make_error(errc::corruption, path_ + ": ends inside a record");
-      }
-      pos_ = 0;
-      end_ = static_cast<std::size_t>(r);
-    }
-    const std::size_t k = std::min(n - got, end_ - pos_);
-    std::memcpy(dst + got, buf_.data() + pos_, k);
-    pos_ += k;
-    got += k;
-  }
-  return true;
 }
 
 }  // namespace loom::ingest

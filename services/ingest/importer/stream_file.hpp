@@ -4,6 +4,7 @@
 // path; ENOSPC becomes resource_exhausted. Each object is owned by one thread.
 #pragma once
 
+#include "libs/files/buffered_reader.hpp"
 #include "libs/status/status.hpp"
 
 #include <cstddef>
@@ -40,25 +41,7 @@ class out_stream {
   std::uint64_t written_ = 0;
 };
 
-class in_stream {
- public:
-  static result<in_stream> open(const std::string& path, std::size_t buffer_bytes = std::size_t{1} << 20);
-  in_stream(in_stream&& o) noexcept;
-  in_stream& operator=(in_stream&& o) noexcept;
-  in_stream(const in_stream&) = delete;
-  in_stream& operator=(const in_stream&) = delete;
-  ~in_stream();
-
-  // Fills out[0, n): true; clean end of file before the first byte: false;
-  // end of file part-way: corruption.
-  result<bool> read(void* out, std::size_t n);
-
- private:
-  in_stream() = default;
-  int fd_ = -1;
-  std::string path_;
-  std::vector<char> buf_;
-  std::size_t pos_ = 0, end_ = 0;
-};
+// Reads the pass-1 spill back: exact byte counts, a cut record is corruption.
+using in_stream = files::buffered_reader;
 
 }  // namespace loom::ingest
