@@ -6,6 +6,7 @@
 #include "client/typed_call.hpp"
 
 #include "libs/files/files.hpp"
+#include "loom/v1/ingest.pb.h"
 #include "loom/v1/jobs.pb.h"
 
 #include <nlohmann/json.hpp>
@@ -124,6 +125,30 @@ void print_job(const loom::v1::JobInfo& j) {
 
 bool terminal(const std::string& state) { return state == "succeeded" || state == "failed" || state == "cancelled"; }
 
+// Every dataset the overrides name (dataset=, data.dataset=, STAGE.data.dataset=)
+// must be ready in ingest now: a clear error at submit, and no job, instead of
+// a stage that fails later when its trainer fetches the dataset.
+int check_datasets(context& c, const loom::v1::SubmitJobRequest& req) {
+  for (const auto& kv : req.overrides()) {
+    const auto eq = kv.find('=');
+    if (eq == std::string::npos) continue;
+    const std::string key = kv.substr(0, eq), name = kv.substr(eq + 1);
+    if (key != "dataset" && key != "data.dataset" && !key.ends_with(".data.dataset")) continue;
+    loom::v1::DatasetStatusRequest q;
+    q.set_name(name);
+    auto st = typed_call<loom::v1::DatasetStatusReply>(c, "ingest", q, 1);
+    if (!st && st.code() == errc::not_found)
+      return fail(c, make_error(errc::not_found, "--set " + kv + ": ingest has no dataset " + name +
+                                                     " (`loom data list` shows them; `loom data import PATH --dataset " +
+                                                     name + "` makes it)"));
+    if (!st) return fail(c, st.err());
+    if (st->dataset().state() != "ready")
+      return fail(c, make_error(errc::conflict, "--set " + kv + ": dataset " + name + " is " +
+                                                               st->dataset().state() + ", not ready"));
+  }
+  return ok_exit;
+}
+
 int job_submit(context& c) {
   auto tname = c.a.get("template");
   if (!tname) return usage("usage: loom job submit --template T [--set key=value]... [--priority low|normal|high] "
@@ -137,6 +162,7 @@ int job_submit(context& c) {
   req.set_priority_class(c.a.get_or("priority", ""));
   req.set_tenant(c.a.get_or("tenant", ""));
   req.set_zone(c.a.get_or("zone", ""));
+  if (int rc = check_datasets(c, req); rc != ok_exit) return rc;
   auto rep = scheduler_call<loom::v1::SubmitJobReply>(c, req, c.a.get_or("request-id", ""));
   if (!rep) return fail(c, rep.err());
   if (c.json) {

@@ -14,6 +14,7 @@
 #include <signal.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <random>
 #include <thread>
@@ -308,4 +309,47 @@ TEST_CASE("a high-priority job preempts a running low-priority one, which checkp
   CHECK(final_params_sha(done, "pretrain") == final_params_sha(ref_done, "pretrain"));
   CHECK(final_params_sha(done, "sft") == final_params_sha(ref_done, "sft"));
   CHECK(loom_json(home.path(), {"job", "list"})["jobs"].size() == 3);
+}
+
+TEST_CASE("bad submits: unknown template, invalid override, missing dataset, a viewer's token: clear errors, exit codes, no job") {
+  temp_dir home;
+  up_guard guard{home.path()};
+  REQUIRE(run_loom(home.path(), {"up"}, 60s).code == 0);
+  auto has = [](const run_result& r, const std::string& what) { return r.err.find(what) != std::string::npos; };
+
+  auto unknown = run_loom(home.path(), {"job", "submit", "--template", "no-such-template"});
+  CHECK(unknown.code == 1);
+  CHECK(has(unknown, "no template no-such-template"));
+
+  auto section = run_loom(home.path(), {"job", "submit", "--template", "pipeline-test", "--set", "nosuch.key=1"});
+  INFO(section.err);
+  CHECK(section.code == 1);
+  CHECK(has(section, "nosuch"));
+
+  auto stage = run_loom(home.path(), {"job", "submit", "--template", "pipeline-test", "--set", "dpo.train.steps=5"});
+  INFO(stage.err);
+  CHECK(stage.code == 1);
+  CHECK(has(stage, "dpo"));
+
+  auto missing = run_loom(home.path(), {"job", "submit", "--template", "pipeline-test", "--set", "dataset=nope"});
+  CHECK(missing.code == 1);
+  CHECK(has(missing, "ingest has no dataset nope"));
+  auto missing_stage =
+      run_loom(home.path(), {"job", "submit", "--template", "pipeline-test", "--set", "sft.data.dataset=nope"});
+  CHECK(missing_stage.code == 1);
+  CHECK(has(missing_stage, "sft.data.dataset=nope"));
+
+  auto viewer = run_loom(home.path(), {"token", "issue", "--role", "viewer", "--zones", "local", "--json"});
+  REQUIRE(viewer.code == 0);
+  const std::string tok = json::parse(viewer.out)["token"].get<std::string>();
+  auto denied = run_loom(home.path(), {"job", "submit", "--template", "pipeline-test", "--set",
+                                       std::string("text=") + corpus, "--token", tok});
+  CHECK(denied.code == 3);
+  CHECK(has(denied, "permission"));
+  CHECK(run_loom(home.path(), {"job", "list", "--token", tok}).code == 0);  // a viewer may look
+
+  // Nothing was half-created: no job, no job directory.
+  CHECK(loom_json(home.path(), {"job", "list"})["jobs"].empty());
+  std::error_code ec;
+  CHECK((!std::filesystem::exists(home.path() + "/jobs", ec) || std::filesystem::is_empty(home.path() + "/jobs", ec)));
 }
