@@ -295,9 +295,15 @@ TEST_CASE("a training stage with data.dataset fetches the dataset from ingest an
   MESSAGE(log->substr(at, log->find('\n', at) - at));
   CHECK(log->find("bytes received", at) != std::string::npos);
 
-  // A dataset ingest does not have: the stage fails naming it and ingest's endpoint.
-  auto bad = loom_json(home.path(), {"job", "submit", "--templates", templates_dir(), "--template", "pretrain-tiny", "--set",
-                                     "dataset=absent", "--set", "steps=5"});
+  // A dataset ingest does not have: the stage fails naming it and ingest's
+  // endpoint. (`loom job submit` refuses such a dataset given in --set, so
+  // it comes from the template's own [data] here, which only the trainer reads.)
+  temp_dir tmpl("loom-sync-templates");
+  auto tiny = files::read_file(templates_dir() + "/pretrain-tiny.toml");
+  REQUIRE(tiny.ok());
+  REQUIRE(files::write_atomic(tmpl.path() + "/pretrain-absent.toml", *tiny + "\n[data]\ndataset = \"absent\"\n").ok());
+  auto bad = loom_json(home.path(), {"job", "submit", "--templates", tmpl.path(), "--template", "pretrain-absent", "--set",
+                                     "steps=5"});
   REQUIRE(bad.contains("id"));
   run_loom(home.path(), {"job", "watch", bad["id"]}, 60s);
   auto failed = loom_json(home.path(), {"job", "show", bad["id"]});
