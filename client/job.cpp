@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <thread>
 
 namespace loom::cli {
@@ -255,6 +256,7 @@ int job_watch(context& c) {
   const auto interval = std::chrono::milliseconds(static_cast<long>(std::atof(c.a.get_or("interval", "1").c_str()) * 1000));
   const bool tty = ::isatty(1) && !c.json;
   std::uint64_t seen = 0;
+  std::map<std::string, std::uint64_t> shown;  // not a terminal: a stage's line only when its step moved
   for (;;) {
     auto rep = get_job(c, id, seen);
     if (!rep) return fail(c, rep.err());
@@ -281,6 +283,11 @@ int job_watch(context& c) {
                          .dump()
                   << std::endl;
       } else {
+        if (!tty) {
+          auto it = shown.find(s.name());
+          if (it != shown.end() && it->second == s.step()) continue;
+          shown[s.name()] = s.step();
+        }
         const int width = 30, fill = static_cast<int>(std::lround(frac * width));
         std::printf("%s%-8s [%s%s] %5llu/%llu  loss %.4f  %.0f tok/s  ETA %.0fs%s", tty ? "" : "", s.name().c_str(),
                     std::string(static_cast<std::size_t>(fill), '#').c_str(),
