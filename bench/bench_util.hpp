@@ -5,6 +5,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdint>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -48,6 +49,21 @@ inline std::vector<std::string> debian_prose_files() {
   std::sort(files.begin(), files.end());
   for (const char* p : packages) files.push_back(std::string("/usr/share/doc/") + p + "/copyright");
   return files;
+}
+
+// n bytes of xorshift64* output from `seed` (the last n % 8 stay zero): data
+// that never repeats, so content-defined chunking cuts at its natural rate.
+inline std::string pseudo_random(std::size_t n, std::uint64_t seed) {
+  std::string s(n, '\0');
+  std::uint64_t x = seed;
+  for (std::size_t i = 0; i + 8 <= n; i += 8) {
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    const std::uint64_t v = x * 0x2545f4914f6cdd1dull;
+    __builtin_memcpy(s.data() + i, &v, 8);
+  }
+  return s;
 }
 
 }  // namespace loom::bench

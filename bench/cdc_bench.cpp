@@ -21,19 +21,6 @@ namespace {
 
 constexpr int passes = 3;
 
-std::string pseudo_random(std::size_t n, std::uint64_t seed) {
-  std::string s(n, '\0');
-  std::uint64_t x = seed;
-  for (std::size_t i = 0; i + 8 <= n; i += 8) {
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    std::uint64_t v = x * 0x2545f4914f6cdd1dull;
-    __builtin_memcpy(s.data() + i, &v, 8);
-  }
-  return s;
-}
-
 template <class F>
 double best_gb_per_s(std::size_t bytes, F&& f) {
   double best = 0;
@@ -51,7 +38,7 @@ double best_gb_per_s(std::size_t bytes, F&& f) {
 int main(int argc, char** argv) {
   const std::size_t mib = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 1024;
   const std::size_t bytes = mib << 20;
-  const std::string data = pseudo_random(bytes, 0xcdcb3);
+  const std::string data = loom::bench::pseudo_random(bytes, 0xcdcb3);
   const loom::cdc::params p;
 
   std::size_t chunks = 0;

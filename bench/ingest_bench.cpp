@@ -55,19 +55,6 @@ double best_cpu(const std::function<void()>& f) {
   return best;
 }
 
-std::string pseudo_random(std::size_t n, std::uint64_t seed) {
-  std::string s(n, '\0');
-  std::uint64_t x = seed;
-  for (std::size_t i = 0; i + 8 <= n; i += 8) {
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    const std::uint64_t v = x * 0x2545f4914f6cdd1dull;
-    __builtin_memcpy(s.data() + i, &v, 8);
-  }
-  return s;
-}
-
 double mb(std::uint64_t bytes) { return static_cast<double>(bytes) / 1e6; }
 
 // Each stage alone, on the documents of the corpus: where the end-to-end time goes.
@@ -197,7 +184,7 @@ int main() {
   stage_figures(corpus, *bpe);
 
   // 3. FastCDC.
-  const std::string data = pseudo_random(cdc_bytes, 0xcdcb3);
+  const std::string data = bench::pseudo_random(cdc_bytes, 0xcdcb3);
   const cdc::params p;
   std::size_t chunks = 0;
   const double cut_s = best_cpu([&] { chunks = cdc::chunk_lengths(data, p).size(); });

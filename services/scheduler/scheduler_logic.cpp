@@ -71,8 +71,8 @@ void scheduler_logic::enqueue(job_manager::unit u) {
   }
   writer_->submit_async(std::move(u), [this, pc](status s) {
     if (!s.ok()) {
-      std::lock_guard lk(*failure_mu_);
-      if (!commit_failure_) commit_failure_ = std::make_shared<std::string>(s.err().to_string());
+      std::lock_guard lk(failure_mu_);
+      if (!commit_failure_) commit_failure_ = s.err().to_string();
     }
     pc->done(std::move(s));
   });
@@ -91,7 +91,7 @@ status scheduler_logic::persist(const std::function<status(store::transaction&)>
 
 handled scheduler_logic::handle(const std::string& type, const std::string& body, const call_context& ctx) {
   {
-    std::lock_guard lk(*failure_mu_);
+    std::lock_guard lk(failure_mu_);
     if (commit_failure_)  // memory is ahead of the store: restart from what it kept
       throw std::runtime_error("state store: a group commit failed (" + *commit_failure_ + "); reloading");
   }

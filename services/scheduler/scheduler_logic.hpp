@@ -20,6 +20,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 namespace loom::store {
@@ -74,8 +75,8 @@ class scheduler_logic final : public runtime::service_logic {
   std::map<std::string, time_point> seen_;  // heartbeats not yet written
   job_manager jobs_;
   std::shared_ptr<pending_commit> current_;  // of the call in progress
-  std::shared_ptr<std::string> commit_failure_;  // set (once) by the committer thread
-  std::unique_ptr<std::mutex> failure_mu_ = std::make_unique<std::mutex>();
+  std::mutex failure_mu_;
+  std::optional<std::string> commit_failure_;  // set (once) by the committer thread
   std::unique_ptr<store::group_commit> writer_;  // last: destroyed (flushed) first
 };
 

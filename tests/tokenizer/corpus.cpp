@@ -286,4 +286,29 @@ std::vector<document> code_point_sweep() {
   return docs;
 }
 
+void append_frame(std::string& out, std::string_view text) {
+  const auto n = static_cast<std::uint32_t>(text.size());
+  for (int k = 0; k < 4; ++k) out += static_cast<char>((n >> (8 * k)) & 0xFF);
+  out += text;
+}
+
+std::optional<std::vector<std::vector<std::uint32_t>>> parse_ids(const std::string& framed) {
+  const auto u32 = [&](std::size_t at) {
+    std::uint32_t v = 0;
+    for (int k = 0; k < 4; ++k) v |= std::uint32_t{static_cast<unsigned char>(framed[at + k])} << (8 * k);
+    return v;
+  };
+  std::vector<std::vector<std::uint32_t>> all;
+  for (std::size_t pos = 0; pos + 4 <= framed.size();) {
+    const std::uint32_t n = u32(pos);
+    pos += 4;
+    if (pos + 4ull * n > framed.size()) return std::nullopt;
+    std::vector<std::uint32_t> v(n);
+    for (std::uint32_t i = 0; i < n; ++i) v[i] = u32(pos + 4 * i);
+    pos += 4ull * n;
+    all.push_back(std::move(v));
+  }
+  return all;
+}
+
 }  // namespace loom::test::tok

@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace loom::test::tok {
@@ -23,5 +25,11 @@ std::vector<document> code_point_sweep();
 
 // Appends the UTF-8 encoding of a scalar value.
 void append_utf8(std::string& s, char32_t cp);
+
+// The node oracles' file format (oracle.js, tokenizer_train/hf_oracle.js):
+// each document or id list as a little-endian u32 count, then the bytes /
+// the u32 ids. parse_ids: nullopt when `framed` is cut or malformed.
+void append_frame(std::string& out, std::string_view text);
+std::optional<std::vector<std::vector<std::uint32_t>>> parse_ids(const std::string& framed);
 
 }  // namespace loom::test::tok

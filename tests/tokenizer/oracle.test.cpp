@@ -52,11 +52,7 @@ std::string read_all(const std::string& path) {
 std::vector<ids> oracle(const std::vector<tok::document>& docs) {
   temp_dir dir("loom-tok-oracle");
   std::string in;
-  for (const auto& d : docs) {
-    const auto n = static_cast<std::uint32_t>(d.text.size());
-    for (int k = 0; k < 4; ++k) in += static_cast<char>((n >> (8 * k)) & 0xFF);
-    in += d.text;
-  }
+  for (const auto& d : docs) tok::append_frame(in, d.text);
   write_file(dir.path() + "/in.bin", in);
   ::setenv("NODE_PATH", npm_modules, 1);
   auto r = run({"/usr/bin/env", "node", std::string(LOOM_TOKENIZER_TEST_DIR) + "/oracle.js", dir.path() + "/in.bin",
@@ -64,24 +60,10 @@ std::vector<ids> oracle(const std::vector<tok::document>& docs) {
                std::chrono::seconds(240));
   REQUIRE_MESSAGE(r.code == 0, "oracle.js failed (node and " << npm_modules
                                    << "/tiktoken come from scripts/install-vocab): " << r.err);
-  const std::string out = read_all(dir.path() + "/out.bin");
-  std::vector<ids> all;
-  const auto u32 = [&](std::size_t at) {
-    std::uint32_t v = 0;
-    for (int k = 0; k < 4; ++k) v |= std::uint32_t{static_cast<unsigned char>(out[at + k])} << (8 * k);
-    return v;
-  };
-  for (std::size_t pos = 0; pos + 4 <= out.size();) {
-    const std::uint32_t n = u32(pos);
-    pos += 4;
-    REQUIRE(pos + 4ull * n <= out.size());
-    ids v(n);
-    for (std::uint32_t i = 0; i < n; ++i) v[i] = u32(pos + 4 * i);
-    pos += 4ull * n;
-    all.push_back(std::move(v));
-  }
-  REQUIRE(all.size() == docs.size());
-  return all;
+  auto all = tok::parse_ids(read_all(dir.path() + "/out.bin"));
+  REQUIRE(all.has_value());
+  REQUIRE(all->size() == docs.size());
+  return std::move(*all);
 }
 
 std::string escaped(std::string_view s) {

@@ -5,6 +5,7 @@
 #include "libs/tokenizer/bpe.hpp"
 #include "libs/tokenizer/train/hf_json.hpp"
 #include "tests/support/harness.hpp"
+#include "tests/tokenizer/corpus.hpp"
 #include "tests/tokenizer_train/common.hpp"
 
 #include <doctest/doctest.h>
@@ -44,11 +45,7 @@ std::uint64_t dir_bytes(const std::string& dir) {
 std::vector<ids> hf_oracle(const std::string& tokenizer_json, const std::vector<std::string>& docs) {
   temp_dir dir("loom-hf-oracle");
   std::string in;
-  for (const auto& d : docs) {
-    const auto n = static_cast<std::uint32_t>(d.size());
-    for (int k = 0; k < 4; ++k) in += static_cast<char>((n >> (8 * k)) & 0xFF);
-    in += d;
-  }
+  for (const auto& d : docs) loom::test::tok::append_frame(in, d);
   write_all(dir.path() + "/in.bin", in);
   ::setenv("NODE_PATH", npm_modules, 1);
   auto r = run({"/usr/bin/env", "node", std::string(LOOM_TOKENIZER_TRAIN_TEST_DIR) + "/hf_oracle.js", tokenizer_json,
@@ -56,24 +53,10 @@ std::vector<ids> hf_oracle(const std::string& tokenizer_json, const std::vector<
                std::chrono::seconds(240));
   REQUIRE_MESSAGE(r.code == 0, "hf_oracle.js failed (node and " << npm_modules
                                    << "/@huggingface/tokenizers come from scripts/install-vocab): " << r.err);
-  const std::string out = read_all(dir.path() + "/out.bin");
-  const auto u32 = [&](std::size_t at) {
-    std::uint32_t v = 0;
-    for (int k = 0; k < 4; ++k) v |= std::uint32_t{static_cast<unsigned char>(out[at + k])} << (8 * k);
-    return v;
-  };
-  std::vector<ids> all;
-  for (std::size_t pos = 0; pos + 4 <= out.size();) {
-    const std::uint32_t n = u32(pos);
-    pos += 4;
-    REQUIRE(pos + 4ull * n <= out.size());
-    ids v(n);
-    for (std::uint32_t i = 0; i < n; ++i) v[i] = u32(pos + 4 * i);
-    pos += 4ull * n;
-    all.push_back(std::move(v));
-  }
-  REQUIRE(all.size() == docs.size());
-  return all;
+  auto all = loom::test::tok::parse_ids(read_all(dir.path() + "/out.bin"));
+  REQUIRE(all.has_value());
+  REQUIRE(all->size() == docs.size());
+  return std::move(*all);
 }
 
 // Our ids and the oracle's on every document; reports how many agree.
