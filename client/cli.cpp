@@ -38,7 +38,9 @@ result<wire::reply> context::call(const std::string& service, const std::string&
   if (!eps) return make_error(errc::unavailable, "EdgeLoom is not running in " + paths.root + " (run `loom up`)");
   const auto* ep = eps->find(service);
   if (!ep || ep->rpc.empty()) return make_error(errc::unavailable, service + " has no endpoint in " + paths.endpoints());
-  auto server_key = wire::load_public_key(paths.curve_dir(), service);
+  // Extra instances (trainer-2) use their kind's keypair.
+  auto kind = layout::service_kind(service);
+  auto server_key = wire::load_public_key(paths.curve_dir(), kind.empty() ? service : kind);
   if (!server_key) return server_key.err();
   auto mine = wire::load_keypair(paths.curve_dir(), "client");
   if (!mine) return mine.err();

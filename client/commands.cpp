@@ -1,4 +1,6 @@
-// `loom status` and `loom ping`: what is running, and does it answer.
+// `loom status` and `loom ping`: what is running, and does it answer. Both go
+// over every process of the deployment (layout::process_names: extra trainers
+// are rows trainer-2 ... trainer-N).
 #include "client/cli.hpp"
 #include "client/typed_call.hpp"
 
@@ -14,11 +16,16 @@
 namespace loom::cli {
 namespace {
 
+// Every process of the deployment; the five services when none is recorded.
+std::vector<std::string> processes(const context& c) {
+  auto eps = layout::read_endpoints(c.paths.endpoints());
+  return layout::process_names(eps ? *eps : layout::endpoints{});
+}
+
 std::vector<std::string> targets(const context& c, std::size_t from) {
   std::vector<std::string> out(c.a.positional.begin() + static_cast<long>(std::min(from, c.a.positional.size())),
                                c.a.positional.end());
-  if (out.empty())
-    for (auto n : layout::service_names) out.emplace_back(n);
+  if (out.empty()) out = processes(c);
   return out;
 }
 
@@ -46,13 +53,14 @@ health_info probe(context& c, const std::string& service) {
 }
 
 int cmd_status(context& c) {
-  if (!layout::read_endpoints(c.paths.endpoints()))
+  auto eps = layout::read_endpoints(c.paths.endpoints());
+  if (!eps)
     return fail(c, make_error(errc::unavailable, "EdgeLoom is not running in " + c.paths.root + " (run `loom up`)"));
   if (c.a.get("timeout") == std::nullopt) c.timeout = std::chrono::milliseconds(1000);
   std::vector<health_info> hs;
   int healthy = 0;
-  for (auto n : layout::service_names) {
-    hs.push_back(probe(c, std::string(n)));
+  for (const auto& n : layout::process_names(*eps)) {
+    hs.push_back(probe(c, n));
     healthy += hs.back().healthy;
   }
   auto nodes = typed_call<loom::v1::ListNodesReply>(c, "scheduler", loom::v1::ListNodesRequest{}, 0);
@@ -92,7 +100,8 @@ int cmd_status(context& c) {
 int cmd_ping(context& c) {
   auto names = targets(c, 1);
   for (auto& n : names)
-    if (!layout::is_service(n)) return usage("loom ping: unknown service '" + n + "' (ingest, scheduler, trainer, aggregator, audit)");
+    if (layout::service_kind(n).empty())
+      return usage("loom ping: unknown service '" + n + "' (ingest, scheduler, trainer, trainer-K, aggregator, audit)");
   int worst = ok_exit;
   nlohmann::json results = nlohmann::json::array();
   for (auto& n : names) {

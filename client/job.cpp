@@ -82,7 +82,9 @@ std::string fmt_time(std::uint64_t ns) {
 
 json to_json(const loom::v1::JobInfo& j) {
   json stages = json::array();
-  for (const auto& s : j.stages())
+  for (const auto& s : j.stages()) {
+    json members = json::array();
+    for (const auto& m : s.members()) members.push_back(m);
     stages.push_back({{"name", s.name()},
                       {"state", s.state()},
                       {"step", s.step()},
@@ -94,7 +96,12 @@ json to_json(const loom::v1::JobInfo& j) {
                       {"checkpoint", s.checkpoint()},
                       {"attempts", s.attempts()},
                       {"started_unix_ns", s.started_unix_ns()},
-                      {"finished_unix_ns", s.finished_unix_ns()}});
+                      {"finished_unix_ns", s.finished_unix_ns()},
+                      {"members", members},
+                      {"min_trainers", s.min_trainers()},
+                      {"max_trainers", s.max_trainers()},
+                      {"generation", s.generation()}});
+  }
   return {{"id", j.id()},
           {"name", j.name()},
           {"template", j.template_name()},
@@ -116,12 +123,20 @@ void print_job(const loom::v1::JobInfo& j) {
   if (!j.message().empty()) std::printf("  %s\n", j.message().c_str());
   std::printf("  submitted %s by %s; output %s\n", fmt_time(j.submitted_unix_ns()).c_str(), j.principal().c_str(),
               j.out_dir().c_str());
-  std::printf("  %-10s %-10s %12s %9s %9s %10s %-16s %s\n", "stage", "state", "step", "loss", "from", "tokens/s",
-              "node", "attempts");
-  for (const auto& s : j.stages())
-    std::printf("  %-10s %-10s %5llu/%-6llu %9.4f %9.4f %10.0f %-16s %u\n", s.name().c_str(), s.state().c_str(),
+  std::printf("  %-10s %-10s %12s %9s %9s %10s %-16s %-8s %s\n", "stage", "state", "step", "loss", "from",
+              "tokens/s", "node", "trainers", "attempts");
+  for (const auto& s : j.stages()) {
+    // Trainers: running/wanted — "2/2" a gang, "3/1-4" an elastic group.
+    char group[32];
+    const unsigned running = static_cast<unsigned>(s.members_size());
+    if (s.min_trainers() == s.max_trainers())
+      std::snprintf(group, sizeof group, "%u/%u", running, s.max_trainers());
+    else
+      std::snprintf(group, sizeof group, "%u/%u-%u", running, s.min_trainers(), s.max_trainers());
+    std::printf("  %-10s %-10s %5llu/%-6llu %9.4f %9.4f %10.0f %-16s %-8s %u\n", s.name().c_str(), s.state().c_str(),
                 static_cast<unsigned long long>(s.step()), static_cast<unsigned long long>(s.total_steps()), s.loss(),
-                s.first_loss(), s.tokens_per_s(), s.node().empty() ? "-" : s.node().c_str(), s.attempts());
+                s.first_loss(), s.tokens_per_s(), s.node().empty() ? "-" : s.node().c_str(), group, s.attempts());
+  }
 }
 
 bool terminal(const std::string& state) { return state == "succeeded" || state == "failed" || state == "cancelled"; }

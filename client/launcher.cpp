@@ -1,7 +1,12 @@
 // `loom up` and `loom down`: the local launcher. `up` creates keys on first
 // run, picks free loopback ports, writes endpoints.json, starts the detached
-// watcher (which starts and restarts the five services) and returns once all
-// five answer Health. `down` stops the watcher, which stops the services.
+// watcher (which starts and restarts the services: one process each, and
+// `--trainers N` trainer processes) and returns once every process answers
+// Health. `down` stops the watcher, which stops the services.
+//
+// The trainer count is kept in endpoints.json: a later `loom up` keeps it.
+// Changing it needs a stopped deployment (`loom down` first): a running one
+// refuses, rather than leave the watcher and the file disagreeing.
 #include "client/cli.hpp"
 #include "client/procs.hpp"
 
@@ -12,9 +17,12 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <thread>
 
 namespace loom::cli {
@@ -37,27 +45,51 @@ void print_services(const context& c, const std::vector<health_info>& hs) {
                 h.metrics.empty() ? "-" : ("http://" + h.metrics + "/metrics").c_str());
 }
 
+// --trainers N: nullopt when absent, 0 when not a number in 1..max_trainers.
+std::optional<int> trainers_option(const context& c) {
+  auto v = c.a.get("trainers");
+  if (!v) return std::nullopt;
+  int n = 0;
+  auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), n);
+  if (ec != std::errc() || end != v->data() + v->size() || n < 1 || n > layout::max_trainers) return 0;
+  return n;
+}
+
 }  // namespace
 
 int cmd_up(context& c) {
+  auto want_trainers = trainers_option(c);
+  if (want_trainers == 0)
+    return usage("loom up: --trainers takes a whole number from 1 to " + std::to_string(layout::max_trainers) +
+                 ", got '" + *c.a.get("trainers") + "'");
   if (auto st = ensure_keys(c.paths); !st) return fail(c, st.err());
   if (auto st = files::make_dirs(c.paths.root + "/logs", 0755); !st) return fail(c, st.err());
   int wait_s = std::atoi(c.a.get_or("wait", "30").c_str());
 
   auto eps = layout::read_endpoints(c.paths.endpoints());
   bool running = eps && is_loom_process(static_cast<pid_t>(eps->watcher_pid));
+  if (running && want_trainers && *want_trainers != eps->trainers)
+    return fail(c, make_error(errc::conflict, "EdgeLoom is running in " + c.paths.root + " with " +
+                                                  std::to_string(eps->trainers) + " trainer(s); run `loom down` "
+                                                  "first to change it to --trainers " +
+                                                  std::to_string(*want_trainers)));
+  layout::endpoints e;
+  if (eps) e = *eps;
   if (!running) {
-    // Ports: one ROUTER and one metrics port per service, plus audit's PULL.
+    // Ports: one ROUTER and one metrics port per process, plus audit's PULL.
     // Kept across restarts so a restarted service is found where it was.
-    layout::endpoints e;
-    if (eps) e = *eps;
     if (auto z = c.a.get("zone")) e.zone = *z;
-    auto ports = free_ports(static_cast<int>(layout::service_names.size()) * 2 + 1);
-    if (ports.size() < layout::service_names.size() * 2 + 1)
+    if (want_trainers) e.trainers = *want_trainers;
+    auto names = layout::process_names(e);
+    // Forget trainer-K entries beyond the new count (a smaller --trainers than last time).
+    std::erase_if(e.services,
+                  [&](const auto& kv) { return std::find(names.begin(), names.end(), kv.first) == names.end(); });
+    auto ports = free_ports(static_cast<int>(names.size()) * 2 + 1);
+    if (ports.size() < names.size() * 2 + 1)
       return fail(c, make_error(errc::unavailable, "could not find free loopback ports"));
     std::size_t k = 0;
-    for (auto name : layout::service_names) {
-      auto& s = e.services[std::string(name)];
+    for (const auto& name : names) {
+      auto& s = e.services[name];
       s.rpc = "tcp://127.0.0.1:" + std::to_string(ports[k++]);
       s.metrics = "127.0.0.1:" + std::to_string(ports[k++]);
       s.pull = name == "audit" ? "tcp://127.0.0.1:" + std::to_string(ports[k++]) : "";
@@ -70,15 +102,16 @@ int cmd_up(context& c) {
     if (!c.json) std::printf("starting EdgeLoom in %s (watcher pid %d)\n", c.paths.root.c_str(), static_cast<int>(w));
   }
 
-  // Wait until all five answer Health.
+  // Wait until every process answers Health.
+  const auto names = layout::process_names(e);
   auto deadline = clock::now() + std::chrono::seconds(wait_s);
   std::vector<health_info> hs;
   c.timeout = std::chrono::milliseconds(500);
   for (;;) {
     hs.clear();
     bool all = true;
-    for (auto name : layout::service_names) {
-      hs.push_back(probe(c, std::string(name)));
+    for (const auto& name : names) {
+      hs.push_back(probe(c, name));
       all = all && hs.back().healthy;
     }
     if (all) break;
@@ -91,7 +124,7 @@ int cmd_up(context& c) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   print_services(c, hs);
-  if (!c.json) std::printf("5/5 services healthy\n");
+  if (!c.json) std::printf("%zu/%zu services healthy\n", hs.size(), hs.size());
   return ok_exit;
 }
 

@@ -10,7 +10,7 @@
 namespace {
 const char* help_text =
     "usage: loom COMMAND [options]   (every command takes --data-dir D and --json)\n"
-    "  up [--wait S] [--zone Z]       start the five services on loopback, wait until healthy\n"
+    "  up [--wait S] [--zone Z] [--trainers N]  start the services (N trainers) on loopback, wait until healthy\n"
     "  down                           stop them\n"
     "  status                         services and the node roster\n"
     "  ping [SERVICE]                 ingest | scheduler | trainer | aggregator | audit\n"

@@ -1,8 +1,10 @@
 // `loom watch` (internal): the detached local supervisor that `loom up`
-// starts. It starts the five services in order, restarts any that dies (with
-// exponential backoff per service, reset after a healthy minute), keeps their
-// pids in endpoints.json, and on SIGTERM stops them all (SIGTERM, then SIGKILL
-// after 3 s) and exits. Single-threaded: signals only set a flag.
+// starts. It starts every process in endpoints.json's layout::process_names
+// (the five services; with --trainers N, trainer-2 ... trainer-N after the
+// trainer) in order, restarts any that dies (with exponential backoff per
+// process, reset after a healthy minute), keeps their pids in endpoints.json,
+// and on SIGTERM stops them all (SIGTERM, then SIGKILL after 3 s) and exits.
+// Single-threaded: signals only set a flag.
 #include "client/cli.hpp"
 #include "client/procs.hpp"
 
@@ -42,6 +44,27 @@ void log_line(const char* fmt, const std::string& a, long long b = 0) {
   std::fflush(stderr);
 }
 
+// The same default as service_main's node id: <service>@<hostname>.
+std::string host_name() {
+  char buf[256] = {};
+  ::gethostname(buf, sizeof buf - 1);
+  return buf[0] ? buf : "localhost";
+}
+
+// The command line of process `name`. An extra instance (trainer-2) is told
+// its node id and ports; the first of each kind finds its own in endpoints.json.
+std::vector<std::string> command_of(const std::string& name, const layout::endpoints& eps, const std::string& root) {
+  const std::string kind = layout::service_kind(name);
+  std::vector<std::string> argv{bin_dir() + "/" + layout::binary_of(kind)};
+  if (kind == "trainer") argv.push_back("serve");
+  argv.insert(argv.end(), {"--data-dir", root});
+  if (name != kind) {
+    const auto* ep = eps.find(name);
+    argv.insert(argv.end(), {"--node-id", name + "@" + host_name(), "--bind", ep->rpc, "--metrics", ep->metrics});
+  }
+  return argv;
+}
+
 }  // namespace
 
 int cmd_watch(context& c) {
@@ -54,16 +77,21 @@ int cmd_watch(context& c) {
 
   auto eps = layout::read_endpoints(c.paths.endpoints());
   if (!eps) return fail(c, eps.err());
+  std::vector<child> kids;
+  for (const auto& n : layout::process_names(*eps)) {
+    // An extra instance without its own ports would take its kind's and fail
+    // to bind, forever: refuse at start instead (`loom up` writes them).
+    const auto* ep = eps->find(n);
+    if (n != layout::service_kind(n) && (!ep || ep->rpc.empty() || ep->metrics.empty()))
+      return fail(c, make_error(errc::corruption, c.paths.endpoints() + " has no rpc/metrics endpoint for " + n +
+                                                      "; run `loom down` then `loom up`"));
+    kids.push_back(child{n});
+  }
   eps->watcher_pid = ::getpid();
   (void)layout::write_endpoints(c.paths.endpoints(), *eps);
 
-  std::vector<child> kids;
-  for (auto n : layout::service_names) kids.push_back(child{std::string(n)});
   auto spawn_one = [&](child& k) {
-    std::vector<std::string> argv{bin_dir() + "/" + layout::binary_of(k.name)};
-    if (k.name == "trainer") argv.push_back("serve");
-    argv.insert(argv.end(), {"--data-dir", c.paths.root});
-    k.pid = spawn(argv, c.paths.log(k.name), false);
+    k.pid = spawn(command_of(k.name, *eps, c.paths.root), c.paths.log(k.name), false);
     k.started = clock::now();
     eps->services[k.name].pid = k.pid;
     log_line("watcher: started %s pid %lld\n", k.name, k.pid);

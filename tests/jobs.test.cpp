@@ -2,7 +2,8 @@
 // (pretrain -> SFT) succeeds with the SFT stage starting from pretrain's final
 // checkpoint; kill -9 of the trainer at steps from a fixed seed leaves the final
 // parameters bitwise equal to an uninterrupted job; kill -9 of the scheduler
-// loses and duplicates nothing. The corpus is the GPL-3 text Debian ships
+// loses and duplicates nothing; a pretrain stage on a gang of two trainer
+// processes survives kill -9 of each member. The corpus is the GPL-3 text Debian ships
 // (imported through ingest for the pipeline test, data.text for the others).
 #include "libs/crypto/hash.hpp"
 #include "libs/files/files.hpp"
@@ -235,6 +236,52 @@ TEST_CASE("kill -9 of the trainer at 3 steps from seed 7: the job succeeds, bitw
   json done = wait_done(home.path(), id);
   REQUIRE(done["state"] == "succeeded");
   CHECK(done["stages"][0]["attempts"].get<int>() >= 1 + killed);
+  CHECK(final_params_sha(done, "pretrain") == final_params_sha(ref_done, "pretrain"));
+  CHECK(final_params_sha(done, "sft") == final_params_sha(ref_done, "sft"));
+}
+
+TEST_CASE("a pretrain stage on a gang of two trainers survives kill -9 of each member, bitwise equal to an uninterrupted gang") {
+  temp_dir home;
+  up_guard guard{home.path()};
+  REQUIRE(run_loom(home.path(), {"up", "--trainers", "2"}, 60s).code == 0);
+  // Data-parallel pretrain on two trainer processes (one micro-batch each,
+  // one thread each: the two share this machine's cores), then SFT on one.
+  const std::vector<std::string> gang = {"--set", "pretrain.trainers=2", "--set", "train.grad_accum=2",
+                                         "--set", "threads=1",          "--set", "pretrain.train.steps=80"};
+  const std::string ref = submit(home.path(), gang);
+  json ref_done = wait_done(home.path(), ref);
+  REQUIRE(ref_done["state"] == "succeeded");
+  const json& pre = ref_done["stages"][0];
+  CHECK(pre["members"].size() == 2);
+  CHECK(pre["min_trainers"] == 2);
+  CHECK(ref_done["stages"][1]["members"].size() == 1);
+  CHECK(pre["loss"].get<double>() < pre["first_loss"].get<double>());
+
+  const std::string id = submit(home.path(), gang);
+  const std::string metrics = show(home.path(), id)["out_dir"].get<std::string>() + "/pretrain/metrics.jsonl";
+  // Rank 1's process at step >= 23, then rank 0's at step >= 51 (rank 0 writes the log).
+  int killed = 0;
+  for (auto [step, rank] : {std::pair<std::uint64_t, int>{23, 1}, {51, 0}}) {
+    const auto deadline = std::chrono::steady_clock::now() + 120s;
+    while (std::chrono::steady_clock::now() < deadline && last_logged_step(metrics) < step)
+      std::this_thread::sleep_for(2ms);
+    json now = show(home.path(), id);
+    if (now["stages"][0]["state"] != "running") break;
+    const std::string node = now["stages"][0]["members"][rank].get<std::string>();
+    const std::string service = node.substr(0, node.find('@'));  // trainer or trainer-2
+    kill_and_wait(home.path(), service);
+    MESSAGE("killed " << service << " (rank " << rank << ") at pretrain step >= " << step);
+    ++killed;
+  }
+  CHECK(killed == 2);
+  json done = wait_done(home.path(), id);
+  REQUIRE(done["state"] == "succeeded");
+  CHECK(done["stages"][0]["generation"].get<int>() >= 3);  // re-formed after each restart
+  auto logs = loom_json(home.path(), {"job", "logs", id});
+  int regroups = 0;
+  for (const auto& e : logs["events"]) regroups += e["kind"] == "regroup";
+  INFO(logs.dump());
+  CHECK(regroups >= 2);
   CHECK(final_params_sha(done, "pretrain") == final_params_sha(ref_done, "pretrain"));
   CHECK(final_params_sha(done, "sft") == final_params_sha(ref_done, "sft"));
 }

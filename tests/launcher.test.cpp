@@ -1,6 +1,9 @@
 // Cross-process: `loom up` -> 5/5 healthy -> ping each -> kill -9 one service
 // -> a new pid answers within 5 s -> `loom down` leaves no process behind.
+// `loom up --trainers 3`: three trainer processes, each a node of the roster.
 #include "tests/support/harness.hpp"
+
+#include "libs/layout/layout.hpp"
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
@@ -8,7 +11,7 @@
 #include <signal.h>
 
 #include <fstream>
-
+#include <set>
 #include <thread>
 
 using namespace loom::test;
@@ -27,6 +30,12 @@ long pid_of(const json& st, const std::string& name) {
   for (auto& s : st.value("services", json::array()))
     if (s.value("name", "") == name && s.value("healthy", false)) return s.value("pid", 0L);
   return 0;
+}
+
+int trainer_nodes(const json& st) {
+  int n = 0;
+  for (auto& node : st.value("nodes", json::array())) n += node.value("service", "") == "trainer";
+  return n;
 }
 
 std::vector<long> all_pids(const json& st) {
@@ -142,4 +151,92 @@ TEST_CASE("commands report usage errors and unavailability with their exit codes
   auto j = json::parse(t.out);
   CHECK(j["role"] == "viewer");
   CHECK(j["token"].get<std::string>().rfind("lt1.", 0) == 0);
+}
+
+TEST_CASE("loom up --trainers 3 runs three trainer nodes that the watcher restarts and loom down stops") {
+  temp_dir home("loom-trainers");
+  up_guard guard{home.path()};
+  for (const char* bad : {"0", "65", "two", "3x", ""}) {
+    auto r = run_loom(home.path(), {"up", "--trainers", bad});
+    INFO("--trainers '" << bad << "': " << r.err);
+    CHECK(r.code == 2);
+    CHECK(r.err.find("--trainers") != std::string::npos);
+  }
+  auto up = run_loom(home.path(), {"up", "--trainers", "3"}, 60s);
+  INFO("up stdout: " << up.out << "\nup stderr: " << up.err);
+  REQUIRE(up.code == 0);
+  CHECK(up.out.find("7/7 services healthy") != std::string::npos);
+
+  auto st = status_json(home.path());
+  REQUIRE(st["services"].size() == 7);
+  std::set<long> trainer_pids;
+  std::set<std::string> trainer_endpoints;
+  for (const char* t : {"trainer", "trainer-2", "trainer-3"}) {
+    long pid = pid_of(st, t);
+    INFO(t << " in " << st.dump());
+    CHECK(pid > 0);
+    trainer_pids.insert(pid);
+    for (auto& s : st["services"])
+      if (s["name"] == t) {
+        CHECK(s["node_id"].get<std::string>().rfind(std::string(t) + "@", 0) == 0);
+        trainer_endpoints.insert(s["endpoint"].get<std::string>());
+      }
+  }
+  CHECK(trainer_pids.size() == 3);
+  CHECK(trainer_endpoints.size() == 3);
+  CHECK(std::ifstream(home.path() + "/logs/trainer-3.log").good());
+  // All three registered with the scheduler as trainer nodes.
+  for (int i = 0; i < 50 && trainer_nodes(st) < 3; ++i) {
+    std::this_thread::sleep_for(100ms);
+    st = status_json(home.path());
+  }
+  INFO("roster: " << st["nodes"].dump());
+  CHECK(trainer_nodes(st) == 3);
+  CHECK(st["nodes"].size() == 7);
+
+  // A plain `loom up` keeps the count; another count needs `loom down` first.
+  auto again = run_loom(home.path(), {"up"}, 60s);
+  CHECK(again.out.find("7/7 services healthy") != std::string::npos);
+  auto change = run_loom(home.path(), {"up", "--trainers", "2"});
+  INFO("change: " << change.err);
+  CHECK(change.code == 1);
+  CHECK(change.err.find("loom down") != std::string::npos);
+  CHECK(run_loom(home.path(), {"ping", "trainer-2"}).code == 0);
+
+  // kill -9 trainer-2: the watcher starts a new one, healthy within 20 s.
+  long old_pid = pid_of(st, "trainer-2");
+  REQUIRE(old_pid > 0);
+  auto killed_at = std::chrono::steady_clock::now();
+  REQUIRE(::kill(static_cast<pid_t>(old_pid), SIGKILL) == 0);
+  long new_pid = 0;
+  while (std::chrono::steady_clock::now() - killed_at < 20s) {
+    new_pid = pid_of(status_json(home.path()), "trainer-2");
+    if (new_pid != 0 && new_pid != old_pid) break;
+    std::this_thread::sleep_for(100ms);
+  }
+  MESSAGE("trainer-2 healthy again after "
+          << std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - killed_at).count()
+          << " ms with pid " << new_pid);
+  CHECK(new_pid != 0);
+  CHECK(new_pid != old_pid);
+  CHECK_FALSE(alive(old_pid));
+
+  auto eps = loom::layout::read_endpoints(home.path() + "/endpoints.json");
+  REQUIRE(eps.ok());
+  CHECK(eps->trainers == 3);
+  REQUIRE(eps->find("trainer-2"));
+  CHECK(eps->find("trainer-2")->pid == new_pid);
+  std::vector<long> recorded{eps->watcher_pid};
+  for (auto& [name, s] : eps->services) recorded.push_back(s.pid);
+  for (long p : all_pids(status_json(home.path()))) recorded.push_back(p);
+  auto down = run_loom(home.path(), {"down"});
+  INFO(down.out << down.err);
+  CHECK(down.code == 0);
+  for (long p : recorded) CHECK_FALSE(alive(p));
+
+  // The count outlives `loom down`: a plain `loom up` starts three trainers again.
+  auto restart = run_loom(home.path(), {"up"}, 60s);
+  INFO("restart: " << restart.out << restart.err);
+  CHECK(restart.out.find("7/7 services healthy") != std::string::npos);
+  CHECK(run_loom(home.path(), {"down"}).code == 0);
 }

@@ -8,6 +8,9 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <cstring>
+#include <cerrno>
+#include <unistd.h>
 #include <sys/stat.h>
 
 namespace loom::auth {
@@ -197,7 +200,20 @@ status create_token_key(const std::string& path) {
   std::filesystem::path p(path);
   if (p.has_parent_path())
     if (auto s = files::make_dirs(p.parent_path().string(), 0700); !s.ok()) return s;
-  return files::write_atomic(path, crypto::to_hex(crypto::random_bytes(key_bytes)) + "\n", 0600);
+  // Written aside, then linked into place: link() fails when the path exists,
+  // so two processes (trainers sharing a data dir) creating the key at once
+  // end with one key that both load, never one replacing the other's.
+  const std::string aside = path + ".new." + std::to_string(::getpid()) + "." + crypto::to_hex(crypto::random_bytes(4));
+  if (auto s = files::write_atomic(aside, crypto::to_hex(crypto::random_bytes(key_bytes)) + "\n", 0600); !s.ok())
+    return s;
+  const int rc = ::link(aside.c_str(), path.c_str());
+  const int err = errno;
+  ::unlink(aside.c_str());
+  if (rc != 0 && err == EEXIST)
+    return make_error(errc::already_exists, "token key file " + path + " already exists; refusing to replace it");
+  if (rc != 0) return make_error(errc::internal, "token key file " + path + ": link: " + std::strerror(err));
+  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  return files::fsync_dir(dir.empty() ? "." : dir.string());
 }
 
 result<std::uint64_t> read_epoch(const std::string& path) {

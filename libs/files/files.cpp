@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
+#include <atomic>
 #include <filesystem>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -53,7 +54,9 @@ status fsync_dir(const std::string& dir) {
 status write_atomic(const std::string& path, std::string_view data, mode_t mode) {
   std::filesystem::path p(path);
   std::string dir = p.has_parent_path() ? p.parent_path().string() : ".";
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  // Unique per process and call: two threads writing the same path must not share a temp file.
+  static std::atomic<std::uint64_t> calls{0};
+  std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(calls++);
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
   if (fd < 0) return sys_error("create", tmp);
   ::fchmod(fd, mode);  // umask must not widen or narrow what the caller asked for

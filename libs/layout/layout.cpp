@@ -14,6 +14,31 @@ bool is_service(std::string_view name) {
 
 std::string binary_of(std::string_view service) { return "loom-" + std::string(service); }
 
+std::string service_kind(std::string_view name) {
+  if (is_service(name)) return std::string(name);
+  auto dash = name.rfind('-');
+  if (dash == std::string_view::npos || !is_service(name.substr(0, dash))) return "";
+  auto k = name.substr(dash + 1);
+  // K >= 2, written without a leading zero (so each instance has one name).
+  if (k.empty() || k.size() > 9 || k[0] == '0' || (k.size() == 1 && k[0] == '1')) return "";
+  for (char ch : k)
+    if (ch < '0' || ch > '9') return "";
+  return std::string(name.substr(0, dash));
+}
+
+std::string instance_name(std::string_view kind, int k) {
+  return k <= 1 ? std::string(kind) : std::string(kind) + "-" + std::to_string(k);
+}
+
+std::vector<std::string> process_names(const endpoints& e) {
+  std::vector<std::string> out;
+  for (auto s : service_names) {
+    int n = s == "trainer" ? e.trainers : 1;
+    for (int k = 1; k <= n; ++k) out.push_back(instance_name(s, k));
+  }
+  return out;
+}
+
 const service_endpoint* endpoints::find(std::string_view service) const {
   auto it = services.find(std::string(service));
   return it == services.end() ? nullptr : &it->second;
@@ -28,6 +53,10 @@ result<endpoints> read_endpoints(const std::string& path) {
     e.version = j.value("version", 1);
     e.zone = j.value("zone", std::string("local"));
     e.watcher_pid = j.value("watcher_pid", std::int64_t{0});
+    e.trainers = j.value("trainers", 1);  // absent in files written before --trainers
+    if (e.trainers < 1 || e.trainers > max_trainers)
+      return make_error(errc::corruption, path + ": \"trainers\" is " + std::to_string(e.trainers) +
+                                              ", expected 1.." + std::to_string(max_trainers));
     for (auto& [name, s] : j.at("services").items()) {
       service_endpoint se;
       se.rpc = s.value("rpc", std::string());
@@ -47,6 +76,7 @@ status write_endpoints(const std::string& path, const endpoints& e) {
   j["version"] = e.version;
   j["zone"] = e.zone;
   j["watcher_pid"] = e.watcher_pid;
+  j["trainers"] = e.trainers;
   j["services"] = nlohmann::json::object();
   for (auto& [name, s] : e.services) {
     nlohmann::json o{{"rpc", s.rpc}, {"metrics", s.metrics}, {"pid", s.pid}};

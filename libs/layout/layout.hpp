@@ -1,7 +1,7 @@
 // The data directory's layout and the endpoints file that `loom up` writes
 // and every service and the CLI read. One place knows where things live:
 //
-//   <data>/endpoints.json        services' endpoints, pids, watcher pid
+//   <data>/endpoints.json        services' endpoints, pids, watcher pid, trainer count
 //   <data>/keys/curve/<n>.pub    CURVE public keys (the ZAP allow-list)
 //   <data>/keys/curve/<n>.key    CURVE secret keys (0600)
 //   <data>/keys/peers/<n>.pub    other sites' keys trusted by this site's dataset sync server
@@ -25,6 +25,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace loom::layout {
 
@@ -35,6 +36,17 @@ inline constexpr std::array<std::string_view, 5> service_names = {"audit", "sche
 bool is_service(std::string_view name);
 // The binary that runs a service ("loom-trainer" needs the "serve" subcommand).
 std::string binary_of(std::string_view service);
+
+// A deployment runs one process of each service, except the trainer: `loom up
+// --trainers N` runs N, named trainer, trainer-2 ... trainer-N. An extra
+// instance is its kind's binary with its own ports and node id; it shares the
+// kind's CURVE keypair.
+inline constexpr int max_trainers = 64;
+// The service kind of a process name: "trainer-3" -> "trainer", "audit" ->
+// "audit"; "" when `name` is neither a kind nor <kind>-<K> with K >= 2.
+std::string service_kind(std::string_view name);
+// The name of instance `k` (1-based) of `kind`: k == 1 -> kind, else kind-k.
+std::string instance_name(std::string_view kind, int k);
 
 struct paths {
   std::string root;
@@ -65,12 +77,18 @@ struct endpoints {
   int version = 1;
   std::string zone = "local";
   std::int64_t watcher_pid = 0;
-  std::map<std::string, service_endpoint> services;
+  int trainers = 1;  // trainer processes (`loom up --trainers N`); 1 when the file has no "trainers"
+  std::map<std::string, service_endpoint> services;  // by process name: "trainer", "trainer-2", ...
 
   const service_endpoint* find(std::string_view service) const;
 };
 
-result<endpoints> read_endpoints(const std::string& path);   // not_found if absent; corruption if unparsable
+// Every process this deployment runs, in start order: the services in
+// service_names order with trainer-2 ... trainer-N right after "trainer".
+std::vector<std::string> process_names(const endpoints& e);
+
+// not_found if absent; corruption if unparsable or "trainers" is outside 1..max_trainers.
+result<endpoints> read_endpoints(const std::string& path);
 status write_endpoints(const std::string& path, const endpoints&);  // atomic
 
 }  // namespace loom::layout

@@ -46,3 +46,54 @@ TEST_CASE("the five services start audit first and map to their binaries") {
   CHECK_FALSE(loom::layout::is_service("loom"));
   CHECK(loom::layout::binary_of("trainer") == "loom-trainer");
 }
+
+TEST_CASE("extra trainers are named trainer-K and map back to the trainer kind") {
+  using loom::layout::service_kind;
+  CHECK(service_kind("trainer") == "trainer");
+  CHECK(service_kind("audit") == "audit");
+  CHECK(service_kind("trainer-2") == "trainer");
+  CHECK(service_kind("trainer-64") == "trainer");
+  CHECK(service_kind("trainer-1") == "");   // instance 1 is plain "trainer"
+  CHECK(service_kind("trainer-02") == "");  // one name per instance
+  CHECK(service_kind("trainer-") == "");
+  CHECK(service_kind("trainer-2x") == "");
+  CHECK(service_kind("trainers-2") == "");
+  CHECK(service_kind("loom") == "");
+  CHECK(loom::layout::instance_name("trainer", 1) == "trainer");
+  CHECK(loom::layout::instance_name("trainer", 3) == "trainer-3");
+
+  loom::layout::endpoints e;
+  CHECK(loom::layout::process_names(e) ==
+        std::vector<std::string>{"audit", "scheduler", "ingest", "trainer", "aggregator"});
+  e.trainers = 3;
+  CHECK(loom::layout::process_names(e) ==
+        std::vector<std::string>{"audit", "scheduler", "ingest", "trainer", "trainer-2", "trainer-3", "aggregator"});
+}
+
+TEST_CASE("the trainer count round-trips and defaults to one in files written before it existed") {
+  char tmpl[] = "/tmp/loom-layout-XXXXXX";
+  REQUIRE(::mkdtemp(tmpl));
+  std::string path = std::string(tmpl) + "/endpoints.json";
+  loom::layout::endpoints e;
+  e.trainers = 3;
+  e.services["trainer-3"] = {"tcp://127.0.0.1:5010", "127.0.0.1:5011", "", 91};
+  REQUIRE(loom::layout::write_endpoints(path, e).ok());
+  auto back = loom::layout::read_endpoints(path);
+  REQUIRE(back.ok());
+  CHECK(back->trainers == 3);
+  REQUIRE(back->find("trainer-3"));
+  CHECK(back->find("trainer-3")->rpc == "tcp://127.0.0.1:5010");
+  CHECK(back->find("trainer-3")->pid == 91);
+
+  REQUIRE(loom::files::write_atomic(path, R"({"version": 1, "zone": "local", "watcher_pid": 0, "services": {}})", 0644)
+              .ok());
+  auto old = loom::layout::read_endpoints(path);
+  REQUIRE(old.ok());
+  CHECK(old->trainers == 1);
+
+  REQUIRE(loom::files::write_atomic(path, R"({"trainers": 0, "services": {}})", 0644).ok());
+  CHECK(loom::layout::read_endpoints(path).code() == loom::errc::corruption);
+  REQUIRE(loom::files::write_atomic(path, R"({"trainers": "three", "services": {}})", 0644).ok());
+  CHECK(loom::layout::read_endpoints(path).code() == loom::errc::corruption);
+  std::filesystem::remove_all(tmpl);
+}

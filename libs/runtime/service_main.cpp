@@ -174,7 +174,10 @@ int service_main(int argc, char** argv, const service_spec& spec) {
   // 5. Audit emission through the durable spool.
   audit::emitter_options eo;
   eo.source = spec.name + "@" + env.node_id;
-  eo.spool_dir = env.paths.spool(spec.name);
+  // One spool per process (spool.hpp: flock): an extra instance
+  // (--node-id trainer-2@host) spools under spool/trainer-2.
+  const std::string instance = env.node_id.substr(0, env.node_id.find('@'));
+  eo.spool_dir = env.paths.spool(layout::service_kind(instance) == spec.name ? instance : spec.name);
   if (const auto* a = env.eps.find("audit")) {
     eo.push_endpoint = a->pull;
     eo.rpc_endpoint = a->rpc;

@@ -150,6 +150,10 @@ void to_proto(const job_rec& j, loom::v1::JobInfo* o) {
     p->set_attempts(s.attempts);
     p->set_started_unix_ns(static_cast<std::uint64_t>(s.started_ns));
     p->set_finished_unix_ns(static_cast<std::uint64_t>(s.finished_ns));
+    for (const auto& m : s.members) p->add_members(m);
+    p->set_min_trainers(s.min_trainers);
+    p->set_max_trainers(s.max_trainers);
+    p->set_generation(s.generation);
   }
 }
 }  // namespace
@@ -235,6 +239,9 @@ handled scheduler_logic::poll_work(const std::string& body) {
   r.tokens_per_s = req->tokens_per_s();
   r.checkpoint = req->checkpoint();
   r.message = req->message();
+  r.generation = req->generation();
+  r.peer_endpoint = req->peer_endpoint();
+  r.peer_public_key = req->peer_public_key();
   if (!roster_.find(r.node)) return fail(errc::not_found, "node " + r.node + " is not registered");
   roster_.heartbeat(r.node, now_());
   auto a = jobs_.poll(r, now_());
@@ -248,6 +255,15 @@ handled scheduler_logic::poll_work(const std::string& body) {
     w->set_out_dir(a.work->out_dir);
     w->set_init_from(a.work->init_from);
     w->set_attempt(a.work->attempt);
+    w->set_rank(a.work->rank);
+    w->set_world(a.work->world);
+    w->set_generation(a.work->generation);
+    for (const auto& p : a.work->peers) {
+      auto* q = w->add_peers();
+      q->set_node(p.node);
+      q->set_endpoint(p.endpoint);
+      q->set_public_key(p.public_key);
+    }
   }
   return reply(rep);
 }

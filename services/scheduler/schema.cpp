@@ -32,6 +32,7 @@ CREATE TABLE nodes (
 CREATE INDEX nodes_by_zone ON nodes (zone);
 )sql"},
       jobs_migration(),
+      groups_migration(),
   };
   return all;
 }

@@ -2,6 +2,7 @@
 
 #include "libs/audit/emitter.hpp"
 #include "libs/cdc/sync_client.hpp"
+#include "libs/collective/ring.hpp"
 #include "libs/files/files.hpp"
 #include "libs/layout/layout.hpp"
 #include "libs/metrics/metrics.hpp"
@@ -97,9 +98,26 @@ status fetch_dataset(runtime::service_env& env, const std::string& name, const s
   std::fflush(stderr);
   return ok_status();
 }
+// The host of this trainer's RPC endpoint (tcp://HOST:PORT): its collective
+// inbox listens there too, so peers reach it where they reach the service.
+std::string inbox_bind(const std::string& rpc) {
+  const auto scheme = rpc.find("://");
+  const auto colon = rpc.rfind(':');
+  if (scheme == std::string::npos || colon == std::string::npos || colon <= scheme + 3) return "tcp://127.0.0.1:*";
+  return rpc.substr(0, colon) + ":*";
+}
 }  // namespace
 
-worker::worker(runtime::service_env& env) : env_(env) { poller_ = std::thread([this] { poll_loop(); }); }
+worker::worker(runtime::service_env& env) : env_(env) {
+  auto in = collective::inbox::bind(*env_.ctx, env_.keys, "loom", inbox_bind(env_.rpc_endpoint));
+  if (in) {
+    inbox_ = std::move(*in);
+    log("trainer: collective inbox at %s%s\n", inbox_->endpoint());
+  } else {
+    log("trainer: no collective inbox (%s); data-parallel stages will fail here%s\n", in.err().to_string());
+  }
+  poller_ = std::thread([this] { poll_loop(); });
+}
 
 worker::~worker() {
   quit_ = true;
@@ -183,9 +201,37 @@ void worker::train(std::shared_ptr<stage_run> run) {
     std::lock_guard lock(mu_);
     run->checkpoint = dir;
   };
+  // A data-parallel group: this trainer is member `rank`; the ring sums each
+  // step's gradients. An exchange that fails (a peer died, hung or moved on to
+  // a newer formation) ends the run with `regroup`, not `failed`.
+  std::unique_ptr<collective::group> grp;
+  std::atomic<bool> exchange_failed{false};
+  if (run->world > 1) {
+    if (!inbox_) return finish("failed", "this trainer has no collective inbox (see its log): it cannot join a group");
+    collective::group_options go;
+    go.rank = run->rank;
+    go.world = run->world;
+    go.generation = run->generation;
+    go.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(cfg->parallel_timeout_s * 1000));
+    go.stop = &stop_training_;
+    for (const auto& p : run->peers) go.members.push_back({p.endpoint, p.public_key});
+    auto joined = collective::group::join(*env_.ctx, env_.keys, *inbox_, std::move(go));
+    if (!joined) return finish("regroup", "cannot join the group: " + joined.err().to_string());
+    grp = std::move(*joined);
+    o.group = {run->rank, run->world, [&](std::span<float> d) {
+                 auto st = grp->all_reduce_sum(d);
+                 if (!st) exchange_failed = true;
+                 return st;
+               }};
+    log("trainer: %s joined its group%s\n", run->job + "/" + run->stage,
+        " as rank " + std::to_string(run->rank) + " of " + std::to_string(run->world) + ", generation " +
+            std::to_string(run->generation));
+  }
   for (int crash = 0;; ++crash) {
     try {
       auto sum = run_training(*cfg, o);
+      if (!sum && exchange_failed && !stop_training_)
+        return finish("regroup", "the group's exchange failed: " + sum.err().to_string());
       if (!sum) return finish("failed", sum.err().message);
       {
         std::lock_guard lock(mu_);
@@ -196,6 +242,8 @@ void worker::train(std::shared_ptr<stage_run> run) {
       log("trainer: %s %s\n", run->job + "/" + run->stage, sum->stopped ? "stopped" : "succeeded");
       return finish(sum->stopped ? "stopped" : "succeeded", "");
     } catch (const std::exception& e) {
+      // A member cannot restart alone: the others are inside the same step.
+      if (grp) return finish("regroup", std::string("training crashed: ") + e.what());
       if (crash + 1 >= max_crashes) return finish("failed", std::string("training crashed: ") + e.what());
       log("trainer: %s crashed (%s); restarting from its latest snapshot\n", run->job + "/" + run->stage, e.what());
     }
@@ -214,6 +262,10 @@ void worker::poll_loop() {
   while (!quit_) {
     loom::v1::PollWorkRequest req;
     req.mutable_node()->set_value(env_.node_id);
+    if (inbox_) {
+      req.set_peer_endpoint(inbox_->endpoint());
+      req.set_peer_public_key(inbox_->public_key());
+    }
     std::shared_ptr<stage_run> cur;
     {
       std::lock_guard lock(mu_);
@@ -230,6 +282,7 @@ void worker::poll_loop() {
         req.set_tokens_per_s(cur->tokens_per_s);
         req.set_checkpoint(cur->checkpoint);
         req.set_message(cur->message);
+        req.set_generation(cur->generation);
       } else {
         req.set_state("idle");
       }
@@ -253,12 +306,17 @@ void worker::poll_loop() {
         run.out_dir = a.out_dir();
         run.init_from = a.init_from();
         run.attempt = a.attempt();
+        run.rank = a.rank();
+        run.world = std::max<std::uint32_t>(1, a.world());
+        run.generation = a.generation();
+        for (const auto& p : a.peers()) run.peers.push_back({p.node(), p.endpoint(), p.public_key()});
         start(std::move(run));
         continue;  // report "running" at once
       }
       if (cur && rep->has_assignment() &&
-          (rep->assignment().job() != cur->job || rep->assignment().stage() != cur->stage))
-        stop_training_ = true;  // told to run something else: stop this one first
+          (rep->assignment().job() != cur->job || rep->assignment().stage() != cur->stage ||
+           rep->assignment().generation() != cur->generation))
+        stop_training_ = true;  // told to run something else (or a new formation): stop this one first
     }
     std::unique_lock lock(mu_);
     cv_.wait_for(lock, poll_interval, [&] { return quit_.load(); });

@@ -7,8 +7,10 @@
 // from its latest snapshot up to 3 times before it is reported failed.
 //
 //   idle ──assignment──▶ running ──done──▶ succeeded | failed ──reported──▶ idle
-//                           │ stop
-//                           └──▶ stopped (snapshot written) ──reported──▶ idle
+//                           │ stop, or a new generation
+//                           ├──▶ stopped (snapshot written) ──reported──▶ idle
+//                           │ the group's exchange failed
+//                           └──▶ regroup ──reported──▶ idle (the new generation follows)
 //
 // Owns two threads (poll, training); the destructor stops both within ~2 s
 // (the training thread at its next step, with a snapshot).
@@ -21,9 +23,13 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace loom::runtime {
 struct service_env;
+}
+namespace loom::collective {
+class inbox;
 }
 
 namespace loom::trainer {
@@ -36,10 +42,16 @@ class worker {
   worker& operator=(const worker&) = delete;
 
  private:
+  struct peer {
+    std::string node, endpoint, public_key;
+  };
   struct stage_run {
     std::string job, stage, config_toml, out_dir, init_from;
     std::uint32_t attempt = 0;
-    std::string state = "running";  // running, succeeded, failed, stopped
+    std::uint32_t rank = 0, world = 1;
+    std::uint64_t generation = 0;
+    std::vector<peer> peers;
+    std::string state = "running";  // running, succeeded, failed, stopped, regroup
     std::uint64_t step = 0, total_steps = 0;
     double loss = 0, first_loss = 0, tokens_per_s = 0;
     std::string checkpoint, message;
@@ -51,6 +63,7 @@ class worker {
   void join_training();
 
   runtime::service_env& env_;
+  std::unique_ptr<collective::inbox> inbox_;  // null when it could not bind (groups then fail)
   std::mutex mu_;                       // guards current_
   std::shared_ptr<stage_run> current_;  // null when idle
   std::atomic<bool> stop_training_{false};

@@ -3,7 +3,9 @@
 #include "libs/store/database.hpp"
 #include "services/scheduler/jobs/job_template.hpp"
 
+#include <algorithm>
 #include <cstdio>
+#include <tuple>
 
 namespace loom::scheduler {
 namespace {
@@ -63,7 +65,8 @@ policy::job_spec job_manager::spec_of(const job_rec& j, std::size_t stage) const
   s.priority = priority_of(j.priority_class);
   if (!j.zone.empty()) s.zones = {j.zone};
   s.per_member = one_slot;
-  s.min_members = s.max_members = 1;
+  s.min_members = j.stages[stage].min_trainers;
+  s.max_members = j.stages[stage].max_trainers;
   s.estimated_runtime = 600'000;  // 10 min: used for backfill ordering only
   s.min_runtime = min_runtime_.count();  // not preempted before this
   s.checkpointable = true;
@@ -77,17 +80,6 @@ std::optional<policy::node_id> job_manager::node_index(const std::string& node) 
   node_ids_[node] = id;
   node_names_[id] = node;
   return id;
-}
-
-assignment job_manager::assignment_of(const job_rec& j, std::size_t i) const {
-  assignment a;
-  a.job = j.id;
-  a.stage = j.stages[i].name;
-  a.config_toml = j.stages[i].config_toml;
-  a.out_dir = j.out_dir + "/" + j.stages[i].name;
-  if (i > 0) a.init_from = j.out_dir + "/" + j.stages[i - 1].name + "/checkpoints";
-  a.attempt = j.stages[i].attempts;
-  return a;
 }
 
 status job_manager::load(const roster& nodes, time_point now) {
@@ -106,19 +98,29 @@ status job_manager::load(const roster& nodes, time_point now) {
     for (std::size_t i = 0; i < j.stages.size(); ++i) {
       stage_rec& s = j.stages[i];
       by_pid_[pid_of(j, i)] = {id, i};
+      if (auto range = trainers_of(s.config_toml)) std::tie(s.min_trainers, s.max_trainers) = *range;
       if (s.state == "running") {
-        auto n = node_ids_.find(s.node);
-        if (n != node_ids_.end() && in_policy_[s.node]) {
-          auto d = policy_.restore_running(spec_of(j, i), {n->second}, ms(now), ms(now));
+        if (s.members.empty()) s.members = {s.node};  // a row from before groups (migration v3)
+        std::vector<policy::node_id> held;
+        std::string dead;
+        for (const auto& m : s.members) {
+          auto n = node_ids_.find(m);
+          if (n != node_ids_.end() && in_policy_[m]) held.push_back(n->second);
+          else dead += (dead.empty() ? "" : ", ") + m;
+        }
+        if (dead.empty()) {
+          auto d = policy_.restore_running(spec_of(j, i), held, ms(now), ms(now));
           if (d) {
-            slots_[s.node] = {id, i, false};
-            (void)record(j, s.name, "reattached", "scheduler restarted; stage still on " + s.node, now, false);
+            for (std::uint32_t r = 0; r < s.members.size(); ++r) slots_[s.members[r]] = {id, i, r, false, 0, false};
+            (void)record(j, s.name, "reattached", "scheduler restarted; stage still on " + member_list(s), now, false);
             apply(*d, now);
             continue;
           }
         }
         s.state = "queued";
-        (void)record(j, s.name, "requeued", "scheduler restarted; trainer " + s.node + " is not alive", now);
+        clear_members(j, i);
+        (void)record(j, s.name, "requeued",
+                     "scheduler restarted; trainer " + (dead.empty() ? s.node : dead) + " is not alive", now);
       }
       if (s.state == "queued") {
         auto d = policy_.submit(spec_of(j, i), ms(now));
@@ -157,6 +159,8 @@ result<std::pair<const job_rec*, bool>> job_manager::submit(const submit_args& a
     s.name = sp.name;
     s.config_toml = sp.config_toml;
     s.total_steps = sp.total_steps;
+    s.min_trainers = sp.min_trainers;
+    s.max_trainers = sp.max_trainers;
     j.stages.push_back(std::move(s));
   }
   j.stages[0].state = "queued";
@@ -188,17 +192,35 @@ void job_manager::apply(const policy::policy::decisions& ds, time_point now) {
     const std::size_t i = it->second.second;
     stage_rec& s = j.stages[i];
     if (d.what == policy::action::place && !d.nodes.empty()) {
-      const std::string node = node_names_.at(d.nodes.front());
+      std::vector<std::string> members;
+      for (auto n : d.nodes) members.push_back(node_names_.at(n));
       s.state = "running";
-      s.node = node;
       ++s.attempts;
       if (s.started_ns == 0) s.started_ns = ns(now);
       j.state = "running";
-      slots_[node] = {j.id, i, false};
-      (void)record(j, s.name, "placed", "on " + node + " (attempt " + std::to_string(s.attempts) + ")", now);
+      set_members(j, i, std::move(members));
+      (void)record(j, s.name, "placed",
+                   "on " + member_list(s) + " (attempt " + std::to_string(s.attempts) +
+                       (s.members.size() > 1 ? ", a group of " + std::to_string(s.members.size()) + ")" : ")"),
+                   now);
+    } else if (d.what == policy::action::grow || d.what == policy::action::shrink) {
+      std::vector<std::string> members = s.members, changed;
+      for (auto n : d.nodes) {
+        const std::string name = node_names_.at(n);
+        changed.push_back(name);
+        if (d.what == policy::action::grow) members.push_back(name);
+        else members.erase(std::remove(members.begin(), members.end(), name), members.end());
+      }
+      set_members(j, i, std::move(members));
+      std::string names;
+      for (const auto& c : changed) names += (names.empty() ? "" : ", ") + c;
+      (void)record(j, s.name, d.what == policy::action::grow ? "grew" : "shrank",
+                   std::string(d.what == policy::action::grow ? "added " : "released ") + names + " (" +
+                       policy::to_string(d.why) + "); " + std::to_string(s.members.size()) +
+                       " trainers now, generation " + std::to_string(s.generation) + " from the latest checkpoint",
+                   now);
     } else if (d.what == policy::action::preempt || d.what == policy::action::requeue) {
-      for (auto it2 = slots_.begin(); it2 != slots_.end();)
-        it2 = (it2->second.job == j.id && it2->second.stage == i) ? slots_.erase(it2) : std::next(it2);
+      clear_members(j, i);
       s.state = "queued";
       const std::string why = d.what == policy::action::preempt
                                   ? "preempted for a higher-priority job (checkpointed, resumes later)"
@@ -212,7 +234,8 @@ void job_manager::stage_done(job_rec& j, std::size_t i, bool ok, const std::stri
   stage_rec& s = j.stages[i];
   s.state = ok ? "succeeded" : "failed";
   s.finished_ns = ns(now);
-  slots_.erase(s.node);
+  for (auto it = slots_.begin(); it != slots_.end();)
+    it = (it->second.job == j.id && it->second.stage == i) ? slots_.erase(it) : std::next(it);
   if (!ok) {
     j.state = "failed";
     j.message = "stage " + s.name + ": " + message;
@@ -246,7 +269,7 @@ result<const job_rec*> job_manager::cancel(const std::string& id, const std::str
   for (std::size_t i = 0; i < j.stages.size(); ++i) {
     stage_rec& s = j.stages[i];
     if (s.state == "running" || s.state == "queued") {
-      slots_.erase(s.node);  // the trainer's next poll is told to stop
+      clear_members(j, i);  // the trainers' next polls are told to stop
       (void)policy_.cancel(pid_of(j, i), ms(now));
     }
     if (s.state != "succeeded" && s.state != "failed") s.state = "cancelled";
@@ -260,6 +283,7 @@ result<const job_rec*> job_manager::cancel(const std::string& id, const std::str
 
 poll_answer job_manager::poll(const poll_report& r, time_point now) {
   poll_answer out;
+  if (!r.peer_endpoint.empty()) peers_[r.node] = {r.node, r.peer_endpoint, r.peer_public_key};
   auto slot_it = slots_.find(r.node);
   if (slot_it == slots_.end()) {
     out.stop = r.state == "running";  // cancelled or moved elsewhere: stop it
@@ -270,8 +294,21 @@ poll_answer job_manager::poll(const poll_report& r, time_point now) {
   const std::size_t i = sl.stage;
   stage_rec& s = j.stages[i];
   const bool mine = r.job == j.id && r.stage == s.name;
+  // A group's members must run its current formation; a lone trainer that
+  // names no generation (0) runs whatever it was given.
+  const bool current = r.generation == s.generation || (r.generation == 0 && s.members.size() <= 1);
+  const std::string who = s.members.size() > 1 ? "trainer " + r.node + " (rank " + std::to_string(sl.rank) + " of " +
+                                                     std::to_string(s.members.size()) + ")"
+                                               : "trainer " + r.node;
+  auto deliver = [&] {
+    out.work = assignment_of(j, i, sl.rank);
+    return out;
+  };
   if (mine && r.state == "running") {
+    if (!current) return deliver();  // the new formation: the trainer stops this one and starts it
     sl.delivered = true;
+    sl.running_gen = s.generation;
+    if (sl.rank != 0) return deliver();  // rank 0 speaks for the group
     const bool changed = r.step != s.step || r.checkpoint != s.checkpoint;
     s.step = r.step;
     s.loss = r.loss;
@@ -283,32 +320,50 @@ poll_answer job_manager::poll(const poll_report& r, time_point now) {
       (void)record(j, s.name, "snapshot", r.checkpoint, now, false);
     }
     if (changed) (void)persist([snap = j, i](store::transaction& tx) { return save_stage(tx, snap, i); });
-    out.work = assignment_of(j, i);
+    return deliver();
+  }
+  if (mine && current && (r.state == "succeeded" || r.state == "failed") && (sl.rank == 0 || r.state == "failed")) {
+    s.step = sl.rank == 0 ? r.step : s.step;
+    s.loss = sl.rank == 0 ? r.loss : s.loss;
+    if (sl.rank == 0 && r.first_loss != 0) s.first_loss = r.first_loss;
+    if (sl.rank == 0 && !r.checkpoint.empty()) s.checkpoint = r.checkpoint;
+    stage_done(j, i, r.state == "succeeded", sl.rank == 0 ? r.message : who + ": " + r.message, now);
+    return out;  // no work: the next poll may bring the next stage
+  }
+  if (mine && current && r.state == "succeeded") {  // rank > 0 done: rank 0 ends the stage
+    sl.finished = true;
     return out;
   }
-  if (mine && (r.state == "succeeded" || r.state == "failed")) {
-    s.step = r.step;
-    s.loss = r.loss;
-    if (r.first_loss != 0) s.first_loss = r.first_loss;
-    if (!r.checkpoint.empty()) s.checkpoint = r.checkpoint;
-    stage_done(j, i, r.state == "succeeded", r.message, now);
-    return out;  // no work: the next poll may bring the next stage
+  if (mine && current && r.state == "regroup") {
+    if (++s.regroups > max_regroups) {
+      stage_done(j, i, false,
+                 "its group re-formed " + std::to_string(max_regroups) + " times; last: " + who + ": " + r.message, now);
+      return out;
+    }
+    regroup(j, i, who + ": " + r.message, now);
+    return deliver();
   }
   if (r.state == "running") {  // running something else: stop it first
     out.stop = true;
     return out;
   }
+  if (sl.finished) return out;  // its part is done; waiting for rank 0
   // Idle (or stopped): deliver the assignment. Idle after it had been running
-  // means the trainer process restarted: count an attempt.
-  if (sl.delivered) {
+  // this formation means the trainer process restarted: count an attempt, and a
+  // group re-forms (the others wait on it; its inbox moved).
+  if (sl.delivered && sl.running_gen == s.generation) {
     ++s.attempts;
     sl.delivered = false;
-    (void)record(j, s.name, "resumed", "trainer " + r.node + " restarted; resuming from the latest checkpoint (attempt " +
-                                           std::to_string(s.attempts) + ")",
-                 now);
+    if (s.members.size() > 1) {
+      regroup(j, i, who + " restarted (attempt " + std::to_string(s.attempts) + ")", now);
+    } else {
+      (void)record(j, s.name, "resumed",
+                   "trainer " + r.node + " restarted; resuming from the latest checkpoint (attempt " +
+                       std::to_string(s.attempts) + ")",
+                   now);
+    }
   }
-  out.work = assignment_of(j, i);
-  return out;
+  return deliver();
 }
 
 void job_manager::tick(const roster& nodes, time_point now) {

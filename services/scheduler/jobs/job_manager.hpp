@@ -1,7 +1,12 @@
 // job_manager: training jobs in the scheduler — submit (idempotent by request
 // id), list, cancel, and the trainers' polls that deliver assignments and carry
 // progress back; placement by the scheduling policy (policy/), one stage of a
-// job at a time, each trainer node one slot. Every change is written to the
+// job at a time, each trainer node one slot. A stage may span a group of
+// trainers (its [parallel] gang size or elastic range): each member gets the
+// same stage with its rank and the group's peers; rank 0 reports progress and
+// the end. A group that changes (a member restarted, asked to regroup, or the
+// elastic group grew or shrank) gets a new generation and every member
+// restarts from the stage's latest snapshot. Every change is written to the
 // store before it is applied in memory; a restarted scheduler reloads jobs and
 // re-attaches running stages to their trainers (policy::restore_running).
 //
@@ -41,19 +46,28 @@ struct submit_args {
   std::string priority_class, tenant, zone;
 };
 
+struct peer_info {
+  std::string node, endpoint, public_key;  // a member's collective inbox
+};
+
 struct assignment {
   std::string job, stage, config_toml, out_dir, init_from;
   std::uint32_t attempt = 0;
+  std::uint32_t rank = 0, world = 1;
+  std::uint64_t generation = 0;
+  std::vector<peer_info> peers;  // by rank; empty for a group of one
 };
 
 // What a trainer reports in each poll.
 struct poll_report {
-  std::string node, state;  // idle, running, succeeded, failed, stopped
+  std::string node, state;  // idle, running, succeeded, failed, stopped, regroup
   std::string job, stage;
   std::uint32_t attempt = 0;
   std::uint64_t step = 0, total_steps = 0;
   double loss = 0, first_loss = 0, tokens_per_s = 0;
   std::string checkpoint, message;
+  std::uint64_t generation = 0;             // the group formation it runs (0: none said)
+  std::string peer_endpoint, peer_public_key;  // its collective inbox
 };
 
 struct poll_answer {
@@ -69,6 +83,9 @@ class job_manager {
   job_manager(store::database* db, std::string jobs_root,
               std::chrono::milliseconds min_runtime = default_min_runtime);
   static constexpr std::chrono::milliseconds default_min_runtime{60'000};
+  // A stage whose group asked to re-form more often than this fails (a member
+  // that cannot keep up, or a peer that cannot be reached, should not loop forever).
+  static constexpr std::uint32_t max_regroups = 20;
 
   // Loads every job and re-attaches running stages to the roster's live trainers.
   status load(const roster& nodes, time_point now);
@@ -101,7 +118,10 @@ class job_manager {
   struct slot {  // what a trainer node runs
     std::string job;
     std::size_t stage = 0;
-    bool delivered = false;  // the trainer has reported running it
+    std::uint32_t rank = 0;          // its place in the stage's group
+    bool delivered = false;          // the trainer has reported running it
+    std::uint64_t running_gen = 0;   // the generation it reported running
+    bool finished = false;           // rank > 0 finished its part; rank 0 ends the stage
   };
 
   // Runs `fn` in a transaction now, or queues it with the async writer (then ok).
@@ -112,7 +132,13 @@ class job_manager {
   policy::job_id pid_of(const job_rec& j, std::size_t stage) const { return j.seq * 64 + stage; }
   void apply(const policy::policy::decisions& ds, time_point now);
   void stage_done(job_rec& j, std::size_t stage, bool ok, const std::string& message, time_point now);
-  assignment assignment_of(const job_rec& j, std::size_t stage) const;
+  // nullopt while a member of a group has not said where its inbox is.
+  std::optional<assignment> assignment_of(const job_rec& j, std::size_t stage, std::uint32_t rank) const;
+  // Group bookkeeping (job_groups.cpp): slots follow the stage's members.
+  void set_members(job_rec& j, std::size_t stage, std::vector<std::string> members);
+  void clear_members(job_rec& j, std::size_t stage);
+  void regroup(job_rec& j, std::size_t stage, const std::string& why, time_point now);
+  std::string member_list(const stage_rec& s) const;
   std::optional<policy::node_id> node_index(const std::string& node);
   policy::time_ms ms(time_point t) const;
 
@@ -128,6 +154,7 @@ class job_manager {
   std::map<std::string, bool> in_policy_;                  // node -> added (and alive) in the policy
   std::map<std::string, bool> cordoned_;                   // node -> draining in the policy
   std::map<std::string, slot> slots_;                      // node -> its assignment
+  std::map<std::string, peer_info> peers_;                 // node -> its collective inbox (from polls)
   std::uint64_t next_seq_ = 1;
   event_sink sink_;
   async_writer writer_;

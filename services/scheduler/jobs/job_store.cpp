@@ -66,6 +66,23 @@ CREATE TABLE job_events (
   return m;
 }
 
+const store::migration& groups_migration() {
+  // members: a JSON array of trainer node ids by rank (data-parallel groups).
+  static const store::migration m{
+      .owner = "scheduler",
+      .version = 3,
+      .description = "job_stages.members, job_stages.generation: a stage's trainer group",
+      .sql = R"sql(
+ALTER TABLE job_stages ADD COLUMN members TEXT NOT NULL DEFAULT '[]';
+ALTER TABLE job_stages ADD COLUMN generation BIGINT NOT NULL DEFAULT 0;
+)sql"};
+  return m;
+}
+
+namespace {
+std::string members_json(const stage_rec& s) { return nlohmann::json(s.members).dump(); }
+}  // namespace
+
 result<std::vector<job_rec>> load_jobs(store::transaction& tx) {
   auto rows = tx.query(
       "SELECT id, seq, request_id, name, template_name, state, tenant, priority_class, zone, principal, message, "
@@ -106,7 +123,7 @@ result<std::vector<job_rec>> load_jobs(store::transaction& tx) {
       j.next_event = static_cast<std::uint64_t>(*(*last)[0].get_i64(0)) + 1;
     auto st = tx.query(
         "SELECT name, config_toml, state, step, total_steps, loss, first_loss, tokens_per_s, node, checkpoint, "
-        "attempts, started_unix_ns, finished_unix_ns FROM job_stages WHERE job_id = $1 ORDER BY idx",
+        "attempts, started_unix_ns, finished_unix_ns, members, generation FROM job_stages WHERE job_id = $1 ORDER BY idx",
         {j.id});
     if (!st) return st.err();
     for (const auto& r : *st) {
@@ -127,6 +144,11 @@ result<std::vector<job_rec>> load_jobs(store::transaction& tx) {
       s.attempts = static_cast<std::uint32_t>(i(10));
       s.started_ns = i(11);
       s.finished_ns = i(12);
+      auto m = nlohmann::json::parse(t(13), nullptr, false);
+      if (m.is_array())
+        for (const auto& n : m)
+          if (n.is_string()) s.members.push_back(n.get<std::string>());
+      s.generation = static_cast<std::uint64_t>(i(14));
       j.stages.push_back(std::move(s));
     }
   }
@@ -149,15 +171,17 @@ status save_job(store::transaction& tx, const job_rec& j) {
     const stage_rec& s = j.stages[i];
     auto w = tx.exec(
         "INSERT INTO job_stages (job_id, idx, name, config_toml, state, step, total_steps, loss, first_loss, "
-        "tokens_per_s, node, checkpoint, attempts, started_unix_ns, finished_unix_ns) "
-        "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) "
+        "tokens_per_s, node, checkpoint, attempts, started_unix_ns, finished_unix_ns, members, generation) "
+        "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17) "
         "ON CONFLICT (job_id, idx) DO UPDATE SET state = excluded.state, step = excluded.step, "
         "loss = excluded.loss, first_loss = excluded.first_loss, tokens_per_s = excluded.tokens_per_s, "
         "node = excluded.node, checkpoint = excluded.checkpoint, attempts = excluded.attempts, "
-        "started_unix_ns = excluded.started_unix_ns, finished_unix_ns = excluded.finished_unix_ns",
+        "started_unix_ns = excluded.started_unix_ns, finished_unix_ns = excluded.finished_unix_ns, "
+        "members = excluded.members, generation = excluded.generation",
         {j.id, static_cast<std::int64_t>(i), s.name, s.config_toml, s.state, static_cast<std::int64_t>(s.step),
          static_cast<std::int64_t>(s.total_steps), s.loss, s.first_loss, s.tokens_per_s, s.node, s.checkpoint,
-         static_cast<std::int64_t>(s.attempts), s.started_ns, s.finished_ns});
+         static_cast<std::int64_t>(s.attempts), s.started_ns, s.finished_ns, members_json(s),
+         static_cast<std::int64_t>(s.generation)});
     if (!w) return w.err();
   }
   return ok_status();
@@ -167,10 +191,11 @@ status save_stage(store::transaction& tx, const job_rec& j, std::size_t i) {
   const stage_rec& s = j.stages.at(i);
   auto w = tx.exec(
       "UPDATE job_stages SET state = $3, step = $4, loss = $5, first_loss = $6, tokens_per_s = $7, node = $8, "
-      "checkpoint = $9, attempts = $10, started_unix_ns = $11, finished_unix_ns = $12 "
-      "WHERE job_id = $1 AND idx = $2",
+      "checkpoint = $9, attempts = $10, started_unix_ns = $11, finished_unix_ns = $12, members = $13, "
+      "generation = $14 WHERE job_id = $1 AND idx = $2",
       {j.id, static_cast<std::int64_t>(i), s.state, static_cast<std::int64_t>(s.step), s.loss, s.first_loss,
-       s.tokens_per_s, s.node, s.checkpoint, static_cast<std::int64_t>(s.attempts), s.started_ns, s.finished_ns});
+       s.tokens_per_s, s.node, s.checkpoint, static_cast<std::int64_t>(s.attempts), s.started_ns, s.finished_ns,
+       members_json(s), static_cast<std::int64_t>(s.generation)});
   if (!w) return w.err();
   if (*w != 1) return make_error(errc::not_found, "no stage " + std::to_string(i) + " of job " + j.id);
   return ok_status();

@@ -22,7 +22,12 @@ struct stage_rec {
   std::string state = "pending";  // pending, queued, running, succeeded, failed, cancelled
   std::uint64_t step = 0, total_steps = 0;
   double loss = 0, first_loss = 0, tokens_per_s = 0;
-  std::string node;        // the trainer running it, or that ran it last
+  std::string node;        // the trainer running it (rank 0 of its group), or that ran it last
+  std::vector<std::string> members;  // the group by rank while placed; empty while queued
+  std::uint64_t generation = 0;      // formations of the group so far (migration v3)
+  // Not stored: from config_toml's [parallel] (job_template::trainers_of) on load.
+  std::uint32_t min_trainers = 1, max_trainers = 1;
+  std::uint32_t regroups = 0;        // re-formations asked by members since the scheduler started
   std::string checkpoint;  // latest snapshot reported
   std::uint32_t attempts = 0;
   std::int64_t started_ns = 0, finished_ns = 0;
@@ -46,8 +51,10 @@ struct job_event {
   std::string stage, kind, text;
 };
 
-// The scheduler's migration v2 (jobs, job_stages, job_events).
+// The scheduler's migration v2 (jobs, job_stages, job_events) and v3 (a
+// stage's group: members by rank and its generation).
 const store::migration& jobs_migration();
+const store::migration& groups_migration();
 
 result<std::vector<job_rec>> load_jobs(store::transaction& tx);
 // Inserts or updates the job row and all its stage rows.

@@ -10,12 +10,55 @@
 namespace loom::scheduler {
 namespace {
 
-const std::set<std::string, std::less<>> run_sections = {"model", "data", "train", "optim", "checkpoint", "anomaly"};
+const std::set<std::string, std::less<>> run_sections = {"model",      "data",    "train",   "optim",
+                                                         "checkpoint", "anomaly", "parallel"};
 
 const std::map<std::string, std::string, std::less<>> shortcuts = {
     {"dataset", "data.dataset"}, {"text", "data.text"},   {"sft", "data.sft"},       {"shards", "data.shards"},
     {"steps", "train.steps"},    {"lr", "optim.lr"},       {"seed", "train.seed"},    {"batch", "train.batch"},
-    {"seq_len", "train.seq_len"}, {"threads", "train.threads"}};
+    {"seq_len", "train.seq_len"}, {"threads", "train.threads"}, {"trainers", "parallel.trainers"}};
+
+// The most trainers one stage may span (a sanity bound: a typo of 1000 is refused).
+constexpr std::int64_t max_group = 64;
+
+// [parallel] of one resolved stage: trainers = N (a gang), or min_trainers /
+// max_trainers (elastic). Each trainer takes whole micro-batches of a step, so
+// the group can be no larger than train.grad_accum.
+result<std::pair<std::uint32_t, std::uint32_t>> group_range(const toml::table& cfg, const std::string& where) {
+  auto number = [&](std::string_view key, std::int64_t fallback) -> result<std::int64_t> {
+    const toml::node* n = cfg["parallel"][key].node();
+    if (!n) return fallback;
+    auto v = n->value_exact<std::int64_t>();
+    if (!v || *v < 1 || *v > max_group)
+      return make_error(errc::invalid_argument, where + ": parallel." + std::string(key) + " must be an integer in [1, " +
+                                                    std::to_string(max_group) + "]");
+    return *v;
+  };
+  if (const toml::node* p = cfg["parallel"].node(); p && !p->is_table())
+    return make_error(errc::invalid_argument, where + ": [parallel] must be a table");
+  if (const toml::table* p = cfg["parallel"].as_table())
+    for (auto&& [k, v] : *p)
+      if (k.str() != "trainers" && k.str() != "min_trainers" && k.str() != "max_trainers" && k.str() != "timeout_s")
+        return make_error(errc::invalid_argument, where + ": parallel." + std::string(k.str()) +
+                                                      " is not a known key (trainers, min_trainers, max_trainers, timeout_s)");
+  auto n = number("trainers", 0);
+  if (!n) return n.err();
+  auto lo = number("min_trainers", *n ? *n : 1);
+  if (!lo) return lo.err();
+  auto hi = number("max_trainers", *n ? *n : *lo);
+  if (!hi) return hi.err();
+  if (*lo > *hi)
+    return make_error(errc::invalid_argument, where + ": parallel.min_trainers " + std::to_string(*lo) +
+                                                  " exceeds parallel.max_trainers " + std::to_string(*hi));
+  const std::int64_t accum = cfg["train"]["grad_accum"].value_or<std::int64_t>(1);
+  if (*hi > accum)
+    return make_error(errc::invalid_argument,
+                      where + ": " + std::to_string(*hi) + " trainers but train.grad_accum is " + std::to_string(accum) +
+                          ": each trainer takes whole micro-batches of a step, so set train.grad_accum to at least " +
+                          std::to_string(*hi) + " (the step's tokens are then batch x seq_len x grad_accum, whatever "
+                                                "the group's size)");
+  return std::pair<std::uint32_t, std::uint32_t>{static_cast<std::uint32_t>(*lo), static_cast<std::uint32_t>(*hi)};
+}
 
 error bad(std::string_view tmpl, const std::string& why) {
   return make_error(errc::invalid_argument, "template " + std::string(tmpl) + ": " + why);
@@ -112,7 +155,8 @@ result<job_plan> resolve_template(std::string_view tmpl, std::string_view text,
       if (!v.is_table()) return bad(tmpl, "[" + key + "] must be a table");
       base.insert(key, *v.as_table());
     } else {
-      return bad(tmpl, "[" + key + "] is not a section (job, stage, model, data, train, optim, checkpoint, anomaly)");
+      return bad(tmpl,
+                 "[" + key + "] is not a section (job, stage, model, data, train, optim, checkpoint, anomaly, parallel)");
     }
   }
   if (stage_tables)
@@ -137,7 +181,7 @@ result<job_plan> resolve_template(std::string_view tmpl, std::string_view text,
     auto dot = key.find('.');
     if (dot == std::string::npos)
       return bad(tmpl, "--set " + kv + ": unknown key (shortcuts: dataset text sft shards steps lr seed batch "
-                       "seq_len threads; else section.key or stage.section.key)");
+                       "seq_len threads trainers; else section.key or stage.section.key)");
     const std::string first = key.substr(0, dot);
     if (std::find(stage_names.begin(), stage_names.end(), first) != stage_names.end()) {
       std::string rest = key.substr(dot + 1);
@@ -163,12 +207,26 @@ result<job_plan> resolve_template(std::string_view tmpl, std::string_view text,
     sp.name = name;
     if (const toml::table* tr = cfg["train"].as_table())
       if (auto steps = (*tr)["steps"].value<std::int64_t>()) sp.total_steps = static_cast<std::uint64_t>(*steps);
+    auto range = group_range(cfg, "template " + std::string(tmpl) + ", stage " + name);
+    if (!range) return range.err();
+    sp.min_trainers = range->first;
+    sp.max_trainers = range->second;
     std::ostringstream os;
     os << toml::toml_formatter(cfg);
     sp.config_toml = os.str() + "\n";
     plan.stages.push_back(std::move(sp));
   }
   return plan;
+}
+
+result<std::pair<std::uint32_t, std::uint32_t>> trainers_of(std::string_view config_toml) {
+  toml::table cfg;
+  try {
+    cfg = toml::parse(config_toml, std::string_view("stage config"));
+  } catch (const toml::parse_error& e) {
+    return make_error(errc::corruption, "stage config: " + std::string(e.description()));
+  }
+  return group_range(cfg, "stage config");
 }
 
 }  // namespace loom::scheduler

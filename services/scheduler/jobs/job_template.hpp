@@ -5,11 +5,14 @@
 //   [job]                     name, priority ("low" | "normal" | "high"),
 //                             stages = ["pretrain", "sft"]   (default ["pretrain"])
 //   [model] [data] [train] [optim] [checkpoint] [anomaly]    shared by every stage
+//   [parallel]                trainers = N (a gang of N trainers, data-parallel), or
+//                             min_trainers / max_trainers (elastic: any size in the range);
+//                             at most train.grad_accum (each trainer takes whole micro-batches)
 //   [stage.sft]               "train.steps" = 100, "data.format" = "sft", ...  (one stage)
 //
 // Overrides, applied last: "section.key=value" (every stage),
 // "stage.section.key=value" (one stage), or a shortcut (every stage):
-//   dataset text sft shards steps lr seed batch seq_len threads
+//   dataset text sft shards steps lr seed batch seq_len threads trainers
 // A stage after the first starts from its predecessor's final checkpoint
 // (the scheduler fills model.init_from when it places the stage).
 // Values are validated in full by the trainer (run_config); here: TOML syntax,
@@ -18,8 +21,10 @@
 
 #include "libs/status/status.hpp"
 
+#include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace loom::scheduler {
@@ -28,6 +33,7 @@ struct stage_plan {
   std::string name;
   std::string config_toml;  // the resolved run config
   std::uint64_t total_steps = 0;
+  std::uint32_t min_trainers = 1, max_trainers = 1;  // [parallel]: the group's size range
 };
 
 struct job_plan {
@@ -40,6 +46,10 @@ struct job_plan {
 result<job_plan> resolve_template(std::string_view template_name, std::string_view toml,
                                   const std::vector<std::string>& overrides);
 
-int priority_of(std::string_view cls);  // low 0, normal 1, high 2; -1 unknown
+int priority_of(std::string_view cls);
+
+// The [parallel] size range of a resolved stage config (what resolve_template
+// wrote): {min, max} trainers.
+result<std::pair<std::uint32_t, std::uint32_t>> trainers_of(std::string_view config_toml);  // low 0, normal 1, high 2; -1 unknown
 
 }  // namespace loom::scheduler

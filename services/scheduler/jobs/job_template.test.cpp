@@ -74,3 +74,42 @@ TEST_CASE("priority classes are ordered low < normal < high") {
   CHECK(priority_of("normal") < priority_of("high"));
   CHECK(priority_of("urgent") == -1);
 }
+
+TEST_CASE("[parallel] gives each stage its trainer group: a gang, an elastic range, or one trainer") {
+  auto one = resolve_template("p", pipeline, {"text=c.txt"});
+  REQUIRE(one.ok());
+  CHECK(one->stages[0].min_trainers == 1);
+  CHECK(one->stages[0].max_trainers == 1);
+
+  auto gang = resolve_template("p", pipeline, {"text=c.txt", "train.grad_accum=4", "pretrain.trainers=2"});
+  REQUIRE(gang.ok());
+  CHECK(gang->stages[0].min_trainers == 2);
+  CHECK(gang->stages[0].max_trainers == 2);
+  CHECK(gang->stages[1].max_trainers == 1);  // only pretrain was given two
+  auto back = trainers_of(gang->stages[0].config_toml);
+  REQUIRE(back.ok());
+  CHECK(back->first == 2);
+  CHECK(back->second == 2);
+
+  auto elastic = resolve_template("p", pipeline,
+                                  {"text=c.txt", "train.grad_accum=4", "parallel.min_trainers=1", "parallel.max_trainers=4"});
+  REQUIRE(elastic.ok());
+  CHECK(elastic->stages[1].min_trainers == 1);
+  CHECK(elastic->stages[1].max_trainers == 4);
+}
+
+TEST_CASE("[parallel] refuses a group larger than train.grad_accum, min above max, and unknown keys, naming them") {
+  auto big = resolve_template("p", pipeline, {"text=c.txt", "trainers=2"});
+  REQUIRE(!big.ok());
+  CHECK(big.err().message.find("stage pretrain: 2 trainers but train.grad_accum is 1") != std::string::npos);
+  auto inverted = resolve_template("p", pipeline,
+                                   {"text=c.txt", "train.grad_accum=8", "parallel.min_trainers=3", "parallel.max_trainers=2"});
+  REQUIRE(!inverted.ok());
+  CHECK(inverted.err().message.find("parallel.min_trainers 3 exceeds parallel.max_trainers 2") != std::string::npos);
+  auto unknown = resolve_template("p", pipeline, {"text=c.txt", "parallel.ranks=2"});
+  REQUIRE(!unknown.ok());
+  CHECK(unknown.err().message.find("parallel.ranks is not a known key") != std::string::npos);
+  auto zero = resolve_template("p", pipeline, {"text=c.txt", "trainers=0"});
+  REQUIRE(!zero.ok());
+  CHECK(zero.err().message.find("parallel.trainers must be an integer in [1, 64]") != std::string::npos);
+}

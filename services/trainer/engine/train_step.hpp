@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 
 #include "libs/status/status.hpp"
@@ -26,10 +27,21 @@ struct step_stats {
   float lr = 0;
 };
 
-// Each micro-batch's loss counts 1/k (k = micro.size()). grad_clip <= 0 turns
-// clipping off. step counts from 0 (the schedule's step). On an error nothing
-// has been updated, but grads() may hold a partial sum.
-result<step_stats> train_step(gpt2& model, adamw& opt, const lr_schedule& schedule,
-                              float grad_clip, int step, std::span<const micro_batch> micro);
+// Data parallelism across trainer processes: this member computes micro.size()
+// of the step's total_micro micro-batches; all_reduce_sum sums a buffer over
+// every member in place (the trainer service passes libs/collective's ring).
+// Gradients and loss are summed before the norm, the clip and the update, so
+// every member applies the same update to the same parameters.
+struct data_parallel {
+  int total_micro = 0;
+  std::function<status(std::span<float>)> all_reduce_sum;
+};
+
+// Each micro-batch's loss counts 1/k (k = micro.size(), or dp->total_micro).
+// grad_clip <= 0 turns clipping off. step counts from 0 (the schedule's step).
+// On an error (a failed all-reduce included) nothing has been updated, but
+// grads() may hold a partial sum.
+result<step_stats> train_step(gpt2& model, adamw& opt, const lr_schedule& schedule, float grad_clip, int step,
+                              std::span<const micro_batch> micro, const data_parallel* dp = nullptr);
 
 }  // namespace loom::engine

@@ -22,6 +22,33 @@ metrics_log::~metrics_log() {
   if (f_) std::fclose(f_);
 }
 
+namespace {
+// The complete lines with step <= keep_through (a torn last line is dropped).
+void kept_lines(const std::string& path, std::uint64_t keep_through, std::string* kept, std::vector<float>& losses) {
+  auto old = files::read_file(path);
+  if (!old) return;
+  std::size_t pos = 0;
+  while (pos < old->size()) {
+    std::size_t nl = old->find('\n', pos);
+    if (nl == std::string::npos) break;  // a torn last line: dropped
+    std::string_view line(old->data() + pos, nl - pos);
+    auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object() && j.contains("step") && j["step"].is_number_unsigned() &&
+        j["step"].get<std::uint64_t>() <= keep_through && j.contains("loss") && j["loss"].is_number()) {
+      if (kept) kept->append(line).push_back('\n');
+      losses.push_back(j["loss"].get<float>());
+    }
+    pos = nl + 1;
+  }
+}
+}  // namespace
+
+result<std::vector<float>> metrics_log::read_losses(const std::string& path, std::uint64_t keep_through) {
+  std::vector<float> losses;
+  kept_lines(path, keep_through, nullptr, losses);
+  return losses;
+}
+
 result<std::vector<float>> metrics_log::open(const std::string& path, std::uint64_t keep_through) {
   if (f_) {
     std::fclose(f_);
@@ -30,21 +57,7 @@ result<std::vector<float>> metrics_log::open(const std::string& path, std::uint6
   path_ = path;
   std::string kept;
   std::vector<float> losses;
-  if (auto old = files::read_file(path); old) {
-    std::size_t pos = 0;
-    while (pos < old->size()) {
-      std::size_t nl = old->find('\n', pos);
-      if (nl == std::string::npos) break;  // a torn last line: dropped
-      std::string_view line(old->data() + pos, nl - pos);
-      auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-      if (j.is_object() && j.contains("step") && j["step"].is_number_unsigned() &&
-          j["step"].get<std::uint64_t>() <= keep_through && j.contains("loss") && j["loss"].is_number()) {
-        kept.append(line).push_back('\n');
-        losses.push_back(j["loss"].get<float>());
-      }
-      pos = nl + 1;
-    }
-  }
+  kept_lines(path, keep_through, &kept, losses);
   if (auto st = files::write_atomic(path, kept); !st) return st.err();
   f_ = std::fopen(path.c_str(), "a");
   if (!f_) return make_error(errc::internal, "metrics " + path + ": " + std::strerror(errno));

@@ -34,6 +34,9 @@ class metrics_log {
   // Keeps the lines with step <= keep_through (0: none) and opens for append.
   // Returns the kept lines' losses, oldest first.
   result<std::vector<float>> open(const std::string& path, std::uint64_t keep_through);
+  // The losses of the lines with step <= keep_through, oldest first, without
+  // writing: what the other members of a trainer group read (rank 0 writes).
+  static result<std::vector<float>> read_losses(const std::string& path, std::uint64_t keep_through);
   // Appends and flushes one line (to the kernel: survives kill -9 of this process).
   status append(const step_record& r);
 

@@ -10,6 +10,7 @@
 #include "services/trainer/run/sampler.hpp"
 #include "services/trainer/run/snapshot_io.hpp"
 #include "services/trainer/run/training_run.hpp"
+#include "services/trainer/run/run_testing.hpp"
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
@@ -23,43 +24,10 @@
 
 using namespace loom;
 using namespace loom::trainer;
+using namespace loom::trainer::testing;
 namespace fs = std::filesystem;
 
 namespace {
-
-// A dataset of `docs` documents of a noisy counting pattern over 64 ids: learnable.
-std::string make_shards(const std::string& dir) {
-  shards::writer_options opt;
-  opt.dir = dir;
-  auto w = shards::shard_writer::create(opt);
-  REQUIRE(w.ok());
-  std::mt19937 rng(11);
-  for (int d = 0; d < 40; ++d) {
-    std::vector<std::uint32_t> doc(50);
-    std::uint32_t x = rng() % 64;
-    for (auto& id : doc) {
-      id = x;
-      x = (x + 1 + (rng() % 8 == 0 ? rng() % 3 : 0)) % 64;
-    }
-    REQUIRE(w->append(doc).ok());
-  }
-  REQUIRE(w->finish().ok());
-  return dir;
-}
-
-run_config small_config(const std::string& shards, const std::string& out, int steps = 12,
-                        std::vector<std::string> extra = {}) {
-  std::string toml = "[model]\nlayers = 2\nheads = 2\nchannels = 32\nmax_seq_len = 16\nvocab = 64\n"
-                     "[data]\nshards = \"" + shards + "\"\n"
-                     "[train]\nbatch = 2\nseq_len = 8\ngrad_accum = 2\nseed = 5\nthreads = 2\n"
-                     "[optim]\nlr = 0.01\nmin_lr = 0.001\nwarmup_steps = 2\n"
-                     "[checkpoint]\nevery_steps = 4\nkeep = 10\n"
-                     "[output]\ndir = \"" + out + "\"\n";
-  extra.push_back("train.steps=" + std::to_string(steps));
-  auto c = parse_run_config(toml, "/test/run.toml", extra);
-  REQUIRE(c.ok());
-  return *c;
-}
 
 // The metrics lines without the timing fields, which differ run to run.
 std::vector<std::string> losses(const std::string& out) {

@@ -25,6 +25,7 @@ const std::map<std::string, std::set<std::string>, std::less<>>& known_keys() {
       {"checkpoint", {"every_steps", "every_minutes", "keep"}},
       {"anomaly", {"spike_zscore", "spike_window", "max_rollbacks"}},
       {"output", {"dir"}},
+      {"parallel", {"trainers", "min_trainers", "max_trainers", "timeout_s"}},
   };
   return k;
 }
@@ -117,7 +118,7 @@ status check_known_keys(const toml::table& root, const std::string& origin) {
     auto it = known_keys().find(sec.str());
     if (it == known_keys().end())
       return bad(where(origin, node), "[" + std::string(sec.str()) + "]",
-                 "is not a section (known: model, data, train, optim, checkpoint, anomaly, output)");
+                 "is not a section (known: model, data, train, optim, checkpoint, anomaly, output, parallel)");
     const toml::table* t = node.as_table();
     if (!t) return bad(where(origin, node), std::string(sec.str()), "must be a table");
     for (auto&& [key, value] : *t)
@@ -229,6 +230,11 @@ result<run_config> parse_run_config(std::string_view text, const std::string& or
   r.integer("anomaly", "spike_window", c.spike_window, 2, 1 << 20);
   r.integer("anomaly", "max_rollbacks", c.max_rollbacks, 0, 1 << 20);
   r.path("output", "dir", c.out_dir);
+  int group_size = 1;  // the scheduler sizes the group; here only the values' form is checked
+  r.integer("parallel", "trainers", group_size, 1, 64);
+  r.integer("parallel", "min_trainers", group_size, 1, 64);
+  r.integer("parallel", "max_trainers", group_size, 1, 64);
+  r.real("parallel", "timeout_s", c.parallel_timeout_s, 1.0, 86400.0);
   if (r.first_error) return *r.first_error;
 
   auto bad_cfg = [&](const std::string& why) { return make_error(errc::invalid_argument, origin + ": " + why); };

@@ -12,6 +12,10 @@
 //   [checkpoint]  every_steps every_minutes keep
 //   [anomaly]     spike_zscore spike_window max_rollbacks
 //   [output]      dir
+//   [parallel]    trainers min_trainers max_trainers timeout_s   (the scheduler sizes the
+//                 group from the first three; a run in a group of W trainers computes
+//                 grad_accum / W of each step's micro-batches, so the numbers do not
+//                 depend on W except for the order of the float sums)
 // A job template's [job] and [stage.*] sections are ignored here (the
 // scheduler reads them), so one template file serves both.
 #pragma once
@@ -72,6 +76,10 @@ struct run_config {
   int max_rollbacks = 10;
 
   std::string out_dir;
+
+  // Data-parallel group: no word from the previous member for this long ends
+  // the step with an error (the trainer then asks the scheduler to re-form the group).
+  double parallel_timeout_s = 120;
 
   engine::lr_schedule schedule() const;
   // SHA-256 hex over every field that changes the numbers (model, data source,

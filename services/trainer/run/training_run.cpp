@@ -70,6 +70,27 @@ status set_aside_newer(const std::string& root, std::uint64_t step, const run_op
   return files::fsync_dir(root);
 }
 
+// A group's start: every member learns the step of the snapshot rank 0
+// resumes from (0: none) and checks that all run the same numbers (run_hash).
+// One all-reduce of 4 + 32 floats: the step in 16-bit pieces from rank 0, and
+// every member's hash bytes, whose sums are world x one's own when all agree.
+result<std::uint64_t> agree_start(const run_options::group_member& g, std::uint64_t step, const std::string& run_hash) {
+  std::vector<float> v(4 + 32, 0.0f);
+  if (g.rank == 0)
+    for (int k = 0; k < 3; ++k) v[k] = static_cast<float>((step >> (16 * k)) & 0xffff);
+  for (int k = 0; k < 32; ++k) v[4 + k] = static_cast<float>(std::stoi(run_hash.substr(2 * k, 2), nullptr, 16));
+  const std::vector<float> mine(v.begin() + 4, v.end());
+  if (auto st = g.all_reduce_sum(v); !st) return st.err();
+  for (int k = 0; k < 32; ++k)
+    if (v[4 + k] != mine[k] * static_cast<float>(g.world))
+      return make_error(errc::conflict, fmt("trainer group: member %u's configuration, data or thread count differs "
+                                            "from another member's (run hash %s...): a group must run one config",
+                                            g.rank, run_hash.substr(0, 12).c_str()));
+  std::uint64_t agreed = 0;
+  for (int k = 0; k < 3; ++k) agreed |= static_cast<std::uint64_t>(v[k]) << (16 * k);
+  return agreed;
+}
+
 }  // namespace
 
 result<run_summary> run_training(const run_config& given, const run_options& o) {
@@ -78,6 +99,16 @@ result<run_summary> run_training(const run_config& given, const run_options& o) 
     return make_error(errc::invalid_argument, "no output directory: set output.dir or pass --out DIR");
   if (auto st = files::make_dirs(c.out_dir); !st) return st.err();
   const std::string ckpt_root = c.out_dir + "/checkpoints";
+  const auto& group = o.group;
+  const bool lead = group.rank == 0;  // the member that writes out_dir
+  if (group.world > 1 && (!group.all_reduce_sum || group.rank >= group.world))
+    return make_error(errc::invalid_argument, fmt("trainer group: rank %u of %u without an all-reduce", group.rank,
+                                                  group.world));
+  if (group.world > static_cast<std::uint32_t>(c.grad_accum))
+    return make_error(errc::invalid_argument,
+                      fmt("trainer group of %u but train.grad_accum is %d: each member takes whole micro-batches",
+                          group.world, c.grad_accum));
+  const std::string work_dir = lead ? c.out_dir : c.out_dir + fmt("/rank-%u", group.rank);
   const int threads = c.threads > 0 ? c.threads : std::max(1u, std::thread::hardware_concurrency());
   engine::kernels::set_threads(threads);
 
@@ -92,7 +123,7 @@ result<run_summary> run_training(const run_config& given, const run_options& o) 
   const bool sft = c.format == "sft";
   if (!c.dataset.empty() && c.text.empty() && c.sft.empty()) {
     if (sft) {  // records from the dataset: its chat records, or pairs of its paragraphs
-      auto prepared = prepare_sft_from_dataset(data_dir, c.out_dir + "/data", c.tokenizer);
+      auto prepared = prepare_sft_from_dataset(data_dir, work_dir + "/data", c.tokenizer);
       if (!prepared) return prepared.err();
       data_dir = *prepared;
     } else if (!c.tokenizer.empty()) {
@@ -101,9 +132,9 @@ result<run_summary> run_training(const run_config& given, const run_options& o) 
                             c.tokenizer + " applies to data.text and data.sft only");
     }
   } else if (!c.text.empty() || !c.sft.empty()) {
-    auto prepared = sft ? prepare_sft_dataset(c.text.empty() ? c.sft : c.text, !c.text.empty(), c.out_dir + "/data",
+    auto prepared = sft ? prepare_sft_dataset(c.text.empty() ? c.sft : c.text, !c.text.empty(), work_dir + "/data",
                                               c.tokenizer)
-                        : prepare_text_dataset(c.text, c.out_dir + "/data", c.tokenizer);
+                        : prepare_text_dataset(c.text, work_dir + "/data", c.tokenizer);
     if (!prepared) return prepared.err();
     data_dir = *prepared;
   }
@@ -125,6 +156,13 @@ result<run_summary> run_training(const run_config& given, const run_options& o) 
     return engine::gpt2::create(c.model, c.batch, c.seq_len);
   };
   auto made = create();
+  // A group must agree on the micro-batch (the members split one data stream):
+  // out of memory there is an error naming what to change.
+  if (!made && made.code() == errc::resource_exhausted && group.world > 1)
+    return make_error(errc::resource_exhausted,
+                      fmt("out of memory at micro-batch %d in a group of %u trainers (%s): set train.batch lower "
+                          "and train.grad_accum higher for the whole group",
+                          c.batch, group.world, made.err().message.c_str()));
   while (!made && made.code() == errc::resource_exhausted && c.batch > 1) {
     say(o, fmt("out of memory at micro-batch %d (%s): micro-batch %d, accumulation %d", c.batch,
                made.err().message.c_str(), c.batch / 2, c.grad_accum * 2));
@@ -140,7 +178,9 @@ result<run_summary> run_training(const run_config& given, const run_options& o) 
   std::uint64_t tokens_seen = 0;
 
   std::optional<opened_snapshot> resumed;
-  if (o.resume) {
+  if (!lead) {
+    // Opened below, once rank 0 has said which.
+  } else if (o.resume) {
     auto snap = open_snapshot(ckpt_root, *key);
     if (snap) {
       resumed = std::move(*snap);
@@ -153,6 +193,15 @@ result<run_summary> run_training(const run_config& given, const run_options& o) 
     return make_error(errc::already_exists, ckpt_root + " already holds snapshots: pass --resume to continue "
                                                         "that run, or choose another output directory");
   }
+  if (group.world > 1) {
+    auto agreed = agree_start(group, resumed ? resumed->state.step : 0, run_hash);
+    if (!agreed) return agreed.err();
+    if (!lead && *agreed > 0) {
+      auto snap = open_snapshot(ckpt_root + "/" + ckpt::step_dir_name(*agreed), *key);
+      if (!snap) return snap.err();
+      resumed = std::move(*snap);
+    }
+  }
   if (resumed) {
     for (const auto& w : resumed->where.warnings) say(o, "warning: " + w);
     if (resumed->state.config_hash != run_hash)
@@ -162,7 +211,8 @@ result<run_summary> run_training(const run_config& given, const run_options& o) 
                                             run_hash.substr(0, 12) + "): resuming would not continue that run");
     if (auto st = load_params(*resumed, model); !st) return st.err();
     if (auto st = load_optimizer(*resumed, opt); !st) return st.err();
-    if (auto st = set_aside_newer(ckpt_root, resumed->state.step, o); !st) return st.err();
+    if (lead)
+      if (auto st = set_aside_newer(ckpt_root, resumed->state.step, o); !st) return st.err();
     sum.first_step = resumed->state.step;
     start_cursor = resumed->state.cursor;
     tokens_seen = resumed->state.tokens_seen;
@@ -188,21 +238,27 @@ result<run_summary> run_training(const run_config& given, const run_options& o) 
   auto ld = shards::loader::create(*ds, lo, start_cursor);
   if (!ld) return ld.err();
 
-  metrics_log metrics;
-  auto history = metrics.open(c.out_dir + "/metrics.jsonl", sum.first_step);
+  metrics_log metrics;  // rank 0 writes it; the others read its history (the spike check must agree)
+  const std::string metrics_path = c.out_dir + "/metrics.jsonl";
+  auto history = lead ? metrics.open(metrics_path, sum.first_step) : metrics_log::read_losses(metrics_path, sum.first_step);
   if (!history) return history.err();
   std::vector<float> recent = std::move(*history);  // losses so far, for the spike check
   std::vector<shards::cursor> skipped = resumed ? resumed->state.skipped : std::vector<shards::cursor>{};
   int rollbacks = 0;
 
   // Every buffer of the loop, allocated once.
+  // This member's micro-batches of a step: k = rank, rank + world, ... < grad_accum.
   const std::size_t bt = std::size_t(c.batch) * std::size_t(c.seq_len);
+  const std::uint32_t world = std::max<std::uint32_t>(1, group.world);
+  const int own = static_cast<int>((static_cast<std::uint32_t>(c.grad_accum) - group.rank + world - 1) / world);
   std::vector<std::uint32_t> in_u(bt), tg_u(bt);
-  std::vector<std::vector<std::int32_t>> inputs(c.grad_accum, std::vector<std::int32_t>(bt)),
-      targets(c.grad_accum, std::vector<std::int32_t>(bt));
-  std::vector<std::vector<float>> weights(sft ? c.grad_accum : 0, std::vector<float>(bt));
-  std::vector<engine::micro_batch> micro(c.grad_accum);
-  for (int k = 0; k < c.grad_accum; ++k) micro[k] = {inputs[k], targets[k], sft ? std::span<const float>(weights[k]) : std::span<const float>()};
+  std::vector<std::vector<std::int32_t>> inputs(own, std::vector<std::int32_t>(bt)),
+      targets(own, std::vector<std::int32_t>(bt));
+  std::vector<std::vector<float>> weights(sft ? own : 0, std::vector<float>(bt));
+  std::vector<engine::micro_batch> micro(own);
+  for (int k = 0; k < own; ++k) micro[k] = {inputs[k], targets[k], sft ? std::span<const float>(weights[k]) : std::span<const float>()};
+  engine::data_parallel dp{c.grad_accum, group.all_reduce_sum};
+  const engine::data_parallel* dp_ptr = group.world > 1 ? &dp : nullptr;
   // Tokens with sft_masked_bit are context, not targets (sft_data.hpp). A window
   // that holds no target at all (inside a long prompt) trains on every token.
   auto unpack = [&](int k) {
@@ -247,11 +303,14 @@ result<run_summary> run_training(const run_config& given, const run_options& o) 
   // Rolls back to the last snapshot after an anomalous step and marks its batch
   // to be skipped; the metrics log and the spike window go back with it.
   auto roll_back = [&](shards::cursor bad_batch, const std::string& why) -> status {
-    if (sum.snapshot.empty())
+    if (lead && sum.snapshot.empty())
       return make_error(errc::internal, why + "; no snapshot to roll back to");
     if (rollbacks >= c.max_rollbacks)
       return make_error(errc::internal, why + fmt("; %d rollbacks already (anomaly.max_rollbacks)", rollbacks));
-    auto back = open_snapshot(sum.snapshot, *key);
+    // The others go back to rank 0's latest: published before this step's all-reduce.
+    auto back = open_snapshot(lead ? sum.snapshot : ckpt_root, *key);
+    if (!back && !lead && back.code() == errc::not_found)
+      return make_error(errc::internal, why + "; no snapshot to roll back to");
     if (!back) return back.err();
     if (auto st = load_params(*back, model); !st) return st;
     if (auto st = load_optimizer(*back, opt); !st) return st;
@@ -265,7 +324,7 @@ result<run_summary> run_training(const run_config& given, const run_options& o) 
     auto again = shards::loader::create(*ds, lo, back->state.cursor);
     if (!again) return again.err();
     *ld = std::move(*again);
-    auto kept = metrics.open(c.out_dir + "/metrics.jsonl", step);
+    auto kept = lead ? metrics.open(metrics_path, step) : metrics_log::read_losses(metrics_path, step);
     if (!kept) return kept.err();
     recent = std::move(*kept);
     say(o, why + fmt("; rolled back to step %llu, skipping that batch (epoch %llu, window %llu)",
@@ -281,10 +340,24 @@ result<run_summary> run_training(const run_config& given, const run_options& o) 
     const bool skip = std::find(skipped.begin(), skipped.end(), at) != skipped.end();
     for (int k = 0; k < c.grad_accum; ++k) {
       if (auto st = ld->next(in_u, tg_u); !st) return st.err();
-      unpack(k);
+      if (static_cast<std::uint32_t>(k) % world == group.rank) unpack(k / static_cast<int>(world));
     }
     if (skip) continue;  // a batch an earlier rollback marked; the step count does not move
-    auto s = engine::train_step(model, opt, schedule, c.grad_clip, static_cast<int>(step), micro);
+    auto s = engine::train_step(model, opt, schedule, c.grad_clip, static_cast<int>(step), micro, dp_ptr);
+    if (!s && dp_ptr && o.stop && o.stop->load()) {
+      // Stopped while the group exchanged this step: the parameters are still
+      // the last step's, so rank 0 snapshots them — with the data cursor put
+      // back before this step's batches — and the run ends stopped.
+      if (lead && step > sum.first_step && sum.snapshot.find(ckpt::step_dir_name(step)) == std::string::npos) {
+        auto back = shards::loader::create(*ds, lo, at);
+        if (!back) return back.err();
+        *ld = std::move(*back);
+        if (auto st = snapshot(step); !st) return st.err();
+      }
+      sum.stopped = true;
+      say(o, fmt("stopped at step %llu (in the group's exchange)", static_cast<unsigned long long>(step)));
+      break;
+    }
     if (!s) return s.err();
     if (o.fault)
       if (auto f = o.fault(step + 1)) s->loss = *f;
@@ -314,7 +387,8 @@ result<run_summary> run_training(const run_config& given, const run_options& o) 
     tokens_seen += bt * std::size_t(c.grad_accum);
     sum.last_loss = s->loss;
     step_record rec{step, s->loss, s->lr, s->grad_norm, double(bt * c.grad_accum) / (ms / 1000.0), ms};
-    if (auto st = metrics.append(rec); !st) return st.err();
+    if (lead)
+      if (auto st = metrics.append(rec); !st) return st.err();
     if (o.on_step) o.on_step(rec);
     if (step % log_every == 0 || step == sum.first_step + 1 || step == total)
       say(o, fmt("step %6llu/%llu  loss %.4f  lr %.2e  norm %.3f  %.0f tok/s  %.1f ms",
@@ -325,7 +399,7 @@ result<run_summary> run_training(const run_config& given, const run_options& o) 
     const bool by_steps = c.every_steps > 0 && step % static_cast<std::uint64_t>(c.every_steps) == 0;
     const bool by_time = c.every_minutes > 0 &&
                          clock_type::now() - last_snapshot_time >= std::chrono::duration<double>(c.every_minutes * 60);
-    if (by_steps || by_time || step == total || stopping) {
+    if (lead && (by_steps || by_time || step == total || stopping)) {
       if (auto st = snapshot(step); !st) return st.err();
       last_snapshot_time = clock_type::now();
     }

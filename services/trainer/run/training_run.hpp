@@ -21,6 +21,7 @@
 #include <functional>
 #include <optional>
 #include <ostream>
+#include <span>
 #include <string>
 
 namespace loom::trainer {
@@ -39,6 +40,20 @@ struct run_options {
   // After an anomaly rolled the run back: the step that failed, the snapshot's
   // step it went back to, and why (the trainer service audits it).
   std::function<void(std::uint64_t bad_step, std::uint64_t back_to, const std::string& why)> on_rollback;
+  // Data parallelism (the trainer service's groups): member `rank` of `world`.
+  // Every member runs the same config over the same data stream and computes
+  // micro-batch k of each step when k % world == rank (world <= train.grad_accum);
+  // all_reduce_sum sums gradients and losses over the group, so the numbers
+  // are those of one trainer doing all the micro-batches, up to the order of
+  // the float sums, and bitwise the same for the same world. Rank 0 alone
+  // writes out_dir (snapshots, metrics.jsonl); every member starts from the
+  // snapshot rank 0 starts from (agreed through the group at start), and the
+  // others prepare their data under out_dir/rank-N/.
+  struct group_member {
+    std::uint32_t rank = 0, world = 1;
+    std::function<status(std::span<float>)> all_reduce_sum;
+  };
+  group_member group;
   // Tests only: true = allocating a model of this micro-batch fails (out of memory).
   std::function<bool(int batch)> fail_alloc;
   // Tests only: replaces the loss of a step (1-based) to exercise the anomaly path.

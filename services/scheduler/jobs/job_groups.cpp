@@ -1,0 +1,76 @@
+// job_manager's trainer groups: a stage's members by rank, their slots, the
+// group's generation, and the assignment each member is given.
+#include "services/scheduler/jobs/job_manager.hpp"
+
+namespace loom::scheduler {
+
+std::string job_manager::member_list(const stage_rec& s) const {
+  std::string out;
+  for (const auto& m : s.members) out += (out.empty() ? "" : ", ") + m;
+  return out;
+}
+
+void job_manager::set_members(job_rec& j, std::size_t i, std::vector<std::string> members) {
+  stage_rec& s = j.stages[i];
+  std::map<std::string, slot> kept;  // what each remaining member had reported
+  for (auto it = slots_.begin(); it != slots_.end();) {
+    if (it->second.job == j.id && it->second.stage == i) {
+      kept[it->first] = it->second;
+      it = slots_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  s.members = std::move(members);
+  s.node = s.members.empty() ? s.node : s.members.front();
+  ++s.generation;  // a new formation: every member restarts from the latest snapshot
+  for (std::uint32_t r = 0; r < s.members.size(); ++r) {
+    slot sl = kept.count(s.members[r]) ? kept[s.members[r]] : slot{};
+    sl.job = j.id;
+    sl.stage = i;
+    sl.rank = r;
+    sl.finished = false;
+    slots_[s.members[r]] = sl;
+  }
+}
+
+void job_manager::clear_members(job_rec& j, std::size_t i) {
+  for (auto it = slots_.begin(); it != slots_.end();)
+    it = (it->second.job == j.id && it->second.stage == i) ? slots_.erase(it) : std::next(it);
+  j.stages[i].members.clear();
+}
+
+void job_manager::regroup(job_rec& j, std::size_t i, const std::string& why, time_point now) {
+  stage_rec& s = j.stages[i];
+  ++s.generation;
+  for (auto& [node, sl] : slots_)
+    if (sl.job == j.id && sl.stage == i) sl.finished = false;
+  (void)record(j, s.name, "regroup",
+               why + "; the group (" + member_list(s) + ") re-forms as generation " + std::to_string(s.generation) +
+                   " from the latest checkpoint",
+               now);
+}
+
+std::optional<assignment> job_manager::assignment_of(const job_rec& j, std::size_t i, std::uint32_t rank) const {
+  const stage_rec& s = j.stages[i];
+  assignment a;
+  a.job = j.id;
+  a.stage = s.name;
+  a.config_toml = s.config_toml;
+  a.out_dir = j.out_dir + "/" + s.name;
+  if (i > 0) a.init_from = j.out_dir + "/" + j.stages[i - 1].name + "/checkpoints";
+  a.attempt = s.attempts;
+  a.rank = rank;
+  a.world = static_cast<std::uint32_t>(std::max<std::size_t>(1, s.members.size()));
+  a.generation = s.generation;
+  if (a.world > 1) {
+    for (const auto& m : s.members) {
+      auto p = peers_.find(m);
+      if (p == peers_.end() || p->second.endpoint.empty()) return std::nullopt;  // not heard from yet
+      a.peers.push_back(p->second);
+    }
+  }
+  return a;
+}
+
+}  // namespace loom::scheduler
