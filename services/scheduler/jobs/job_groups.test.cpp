@@ -3,6 +3,7 @@
 // regroup request re-forming the group, a lost member requeueing a gang and
 // shrinking an elastic group. Time is injected.
 #include "services/scheduler/jobs/job_manager.hpp"
+#include "services/scheduler/jobs/job_manager_testing.hpp"
 
 #include <doctest/doctest.h>
 
@@ -17,27 +18,8 @@ constexpr const char* gang_of_two =
     "\"parallel.trainers\" = 2\n";
 constexpr const char* elastic = "[train]\nsteps = 10\ngrad_accum = 4\n[parallel]\nmin_trainers = 1\nmax_trainers = 3\n";
 
-struct group_fixture {
-  time_point now = time_point{} + 1000s;
-  roster nodes;
-  job_manager jobs{nullptr, "/jobs"};
-
-  void add_trainer(const std::string& id) {
-    node n;
-    n.id = id;
-    n.service = "trainer";
-    n.zone = "local";
-    nodes.register_node(n, now);
-  }
-  const job_rec* submit(const std::string& req, const char* tmpl) {
-    submit_args a;
-    a.template_name = "t";
-    a.template_toml = tmpl;
-    auto r = jobs.submit(a, req, "alice", now);
-    REQUIRE(r.ok());
-    return r->first;
-  }
-  // Every poll says where the trainer's inbox is (tcp://<node>).
+struct group_fixture : testing::job_fixture {
+  const job_rec* submit(const std::string& req, const char* tmpl) { return submit_template(req, tmpl); }
   poll_answer poll(const std::string& node, const std::string& state, const std::string& job = "",
                    const std::string& stage = "", std::uint64_t generation = 0, std::uint64_t step = 0) {
     poll_report r;

@@ -1,6 +1,7 @@
 // The job manager without a store: submit, placement on live trainers, progress,
 // stage switch, trainer restart and loss, cancel. Time is injected.
 #include "services/scheduler/jobs/job_manager.hpp"
+#include "services/scheduler/jobs/job_manager_testing.hpp"
 
 #include <doctest/doctest.h>
 
@@ -12,26 +13,8 @@ namespace {
 
 constexpr const char* two_stages = "[job]\nstages = [\"pretrain\", \"sft\"]\n[train]\nsteps = 10\n";
 
-struct fixture {
-  time_point now = time_point{} + 1000s;
-  roster nodes;
-  job_manager jobs{nullptr, "/jobs"};
-
-  void add_trainer(const std::string& id) {
-    node n;
-    n.id = id;
-    n.service = "trainer";
-    n.zone = "local";
-    nodes.register_node(n, now);
-  }
-  const job_rec* submit(const std::string& req, const char* tmpl = two_stages) {
-    submit_args a;
-    a.template_name = "t";
-    a.template_toml = tmpl;
-    auto r = jobs.submit(a, req, "alice", now);
-    REQUIRE(r.ok());
-    return r->first;
-  }
+struct fixture : testing::job_fixture {
+  const job_rec* submit(const std::string& req, const char* tmpl = two_stages) { return submit_template(req, tmpl); }
   poll_answer poll(const std::string& node, const std::string& state, const std::string& job = "",
                    const std::string& stage = "", std::uint64_t step = 0) {
     poll_report r;
