@@ -214,7 +214,7 @@ void worker::train(std::shared_ptr<stage_run> run) {
     go.generation = run->generation;
     go.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(cfg->parallel_timeout_s * 1000));
     go.stop = &stop_training_;
-    for (const auto& p : run->peers) go.members.push_back({p.endpoint, p.public_key});
+    go.members = run->peers;
     auto joined = collective::group::join(*env_.ctx, env_.keys, *inbox_, std::move(go));
     if (!joined) return finish("regroup", "cannot join the group: " + joined.err().to_string());
     grp = std::move(*joined);
@@ -309,7 +309,7 @@ void worker::poll_loop() {
         run.rank = a.rank();
         run.world = std::max<std::uint32_t>(1, a.world());
         run.generation = a.generation();
-        for (const auto& p : a.peers()) run.peers.push_back({p.node(), p.endpoint(), p.public_key()});
+        for (const auto& p : a.peers()) run.peers.push_back({p.endpoint(), p.public_key()});
         start(std::move(run));
         continue;  // report "running" at once
       }

@@ -16,6 +16,8 @@
 // (the training thread at its next step, with a snapshot).
 #pragma once
 
+#include "libs/collective/ring.hpp"
+
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -28,9 +30,6 @@
 namespace loom::runtime {
 struct service_env;
 }
-namespace loom::collective {
-class inbox;
-}
 
 namespace loom::trainer {
 
@@ -42,15 +41,12 @@ class worker {
   worker& operator=(const worker&) = delete;
 
  private:
-  struct peer {
-    std::string node, endpoint, public_key;
-  };
   struct stage_run {
     std::string job, stage, config_toml, out_dir, init_from;
     std::uint32_t attempt = 0;
     std::uint32_t rank = 0, world = 1;
     std::uint64_t generation = 0;
-    std::vector<peer> peers;
+    std::vector<collective::member> peers;  // by rank
     std::string state = "running";  // running, succeeded, failed, stopped, regroup
     std::uint64_t step = 0, total_steps = 0;
     double loss = 0, first_loss = 0, tokens_per_s = 0;

@@ -4,23 +4,28 @@
 
 namespace loom::scheduler {
 
-std::string job_manager::member_list(const stage_rec& s) const {
+std::string job_manager::member_list(const std::vector<std::string>& nodes) {
   std::string out;
-  for (const auto& m : s.members) out += (out.empty() ? "" : ", ") + m;
+  for (const auto& m : nodes) out += (out.empty() ? "" : ", ") + m;
   return out;
 }
 
-void job_manager::set_members(job_rec& j, std::size_t i, std::vector<std::string> members) {
-  stage_rec& s = j.stages[i];
-  std::map<std::string, slot> kept;  // what each remaining member had reported
+std::map<std::string, job_manager::slot> job_manager::take_slots(const job_rec& j, std::size_t i) {
+  std::map<std::string, slot> taken;
   for (auto it = slots_.begin(); it != slots_.end();) {
     if (it->second.job == j.id && it->second.stage == i) {
-      kept[it->first] = it->second;
+      taken.insert(*it);
       it = slots_.erase(it);
     } else {
       ++it;
     }
   }
+  return taken;
+}
+
+void job_manager::set_members(job_rec& j, std::size_t i, std::vector<std::string> members) {
+  stage_rec& s = j.stages[i];
+  auto kept = take_slots(j, i);  // what each remaining member had reported
   s.members = std::move(members);
   s.node = s.members.empty() ? s.node : s.members.front();
   ++s.generation;  // a new formation: every member restarts from the latest snapshot
@@ -35,8 +40,7 @@ void job_manager::set_members(job_rec& j, std::size_t i, std::vector<std::string
 }
 
 void job_manager::clear_members(job_rec& j, std::size_t i) {
-  for (auto it = slots_.begin(); it != slots_.end();)
-    it = (it->second.job == j.id && it->second.stage == i) ? slots_.erase(it) : std::next(it);
+  take_slots(j, i);
   j.stages[i].members.clear();
 }
 
@@ -46,7 +50,7 @@ void job_manager::regroup(job_rec& j, std::size_t i, const std::string& why, tim
   for (auto& [node, sl] : slots_)
     if (sl.job == j.id && sl.stage == i) sl.finished = false;
   (void)record(j, s.name, "regroup",
-               why + "; the group (" + member_list(s) + ") re-forms as generation " + std::to_string(s.generation) +
+               why + "; the group (" + member_list(s.members) + ") re-forms as generation " + std::to_string(s.generation) +
                    " from the latest checkpoint",
                now);
 }

@@ -33,6 +33,16 @@ struct group_fixture : testing::job_fixture {
     r.peer_public_key = "key-" + node;
     return jobs.poll(r, now);
   }
+  // Two trainers, a gang-of-two job placed on them, both members told (polled idle once).
+  const job_rec* gang_on_two() {
+    add_trainer("t1");
+    add_trainer("t2");
+    jobs.tick(nodes, now);
+    const job_rec* j = submit("r1", gang_of_two);
+    poll(j->stages[0].members[0], "idle");
+    poll(j->stages[0].members[1], "idle");
+    return j;
+  }
 };
 
 }  // namespace
@@ -91,13 +101,8 @@ TEST_CASE_FIXTURE(group_fixture, "a gang of two waits for two trainers, then eac
 }
 
 TEST_CASE_FIXTURE(group_fixture, "a member that restarts or asks to regroup re-forms the group: a new generation for all") {
-  add_trainer("t1");
-  add_trainer("t2");
-  jobs.tick(nodes, now);
-  const job_rec* j = submit("r1", gang_of_two);
+  const job_rec* j = gang_on_two();
   const std::string m0 = j->stages[0].members[0], m1 = j->stages[0].members[1];
-  poll(m0, "idle");
-  poll(m1, "idle");
   poll(m0, "running", j->id, "pretrain", 1, 3);
   poll(m1, "running", j->id, "pretrain", 1, 3);
 
@@ -168,13 +173,8 @@ TEST_CASE_FIXTURE(group_fixture, "a lost member requeues a gang whole, and an el
 }
 
 TEST_CASE_FIXTURE(group_fixture, "a gang loses a member: the whole stage goes back to the queue until two trainers are free") {
-  add_trainer("t1");
-  add_trainer("t2");
-  jobs.tick(nodes, now);
-  const job_rec* j = submit("r1", gang_of_two);
+  const job_rec* j = gang_on_two();
   const std::string m0 = j->stages[0].members[0], m1 = j->stages[0].members[1];
-  poll(m0, "idle");
-  poll(m1, "idle");
   now += 5s;
   nodes.heartbeat(m0, now);
   jobs.tick(nodes, now);

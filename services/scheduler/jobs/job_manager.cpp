@@ -102,17 +102,17 @@ status job_manager::load(const roster& nodes, time_point now) {
       if (s.state == "running") {
         if (s.members.empty()) s.members = {s.node};  // a row from before groups (migration v3)
         std::vector<policy::node_id> held;
-        std::string dead;
+        std::vector<std::string> dead;
         for (const auto& m : s.members) {
           auto n = node_ids_.find(m);
           if (n != node_ids_.end() && in_policy_[m]) held.push_back(n->second);
-          else dead += (dead.empty() ? "" : ", ") + m;
+          else dead.push_back(m);
         }
         if (dead.empty()) {
           auto d = policy_.restore_running(spec_of(j, i), held, ms(now), ms(now));
           if (d) {
             for (std::uint32_t r = 0; r < s.members.size(); ++r) slots_[s.members[r]] = {id, i, r, false, 0, false};
-            (void)record(j, s.name, "reattached", "scheduler restarted; stage still on " + member_list(s), now, false);
+            (void)record(j, s.name, "reattached", "scheduler restarted; stage still on " + member_list(s.members), now, false);
             apply(*d, now);
             continue;
           }
@@ -120,7 +120,7 @@ status job_manager::load(const roster& nodes, time_point now) {
         s.state = "queued";
         clear_members(j, i);
         (void)record(j, s.name, "requeued",
-                     "scheduler restarted; trainer " + (dead.empty() ? s.node : dead) + " is not alive", now);
+                     "scheduler restarted; trainer " + (dead.empty() ? s.node : member_list(dead)) + " is not alive", now);
       }
       if (s.state == "queued") {
         auto d = policy_.submit(spec_of(j, i), ms(now));
@@ -200,7 +200,7 @@ void job_manager::apply(const policy::policy::decisions& ds, time_point now) {
       j.state = "running";
       set_members(j, i, std::move(members));
       (void)record(j, s.name, "placed",
-                   "on " + member_list(s) + " (attempt " + std::to_string(s.attempts) +
+                   "on " + member_list(s.members) + " (attempt " + std::to_string(s.attempts) +
                        (s.members.size() > 1 ? ", a group of " + std::to_string(s.members.size()) + ")" : ")"),
                    now);
     } else if (d.what == policy::action::grow || d.what == policy::action::shrink) {
@@ -212,10 +212,8 @@ void job_manager::apply(const policy::policy::decisions& ds, time_point now) {
         else members.erase(std::remove(members.begin(), members.end(), name), members.end());
       }
       set_members(j, i, std::move(members));
-      std::string names;
-      for (const auto& c : changed) names += (names.empty() ? "" : ", ") + c;
       (void)record(j, s.name, d.what == policy::action::grow ? "grew" : "shrank",
-                   std::string(d.what == policy::action::grow ? "added " : "released ") + names + " (" +
+                   std::string(d.what == policy::action::grow ? "added " : "released ") + member_list(changed) + " (" +
                        policy::to_string(d.why) + "); " + std::to_string(s.members.size()) +
                        " trainers now, generation " + std::to_string(s.generation) + " from the latest checkpoint",
                    now);
@@ -234,8 +232,7 @@ void job_manager::stage_done(job_rec& j, std::size_t i, bool ok, const std::stri
   stage_rec& s = j.stages[i];
   s.state = ok ? "succeeded" : "failed";
   s.finished_ns = ns(now);
-  for (auto it = slots_.begin(); it != slots_.end();)
-    it = (it->second.job == j.id && it->second.stage == i) ? slots_.erase(it) : std::next(it);
+  take_slots(j, i);  // members stay on the stage: who ran it
   if (!ok) {
     j.state = "failed";
     j.message = "stage " + s.name + ": " + message;

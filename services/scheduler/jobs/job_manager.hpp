@@ -135,10 +135,12 @@ class job_manager {
   // nullopt while a member of a group has not said where its inbox is.
   std::optional<assignment> assignment_of(const job_rec& j, std::size_t stage, std::uint32_t rank) const;
   // Group bookkeeping (job_groups.cpp): slots follow the stage's members.
+  // Removes the stage's slots (every member's) and returns them by node.
+  std::map<std::string, slot> take_slots(const job_rec& j, std::size_t stage);
   void set_members(job_rec& j, std::size_t stage, std::vector<std::string> members);
   void clear_members(job_rec& j, std::size_t stage);
   void regroup(job_rec& j, std::size_t stage, const std::string& why, time_point now);
-  std::string member_list(const stage_rec& s) const;
+  static std::string member_list(const std::vector<std::string>& nodes);  // "a, b, c"
   std::optional<policy::node_id> node_index(const std::string& node);
   policy::time_ms ms(time_point t) const;
 
