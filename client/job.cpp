@@ -6,7 +6,6 @@
 #include "client/typed_call.hpp"
 
 #include "libs/files/files.hpp"
-#include "loom/v1/ingest.pb.h"
 #include "loom/v1/jobs.pb.h"
 
 #include <nlohmann/json.hpp>
@@ -100,7 +99,9 @@ json to_json(const loom::v1::JobInfo& j) {
                       {"members", members},
                       {"min_trainers", s.min_trainers()},
                       {"max_trainers", s.max_trainers()},
-                      {"generation", s.generation()}});
+                      {"generation", s.generation()},
+                      {"waiting", s.waiting()},
+                      {"memory_bytes", s.memory_bytes()}});
   }
   return {{"id", j.id()},
           {"name", j.name()},
@@ -136,34 +137,11 @@ void print_job(const loom::v1::JobInfo& j) {
     std::printf("  %-10s %-10s %5llu/%-6llu %9.4f %9.4f %10.0f %-16s %-8s %u\n", s.name().c_str(), s.state().c_str(),
                 static_cast<unsigned long long>(s.step()), static_cast<unsigned long long>(s.total_steps()), s.loss(),
                 s.first_loss(), s.tokens_per_s(), s.node().empty() ? "-" : s.node().c_str(), group, s.attempts());
+    if (!s.waiting().empty()) std::printf("  %-10s waiting: %s\n", "", s.waiting().c_str());
   }
 }
 
 bool terminal(const std::string& state) { return state == "succeeded" || state == "failed" || state == "cancelled"; }
-
-// Every dataset the overrides name (dataset=, data.dataset=, STAGE.data.dataset=)
-// must be ready in ingest now: a clear error at submit, and no job, instead of
-// a stage that fails later when its trainer fetches the dataset.
-int check_datasets(context& c, const loom::v1::SubmitJobRequest& req) {
-  for (const auto& kv : req.overrides()) {
-    const auto eq = kv.find('=');
-    if (eq == std::string::npos) continue;
-    const std::string key = kv.substr(0, eq), name = kv.substr(eq + 1);
-    if (key != "dataset" && key != "data.dataset" && !key.ends_with(".data.dataset")) continue;
-    loom::v1::DatasetStatusRequest q;
-    q.set_name(name);
-    auto st = typed_call<loom::v1::DatasetStatusReply>(c, "ingest", q, 1);
-    if (!st && st.code() == errc::not_found)
-      return fail(c, make_error(errc::not_found, "--set " + kv + ": ingest has no dataset " + name +
-                                                     " (`loom data list` shows them; `loom data import PATH --dataset " +
-                                                     name + "` makes it)"));
-    if (!st) return fail(c, st.err());
-    if (st->dataset().state() != "ready")
-      return fail(c, make_error(errc::conflict, "--set " + kv + ": dataset " + name + " is " +
-                                                               st->dataset().state() + ", not ready"));
-  }
-  return ok_exit;
-}
 
 int job_submit(context& c) {
   auto tname = c.a.get("template");
@@ -178,7 +156,6 @@ int job_submit(context& c) {
   req.set_priority_class(c.a.get_or("priority", ""));
   req.set_tenant(c.a.get_or("tenant", ""));
   req.set_zone(c.a.get_or("zone", ""));
-  if (int rc = check_datasets(c, req); rc != ok_exit) return rc;
   auto rep = scheduler_call<loom::v1::SubmitJobReply>(c, req, c.a.get_or("request-id", ""));
   if (!rep) return fail(c, rep.err());
   if (c.json) {

@@ -8,7 +8,7 @@
 #include "client/cli.hpp"
 #include "client/procs.hpp"
 
-#include "libs/runtime/backoff.hpp"
+#include "libs/retry/backoff.hpp"
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -33,7 +33,7 @@ constexpr auto stable_after = std::chrono::seconds(60);
 struct child {
   std::string name;
   pid_t pid = 0;
-  runtime::backoff delay{std::chrono::milliseconds(100), std::chrono::milliseconds(5000)};
+  retry::backoff delay{std::chrono::milliseconds(100), std::chrono::milliseconds(5000)};
   clock::time_point start_at{};
   clock::time_point started{};
   std::uint64_t restarts = 0;

@@ -6,6 +6,20 @@
 
 namespace loom::audit {
 
+record service_record(std::string node_id, std::string zone, std::string service, std::string action,
+                      std::string job_id, std::string reason, std::string payload) {
+  record r;
+  r.principal = std::move(node_id);
+  r.role = "service";
+  r.zone = std::move(zone);
+  r.service = std::move(service);
+  r.action = std::move(action);
+  r.job_id = std::move(job_id);
+  r.reason = std::move(reason);
+  r.payload = std::move(payload);
+  return r;
+}
+
 std::string encode(const record& r) {
   loom::v1::AuditEvent e;
   e.set_unix_ns(r.unix_ns ? r.unix_ns

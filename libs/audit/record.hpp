@@ -25,6 +25,12 @@ struct record {
   std::uint64_t unix_ns = 0;  // 0 = now
 };
 
+// What a service does on its own account (not answering a request): principal
+// = the service's node id, role "service". The one way services build such a
+// record, so every one carries the same who/where.
+record service_record(std::string node_id, std::string zone, std::string service, std::string action,
+                      std::string job_id = "", std::string reason = "", std::string payload = "");
+
 // Serialized loom.v1.AuditEvent for `r` (source and seq set later by the emitter).
 std::string encode(const record& r);
 

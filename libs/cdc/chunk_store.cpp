@@ -16,15 +16,6 @@ namespace {
 
 constexpr std::string_view index_suffix = ".idx";
 
-error sys_error(const std::string& what, const std::string& path) {
-  int e = errno;
-  errc c = e == ENOENT ? errc::not_found
-         : (e == EACCES || e == EPERM) ? errc::permission_denied
-         : (e == ENOSPC || e == EDQUOT) ? errc::resource_exhausted
-         : errc::internal;
-  return make_error(c, what + " " + path + ": " + std::strerror(e));
-}
-
 bool read_at(int fd, std::string& buf, std::uint64_t offset) {
   std::size_t done = 0;
   while (done < buf.size()) {
@@ -78,7 +69,7 @@ result<std::size_t> chunk_store::add_pack(const std::string& name, const std::st
   if (ids.size() != lengths.size()) return make_error(errc::invalid_argument, "pack: ids and lengths differ in count");
   const std::string target = root_ + "/" + name;
   struct stat st {};
-  if (::stat(pack_path.c_str(), &st) != 0) return sys_error("stat", pack_path);
+  if (::stat(pack_path.c_str(), &st) != 0) return files::errno_error("stat", pack_path);
   std::ostringstream idx;
   std::vector<std::pair<crypto::digest, stored_chunk>> entries;
   std::uint64_t off = 0;
@@ -88,7 +79,7 @@ result<std::size_t> chunk_store::add_pack(const std::string& name, const std::st
   }
   if (off != static_cast<std::uint64_t>(st.st_size))
     return make_error(errc::corruption, "pack " + pack_path + " does not hold its chunk list");
-  if (::rename(pack_path.c_str(), target.c_str()) != 0) return sys_error("rename to", target);
+  if (::rename(pack_path.c_str(), target.c_str()) != 0) return files::errno_error("rename to", target);
   // The index is written after the pack is in place; its directory fsync
   // makes both entries durable. A pack without an index is never read.
   if (auto s = files::write_atomic(target + std::string(index_suffix), idx.str()); !s.ok()) return s.err();

@@ -1,5 +1,7 @@
 #include "libs/cdc/fastcdc.hpp"
 
+#include "libs/files/files.hpp"
+
 #include <algorithm>
 #include <bit>
 #include <cerrno>
@@ -106,13 +108,6 @@ inline std::size_t scan(const std::uint8_t* data, std::size_t& i, std::size_t en
   return scan_serial(data, i, end, fp, mask);
 }
 
-error sys_error(const std::string& what, const std::string& path) {
-  int e = errno;
-  return make_error(e == ENOENT ? errc::not_found : (e == EACCES || e == EPERM) ? errc::permission_denied
-                                                                                  : errc::internal,
-                    what + " " + path + ": " + std::strerror(e));
-}
-
 }  // namespace
 
 status validate(const params& p) {
@@ -202,7 +197,7 @@ result<std::vector<chunk>> chunk_fd(int fd, const std::string& path, const param
     for (;;) {
       ssize_t n = ::read(fd, buf, cap);
       if (n >= 0) return static_cast<std::size_t>(n);
-      if (errno != EINTR) return sys_error("read", path);
+      if (errno != EINTR) return files::errno_error("read", path);
     }
   };
   auto add = [&](std::uint64_t offset, std::string_view bytes) -> status {
@@ -215,7 +210,7 @@ result<std::vector<chunk>> chunk_fd(int fd, const std::string& path, const param
 
 result<std::vector<chunk>> chunk_file(const std::string& path, const params& p) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return sys_error("open", path);
+  if (fd < 0) return files::errno_error("open", path);
   ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
   auto r = chunk_fd(fd, path, p);
   ::close(fd);

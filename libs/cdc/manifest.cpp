@@ -1,5 +1,7 @@
 #include "libs/cdc/manifest.hpp"
 
+#include "libs/files/files.hpp"
+
 #include "libs/crypto/encoding.hpp"
 
 #include <nlohmann/json.hpp>
@@ -69,22 +71,15 @@ std::int64_t now_ns() {
       .count();
 }
 
-error sys_error(const std::string& what, const std::string& path) {
-  int e = errno;
-  return make_error(e == ENOENT ? errc::not_found : (e == EACCES || e == EPERM) ? errc::permission_denied
-                                                                                  : errc::internal,
-                    what + " " + path + ": " + std::strerror(e));
-}
-
 // Chunks one file, re-reading it if it changed while being read.
 result<file_entry> read_entry(const std::string& full, std::string rel, const params& p, const file_entry* cached,
                               std::int64_t started_ns, build_stats& stats) {
   for (int attempt = 0; attempt < max_read_attempts; ++attempt) {
     int fd = ::open(full.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) return sys_error("open", full);
+    if (fd < 0) return files::errno_error("open", full);
     struct stat before {}, after {};
     if (::fstat(fd, &before) != 0) {
-      auto e = sys_error("stat", full);
+      auto e = files::errno_error("stat", full);
       ::close(fd);
       return e;
     }
@@ -183,7 +178,7 @@ std::uint64_t manifest::total_bytes() const {
 
 result<file_stamp> stamp_of_path(const std::string& path) {
   struct stat st {};
-  if (::lstat(path.c_str(), &st) != 0) return sys_error("stat", path);
+  if (::lstat(path.c_str(), &st) != 0) return files::errno_error("stat", path);
   return stamp_of(st);
 }
 

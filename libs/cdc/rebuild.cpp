@@ -12,20 +12,11 @@
 namespace loom::cdc {
 namespace {
 
-error sys_error(const std::string& what, const std::string& path) {
-  int e = errno;
-  errc c = e == ENOENT ? errc::not_found
-         : (e == EACCES || e == EPERM) ? errc::permission_denied
-         : (e == ENOSPC || e == EDQUOT) ? errc::resource_exhausted
-         : errc::internal;
-  return make_error(c, what + " " + path + ": " + std::strerror(e));
-}
-
 status write_all(int fd, std::string_view data, const std::string& path) {
   while (!data.empty()) {
     ssize_t n = ::write(fd, data.data(), data.size());
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return sys_error("write", path);
+    if (n < 0) return files::errno_error("write", path);
     data.remove_prefix(static_cast<std::size_t>(n));
   }
   return {};
@@ -46,7 +37,7 @@ status real_dirs(const std::string& dir, const std::string& rel) {
       if (S_ISDIR(st.st_mode)) continue;
       return make_error(errc::permission_denied, cur + " is not a directory (a symlink?); refusing to write below it");
     }
-    if (::mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST) return sys_error("mkdir", cur);
+    if (::mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST) return files::errno_error("mkdir", cur);
   }
   return {};
 }
@@ -75,7 +66,7 @@ result<int> rebuilder::open_local(const std::string& rel) {
   if (auto it = fds_.find(rel); it != fds_.end()) return it->second;
   std::string path = dir_ + "/" + rel;
   int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return sys_error("open", path);
+  if (fd < 0) return files::errno_error("open", path);
   fds_.emplace(rel, fd);
   return fd;
 }
@@ -109,7 +100,7 @@ status rebuilder::build(const file_entry& f) {
   if (auto s = files::make_dirs(tmp_dir_); !s.ok()) return s;
   std::string tmp = tmp_dir_ + "/" + std::to_string(next_tmp_++);
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
-  if (fd < 0) return sys_error("create", tmp);
+  if (fd < 0) return files::errno_error("create", tmp);
   std::vector<chunk> written;  // verified chunks as written, for the root check
   written.reserve(f.chunks.size());
   status st;
@@ -124,7 +115,7 @@ status rebuilder::build(const file_entry& f) {
   }
   if (st.ok() && (file_root(written) != f.root || written.size() != f.chunks.size()))
     st = make_error(errc::corruption, f.path + ": rebuilt file does not match its root");
-  if (::close(fd) != 0 && st.ok()) st = sys_error("close", tmp);
+  if (::close(fd) != 0 && st.ok()) st = files::errno_error("close", tmp);
   if (!st.ok()) {
     ::unlink(tmp.c_str());
     return st;
@@ -139,9 +130,9 @@ status rebuilder::publish(const std::vector<std::string>& removed) {
   if (!built_.empty()) {
     // One syncfs instead of an fsync per file: a dataset may have 10^5 small files.
     int dfd = ::open(tmp_dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0) return sys_error("open", tmp_dir_);
+    if (dfd < 0) return files::errno_error("open", tmp_dir_);
     int rc = ::syncfs(dfd);
-    auto e = rc != 0 ? sys_error("syncfs", tmp_dir_) : error{};
+    auto e = rc != 0 ? files::errno_error("syncfs", tmp_dir_) : error{};
     ::close(dfd);
     if (rc != 0) return e;
   }
@@ -149,7 +140,7 @@ status rebuilder::publish(const std::vector<std::string>& removed) {
   if (!removed.empty()) dirs.insert(dir_);
   for (const auto& rel : removed) {
     std::string path = dir_ + "/" + rel;
-    if (::unlink(path.c_str()) != 0 && errno != ENOENT) return sys_error("remove", path);
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) return files::errno_error("remove", path);
     // Drop directories the removal left empty (rmdir fails harmlessly on the rest).
     for (std::string d = parent_of(rel); d != "."; d = parent_of(d))
       if (::rmdir((dir_ + "/" + d).c_str()) != 0) break;
@@ -163,7 +154,7 @@ status rebuilder::publish(const std::vector<std::string>& removed) {
     struct stat st {};
     if (::lstat(target.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
       return make_error(errc::conflict, target + " is a directory; the dataset has a file there");
-    if (::rename(it->first.c_str(), target.c_str()) != 0) return sys_error("rename to", target);
+    if (::rename(it->first.c_str(), target.c_str()) != 0) return files::errno_error("rename to", target);
     dirs.insert(parent);
   }
   for (const auto& d : dirs) {

@@ -1,5 +1,7 @@
 #include "libs/cdc/served_dataset.hpp"
 
+#include "libs/files/files.hpp"
+
 #include "libs/cdc/protocol.hpp"
 #include "libs/crypto/encoding.hpp"
 
@@ -12,15 +14,6 @@
 namespace loom::cdc {
 namespace {
 
-error sys_error(const std::string& what, const std::string& path) {
-  int e = errno;
-  errc c = e == ENOENT ? errc::not_found
-         : (e == EACCES || e == EPERM) ? errc::permission_denied
-         : (e == ENOSPC || e == EDQUOT) ? errc::resource_exhausted
-         : errc::internal;
-  return make_error(c, what + " " + path + ": " + std::strerror(e));
-}
-
 // Open descriptors of a pack's source files, closed together.
 class fd_cache {
  public:
@@ -30,7 +23,7 @@ class fd_cache {
   result<int> get(std::uint32_t file, const std::string& path) {
     if (auto it = fds_.find(file); it != fds_.end()) return it->second;
     int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) return sys_error("open", path);
+    if (fd < 0) return files::errno_error("open", path);
     fds_.emplace(file, fd);
     return fd;
   }
@@ -43,7 +36,7 @@ status pread_exact(int fd, char* buf, std::size_t n, std::uint64_t off, const st
   while (n > 0) {
     ssize_t got = ::pread(fd, buf, n, static_cast<off_t>(off));
     if (got < 0 && errno == EINTR) continue;
-    if (got < 0) return sys_error("read", path);
+    if (got < 0) return files::errno_error("read", path);
     if (got == 0) return make_error(errc::conflict, path + " is shorter than its manifest says (changed since)");
     buf += got;
     n -= static_cast<std::size_t>(got);
@@ -56,7 +49,7 @@ status write_exact(int fd, std::string_view data, const std::string& path) {
   while (!data.empty()) {
     ssize_t n = ::write(fd, data.data(), data.size());
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return sys_error("write", path);
+    if (n < 0) return files::errno_error("write", path);
     data.remove_prefix(static_cast<std::size_t>(n));
   }
   return {};
@@ -92,7 +85,7 @@ result<std::shared_ptr<const snapshot>> dataset_cache::refresh(const std::string
 result<std::uint64_t> build_pack(const snapshot& s, const std::vector<crypto::digest>& ids,
                                  const std::string& pack_path, bool corrupt_first) {
   int out = ::open(pack_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (out < 0) return sys_error("create", pack_path);
+  if (out < 0) return files::errno_error("create", pack_path);
   fd_cache fds;
   std::string buf;
   std::uint64_t total = 0;
@@ -123,7 +116,7 @@ result<std::uint64_t> build_pack(const snapshot& s, const std::vector<crypto::di
     if (auto st = write_exact(out, buf, pack_path); !st.ok()) return fail(st.err());
   }
   if (::close(out) != 0) {
-    auto e = sys_error("close", pack_path);
+    auto e = files::errno_error("close", pack_path);
     ::unlink(pack_path.c_str());
     return e;
   }

@@ -40,10 +40,6 @@ error corrupt(const std::string& what, const std::string& why) {
   return make_error(errc::corruption, "safetensors " + what + ": " + why);
 }
 
-error sys_error(const std::string& op, const std::string& path) {
-  return make_error(errc::internal, op + " " + path + ": " + std::strerror(errno));
-}
-
 // prod(shape) * elem_size, or nullopt on overflow.
 std::optional<std::uint64_t> byte_count(const std::vector<std::uint64_t>& shape, std::size_t elem) {
   std::uint64_t n = elem;
@@ -166,7 +162,7 @@ status write_all(int fd, const void* p, std::size_t n, const std::string& path) 
     ssize_t w = ::write(fd, d, n);
     if (w < 0) {
       if (errno == EINTR) continue;
-      return sys_error("write", path);
+      return files::errno_error("write", path);
     }
     d += w;
     n -= static_cast<std::size_t>(w);
@@ -220,7 +216,7 @@ status write_safetensors(const std::string& path, std::span<const tensor_view> t
 
   std::string tmp = path + ".tmp." + std::to_string(::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return sys_error("create", tmp);
+  if (fd < 0) return files::errno_error("create", tmp);
   auto fail = [&](error e) -> status {
     ::close(fd);
     ::unlink(tmp.c_str());
@@ -230,14 +226,14 @@ status write_safetensors(const std::string& path, std::span<const tensor_view> t
   if (auto s = write_all(fd, text.data(), text.size(), tmp); !s) return fail(s.err());
   for (const auto& t : tensors)
     if (auto s = write_all(fd, t.data, t.bytes, tmp); !s) return fail(s.err());
-  if (::fsync(fd) != 0) return fail(sys_error("fsync", tmp));
+  if (::fsync(fd) != 0) return fail(files::errno_error("fsync", tmp));
   if (::close(fd) != 0) {
-    auto e = sys_error("close", tmp);
+    auto e = files::errno_error("close", tmp);
     ::unlink(tmp.c_str());
     return e;
   }
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    auto e = sys_error("rename to", path);
+    auto e = files::errno_error("rename to", path);
     ::unlink(tmp.c_str());
     return e;
   }
@@ -284,7 +280,7 @@ status check_safetensors(const std::string& path) {
     buf.resize(got);
   };
   if (::fstat(fd, &st) != 0) {
-    auto e = sys_error("stat", path);
+    auto e = files::errno_error("stat", path);
     ::close(fd);
     return e;
   }

@@ -27,10 +27,6 @@ constexpr std::string_view manifest_name = "MANIFEST.json";
 constexpr std::string_view manifest_format = "loom-ckpt-v1";
 constexpr std::string_view tmp_prefix = ".tmp-";
 
-error sys_error(const std::string& op, const std::string& path) {
-  return make_error(errc::internal, op + " " + path + ": " + std::strerror(errno));
-}
-
 // A file name inside a snapshot: one plain path component, not the manifest.
 bool valid_name(const std::string& n) {
   return !n.empty() && n[0] != '.' && n.find('/') == std::string::npos && n != manifest_name;
@@ -46,7 +42,7 @@ result<hashed> hash_file(const std::string& path, bool sync) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return make_error(errno == ENOENT ? errc::not_found : errc::internal, "open " + path + ": " + std::strerror(errno));
   if (sync && ::fsync(fd) != 0) {
-    auto e = sys_error("fsync", path);
+    auto e = files::errno_error("fsync", path);
     ::close(fd);
     return e;
   }
@@ -57,7 +53,7 @@ result<hashed> hash_file(const std::string& path, bool sync) {
     ssize_t n = ::read(fd, buf.data(), buf.size());
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
-      auto e = sys_error("read", path);
+      auto e = files::errno_error("read", path);
       ::close(fd);
       return e;
     }
@@ -113,7 +109,7 @@ status remove_dir(const std::string& root, const std::string& name) {
   std::string trash = root + "/.trash-" + name;
   std::error_code ec;
   fs::remove_all(trash, ec);
-  if (::rename((root + "/" + name).c_str(), trash.c_str()) != 0) return sys_error("rename for deletion", root + "/" + name);
+  if (::rename((root + "/" + name).c_str(), trash.c_str()) != 0) return files::errno_error("rename for deletion", root + "/" + name);
   fs::remove_all(trash, ec);
   if (ec) return make_error(errc::internal, "remove " + trash + ": " + ec.message());
   return {};
@@ -147,7 +143,7 @@ status snapshot_writer::begin(const std::string& root, std::uint64_t step) {
   std::error_code ec;
   fs::remove_all(tmp_dir_, ec);  // a stale attempt at this step from a crashed run
   if (ec) return make_error(errc::internal, "remove stale " + tmp_dir_ + ": " + ec.message());
-  if (::mkdir(tmp_dir_.c_str(), 0755) != 0) return sys_error("mkdir", tmp_dir_);
+  if (::mkdir(tmp_dir_.c_str(), 0755) != 0) return files::errno_error("mkdir", tmp_dir_);
   open_ = true;
   return {};
 }
@@ -198,7 +194,7 @@ result<std::string> snapshot_writer::publish(std::string_view key, std::int64_t 
       return make_error(errc::already_exists, "snapshot " + final_dir + " already published");
     }
   }
-  if (::rename(tmp_dir_.c_str(), final_dir.c_str()) != 0) return sys_error("rename to", final_dir);
+  if (::rename(tmp_dir_.c_str(), final_dir.c_str()) != 0) return files::errno_error("rename to", final_dir);
   open_ = false;
   if (auto s = files::fsync_dir(root_); !s) return make_error(errc::internal, s.err().message);
   if (auto s = files::write_atomic(root_ + "/LATEST", name + "\n"); !s) return make_error(errc::internal, s.err().message);

@@ -13,7 +13,7 @@ namespace loom::files {
 error errno_error(const std::string& what, const std::string& path, int e) {
   const errc c = e == ENOENT                  ? errc::not_found
                  : e == EACCES || e == EPERM  ? errc::permission_denied
-                 : e == ENOSPC || e == EDQUOT ? errc::resource_exhausted
+                 : e == ENOSPC || e == EDQUOT || e == EFBIG ? errc::resource_exhausted
                                               : errc::internal;
   return make_error(c, what + " " + path + ": " + std::strerror(e));
 }

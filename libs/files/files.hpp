@@ -13,7 +13,7 @@
 namespace loom::files {
 
 // An error for the failed system call `what` on `path`, from errno `e`:
-// ENOENT not_found, EACCES/EPERM permission_denied, ENOSPC/EDQUOT
+// ENOENT not_found, EACCES/EPERM permission_denied, ENOSPC/EDQUOT/EFBIG
 // resource_exhausted (a full disk is the caller's to report), else internal;
 // the message is "<what> <path>: <strerror>".
 error errno_error(const std::string& what, const std::string& path, int e = errno);

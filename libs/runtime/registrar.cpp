@@ -1,6 +1,7 @@
 #include "libs/runtime/registrar.hpp"
+#include "libs/wire/heartbeat.hpp"
 
-#include "libs/runtime/backoff.hpp"
+#include "libs/retry/backoff.hpp"
 #include "libs/wire/client.hpp"
 #include "libs/wire/envelope_pb.hpp"
 #include "loom/v1/scheduler.pb.h"
@@ -16,9 +17,7 @@
 
 namespace loom::runtime {
 namespace {
-// Paranoid Pirate: the scheduler declares a node dead after 3 missed beats,
-// so one beat a second notices a dead node in about 3 s.
-constexpr std::chrono::milliseconds heartbeat_interval{1000};
+using wire::heartbeat_interval;  // the scheduler counts missed beats in the same period
 
 std::uint64_t now_ns() {
   return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -47,7 +46,7 @@ void registrar::run() {
   }
   wire::client cli(*env_.ctx, sched->rpc, *sched_key, env_.keys,
                    wire::client_options{std::chrono::milliseconds(500), 0});
-  backoff retry(std::chrono::milliseconds(100), std::chrono::milliseconds(2000));
+  retry::backoff again(std::chrono::milliseconds(100), std::chrono::milliseconds(2000));
   auto wait = [&](std::chrono::milliseconds d) {
     std::unique_lock lock(mu_);
     cv_.wait_for(lock, d, [&] { return stop_.load(); });
@@ -68,9 +67,9 @@ void registrar::run() {
       auto rep = wire::call_typed<loom::v1::RegisterNodeReply>(cli, req, env_.service_token());
       if (rep) {
         registered_ = true;
-        retry.reset();
+        again.reset();
       } else {
-        wait(retry.next());
+        wait(again.next());
         continue;
       }
     }

@@ -17,6 +17,7 @@ struct call_context {
   std::string principal;
   std::string role;
   std::string zone;
+  std::string tenant;  // the token's tenant ("default" when it names none)
 };
 
 class commit_ticket;  // commit_ticket.hpp

@@ -19,7 +19,7 @@
 #include <stdexcept>
 #include <utility>
 
-#include "libs/runtime/backoff.hpp"
+#include "libs/retry/backoff.hpp"
 #include "libs/runtime/restart_policy.hpp"
 
 // A call carries a std::function and is only ever passed within one process.
@@ -118,7 +118,7 @@ struct supervisor_state {
   std::deque<call_ptr> inflight;         // sent to `child`, maybe not yet answered (FIFO)
   std::deque<call_ptr> waiting;          // to send once a child runs again
   std::optional<restart_policy> policy;  // optional: CAF default-constructs the state
-  std::optional<backoff> delays;
+  std::optional<retry::backoff> delays;
   std::string last_reason;               // why the previous child died
   static inline const char* name = "loom.supervisor";
 };

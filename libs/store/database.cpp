@@ -1,5 +1,7 @@
 #include "libs/store/database.hpp"
 
+#include "libs/retry/backoff.hpp"
+
 #include "libs/store/connection.hpp"
 
 #include <algorithm>
@@ -91,11 +93,9 @@ result<std::unique_ptr<database>> database::open(const std::string& url_or_path)
 
 result<std::unique_ptr<database>> database::open_with_retry(const std::string& url_or_path,
                                                            std::chrono::steady_clock::time_point deadline) {
-  // A plain doubling loop rather than loom::runtime::backoff: libs/store must
-  // not pull in loom::runtime (CAF, ZeroMQ). 100 ms first: a server that is
-  // starting needs ~1-2 s; 2 s cap: retry often enough to start soon after it is up.
-  auto delay = std::chrono::milliseconds(100);
-  const auto cap = std::chrono::milliseconds(2000);
+  // 100 ms first: a server that is starting needs ~1-2 s; 2 s cap: retry
+  // often enough to start soon after it is up.
+  retry::backoff delay(std::chrono::milliseconds(100), std::chrono::milliseconds(2000));
   for (int attempt = 1;; ++attempt) {
     auto db = open(url_or_path);
     if (db.ok() || db.code() != errc::unavailable) return db;
@@ -104,8 +104,7 @@ result<std::unique_ptr<database>> database::open_with_retry(const std::string& u
       return make_error(errc::unavailable, db.err().message + " (gave up after " + std::to_string(attempt) +
                                                (attempt == 1 ? " attempt)" : " attempts)"));
     }
-    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(delay, deadline - now));
-    delay = std::min(delay * 2, cap);
+    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(delay.next(), deadline - now));
   }
 }
 

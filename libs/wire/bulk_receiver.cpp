@@ -18,15 +18,6 @@ namespace {
 constexpr std::size_t max_name_bytes = 200;
 constexpr std::string_view state_magic = "loom-bulk-part 1";
 
-error sys_error(const std::string& what, const std::string& path) {
-  int e = errno;
-  errc c = e == ENOENT ? errc::not_found
-         : (e == EACCES || e == EPERM) ? errc::permission_denied
-         : (e == ENOSPC || e == EFBIG || e == EDQUOT) ? errc::resource_exhausted
-         : errc::internal;
-  return make_error(c, what + " " + path + ": " + std::strerror(e));
-}
-
 // What <name>.part.state records: the object's identity and the verified chunks.
 struct part_state {
   std::uint64_t total_bytes = 0;
@@ -72,7 +63,7 @@ result<crypto::digest> hash_fd(int fd, std::uint64_t size, const std::string& pa
     std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(buf.size(), size - off));
     ssize_t n = ::pread(fd, buf.data(), want, static_cast<off_t>(off));
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return sys_error("read", path);
+    if (n < 0) return files::errno_error("read", path);
     if (n == 0) return make_error(errc::corruption, "short file " + path);
     h.update(buf.data(), static_cast<std::size_t>(n));
     off += static_cast<std::uint64_t>(n);
@@ -84,7 +75,7 @@ status pwrite_all(int fd, std::string_view data, std::uint64_t offset, const std
   while (!data.empty()) {
     ssize_t n = ::pwrite(fd, data.data(), data.size(), static_cast<off_t>(offset));
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return sys_error("write", path);
+    if (n < 0) return files::errno_error("write", path);
     data.remove_prefix(static_cast<std::size_t>(n));
     offset += static_cast<std::uint64_t>(n);
   }
@@ -209,9 +200,9 @@ result<bulk_need> bulk_receiver::on_offer(const bulk_offer& o) {
 
   // O_NOFOLLOW: a planted symlink must not redirect writes outside dest_dir.
   t->fd = ::open(t->part_path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
-  if (t->fd < 0) return sys_error("open", t->part_path);
+  if (t->fd < 0) return files::errno_error("open", t->part_path);
   if (!resumable && ::ftruncate(t->fd, static_cast<off_t>(o.total_bytes)) != 0) {
-    auto e = sys_error("size", t->part_path);
+    auto e = files::errno_error("size", t->part_path);
     ::unlink(t->part_path.c_str());
     return e;
   }
@@ -252,7 +243,7 @@ bulk_ack bulk_receiver::on_chunk(const bulk_chunk_header& h, std::string_view da
 
   // Data durable before the state says so; a crash in between only re-asks the chunk.
   status s = pwrite_all(t.fd, data, offset, t.part_path);
-  if (s.ok() && ::fdatasync(t.fd) != 0) s = sys_error("fdatasync", t.part_path);
+  if (s.ok() && ::fdatasync(t.fd) != 0) s = files::errno_error("fdatasync", t.part_path);
   if (s.ok()) {
     t.state.verified[h.index] = '1';
     s = files::write_atomic(t.state_path, encode_state(t.state));
@@ -277,7 +268,7 @@ bulk_ack bulk_receiver::finish(transfer& t, bulk_ack ack) {
     ack.reason = e.message;
     return ack;
   };
-  if (::fsync(t.fd) != 0) return fail(sys_error("fsync", t.part_path));
+  if (::fsync(t.fd) != 0) return fail(files::errno_error("fsync", t.part_path));
   auto d = hash_fd(t.fd, t.offer.total_bytes, t.part_path);
   if (!d.ok()) return fail(d.err());
   if (*d != t.offer.sha256) {
@@ -288,7 +279,7 @@ bulk_ack bulk_receiver::finish(transfer& t, bulk_ack ack) {
                                                  "\"; partial discarded"));
   }
   if (::rename(t.part_path.c_str(), t.final_path.c_str()) != 0)
-    return fail(sys_error("rename to", t.final_path));
+    return fail(files::errno_error("rename to", t.final_path));
   // A state left behind by a crash here is harmless: without its .part it is discarded.
   ::unlink(t.state_path.c_str());
   if (auto s = files::fsync_dir(dest_dir_); !s.ok()) return fail(s.err());

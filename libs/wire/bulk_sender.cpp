@@ -1,5 +1,7 @@
 #include "libs/wire/bulk_sender.hpp"
 
+#include "libs/files/files.hpp"
+
 #include "libs/crypto/encoding.hpp"
 #include "libs/wire/bulk_receiver.hpp"
 
@@ -15,18 +17,12 @@
 namespace loom::wire {
 namespace {
 
-error sys_error(const std::string& what, const std::string& path) {
-  int e = errno;
-  errc c = e == ENOENT ? errc::not_found : (e == EACCES || e == EPERM) ? errc::permission_denied : errc::internal;
-  return make_error(c, what + " " + path + ": " + std::strerror(e));
-}
-
 // Fills `buf` from `offset`; corruption when the file ends first.
 status pread_all(int fd, char* buf, std::size_t n, std::uint64_t offset, const std::string& path) {
   while (n > 0) {
     ssize_t got = ::pread(fd, buf, n, static_cast<off_t>(offset));
     if (got < 0 && errno == EINTR) continue;
-    if (got < 0) return sys_error("read", path);
+    if (got < 0) return files::errno_error("read", path);
     if (got == 0) return make_error(errc::corruption, "file " + path + " shrank while being sent");
     buf += got;
     n -= static_cast<std::size_t>(got);
@@ -67,10 +63,10 @@ result<bulk_sender> bulk_sender::open(const std::string& path, std::string name,
   if (transfer_id.empty()) transfer_id = crypto::to_hex(crypto::random_bytes(16));
 
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return sys_error("open", path);
+  if (fd < 0) return files::errno_error("open", path);
   bulk_sender sender(fd, path, {});  // owns fd from here on
   struct stat st {};
-  if (::fstat(fd, &st) != 0) return sys_error("stat", path);
+  if (::fstat(fd, &st) != 0) return files::errno_error("stat", path);
   if (!S_ISREG(st.st_mode)) return make_error(errc::invalid_argument, path + " is not a regular file");
 
   bulk_offer& o = sender.offer_;

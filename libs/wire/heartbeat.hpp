@@ -10,13 +10,20 @@ namespace loom::wire {
 
 using steady_time = std::chrono::steady_clock::time_point;
 
+// The one heartbeat period of the platform: every service beats to the
+// scheduler this often (libs/runtime/registrar.cpp) and the roster counts
+// missed beats in it (services/scheduler/roster.hpp), so a dead node is
+// noticed within heartbeat_max_missed seconds.
+inline constexpr std::chrono::milliseconds heartbeat_interval{1000};
+// 3, as in Paranoid Pirate: one lost beat is routine (a GC-like pause, a busy
+// link), two in a row happen, three means the peer is gone.
+inline constexpr int heartbeat_max_missed = 3;
+
 // Is a peer alive? Dead once `max_missed` whole intervals have passed since
-// its last beat. 3, as in Paranoid Pirate: one lost beat is routine (a GC-like
-// pause, a busy link), two in a row happen, three means the peer is gone, and
-// we still notice within 3 intervals.
+// its last beat.
 class liveness {
  public:
-  explicit liveness(std::chrono::milliseconds interval, int max_missed = 3);
+  explicit liveness(std::chrono::milliseconds interval, int max_missed = heartbeat_max_missed);
 
   void beat(steady_time now);
   // false before the first beat: a peer we never heard from is not alive.

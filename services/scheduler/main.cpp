@@ -5,6 +5,7 @@
 #include "libs/audit/emitter.hpp"
 #include "libs/runtime/service.hpp"
 #include "libs/store/database.hpp"
+#include "services/scheduler/dataset_probe.hpp"
 #include "services/scheduler/scheduler_logic.hpp"
 #include "services/scheduler/schema.hpp"
 
@@ -66,20 +67,15 @@ int main(int argc, char** argv) {
     loom::audit::emitter* em = env.audit;
     std::string zone = env.zone, node = env.node_id;
     auto on_event = [em, zone, node](const loom::scheduler::job_rec& j, const loom::scheduler::job_event& e) {
-      loom::audit::record r;
-      r.principal = node;
-      r.role = "service";
-      r.zone = zone;
-      r.action = action_of(j, e);
-      r.job_id = j.id;
-      r.reason = e.text;
-      r.payload = nlohmann::json{{"stage", e.stage}, {"job_state", j.state}, {"event_seq", e.seq}}.dump();
-      r.service = "scheduler";
-      em->emit(std::move(r));
+      em->emit(loom::audit::service_record(
+          node, zone, "scheduler", action_of(j, e), j.id, e.text,
+          nlohmann::json{{"stage", e.stage}, {"job_state", j.state}, {"event_seq", e.seq}}.dump()));
     };
-    return std::make_unique<loom::scheduler::scheduler_logic>(
+    auto logic = std::make_unique<loom::scheduler::scheduler_logic>(
         env.db, [] { return std::chrono::system_clock::now(); }, env.paths.root + "/jobs", on_event, min,
         open_writer(env.database_url));
+    logic->set_dataset_probe(loom::scheduler::ingest_probe(env));
+    return logic;
   };
   return loom::runtime::service_main(argc, argv, spec);
 }

@@ -5,6 +5,8 @@
 // Not thread-safe: owned by the scheduler actor.
 #pragma once
 
+#include "libs/wire/heartbeat.hpp"
+
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -42,8 +44,8 @@ const char* to_string(node_state s);
 
 class roster {
  public:
-  explicit roster(std::chrono::milliseconds heartbeat_interval = std::chrono::milliseconds(1000),
-                  int max_missed = 3)
+  explicit roster(std::chrono::milliseconds heartbeat_interval = wire::heartbeat_interval,
+                  int max_missed = wire::heartbeat_max_missed)
       : interval_(heartbeat_interval), max_missed_(max_missed) {}
 
   // Adds or replaces a node (a restarted process re-registers with a new pid).

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "libs/crypto/hash.hpp"
 #include "libs/runtime/commit_ticket.hpp"
 #include "libs/runtime/logic_pb.hpp"
 #include "libs/store/database.hpp"
@@ -23,6 +24,31 @@ std::uint64_t to_ns(time_point t) {
 
 handled store_failed(const error& e) {
   return fail(e.code == errc::not_found ? e.code : errc::unavailable, "state store: " + e.message);
+}
+
+// A refusal of the request itself passes through; anything else came from the store.
+handled refused_or_store(const error& e) {
+  switch (e.code) {
+    case errc::invalid_argument: case errc::not_found: case errc::permission_denied: case errc::conflict:
+      return fail(e);
+    default:
+      return fail(errc::unavailable, "state store: " + e.message);
+  }
+}
+
+caller caller_of(const call_context& ctx, const std::string& body) {
+  caller c;
+  c.principal = ctx.principal.empty() ? "anonymous" : ctx.principal;
+  c.role = ctx.role;
+  c.tenant = ctx.tenant.empty() ? "default" : ctx.tenant;
+  c.request_id = ctx.request_id;
+  c.body_sha256 = crypto::sha256_hex(body);
+  c.service_zone = ctx.zone;
+  return c;
+}
+
+bool known_state(const std::string& s) {
+  return s.empty() || s == "queued" || s == "running" || s == "succeeded" || s == "failed" || s == "cancelled";
 }
 }  // namespace
 
@@ -116,9 +142,9 @@ handled scheduler_logic::dispatch(const std::string& type, const std::string& bo
   if (is<loom::v1::DrainNodeRequest>(type)) return drain_node(body);
   if (is<loom::v1::PollWorkRequest>(type)) return poll_work(body);
   if (is<loom::v1::SubmitJobRequest>(type)) return submit_job(body, ctx);
-  if (is<loom::v1::ListJobsRequest>(type)) return list_jobs(body);
-  if (is<loom::v1::GetJobRequest>(type)) return get_job(body);
-  if (is<loom::v1::CancelJobRequest>(type)) return cancel_job(body);
+  if (is<loom::v1::ListJobsRequest>(type)) return list_jobs(body, ctx);
+  if (is<loom::v1::GetJobRequest>(type)) return get_job(body, ctx);
+  if (is<loom::v1::CancelJobRequest>(type)) return cancel_job(body, ctx);
   return unknown_type("scheduler", type);
 }
 
@@ -154,9 +180,15 @@ void to_proto(const job_rec& j, loom::v1::JobInfo* o) {
     p->set_min_trainers(s.min_trainers);
     p->set_max_trainers(s.max_trainers);
     p->set_generation(s.generation);
+    p->set_memory_bytes(s.memory_bytes);
   }
 }
 }  // namespace
+
+void scheduler_logic::describe(const job_rec& j, loom::v1::JobInfo* o) const {
+  to_proto(j, o);
+  for (std::size_t i = 0; i < j.stages.size(); ++i) o->mutable_stages(static_cast<int>(i))->set_waiting(jobs_.waiting(j, i, roster_, now_()));
+}
 
 handled scheduler_logic::submit_job(const std::string& body, const call_context& ctx) {
   auto req = parse_as<loom::v1::SubmitJobRequest>(body);
@@ -168,10 +200,10 @@ handled scheduler_logic::submit_job(const std::string& body, const call_context&
   a.priority_class = req->priority_class();
   a.tenant = req->tenant();
   a.zone = req->zone();
-  auto r = jobs_.submit(a, ctx.request_id, ctx.principal.empty() ? "anonymous" : ctx.principal, now_());
-  if (!r) return fail(r.err().code == errc::invalid_argument ? r.err() : error{errc::unavailable, "state store: " + r.err().message});
+  auto r = jobs_.submit(a, caller_of(ctx, body), roster_, now_());
+  if (!r) return refused_or_store(r.err());
   loom::v1::SubmitJobReply rep;
-  to_proto(*r->first, rep.mutable_job());
+  describe(*r->first, rep.mutable_job());
   rep.set_existed(r->second);
   auto h = reply(rep);
   h.audit_job_id = r->first->id;
@@ -182,21 +214,25 @@ handled scheduler_logic::submit_job(const std::string& body, const call_context&
   return h;
 }
 
-handled scheduler_logic::list_jobs(const std::string& body) {
+handled scheduler_logic::list_jobs(const std::string& body, const call_context& ctx) {
   auto req = parse_as<loom::v1::ListJobsRequest>(body);
   if (!req) return fail(req.err());
+  if (!known_state(req->state()))
+    return fail(errc::invalid_argument, "ListJobs: state " + req->state() +
+                                            " is not one of queued, running, succeeded, failed, cancelled");
   loom::v1::ListJobsReply rep;
-  for (const job_rec* j : jobs_.list(req->state())) to_proto(*j, rep.add_jobs());
+  for (const job_rec* j : jobs_.list(req->state(), caller_of(ctx, body))) describe(*j, rep.add_jobs());
   return reply(rep);
 }
 
-handled scheduler_logic::get_job(const std::string& body) {
+handled scheduler_logic::get_job(const std::string& body, const call_context& ctx) {
   auto req = parse_as<loom::v1::GetJobRequest>(body);
   if (!req) return fail(req.err());
-  const job_rec* j = jobs_.find(req->id());
-  if (!j) return fail(errc::not_found, "no job " + req->id());
+  auto found = jobs_.find_for(req->id(), caller_of(ctx, body));
+  if (!found) return fail(found.err());
+  const job_rec* j = *found;
   loom::v1::GetJobReply rep;
-  to_proto(*j, rep.mutable_job());
+  describe(*j, rep.mutable_job());
   auto evs = jobs_.events(req->id(), req->events_after());
   if (!evs) return store_failed(evs.err());
   for (const auto& e : *evs) {
@@ -210,13 +246,13 @@ handled scheduler_logic::get_job(const std::string& body) {
   return reply(rep);
 }
 
-handled scheduler_logic::cancel_job(const std::string& body) {
+handled scheduler_logic::cancel_job(const std::string& body, const call_context& ctx) {
   auto req = parse_as<loom::v1::CancelJobRequest>(body);
   if (!req) return fail(req.err());
-  auto j = jobs_.cancel(req->id(), req->reason(), now_());
-  if (!j) return fail(j.err());
+  auto j = jobs_.cancel(req->id(), req->reason(), caller_of(ctx, body), now_());
+  if (!j) return refused_or_store(j.err());
   loom::v1::CancelJobReply rep;
-  to_proto(**j, rep.mutable_job());
+  describe(**j, rep.mutable_job());
   auto h = reply(rep);
   h.audit_job_id = (*j)->id;
   h.audit_payload = nlohmann::json{{"reason", req->reason()}}.dump();
@@ -242,11 +278,13 @@ handled scheduler_logic::poll_work(const std::string& body) {
   r.generation = req->generation();
   r.peer_endpoint = req->peer_endpoint();
   r.peer_public_key = req->peer_public_key();
+  for (const auto& n : req->notices()) r.notices.push_back({n.seq(), n.kind(), n.text()});
   if (!roster_.find(r.node)) return fail(errc::not_found, "node " + r.node + " is not registered");
   roster_.heartbeat(r.node, now_());
   auto a = jobs_.poll(r, now_());
   loom::v1::PollWorkReply rep;
   rep.set_stop(a.stop);
+  rep.set_notices_acked(a.notices_acked);
   if (a.work) {
     auto* w = rep.mutable_assignment();
     w->set_job(a.work->job);

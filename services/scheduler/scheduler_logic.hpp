@@ -26,6 +26,9 @@
 namespace loom::store {
 class group_commit;
 }  // namespace loom::store
+namespace loom::v1 {
+class JobInfo;
+}  // namespace loom::v1
 
 namespace loom::scheduler {
 
@@ -49,6 +52,9 @@ class scheduler_logic final : public runtime::service_logic {
   // Forgets nodes that have been dead for a minute.
   void on_tick() override;
 
+  // Datasets a job names are checked with `p` at submit (dataset_probe.hpp).
+  void set_dataset_probe(dataset_probe p) { jobs_.set_dataset_probe(std::move(p)); }
+
   const roster& nodes() const { return roster_; }
   const job_manager& jobs() const { return jobs_; }
 
@@ -62,9 +68,11 @@ class scheduler_logic final : public runtime::service_logic {
   runtime::handled list_nodes(const std::string& body);
   runtime::handled drain_node(const std::string& body);
   runtime::handled submit_job(const std::string& body, const runtime::call_context& ctx);
-  runtime::handled list_jobs(const std::string& body);
-  runtime::handled get_job(const std::string& body);
-  runtime::handled cancel_job(const std::string& body);
+  runtime::handled list_jobs(const std::string& body, const runtime::call_context& ctx);
+  runtime::handled get_job(const std::string& body, const runtime::call_context& ctx);
+  runtime::handled cancel_job(const std::string& body, const runtime::call_context& ctx);
+  // A job as the wire shows it, with each queued stage's reason to wait.
+  void describe(const job_rec& j, loom::v1::JobInfo* out) const;
   runtime::handled poll_work(const std::string& body);
   // Runs fn in a store transaction (or succeeds at once without a store).
   status persist(const std::function<status(store::transaction&)>& fn);

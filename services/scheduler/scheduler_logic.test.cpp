@@ -1,6 +1,7 @@
 #include "services/scheduler/scheduler_logic.hpp"
 
 #include "libs/runtime/logic_pb.hpp"
+#include "loom/v1/jobs.pb.h"
 #include "loom/v1/scheduler.pb.h"
 
 #include <doctest/doctest.h>
@@ -60,4 +61,33 @@ TEST_CASE_FIXTURE(fixture, "a heartbeat from an unknown node is answered known=f
   auto rep = runtime::parse_as<v1::NodeHeartbeatReply>(call(hb).body);
   REQUIRE(rep.ok());
   CHECK_FALSE(rep->known());
+}
+
+TEST_CASE_FIXTURE(fixture, "listing jobs in a state that does not exist is refused naming it") {
+  v1::ListJobsRequest l;
+  l.set_state("bogus");
+  auto h = call(l);
+  CHECK(h.code == errc::invalid_argument);
+  CHECK(h.message.find("state bogus") != std::string::npos);
+  l.set_state("running");
+  CHECK(call(l).code == errc::ok);
+}
+
+TEST_CASE_FIXTURE(fixture, "a submit through the wire is refused with its reason and the job's waiting reason is on the wire") {
+  v1::SubmitJobRequest s;
+  s.set_template_name("t");
+  s.set_template_toml("[train]\nsteps = 3\n");
+  runtime::call_context ctx{"r1", "alice", "operator", "local", "red"};
+  auto bad = logic.handle(s.GetDescriptor()->full_name(), s.SerializeAsString(), ctx);
+  CHECK(bad.code == errc::invalid_argument);
+  CHECK(bad.message.find("exactly one of data.shards") != std::string::npos);
+  s.add_overrides("text=/data/corpus.txt");
+  auto ok = logic.handle(s.GetDescriptor()->full_name(), s.SerializeAsString(), ctx);
+  REQUIRE(ok.code == errc::ok);
+  auto rep = runtime::parse_as<v1::SubmitJobReply>(ok.body);
+  REQUIRE(rep.ok());
+  CHECK(rep->job().tenant() == "red");
+  CHECK(rep->job().stages(0).state() == "queued");
+  CHECK(rep->job().stages(0).waiting() == "no live trainer in any zone");
+  CHECK(rep->job().stages(0).memory_bytes() > (1ull << 30));  // GPT-2 small's weights and AdamW alone
 }

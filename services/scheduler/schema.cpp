@@ -33,6 +33,7 @@ CREATE INDEX nodes_by_zone ON nodes (zone);
 )sql"},
       jobs_migration(),
       groups_migration(),
+      spec_migration(),
   };
   return all;
 }

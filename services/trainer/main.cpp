@@ -13,10 +13,12 @@ int main(int argc, char** argv) {
   if (cmd == "serve") {
     loom::runtime::service_spec spec;
     spec.name = "trainer";
-    spec.make_logic = [](loom::runtime::service_env&) { return std::make_unique<loom::trainer::trainer_logic>(); };
+    // One board: the worker changes it, the logic (TrainerStatus) reads it.
+    auto board = std::make_shared<loom::trainer::work_board>();
+    spec.make_logic = [board](loom::runtime::service_env&) { return std::make_unique<loom::trainer::trainer_logic>(board); };
     // The work loop: polls the scheduler for stages and runs them (worker.hpp).
-    spec.start_extra = [](loom::runtime::service_env& env) -> loom::result<std::shared_ptr<void>> {
-      return std::shared_ptr<void>(std::make_shared<loom::trainer::worker>(env));
+    spec.start_extra = [board](loom::runtime::service_env& env) -> loom::result<std::shared_ptr<void>> {
+      return std::shared_ptr<void>(std::make_shared<loom::trainer::worker>(env, board));
     };
     return loom::runtime::service_main(argc - 1, argv + 1, spec);
   }

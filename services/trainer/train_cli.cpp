@@ -3,7 +3,7 @@
 #include "libs/files/files.hpp"
 #include "libs/tokenizer/bpe.hpp"
 #include "services/trainer/engine/kernels.hpp"
-#include "services/trainer/run/run_config.hpp"
+#include "libs/runspec/run_config.hpp"
 #include "services/trainer/run/sampler.hpp"
 #include "services/trainer/run/snapshot_io.hpp"
 #include "services/trainer/run/text_data.hpp"
@@ -93,7 +93,7 @@ int train_main(int argc, char** argv) {
     std::fprintf(stderr, "loom-trainer train: %s\n%s", a.error.empty() ? "--config is required" : a.error.c_str(), usage);
     return 2;
   }
-  auto cfg = load_run_config(a.values["config"], a.sets);
+  auto cfg = runspec::load_run_config(a.values["config"], a.sets);
   if (!cfg) return fail(cfg.err());
   if (a.values.count("out")) cfg->out_dir = a.values["out"];
 

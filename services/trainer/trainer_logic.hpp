@@ -1,15 +1,24 @@
-// The trainer service's logic. Today: status (idle); assignments, the GPT
-// engine and checkpoints arrive with the trainer issues.
+// The trainer service's logic: TrainerStatus tells what this trainer is doing
+// — the work_board the worker (worker.hpp) keeps: idle, preparing, running,
+// stopping, regrouping or done, with the stage, its group and its progress.
+// Runs in the supervised service actor; reads the board, changes nothing.
 #pragma once
 
 #include "libs/runtime/service_logic.hpp"
+#include "services/trainer/work_state.hpp"
+
+#include <memory>
 
 namespace loom::trainer {
 
 class trainer_logic final : public runtime::service_logic {
  public:
+  explicit trainer_logic(std::shared_ptr<const work_board> board) : board_(std::move(board)) {}
   runtime::handled handle(const std::string& type, const std::string& body,
                           const runtime::call_context& ctx) override;
+
+ private:
+  std::shared_ptr<const work_board> board_;
 };
 
 }  // namespace loom::trainer

@@ -6,12 +6,14 @@
 #include "libs/files/files.hpp"
 #include "libs/layout/layout.hpp"
 #include "libs/metrics/metrics.hpp"
+#include "libs/retry/backoff.hpp"
+#include "libs/runtime/restart_policy.hpp"
 #include "libs/runtime/service.hpp"
 #include "libs/wire/client.hpp"
 #include "libs/wire/envelope_pb.hpp"
 #include "loom/v1/ingest.pb.h"
 #include "loom/v1/jobs.pb.h"
-#include "services/trainer/run/run_config.hpp"
+#include "libs/runspec/run_config.hpp"
 #include "services/trainer/run/training_run.hpp"
 
 #include <nlohmann/json.hpp>
@@ -30,8 +32,10 @@ namespace {
 // One poll a second: progress reaches `loom job watch` within a second and a
 // finished stage's successor starts within about one (the ≤ 1 min stage switch).
 constexpr std::chrono::milliseconds poll_interval{1000};
-// A stage whose thread throws (e.g. bad_alloc) restarts from its latest snapshot this often.
-constexpr int max_crashes = 3;
+// A stage whose thread throws (e.g. bad_alloc) restarts from its latest
+// snapshot at most this often in the window, then it is reported failed.
+constexpr int max_restarts = 2;
+constexpr std::chrono::minutes restart_window{10};
 
 void log(const char* fmt, const std::string& a, const std::string& b = "") {
   std::fprintf(stderr, fmt, a.c_str(), b.c_str());
@@ -108,7 +112,7 @@ std::string inbox_bind(const std::string& rpc) {
 }
 }  // namespace
 
-worker::worker(runtime::service_env& env) : env_(env) {
+worker::worker(runtime::service_env& env, std::shared_ptr<work_board> board) : env_(env), board_(std::move(board)) {
   auto in = collective::inbox::bind(*env_.ctx, env_.keys, "loom", inbox_bind(env_.rpc_endpoint));
   if (in) {
     inbox_ = std::move(*in);
@@ -121,7 +125,7 @@ worker::worker(runtime::service_env& env) : env_(env) {
 
 worker::~worker() {
   quit_ = true;
-  stop_training_ = true;
+  request_stop();
   cv_.notify_all();
   if (poller_.joinable()) poller_.join();
   join_training();
@@ -131,10 +135,20 @@ void worker::join_training() {
   if (training_.joinable()) training_.join();
 }
 
+void worker::request_stop() {
+  stop_training_ = true;
+  board_->with([](work_state& w) { return w.stop(); });  // conflict when idle or done: nothing to stop
+}
+
 void worker::start(stage_run run) {
   join_training();  // the previous stage's thread has ended (its state was reported)
   stop_training_ = false;
   auto r = std::make_shared<stage_run>(std::move(run));
+  work_state::stage_ref ref{r->job, r->stage, r->attempt, r->rank, r->world, r->generation, 0};
+  if (auto st = board_->with([&](work_state& w) { return w.assign(ref); }); !st) {
+    log("trainer: %s%s\n", st.err().to_string());  // a broken invariant of the poll loop: not taken
+    return;
+  }
   {
     std::lock_guard lock(mu_);
     current_ = r;
@@ -144,33 +158,46 @@ void worker::start(stage_run run) {
 }
 
 void worker::train(std::shared_ptr<stage_run> run) {
-  auto finish = [&](const std::string& state, const std::string& message) {
-    std::lock_guard lock(mu_);
-    run->state = state;
-    run->message = message;
-  };
-  if (auto st = files::make_dirs(run->out_dir); !st) return finish("failed", st.err().message);
+  auto [outcome, message] = run_stage(*run);
+  const std::string name = run->job + "/" + run->stage;
+  board_->with([&](work_state& w) {
+    if (outcome == "regroup") (void)w.exchange_failed(message);
+    auto st = w.finish(outcome, message);
+    if (!st && outcome == "stopped") st = w.finish("failed", "stopped without a stop request: " + message);
+    if (!st) log("trainer: %s%s\n", st.err().to_string());
+    return st;
+  });
+  log("trainer: %s %s\n", name, outcome + (message.empty() ? "" : ": " + message));
+}
+
+std::pair<std::string, std::string> worker::run_stage(stage_run& run_ref) {
+  stage_run* run = &run_ref;
+  using outcome = std::pair<std::string, std::string>;
+  auto failed = [](const std::string& why) { return outcome{"failed", why}; };
+  if (auto st = files::make_dirs(run->out_dir); !st) return failed(st.err().message);
   const std::string origin = run->out_dir + "/config.toml";
   (void)files::write_atomic(origin, run->config_toml);
-  auto cfg = parse_run_config(run->config_toml, origin);
-  if (!cfg) return finish("failed", cfg.err().message);
+  auto cfg = runspec::parse_run_config(run->config_toml, origin);
+  if (!cfg) return failed(cfg.err().message);
+  if (auto st = runspec::check_run_files(*cfg, origin); !st) return failed(st.err().message);
   cfg->out_dir = run->out_dir;
   if (!run->init_from.empty()) cfg->init_from = run->init_from;
-  {
-    std::lock_guard lock(mu_);
-    run->total_steps = static_cast<std::uint64_t>(cfg->steps);
-  }
+  board_->with([&](work_state& w) {
+    w.set_total_steps(static_cast<std::uint64_t>(cfg->steps));
+    return ok_status();
+  });
   run_options o;
   o.resume = true;  // a re-placed or restarted stage continues from its snapshots
   o.data_dir = env_.paths.root;
   o.dataset_root = env_.paths.root + "/datasets";
   if (!cfg->dataset.empty()) {  // train from this node's copy, fetched from ingest
     if (auto st = fetch_dataset(env_, cfg->dataset, stop_training_); !st)
-      return finish(stop_training_ ? "stopped" : "failed", st.err().message);
+      return outcome{stop_training_ ? "stopped" : "failed", st.err().message};
     o.dataset_root = fetched_datasets(env_);
   }
   o.stop = &stop_training_;
   o.log = &std::cerr;  // <data>/logs/trainer.log under `loom up`
+  o.on_started = [&] { board_->with([](work_state& w) { return w.started(); }); };
   o.on_step = [&](const step_record& rec) {
     if (env_.metrics) {  // loom_trainer_*: the stage in progress on this trainer
       env_.metrics->add("training_steps_total", {}, 1);
@@ -178,28 +205,33 @@ void worker::train(std::shared_ptr<stage_run> run) {
       env_.metrics->set("training_loss", {}, double(rec.loss));
       env_.metrics->set("training_tokens_per_second", {}, rec.tokens_per_s);
     }
-    std::lock_guard lock(mu_);
-    run->step = rec.step;
-    run->loss = rec.loss;
-    run->tokens_per_s = rec.tokens_per_s;
-    if (rec.step == 1) run->first_loss = rec.loss;
+    board_->with([&](work_state& w) {
+      w.progress(rec.step, rec.loss, rec.tokens_per_s);
+      return ok_status();
+    });
   };
   o.on_rollback = [&](std::uint64_t bad_step, std::uint64_t back_to, const std::string& why) {
     if (!env_.audit) return;
-    audit::record r;
-    r.principal = env_.node_id;
-    r.role = "service";
-    r.zone = env_.zone;
-    r.action = "checkpoint.rollback";
-    r.job_id = run->job;
-    r.reason = why;
-    r.payload = nlohmann::json{{"stage", run->stage}, {"bad_step", bad_step}, {"back_to_step", back_to}}.dump();
-    r.service = "trainer";
-    env_.audit->emit(std::move(r));
+    env_.audit->emit(audit::service_record(
+        env_.node_id, env_.zone, "trainer", "checkpoint.rollback", run->job, why,
+        nlohmann::json{{"stage", run->stage}, {"bad_step", bad_step}, {"back_to_step", back_to}}.dump()));
+  };
+  o.on_notice = [&](const std::string& kind, const std::string& text) {
+    log("trainer: %s\n", run->job + "/" + run->stage + ": " + kind + ": " + text);
+    if (kind == "snapshot_fallback" && env_.audit)  // rollbacks are audited by on_rollback
+      env_.audit->emit(audit::service_record(env_.node_id, env_.zone, "trainer", "checkpoint.fallback", run->job,
+                                             text, nlohmann::json{{"stage", run->stage}}.dump()));
+    const auto now = static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
+    std::lock_guard lock(mu_);
+    const std::uint64_t seq = run->notices.empty() ? now : std::max(now, run->notices.back().seq + 1);
+    run->notices.push_back({seq, kind, text});
   };
   o.on_snapshot = [&](const std::string& dir) {
-    std::lock_guard lock(mu_);
-    run->checkpoint = dir;
+    board_->with([&](work_state& w) {
+      w.snapshot(dir);
+      return ok_status();
+    });
   };
   // A data-parallel group: this trainer is member `rank`; the ring sums each
   // step's gradients. An exchange that fails (a peer died, hung or moved on to
@@ -207,7 +239,7 @@ void worker::train(std::shared_ptr<stage_run> run) {
   std::unique_ptr<collective::group> grp;
   std::atomic<bool> exchange_failed{false};
   if (run->world > 1) {
-    if (!inbox_) return finish("failed", "this trainer has no collective inbox (see its log): it cannot join a group");
+    if (!inbox_) return failed("this trainer has no collective inbox (see its log): it cannot join a group");
     collective::group_options go;
     go.rank = run->rank;
     go.world = run->world;
@@ -216,7 +248,7 @@ void worker::train(std::shared_ptr<stage_run> run) {
     go.stop = &stop_training_;
     go.members = run->peers;
     auto joined = collective::group::join(*env_.ctx, env_.keys, *inbox_, std::move(go));
-    if (!joined) return finish("regroup", "cannot join the group: " + joined.err().to_string());
+    if (!joined) return outcome{"regroup", "cannot join the group: " + joined.err().to_string()};
     grp = std::move(*joined);
     o.group = {run->rank, run->world, [&](std::span<float> d) {
                  auto st = grp->all_reduce_sum(d);
@@ -227,25 +259,34 @@ void worker::train(std::shared_ptr<stage_run> run) {
         " as rank " + std::to_string(run->rank) + " of " + std::to_string(run->world) + ", generation " +
             std::to_string(run->generation));
   }
-  for (int crash = 0;; ++crash) {
+  // A crash restarts the run from its latest snapshot, as the runtime's
+  // supervisor restarts an actor: a few times, with backoff, then it escalates.
+  runtime::restart_policy restarts(max_restarts, restart_window);
+  retry::backoff delay(std::chrono::milliseconds(500), std::chrono::milliseconds(5000));
+  for (;;) {
     try {
       auto sum = run_training(*cfg, o);
       if (!sum && exchange_failed && !stop_training_)
-        return finish("regroup", "the group's exchange failed: " + sum.err().to_string());
-      if (!sum) return finish("failed", sum.err().message);
-      {
-        std::lock_guard lock(mu_);
-        run->step = sum->steps;
-        run->loss = sum->last_loss;
-        run->checkpoint = sum->snapshot;
-      }
-      log("trainer: %s %s\n", run->job + "/" + run->stage, sum->stopped ? "stopped" : "succeeded");
-      return finish(sum->stopped ? "stopped" : "succeeded", "");
+        return outcome{"regroup", "the group's exchange failed: " + sum.err().to_string()};
+      if (!sum) return failed(sum.err().message);
+      board_->with([&](work_state& w) {
+        w.progress(sum->steps, sum->last_loss, 0);
+        if (!sum->snapshot.empty()) w.snapshot(sum->snapshot);
+        return ok_status();
+      });
+      return outcome{sum->stopped ? "stopped" : "succeeded", ""};
     } catch (const std::exception& e) {
       // A member cannot restart alone: the others are inside the same step.
-      if (grp) return finish("regroup", std::string("training crashed: ") + e.what());
-      if (crash + 1 >= max_crashes) return finish("failed", std::string("training crashed: ") + e.what());
-      log("trainer: %s crashed (%s); restarting from its latest snapshot\n", run->job + "/" + run->stage, e.what());
+      if (grp) return outcome{"regroup", std::string("training crashed: ") + e.what()};
+      if (restarts.on_crash(runtime::restart_policy::clock::now()) == runtime::restart_policy::verdict::escalate)
+        return failed(std::string("training crashed ") + std::to_string(max_restarts + 1) + " times: " + e.what());
+      const auto wait = delay.next();
+      log("trainer: %s crashed (%s); restarting from its latest snapshot\n", run->job + "/" + run->stage,
+          std::string(e.what()) + " in " + std::to_string(wait.count()) + " ms");
+      for (auto until = std::chrono::steady_clock::now() + wait;
+           std::chrono::steady_clock::now() < until && !stop_training_;)
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      if (stop_training_) return outcome{"stopped", "stopped while restarting after a crash"};
     }
   }
 }
@@ -266,33 +307,43 @@ void worker::poll_loop() {
       req.set_peer_endpoint(inbox_->endpoint());
       req.set_peer_public_key(inbox_->public_key());
     }
+    const work_view v = board_->view();
     std::shared_ptr<stage_run> cur;
     {
       std::lock_guard lock(mu_);
       cur = current_;
-      if (cur) {
-        req.set_state(cur->state);
-        req.set_job(cur->job);
-        req.set_stage(cur->stage);
-        req.set_attempt(cur->attempt);
-        req.set_step(cur->step);
-        req.set_total_steps(cur->total_steps);
-        req.set_loss(cur->loss);
-        req.set_first_loss(cur->first_loss);
-        req.set_tokens_per_s(cur->tokens_per_s);
-        req.set_checkpoint(cur->checkpoint);
-        req.set_message(cur->message);
-        req.set_generation(cur->generation);
-      } else {
-        req.set_state("idle");
-      }
+      if (cur)
+        for (const auto& n : cur->notices) {
+          auto* q = req.add_notices();
+          q->set_seq(n.seq);
+          q->set_kind(n.kind);
+          q->set_text(n.text);
+        }
+    }
+    req.set_state(board_->with([](work_state& w) { return w.report(); }));
+    if (cur) {
+      req.set_job(v.job);
+      req.set_stage(v.stage);
+      req.set_attempt(v.attempt);
+      req.set_step(v.step);
+      req.set_total_steps(v.total_steps);
+      req.set_loss(v.loss);
+      req.set_first_loss(v.first_loss);
+      req.set_tokens_per_s(v.tokens_per_s);
+      req.set_checkpoint(v.checkpoint);
+      req.set_message(v.message);
+      req.set_generation(v.generation);
     }
     auto rep = wire::call_typed<loom::v1::PollWorkReply>(cli, req, env_.service_token());
     if (rep) {
-      if (rep->stop()) stop_training_ = true;
-      const bool finished = cur && cur->state != "running";
-      if (finished) {  // reported: back to idle
+      if (rep->stop()) request_stop();
+      if (cur && rep->notices_acked()) {
+        std::lock_guard lock(mu_);
+        std::erase_if(cur->notices, [&](const stage_run::notice& n) { return n.seq <= rep->notices_acked(); });
+      }
+      if (cur && req.state() != "running" && req.state() != "idle") {  // its end was reported: back to idle
         join_training();
+        board_->with([](work_state& w) { return w.reported(); });
         std::lock_guard lock(mu_);
         current_.reset();
         cur.reset();
@@ -316,7 +367,7 @@ void worker::poll_loop() {
       if (cur && rep->has_assignment() &&
           (rep->assignment().job() != cur->job || rep->assignment().stage() != cur->stage ||
            rep->assignment().generation() != cur->generation))
-        stop_training_ = true;  // told to run something else (or a new formation): stop this one first
+        request_stop();  // told to run something else (or a new formation): stop this one first
     }
     std::unique_lock lock(mu_);
     cv_.wait_for(lock, poll_interval, [&] { return quit_.load(); });

@@ -1,22 +1,20 @@
 // worker: the trainer service's work loop. Every second it polls the scheduler
-// (PollWork) with what it is doing and its progress; an assignment starts a
-// training thread that runs the stage with run_training() — always resuming
-// from the stage directory's latest verified snapshot, so a restarted process
-// or another trainer continues where the last one left off. `stop` (cancel,
-// preemption) snapshots and ends the stage. A stage that throws is restarted
-// from its latest snapshot up to 3 times before it is reported failed.
-//
-//   idle ──assignment──▶ running ──done──▶ succeeded | failed ──reported──▶ idle
-//                           │ stop, or a new generation
-//                           ├──▶ stopped (snapshot written) ──reported──▶ idle
-//                           │ the group's exchange failed
-//                           └──▶ regroup ──reported──▶ idle (the new generation follows)
+// (PollWork) with what it is doing — the work_board's state, shared with the
+// service logic that answers TrainerStatus — and its progress; an assignment
+// starts a training thread that runs the stage with run_training(), always
+// resuming from the stage directory's latest verified snapshot, so a restarted
+// process or another trainer continues where the last one left off. `stop`
+// (cancel, preemption) interrupts the step and snapshots the last whole one. A
+// training thread that throws is restarted from its latest snapshot under a
+// runtime::restart_policy (2 restarts in 10 minutes, with backoff), then the
+// stage is reported failed. work_state.hpp draws the states.
 //
 // Owns two threads (poll, training); the destructor stops both within ~2 s
-// (the training thread at its next step, with a snapshot).
+// (the training thread within about a layer's time, with a snapshot).
 #pragma once
 
 #include "libs/collective/ring.hpp"
+#include "services/trainer/work_state.hpp"
 
 #include <atomic>
 #include <condition_variable>
@@ -35,32 +33,39 @@ namespace loom::trainer {
 
 class worker {
  public:
-  explicit worker(runtime::service_env& env);
+  worker(runtime::service_env& env, std::shared_ptr<work_board> board);
   ~worker();
   worker(const worker&) = delete;
   worker& operator=(const worker&) = delete;
 
  private:
+  // What a stage needs besides its work_state: its configuration, its group
+  // and the notices (rollbacks, snapshot fallbacks) not yet acknowledged.
   struct stage_run {
     std::string job, stage, config_toml, out_dir, init_from;
     std::uint32_t attempt = 0;
     std::uint32_t rank = 0, world = 1;
     std::uint64_t generation = 0;
     std::vector<collective::member> peers;  // by rank
-    std::string state = "running";  // running, succeeded, failed, stopped, regroup
-    std::uint64_t step = 0, total_steps = 0;
-    double loss = 0, first_loss = 0, tokens_per_s = 0;
-    std::string checkpoint, message;
+    struct notice {
+      std::uint64_t seq = 0;  // unix ns at creation: unique and rising across restarts
+      std::string kind, text;
+    };
+    std::vector<notice> notices;  // guarded by mu_
   };
 
   void poll_loop();
   void start(stage_run run);
   void train(std::shared_ptr<stage_run> run);
+  // The stage's run with its crash restarts; returns the outcome and message.
+  std::pair<std::string, std::string> run_stage(stage_run& run);
   void join_training();
+  void request_stop();  // the flag the run checks, and the board's stopping
 
   runtime::service_env& env_;
+  std::shared_ptr<work_board> board_;
   std::unique_ptr<collective::inbox> inbox_;  // null when it could not bind (groups then fail)
-  std::mutex mu_;                       // guards current_
+  std::mutex mu_;                       // guards current_ and its notices
   std::shared_ptr<stage_run> current_;  // null when idle
   std::atomic<bool> stop_training_{false};
   std::atomic<bool> quit_{false};

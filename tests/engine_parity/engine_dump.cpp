@@ -39,7 +39,7 @@ constexpr float perturb_delta = 2e-4f;
 
 struct parity_case {
   const char* name;
-  gpt2_config cfg;
+  model::gpt2_config cfg;
   int batch, seq_len;
   // GPT-2's init_random() alone leaves biases 0, LayerNorm weights 1 and
   // pre-GELU values small (where tanh-GELU and erf-GELU agree to 1e-4), so a
@@ -88,11 +88,11 @@ class dump {
     entries_.push_back(std::move(e));
   }
   void add_scalar(std::string name, float x) { add<float>(std::move(name), {}, std::span(&x, 1)); }
-  // The 16 tensors of a parameter or gradient buffer, named prefix + tensor_name().
+  // The 16 tensors of a parameter or gradient buffer, named prefix + model::tensor_name().
   void add_tensors(const std::string& prefix, const gpt2& m, std::span<const float> buf) {
-    for (int i = 0; i < num_tensors; ++i) {
-      const auto id = static_cast<tensor_id>(i);
-      add<float>(prefix + std::string(tensor_name(id)), tensor_shape(m.config(), id),
+    for (int i = 0; i < model::num_tensors; ++i) {
+      const auto id = static_cast<model::tensor_id>(i);
+      add<float>(prefix + std::string(model::tensor_name(id)), model::tensor_shape(m.config(), id),
                  buf.subspan(m.layout().offset(id), m.layout().size(id)));
     }
   }
@@ -131,16 +131,16 @@ class dump {
 // engine's invariant). Any distribution will do: the weights are dumped.
 void spread(gpt2& m, std::mt19937& rng) {
   std::normal_distribution<float> n01(0.0f, 1.0f);
-  const param_layout& lay = m.layout();
-  const gpt2_config& c = m.config();
-  for (int i = 0; i < num_tensors; ++i) {
-    const auto id = static_cast<tensor_id>(i);
+  const model::param_layout& lay = m.layout();
+  const model::gpt2_config& c = m.config();
+  for (int i = 0; i < model::num_tensors; ++i) {
+    const auto id = static_cast<model::tensor_id>(i);
     float* t = m.params().data() + lay.offset(id);
     std::size_t n = lay.size(id);
-    if (id == tensor_id::wte) n = std::size_t(c.vocab) * c.channels;
-    const bool ln_weight = id == tensor_id::ln1w || id == tensor_id::ln2w || id == tensor_id::lnfw;
+    if (id == model::tensor_id::wte) n = std::size_t(c.vocab) * c.channels;
+    const bool ln_weight = id == model::tensor_id::ln1w || id == model::tensor_id::ln2w || id == model::tensor_id::lnfw;
     for (std::size_t k = 0; k < n; ++k) {
-      if (tensor_decays(id)) t[k] *= 5.0f;
+      if (model::tensor_decays(id)) t[k] *= 5.0f;
       else t[k] += (ln_weight ? 0.2f : 0.1f) * n01(rng);
     }
   }
@@ -166,7 +166,7 @@ batch_data draw_batch(const parity_case& pc, std::mt19937& rng) {
 
 ckpt::metadata case_metadata(const parity_case& pc) {
   auto s = [](auto x) { return std::to_string(x); };
-  const gpt2_config& c = pc.cfg;
+  const model::gpt2_config& c = pc.cfg;
   ckpt::metadata m{
       {"layers", s(c.layers)}, {"heads", s(c.heads)}, {"channels", s(c.channels)},
       {"max_seq_len", s(c.max_seq_len)}, {"vocab", s(c.vocab)}, {"padded_vocab", s(c.padded_vocab)},

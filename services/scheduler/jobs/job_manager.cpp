@@ -1,9 +1,10 @@
 #include "services/scheduler/jobs/job_manager.hpp"
 
 #include "libs/store/database.hpp"
-#include "services/scheduler/jobs/job_template.hpp"
+#include "libs/runspec/job_template.hpp"
 
 #include <algorithm>
+#include <set>
 #include <cstdio>
 #include <tuple>
 
@@ -14,8 +15,27 @@ std::int64_t ns(time_point t) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
 }
 
-// Each trainer node is one slot: a stage takes a whole trainer.
-const policy::resources one_slot{0, 1, 0};
+// Each trainer node is one slot (a stage takes a whole trainer), with the
+// memory a stage may plan for there (admission.hpp: usable_memory).
+policy::resources trainer_capacity(const node& n) { return {0, 1, usable_memory(n.resources.memory_bytes)}; }
+
+// The override that named dataset `name` for `stage`, as the submitter wrote
+// it ("--set sft.data.dataset=x"); "" when the template itself named it.
+std::string override_naming(const std::vector<std::string>& overrides, const std::string& stage,
+                            const std::string& name) {
+  for (auto it = overrides.rbegin(); it != overrides.rend(); ++it) {
+    const auto eq = it->find('=');
+    if (eq == std::string::npos || it->substr(eq + 1) != name) continue;
+    const std::string key = it->substr(0, eq);
+    if (key == "dataset" || key == "data.dataset" || key == stage + ".dataset" || key == stage + ".data.dataset")
+      return "--set " + *it;
+  }
+  return "";
+}
+
+std::string request_key(const std::string& principal, const std::string& request_id) {
+  return principal + "\n" + request_id;
+}
 
 std::string job_id_of(std::uint64_t seq) {
   char buf[32];
@@ -62,9 +82,9 @@ policy::job_spec job_manager::spec_of(const job_rec& j, std::size_t stage) const
   policy::job_spec s;
   s.id = pid_of(j, stage);
   s.tenant = j.tenant;
-  s.priority = priority_of(j.priority_class);
+  s.priority = runspec::priority_of(j.priority_class);
   if (!j.zone.empty()) s.zones = {j.zone};
-  s.per_member = one_slot;
+  s.per_member = {0, 1, j.stages[stage].memory_bytes};
   s.min_members = j.stages[stage].min_trainers;
   s.max_members = j.stages[stage].max_trainers;
   s.estimated_runtime = 600'000;  // 10 min: used for backfill ordering only
@@ -86,10 +106,23 @@ status job_manager::load(const roster& nodes, time_point now) {
   if (!db_) return ok_status();
   auto loaded = db_->with_read_transaction([](store::transaction& tx) { return load_jobs(tx); });
   if (!loaded) return loaded.err();
+  auto requests = db_->with_read_transaction([](store::transaction& tx) { return load_requests(tx); });
+  if (!requests) return requests.err();
   tick(nodes, now);  // live trainers into the policy first, so running stages can be restored
+  for (auto& r : *requests) by_request_[request_key(r.principal, r.request_id)] = r;
   for (auto& j : *loaded) {
     next_seq_ = std::max(next_seq_, j.seq + 1);
-    by_request_[j.request_id] = j.id;
+    // A job from before v4: its request id was global, its key the bare id.
+    if (j.request_id.find('\n') == std::string::npos)
+      by_request_.try_emplace(request_key(j.principal, j.request_id),
+                              request_rec{j.principal, j.request_id, "submit", "", j.id, j.submitted_ns});
+    for (auto& s : j.stages)
+      if (s.min_trainers == 0) {  // a row from before v4: its figures from the resolved spec, once
+        auto spec = runspec::parse_run_config(s.config_toml, j.id + "/" + s.name);
+        s.min_trainers = spec ? spec->min_trainers : 1;
+        s.max_trainers = spec ? spec->max_trainers : 1;
+        s.memory_bytes = spec ? spec->memory().total() : 0;
+      }
     const std::string id = j.id;
     jobs_[id] = std::move(j);
   }
@@ -98,7 +131,6 @@ status job_manager::load(const roster& nodes, time_point now) {
     for (std::size_t i = 0; i < j.stages.size(); ++i) {
       stage_rec& s = j.stages[i];
       by_pid_[pid_of(j, i)] = {id, i};
-      if (auto range = trainers_of(s.config_toml)) std::tie(s.min_trainers, s.max_trainers) = *range;
       if (s.state == "running") {
         if (s.members.empty()) s.members = {s.node};  // a row from before groups (migration v3)
         std::vector<policy::node_id> held;
@@ -131,26 +163,54 @@ status job_manager::load(const roster& nodes, time_point now) {
   return ok_status();
 }
 
-result<std::pair<const job_rec*, bool>> job_manager::submit(const submit_args& a, const std::string& request_id,
-                                                            const std::string& principal, time_point now) {
-  if (request_id.empty()) return make_error(errc::invalid_argument, "SubmitJob: the request id is empty");
-  if (auto it = by_request_.find(request_id); it != by_request_.end())
-    return std::pair<const job_rec*, bool>{&jobs_.at(it->second), true};
+result<const request_rec*> job_manager::seen_request(const caller& who, const std::string& kind) const {
+  auto it = by_request_.find(request_key(who.principal, who.request_id));
+  if (it == by_request_.end()) return static_cast<const request_rec*>(nullptr);
+  const request_rec& r = it->second;
+  if (r.kind != kind || (!r.body_sha256.empty() && r.body_sha256 != who.body_sha256))
+    return make_error(errc::conflict, "request id " + who.request_id + " was used by " + who.principal + " for " +
+                                          (r.kind == "submit" ? "submitting " : "cancelling ") + r.job_id +
+                                          " with another request: use a new request id");
+  return &r;
+}
+
+result<std::pair<const job_rec*, bool>> job_manager::submit(const submit_args& a, const caller& who,
+                                                            const roster& nodes, time_point now) {
+  if (who.request_id.empty()) return make_error(errc::invalid_argument, "SubmitJob: the request id is empty");
+  auto seen = seen_request(who, "submit");
+  if (!seen) return seen.err();
+  if (*seen) return std::pair<const job_rec*, bool>{&jobs_.at((*seen)->job_id), true};
   if (a.template_toml.empty()) return make_error(errc::invalid_argument, "SubmitJob: the template text is empty");
-  auto plan = resolve_template(a.template_name, a.template_toml, a.overrides);
+  const std::string tenant = a.tenant.empty() ? who.tenant : a.tenant;
+  if (tenant != who.tenant && !who.admin())
+    return make_error(errc::permission_denied, "tenant " + tenant + ": a " + who.role + " of tenant " + who.tenant +
+                                                   " submits only within it (admins act across tenants)");
+  auto plan = runspec::resolve_template(a.template_name, a.template_toml, a.overrides);
   if (!plan) return plan.err();
+  std::set<std::string> zones{who.service_zone};
+  for (const auto& n : nodes.list()) zones.insert(n.zone);
+  if (auto st = admit(*plan, a.zone, zones, trainers(nodes, now)); !st) return st.err();
+  if (probe_) {
+    std::set<std::string> asked;
+    for (const auto& sp : plan->stages)
+      if (!sp.spec.dataset.empty() && asked.insert(sp.spec.dataset).second)
+        if (auto st = probe_(sp.spec.dataset); !st) {
+          const std::string by = override_naming(a.overrides, sp.name, sp.spec.dataset);
+          return make_error(st.code(), (by.empty() ? "stage " + sp.name : by) + ": " + st.err().message);
+        }
+  }
   job_rec j;
   j.seq = next_seq_;
   j.id = job_id_of(j.seq);
-  j.request_id = request_id;
+  j.request_id = request_key(who.principal, who.request_id);
   j.name = plan->name;
   j.template_name = a.template_name;
   j.priority_class = a.priority_class.empty() ? plan->priority_class : a.priority_class;
-  if (priority_of(j.priority_class) < 0)
+  if (runspec::priority_of(j.priority_class) < 0)
     return make_error(errc::invalid_argument, "priority class " + j.priority_class + ": use low, normal or high");
-  j.tenant = a.tenant.empty() ? principal : a.tenant;
+  j.tenant = tenant;
   j.zone = a.zone;
-  j.principal = principal;
+  j.principal = who.principal;
   j.out_dir = root_ + "/" + j.id;
   j.overrides = a.overrides;
   j.submitted_ns = j.updated_ns = ns(now);
@@ -158,25 +218,29 @@ result<std::pair<const job_rec*, bool>> job_manager::submit(const submit_args& a
     stage_rec s;
     s.name = sp.name;
     s.config_toml = sp.config_toml;
-    s.total_steps = sp.total_steps;
-    s.min_trainers = sp.min_trainers;
-    s.max_trainers = sp.max_trainers;
+    s.total_steps = static_cast<std::uint64_t>(sp.spec.steps);
+    s.min_trainers = sp.spec.min_trainers;
+    s.max_trainers = sp.spec.max_trainers;
+    s.memory_bytes = sp.spec.memory().total();
     j.stages.push_back(std::move(s));
   }
   j.stages[0].state = "queued";
   std::string names;
   for (const auto& s : j.stages) names += (names.empty() ? "" : " -> ") + s.name;
-  auto st = persist([j, e = job_event{1, ns(now), "", "submitted",
-                                       "template " + a.template_name + ", stages " + names + ", by " + principal}](
+  const request_rec req{who.principal, who.request_id, "submit", who.body_sha256, j.id, ns(now)};
+  auto st = persist([j, req, e = job_event{1, ns(now), "", "submitted",
+                                            "template " + a.template_name + ", stages " + names + ", by " +
+                                                who.principal + " (tenant " + tenant + ")"}](
                         store::transaction& tx) -> status {
     if (auto s = save_job(tx, j); !s) return s;
+    if (auto s = add_request(tx, req); !s) return s;
     return add_event(tx, j.id, e);
   });
   if (!st) return st.err();
   j.next_event = 2;
   ++next_seq_;
   const std::string id = j.id;
-  by_request_[request_id] = id;
+  by_request_[request_key(who.principal, who.request_id)] = req;
   job_rec& stored = jobs_[id] = std::move(j);
   for (std::size_t i = 0; i < stored.stages.size(); ++i) by_pid_[pid_of(stored, i)] = {id, i};
   auto d = policy_.submit(spec_of(stored, 0), ms(now));
@@ -191,6 +255,7 @@ void job_manager::apply(const policy::policy::decisions& ds, time_point now) {
     job_rec& j = jobs_.at(it->second.first);
     const std::size_t i = it->second.second;
     stage_rec& s = j.stages[i];
+    if (j.terminal()) continue;  // failed earlier in this pass (fail_lost_stage): its later decisions are void
     if (d.what == policy::action::place && !d.nodes.empty()) {
       std::vector<std::string> members;
       for (auto n : d.nodes) members.push_back(node_names_.at(n));
@@ -217,6 +282,9 @@ void job_manager::apply(const policy::policy::decisions& ds, time_point now) {
                        policy::to_string(d.why) + "); " + std::to_string(s.members.size()) +
                        " trainers now, generation " + std::to_string(s.generation) + " from the latest checkpoint",
                    now);
+    } else if (d.what == policy::action::requeue && d.why == policy::reason::node_lost &&
+               ++s.node_losses >= max_node_losses) {
+      fail_lost_stage(j, i, now);
     } else if (d.what == policy::action::preempt || d.what == policy::action::requeue) {
       clear_members(j, i);
       s.state = "queued";
@@ -226,6 +294,24 @@ void job_manager::apply(const policy::policy::decisions& ds, time_point now) {
       (void)record(j, s.name, "requeued", why, now);
     }
   }
+}
+
+void job_manager::fail_lost_stage(job_rec& j, std::size_t i, time_point now) {
+  stage_rec& s = j.stages[i];
+  const std::string lost = s.node;
+  clear_members(j, i);
+  s.state = "failed";
+  s.finished_ns = ns(now);
+  j.state = "failed";
+  j.message = "stage " + s.name + ": its trainer stopped answering " + std::to_string(s.node_losses) +
+              " times while running it (last: " + lost + "); not placing it again unchanged — check " +
+              "train.threads and train.batch against the node (estimated " +
+              std::to_string(s.memory_bytes >> 20) + " MiB per trainer)";
+  for (std::size_t k = i + 1; k < j.stages.size(); ++k) j.stages[k].state = "cancelled";
+  (void)record(j, s.name, "stage_failed", j.message, now);
+  // The policy queued it again (and may have placed it in the same pass):
+  // out of the policy, and what its room allows now.
+  if (auto d = policy_.cancel(pid_of(j, i), ms(now))) apply(*d, now);
 }
 
 void job_manager::stage_done(job_rec& j, std::size_t i, bool ok, const std::string& message, time_point now) {
@@ -258,10 +344,20 @@ void job_manager::stage_done(job_rec& j, std::size_t i, bool ok, const std::stri
   if (d) apply(*d, now);
 }
 
-result<const job_rec*> job_manager::cancel(const std::string& id, const std::string& reason, time_point now) {
-  auto it = jobs_.find(id);
-  if (it == jobs_.end()) return make_error(errc::not_found, "no job " + id);
-  job_rec& j = it->second;
+result<const job_rec*> job_manager::cancel(const std::string& id, const std::string& reason, const caller& who,
+                                           time_point now) {
+  auto found = find_for(id, who);
+  if (!found) return found.err();
+  if (!who.admin() && who.role != "operator")
+    return make_error(errc::permission_denied, "cancelling " + id + " needs the operator or admin role");
+  auto seen = seen_request(who, "cancel");
+  if (!seen) return seen.err();
+  if (*seen) {
+    if ((*seen)->job_id != id)
+      return make_error(errc::conflict, "request id " + who.request_id + " cancelled " + (*seen)->job_id + ", not " + id);
+    return *found;  // a retry: what the first cancel left
+  }
+  job_rec& j = jobs_.at(id);
   if (j.terminal()) return make_error(errc::conflict, "job " + id + " is already " + j.state);
   for (std::size_t i = 0; i < j.stages.size(); ++i) {
     stage_rec& s = j.stages[i];
@@ -273,7 +369,12 @@ result<const job_rec*> job_manager::cancel(const std::string& id, const std::str
   }
   j.state = "cancelled";
   j.message = reason.empty() ? "cancelled" : reason;
-  if (auto st = record(j, "", "cancelled", j.message, now); !st) return st.err();
+  if (!who.request_id.empty()) {
+    const request_rec req{who.principal, who.request_id, "cancel", who.body_sha256, id, ns(now)};
+    if (auto st = persist([req](store::transaction& tx) { return add_request(tx, req); }); !st) return st.err();
+    by_request_[request_key(who.principal, who.request_id)] = req;
+  }
+  if (auto st = record(j, "", "cancelled", j.message + " (by " + who.principal + ")", now); !st) return st.err();
   apply(policy_.tick(ms(now)), now);
   return &j;
 }
@@ -301,6 +402,15 @@ poll_answer job_manager::poll(const poll_report& r, time_point now) {
     out.work = assignment_of(j, i, sl.rank);
     return out;
   };
+  // What the trainer noticed (rollbacks, snapshot fallbacks) becomes job
+  // events, each once: a notice's seq is its creation time in ns.
+  if (mine)
+    for (const auto& n : r.notices) {
+      if (n.seq <= sl.notices_acked) continue;
+      (void)record(j, s.name, n.kind, (s.members.size() > 1 ? who + ": " : "") + n.text, now, false);
+      sl.notices_acked = n.seq;
+    }
+  out.notices_acked = sl.notices_acked;
   if (mine && r.state == "running") {
     if (!current) return deliver();  // the new formation: the trainer stops this one and starts it
     sl.delivered = true;
@@ -373,7 +483,7 @@ void job_manager::tick(const roster& nodes, time_point now) {
   for (const auto& [id, live] : alive) {
     if (!live || in_policy_[id]) continue;
     auto idx = node_index(id);
-    policy::node_spec spec{*idx, nodes.find(id)->zone, one_slot};
+    policy::node_spec spec{*idx, nodes.find(id)->zone, trainer_capacity(*nodes.find(id))};
     auto d = policy_.add_node(spec, ms(now));
     if (!d) continue;
     in_policy_[id] = true;
@@ -400,16 +510,41 @@ void job_manager::tick(const roster& nodes, time_point now) {
   apply(policy_.tick(ms(now)), now);
 }
 
-std::vector<const job_rec*> job_manager::list(const std::string& state) const {
+std::vector<const job_rec*> job_manager::list(const std::string& state, const caller& who) const {
   std::vector<const job_rec*> out;
   for (const auto& [id, j] : jobs_)
-    if (state.empty() || j.state == state) out.push_back(&j);
+    if ((state.empty() || j.state == state) && (who.admin() || j.tenant == who.tenant)) out.push_back(&j);
   return out;
 }
 
 const job_rec* job_manager::find(const std::string& id) const {
   auto it = jobs_.find(id);
   return it == jobs_.end() ? nullptr : &it->second;
+}
+
+result<const job_rec*> job_manager::find_for(const std::string& id, const caller& who) const {
+  const job_rec* j = find(id);
+  if (!j || (!who.admin() && j->tenant != who.tenant))  // another tenant's job is not even shown to exist
+    return make_error(errc::not_found, "no job " + id + " in tenant " + who.tenant);
+  return j;
+}
+
+std::vector<trainer_view> job_manager::trainers(const roster& nodes, time_point now) const {
+  std::vector<trainer_view> out;
+  for (const auto& n : nodes.list()) {
+    if (n.service != "trainer") continue;
+    trainer_view t{n.id, n.zone, n.resources.cpu_cores, n.resources.memory_bytes,
+                   nodes.state(n, now) != node_state::dead, n.draining, ""};
+    if (auto sl = slots_.find(n.id); sl != slots_.end()) t.running = sl->second.job + "/" + jobs_.at(sl->second.job).stages[sl->second.stage].name;
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+std::string job_manager::waiting(const job_rec& j, std::size_t i, const roster& nodes, time_point now) const {
+  const stage_rec& s = j.stages[i];
+  if (s.state != "queued") return "";
+  return waiting_reason(j.zone, s.min_trainers, s.memory_bytes, trainers(nodes, now));
 }
 
 result<std::vector<job_event>> job_manager::events(const std::string& id, std::uint64_t after) const {

@@ -22,6 +22,8 @@
 #pragma once
 
 #include "libs/status/status.hpp"
+#include "services/scheduler/jobs/admission.hpp"
+#include "services/scheduler/dataset_probe.hpp"
 #include "services/scheduler/jobs/job_store.hpp"
 #include "services/scheduler/policy/policy.hpp"
 #include "services/scheduler/roster.hpp"
@@ -46,6 +48,17 @@ struct submit_args {
   std::string priority_class, tenant, zone;
 };
 
+// Who calls (from the gateway's call context) and what: jobs belong to a
+// tenant; operators and viewers act within their token's tenant, admins
+// across. Request ids are per principal; body_sha256 tells a retry (same
+// body) from a reuse of the id for something else (a conflict).
+struct caller {
+  std::string principal = "anonymous", role = "admin", tenant = "default";
+  std::string request_id, body_sha256;
+  std::string service_zone;  // the scheduler's own zone: always a known zone
+  bool admin() const { return role == "admin"; }
+};
+
 struct peer_info {
   std::string node, endpoint, public_key;  // a member's collective inbox
 };
@@ -68,11 +81,17 @@ struct poll_report {
   std::string checkpoint, message;
   std::uint64_t generation = 0;             // the group formation it runs (0: none said)
   std::string peer_endpoint, peer_public_key;  // its collective inbox
+  struct notice {
+    std::uint64_t seq = 0;
+    std::string kind, text;
+  };
+  std::vector<notice> notices;  // rollbacks, snapshot fallbacks: job events
 };
 
 struct poll_answer {
   std::optional<assignment> work;
   bool stop = false;
+  std::uint64_t notices_acked = 0;
 };
 
 class job_manager {
@@ -86,21 +105,35 @@ class job_manager {
   // A stage whose group asked to re-form more often than this fails (a member
   // that cannot keep up, or a peer that cannot be reached, should not loop forever).
   static constexpr std::uint32_t max_regroups = 20;
+  // A stage whose trainer stopped answering this often while running it fails:
+  // a stage that makes its node unresponsive (threads, memory) would otherwise
+  // take down every trainer it is placed on, one after the other.
+  static constexpr std::uint32_t max_node_losses = 2;
 
   // Loads every job and re-attaches running stages to the roster's live trainers.
   status load(const roster& nodes, time_point now);
 
-  // invalid_argument for a bad template or override; the existing job (existed
-  // = true) when request_id was seen before.
-  result<std::pair<const job_rec*, bool>> submit(const submit_args& a, const std::string& request_id,
-                                                 const std::string& principal, time_point now);
-  result<const job_rec*> cancel(const std::string& id, const std::string& reason, time_point now);
+  // invalid_argument for a bad template or override, or a job no trainer of
+  // its zone could run (admission.hpp); not_found for an unknown zone;
+  // permission_denied for another tenant without the admin role; the existing
+  // job (existed = true) when the caller used its request id for this same
+  // submit before, conflict when for something else. Nothing is stored on error.
+  result<std::pair<const job_rec*, bool>> submit(const submit_args& a, const caller& who, const roster& nodes,
+                                                 time_point now);
+  // A retried cancel (same request id) answers the job as the first left it.
+  result<const job_rec*> cancel(const std::string& id, const std::string& reason, const caller& who,
+                                time_point now);
   poll_answer poll(const poll_report& r, time_point now);
   // Adds live trainers to the policy, removes dead ones (their stages are requeued).
   void tick(const roster& nodes, time_point now);
 
-  std::vector<const job_rec*> list(const std::string& state) const;
+  // Jobs `who` may see (its tenant's; every job for an admin).
+  std::vector<const job_rec*> list(const std::string& state, const caller& who) const;
   const job_rec* find(const std::string& id) const;
+  // not_found (naming the tenant) for a job of another tenant.
+  result<const job_rec*> find_for(const std::string& id, const caller& who) const;
+  // Why stage `i` of `j` is queued and not running ("" unless queued).
+  std::string waiting(const job_rec& j, std::size_t i, const roster& nodes, time_point now) const;
   result<std::vector<job_event>> events(const std::string& id, std::uint64_t after) const;
   // Called after each job event is stored (queued, placed, stage switches,
   // snapshots, requeues, completion, cancellation): the service audits them.
@@ -113,6 +146,9 @@ class job_manager {
   using unit = std::function<status(store::transaction&)>;
   using async_writer = std::function<void(unit)>;
   void set_async_writer(async_writer w) { writer_ = std::move(w); }
+  // Asked at submit for every dataset a stage names (dataset_probe.hpp); a
+  // job is stored only when each is ready. Unset: datasets are not checked.
+  void set_dataset_probe(dataset_probe p) { probe_ = std::move(p); }
 
  private:
   struct slot {  // what a trainer node runs
@@ -122,6 +158,7 @@ class job_manager {
     bool delivered = false;          // the trainer has reported running it
     std::uint64_t running_gen = 0;   // the generation it reported running
     bool finished = false;           // rank > 0 finished its part; rank 0 ends the stage
+    std::uint64_t notices_acked = 0; // the trainer's notices recorded as job events
   };
 
   // Runs `fn` in a transaction now, or queues it with the async writer (then ok).
@@ -143,13 +180,18 @@ class job_manager {
   static std::string member_list(const std::vector<std::string>& nodes);  // "a, b, c"
   std::optional<policy::node_id> node_index(const std::string& node);
   policy::time_ms ms(time_point t) const;
+  std::vector<trainer_view> trainers(const roster& nodes, time_point now) const;
+  // A request id seen before from this principal: the job it made or
+  // cancelled; conflict when it came with another request.
+  result<const request_rec*> seen_request(const caller& who, const std::string& kind) const;
+  void fail_lost_stage(job_rec& j, std::size_t i, time_point now);
 
   store::database* db_;
   std::string root_;
   std::chrono::milliseconds min_runtime_;
   policy::policy policy_;
   std::map<std::string, job_rec> jobs_;                    // by id
-  std::map<std::string, std::string> by_request_;          // request id -> job id
+  std::map<std::string, request_rec> by_request_;          // principal + '\n' + request id
   std::map<policy::job_id, std::pair<std::string, std::size_t>> by_pid_;
   std::map<std::string, policy::node_id> node_ids_;        // trainer node -> policy node
   std::map<policy::node_id, std::string> node_names_;
@@ -160,6 +202,7 @@ class job_manager {
   std::uint64_t next_seq_ = 1;
   event_sink sink_;
   async_writer writer_;
+  dataset_probe probe_;
 };
 
 }  // namespace loom::scheduler

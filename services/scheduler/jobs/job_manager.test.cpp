@@ -69,14 +69,14 @@ TEST_CASE_FIXTURE(fixture, "submit is idempotent by request id and refuses a bad
   const job_rec* a = submit("same");
   const job_rec* b = submit("same");
   CHECK(a == b);
-  CHECK(jobs.list("").size() == 1);
+  CHECK(jobs.list("", as("")).size() == 1);
   submit_args bad;
   bad.template_name = "t";
   bad.template_toml = "[nope]\n";
-  auto r = jobs.submit(bad, "other", "alice", now);
+  auto r = jobs.submit(bad, as("other", "[nope]"), nodes, now);
   REQUIRE(!r.ok());
   CHECK(r.code() == errc::invalid_argument);
-  CHECK(jobs.list("").size() == 1);
+  CHECK(jobs.list("", as("")).size() == 1);
 }
 
 TEST_CASE_FIXTURE(fixture, "a job waits for a trainer, and a second job waits for the first") {
@@ -125,15 +125,15 @@ TEST_CASE_FIXTURE(fixture, "cancel stops a running stage at the trainer's next p
   const job_rec* j = submit("r1");
   poll("trainer@a", "idle");
   poll("trainer@a", "running", j->id, "pretrain", 2);
-  auto c = jobs.cancel(j->id, "user asked", now);
+  auto c = jobs.cancel(j->id, "user asked", as("c1"), now);
   REQUIRE(c.ok());
   CHECK(j->state == "cancelled");
   CHECK(j->stages[0].state == "cancelled");
   CHECK(j->stages[1].state == "cancelled");
   CHECK(poll("trainer@a", "running", j->id, "pretrain", 3).stop);
   CHECK(!poll("trainer@a", "idle").work);
-  CHECK(jobs.cancel(j->id, "", now).code() == errc::conflict);
-  CHECK(jobs.cancel("job-999999", "", now).code() == errc::not_found);
+  CHECK(jobs.cancel(j->id, "", as("c2"), now).code() == errc::conflict);
+  CHECK(jobs.cancel("job-999999", "", as("c3"), now).code() == errc::not_found);
 }
 
 TEST_CASE_FIXTURE(fixture, "a failed stage fails the job and cancels the stages after it") {
@@ -170,11 +170,9 @@ TEST_CASE("a high-priority job preempts a low one only after its minimum runtime
   f.add_trainer("trainer@a");
   f.jobs.tick(f.nodes, f.now);
   auto submit = [&](const std::string& req, const std::string& cls) {
-    submit_args a;
-    a.template_name = "t";
-    a.template_toml = "[train]\nsteps = 100\n";
+    submit_args a = fixture::args("[train]\nsteps = 100\n");
     a.priority_class = cls;
-    auto r = f.jobs.submit(a, req, "alice", f.now);
+    auto r = f.jobs.submit(a, fixture::as(req, cls), f.nodes, f.now);
     REQUIRE(r.ok());
     return r->first;
   };
@@ -243,4 +241,129 @@ TEST_CASE_FIXTURE(fixture, "a drained trainer finishes its stage and is given no
   auto w = poll("trainer@b", "idle");
   REQUIRE(w.work);
   CHECK(w.work->job == j2->id);
+}
+
+TEST_CASE_FIXTURE(fixture, "request ids are per principal, and one reused for another request is a conflict") {
+  add_trainer("trainer@a");
+  jobs.tick(nodes, now);
+  auto a = jobs.submit(args(two_stages), as("r1", "body-a", "alice"), nodes, now);
+  auto b = jobs.submit(args(two_stages), as("r1", "body-a", "bob"), nodes, now);
+  REQUIRE((a.ok() && b.ok()));
+  CHECK(a->first != b->first);  // bob's r1 is not alice's
+  CHECK(a->first->principal == "alice");
+  auto retry = jobs.submit(args(two_stages), as("r1", "body-a", "alice"), nodes, now);
+  REQUIRE(retry.ok());
+  CHECK(retry->second);  // existed
+  CHECK(retry->first == a->first);
+  auto other = jobs.submit(args(two_stages, {"steps=3"}), as("r1", "body-b", "alice"), nodes, now);
+  REQUIRE(!other.ok());
+  CHECK(other.code() == errc::conflict);
+  CHECK(other.err().message.find("request id r1 was used by alice") != std::string::npos);
+  CHECK(jobs.list("", as("", "", "root", "admin")).size() == 2);
+}
+
+TEST_CASE_FIXTURE(fixture, "a retried cancel answers what the first one did, a new one on a cancelled job is a conflict") {
+  add_trainer("trainer@a");
+  jobs.tick(nodes, now);
+  const job_rec* j = submit("r1");
+  auto first = jobs.cancel(j->id, "stop", as("cancel-1", "c"), now);
+  REQUIRE(first.ok());
+  auto again = jobs.cancel(j->id, "stop", as("cancel-1", "c"), now);
+  REQUIRE(again.ok());
+  CHECK((*again)->state == "cancelled");
+  CHECK(jobs.cancel(j->id, "stop", as("cancel-2", "c"), now).code() == errc::conflict);
+  CHECK(jobs.cancel(j->id, "stop", as("cancel-1", "other body"), now).code() == errc::conflict);
+}
+
+TEST_CASE_FIXTURE(fixture, "jobs belong to the token's tenant: operators act within it, admins across") {
+  add_trainer("trainer@a");
+  jobs.tick(nodes, now);
+  auto mine = jobs.submit(args(two_stages), as("r1", "x", "alice", "operator", "red"), nodes, now);
+  REQUIRE(mine.ok());
+  CHECK(mine->first->tenant == "red");
+  const std::string id = mine->first->id;
+  auto blue = as("b1", "y", "bob", "operator", "blue");
+  CHECK(jobs.find_for(id, blue).code() == errc::not_found);
+  CHECK(jobs.list("", blue).empty());
+  CHECK(jobs.cancel(id, "mine now", blue, now).code() == errc::not_found);
+  CHECK(jobs.find(id)->state != "cancelled");
+  auto elsewhere = args(two_stages);
+  elsewhere.tenant = "red";
+  auto denied = jobs.submit(elsewhere, blue, nodes, now);
+  REQUIRE(!denied.ok());
+  CHECK(denied.code() == errc::permission_denied);
+  auto viewer = as("v1", "z", "carol", "viewer", "red");
+  CHECK(jobs.find_for(id, viewer).ok());
+  CHECK(jobs.cancel(id, "", viewer, now).code() == errc::permission_denied);
+  auto admin = as("a1", "w", "root", "admin", "blue");
+  CHECK(jobs.list("", admin).size() == 1);
+  CHECK(jobs.cancel(id, "by the admin", admin, now).ok());
+}
+
+TEST_CASE_FIXTURE(fixture, "a stage whose trainer stops answering twice fails instead of being placed again") {
+  add_trainer("trainer@a");
+  add_trainer("trainer@b");
+  jobs.tick(nodes, now);
+  const job_rec* j = submit("r1");
+  REQUIRE(j->stages[0].state == "running");
+  for (int lost = 1; lost <= 2; ++lost) {
+    const std::string on = j->stages[0].node;
+    REQUIRE(!on.empty());
+    poll(on, "idle");
+    poll(on, "running", j->id, "pretrain", 1);
+    now += 10s;  // every trainer misses its heartbeats; the other comes back
+    for (const auto& n : {"trainer@a", "trainer@b"})
+      if (n != on) nodes.heartbeat(n, now);
+    jobs.tick(nodes, now);
+    if (lost == 1) {
+      CHECK(j->stages[0].node_losses == 1);
+      CHECK(j->stages[0].state == "running");  // re-placed on the other trainer
+      CHECK(j->stages[0].node != on);
+      nodes.heartbeat(on, now);
+      jobs.tick(nodes, now);
+    }
+  }
+  CHECK(j->stages[0].state == "failed");
+  CHECK(j->state == "failed");
+  CHECK(j->message.find("stopped answering 2 times") != std::string::npos);
+  CHECK(j->message.find("train.threads") != std::string::npos);
+  CHECK(j->stages[1].state == "cancelled");
+}
+
+TEST_CASE_FIXTURE(fixture, "a trainer's notices become job events once each and are acknowledged") {
+  std::vector<std::string> kinds;
+  jobs.set_event_sink([&](const job_rec&, const job_event& e) { kinds.push_back(e.kind + ": " + e.text); });
+  add_trainer("trainer@a");
+  jobs.tick(nodes, now);
+  const job_rec* j = submit("r1");
+  poll("trainer@a", "idle");
+  poll_report r;
+  r.node = "trainer@a";
+  r.state = "running";
+  r.job = j->id;
+  r.stage = "pretrain";
+  r.notices = {{100, "snapshot_fallback", "step-000004 refused (MANIFEST.json signature mismatch); resumed from step-000002"},
+               {101, "rollback", "step 7: loss nan: rolled back to step 4"}};
+  CHECK(jobs.poll(r, now).notices_acked == 101);
+  CHECK(jobs.poll(r, now).notices_acked == 101);  // resent: not recorded twice
+  int fallbacks = 0, rollbacks = 0;
+  for (const auto& k : kinds) {
+    fallbacks += k.rfind("snapshot_fallback: step-000004 refused", 0) == 0;
+    rollbacks += k.rfind("rollback: step 7", 0) == 0;
+  }
+  CHECK(fallbacks == 1);
+  CHECK(rollbacks == 1);
+}
+
+TEST_CASE_FIXTURE(fixture, "placement puts a stage only on a trainer with the memory it needs, and says so while it waits") {
+  const job_rec* j = submit("r1");  // no trainer yet: admission leaves it to placement
+  add_trainer("trainer@small", 1ull << 30);  // GPT-2 small needs more than its 768 MiB
+  jobs.tick(nodes, now);
+  CHECK(j->stages[0].state == "queued");
+  CHECK(jobs.waiting(*j, 0, nodes, now).find("needs an estimated") != std::string::npos);
+  add_trainer("trainer@big");
+  jobs.tick(nodes, now);
+  CHECK(j->stages[0].state == "running");
+  CHECK(j->stages[0].node == "trainer@big");
+  CHECK(jobs.waiting(*j, 0, nodes, now).empty());
 }

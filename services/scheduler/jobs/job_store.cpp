@@ -79,6 +79,32 @@ ALTER TABLE job_stages ADD COLUMN generation BIGINT NOT NULL DEFAULT 0;
   return m;
 }
 
+const store::migration& spec_migration() {
+  // Stages written before v4 read 0 for memory_bytes and 1..1 trainers: the
+  // job manager then derives them once from config_toml (job_manager::load).
+  static const store::migration m{
+      .owner = "scheduler",
+      .version = 4,
+      .description = "job_stages spec figures and node losses; job_requests: request ids per principal",
+      .sql = R"sql(
+ALTER TABLE job_stages ADD COLUMN min_trainers BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE job_stages ADD COLUMN max_trainers BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE job_stages ADD COLUMN memory_bytes BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE job_stages ADD COLUMN node_losses BIGINT NOT NULL DEFAULT 0;
+CREATE TABLE job_requests (
+  principal TEXT NOT NULL,
+  request_id TEXT NOT NULL,
+  kind TEXT NOT NULL CHECK (kind IN ('submit', 'cancel')),
+  body_sha256 TEXT NOT NULL,
+  job_id TEXT NOT NULL,
+  unix_ns BIGINT NOT NULL,
+  PRIMARY KEY (principal, request_id)
+);
+)sql",
+      .append_only_tables = {"job_requests"}};
+  return m;
+}
+
 namespace {
 std::string members_json(const stage_rec& s) { return nlohmann::json(s.members).dump(); }
 }  // namespace
@@ -123,7 +149,8 @@ result<std::vector<job_rec>> load_jobs(store::transaction& tx) {
       j.next_event = static_cast<std::uint64_t>(*(*last)[0].get_i64(0)) + 1;
     auto st = tx.query(
         "SELECT name, config_toml, state, step, total_steps, loss, first_loss, tokens_per_s, node, checkpoint, "
-        "attempts, started_unix_ns, finished_unix_ns, members, generation FROM job_stages WHERE job_id = $1 ORDER BY idx",
+        "attempts, started_unix_ns, finished_unix_ns, members, generation, min_trainers, max_trainers, memory_bytes, "
+        "node_losses FROM job_stages WHERE job_id = $1 ORDER BY idx",
         {j.id});
     if (!st) return st.err();
     for (const auto& r : *st) {
@@ -149,6 +176,10 @@ result<std::vector<job_rec>> load_jobs(store::transaction& tx) {
         for (const auto& n : m)
           if (n.is_string()) s.members.push_back(n.get<std::string>());
       s.generation = static_cast<std::uint64_t>(i(14));
+      s.min_trainers = static_cast<std::uint32_t>(i(15));  // 0: a row from before v4
+      s.max_trainers = static_cast<std::uint32_t>(i(16));
+      s.memory_bytes = static_cast<std::uint64_t>(i(17));
+      s.node_losses = static_cast<std::uint32_t>(i(18));
       j.stages.push_back(std::move(s));
     }
   }
@@ -171,17 +202,20 @@ status save_job(store::transaction& tx, const job_rec& j) {
     const stage_rec& s = j.stages[i];
     auto w = tx.exec(
         "INSERT INTO job_stages (job_id, idx, name, config_toml, state, step, total_steps, loss, first_loss, "
-        "tokens_per_s, node, checkpoint, attempts, started_unix_ns, finished_unix_ns, members, generation) "
-        "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17) "
+        "tokens_per_s, node, checkpoint, attempts, started_unix_ns, finished_unix_ns, members, generation, "
+        "min_trainers, max_trainers, memory_bytes, node_losses) "
+        "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21) "
         "ON CONFLICT (job_id, idx) DO UPDATE SET state = excluded.state, step = excluded.step, "
         "loss = excluded.loss, first_loss = excluded.first_loss, tokens_per_s = excluded.tokens_per_s, "
         "node = excluded.node, checkpoint = excluded.checkpoint, attempts = excluded.attempts, "
         "started_unix_ns = excluded.started_unix_ns, finished_unix_ns = excluded.finished_unix_ns, "
-        "members = excluded.members, generation = excluded.generation",
+        "members = excluded.members, generation = excluded.generation, node_losses = excluded.node_losses",
         {j.id, static_cast<std::int64_t>(i), s.name, s.config_toml, s.state, static_cast<std::int64_t>(s.step),
          static_cast<std::int64_t>(s.total_steps), s.loss, s.first_loss, s.tokens_per_s, s.node, s.checkpoint,
          static_cast<std::int64_t>(s.attempts), s.started_ns, s.finished_ns, members_json(s),
-         static_cast<std::int64_t>(s.generation)});
+         static_cast<std::int64_t>(s.generation), static_cast<std::int64_t>(s.min_trainers),
+         static_cast<std::int64_t>(s.max_trainers), static_cast<std::int64_t>(s.memory_bytes),
+         static_cast<std::int64_t>(s.node_losses)});
     if (!w) return w.err();
   }
   return ok_status();
@@ -192,10 +226,10 @@ status save_stage(store::transaction& tx, const job_rec& j, std::size_t i) {
   auto w = tx.exec(
       "UPDATE job_stages SET state = $3, step = $4, loss = $5, first_loss = $6, tokens_per_s = $7, node = $8, "
       "checkpoint = $9, attempts = $10, started_unix_ns = $11, finished_unix_ns = $12, members = $13, "
-      "generation = $14 WHERE job_id = $1 AND idx = $2",
+      "generation = $14, node_losses = $15 WHERE job_id = $1 AND idx = $2",
       {j.id, static_cast<std::int64_t>(i), s.state, static_cast<std::int64_t>(s.step), s.loss, s.first_loss,
        s.tokens_per_s, s.node, s.checkpoint, static_cast<std::int64_t>(s.attempts), s.started_ns, s.finished_ns,
-       members_json(s), static_cast<std::int64_t>(s.generation)});
+       members_json(s), static_cast<std::int64_t>(s.generation), static_cast<std::int64_t>(s.node_losses)});
   if (!w) return w.err();
   if (*w != 1) return make_error(errc::not_found, "no stage " + std::to_string(i) + " of job " + j.id);
   return ok_status();
@@ -206,6 +240,25 @@ status add_event(store::transaction& tx, const std::string& job_id, const job_ev
                    {job_id, static_cast<std::int64_t>(e.seq), e.unix_ns, e.stage, e.kind, e.text});
   if (!r) return r.err();
   return ok_status();
+}
+
+status add_request(store::transaction& tx, const request_rec& r) {
+  auto w = tx.exec("INSERT INTO job_requests (principal, request_id, kind, body_sha256, job_id, unix_ns) "
+                   "VALUES ($1, $2, $3, $4, $5, $6)",
+                   {r.principal, r.request_id, r.kind, r.body_sha256, r.job_id, r.unix_ns});
+  if (!w) return w.err();
+  return ok_status();
+}
+
+result<std::vector<request_rec>> load_requests(store::transaction& tx) {
+  auto rows = tx.query("SELECT principal, request_id, kind, body_sha256, job_id, unix_ns FROM job_requests");
+  if (!rows) return rows.err();
+  std::vector<request_rec> out;
+  for (const auto& r : *rows) {
+    auto t = [&](std::size_t i) { return r.get_text(i).ok() ? *r.get_text(i) : std::string(); };
+    out.push_back({t(0), t(1), t(2), t(3), t(4), r.get_i64(5).ok() ? *r.get_i64(5) : 0});
+  }
+  return out;
 }
 
 result<std::vector<job_event>> load_events(store::transaction& tx, const std::string& job_id, std::uint64_t after) {

@@ -1,5 +1,5 @@
-// job_store: the jobs, job_stages and job_events tables (scheduler migrations
-// v2) and the records the job manager keeps in memory. Functions run inside
+// job_store: the jobs, job_stages, job_events and job_requests tables
+// (scheduler migrations v2-v4) and the records the job manager keeps in memory. Functions run inside
 // the caller's transaction; no state of their own.
 #pragma once
 
@@ -25,8 +25,14 @@ struct stage_rec {
   std::string node;        // the trainer running it (rank 0 of its group), or that ran it last
   std::vector<std::string> members;  // the group by rank while placed; empty while queued
   std::uint64_t generation = 0;      // formations of the group so far (migration v3)
-  // Not stored: from config_toml's [parallel] (job_template::trainers_of) on load.
+  // From the run spec at submit (migration v4): the group's size range and
+  // what one member needs in memory; reload reads them, never the TOML.
   std::uint32_t min_trainers = 1, max_trainers = 1;
+  std::uint64_t memory_bytes = 0;
+  // Times its trainer stopped answering while running it (lost from the
+  // roster): past job_manager::max_node_losses the stage fails instead of
+  // being placed again unchanged.
+  std::uint32_t node_losses = 0;
   std::uint32_t regroups = 0;        // re-formations asked by members since the scheduler started
   std::string checkpoint;  // latest snapshot reported
   std::uint32_t attempts = 0;
@@ -45,16 +51,28 @@ struct job_rec {
   bool terminal() const { return state == "succeeded" || state == "failed" || state == "cancelled"; }
 };
 
+// A request id a principal used for a mutation (submit, cancel): a retry
+// with the same id answers what the first did; another body under it is a
+// conflict. Request ids are per principal.
+struct request_rec {
+  std::string principal, request_id, kind;  // kind: submit, cancel
+  std::string body_sha256;                  // of the request message
+  std::string job_id;
+  std::int64_t unix_ns = 0;
+};
+
 struct job_event {
   std::uint64_t seq = 0;
   std::int64_t unix_ns = 0;
   std::string stage, kind, text;
 };
 
-// The scheduler's migration v2 (jobs, job_stages, job_events) and v3 (a
-// stage's group: members by rank and its generation).
+// The scheduler's migration v2 (jobs, job_stages, job_events), v3 (a
+// stage's group: members by rank and its generation) and v4 (the stage's
+// spec figures and node losses; request ids per principal).
 const store::migration& jobs_migration();
 const store::migration& groups_migration();
+const store::migration& spec_migration();
 
 result<std::vector<job_rec>> load_jobs(store::transaction& tx);
 // Inserts or updates the job row and all its stage rows.
@@ -62,6 +80,8 @@ status save_job(store::transaction& tx, const job_rec& j);
 // Writes only one stage's progress columns (the frequent update).
 status save_stage(store::transaction& tx, const job_rec& j, std::size_t stage_index);
 status add_event(store::transaction& tx, const std::string& job_id, const job_event& e);
+status add_request(store::transaction& tx, const request_rec& r);
+result<std::vector<request_rec>> load_requests(store::transaction& tx);
 result<std::vector<job_event>> load_events(store::transaction& tx, const std::string& job_id, std::uint64_t after);
 
 }  // namespace loom::scheduler

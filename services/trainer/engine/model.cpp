@@ -6,6 +6,7 @@
 #include <new>
 #include <string>
 
+#include "libs/model/init.hpp"
 #include "services/trainer/engine/kernels.hpp"
 
 namespace loom::engine {
@@ -56,7 +57,7 @@ struct act_sizes {
 
 // Lays the activations out one after another; with base == nullptr it only counts.
 template <class Acts>
-act_sizes place(Acts& a, float* acts_base, float* scratch_base, const gpt2_config& cfg, int B,
+act_sizes place(Acts& a, float* acts_base, float* scratch_base, const model::gpt2_config& cfg, int B,
                 int T) {
   const std::size_t L = cfg.layers, BT = std::size_t(B) * T, C = cfg.channels;
   a.BT = BT; a.C = C; a.C3 = 3 * C; a.C4 = 4 * C;
@@ -90,19 +91,6 @@ act_sizes place(Acts& a, float* acts_base, float* scratch_base, const gpt2_confi
   return s;
 }
 
-// Counter-based N(0,1): value i of stream `key` depends on (key, i) only.
-std::uint64_t splitmix64(std::uint64_t z) {
-  z += 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-double normal_at(std::uint64_t key, std::uint64_t i) {
-  const std::uint64_t a = splitmix64(key ^ splitmix64(2 * i)), b = splitmix64(key ^ splitmix64(2 * i + 1));
-  const double u1 = (double(a >> 11) + 0.5) * 0x1p-53, u2 = double(b >> 11) * 0x1p-53;
-  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
-}
-
 }  // namespace
 
 gpt2::acts gpt2::views() {
@@ -111,7 +99,7 @@ gpt2::acts gpt2::views() {
   return a;
 }
 
-result<gpt2> gpt2::create(const gpt2_config& cfg, int batch, int seq_len) {
+result<gpt2> gpt2::create(const model::gpt2_config& cfg, int batch, int seq_len) {
   if (auto st = cfg.validate(); !st) return st.err();
   if (batch < 1 || seq_len < 1 || seq_len > cfg.max_seq_len)
     return make_error(errc::invalid_argument,
@@ -120,7 +108,7 @@ result<gpt2> gpt2::create(const gpt2_config& cfg, int batch, int seq_len) {
                           std::to_string(batch) + ", seq_len " + std::to_string(seq_len));
   gpt2 m;
   m.cfg_ = cfg;
-  m.layout_ = make_param_layout(cfg);
+  m.layout_ = model::make_param_layout(cfg);
   m.B_ = batch;
   m.T_ = seq_len;
   acts probe{};
@@ -142,31 +130,7 @@ result<gpt2> gpt2::create(const gpt2_config& cfg, int batch, int seq_len) {
   return m;
 }
 
-void gpt2::init_random(std::uint64_t seed) {
-  const double std_base = 0.02, std_proj = 0.02 / std::sqrt(2.0 * cfg_.layers);
-  float* base = params_.data();
-  for (int ti = 0; ti < num_tensors; ++ti) {
-    const auto id = static_cast<tensor_id>(ti);
-    float* p = base + layout_.offset(id);
-    long n = static_cast<long>(layout_.size(id));
-    double sd = 0.0, fill = 0.0;
-    switch (id) {
-      case tensor_id::wte:
-        sd = std_base;
-        n = long(cfg_.vocab) * cfg_.channels;  // padding rows stay 0
-        std::memset(p + n, 0, sizeof(float) * (layout_.size(id) - n));
-        break;
-      case tensor_id::wpe: case tensor_id::qkvw: case tensor_id::fcw: sd = std_base; break;
-      case tensor_id::attprojw: case tensor_id::fcprojw: sd = std_proj; break;
-      case tensor_id::ln1w: case tensor_id::ln2w: case tensor_id::lnfw: fill = 1.0; break;
-      default: break;  // biases
-    }
-    const std::uint64_t key = splitmix64(seed) ^ splitmix64(0x1000 + ti);
-#pragma omp parallel for schedule(static)
-    for (long i = 0; i < n; ++i)
-      p[i] = sd > 0 ? static_cast<float>(sd * normal_at(key, std::uint64_t(i))) : float(fill);
-  }
-}
+void gpt2::init_random(std::uint64_t seed) { model::init_params(cfg_, params_.span(), seed); }
 
 std::span<const float> gpt2::logits() const {
   return {logits_, std::size_t(B_) * T_ * std::size_t(cfg_.padded_vocab)};
@@ -204,12 +168,14 @@ result<float> gpt2::forward(std::span<const std::int32_t> inputs,
   if (!targets.empty()) std::memcpy(targets_.get(), targets.data(), sizeof(std::int32_t) * BT);
   have_targets_ = !targets.empty();
 
-  const tensor_views p = param_views();
+  const model::tensor_views p = param_views();
   const int B = B_, T = T_, C = cfg_.channels, NH = cfg_.heads, L = cfg_.layers;
   const int N = B * T;
   const std::size_t C_ = C;
   k::encoder_forward(a.x0, inputs_.get(), p.wte, p.wpe, B, T, C);
+  auto stopped = [] { return make_error(errc::unavailable, "gpt2::forward: interrupted (stop requested)"); };
   for (int l = 0; l < L; ++l) {
+    if (interrupted()) return stopped();
     const float* x = l == 0 ? a.x0 : a.layer(a.x2, a.BT * C_, l - 1);
     float* ln1 = a.layer(a.ln1, a.BT * C_, l);
     float* ln1m = a.layer(a.ln1_mean, a.BT, l);
@@ -235,6 +201,7 @@ result<float> gpt2::forward(std::span<const std::int32_t> inputs,
     k::matmul_forward(a.tmp, fchg, p.fcprojw + l * 4 * C_ * C_, p.fcprojb + l * C_, N, 4 * C, C);
     k::residual_forward(x2, x1, a.tmp, a.BT * C_);
   }
+  if (interrupted()) return stopped();
   const float* xl = a.layer(a.x2, a.BT * C_, L - 1);
   k::layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, xl, p.lnfw, p.lnfb, N, C);
   k::matmul_forward(a.logits, a.lnf, p.wte, nullptr, N, C, cfg_.padded_vocab);
@@ -246,11 +213,11 @@ result<float> gpt2::forward(std::span<const std::int32_t> inputs,
   return static_cast<float>(loss / wsum);
 }
 
-void gpt2::backward(float loss_scale, bool accumulate) {
+bool gpt2::backward(float loss_scale, bool accumulate) {
   if (!have_targets_) std::abort();  // broken invariant: REQUIRES a forward with targets
   acts a = views();
-  const tensor_views p = param_views();
-  const tensor_views g = grad_views();
+  const model::tensor_views p = param_views();
+  const model::tensor_views g = grad_views();
   const int B = B_, T = T_, C = cfg_.channels, NH = cfg_.heads, L = cfg_.layers;
   const int N = B * T, Vp = cfg_.padded_vocab;
   const std::size_t C_ = C;
@@ -268,6 +235,7 @@ void gpt2::backward(float loss_scale, bool accumulate) {
                         acc);
   // dres carries d(block output); the residual adds pass it through unchanged.
   for (int l = L - 1; l >= 0; --l) {
+    if (interrupted()) return false;
     const float* x = l == 0 ? a.x0 : a.layer(a.x2, a.BT * C_, l - 1);
     const std::size_t lc = l * C_;
     k::matmul_backward(a.dfch, g.fcprojw + l * 4 * C_ * C_, g.fcprojb + lc, a.dres,
@@ -289,6 +257,7 @@ void gpt2::backward(float loss_scale, bool accumulate) {
   }
   k::encoder_backward(g.wte, g.wpe, a.dres, inputs_.get(), B, T, C, acc);
   have_targets_ = false;  // logits are now dlogits
+  return true;
 }
 
 }  // namespace loom::engine

@@ -5,11 +5,12 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 
 #include "libs/status/status.hpp"
-#include "services/trainer/engine/config.hpp"
+#include "libs/model/gpt_config.hpp"
 
 namespace loom::engine {
 
@@ -34,7 +35,7 @@ class gpt2 {
  public:
   // invalid_argument for a bad config or batch < 1, seq_len < 1, seq_len > max_seq_len;
   // resource_exhausted when the buffers cannot be allocated.
-  static result<gpt2> create(const gpt2_config& cfg, int batch, int seq_len);
+  static result<gpt2> create(const model::gpt2_config& cfg, int batch, int seq_len);
 
   // GPT-2 initialisation from a seed: N(0, 0.02) for wte (real rows), wpe,
   // qkvw and fcw; N(0, 0.02/√(2L)) for attprojw and fcprojw; LayerNorm weights
@@ -52,19 +53,28 @@ class gpt2 {
 
   // Adds to grads() the gradient of loss_scale × the last forward's loss; with
   // accumulate = false, writes it over whatever grads() held (what the first
-  // micro-step does: no zero_grad pass over the whole buffer).
+  // micro-step does: no zero_grad pass over the whole buffer). False when the
+  // interrupt flag stopped it (grads() then holds a partial sum).
   // REQUIRES: the last forward() had targets and succeeded. Overwrites logits().
-  void backward(float loss_scale = 1.0f, bool accumulate = true);
+  bool backward(float loss_scale = 1.0f, bool accumulate = true);
+  // A test forward() and backward() call between layers: once it says true
+  // they stop (forward with errc::unavailable "interrupted"), so a stop
+  // request (cancel, preemption) ends even a long step within about a layer's
+  // time. Empty: never interrupted. Called on the thread running the step.
+  void set_interrupt(std::function<bool()> test) { interrupt_ = std::move(test); }
   void zero_grad();
 
   std::span<float> params() { return params_.span(); }
   std::span<const float> params() const { return params_.span(); }
   std::span<float> grads() { return grads_.span(); }
   std::span<const float> grads() const { return grads_.span(); }
-  tensor_views param_views() { return make_views(params_.data(), layout_); }
-  tensor_views grad_views() { return make_views(grads_.data(), layout_); }
-  const param_layout& layout() const { return layout_; }
-  const gpt2_config& config() const { return cfg_; }
+  model::tensor_views param_views() { return model::make_views(params_.data(), layout_); }
+  model::tensor_views grad_views() { return model::make_views(grads_.data(), layout_); }
+  const model::param_layout& layout() const { return layout_; }
+  const model::gpt2_config& config() const { return cfg_; }
+  // fp32 values held: parameters, gradients, activations and scratch
+  // (libs/model/memory.hpp estimates the same from the shape).
+  std::size_t allocated_floats() const { return params_.size() + grads_.size() + acts_.size() + scratch_.size(); }
   int batch() const { return B_; }
   int seq_len() const { return T_; }
   // (B,T,Vp) logits of the last forward() (padding columns: logits of the
@@ -76,14 +86,16 @@ class gpt2 {
   struct acts;  // pointers into acts_, see model.cpp
   acts views();
 
-  gpt2_config cfg_;
-  param_layout layout_;
+  model::gpt2_config cfg_;
+  model::param_layout layout_;
   int B_ = 0, T_ = 0;
   float_buffer params_, grads_;
   float_buffer acts_;     // everything forward saves for backward
   float_buffer scratch_;  // backward's per-layer gradients, reused across layers
   std::unique_ptr<std::int32_t[]> inputs_, targets_;
   const float* logits_ = nullptr;  // inside acts_
+  std::function<bool()> interrupt_;
+  bool interrupted() const { return interrupt_ && interrupt_(); }
   float weight_sum_ = 0.0f;
   bool have_targets_ = false;
 };

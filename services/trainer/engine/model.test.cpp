@@ -2,9 +2,12 @@
 // reference, masking, determinism, gradient accumulation and learning.
 #include "services/trainer/engine/model.hpp"
 
+#include "libs/model/memory.hpp"
+
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <limits>
 #include <string_view>
@@ -13,12 +16,13 @@
 #include "services/trainer/engine/train_step.hpp"
 
 using namespace loom::engine;
+namespace model = loom::model;
 namespace ref = loom::engine::ref;
 
 namespace {
 
 // The grad-check model: L2 H2 C16 T8 V37 Vp40, batch 2.
-gpt2_config tiny_config() { return {2, 2, 16, 8, 37, 40}; }
+model::gpt2_config tiny_config() { return {2, 2, 16, 8, 37, 40}; }
 
 std::vector<std::int32_t> random_tokens(std::size_t n, std::uint32_t seed, int V) {
   std::mt19937 rng(seed);
@@ -27,7 +31,7 @@ std::vector<std::int32_t> random_tokens(std::size_t n, std::uint32_t seed, int V
   return t;
 }
 
-gpt2 make(const gpt2_config& cfg, int B, int T, std::uint64_t seed) {
+gpt2 make(const model::gpt2_config& cfg, int B, int T, std::uint64_t seed) {
   auto m = gpt2::create(cfg, B, T);
   REQUIRE(m.ok());
   m->init_random(seed);
@@ -36,8 +40,18 @@ gpt2 make(const gpt2_config& cfg, int B, int T, std::uint64_t seed) {
 
 }  // namespace
 
+TEST_CASE("gpt2::create allocates what libs/model's memory estimate counts") {
+  for (auto [B, T] : {std::pair{1, 1}, std::pair{2, 8}, std::pair{3, 5}}) {
+    const model::gpt2_config c = tiny_config();
+    auto m = gpt2::create(c, B, T);
+    REQUIRE(m.ok());
+    const auto a = model::activations(c, std::uint64_t(B), std::uint64_t(T));
+    CHECK(m->allocated_floats() == 2 * model::make_param_layout(c).total + a.acts + a.scratch);
+  }
+}
+
 TEST_CASE("gpt2::create refuses bad shapes with invalid_argument") {
-  gpt2_config c = tiny_config();
+  model::gpt2_config c = tiny_config();
   c.channels = 15;  // not a multiple of heads
   CHECK(gpt2::create(c, 1, 4).code() == loom::errc::invalid_argument);
   c = tiny_config();
@@ -45,7 +59,7 @@ TEST_CASE("gpt2::create refuses bad shapes with invalid_argument") {
   CHECK(gpt2::create(c, 1, 4).code() == loom::errc::invalid_argument);
   CHECK(gpt2::create(tiny_config(), 1, 9).code() == loom::errc::invalid_argument);
   CHECK(gpt2::create(tiny_config(), 0, 8).code() == loom::errc::invalid_argument);
-  CHECK(make_param_layout(gpt2_config{}).total == 124475904u);  // GPT-2 124M, llm.c's count
+  CHECK(model::make_param_layout(model::gpt2_config{}).total == 124475904u);  // GPT-2 124M, llm.c's count
 }
 
 TEST_CASE("gpt2::forward refuses out-of-range ids, bad weights and all-masked batches") {
@@ -74,17 +88,17 @@ TEST_CASE("a forward without targets gives the same logits, zero in the padding 
 }
 
 TEST_CASE("a tiny GPT-2's loss and every parameter gradient match float64 finite differences") {
-  const gpt2_config cfg = tiny_config();
+  const model::gpt2_config cfg = tiny_config();
   const int B = 2, T = 8;
   gpt2 m = make(cfg, B, T, 7);
   // Move LayerNorm parameters and biases off 1/0 so their gradients are tested in general position.
-  const param_layout lay = m.layout();
-  for (auto id : {tensor_id::ln1w, tensor_id::ln2w, tensor_id::lnfw}) {
+  const model::param_layout lay = m.layout();
+  for (auto id : {model::tensor_id::ln1w, model::tensor_id::ln2w, model::tensor_id::lnfw}) {
     const auto r = ref::random_floats(lay.size(id), 100 + int(id), 0.7f, 1.3f);
     std::memcpy(m.params().data() + lay.offset(id), r.data(), r.size() * 4);
   }
-  for (auto id : {tensor_id::ln1b, tensor_id::qkvb, tensor_id::attprojb, tensor_id::ln2b,
-                  tensor_id::fcb, tensor_id::fcprojb, tensor_id::lnfb}) {
+  for (auto id : {model::tensor_id::ln1b, model::tensor_id::qkvb, model::tensor_id::attprojb, model::tensor_id::ln2b,
+                  model::tensor_id::fcb, model::tensor_id::fcprojb, model::tensor_id::lnfb}) {
     const auto r = ref::random_floats(lay.size(id), 100 + int(id), -0.1f, 0.1f);
     std::memcpy(m.params().data() + lay.offset(id), r.data(), r.size() * 4);
   }
@@ -107,13 +121,13 @@ TEST_CASE("a tiny GPT-2's loss and every parameter gradient match float64 finite
   const ref::vec num = ref::numeric_grad(p, [&] { return ref::gpt2_loss(p, cfg, B, T, in, tgt, w); });
   // Per tensor; wte's padding rows have zero gradient on both sides.
   double worst = 0;
-  for (int i = 0; i < num_tensors; ++i) {
-    const auto id = static_cast<tensor_id>(i);
+  for (int i = 0; i < model::num_tensors; ++i) {
+    const auto id = static_cast<model::tensor_id>(i);
     const std::size_t off = lay.offset(id), n = lay.size(id);
     const ref::vec nt(num.begin() + off, num.begin() + off + n);
     const double e = ref::rel_error(m.grads().subspan(off, n), nt);
     worst = std::max(worst, e);
-    INFO("tensor " << tensor_name(id));
+    INFO("tensor " << model::tensor_name(id));
     CHECK(e < 1e-5);  // achieved here: <= 2.5e-7
   }
   MESSAGE("whole-model worst per-tensor grad rel. error: " << worst);
@@ -151,15 +165,15 @@ TEST_CASE("backward without accumulation overwrites stale gradients, so no zero_
   const std::vector<float> want(m.grads().begin(), m.grads().end());
   for (float& g : m.grads()) g = std::numeric_limits<float>::quiet_NaN();
   // wpe rows >= T are never written by backward: they keep what zero_grad/allocation left.
-  const auto wpe = m.layout().offset(tensor_id::wpe);
-  std::fill(m.grads().begin() + wpe, m.grads().begin() + wpe + m.layout().size(tensor_id::wpe), 0.0f);
+  const auto wpe = m.layout().offset(model::tensor_id::wpe);
+  std::fill(m.grads().begin() + wpe, m.grads().begin() + wpe + m.layout().size(model::tensor_id::wpe), 0.0f);
   REQUIRE(m.forward(in, tgt).ok());
   m.backward(1.0f, /*accumulate=*/false);
   CHECK(std::memcmp(want.data(), m.grads().data(), want.size() * 4) == 0);
 }
 
 TEST_CASE("gradient accumulation over two half batches equals one full batch") {
-  const gpt2_config cfg{2, 4, 32, 16, 64, 64};
+  const model::gpt2_config cfg{2, 4, 32, 16, 64, 64};
   gpt2 full = make(cfg, 2, 16, 9), half = make(cfg, 1, 16, 9);
   const auto in = random_tokens(32, 10, 64), tgt = random_tokens(32, 11, 64);
   const std::span<const std::int32_t> i(in), t(tgt);
@@ -193,7 +207,7 @@ struct run_result {
 // Trains a small byte-level model on the paragraph; windows are picked by a
 // fixed-seed generator, so two calls see the same batches.
 run_result train_on_paragraph(int steps, int accum) {
-  const gpt2_config cfg{2, 4, 64, 32, 256, 256};
+  const model::gpt2_config cfg{2, 4, 64, 32, 256, 256};
   const int B = 8, T = 32;
   gpt2 m = make(cfg, B, T, 42);
   adamw opt(m.layout().total, adamw_config{0.9f, 0.95f, 1e-8f, 0.01f}, m.layout().ranges());
@@ -255,4 +269,24 @@ TEST_CASE("train_step reports the pre-clip gradient norm and the scheduled LR, a
   const micro_batch no_targets{in, {}, {}};
   CHECK(train_step(m, opt, sched, 1.0f, 3, std::span(&no_targets, 1)).code() == loom::errc::invalid_argument);
   CHECK(opt.steps_taken() == 1);
+}
+
+TEST_CASE("an interrupt flag stops forward and backward between layers and leaves the parameters alone") {
+  gpt2 m = make(tiny_config(), 2, 8, 3);
+  const auto in = random_tokens(16, 1, 37), tg = random_tokens(16, 2, 37);
+  const std::vector<float> before(m.params().begin(), m.params().end());
+  std::atomic<bool> stop{true};
+  m.set_interrupt([&] { return stop.load(); });
+  auto l = m.forward(in, tg);
+  REQUIRE(!l.ok());
+  CHECK(l.code() == loom::errc::unavailable);
+  CHECK(l.err().message.find("interrupted") != std::string::npos);
+  stop = false;
+  REQUIRE(m.forward(in, tg).ok());
+  stop = true;
+  CHECK_FALSE(m.backward());
+  CHECK(std::equal(before.begin(), before.end(), m.params().begin()));
+  stop = false;
+  REQUIRE(m.forward(in, tg).ok());
+  CHECK(m.backward());
 }

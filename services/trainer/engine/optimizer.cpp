@@ -8,7 +8,7 @@
 
 namespace loom::engine {
 
-adamw::adamw(std::size_t num_params, adamw_config cfg, std::vector<param_range> ranges)
+adamw::adamw(std::size_t num_params, adamw_config cfg, std::vector<model::param_range> ranges)
     : cfg_(cfg), ranges_(std::move(ranges)), m_(num_params), v_(num_params) {}
 
 void adamw::step(std::span<float> params, std::span<const float> grads, float lr,
@@ -21,7 +21,7 @@ void adamw::step(std::span<float> params, std::span<const float> grads, float lr
   const float* g = grads.data();
   float* m = m_.data();
   float* v = v_.data();
-  for (const param_range& r : ranges_) {
+  for (const model::param_range& r : ranges_) {
     const float decay = r.decay ? 1.0f - lr * cfg_.weight_decay : 1.0f;
     const long end = static_cast<long>(r.offset + r.count);
 #pragma omp parallel for simd schedule(static)

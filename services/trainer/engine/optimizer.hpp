@@ -7,7 +7,7 @@
 #include <span>
 #include <vector>
 
-#include "services/trainer/engine/config.hpp"
+#include "libs/model/gpt_config.hpp"
 #include "services/trainer/engine/model.hpp"
 
 namespace loom::engine {
@@ -21,9 +21,9 @@ struct adamw_config {
 
 class adamw {
  public:
-  // ranges must cover [0, num_params) without overlap (param_layout::ranges()).
+  // ranges must cover [0, num_params) without overlap (model::param_layout::ranges()).
   // Allocates m and v (8 bytes per parameter); throws std::bad_alloc.
-  adamw(std::size_t num_params, adamw_config cfg, std::vector<param_range> ranges);
+  adamw(std::size_t num_params, adamw_config cfg, std::vector<model::param_range> ranges);
 
   // One update, step t = steps_taken() + 1, for every parameter i:
   //   g = grad_scale·grads[i];  m = β1·m + (1-β1)·g;  v = β2·v + (1-β2)·g²
@@ -43,7 +43,7 @@ class adamw {
 
  private:
   adamw_config cfg_;
-  std::vector<param_range> ranges_;
+  std::vector<model::param_range> ranges_;
   float_buffer m_, v_;
   int t_ = 0;
 };

@@ -9,7 +9,7 @@
 #include <random>
 #include <vector>
 
-#include "services/trainer/engine/config.hpp"
+#include "libs/model/gpt_config.hpp"
 
 namespace loom::engine::ref {
 
@@ -90,30 +90,30 @@ inline double weighted_xent(const vec& z, const std::vector<std::int32_t>& tgt,
   return num / den;
 }
 
-// The whole GPT-2 loss in float64, parameters laid out by make_param_layout.
-inline double gpt2_loss(const vec& params, const gpt2_config& cfg, int B, int T,
+// The whole GPT-2 loss in float64, parameters laid out by model::make_param_layout.
+inline double gpt2_loss(const vec& params, const model::gpt2_config& cfg, int B, int T,
                         const std::vector<std::int32_t>& in, const std::vector<std::int32_t>& tgt,
                         const std::vector<float>& w) {
-  const param_layout lay = make_param_layout(cfg);
-  auto P = [&](tensor_id t) { return params.data() + lay.offset(t); };
+  const model::param_layout lay = model::make_param_layout(cfg);
+  auto P = [&](model::tensor_id t) { return params.data() + lay.offset(t); };
   const int C = cfg.channels, N = B * T;
   vec x, ln, qkv, y, proj, h;
-  encoder(x, in, P(tensor_id::wte), P(tensor_id::wpe), B, T, C);
+  encoder(x, in, P(model::tensor_id::wte), P(model::tensor_id::wpe), B, T, C);
   for (int l = 0; l < cfg.layers; ++l) {
-    layernorm(ln, x, P(tensor_id::ln1w) + l * C, P(tensor_id::ln1b) + l * C, N, C);
-    matmul(qkv, ln, P(tensor_id::qkvw) + l * 3 * C * C, P(tensor_id::qkvb) + l * 3 * C, N, C, 3 * C);
+    layernorm(ln, x, P(model::tensor_id::ln1w) + l * C, P(model::tensor_id::ln1b) + l * C, N, C);
+    matmul(qkv, ln, P(model::tensor_id::qkvw) + l * 3 * C * C, P(model::tensor_id::qkvb) + l * 3 * C, N, C, 3 * C);
     attention(y, qkv, B, T, C, cfg.heads);
-    matmul(proj, y, P(tensor_id::attprojw) + l * C * C, P(tensor_id::attprojb) + l * C, N, C, C);
+    matmul(proj, y, P(model::tensor_id::attprojw) + l * C * C, P(model::tensor_id::attprojb) + l * C, N, C, C);
     for (std::size_t i = 0; i < x.size(); ++i) x[i] += proj[i];
-    layernorm(ln, x, P(tensor_id::ln2w) + l * C, P(tensor_id::ln2b) + l * C, N, C);
-    matmul(h, ln, P(tensor_id::fcw) + l * 4 * C * C, P(tensor_id::fcb) + l * 4 * C, N, C, 4 * C);
+    layernorm(ln, x, P(model::tensor_id::ln2w) + l * C, P(model::tensor_id::ln2b) + l * C, N, C);
+    matmul(h, ln, P(model::tensor_id::fcw) + l * 4 * C * C, P(model::tensor_id::fcb) + l * 4 * C, N, C, 4 * C);
     for (double& v : h) v = gelu(v);
-    matmul(proj, h, P(tensor_id::fcprojw) + l * 4 * C * C, P(tensor_id::fcprojb) + l * C, N, 4 * C, C);
+    matmul(proj, h, P(model::tensor_id::fcprojw) + l * 4 * C * C, P(model::tensor_id::fcprojb) + l * C, N, 4 * C, C);
     for (std::size_t i = 0; i < x.size(); ++i) x[i] += proj[i];
   }
-  layernorm(ln, x, P(tensor_id::lnfw), P(tensor_id::lnfb), N, C);
+  layernorm(ln, x, P(model::tensor_id::lnfw), P(model::tensor_id::lnfb), N, C);
   vec logits;
-  matmul(logits, ln, P(tensor_id::wte), nullptr, N, C, cfg.padded_vocab);
+  matmul(logits, ln, P(model::tensor_id::wte), nullptr, N, C, cfg.padded_vocab);
   return weighted_xent(logits, tgt, w, N, cfg.vocab, cfg.padded_vocab);
 }
 

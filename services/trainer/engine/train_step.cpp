@@ -16,7 +16,8 @@ result<step_stats> train_step(gpt2& model, adamw& opt, const lr_schedule& schedu
       return make_error(errc::invalid_argument, "train_step: a micro-batch without targets");
     result<float> l = model.forward(mb.inputs, mb.targets, mb.weights);
     if (!l) return l.err();
-    model.backward(1.0f / k, /*accumulate=*/!first);  // the first overwrites: no zero_grad pass
+    if (!model.backward(1.0f / k, /*accumulate=*/!first))  // the first overwrites: no zero_grad pass
+      return make_error(errc::unavailable, "train_step: interrupted (stop requested)");
     first = false;
     loss += *l;
   }

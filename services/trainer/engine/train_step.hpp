@@ -39,8 +39,8 @@ struct data_parallel {
 
 // Each micro-batch's loss counts 1/k (k = micro.size(), or dp->total_micro).
 // grad_clip <= 0 turns clipping off. step counts from 0 (the schedule's step).
-// On an error (a failed all-reduce included) nothing has been updated, but
-// grads() may hold a partial sum.
+// On an error (a failed all-reduce, or the model's interrupt flag: see
+// gpt2::set_interrupt) nothing has been updated, but grads() may hold a partial sum.
 result<step_stats> train_step(gpt2& model, adamw& opt, const lr_schedule& schedule, float grad_clip, int step,
                               std::span<const micro_batch> micro, const data_parallel* dp = nullptr);
 

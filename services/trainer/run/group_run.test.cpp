@@ -88,7 +88,7 @@ std::vector<float> logged_losses(const std::string& out) {
 }
 
 // Runs `world` members of one run over `cfg` (threads = 1 each); returns their summaries.
-std::vector<result<run_summary>> run_group(const run_config& cfg, std::uint32_t world, const std::string& home,
+std::vector<result<run_summary>> run_group(const runspec::run_config& cfg, std::uint32_t world, const std::string& home,
                                            const std::atomic<bool>* stop = nullptr, std::uint64_t stop_in_call = 0) {
   thread_group g(world, stop);
   if (stop_in_call) {

@@ -6,7 +6,7 @@
 #include "libs/shards/writer.hpp"
 #include "services/trainer/engine/model.hpp"
 #include "services/trainer/run/metrics_log.hpp"
-#include "services/trainer/run/run_config.hpp"
+#include "libs/runspec/run_config.hpp"
 #include "services/trainer/run/sampler.hpp"
 #include "services/trainer/run/snapshot_io.hpp"
 #include "services/trainer/run/training_run.hpp"
@@ -186,7 +186,7 @@ TEST_CASE("open_snapshot reads the model shape and state and load_params refuses
   CHECK(one->state.cursor == s->state.cursor);
   CHECK(!open_snapshot(tmp.path() + "/out/checkpoints", "another key").ok());
 
-  engine::gpt2_config other = s->model;
+  model::gpt2_config other = s->model;
   other.channels = 64;
   auto m = engine::gpt2::create(other, 1, 8);
   REQUIRE(m.ok());
@@ -230,7 +230,7 @@ TEST_CASE("pick: greedy and top-1 take the argmax and sampling follows the tempe
 }
 
 TEST_CASE("generate is deterministic for a seed, stays in the vocabulary and stops at the stop token") {
-  engine::gpt2_config cfg;
+  model::gpt2_config cfg;
   cfg.layers = 1; cfg.heads = 2; cfg.channels = 16; cfg.max_seq_len = 8; cfg.vocab = 50; cfg.padded_vocab = 64;
   auto m = engine::gpt2::create(cfg, 1, 8);
   REQUIRE(m.ok());

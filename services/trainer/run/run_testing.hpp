@@ -3,7 +3,7 @@
 #pragma once
 
 #include "libs/shards/writer.hpp"
-#include "services/trainer/run/run_config.hpp"
+#include "libs/runspec/run_config.hpp"
 
 #include <doctest/doctest.h>
 
@@ -33,7 +33,7 @@ inline std::string make_shards(const std::string& dir) {
   return dir;
 }
 
-inline run_config small_config(const std::string& shards, const std::string& out, int steps = 12,
+inline runspec::run_config small_config(const std::string& shards, const std::string& out, int steps = 12,
                         std::vector<std::string> extra = {}) {
   std::string toml = "[model]\nlayers = 2\nheads = 2\nchannels = 32\nmax_seq_len = 16\nvocab = 64\n"
                      "[data]\nshards = \"" + shards + "\"\n"
@@ -42,7 +42,7 @@ inline run_config small_config(const std::string& shards, const std::string& out
                      "[checkpoint]\nevery_steps = 4\nkeep = 10\n"
                      "[output]\ndir = \"" + out + "\"\n";
   extra.push_back("train.steps=" + std::to_string(steps));
-  auto c = parse_run_config(toml, "/test/run.toml", extra);
+  auto c = runspec::parse_run_config(toml, "/test/run.toml", extra);
   REQUIRE(c.ok());
   return *c;
 }

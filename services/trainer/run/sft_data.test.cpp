@@ -4,7 +4,7 @@
 #include "libs/shards/dataset.hpp"
 #include "libs/shards/writer.hpp"
 #include "libs/tokenizer/bpe.hpp"
-#include "services/trainer/run/run_config.hpp"
+#include "libs/runspec/run_config.hpp"
 #include "services/trainer/run/text_data.hpp"
 #include "services/trainer/run/training_run.hpp"
 
@@ -155,11 +155,11 @@ TEST_CASE("an SFT stage trains from a pretrain stage's final checkpoint on recor
                      "[checkpoint]\nevery_steps = 3\n";
   run_options o;
   o.data_dir = tmp.path() + "/home";
-  auto pre = parse_run_config(toml, "/t/run.toml", {"output.dir=" + tmp.path() + "/pretrain"});
+  auto pre = runspec::parse_run_config(toml, "/t/run.toml", {"output.dir=" + tmp.path() + "/pretrain"});
   REQUIRE(pre.ok());
   auto p = run_training(*pre, o);
   REQUIRE(p.ok());
-  auto sft = parse_run_config(toml, "/t/run.toml",
+  auto sft = runspec::parse_run_config(toml, "/t/run.toml",
                               {"output.dir=" + tmp.path() + "/sft", "data.format=sft",
                                "model.init_from=" + tmp.path() + "/pretrain/checkpoints", "optim.lr=0", "optim.min_lr=0"});
   REQUIRE(sft.ok());

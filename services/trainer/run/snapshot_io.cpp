@@ -23,7 +23,7 @@ constexpr const char* model_file = "model.safetensors";
 constexpr const char* optimizer_file = "optimizer.safetensors";
 constexpr const char* state_file = "trainer_state.json";
 
-ckpt::metadata model_meta(const engine::gpt2_config& c) {
+ckpt::metadata model_meta(const model::gpt2_config& c) {
   return {{"format", "loom-gpt2"},
           {"layers", std::to_string(c.layers)},
           {"heads", std::to_string(c.heads)},
@@ -33,8 +33,8 @@ ckpt::metadata model_meta(const engine::gpt2_config& c) {
           {"padded_vocab", std::to_string(c.padded_vocab)}};
 }
 
-result<engine::gpt2_config> config_from_meta(const ckpt::metadata& m, const std::string& file) {
-  engine::gpt2_config c;
+result<model::gpt2_config> config_from_meta(const ckpt::metadata& m, const std::string& file) {
+  model::gpt2_config c;
   auto field = [&](const char* k, int& out) -> status {
     auto it = m.find(k);
     if (it == m.end()) return make_error(errc::corruption, file + ": metadata lacks \"" + k + "\"");
@@ -113,12 +113,12 @@ result<std::string> save_snapshot(const std::string& root, const engine::gpt2& m
                                   const train_state& st, std::string_view key, int keep) {
   ckpt::snapshot_writer w;
   if (auto r = w.begin(root, st.step); !r) return r.err();
-  const engine::gpt2_config& cfg = model.config();
-  const engine::param_layout& lay = model.layout();
+  const model::gpt2_config& cfg = model.config();
+  const model::param_layout& lay = model.layout();
   std::vector<ckpt::tensor_view> tensors;
-  for (int i = 0; i < engine::num_tensors; ++i) {
-    auto t = static_cast<engine::tensor_id>(i);
-    tensors.push_back({std::string(engine::tensor_name(t)), ckpt::dtype::F32, engine::tensor_shape(cfg, t),
+  for (int i = 0; i < model::num_tensors; ++i) {
+    auto t = static_cast<model::tensor_id>(i);
+    tensors.push_back({std::string(model::tensor_name(t)), ckpt::dtype::F32, model::tensor_shape(cfg, t),
                        model.params().data() + lay.offset(t), lay.size(t) * sizeof(float)});
   }
   if (auto r = ckpt::write_safetensors(w.dir() + "/" + model_file, tensors, model_meta(cfg)); !r) return r.err();
@@ -186,10 +186,10 @@ result<opened_snapshot> open_snapshot(const std::string& path, std::string_view 
 status load_params(const opened_snapshot& s, engine::gpt2& model) {
   const std::string file = s.where.dir + "/" + model_file;
   const ckpt::safetensors_file* f = &s.params;
-  const engine::param_layout& lay = model.layout();
-  for (int i = 0; i < engine::num_tensors; ++i) {
-    auto t = static_cast<engine::tensor_id>(i);
-    auto data = f32_tensor(*f, std::string(engine::tensor_name(t)), engine::tensor_shape(model.config(), t), file);
+  const model::param_layout& lay = model.layout();
+  for (int i = 0; i < model::num_tensors; ++i) {
+    auto t = static_cast<model::tensor_id>(i);
+    auto data = f32_tensor(*f, std::string(model::tensor_name(t)), model::tensor_shape(model.config(), t), file);
     if (!data) return data.err();
     std::memcpy(model.params().data() + lay.offset(t), data->data(), data->size());
   }

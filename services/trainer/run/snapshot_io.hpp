@@ -46,7 +46,7 @@ result<std::string> save_snapshot(const std::string& root, const engine::gpt2& m
 // A verified snapshot with its model shape and state, ready to load from.
 struct opened_snapshot {
   ckpt::loaded_snapshot where;  // dir, step, files, warnings about refused newer snapshots
-  engine::gpt2_config model;
+  model::gpt2_config model;
   train_state state;
   ckpt::safetensors_file params;  // model.safetensors, read and validated once
 };

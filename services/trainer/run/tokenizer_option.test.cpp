@@ -6,7 +6,7 @@
 #include "libs/tokenizer/train/bpe_train.hpp"
 #include "libs/tokenizer/train/hf_json.hpp"
 #include "libs/tokenizer/train/piece_counts.hpp"
-#include "services/trainer/run/run_config.hpp"
+#include "libs/runspec/run_config.hpp"
 #include "services/trainer/run/sft_data.hpp"
 #include "services/trainer/run/text_data.hpp"
 #include "services/trainer/run/training_run.hpp"
@@ -64,7 +64,7 @@ std::vector<std::uint32_t> shard_ids(const std::string& dir) {
 TEST_CASE("a run with data.tokenizer tokenizes data.text with it and trains a model of that vocabulary") {
   files::temp_dir tmp("loom-tokopt");
   const std::string tok = trained_tokenizer(tmp.path(), 1000);
-  auto c = parse_run_config(config(1024, tok), "/t/run.toml", {"output.dir=" + tmp.path() + "/run"});
+  auto c = runspec::parse_run_config(config(1024, tok), "/t/run.toml", {"output.dir=" + tmp.path() + "/run"});
   REQUIRE_MESSAGE(c.ok(), c.err().to_string());
   CHECK(c->tokenizer == tok);
   run_options o;
@@ -85,19 +85,27 @@ TEST_CASE("a run with data.tokenizer tokenizes data.text with it and trains a mo
   auto gpt2 = tokenizer::bpe::load_gpt2();
   REQUIRE(gpt2.ok());
   CHECK(ids.size() - 1 > gpt2->encode(read_all(corpus)).size());
-  CHECK(c->math_hash() != parse_run_config(config(1024, tok), "/t/run.toml", {"data.tokenizer="})->math_hash());
+  CHECK(c->math_hash() != runspec::parse_run_config(config(1024, tok), "/t/run.toml", {"data.tokenizer="})->math_hash());
+}
+
+// What the trainer does with a config: parse it, then check the files it names.
+static result<runspec::run_config> parse_checked(const std::string& toml) {
+  auto c = runspec::parse_run_config(toml, "/t/run.toml");
+  if (!c) return c;
+  if (auto st = runspec::check_run_files(*c, "/t/run.toml"); !st) return st.err();
+  return c;
 }
 
 TEST_CASE("model.vocab smaller than data.tokenizer's vocabulary is refused, naming both keys") {
   files::temp_dir tmp("loom-tokopt");
   const std::string tok = trained_tokenizer(tmp.path(), 1000);
-  auto c = parse_run_config(config(512, tok), "/t/run.toml");
+  auto c = parse_checked(config(512, tok));
   REQUIRE_FALSE(c.ok());
   CHECK(c.code() == errc::invalid_argument);
   CHECK(c.err().message.find("model.vocab 512 is smaller than data.tokenizer's 1000 tokens") != std::string::npos);
-  CHECK(parse_run_config(config(1000, tok), "/t/run.toml").ok());  // exactly its size fits
+  CHECK(parse_checked(config(1000, tok)).ok());  // exactly its size fits
 
-  auto missing = parse_run_config(config(1024, tmp.path() + "/none.json"), "/t/run.toml");
+  auto missing = parse_checked(config(1024, tmp.path() + "/none.json"));
   REQUIRE_FALSE(missing.ok());
   CHECK(missing.code() == errc::not_found);
   CHECK(missing.err().message.find("data.tokenizer") != std::string::npos);
@@ -105,7 +113,7 @@ TEST_CASE("model.vocab smaller than data.tokenizer's vocabulary is refused, nami
 
   std::ofstream(tmp.path() + "/wordpiece.json")
       << R"({"model":{"type":"WordPiece","vocab":{"a":0}},"pre_tokenizer":null,"decoder":null})";
-  auto wp = parse_run_config(config(1024, tmp.path() + "/wordpiece.json"), "/t/run.toml");
+  auto wp = parse_checked(config(1024, tmp.path() + "/wordpiece.json"));
   REQUIRE_FALSE(wp.ok());
   CHECK(wp.code() == errc::unimplemented);
   CHECK(wp.err().message.find("wordpiece.json") != std::string::npos);

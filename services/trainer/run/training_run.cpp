@@ -1,8 +1,10 @@
 #include "services/trainer/run/training_run.hpp"
+#include "services/trainer/run/run_support.hpp"
 
 #include "libs/ckpt/snapshot.hpp"
 #include "libs/crypto/hash.hpp"
 #include "libs/files/files.hpp"
+#include "libs/model/memory.hpp"
 #include "libs/shards/dataset.hpp"
 #include "libs/shards/loader.hpp"
 #include "services/trainer/engine/kernels.hpp"
@@ -19,400 +21,454 @@
 #include <cstdio>
 #include <algorithm>
 #include <filesystem>
+#include <optional>
 #include <thread>
+
+#include <unistd.h>
 
 namespace loom::trainer {
 namespace {
 
-namespace fs = std::filesystem;
 using clock_type = std::chrono::steady_clock;
 
-void say(const run_options& o, const std::string& line) {
-  if (o.log) *o.log << line << std::endl;
-}
+// One run, in the order it happens: check its shape and limits, prepare the
+// data, build the model, resume or initialise it, then the step loop; each a
+// method short enough to read at once. Not movable: the loader keeps a
+// reference to the dataset.
+class run {
+ public:
+  run(const runspec::run_config& c, const run_options& o)
+      : c_(c), o_(o), g_(o.group), lead_(o.group.rank == 0),
+        world_(std::max<std::uint32_t>(1, o.group.world)) {}
+  run(const run&) = delete;
+  run& operator=(const run&) = delete;
 
-bool has_snapshots(const std::string& root) {
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(root, ec))
-    if (ckpt::parse_step_dir(e.path().filename().string())) return true;
-  return false;
-}
-
-// The identity of the data the run reads: the manifest lists every shard's SHA-256.
-result<std::string> data_identity(const std::string& dir) {
-  auto text = files::read_file(dir + "/" + std::string(shards::manifest_file_name));
-  if (!text) return text.err();
-  return crypto::sha256_hex(*text);
-}
-
-std::string fmt(const char* f, auto... args) {
-  char buf[512];
-  std::snprintf(buf, sizeof buf, f, args...);
-  return buf;
-}
-
-// A resumed run will publish steps after `step` again: the snapshots there
-// (refused as corrupt, or never committed by LATEST) move to root/refused/,
-// out of the way but kept for a human to inspect.
-status set_aside_newer(const std::string& root, std::uint64_t step, const run_options& o) {
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(root, ec)) {
-    const std::string name = e.path().filename().string();
-    const auto n = ckpt::parse_step_dir(name);
-    if (!n || *n <= step) continue;
-    if (auto st = files::make_dirs(root + "/refused"); !st) return st;
-    std::string to = root + "/refused/" + name;
-    for (int i = 1; fs::exists(to); ++i) to = root + "/refused/" + name + "." + std::to_string(i);
-    fs::rename(e.path(), to, ec);
-    if (ec) return make_error(errc::internal, "cannot move " + e.path().string() + " aside: " + ec.message());
-    say(o, "moved " + name + " (newer than the resumed step) to " + to);
+  result<run_summary> go() {
+    for (auto step : {&run::check_shape, &run::check_limits, &run::prepare_data, &run::build_model,
+                      &run::resume_or_init, &run::open_loader})
+      if (auto st = (this->*step)(); !st) return st.err();
+    if (auto st = loop(); !st) return st.err();
+    return finish();
   }
-  return files::fsync_dir(root);
-}
 
-// A group's start: every member learns the step of the snapshot rank 0
-// resumes from (0: none) and checks that all run the same numbers (run_hash).
-// One all-reduce of 4 + 32 floats: the step in 16-bit pieces from rank 0, and
-// every member's hash bytes, whose sums are world x one's own when all agree.
-result<std::uint64_t> agree_start(const run_options::group_member& g, std::uint64_t step, const std::string& run_hash) {
-  std::vector<float> v(4 + 32, 0.0f);
-  if (g.rank == 0)
-    for (int k = 0; k < 3; ++k) v[k] = static_cast<float>((step >> (16 * k)) & 0xffff);
-  for (int k = 0; k < 32; ++k) v[4 + k] = static_cast<float>(std::stoi(run_hash.substr(2 * k, 2), nullptr, 16));
-  const std::vector<float> mine(v.begin() + 4, v.end());
-  if (auto st = g.all_reduce_sum(v); !st) return st.err();
-  for (int k = 0; k < 32; ++k)
-    if (v[4 + k] != mine[k] * static_cast<float>(g.world))
-      return make_error(errc::conflict, fmt("trainer group: member %u's configuration, data or thread count differs "
-                                            "from another member's (run hash %s...): a group must run one config",
-                                            g.rank, run_hash.substr(0, 12).c_str()));
-  std::uint64_t agreed = 0;
-  for (int k = 0; k < 3; ++k) agreed |= static_cast<std::uint64_t>(v[k]) << (16 * k);
-  return agreed;
-}
+ private:
+  status check_shape();     // output dir, the group's rank and size
+  status check_limits();    // threads within the cores, the memory estimate within the limit
+  status prepare_data();    // shards: the dataset's, or made from data.text / data.sft / records
+  status build_model();     // model and optimiser; out of memory halves the micro-batch
+  status resume_or_init();  // a snapshot (agreed by the group), init_from, or random
+  status open_loader();     // the data cursor, the metrics history, the step's buffers
+  status loop();            // steps until the end or a stop
+  result<bool> one_step();  // false: stopped
+  std::string anomaly(const engine::step_stats& s) const;
+  status roll_back(shards::cursor bad_batch, const std::string& why);
+  status snapshot(std::uint64_t step);
+  void unpack(int k);
+  run_summary finish();
 
-}  // namespace
+  runspec::run_config c_;  // batch and grad_accum may change on out-of-memory
+  const run_options& o_;
+  const run_options::group_member& g_;
+  const bool lead_;              // the member that writes out_dir
+  const std::uint32_t world_;
+  std::string ckpt_root_, work_dir_, data_dir_, run_hash_, key_, metrics_path_;
+  int threads_ = 1;
+  std::optional<shards::dataset> ds_;
+  std::optional<engine::gpt2> model_;
+  std::optional<engine::adamw> opt_;
+  std::optional<opened_snapshot> resumed_;
+  std::optional<shards::loader> ld_;
+  shards::loader_options lo_;
+  metrics_log metrics_;
+  std::vector<float> recent_;  // losses so far, for the spike check
+  std::vector<shards::cursor> skipped_;
+  int rollbacks_ = 0;
+  run_summary sum_;
+  std::uint64_t tokens_seen_ = 0, step_ = 0, total_ = 0, log_every_ = 1;
+  engine::lr_schedule schedule_;
+  // This member's micro-batches of a step: k = rank, rank + world, ... < grad_accum.
+  std::size_t bt_ = 0;
+  std::vector<std::uint32_t> in_u_, tg_u_;
+  std::vector<std::vector<std::int32_t>> inputs_, targets_;
+  std::vector<std::vector<float>> weights_;
+  std::vector<engine::micro_batch> micro_;
+  engine::data_parallel dp_;
+  clock_type::time_point step_started_ = clock_type::now(), last_snapshot_time_ = clock_type::now();
+};
 
-result<run_summary> run_training(const run_config& given, const run_options& o) {
-  run_config c = given;  // batch and grad_accum may change on out-of-memory
-  if (c.out_dir.empty())
+status run::check_shape() {
+  if (c_.out_dir.empty())
     return make_error(errc::invalid_argument, "no output directory: set output.dir or pass --out DIR");
-  if (auto st = files::make_dirs(c.out_dir); !st) return st.err();
-  const std::string ckpt_root = c.out_dir + "/checkpoints";
-  const auto& group = o.group;
-  const bool lead = group.rank == 0;  // the member that writes out_dir
-  if (group.world > 1 && (!group.all_reduce_sum || group.rank >= group.world))
-    return make_error(errc::invalid_argument, fmt("trainer group: rank %u of %u without an all-reduce", group.rank,
-                                                  group.world));
-  if (group.world > static_cast<std::uint32_t>(c.grad_accum))
+  if (auto st = files::make_dirs(c_.out_dir); !st) return st;
+  ckpt_root_ = c_.out_dir + "/checkpoints";
+  if (g_.world > 1 && (!g_.all_reduce_sum || g_.rank >= g_.world))
+    return make_error(errc::invalid_argument, fmt("trainer group: rank %u of %u without an all-reduce", g_.rank,
+                                                  g_.world));
+  if (g_.world > static_cast<std::uint32_t>(c_.grad_accum))
     return make_error(errc::invalid_argument,
                       fmt("trainer group of %u but train.grad_accum is %d: each member takes whole micro-batches",
-                          group.world, c.grad_accum));
-  const std::string work_dir = lead ? c.out_dir : c.out_dir + fmt("/rank-%u", group.rank);
-  const int threads = c.threads > 0 ? c.threads : std::max(1u, std::thread::hardware_concurrency());
-  engine::kernels::set_threads(threads);
+                          g_.world, c_.grad_accum));
+  work_dir_ = lead_ ? c_.out_dir : c_.out_dir + fmt("/rank-%u", g_.rank);
+  return ok_status();
+}
 
-  // Data.
-  std::string data_dir = c.shards;
-  if (!c.dataset.empty()) {
-    if (o.dataset_root.empty())
-      return make_error(errc::invalid_argument, "data.dataset " + c.dataset + ": no dataset root (run it in the trainer service, "
+status run::check_limits() {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (c_.threads > cores)
+    return make_error(errc::invalid_argument, fmt("train.threads %d exceeds this machine's %d cores: more threads "
+                                                  "than cores only slow every process here down (0 uses every core)",
+                                                  c_.threads, cores));
+  threads_ = c_.threads > 0 ? c_.threads : cores;
+  const auto need = model::estimate_training(c_.model, std::uint64_t(c_.batch), std::uint64_t(c_.seq_len),
+                                             (std::uint64_t(c_.grad_accum) + world_ - 1) / world_, c_.format == "sft");
+  const std::uint64_t limit = o_.memory_limit ? o_.memory_limit : machine_memory() / 4 * 3;
+  if (need.total() > limit)
+    return make_error(errc::resource_exhausted,
+                      "this run needs an estimated " + need.describe() + " but this machine can give it " +
+                          model::format_bytes(limit) + ": lower train.batch (now " + std::to_string(c_.batch) +
+                          ") or train.seq_len, or use a smaller model");
+  engine::kernels::set_threads(threads_);
+  return ok_status();
+}
+
+status run::prepare_data() {
+  data_dir_ = c_.shards;
+  if (!c_.dataset.empty()) {
+    if (o_.dataset_root.empty())
+      return make_error(errc::invalid_argument, "data.dataset " + c_.dataset + ": no dataset root (run it in the trainer service, "
                                                 "or use data.shards with the dataset's directory)");
-    data_dir = o.dataset_root + "/" + c.dataset;
+    data_dir_ = o_.dataset_root + "/" + c_.dataset;
   }
-  const bool sft = c.format == "sft";
-  if (!c.dataset.empty() && c.text.empty() && c.sft.empty()) {
+  const bool sft = c_.format == "sft";
+  if (!c_.dataset.empty() && c_.text.empty() && c_.sft.empty()) {
     if (sft) {  // records from the dataset: its chat records, or pairs of its paragraphs
-      auto prepared = prepare_sft_from_dataset(data_dir, work_dir + "/data", c.tokenizer);
+      auto prepared = prepare_sft_from_dataset(data_dir_, work_dir_ + "/data", c_.tokenizer);
       if (!prepared) return prepared.err();
-      data_dir = *prepared;
-    } else if (!c.tokenizer.empty()) {
+      data_dir_ = *prepared;
+    } else if (!c_.tokenizer.empty()) {
       return make_error(errc::invalid_argument,
-                        "data.dataset " + c.dataset + " holds GPT-2 tokens (as ingest writes them); data.tokenizer " +
-                            c.tokenizer + " applies to data.text and data.sft only");
+                        "data.dataset " + c_.dataset + " holds GPT-2 tokens (as ingest writes them); data.tokenizer " +
+                            c_.tokenizer + " applies to data.text and data.sft only");
     }
-  } else if (!c.text.empty() || !c.sft.empty()) {
-    auto prepared = sft ? prepare_sft_dataset(c.text.empty() ? c.sft : c.text, !c.text.empty(), work_dir + "/data",
-                                              c.tokenizer)
-                        : prepare_text_dataset(c.text, work_dir + "/data", c.tokenizer);
+  } else if (!c_.text.empty() || !c_.sft.empty()) {
+    auto prepared = sft ? prepare_sft_dataset(c_.text.empty() ? c_.sft : c_.text, !c_.text.empty(),
+                                              work_dir_ + "/data", c_.tokenizer)
+                        : prepare_text_dataset(c_.text, work_dir_ + "/data", c_.tokenizer);
     if (!prepared) return prepared.err();
-    data_dir = *prepared;
+    data_dir_ = *prepared;
   }
-  auto ds = shards::dataset::open(data_dir, shards::verify::eager);
+  auto ds = shards::dataset::open(data_dir_, shards::verify::eager);
   if (!ds) return ds.err();
-  auto data_id = data_identity(data_dir);
+  ds_.emplace(std::move(*ds));
+  auto data_id = data_identity(data_dir_);
   if (!data_id) return data_id.err();
-  const std::string run_hash = crypto::sha256_hex(c.math_hash() + "|" + *data_id + "|threads=" + std::to_string(threads));
-
-  auto key = checkpoint_key(o.data_dir);
+  run_hash_ = crypto::sha256_hex(c_.math_hash() + "|" + *data_id + "|threads=" + std::to_string(threads_));
+  auto key = checkpoint_key(o_.data_dir);
   if (!key) return key.err();
+  key_ = *key;
+  return ok_status();
+}
 
-  // Model and optimiser: resumed, initialised from another run, or random.
+status run::build_model() {
   // Out of memory: halve the micro-batch and double accumulation — the same
   // tokens per optimiser step, in smaller pieces — until it fits or batch is 1.
   auto create = [&]() -> result<engine::gpt2> {
-    if (o.fail_alloc && o.fail_alloc(c.batch))
+    if (o_.fail_alloc && o_.fail_alloc(c_.batch))
       return make_error(errc::resource_exhausted, "injected allocation failure");
-    return engine::gpt2::create(c.model, c.batch, c.seq_len);
+    return engine::gpt2::create(c_.model, c_.batch, c_.seq_len);
   };
   auto made = create();
   // A group must agree on the micro-batch (the members split one data stream):
   // out of memory there is an error naming what to change.
-  if (!made && made.code() == errc::resource_exhausted && group.world > 1)
+  if (!made && made.code() == errc::resource_exhausted && g_.world > 1)
     return make_error(errc::resource_exhausted,
                       fmt("out of memory at micro-batch %d in a group of %u trainers (%s): set train.batch lower "
                           "and train.grad_accum higher for the whole group",
-                          c.batch, group.world, made.err().message.c_str()));
-  while (!made && made.code() == errc::resource_exhausted && c.batch > 1) {
-    say(o, fmt("out of memory at micro-batch %d (%s): micro-batch %d, accumulation %d", c.batch,
-               made.err().message.c_str(), c.batch / 2, c.grad_accum * 2));
-    c.grad_accum *= 2;
-    c.batch /= 2;
+                          c_.batch, g_.world, made.err().message.c_str()));
+  while (!made && made.code() == errc::resource_exhausted && c_.batch > 1) {
+    say(o_, fmt("out of memory at micro-batch %d (%s): micro-batch %d, accumulation %d", c_.batch,
+                made.err().message.c_str(), c_.batch / 2, c_.grad_accum * 2));
+    c_.grad_accum *= 2;
+    c_.batch /= 2;
     made = create();
   }
   if (!made) return made.err();
-  engine::gpt2 model = std::move(*made);
-  engine::adamw opt(model.params().size(), c.adam, model.layout().ranges());
-  run_summary sum;
-  shards::cursor start_cursor;
-  std::uint64_t tokens_seen = 0;
+  model_.emplace(std::move(*made));
+  // A stop request lets a short step finish (its work is kept) and interrupts
+  // a long one after interrupt_grace, within about a layer's time.
+  if (o_.stop)
+    model_->set_interrupt([this, stop = o_.stop] { return stop->load() && clock_type::now() - step_started_ > interrupt_grace; });
+  opt_.emplace(model_->params().size(), adam_of(c_), model_->layout().ranges());
+  return ok_status();
+}
 
-  std::optional<opened_snapshot> resumed;
-  if (!lead) {
+status run::resume_or_init() {
+  if (!lead_) {
     // Opened below, once rank 0 has said which.
-  } else if (o.resume) {
-    auto snap = open_snapshot(ckpt_root, *key);
-    if (snap) {
-      resumed = std::move(*snap);
-    } else if (snap.code() != errc::not_found) {
-      return snap.err();
-    } else {
-      say(o, "no snapshot under " + ckpt_root + ": starting from step 0");
-    }
-  } else if (has_snapshots(ckpt_root)) {
-    return make_error(errc::already_exists, ckpt_root + " already holds snapshots: pass --resume to continue "
-                                                        "that run, or choose another output directory");
+  } else if (o_.resume) {
+    auto snap = open_snapshot(ckpt_root_, key_);
+    if (snap) resumed_.emplace(std::move(*snap));
+    else if (snap.code() != errc::not_found) return snap.err();
+    else say(o_, "no snapshot under " + ckpt_root_ + ": starting from step 0");
+  } else if (has_snapshots(ckpt_root_)) {
+    return make_error(errc::already_exists, ckpt_root_ + " already holds snapshots: pass --resume to continue "
+                                                         "that run, or choose another output directory");
   }
-  if (group.world > 1) {
-    auto agreed = agree_start(group, resumed ? resumed->state.step : 0, run_hash);
+  if (g_.world > 1) {
+    auto agreed = agree_start(g_, resumed_ ? resumed_->state.step : 0, run_hash_);
     if (!agreed) return agreed.err();
-    if (!lead && *agreed > 0) {
-      auto snap = open_snapshot(ckpt_root + "/" + ckpt::step_dir_name(*agreed), *key);
+    if (!lead_ && *agreed > 0) {
+      auto snap = open_snapshot(ckpt_root_ + "/" + ckpt::step_dir_name(*agreed), key_);
       if (!snap) return snap.err();
-      resumed = std::move(*snap);
+      resumed_.emplace(std::move(*snap));
     }
   }
-  if (resumed) {
-    for (const auto& w : resumed->where.warnings) say(o, "warning: " + w);
-    if (resumed->state.config_hash != run_hash)
-      return make_error(errc::conflict, resumed->where.dir + " was made by a different configuration, data or "
-                                                              "thread count (hash " +
-                                            resumed->state.config_hash.substr(0, 12) + ", this run " +
-                                            run_hash.substr(0, 12) + "): resuming would not continue that run");
-    if (auto st = load_params(*resumed, model); !st) return st.err();
-    if (auto st = load_optimizer(*resumed, opt); !st) return st.err();
-    if (lead)
-      if (auto st = set_aside_newer(ckpt_root, resumed->state.step, o); !st) return st.err();
-    sum.first_step = resumed->state.step;
-    start_cursor = resumed->state.cursor;
-    tokens_seen = resumed->state.tokens_seen;
-    sum.last_loss = resumed->state.last_loss;
-    sum.snapshot = resumed->where.dir;
-    say(o, fmt("resumed from %s (step %llu, loss %.4f)", resumed->where.dir.c_str(),
-               static_cast<unsigned long long>(sum.first_step), double(resumed->state.last_loss)));
-  } else if (!c.init_from.empty()) {
-    auto from = open_snapshot(c.init_from, *key);
+  if (!resumed_) {
+    if (c_.init_from.empty()) {
+      model_->init_random(c_.seed);
+      return ok_status();
+    }
+    auto from = open_snapshot(c_.init_from, key_);
     if (!from) return from.err();
-    for (const auto& w : from->where.warnings) say(o, "warning: " + w);
-    if (auto st = load_params(*from, model); !st) return st.err();
-    say(o, "initialised from " + from->where.dir);
-  } else {
-    model.init_random(c.seed);
+    report_warnings(o_, from->where, "initialised from " + from->where.dir);
+    if (auto st = load_params(*from, *model_); !st) return st;
+    say(o_, "initialised from " + from->where.dir);
+    return ok_status();
   }
+  const opened_snapshot& r = *resumed_;
+  report_warnings(o_, r.where, "resumed from " + r.where.dir);
+  if (r.state.config_hash != run_hash_)
+    return make_error(errc::conflict, r.where.dir + " was made by a different configuration, data or "
+                                                    "thread count (hash " +
+                                          r.state.config_hash.substr(0, 12) + ", this run " + run_hash_.substr(0, 12) +
+                                          "): resuming would not continue that run");
+  if (auto st = load_params(r, *model_); !st) return st;
+  if (auto st = load_optimizer(r, *opt_); !st) return st;
+  if (lead_)
+    if (auto st = set_aside_newer(ckpt_root_, r.state.step, o_); !st) return st;
+  sum_.first_step = r.state.step;
+  tokens_seen_ = r.state.tokens_seen;
+  sum_.last_loss = r.state.last_loss;
+  sum_.snapshot = r.where.dir;
+  skipped_ = r.state.skipped;
+  say(o_, fmt("resumed from %s (step %llu, loss %.4f)", r.where.dir.c_str(),
+              static_cast<unsigned long long>(sum_.first_step), double(r.state.last_loss)));
+  return ok_status();
+}
 
-  shards::loader_options lo;
-  lo.batch = static_cast<std::size_t>(c.batch);
-  lo.seq_len = static_cast<std::size_t>(c.seq_len);
-  lo.seed = c.seed;
-  lo.shuffle = c.shuffle;
-  auto ld = shards::loader::create(*ds, lo, start_cursor);
+status run::open_loader() {
+  lo_.batch = static_cast<std::size_t>(c_.batch);
+  lo_.seq_len = static_cast<std::size_t>(c_.seq_len);
+  lo_.seed = c_.seed;
+  lo_.shuffle = c_.shuffle;
+  auto ld = shards::loader::create(*ds_, lo_, resumed_ ? resumed_->state.cursor : shards::cursor{});
   if (!ld) return ld.err();
-
-  metrics_log metrics;  // rank 0 writes it; the others read its history (the spike check must agree)
-  const std::string metrics_path = c.out_dir + "/metrics.jsonl";
-  auto history = lead ? metrics.open(metrics_path, sum.first_step) : metrics_log::read_losses(metrics_path, sum.first_step);
+  ld_.emplace(std::move(*ld));
+  // Rank 0 writes the metrics log; the others read its history (the spike check must agree).
+  metrics_path_ = c_.out_dir + "/metrics.jsonl";
+  auto history = lead_ ? metrics_.open(metrics_path_, sum_.first_step)
+                       : metrics_log::read_losses(metrics_path_, sum_.first_step);
   if (!history) return history.err();
-  std::vector<float> recent = std::move(*history);  // losses so far, for the spike check
-  std::vector<shards::cursor> skipped = resumed ? resumed->state.skipped : std::vector<shards::cursor>{};
-  int rollbacks = 0;
-
+  recent_ = std::move(*history);
   // Every buffer of the loop, allocated once.
-  // This member's micro-batches of a step: k = rank, rank + world, ... < grad_accum.
-  const std::size_t bt = std::size_t(c.batch) * std::size_t(c.seq_len);
-  const std::uint32_t world = std::max<std::uint32_t>(1, group.world);
-  const int own = static_cast<int>((static_cast<std::uint32_t>(c.grad_accum) - group.rank + world - 1) / world);
-  std::vector<std::uint32_t> in_u(bt), tg_u(bt);
-  std::vector<std::vector<std::int32_t>> inputs(own, std::vector<std::int32_t>(bt)),
-      targets(own, std::vector<std::int32_t>(bt));
-  std::vector<std::vector<float>> weights(sft ? own : 0, std::vector<float>(bt));
-  std::vector<engine::micro_batch> micro(own);
-  for (int k = 0; k < own; ++k) micro[k] = {inputs[k], targets[k], sft ? std::span<const float>(weights[k]) : std::span<const float>()};
-  engine::data_parallel dp{c.grad_accum, group.all_reduce_sum};
-  const engine::data_parallel* dp_ptr = group.world > 1 ? &dp : nullptr;
-  // Tokens with sft_masked_bit are context, not targets (sft_data.hpp). A window
-  // that holds no target at all (inside a long prompt) trains on every token.
-  auto unpack = [&](int k) {
-    float sum = 0;
-    for (std::size_t i = 0; i < bt; ++i) {
-      inputs[k][i] = static_cast<std::int32_t>(in_u[i] & ~sft_masked_bit);
-      targets[k][i] = static_cast<std::int32_t>(tg_u[i] & ~sft_masked_bit);
-      if (sft) sum += weights[k][i] = (tg_u[i] & sft_masked_bit) ? 0.0f : 1.0f;
-    }
-    if (sft && sum == 0) std::fill(weights[k].begin(), weights[k].end(), 1.0f);
-  };
+  bt_ = std::size_t(c_.batch) * std::size_t(c_.seq_len);
+  const int own = static_cast<int>((static_cast<std::uint32_t>(c_.grad_accum) - g_.rank + world_ - 1) / world_);
+  const bool sft = c_.format == "sft";
+  in_u_.resize(bt_);
+  tg_u_.resize(bt_);
+  inputs_.assign(own, std::vector<std::int32_t>(bt_));
+  targets_.assign(own, std::vector<std::int32_t>(bt_));
+  weights_.assign(sft ? own : 0, std::vector<float>(bt_));
+  micro_.resize(own);
+  for (int k = 0; k < own; ++k)
+    micro_[k] = {inputs_[k], targets_[k], sft ? std::span<const float>(weights_[k]) : std::span<const float>()};
+  dp_ = engine::data_parallel{c_.grad_accum, g_.all_reduce_sum};
+  schedule_ = schedule_of(c_);
+  total_ = static_cast<std::uint64_t>(c_.steps);
+  log_every_ = std::max<std::uint64_t>(1, total_ / 20);
+  step_ = sum_.first_step;
+  say(o_, fmt("training L%d H%d C%d (%zu parameters) on %llu tokens: B=%d T=%d accum=%d, steps %llu..%llu, "
+              "%d threads",
+              c_.model.layers, c_.model.heads, c_.model.channels, model_->params().size(),
+              static_cast<unsigned long long>(ds_->token_count()), c_.batch, c_.seq_len, c_.grad_accum,
+              static_cast<unsigned long long>(sum_.first_step + 1), static_cast<unsigned long long>(total_), threads_));
+  return ok_status();
+}
 
-  const engine::lr_schedule schedule = c.schedule();
-  const std::uint64_t total = static_cast<std::uint64_t>(c.steps);
-  const std::uint64_t log_every = std::max<std::uint64_t>(1, total / 20);
-  say(o, fmt("training L%d H%d C%d (%zu parameters) on %llu tokens: B=%d T=%d accum=%d, steps %llu..%llu, "
-             "%d threads",
-             c.model.layers, c.model.heads, c.model.channels, model.params().size(),
-             static_cast<unsigned long long>(ds->token_count()), c.batch, c.seq_len, c.grad_accum,
-             static_cast<unsigned long long>(sum.first_step + 1), static_cast<unsigned long long>(total), threads));
-
-  auto snapshot = [&](std::uint64_t step) -> status {
-    train_state st;
-    st.step = step;
-    st.config_hash = run_hash;
-    st.schedule = schedule;
-    st.seed = c.seed;
-    st.cursor = ld->position();
-    st.threads = threads;
-    st.tokens_seen = tokens_seen;
-    st.last_loss = sum.last_loss;
-    st.skipped = skipped;
-    auto dir = save_snapshot(ckpt_root, model, opt, st, *key, c.keep);
-    if (!dir) return dir.err();
-    sum.snapshot = *dir;
-    if (o.on_snapshot) o.on_snapshot(*dir);
-    return ok_status();
-  };
-
-  auto last_snapshot_time = clock_type::now();
-  std::uint64_t step = sum.first_step;
-  // Rolls back to the last snapshot after an anomalous step and marks its batch
-  // to be skipped; the metrics log and the spike window go back with it.
-  auto roll_back = [&](shards::cursor bad_batch, const std::string& why) -> status {
-    if (lead && sum.snapshot.empty())
-      return make_error(errc::internal, why + "; no snapshot to roll back to");
-    if (rollbacks >= c.max_rollbacks)
-      return make_error(errc::internal, why + fmt("; %d rollbacks already (anomaly.max_rollbacks)", rollbacks));
-    // The others go back to rank 0's latest: published before this step's all-reduce.
-    auto back = open_snapshot(lead ? sum.snapshot : ckpt_root, *key);
-    if (!back && !lead && back.code() == errc::not_found)
-      return make_error(errc::internal, why + "; no snapshot to roll back to");
-    if (!back) return back.err();
-    if (auto st = load_params(*back, model); !st) return st;
-    if (auto st = load_optimizer(*back, opt); !st) return st;
-    ++rollbacks;
-    const std::uint64_t bad_step = step + 1;
-    skipped = back->state.skipped;
-    skipped.push_back(bad_batch);
-    step = back->state.step;
-    tokens_seen = back->state.tokens_seen;
-    sum.last_loss = back->state.last_loss;
-    auto again = shards::loader::create(*ds, lo, back->state.cursor);
-    if (!again) return again.err();
-    *ld = std::move(*again);
-    auto kept = lead ? metrics.open(metrics_path, step) : metrics_log::read_losses(metrics_path, step);
-    if (!kept) return kept.err();
-    recent = std::move(*kept);
-    say(o, why + fmt("; rolled back to step %llu, skipping that batch (epoch %llu, window %llu)",
-                     static_cast<unsigned long long>(step), static_cast<unsigned long long>(bad_batch.epoch),
-                     static_cast<unsigned long long>(bad_batch.position)));
-    if (o.on_rollback) o.on_rollback(bad_step, step, why);
-    return ok_status();
-  };
-
-  while (step < total) {
-    const auto t0 = clock_type::now();
-    const shards::cursor at = ld->position();
-    const bool skip = std::find(skipped.begin(), skipped.end(), at) != skipped.end();
-    for (int k = 0; k < c.grad_accum; ++k) {
-      if (auto st = ld->next(in_u, tg_u); !st) return st.err();
-      if (static_cast<std::uint32_t>(k) % world == group.rank) unpack(k / static_cast<int>(world));
-    }
-    if (skip) continue;  // a batch an earlier rollback marked; the step count does not move
-    auto s = engine::train_step(model, opt, schedule, c.grad_clip, static_cast<int>(step), micro, dp_ptr);
-    if (!s && dp_ptr && o.stop && o.stop->load()) {
-      // Stopped while the group exchanged this step: the parameters are still
-      // the last step's, so rank 0 snapshots them — with the data cursor put
-      // back before this step's batches — and the run ends stopped.
-      if (lead && step > sum.first_step && sum.snapshot.find(ckpt::step_dir_name(step)) == std::string::npos) {
-        auto back = shards::loader::create(*ds, lo, at);
-        if (!back) return back.err();
-        *ld = std::move(*back);
-        if (auto st = snapshot(step); !st) return st.err();
-      }
-      sum.stopped = true;
-      say(o, fmt("stopped at step %llu (in the group's exchange)", static_cast<unsigned long long>(step)));
-      break;
-    }
-    if (!s) return s.err();
-    if (o.fault)
-      if (auto f = o.fault(step + 1)) s->loss = *f;
-    std::string anomaly;
-    if (!std::isfinite(s->loss) || !std::isfinite(s->grad_norm)) {
-      anomaly = fmt("step %llu: loss %g, gradient norm %g: not finite", static_cast<unsigned long long>(step + 1),
-                    double(s->loss), double(s->grad_norm));
-    } else if (c.spike_zscore > 0 && recent.size() >= static_cast<std::size_t>(c.spike_window)) {
-      double mean = 0, var = 0;
-      const auto first = recent.end() - c.spike_window;
-      for (auto it = first; it != recent.end(); ++it) mean += *it;
-      mean /= c.spike_window;
-      for (auto it = first; it != recent.end(); ++it) var += (*it - mean) * (*it - mean);
-      const double sd = std::sqrt(var / (c.spike_window - 1));
-      if (s->loss > mean + c.spike_zscore * sd && s->loss > mean * 1.01)
-        anomaly = fmt("step %llu: loss %.4f is a spike (mean %.4f, sd %.4f over %d steps, z > %.1f)",
-                      static_cast<unsigned long long>(step + 1), double(s->loss), mean, sd, c.spike_window,
-                      c.spike_zscore);
-    }
-    if (!anomaly.empty()) {
-      if (auto st = roll_back(at, anomaly); !st) return st.err();
-      continue;
-    }
-    recent.push_back(s->loss);
-    ++step;
-    const double ms = std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
-    tokens_seen += bt * std::size_t(c.grad_accum);
-    sum.last_loss = s->loss;
-    step_record rec{step, s->loss, s->lr, s->grad_norm, double(bt * c.grad_accum) / (ms / 1000.0), ms};
-    if (lead)
-      if (auto st = metrics.append(rec); !st) return st.err();
-    if (o.on_step) o.on_step(rec);
-    if (step % log_every == 0 || step == sum.first_step + 1 || step == total)
-      say(o, fmt("step %6llu/%llu  loss %.4f  lr %.2e  norm %.3f  %.0f tok/s  %.1f ms",
-                 static_cast<unsigned long long>(step), static_cast<unsigned long long>(total), double(s->loss),
-                 double(s->lr), double(s->grad_norm), rec.tokens_per_s, ms));
-
-    const bool stopping = o.stop && o.stop->load();
-    const bool by_steps = c.every_steps > 0 && step % static_cast<std::uint64_t>(c.every_steps) == 0;
-    const bool by_time = c.every_minutes > 0 &&
-                         clock_type::now() - last_snapshot_time >= std::chrono::duration<double>(c.every_minutes * 60);
-    if (lead && (by_steps || by_time || step == total || stopping)) {
-      if (auto st = snapshot(step); !st) return st.err();
-      last_snapshot_time = clock_type::now();
-    }
-    if (stopping && step < total) {
-      sum.stopped = true;
-      say(o, fmt("stopped at step %llu; snapshot %s", static_cast<unsigned long long>(step), sum.snapshot.c_str()));
-      break;
-    }
+// Tokens with sft_masked_bit are context, not targets (sft_data.hpp). A window
+// that holds no target at all (inside a long prompt) trains on every token.
+void run::unpack(int k) {
+  const bool sft = c_.format == "sft";
+  float total = 0;
+  for (std::size_t i = 0; i < bt_; ++i) {
+    inputs_[k][i] = static_cast<std::int32_t>(in_u_[i] & ~sft_masked_bit);
+    targets_[k][i] = static_cast<std::int32_t>(tg_u_[i] & ~sft_masked_bit);
+    if (sft) total += weights_[k][i] = (tg_u_[i] & sft_masked_bit) ? 0.0f : 1.0f;
   }
-  sum.steps = step;
-  const auto* bytes = reinterpret_cast<const char*>(model.params().data());
-  sum.params_sha256 = crypto::sha256_hex(std::string_view(bytes, model.params().size() * sizeof(float)));
-  return sum;
+  if (sft && total == 0) std::fill(weights_[k].begin(), weights_[k].end(), 1.0f);
+}
+
+status run::snapshot(std::uint64_t step) {
+  train_state st;
+  st.step = step;
+  st.config_hash = run_hash_;
+  st.schedule = schedule_;
+  st.seed = c_.seed;
+  st.cursor = ld_->position();
+  st.threads = threads_;
+  st.tokens_seen = tokens_seen_;
+  st.last_loss = sum_.last_loss;
+  st.skipped = skipped_;
+  auto dir = save_snapshot(ckpt_root_, *model_, *opt_, st, key_, c_.keep);
+  if (!dir) return dir.err();
+  sum_.snapshot = *dir;
+  if (o_.on_snapshot) o_.on_snapshot(*dir);
+  return ok_status();
+}
+
+// Rolls back to the last snapshot after an anomalous step and marks its batch
+// to be skipped; the metrics log and the spike window go back with it.
+status run::roll_back(shards::cursor bad_batch, const std::string& why) {
+  if (lead_ && sum_.snapshot.empty()) return make_error(errc::internal, why + "; no snapshot to roll back to");
+  if (rollbacks_ >= c_.max_rollbacks)
+    return make_error(errc::internal, why + fmt("; %d rollbacks already (anomaly.max_rollbacks)", rollbacks_));
+  // The others go back to rank 0's latest: published before this step's all-reduce.
+  auto back = open_snapshot(lead_ ? sum_.snapshot : ckpt_root_, key_);
+  if (!back && !lead_ && back.code() == errc::not_found)
+    return make_error(errc::internal, why + "; no snapshot to roll back to");
+  if (!back) return back.err();
+  if (auto st = load_params(*back, *model_); !st) return st;
+  if (auto st = load_optimizer(*back, *opt_); !st) return st;
+  ++rollbacks_;
+  const std::uint64_t bad_step = step_ + 1;
+  skipped_ = back->state.skipped;
+  skipped_.push_back(bad_batch);
+  step_ = back->state.step;
+  tokens_seen_ = back->state.tokens_seen;
+  sum_.last_loss = back->state.last_loss;
+  auto again = shards::loader::create(*ds_, lo_, back->state.cursor);
+  if (!again) return again.err();
+  *ld_ = std::move(*again);
+  auto kept = lead_ ? metrics_.open(metrics_path_, step_) : metrics_log::read_losses(metrics_path_, step_);
+  if (!kept) return kept.err();
+  recent_ = std::move(*kept);
+  const std::string back_to = fmt("; rolled back to step %llu", static_cast<unsigned long long>(step_));
+  say(o_, why + back_to + fmt(", skipping that batch (epoch %llu, window %llu)",
+                              static_cast<unsigned long long>(bad_batch.epoch),
+                              static_cast<unsigned long long>(bad_batch.position)));
+  if (o_.on_rollback) o_.on_rollback(bad_step, step_, why);
+  if (o_.on_notice) o_.on_notice("rollback", why + back_to);
+  return ok_status();
+}
+
+// "" for a healthy step; else why it is an anomaly (non-finite, or a spike).
+std::string run::anomaly(const engine::step_stats& s) const {
+  if (!std::isfinite(s.loss) || !std::isfinite(s.grad_norm))
+    return fmt("step %llu: loss %g, gradient norm %g: not finite", static_cast<unsigned long long>(step_ + 1),
+               double(s.loss), double(s.grad_norm));
+  if (c_.spike_zscore <= 0 || recent_.size() < static_cast<std::size_t>(c_.spike_window)) return "";
+  double mean = 0, var = 0;
+  const auto first = recent_.end() - c_.spike_window;
+  for (auto it = first; it != recent_.end(); ++it) mean += *it;
+  mean /= c_.spike_window;
+  for (auto it = first; it != recent_.end(); ++it) var += (*it - mean) * (*it - mean);
+  const double sd = std::sqrt(var / (c_.spike_window - 1));
+  if (s.loss > mean + c_.spike_zscore * sd && s.loss > mean * 1.01)
+    return fmt("step %llu: loss %.4f is a spike (mean %.4f, sd %.4f over %d steps, z > %.1f)",
+               static_cast<unsigned long long>(step_ + 1), double(s.loss), mean, sd, c_.spike_window,
+               c_.spike_zscore);
+  return "";
+}
+
+status run::loop() {
+  last_snapshot_time_ = clock_type::now();
+  if (o_.on_started) o_.on_started();
+  while (step_ < total_) {
+    auto more = one_step();
+    if (!more) return more.err();
+    if (!*more) break;
+  }
+  return ok_status();
+}
+
+// One optimiser step; a batch marked skipped and a rolled-back step count as
+// steps of the loop that did not move `step_`. False when the run stops here.
+result<bool> run::one_step() {
+  const auto t0 = clock_type::now();
+  step_started_ = t0;
+  const shards::cursor at = ld_->position();
+  const bool skip = std::find(skipped_.begin(), skipped_.end(), at) != skipped_.end();
+  for (int k = 0; k < c_.grad_accum; ++k) {
+    if (auto st = ld_->next(in_u_, tg_u_); !st) return st.err();
+    if (static_cast<std::uint32_t>(k) % world_ == g_.rank) unpack(k / static_cast<int>(world_));
+  }
+  if (skip) return true;  // a batch an earlier rollback marked; the step count does not move
+  const engine::data_parallel* dp = g_.world > 1 ? &dp_ : nullptr;
+  auto s = engine::train_step(*model_, *opt_, schedule_, c_.grad_clip, static_cast<int>(step_), micro_, dp);
+  if (!s && o_.stop && o_.stop->load()) {
+    // Stopped inside this step (the model's interrupt, or the group's
+    // exchange): the parameters are still the last step's, so rank 0
+    // snapshots them — with the data cursor put back before this step's
+    // batches — and the run ends stopped.
+    if (lead_ && step_ > sum_.first_step && sum_.snapshot.find(ckpt::step_dir_name(step_)) == std::string::npos) {
+      auto back = shards::loader::create(*ds_, lo_, at);
+      if (!back) return back.err();
+      *ld_ = std::move(*back);
+      if (auto st = snapshot(step_); !st) return st.err();
+    }
+    sum_.stopped = true;
+    say(o_, fmt("stopped at step %llu (inside step %llu, which is discarded)", static_cast<unsigned long long>(step_),
+                static_cast<unsigned long long>(step_ + 1)));
+    return false;
+  }
+  if (!s) return s.err();
+  if (o_.fault)
+    if (auto f = o_.fault(step_ + 1)) s->loss = *f;
+  if (const std::string why = anomaly(*s); !why.empty()) {
+    if (auto st = roll_back(at, why); !st) return st.err();
+    return true;
+  }
+  recent_.push_back(s->loss);
+  ++step_;
+  const double ms = std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
+  tokens_seen_ += bt_ * std::size_t(c_.grad_accum);
+  sum_.last_loss = s->loss;
+  step_record rec{step_, s->loss, s->lr, s->grad_norm, double(bt_ * c_.grad_accum) / (ms / 1000.0), ms};
+  if (lead_)
+    if (auto st = metrics_.append(rec); !st) return st.err();
+  if (o_.on_step) o_.on_step(rec);
+  if (step_ % log_every_ == 0 || step_ == sum_.first_step + 1 || step_ == total_)
+    say(o_, fmt("step %6llu/%llu  loss %.4f  lr %.2e  norm %.3f  %.0f tok/s  %.1f ms",
+                static_cast<unsigned long long>(step_), static_cast<unsigned long long>(total_), double(s->loss),
+                double(s->lr), double(s->grad_norm), rec.tokens_per_s, ms));
+  const bool stopping = o_.stop && o_.stop->load();
+  const bool by_steps = c_.every_steps > 0 && step_ % static_cast<std::uint64_t>(c_.every_steps) == 0;
+  const bool by_time = c_.every_minutes > 0 && clock_type::now() - last_snapshot_time_ >=
+                                                   std::chrono::duration<double>(c_.every_minutes * 60);
+  if (lead_ && (by_steps || by_time || step_ == total_ || stopping)) {
+    if (auto st = snapshot(step_); !st) return st.err();
+    last_snapshot_time_ = clock_type::now();
+  }
+  if (stopping && step_ < total_) {
+    sum_.stopped = true;
+    say(o_, fmt("stopped at step %llu; snapshot %s", static_cast<unsigned long long>(step_), sum_.snapshot.c_str()));
+    return false;
+  }
+  return true;
+}
+
+run_summary run::finish() {
+  sum_.steps = step_;
+  const auto* bytes = reinterpret_cast<const char*>(model_->params().data());
+  sum_.params_sha256 = crypto::sha256_hex(std::string_view(bytes, model_->params().size() * sizeof(float)));
+  return sum_;
+}
+
+}  // namespace
+
+result<run_summary> run_training(const runspec::run_config& c, const run_options& o) {
+  run r(c, o);
+  return r.go();
 }
 
 }  // namespace loom::trainer

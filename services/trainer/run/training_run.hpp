@@ -14,7 +14,7 @@
 
 #include "libs/status/status.hpp"
 #include "services/trainer/run/metrics_log.hpp"
-#include "services/trainer/run/run_config.hpp"
+#include "libs/runspec/run_config.hpp"
 
 #include <atomic>
 #include <cstdint>
@@ -30,16 +30,26 @@ struct run_options {
   bool resume = false;         // continue from out_dir's newest verified snapshot
   std::string data_dir;        // where keys/checkpoint.key lives (signs the manifests)
   std::ostream* log = nullptr; // progress lines; nullptr = silent
-  // Checked after every step: true ends the run early with a snapshot.
+  // Checked between layers of every step (gpt2::set_interrupt): true ends the
+  // run within about a layer's time, with a snapshot of the last whole step.
   const std::atomic<bool>* stop = nullptr;
   // Where data.dataset names live: <dataset_root>/<name>/manifest.json.
   std::string dataset_root;
+  // Called once the data is ready and the model built or resumed, before the first step.
+  std::function<void()> on_started;
   // Called after every step (from the training thread) and after every snapshot.
   std::function<void(const step_record&)> on_step;
   std::function<void(const std::string& snapshot_dir)> on_snapshot;
   // After an anomaly rolled the run back: the step that failed, the snapshot's
   // step it went back to, and why (the trainer service audits it).
   std::function<void(std::uint64_t bad_step, std::uint64_t back_to, const std::string& why)> on_rollback;
+  // What the job's log must show besides steps: "snapshot_fallback" (the
+  // newest snapshot was refused and an older one used) and "rollback" (an
+  // anomaly), with a line of text each. The trainer service reports them.
+  std::function<void(const std::string& kind, const std::string& text)> on_notice;
+  // The memory one run may plan for (its estimate, libs/model/memory.hpp, must
+  // fit); 0 = 3/4 of this machine's physical memory.
+  std::uint64_t memory_limit = 0;
   // Data parallelism (the trainer service's groups): member `rank` of `world`.
   // Every member runs the same config over the same data stream and computes
   // micro-batch k of each step when k % world == rank (world <= train.grad_accum);
@@ -71,11 +81,14 @@ struct run_summary {
 
 // Anomalies (a non-finite loss or a loss spike, see run_config) roll back to
 // the last snapshot and skip the batch; when the model does not fit in memory
-// the micro-batch halves and accumulation doubles (tokens per step unchanged). Errors: invalid_argument (config),
+// the micro-batch halves and accumulation doubles (tokens per step unchanged).
+// Refused before anything is allocated: train.threads beyond this machine's
+// cores (invalid_argument) and a memory estimate beyond memory_limit
+// (resource_exhausted naming both). Errors: invalid_argument (config),
 // already_exists (checkpoints present without --resume), conflict (resuming a
 // snapshot made with another config), corruption (data or every snapshot
 // corrupt), internal (an anomaly with no snapshot yet or past
 // anomaly.max_rollbacks: names the step; the last good snapshot stays LATEST).
-result<run_summary> run_training(const run_config& c, const run_options& o);
+result<run_summary> run_training(const runspec::run_config& c, const run_options& o);
 
 }  // namespace loom::trainer

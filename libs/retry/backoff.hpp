@@ -1,13 +1,14 @@
-// loom::runtime::backoff: delays for retrying or restarting something that
+// loom::retry::backoff: delays for retrying or restarting something that
 // keeps failing — exponential, capped, with optional deterministic jitter.
 // Pure value type: no clock, no sleeping; the caller waits next() itself.
-// Not thread-safe; one owner (e.g. the supervisor actor) uses it.
+// Not thread-safe; one owner (e.g. the supervisor actor) uses it. A library
+// of its own so the CLI (the watcher) and the store use it without the runtime.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 
-namespace loom::runtime {
+namespace loom::retry {
 
 class backoff {
  public:
@@ -43,4 +44,4 @@ class backoff {
   int attempts_ = 0;
 };
 
-}  // namespace loom::runtime
+}  // namespace loom::retry

@@ -1,6 +1,8 @@
 // gpt2_config: the shape of a GPT-2 model, and param_layout: where each of its
 // 16 parameter tensors lives in the one contiguous fp32 buffer (llm.c order,
-// each tensor layer-major). Plain values; safe to share read-only across threads.
+// each tensor layer-major). Shared by the trainer's engine, snapshots, the
+// scheduler's memory estimate and (next) the aggregator and export, so no
+// service owns it. Plain values; safe to share read-only across threads.
 #pragma once
 
 #include <array>
@@ -11,7 +13,7 @@
 
 #include "libs/status/status.hpp"
 
-namespace loom::engine {
+namespace loom::model {
 
 struct gpt2_config {
   int layers = 12;          // L
@@ -72,4 +74,4 @@ struct tensor_views {
 };
 tensor_views make_views(float* base, const param_layout& layout);
 
-}  // namespace loom::engine
+}  // namespace loom::model

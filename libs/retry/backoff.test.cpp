@@ -1,11 +1,11 @@
-#include "libs/runtime/backoff.hpp"
+#include "libs/retry/backoff.hpp"
 
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <vector>
 
-using loom::runtime::backoff;
+using loom::retry::backoff;
 using ms = std::chrono::milliseconds;
 
 TEST_CASE("backoff doubles from the initial delay and stays at the cap") {

@@ -1,13 +1,12 @@
-#include "services/scheduler/jobs/job_template.hpp"
-
-#include <toml++/toml.h>
+#include "libs/runspec/job_template.hpp"
+#include "libs/runspec/toml_reader.hpp"
 
 #include <algorithm>
 #include <map>
 #include <set>
 #include <sstream>
 
-namespace loom::scheduler {
+namespace loom::runspec {
 namespace {
 
 const std::set<std::string, std::less<>> run_sections = {"model",      "data",    "train",   "optim",
@@ -18,70 +17,16 @@ const std::map<std::string, std::string, std::less<>> shortcuts = {
     {"steps", "train.steps"},    {"lr", "optim.lr"},       {"seed", "train.seed"},    {"batch", "train.batch"},
     {"seq_len", "train.seq_len"}, {"threads", "train.threads"}, {"trainers", "parallel.trainers"}};
 
-// The most trainers one stage may span (a sanity bound: a typo of 1000 is refused).
-constexpr std::int64_t max_group = 64;
-
-// [parallel] of one resolved stage: trainers = N (a gang), or min_trainers /
-// max_trainers (elastic). Each trainer takes whole micro-batches of a step, so
-// the group can be no larger than train.grad_accum.
-result<std::pair<std::uint32_t, std::uint32_t>> group_range(const toml::table& cfg, const std::string& where) {
-  auto number = [&](std::string_view key, std::int64_t fallback) -> result<std::int64_t> {
-    const toml::node* n = cfg["parallel"][key].node();
-    if (!n) return fallback;
-    auto v = n->value_exact<std::int64_t>();
-    if (!v || *v < 1 || *v > max_group)
-      return make_error(errc::invalid_argument, where + ": parallel." + std::string(key) + " must be an integer in [1, " +
-                                                    std::to_string(max_group) + "]");
-    return *v;
-  };
-  if (const toml::node* p = cfg["parallel"].node(); p && !p->is_table())
-    return make_error(errc::invalid_argument, where + ": [parallel] must be a table");
-  if (const toml::table* p = cfg["parallel"].as_table())
-    for (auto&& [k, v] : *p)
-      if (k.str() != "trainers" && k.str() != "min_trainers" && k.str() != "max_trainers" && k.str() != "timeout_s")
-        return make_error(errc::invalid_argument, where + ": parallel." + std::string(k.str()) +
-                                                      " is not a known key (trainers, min_trainers, max_trainers, timeout_s)");
-  auto n = number("trainers", 0);
-  if (!n) return n.err();
-  auto lo = number("min_trainers", *n ? *n : 1);
-  if (!lo) return lo.err();
-  auto hi = number("max_trainers", *n ? *n : *lo);
-  if (!hi) return hi.err();
-  if (*lo > *hi)
-    return make_error(errc::invalid_argument, where + ": parallel.min_trainers " + std::to_string(*lo) +
-                                                  " exceeds parallel.max_trainers " + std::to_string(*hi));
-  const std::int64_t accum = cfg["train"]["grad_accum"].value_or<std::int64_t>(1);
-  if (*hi > accum)
-    return make_error(errc::invalid_argument,
-                      where + ": " + std::to_string(*hi) + " trainers but train.grad_accum is " + std::to_string(accum) +
-                          ": each trainer takes whole micro-batches of a step, so set train.grad_accum to at least " +
-                          std::to_string(*hi) + " (the step's tokens are then batch x seq_len x grad_accum, whatever "
-                                                "the group's size)");
-  return std::pair<std::uint32_t, std::uint32_t>{static_cast<std::uint32_t>(*lo), static_cast<std::uint32_t>(*hi)};
-}
-
 error bad(std::string_view tmpl, const std::string& why) {
   return make_error(errc::invalid_argument, "template " + std::string(tmpl) + ": " + why);
 }
 
-// A TOML value from override text; a bare word is a string.
-std::unique_ptr<toml::node> parse_value(const std::string& text) {
-  try {
-    const std::string doc = "v = " + text;
-    toml::table t = toml::parse(std::string_view(doc), std::string_view("--set"));
-    if (toml::node* v = t.get("v")) {
-      if (auto* s = v->as_string()) return std::make_unique<toml::value<std::string>>(s->get());
-      if (auto* i = v->as_integer()) return std::make_unique<toml::value<std::int64_t>>(i->get());
-      if (auto* f = v->as_floating_point()) return std::make_unique<toml::value<double>>(f->get());
-      if (auto* b = v->as_boolean()) return std::make_unique<toml::value<bool>>(b->get());
-    }
-  } catch (const toml::parse_error&) {
-  }
-  return std::make_unique<toml::value<std::string>>(text);
-}
-
 status set_dotted(toml::table& cfg, const std::string& dotted, const toml::node& value, std::string_view tmpl,
                   const std::string& what) {
+  if (dotted == "kind") {  // the stage's kind: the one key outside a section
+    value.visit([&](auto&& v) { cfg.insert_or_assign("kind", v); });
+    return ok_status();
+  }
   auto dot = dotted.find('.');
   if (dot == std::string::npos) return bad(tmpl, what + ": expected section.key");
   const std::string sec = dotted.substr(0, dot), key = dotted.substr(dot + 1);
@@ -116,6 +61,7 @@ result<job_plan> resolve_template(std::string_view tmpl, std::string_view text,
   plan.priority_class = "normal";
   std::vector<std::string> stage_names = {"pretrain"};
   toml::table base;
+  key_lines base_lines;  // "section.key" -> line: the copies below lose their source
   const toml::table* stage_tables = nullptr;
   for (auto&& [k, v] : root) {
     const std::string key(k.str());
@@ -151,9 +97,14 @@ result<job_plan> resolve_template(std::string_view tmpl, std::string_view text,
     } else if (key == "stage") {
       stage_tables = v.as_table();
       if (!stage_tables) return bad(tmpl, "[stage] must hold one table per stage");
+    } else if (key == "kind") {
+      base.insert_or_assign("kind", v);
+      base_lines["kind"] = static_cast<int>(v.source().begin.line);
     } else if (run_sections.count(key)) {
       if (!v.is_table()) return bad(tmpl, "[" + key + "] must be a table");
       base.insert(key, *v.as_table());
+      for (auto&& [kk, vv] : *v.as_table())
+        base_lines[key + "." + std::string(kk.str())] = static_cast<int>(vv.source().begin.line);
     } else {
       return bad(tmpl,
                  "[" + key + "] is not a section (job, stage, model, data, train, optim, checkpoint, anomaly, parallel)");
@@ -178,6 +129,10 @@ result<job_plan> resolve_template(std::string_view tmpl, std::string_view text,
       every.emplace_back(it->second, value);
       continue;
     }
+    if (key == "kind") {
+      every.emplace_back(key, value);
+      continue;
+    }
     auto dot = key.find('.');
     if (dot == std::string::npos)
       return bad(tmpl, "--set " + kv + ": unknown key (shortcuts: dataset text sft shards steps lr seed batch "
@@ -194,23 +149,32 @@ result<job_plan> resolve_template(std::string_view tmpl, std::string_view text,
 
   for (const std::string& name : stage_names) {
     toml::table cfg = base;
+    key_lines lines = base_lines;
     if (stage_tables)
       if (const toml::table* st = (*stage_tables)[name].as_table())
-        for (auto&& [k, v] : *st)
+        for (auto&& [k, v] : *st) {
           if (auto s = set_dotted(cfg, std::string(k.str()), v, tmpl, "[stage." + name + "]"); !s) return s.err();
-    for (const auto& [dotted, value] : every)
-      if (auto s = set_dotted(cfg, dotted, *parse_value(value), tmpl, "--set " + dotted); !s) return s.err();
-    for (const auto& [dotted, value] : own[name])
-      if (auto s = set_dotted(cfg, dotted, *parse_value(value), tmpl, "--set " + name + "." + dotted); !s)
+          lines[std::string(k.str())] = static_cast<int>(v.source().begin.line);
+        }
+    for (const auto& [dotted, value] : every) {
+      if (auto s = set_dotted(cfg, dotted, *override_value(value), tmpl, "--set " + dotted); !s) return s.err();
+      lines.erase(dotted);
+    }
+    for (const auto& [dotted, value] : own[name]) {
+      if (auto s = set_dotted(cfg, dotted, *override_value(value), tmpl, "--set " + name + "." + dotted); !s)
         return s.err();
+      lines.erase(dotted);
+    }
+    const std::string origin = std::string(tmpl) + ".toml";
+    auto spec = read_run_config(cfg, origin, &lines);
+    if (!spec) return bad(tmpl, "stage " + name + ": " + spec.err().message);
+    for (const auto& [key, path] : spec->input_paths())
+      if (!path.empty() && path.front() != '/')
+        return bad(tmpl, "stage " + name + ": " + key + " " + path +
+                             " must be an absolute path (the trainer reads it on its own machine)");
     stage_plan sp;
     sp.name = name;
-    if (const toml::table* tr = cfg["train"].as_table())
-      if (auto steps = (*tr)["steps"].value<std::int64_t>()) sp.total_steps = static_cast<std::uint64_t>(*steps);
-    auto range = group_range(cfg, "template " + std::string(tmpl) + ", stage " + name);
-    if (!range) return range.err();
-    sp.min_trainers = range->first;
-    sp.max_trainers = range->second;
+    sp.spec = std::move(*spec);
     std::ostringstream os;
     os << toml::toml_formatter(cfg);
     sp.config_toml = os.str() + "\n";
@@ -219,14 +183,4 @@ result<job_plan> resolve_template(std::string_view tmpl, std::string_view text,
   return plan;
 }
 
-result<std::pair<std::uint32_t, std::uint32_t>> trainers_of(std::string_view config_toml) {
-  toml::table cfg;
-  try {
-    cfg = toml::parse(config_toml, std::string_view("stage config"));
-  } catch (const toml::parse_error& e) {
-    return make_error(errc::corruption, "stage config: " + std::string(e.description()));
-  }
-  return group_range(cfg, "stage config");
-}
-
-}  // namespace loom::scheduler
+}  // namespace loom::runspec

@@ -1,10 +1,15 @@
-// run_config: everything one training run needs, read from a TOML file (the
-// format `loom-trainer train --config F` and the job templates use) plus
-// `--set section.key=value` overrides. Every key is known: an unknown key, a
-// wrong type or an out-of-range value is invalid_argument naming the key and
-// the file:line. Relative paths are resolved against the config file's folder.
-// Plain values; no shared state.
+// run_config: everything one training run needs — one stage of a job, or one
+// `loom-trainer train --config F` — read from TOML plus `--set
+// section.key=value` overrides. The one parser of run settings: the scheduler
+// validates every stage with it at submit (job_template.hpp), the trainer
+// receives the resolved text and reads it with it again. Every key is known: an
+// unknown key, a wrong type or an out-of-range value is invalid_argument naming
+// the key and the file:line (or "--set"). Relative paths are resolved against
+// the config file's folder. Pure: no file is read (check_run_files does that,
+// where the files are). Plain values; no shared state.
 //
+//   kind          lm | sft (what the trainer runs); rm dpo rl diloco hpo are known
+//                 kinds this trainer does not run yet: refused by name
 //   [model]       layers heads channels max_seq_len vocab padded_vocab init_from
 //   [data]        shards | text | dataset | sft   format   shuffle   tokenizer
 //   [train]       batch seq_len grad_accum steps seed threads
@@ -12,27 +17,36 @@
 //   [checkpoint]  every_steps every_minutes keep
 //   [anomaly]     spike_zscore spike_window max_rollbacks
 //   [output]      dir
-//   [parallel]    trainers min_trainers max_trainers timeout_s   (the scheduler sizes the
-//                 group from the first three; a run in a group of W trainers computes
-//                 grad_accum / W of each step's micro-batches, so the numbers do not
-//                 depend on W except for the order of the float sums)
+//   [parallel]    trainers | min_trainers max_trainers, timeout_s: the stage's group
+//                 (a gang of N, or elastic in a range); a run in a group of W
+//                 trainers computes grad_accum / W of each step's micro-batches,
+//                 so W may not exceed train.grad_accum
 // A job template's [job] and [stage.*] sections are ignored here (the
 // scheduler reads them), so one template file serves both.
 #pragma once
 
+#include "libs/model/gpt_config.hpp"
+#include "libs/model/memory.hpp"
 #include "libs/status/status.hpp"
-#include "services/trainer/engine/config.hpp"
-#include "services/trainer/engine/optimizer.hpp"
 
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
 
-namespace loom::trainer {
+namespace loom::runspec {
+
+// AdamW's settings (the trainer's engine::adamw_config takes these values).
+struct adamw_settings {
+  float beta1 = 0.9f;
+  float beta2 = 0.95f;
+  float eps = 1e-8f;
+  float weight_decay = 0.1f;  // matrices only
+};
 
 struct run_config {
-  engine::gpt2_config model;
+  std::string kind = "lm";  // lm | sft
+  model::gpt2_config model;
   // A snapshot root or step directory whose parameters start this run (an SFT
   // stage from pretrain's final checkpoint); "" = random init from train.seed.
   std::string init_from;
@@ -48,7 +62,7 @@ struct run_config {
   bool shuffle = true;
   // A tokenizer.json (`loom data train-tokenizer`; tokenizer::load_hf_json) that
   // data.text / data.sft are tokenized with and samples decode with; "" = GPT-2.
-  // Its vocabulary must fit model.vocab (checked when the config is parsed).
+  // Its vocabulary must fit model.vocab (check_run_files).
   std::string tokenizer;
 
   int batch = 4;
@@ -58,7 +72,7 @@ struct run_config {
   std::uint64_t seed = 1337;
   int threads = 0;  // 0 = every core of the machine
 
-  engine::adamw_config adam;
+  adamw_settings adam;
   float lr = 6e-4f;
   float min_lr = 6e-5f;
   int warmup_steps = 0;
@@ -77,23 +91,36 @@ struct run_config {
 
   std::string out_dir;
 
+  // The stage's group: min..max trainers (a gang when equal).
+  std::uint32_t min_trainers = 1, max_trainers = 1;
   // Data-parallel group: no word from the previous member for this long ends
   // the step with an error (the trainer then asks the scheduler to re-form the group).
   double parallel_timeout_s = 120;
 
-  engine::lr_schedule schedule() const;
   // SHA-256 hex over every field that changes the numbers (model, data source,
   // train, optim); not over checkpoint or output settings. A resumed run
   // must have the same hash to be bitwise-equal to an uninterrupted one.
   std::string math_hash() const;
+  // What one member of the stage's group needs in memory (it holds
+  // grad_accum / min_trainers micro-batches of each step, rounded up).
+  model::training_memory memory() const;
+  // The paths the run reads (text, sft, shards, tokenizer, init_from), set or not.
+  std::vector<std::pair<std::string, std::string>> input_paths() const;  // (key, path)
 };
+
+// Known stage kinds and whether this trainer runs them.
+bool known_kind(std::string_view kind);
+bool runnable_kind(std::string_view kind);
 
 // Parses TOML text; `origin` (a path) names it in errors and anchors relative paths.
 // `overrides` are "section.key=value" strings applied on top (value in TOML
 // syntax; a bare word is a string).
 result<run_config> parse_run_config(std::string_view toml, const std::string& origin,
                                     const std::vector<std::string>& overrides = {});
-// Reads and parses a config file.
+// What the config names on this machine: the tokenizer loads and its
+// vocabulary fits model.vocab. invalid_argument / not_found naming the key.
+status check_run_files(const run_config& c, const std::string& origin);
+// Reads, parses and checks a config file (parse_run_config + check_run_files).
 result<run_config> load_run_config(const std::string& path, const std::vector<std::string>& overrides = {});
 
-}  // namespace loom::trainer
+}  // namespace loom::runspec

@@ -1,8 +1,8 @@
-#include "services/trainer/engine/config.hpp"
+#include "libs/model/gpt_config.hpp"
 
 #include <string>
 
-namespace loom::engine {
+namespace loom::model {
 
 status gpt2_config::validate() const {
   auto bad = [](std::string what) { return make_error(errc::invalid_argument, "gpt2_config: " + what); };
@@ -77,4 +77,4 @@ tensor_views make_views(float* base, const param_layout& l) {
           at(T::fcprojw), at(T::fcprojb), at(T::lnfw), at(T::lnfb)};
 }
 
-}  // namespace loom::engine
+}  // namespace loom::model

@@ -1,18 +1,18 @@
-#include "services/trainer/run/run_config.hpp"
+#include "libs/runspec/run_config.hpp"
+#include "libs/runspec/toml_reader.hpp"
 
 #include "libs/crypto/hash.hpp"
 #include "libs/files/files.hpp"
 #include "libs/tokenizer/train/hf_json.hpp"
 
-#include <toml++/toml.h>
-
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <map>
 #include <set>
 
-namespace loom::trainer {
+namespace loom::runspec {
 namespace {
 
 // The keys each section accepts; anything else is refused by name.
@@ -30,9 +30,14 @@ const std::map<std::string, std::set<std::string>, std::less<>>& known_keys() {
   return k;
 }
 
-std::string where(const std::string& origin, const toml::node& n) {
+// Where a value came from: its line in the parsed text, else its line in the
+// template it was copied from (`lines`, by "section.key"), else an override.
+std::string where(const std::string& origin, const toml::node& n, const std::string& dotted = "",
+                  const key_lines* lines = nullptr) {
   const auto& src = n.source();
-  if (src.begin.line == 0) return origin + " (--set)";
+  if (src.begin.line == 0 && lines)
+    if (auto it = lines->find(dotted); it != lines->end()) return origin + ":" + std::to_string(it->second);
+  if (src.begin.line == 0 || (src.path && *src.path == "--set")) return origin + " (--set)";
   return origin + ":" + std::to_string(src.begin.line);
 }
 
@@ -43,7 +48,8 @@ error bad(const std::string& at, const std::string& key, const std::string& why)
 // Reads typed values out of one parsed document, remembering the first error.
 class reader {
  public:
-  reader(const toml::table& root, std::string origin) : root_(root), origin_(std::move(origin)) {}
+  reader(const toml::table& root, std::string origin, const key_lines* lines)
+      : root_(root), origin_(std::move(origin)), lines_(lines) {}
 
   template <typename Int>
   void integer(std::string_view sec, std::string_view key, Int& out, std::int64_t lo, std::int64_t hi) {
@@ -106,15 +112,18 @@ class reader {
     return t ? t->get(key) : nullptr;
   }
   void fail(const toml::node& n, std::string_view sec, std::string_view key, const std::string& why) {
-    if (!first_error) first_error = bad(where(origin_, n), std::string(sec) + "." + std::string(key), why);
+    const std::string dotted = std::string(sec) + "." + std::string(key);
+    if (!first_error) first_error = bad(where(origin_, n, dotted, lines_), dotted, why);
   }
   const toml::table& root_;
   std::string origin_;
+  const key_lines* lines_;
 };
 
-status check_known_keys(const toml::table& root, const std::string& origin) {
+status check_known_keys(const toml::table& root, const std::string& origin, const key_lines* lines) {
   for (auto&& [sec, node] : root) {
     if (sec.str() == "job" || sec.str() == "stage") continue;  // a job template's own sections
+    if (sec.str() == "kind") continue;                         // the stage's kind: read below
     auto it = known_keys().find(sec.str());
     if (it == known_keys().end())
       return bad(where(origin, node), "[" + std::string(sec.str()) + "]",
@@ -123,7 +132,8 @@ status check_known_keys(const toml::table& root, const std::string& origin) {
     if (!t) return bad(where(origin, node), std::string(sec.str()), "must be a table");
     for (auto&& [key, value] : *t)
       if (!it->second.count(std::string(key.str())))
-        return bad(where(origin, value), std::string(sec.str()) + "." + std::string(key.str()), "is not a known key");
+        return bad(where(origin, value, std::string(sec.str()) + "." + std::string(key.str()), lines),
+                   std::string(sec.str()) + "." + std::string(key.str()), "is not a known key");
   }
   return ok_status();
 }
@@ -131,6 +141,10 @@ status check_known_keys(const toml::table& root, const std::string& origin) {
 status apply_override(toml::table& root, const std::string& kv) {
   auto eq = kv.find('=');
   auto dot = kv.find('.');
+  if (eq != std::string::npos && kv.substr(0, eq) == "kind") {  // the one key outside a section
+    root.insert_or_assign("kind", kv.substr(eq + 1));
+    return ok_status();
+  }
   if (eq == std::string::npos || dot == std::string::npos || dot > eq)
     return make_error(errc::invalid_argument, "--set " + kv + ": expected section.key=value");
   const std::string sec = kv.substr(0, dot), key = kv.substr(dot + 1, eq - dot - 1), value = kv.substr(eq + 1);
@@ -138,29 +152,26 @@ status apply_override(toml::table& root, const std::string& kv) {
   if (!slot) root.insert(sec, toml::table{});
   toml::table* t = root[sec].as_table();
   if (!t) return make_error(errc::invalid_argument, "--set " + kv + ": " + sec + " is not a table");
-  try {
-    const std::string doc = "v = " + value;
-    toml::table parsed = toml::parse(std::string_view(doc), std::string_view("--set"));
-    toml::node* v = parsed.get("v");
-    if (v && (v->is_value() || v->is_array())) {
-      t->insert_or_assign(key, std::move(*v));
-      return ok_status();
-    }
-  } catch (const toml::parse_error&) {
-  }
-  t->insert_or_assign(key, value);  // a bare word: a string
+  override_value(value)->visit([&](auto&& v) { t->insert_or_assign(key, v); });
   return ok_status();
 }
 
 }  // namespace
 
-engine::lr_schedule run_config::schedule() const {
-  engine::lr_schedule s;
-  s.max_lr = lr;
-  s.min_lr = min_lr;
-  s.warmup_steps = warmup_steps;
-  s.total_steps = steps;
-  return s;
+std::unique_ptr<toml::node> override_value(const std::string& text) {
+  try {
+    const std::string doc = "v = " + text;
+    toml::table t = toml::parse(std::string_view(doc), std::string_view("--set"));
+    if (toml::node* v = t.get("v")) {
+      if (auto* s = v->as_string()) return std::make_unique<toml::value<std::string>>(s->get());
+      if (auto* i = v->as_integer()) return std::make_unique<toml::value<std::int64_t>>(i->get());
+      if (auto* f = v->as_floating_point()) return std::make_unique<toml::value<double>>(f->get());
+      if (auto* b = v->as_boolean()) return std::make_unique<toml::value<bool>>(b->get());
+      if (auto* a = v->as_array()) return std::make_unique<toml::array>(*a);
+    }
+  } catch (const toml::parse_error&) {
+  }
+  return std::make_unique<toml::value<std::string>>(text);
 }
 
 std::string run_config::math_hash() const {
@@ -178,21 +189,39 @@ std::string run_config::math_hash() const {
   return crypto::sha256_hex(tokenizer.empty() ? std::string(buf) : std::string(buf) + "|tokenizer=" + tokenizer);
 }
 
-result<run_config> parse_run_config(std::string_view text, const std::string& origin,
-                                    const std::vector<std::string>& overrides) {
-  toml::table root;
-  try {
-    root = toml::parse(text, std::string_view(origin));
-  } catch (const toml::parse_error& e) {
-    return make_error(errc::invalid_argument, origin + ":" + std::to_string(e.source().begin.line) + ": " +
-                                                  std::string(e.description()));
-  }
-  for (const std::string& kv : overrides)
-    if (auto st = apply_override(root, kv); !st) return st.err();
-  if (auto st = check_known_keys(root, origin); !st) return st.err();
+model::training_memory run_config::memory() const {
+  const std::uint64_t world = std::max<std::uint32_t>(1, min_trainers);
+  const std::uint64_t held = (std::uint64_t(grad_accum) + world - 1) / world;
+  return model::estimate_training(model, std::uint64_t(batch), std::uint64_t(seq_len), held, format == "sft");
+}
 
+std::vector<std::pair<std::string, std::string>> run_config::input_paths() const {
+  return {{"data.text", text},   {"data.sft", sft},             {"data.shards", shards},
+          {"data.tokenizer", tokenizer}, {"model.init_from", init_from}};
+}
+
+namespace {
+// Every kind the platform knows (ARCHITECTURE 8b), and the ones this trainer runs.
+constexpr std::string_view all_kinds[] = {"lm", "sft", "rm", "dpo", "rl", "diloco", "hpo"};
+constexpr std::string_view trainer_kinds[] = {"lm", "sft"};
+}  // namespace
+
+bool known_kind(std::string_view kind) {
+  return std::find(std::begin(all_kinds), std::end(all_kinds), kind) != std::end(all_kinds);
+}
+bool runnable_kind(std::string_view kind) {
+  return std::find(std::begin(trainer_kinds), std::end(trainer_kinds), kind) != std::end(trainer_kinds);
+}
+
+result<run_config> read_run_config(const toml::table& root, const std::string& origin, const key_lines* lines) {
+  if (auto st = check_known_keys(root, origin, lines); !st) return st.err();
   run_config c;
-  reader r(root, origin);
+  reader r(root, origin, lines);
+  std::string kind;
+  if (const toml::node* k = root.get("kind")) {
+    if (!k->is_string()) return bad(where(origin, *k, "kind", lines), "kind", "must be a string (lm or sft)");
+    kind = *k->value<std::string>();
+  }
   r.integer("model", "layers", c.model.layers, 1, 256);
   r.integer("model", "heads", c.model.heads, 1, 256);
   r.integer("model", "channels", c.model.channels, 1, 65536);
@@ -230,10 +259,13 @@ result<run_config> parse_run_config(std::string_view text, const std::string& or
   r.integer("anomaly", "spike_window", c.spike_window, 2, 1 << 20);
   r.integer("anomaly", "max_rollbacks", c.max_rollbacks, 0, 1 << 20);
   r.path("output", "dir", c.out_dir);
-  int group_size = 1;  // the scheduler sizes the group; here only the values' form is checked
-  r.integer("parallel", "trainers", group_size, 1, 64);
-  r.integer("parallel", "min_trainers", group_size, 1, 64);
-  r.integer("parallel", "max_trainers", group_size, 1, 64);
+  // The stage's group: trainers = N (a gang), or min_trainers / max_trainers (elastic).
+  std::uint32_t gang = 0;
+  r.integer("parallel", "trainers", gang, 1, max_group);
+  c.min_trainers = gang ? gang : 1;
+  r.integer("parallel", "min_trainers", c.min_trainers, 1, max_group);
+  c.max_trainers = gang ? gang : c.min_trainers;
+  r.integer("parallel", "max_trainers", c.max_trainers, 1, max_group);
   r.real("parallel", "timeout_s", c.parallel_timeout_s, 1.0, 86400.0);
   if (r.first_error) return *r.first_error;
 
@@ -243,27 +275,66 @@ result<run_config> parse_run_config(std::string_view text, const std::string& or
   if (sources != 1) return bad_cfg("set exactly one of data.shards, data.text, data.dataset and data.sft");
   if (c.format != "lm" && c.format != "sft") return bad_cfg("data.format must be \"lm\" or \"sft\", got \"" + c.format + "\"");
   if (!c.sft.empty()) c.format = "sft";
+  if (!kind.empty()) {
+    if (!known_kind(kind))
+      return bad_cfg("kind \"" + kind + "\" is not a stage kind (lm, sft, rm, dpo, rl, diloco, hpo)");
+    if (!runnable_kind(kind))
+      return bad_cfg("kind \"" + kind + "\" is not run by this trainer yet (it runs lm and sft)");
+    if (kind == "sft") c.format = "sft";
+    else if (c.format == "sft" && c.sft.empty()) return bad_cfg("kind \"lm\" with data.format \"sft\": choose one");
+  }
+  c.kind = c.format;
   if (c.dataset.find_first_of("/\\") != std::string::npos || c.dataset == "." || c.dataset == "..")
     return bad_cfg("data.dataset must be a dataset name, not a path: " + c.dataset);
   if (c.seq_len > c.model.max_seq_len)
     return bad_cfg("train.seq_len " + std::to_string(c.seq_len) + " exceeds model.max_seq_len " +
                    std::to_string(c.model.max_seq_len));
   if (c.min_lr > c.lr) return bad_cfg("optim.min_lr must not exceed optim.lr");
-  if (!c.tokenizer.empty()) {
-    auto tok = tokenizer::load_hf_json(c.tokenizer);
-    if (!tok) return make_error(tok.code(), origin + ": data.tokenizer: " + tok.err().message);
-    if (static_cast<std::size_t>(c.model.vocab) < tok->vocab_size())
-      return bad_cfg("model.vocab " + std::to_string(c.model.vocab) + " is smaller than data.tokenizer's " +
-                     std::to_string(tok->vocab_size()) + " tokens (" + c.tokenizer + "): set model.vocab to at least " +
-                     std::to_string(tok->vocab_size()));
-  }
+  if (c.min_trainers > c.max_trainers)
+    return bad_cfg("parallel.min_trainers " + std::to_string(c.min_trainers) + " exceeds parallel.max_trainers " +
+                   std::to_string(c.max_trainers));
+  if (c.max_trainers > static_cast<std::uint32_t>(c.grad_accum))
+    return bad_cfg(std::to_string(c.max_trainers) + " trainers but train.grad_accum is " +
+                   std::to_string(c.grad_accum) +
+                   ": each trainer takes whole micro-batches of a step, so set train.grad_accum to at least " +
+                   std::to_string(c.max_trainers) +
+                   " (the step's tokens are then batch x seq_len x grad_accum, whatever the group's size)");
   return c;
+}
+
+result<run_config> parse_run_config(std::string_view text, const std::string& origin,
+                                    const std::vector<std::string>& overrides) {
+  toml::table root;
+  try {
+    root = toml::parse(text, std::string_view(origin));
+  } catch (const toml::parse_error& e) {
+    return make_error(errc::invalid_argument, origin + ":" + std::to_string(e.source().begin.line) + ": " +
+                                                  std::string(e.description()));
+  }
+  for (const std::string& kv : overrides)
+    if (auto st = apply_override(root, kv); !st) return st.err();
+  return read_run_config(root, origin, nullptr);
+}
+
+status check_run_files(const run_config& c, const std::string& origin) {
+  if (c.tokenizer.empty()) return ok_status();
+  auto tok = tokenizer::load_hf_json(c.tokenizer);
+  if (!tok) return make_error(tok.code(), origin + ": data.tokenizer: " + tok.err().message);
+  if (static_cast<std::size_t>(c.model.vocab) < tok->vocab_size())
+    return make_error(errc::invalid_argument,
+                      origin + ": model.vocab " + std::to_string(c.model.vocab) + " is smaller than data.tokenizer's " +
+                          std::to_string(tok->vocab_size()) + " tokens (" + c.tokenizer +
+                          "): set model.vocab to at least " + std::to_string(tok->vocab_size()));
+  return ok_status();
 }
 
 result<run_config> load_run_config(const std::string& path, const std::vector<std::string>& overrides) {
   auto text = files::read_file(path);
   if (!text) return make_error(text.code(), "config " + path + ": " + text.err().message);
-  return parse_run_config(*text, path, overrides);
+  auto c = parse_run_config(*text, path, overrides);
+  if (!c) return c;
+  if (auto st = check_run_files(*c, path); !st) return st.err();
+  return c;
 }
 
-}  // namespace loom::trainer
+}  // namespace loom::runspec

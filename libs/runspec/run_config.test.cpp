@@ -1,9 +1,9 @@
-#include "services/trainer/run/run_config.hpp"
+#include "libs/runspec/run_config.hpp"
 
 #include <doctest/doctest.h>
 
 using namespace loom;
-using namespace loom::trainer;
+using namespace loom::runspec;
 
 namespace {
 
@@ -47,8 +47,8 @@ TEST_CASE("run_config reads every section and resolves relative paths against th
   CHECK(c->steps == 20);
   CHECK(c->seed == 7);
   CHECK(c->lr == doctest::Approx(1e-3));
-  CHECK(c->schedule().total_steps == 20);
-  CHECK(c->schedule().warmup_steps == 2);
+  CHECK(c->warmup_steps == 2);
+  CHECK(c->kind == "lm");
 }
 
 TEST_CASE("run_config refuses unknown keys and sections by name and line") {

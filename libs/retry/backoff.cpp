@@ -1,9 +1,9 @@
-#include "libs/runtime/backoff.hpp"
+#include "libs/retry/backoff.hpp"
 
 #include <algorithm>
 #include <cmath>
 
-namespace loom::runtime {
+namespace loom::retry {
 
 backoff::backoff(std::chrono::milliseconds initial, std::chrono::milliseconds max, double factor,
                  double jitter, std::uint64_t seed)
@@ -35,4 +35,4 @@ double backoff::uniform() {
   return static_cast<double>(z >> 11) * 0x1.0p-53;
 }
 
-}  // namespace loom::runtime
+}  // namespace loom::retry

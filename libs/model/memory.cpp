@@ -1,0 +1,55 @@
+#include "libs/model/memory.hpp"
+
+#include <cstdio>
+
+namespace loom::model {
+
+activation_floats activations(const gpt2_config& cfg, std::uint64_t B, std::uint64_t T) {
+  // The engine's layout (services/trainer/engine/model.cpp, place()):
+  //   x0 (BT,C); per layer: ln1 (BT,C) + mean/rstd (BT)x2, qkv (BT,3C), att (B,NH,T,T),
+  //   atty, x1, ln2 (BT,C) + mean/rstd, fch, fchg (BT,4C), x2 (BT,C);
+  //   lnf (BT,C) + mean/rstd, logits (BT,Vp), losses/lse/weights/row_scale (BT).
+  //   scratch: tmp, dres, dbtc (BT,C), dqkv (BT,3C), dfch (BT,4C), datt (B,NH,T).
+  const std::uint64_t L = cfg.layers, C = cfg.channels, NH = cfg.heads, BT = B * T;
+  activation_floats a;
+  const std::uint64_t per_layer = BT * C * 5 + BT * 4 + BT * 3 * C + B * NH * T * T + BT * 4 * C * 2;
+  a.acts = BT * C + L * per_layer + BT * C + 2 * BT + BT * std::uint64_t(cfg.padded_vocab) + 4 * BT;
+  a.scratch = 3 * BT * C + BT * 3 * C + BT * 4 * C + B * NH * T;
+  return a;
+}
+
+training_memory estimate_training(const gpt2_config& cfg, std::uint64_t batch, std::uint64_t seq_len,
+                                  std::uint64_t micro_batches, bool sft) {
+  const std::uint64_t P = make_param_layout(cfg).total, BT = batch * seq_len;
+  const activation_floats a = activations(cfg, batch, seq_len);
+  training_memory m;
+  m.params = 4 * P;
+  m.grads = 4 * P;
+  m.optimizer = 8 * P;
+  m.activations = 4 * (a.acts + a.scratch) + 8 * BT;  // + the model's int32 inputs and targets
+  // The loop's unpacked ids (2 x uint32) and, per micro-batch held, int32
+  // inputs and targets plus fp32 weights for SFT.
+  m.batches = 8 * BT + micro_batches * BT * (sft ? 12 : 8);
+  m.overhead = process_overhead_bytes;
+  return m;
+}
+
+std::string format_bytes(std::uint64_t b) {
+  char buf[48];
+  if (b >= (1ull << 30)) std::snprintf(buf, sizeof buf, "%.2f GiB", double(b) / double(1ull << 30));
+  else std::snprintf(buf, sizeof buf, "%.0f MiB", double(b) / double(1ull << 20));
+  return buf;
+}
+
+std::string training_memory::describe() const {
+  auto gib = [](std::uint64_t b) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.2f", double(b) / double(1ull << 30));
+    return std::string(buf);
+  };
+  return format_bytes(total()) + " (GiB: parameters " + gib(params) + ", gradients " + gib(grads) + ", AdamW " +
+         gib(optimizer) + ", activations " + gib(activations) + ", batches " + gib(batches) + ", process " +
+         gib(overhead) + ")";
+}
+
+}  // namespace loom::model

@@ -1,0 +1,153 @@
+#include "libs/runspec/job_template.hpp"
+
+#include <doctest/doctest.h>
+
+using namespace loom;
+using namespace loom::runspec;
+
+namespace {
+constexpr const char* pipeline = R"(
+[job]
+name = "pipeline"
+priority = "high"
+stages = ["pretrain", "sft"]
+
+[model]
+layers = 2
+
+[train]
+steps = 100
+batch = 4
+
+[stage.sft]
+"train.steps" = 20
+"data.format" = "sft"
+)";
+}  // namespace
+
+TEST_CASE("a template resolves into one run config per stage, stage tables and overrides applied in order") {
+  auto p = resolve_template("pipeline-x", pipeline, {"text=/data/c.txt", "steps=50", "sft.optim.lr=0.001"});
+  REQUIRE(p.ok());
+  CHECK(p->name == "pipeline");
+  CHECK(p->priority_class == "high");
+  REQUIRE(p->stages.size() == 2);
+  CHECK(p->stages[0].name == "pretrain");
+  CHECK(p->stages[0].spec.steps == 50);  // --set steps applies to every stage, after the stage tables
+  CHECK(p->stages[1].spec.steps == 50);
+  CHECK(p->stages[0].config_toml.find("text = '/data/c.txt'") != std::string::npos);
+  CHECK(p->stages[0].config_toml.find("format") == std::string::npos);
+  CHECK(p->stages[1].config_toml.find("format = 'sft'") != std::string::npos);
+  CHECK(p->stages[1].config_toml.find("lr = 0.001") != std::string::npos);
+  CHECK(p->stages[0].config_toml.find("lr") == std::string::npos);
+  CHECK(p->stages[0].config_toml.find("layers = 2") != std::string::npos);
+
+  auto q = resolve_template("pipeline-x", pipeline, {"text=/data/c.txt"});
+  REQUIRE(q.ok());
+  CHECK(q->stages[1].spec.steps == 20);
+}
+
+TEST_CASE("a template without a [job] section is one pretrain stage at normal priority") {
+  auto p = resolve_template("plain", "[train]\nsteps = 7\n", {"text=/data/c.txt"});
+  REQUIRE(p.ok());
+  CHECK(p->name == "plain");
+  CHECK(p->priority_class == "normal");
+  REQUIRE(p->stages.size() == 1);
+  CHECK(p->stages[0].name == "pretrain");
+  CHECK(p->stages[0].spec.steps == 7);
+}
+
+TEST_CASE("bad templates and overrides are refused naming the template and the key") {
+  auto msg = [](result<job_plan> r) { return r.ok() ? std::string("ok") : r.err().message; };
+  CHECK(msg(resolve_template("t", "[job\n", {})).find("template t: line 1") != std::string::npos);
+  CHECK(msg(resolve_template("t", "[jobs]\n", {})).find("[jobs] is not a section") != std::string::npos);
+  CHECK(msg(resolve_template("t", "[job]\npriority = \"urgent\"\n", {})).find("job.priority") != std::string::npos);
+  CHECK(msg(resolve_template("t", "[job]\nstages = []\n", {})).find("job.stages") != std::string::npos);
+  CHECK(msg(resolve_template("t", "[job]\nstages = [\"a\", \"a\"]\n", {})).find("listed twice") != std::string::npos);
+  CHECK(msg(resolve_template("t", "[stage.sft]\n\"train.steps\" = 1\n", {})).find("names no stage") != std::string::npos);
+  CHECK(msg(resolve_template("t", pipeline, {"nokey"})).find("expected key=value") != std::string::npos);
+  CHECK(msg(resolve_template("t", pipeline, {"colour=red"})).find("unknown key") != std::string::npos);
+  CHECK(msg(resolve_template("t", pipeline, {"gpu.count=2"})).find("gpu.count is not section.key") != std::string::npos);
+}
+
+TEST_CASE("priority classes are ordered low < normal < high") {
+  CHECK(priority_of("low") < priority_of("normal"));
+  CHECK(priority_of("normal") < priority_of("high"));
+  CHECK(priority_of("urgent") == -1);
+}
+
+TEST_CASE("[parallel] gives each stage its trainer group: a gang, an elastic range, or one trainer") {
+  auto one = resolve_template("p", pipeline, {"text=/data/c.txt"});
+  REQUIRE(one.ok());
+  CHECK(one->stages[0].spec.min_trainers == 1);
+  CHECK(one->stages[0].spec.max_trainers == 1);
+
+  auto gang = resolve_template("p", pipeline, {"text=/data/c.txt", "train.grad_accum=4", "pretrain.trainers=2"});
+  REQUIRE(gang.ok());
+  CHECK(gang->stages[0].spec.min_trainers == 2);
+  CHECK(gang->stages[0].spec.max_trainers == 2);
+  CHECK(gang->stages[1].spec.max_trainers == 1);  // only pretrain was given two
+  auto back = parse_run_config(gang->stages[0].config_toml, "stage.toml");  // what the trainer reads
+  REQUIRE(back.ok());
+  CHECK(back->min_trainers == 2);
+  CHECK(back->max_trainers == 2);
+
+  auto elastic = resolve_template("p", pipeline,
+                                  {"text=/data/c.txt", "train.grad_accum=4", "parallel.min_trainers=1", "parallel.max_trainers=4"});
+  REQUIRE(elastic.ok());
+  CHECK(elastic->stages[1].spec.min_trainers == 1);
+  CHECK(elastic->stages[1].spec.max_trainers == 4);
+}
+
+TEST_CASE("[parallel] refuses a group larger than train.grad_accum, min above max, and unknown keys, naming them") {
+  auto big = resolve_template("p", pipeline, {"text=/data/c.txt", "trainers=2"});
+  REQUIRE(!big.ok());
+  CHECK(big.err().message.find("stage pretrain: ") != std::string::npos);
+  CHECK(big.err().message.find("2 trainers but train.grad_accum is 1") != std::string::npos);
+  auto inverted = resolve_template("p", pipeline,
+                                   {"text=/data/c.txt", "train.grad_accum=8", "parallel.min_trainers=3", "parallel.max_trainers=2"});
+  REQUIRE(!inverted.ok());
+  CHECK(inverted.err().message.find("parallel.min_trainers 3 exceeds parallel.max_trainers 2") != std::string::npos);
+  auto unknown = resolve_template("p", pipeline, {"text=/data/c.txt", "parallel.ranks=2"});
+  REQUIRE(!unknown.ok());
+  CHECK(unknown.err().message.find("parallel.ranks is not a known key") != std::string::npos);
+  auto zero = resolve_template("p", pipeline, {"text=/data/c.txt", "trainers=0"});
+  REQUIRE(!zero.ok());
+  CHECK(zero.err().message.find("parallel.trainers must be in [1, 64]") != std::string::npos);
+}
+
+TEST_CASE("a bad override is refused at resolution naming the key, the stage and where it came from") {
+  auto msg = [](result<job_plan> r) { return r.ok() ? std::string("ok") : r.err().message; };
+  const auto lr = msg(resolve_template("p", pipeline, {"text=/data/c.txt", "optim.lr=-1"}));
+  CHECK(lr.find("template p: stage pretrain") != std::string::npos);
+  CHECK(lr.find("optim.lr must be in [0, 10], got -1") != std::string::npos);
+  CHECK(lr.find("(--set)") != std::string::npos);
+  CHECK(msg(resolve_template("p", pipeline, {"text=/data/c.txt", "train.colour=3"})).find("train.colour is not a known key") !=
+        std::string::npos);
+  // A value from the template itself is named by its file and line.
+  const auto line = msg(resolve_template("p", "[train]\nsteps = 7\nbatch = 0\n", {"text=/data/c.txt"}));
+  CHECK(line.find("p.toml:3: train.batch must be in [1,") != std::string::npos);
+  // No data source, a relative path, two sources.
+  CHECK(msg(resolve_template("p", pipeline, {})).find("exactly one of data.shards") != std::string::npos);
+  CHECK(msg(resolve_template("p", pipeline, {"text=c.txt"})).find("data.text c.txt must be an absolute path") !=
+        std::string::npos);
+}
+
+TEST_CASE("a stage kind the trainer lacks is refused by name, a known one is taken") {
+  auto msg = [](result<job_plan> r) { return r.ok() ? std::string("ok") : r.err().message; };
+  CHECK(msg(resolve_template("p", pipeline, {"text=/data/c.txt", "sft.kind=dpo"})).find("kind \"dpo\" is not run by this trainer") !=
+        std::string::npos);
+  CHECK(msg(resolve_template("p", pipeline, {"text=/data/c.txt", "kind=magic"})).find("kind \"magic\" is not a stage kind") !=
+        std::string::npos);
+  auto ok = resolve_template("p", "kind = \"sft\"\n[train]\nsteps = 2\n", {"text=/data/c.txt"});
+  REQUIRE(ok.ok());
+  CHECK(ok->stages[0].spec.kind == "sft");
+  CHECK(ok->stages[0].spec.format == "sft");
+}
+
+TEST_CASE("the resolved stage carries its memory estimate and group size") {
+  auto p = resolve_template("p", pipeline, {"text=/data/c.txt", "train.grad_accum=4", "pretrain.trainers=2"});
+  REQUIRE(p.ok());
+  const auto& s = p->stages[0].spec;
+  CHECK(s.memory().total() > s.memory().params * 4);  // weights, gradients, AdamW and activations
+  CHECK(s.memory().batches == loom::model::estimate_training(s.model, 4, 64, 2, false).batches);  // 4 / 2 held
+}

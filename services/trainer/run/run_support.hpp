@@ -1,0 +1,51 @@
+// run_support: the small pieces run_training (training_run.cpp) is built
+// from — logging, the data's identity, setting newer snapshots aside, the
+// group's agreement at start, the machine's memory, the engine's optimiser
+// and schedule from a run config, and reporting refused snapshots. Free
+// functions; no state.
+#pragma once
+
+#include "libs/ckpt/snapshot.hpp"
+#include "libs/runspec/run_config.hpp"
+#include "libs/status/status.hpp"
+#include "services/trainer/engine/optimizer.hpp"
+#include "services/trainer/run/training_run.hpp"
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+namespace loom::trainer {
+
+// How long a step may go on after a stop request before it is interrupted:
+// shorter steps finish (and are kept), a long one ends within about a second.
+constexpr std::chrono::milliseconds interrupt_grace{300};
+
+inline std::string fmt(const char* f, auto... args) {
+  char buf[512];
+  std::snprintf(buf, sizeof buf, f, args...);
+  return buf;
+}
+
+// One line to o.log, when there is one.
+void say(const run_options& o, const std::string& line);
+// True when `root` holds a step-N directory.
+bool has_snapshots(const std::string& root);
+// The identity of the data the run reads: the SHA-256 of its manifest, which lists every shard's.
+result<std::string> data_identity(const std::string& dir);
+// A resumed run will publish steps after `step` again: the snapshots there
+// (refused as corrupt, or never committed by LATEST) move to root/refused/.
+status set_aside_newer(const std::string& root, std::uint64_t step, const run_options& o);
+// A group's start: every member learns the step of rank 0's snapshot (0: none)
+// and that all run the same numbers (conflict otherwise).
+result<std::uint64_t> agree_start(const run_options::group_member& g, std::uint64_t step, const std::string& run_hash);
+// Physical memory of this machine in bytes.
+std::uint64_t machine_memory();
+engine::adamw_config adam_of(const runspec::run_config& c);
+engine::lr_schedule schedule_of(const runspec::run_config& c);
+// Warnings of a snapshot load (refused newer snapshots) go to the log and,
+// as one "snapshot_fallback" notice, to the job.
+void report_warnings(const run_options& o, const ckpt::loaded_snapshot& where, const std::string& what);
+
+}  // namespace loom::trainer
