@@ -163,6 +163,8 @@ result<args> parse(const std::vector<std::string>& argv) {
   if (a.help) return a;
   for (const auto& o : c->options)
     if (o.required && !a.options.count(o.name)) return usage_error(c, "--" + o.name + " is required");
+  for (std::size_t i = cmd->second; i < words.size(); ++i)  // "" would mean the current directory, or nothing
+    if (words[i].empty()) return usage_error(c, "an empty argument where " + c->operands + " goes");
   const std::size_t operands = words.size() - cmd->second;
   if (operands < c->min_operands)
     return usage_error(c, "missing " + c->operands);

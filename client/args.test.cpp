@@ -130,6 +130,9 @@ TEST_CASE("required options and operand counts are checked before the command ru
   CHECK(names(refused({"job", "show"}), "missing ID"));
   CHECK(names(refused({"down", "extra"}), "unexpected argument 'extra'"));
   CHECK(names(refused({"data", "pii", "a", "b"}), "unexpected argument 'b'"));
+  // An empty operand is refused too: `data import ""` was the current directory.
+  CHECK(names(refused({"data", "import", "", "--dataset", "d"}), "an empty argument where PATH goes"));
+  CHECK(names(refused({"job", "show", ""}), "an empty argument"));
   auto p = parse({"ping", "ingest", "audit", "scheduler"});
   CHECK(p.ok());
 }

@@ -79,6 +79,32 @@ std::string absolutize(const std::string& kv) {
   return key + "=" + fs::absolute(value, ec).lexically_normal().string();
 }
 
+// A stage holds its text file whole (text=FILE, sft=FILE): past this it would
+// exhaust the trainer, so the submit is refused here, before any job exists.
+constexpr std::uint64_t max_stage_text_bytes = std::uint64_t{1} << 30;
+
+// Every text file the overrides name must be a regular file of at most
+// max_stage_text_bytes: a device or a pipe (/dev/zero) may never end.
+status check_text_files(const loom::v1::SubmitJobRequest& req) {
+  for (const auto& kv : req.overrides()) {
+    const auto eq = kv.find('=');
+    if (eq == std::string::npos) continue;
+    const std::string key = kv.substr(0, eq), file = kv.substr(eq + 1);
+    const std::string last = key.substr(key.rfind('.') == std::string::npos ? 0 : key.rfind('.') + 1);
+    if (last != "text" && last != "sft") continue;
+    std::error_code ec;
+    const auto st = fs::status(file, ec);
+    if (ec || !fs::exists(st)) continue;  // the trainer reports a missing file, naming it
+    if (!fs::is_regular_file(st))
+      return make_error(errc::invalid_argument, "--set " + kv + ": " + file +
+                                                    " is not a regular file (a device or a pipe may never end)");
+    if (const auto n = fs::file_size(file, ec); !ec && n > max_stage_text_bytes)
+      return make_error(errc::invalid_argument, "--set " + kv + ": " + file + " is larger than " +
+                                                    size_text(max_stage_text_bytes) + " (the most a stage reads)");
+  }
+  return ok_status();
+}
+
 std::string fmt_time(std::uint64_t ns) {
   if (ns == 0) return "-";
   std::time_t t = static_cast<std::time_t>(ns / 1'000'000'000);
@@ -186,6 +212,7 @@ int job_submit(context& c) {
   req.set_priority_class(c.a.get_or("priority", ""));
   req.set_tenant(c.a.get_or("tenant", ""));
   req.set_zone(c.a.get_or("zone", ""));
+  if (auto st = check_text_files(req); !st) return fail(c, st.err());
   if (int rc = check_datasets(c, req); rc != ok_exit) return rc;
   auto rep = scheduler_call<loom::v1::SubmitJobReply>(c, req, c.a.get_or("request-id", ""));
   if (!rep) return fail(c, rep.err());

@@ -228,6 +228,7 @@ TEST_CASE("no bad command line of any command exits other than 2 or touches a ru
         "high"},
        "--prio"},
       {{"job", "cancel", "job-000001", "--request-id", ""}, "--request-id"},
+      {{"data", "import", "", "--dataset", "x"}, "an empty argument"},  // was: import the current directory
   };
   std::mt19937_64 rng(20240613);
   const auto& table = cli::command_table();
@@ -357,6 +358,10 @@ TEST_CASE("files that never end are refused with the file and the limit named, b
   auto tpl = timed({bin("loom"), "job", "submit", "--template", "/dev/zero", "--data-dir", dir.path()});
   CHECK(tpl.code == 1);
   CHECK(tpl.err.find("/dev/zero is larger than 1 MiB") != std::string::npos);
+  auto text = timed({bin("loom"), "job", "submit", "--template", "pipeline-test", "--set", "text=/dev/zero",
+                     "--data-dir", dir.path()});
+  CHECK(text.code == 1);
+  CHECK(text.err.find("/dev/zero is not a regular file") != std::string::npos);
   // Streamed inputs: a device or pipe is refused (it may never end).
   auto train = timed({bin("loom"), "data", "train-tokenizer", "--vocab-size", "300", "/dev/zero", "--out",
                       dir.path() + "/tok.json"});
