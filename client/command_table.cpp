@@ -89,7 +89,7 @@ std::vector<command_spec> build() {
            required(path("to", "B", "data dir of the deployment that pulls it")), required(dataset),
            text("from-token", "T", "token for A (default A/admin.token)"),
            text("to-token", "T", "token for B (default B/admin.token)")},
-          "B's ingest pulls dataset D from A's, fetching only the chunks it lacks",
+          "B's ingest pulls a dataset from A's, fetching only the chunks it lacks",
           "  A is told to trust B's ingest key (copied into A/keys/peers/). Two hosts: copy B's\n"
           "  keys/curve/ingest.pub into A's keys/peers/ by hand, start A's ingest with\n"
           "  LOOM_INGEST_SYNC_BIND=tcp://0.0.0.0:PORT, and send B a PullDatasetRequest with the\n"

@@ -225,7 +225,7 @@ std::string overview(std::string_view prefix) {
     const bool under = prefix.empty() || c.path == prefix ||
                        (c.path.size() > prefix.size() && c.path.starts_with(prefix) && c.path[prefix.size()] == ' ');
     if (c.hidden || !under) continue;
-    out += "  " + pad(synopsis(c, false), 40) + c.help + "\n";
+    out += "  " + pad(synopsis(c, false), 44) + c.help + "\n";
   }
   return out;
 }
