@@ -15,7 +15,6 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
-#include <iostream>
 #include <thread>
 
 namespace loom::cli {
@@ -23,10 +22,6 @@ namespace {
 
 using nlohmann::json;
 
-const char* audit_usage =
-    "usage: loom audit verify [--from SEQ] [--database URL] [--keys DIR] [--anchors FILE]\n"
-    "       loom audit trail JOB [--json]\n"
-    "       loom audit tail [--lines N] [--follow]";
 
 std::string decision_name(int d) {
   switch (d) {
@@ -46,7 +41,7 @@ std::string utc(std::uint64_t unix_ns) {
   return buf;
 }
 
-// Printable payloads as text, others as a byte count.
+// Printable payloads as text, others as a byte count (print through printable()).
 std::string payload_text(const loom::v1::AuditEvent& e) {
   if (!e.payload_state().empty() && e.payload().empty()) return "(" + e.payload_state() + ")";
   const auto& p = e.payload();
@@ -72,11 +67,11 @@ void print_event(const loom::v1::AuditEvent& e) {
   std::string action = e.action();
   if (action.starts_with("loom.v1.")) action = action.substr(8);
   std::printf("%8llu  %s  %-10s %-22s %-28s %-5s", static_cast<unsigned long long>(e.seq()),
-              utc(e.unix_ns()).c_str(), e.service().c_str(), who.c_str(), action.c_str(),
-              decision_name(e.decision()).c_str());
-  if (!e.reason().empty()) std::printf("  %s", e.reason().c_str());
+              utc(e.unix_ns()).c_str(), printable(e.service()).c_str(), printable(who).c_str(),
+              printable(action).c_str(), decision_name(e.decision()).c_str());
+  if (!e.reason().empty()) std::printf("  %s", printable(e.reason()).c_str());
   auto p = payload_text(e);
-  if (!p.empty()) std::printf("  %s", p.c_str());
+  if (!p.empty()) std::printf("  %s", printable(p).c_str());
   std::printf("\n");
 }
 
@@ -85,12 +80,7 @@ result<loom::v1::AuditQueryReply> query(context& c, const loom::v1::AuditQueryRe
 }
 
 int verify(context& c) {
-  std::uint64_t from = 1;
-  if (auto f = c.a.get("from")) {
-    char* end = nullptr;
-    from = std::strtoull(f->c_str(), &end, 10);
-    if (f->empty() || *end || from == 0) return usage("loom audit verify: --from needs a seq >= 1");
-  }
+  const std::uint64_t from = c.a.number("from").value_or(1);
   std::string url = c.a.get_or("database", store::resolve_url(c.paths.root));
   auto db = store::database::open(url);
   if (!db) return fail(c, db.err());
@@ -109,20 +99,20 @@ int verify(context& c) {
            {"rows", rep->rows},         {"anchors", rep->anchors},
            {"anchored_seq", rep->anchored_seq}, {"notes", rep->notes},
            {"seconds", secs}};
-    std::cout << j.dump() << std::endl;
+    print_json(j);
   } else {
-    std::printf("%s\n", rep->summary().c_str());
-    for (const auto& n : rep->notes) std::printf("  note: %s\n", n.c_str());
+    std::printf("%s\n", printable(rep->summary()).c_str());
+    for (const auto& n : rep->notes) std::printf("  note: %s\n", printable(n).c_str());
     std::printf("  %llu rows, %llu anchors, anchored up to seq %llu, %.2f s (%s)\n",
                 static_cast<unsigned long long>(rep->rows), static_cast<unsigned long long>(rep->anchors),
-                static_cast<unsigned long long>(rep->anchored_seq), secs, (*db)->masked_url().c_str());
+                static_cast<unsigned long long>(rep->anchored_seq), secs, printable((*db)->masked_url()).c_str());
   }
   return rep->ok() ? ok_exit : error_exit;
 }
 
 int trail(context& c) {
   auto& pos = c.a.positional;
-  if (pos.size() < 3 || pos[2].empty()) return usage(audit_usage);
+  if (pos.size() < 3 || pos[2].empty()) return usage(usage_line(*c.a.command));
   loom::v1::AuditQueryRequest q;
   q.set_job_id(pos[2]);
   q.set_limit(10000);
@@ -133,17 +123,16 @@ int trail(context& c) {
   if (c.json) {
     json events = json::array();
     for (const auto& e : rep->events()) events.push_back(event_json(e));
-    std::cout << json{{"job_id", pos[2]}, {"events", events}}.dump() << std::endl;
+    print_json({{"job_id", pos[2]}, {"events", events}});
     return ok_exit;
   }
-  std::printf("audit trail of job %s (%d events)\n", pos[2].c_str(), rep->events_size());
+  std::printf("audit trail of job %s (%d events)\n", printable(pos[2]).c_str(), rep->events_size());
   for (const auto& e : rep->events()) print_event(e);
   return ok_exit;
 }
 
 int tail(context& c) {
-  long lines = std::atol(c.a.get_or("lines", "20").c_str());
-  if (lines <= 0 || lines > 10000) return usage("loom audit tail: --lines must be 1..10000");
+  const std::uint64_t lines = c.a.number("lines").value_or(20);  // 1..10000: the table's range
   loom::v1::AuditQueryRequest q;
   q.set_newest(true);
   q.set_limit(static_cast<std::uint32_t>(lines));
@@ -152,7 +141,7 @@ int tail(context& c) {
   std::uint64_t last = 0;
   auto show = [&](const loom::v1::AuditQueryReply& r) {
     for (const auto& e : r.events()) {
-      if (c.json) std::cout << event_json(e).dump() << std::endl;
+      if (c.json) print_json(event_json(e));
       else print_event(e);
       last = std::max<std::uint64_t>(last, e.seq());
     }
@@ -179,13 +168,13 @@ int cmd_audit(context& c) {
   if (sub == "verify") return verify(c);
   if (sub == "trail") return trail(c);
   if (sub == "tail") return tail(c);
-  return usage(audit_usage);
+  return usage("usage:\n" + overview("audit"));
 }
 
 int cmd_keys_rotate(context& c) {
   auto rep = typed_call<loom::v1::RotateKeysReply>(c, "audit", loom::v1::RotateKeysRequest{}, 1);
   if (!rep) return fail(c, rep.err());
-  if (c.json) std::cout << json{{"kek_version", rep->kek_version()}}.dump() << std::endl;
+  if (c.json) print_json({{"kek_version", rep->kek_version()}});
   else
     std::printf("audit key-encryption key rotated: version %u wraps new day keys; older versions only decrypt\n",
                 rep->kek_version());

@@ -1,5 +1,6 @@
 #include "client/cli.hpp"
 
+#include "client/input.hpp"
 #include "libs/files/files.hpp"
 #include "libs/wire/client.hpp"
 #include "libs/wire/curve.hpp"
@@ -7,28 +8,46 @@
 #include <nlohmann/json.hpp>
 #include <zmq.hpp>
 
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
 
 namespace loom::cli {
 
+namespace {
+// A token is a few hundred bytes; anything past this is not a token file.
+constexpr std::uint64_t max_token_file = 64 << 10;
+}  // namespace
+
 context::context(args parsed) : a(std::move(parsed)), zmq(std::make_unique<zmq::context_t>(1)) {
   paths.root = files::resolve_data_dir(a.get_or("data-dir", ""));
   json = a.flag("json");
-  if (auto t = a.get("timeout")) timeout = std::chrono::milliseconds(static_cast<long>(std::atof(t->c_str()) * 1000));
+  if (auto t = a.duration("timeout")) timeout = *t;
 }
 
 context::~context() = default;
 
 result<std::string> context::token() const {
   if (auto t = a.get("token")) return *t;
-  if (const char* e = std::getenv("LOOM_TOKEN"); e && *e) return std::string(e);
-  auto f = files::read_file(paths.admin_token());
-  if (!f) return make_error(errc::unauthenticated, "no token: pass --token, set LOOM_TOKEN, or run `loom up` to create " +
-                                                        paths.admin_token());
-  std::string t = *f;
-  while (!t.empty() && (t.back() == '\n' || t.back() == ' ')) t.pop_back();
+  if (const char* e = std::getenv("LOOM_TOKEN")) {
+    // Empty is a mistake (an unset variable in a script), not "use the admin token".
+    if (!*e) return make_error(errc::invalid_argument, "$LOOM_TOKEN is set but empty; unset it or pass --token");
+    return std::string(e);
+  }
+  auto t = read_token_file(paths.admin_token());
+  if (!t && t.code() == errc::not_found)
+    return make_error(errc::unauthenticated, "no token: pass --token, set LOOM_TOKEN, or run `loom up` to create " +
+                                                 paths.admin_token());
+  return t;
+}
+
+result<std::string> read_token_file(const std::string& path) {
+  auto f = read_capped(path, max_token_file, "a token file");
+  if (!f) return f.err();
+  std::string t = f->substr(0, f->find('\n'));
+  while (!t.empty() && std::isspace(static_cast<unsigned char>(t.back()))) t.pop_back();
+  if (t.empty()) return make_error(errc::unauthenticated, path + " holds no token");
   return t;
 }
 
@@ -59,10 +78,9 @@ result<wire::reply> context::call(const std::string& service, const std::string&
 
 int fail(const context& c, const error& e) {
   if (c.json) {
-    nlohmann::json j{{"error", {{"code", std::string(to_string(e.code))}, {"message", e.message}}}};
-    std::cout << j.dump() << std::endl;
+    print_json({{"error", {{"code", std::string(to_string(e.code))}, {"message", e.message}}}});
   } else {
-    std::fprintf(stderr, "error: %s\n", e.to_string().c_str());
+    std::fprintf(stderr, "error: %s\n", printable(e.to_string()).c_str());
   }
   return loom::exit_code(e.code);
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "client/args.hpp"
+#include "client/output.hpp"
 #include "libs/layout/layout.hpp"
 #include "libs/status/status.hpp"
 #include "libs/wire/envelope.hpp"
@@ -32,7 +33,8 @@ struct context {
   explicit context(args parsed);
   ~context();
 
-  // --token, else $LOOM_TOKEN, else <data>/admin.token.
+  // --token, else $LOOM_TOKEN (invalid_argument when set but empty), else
+  // <data>/admin.token (read_token_file).
   result<std::string> token() const;
   // One request to `service` (short name); unavailable when it is not running.
   // request_id: "" = a fresh one (retries of this call reuse it either way).
@@ -51,8 +53,15 @@ struct health_info {
 health_info probe(context& c, const std::string& service);
 
 // Prints "error: ..." (or {"error":...} with --json) and returns the exit code for it.
+// The message is printed through printable(): it may hold a service's words.
 int fail(const context& c, const error& e);
+// Prints `text` as is on stderr and returns usage_exit: whoever builds it
+// escapes what came from the command line (printable()).
 int usage(const std::string& text);
+
+// A token file (admin.token): its first line, trailing spaces dropped; at
+// most 64 KiB is read (a token is a few hundred bytes).
+result<std::string> read_token_file(const std::string& path);
 
 // Commands (each returns the process exit code).
 int cmd_up(context& c);

@@ -11,7 +11,6 @@
 
 #include <chrono>
 #include <cstdio>
-#include <iostream>
 
 namespace loom::cli {
 namespace {
@@ -78,21 +77,22 @@ int cmd_status(context& c) {
                        {"cpu_cores", n.resources().cpu_cores()}, {"gpus", n.resources().gpus()},
                        {"memory_bytes", n.resources().memory_bytes()}, {"version", n.version()},
                        {"last_seen_unix_ns", n.last_seen_unix_ns()}});
-    std::cout << nlohmann::json{{"data_dir", c.paths.root}, {"services", svc}, {"nodes", nds}}.dump() << std::endl;
+    print_json({{"data_dir", c.paths.root}, {"services", svc}, {"nodes", nds}});
   } else {
     std::printf("%-11s %-8s %-7s %-9s %-9s %s\n", "SERVICE", "HEALTH", "PID", "UPTIME_S", "RESTARTS", "ENDPOINT");
     for (auto& h : hs)
-      std::printf("%-11s %-8s %-7lld %-9.1f %-9llu %s%s\n", h.name.c_str(), h.healthy ? "healthy" : "DOWN",
+      std::printf("%-11s %-8s %-7lld %-9.1f %-9llu %s%s\n", printable(h.name).c_str(), h.healthy ? "healthy" : "DOWN",
                   static_cast<long long>(h.pid), h.uptime_ms / 1000.0, static_cast<unsigned long long>(h.restarts),
-                  h.endpoint.c_str(), h.error.empty() ? "" : ("  (" + h.error + ")").c_str());
+                  printable(h.endpoint).c_str(), h.error.empty() ? "" : ("  (" + printable(h.error) + ")").c_str());
     std::printf("\n%-28s %-11s %-7s %-8s %-6s %s\n", "NODE", "SERVICE", "ZONE", "STATE", "CORES", "MEMORY_GIB");
     if (nodes)
       for (auto& n : nodes->nodes())
-        std::printf("%-28s %-11s %-7s %-8s %-6u %.1f\n", n.node().value().c_str(), n.service().c_str(),
-                    n.zone().c_str(), n.state().c_str(), n.resources().cpu_cores(),
+        std::printf("%-28s %-11s %-7s %-8s %-6u %.1f\n", printable(n.node().value()).c_str(),
+                    printable(n.service()).c_str(), printable(n.zone()).c_str(), printable(n.state()).c_str(),
+                    n.resources().cpu_cores(),
                     n.resources().memory_bytes() / 1073741824.0);
     else
-      std::printf("(roster unavailable: %s)\n", nodes.err().message.c_str());
+      std::printf("(roster unavailable: %s)\n", printable(nodes.err().message).c_str());
   }
   return healthy == static_cast<int>(hs.size()) ? ok_exit : unavailable_exit;
 }
@@ -101,7 +101,8 @@ int cmd_ping(context& c) {
   auto names = targets(c, 1);
   for (auto& n : names)
     if (layout::service_kind(n).empty())
-      return usage("loom ping: unknown service '" + n + "' (ingest, scheduler, trainer, trainer-K, aggregator, audit)");
+      return usage("loom ping: unknown service '" + printable(n) +
+                   "' (ingest, scheduler, trainer, trainer-K, aggregator, audit)");
   int worst = ok_exit;
   nlohmann::json results = nlohmann::json::array();
   for (auto& n : names) {
@@ -112,16 +113,16 @@ int cmd_ping(context& c) {
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (rep && rep->payload() == "loom") {
       results.push_back({{"service", n}, {"ok", true}, {"rtt_ms", ms}});
-      if (!c.json) std::printf("%-11s ok  %.2f ms\n", n.c_str(), ms);
+      if (!c.json) std::printf("%-11s ok  %.2f ms\n", printable(n).c_str(), ms);
     } else {
       auto e = rep ? make_error(errc::internal, "ping payload not echoed") : rep.err();
       results.push_back({{"service", n}, {"ok", false}, {"error", e.message}, {"code", to_string(e.code)}});
-      if (!c.json) std::printf("%-11s FAIL %s\n", n.c_str(), e.to_string().c_str());
+      if (!c.json) std::printf("%-11s FAIL %s\n", printable(n).c_str(), printable(e.to_string()).c_str());
       int code = loom::exit_code(e.code);
       if (worst == ok_exit || code == denied_exit) worst = code;
     }
   }
-  if (c.json) std::cout << nlohmann::json{{"results", results}}.dump() << std::endl;
+  if (c.json) print_json({{"results", results}});
   return worst;
 }
 

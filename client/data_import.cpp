@@ -15,7 +15,6 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <iostream>
 #include <sstream>
 #include <thread>
 
@@ -31,22 +30,6 @@ std::vector<std::string> split_commas(const std::string& s) {
   while (std::getline(ss, part, ','))
     if (!part.empty()) out.push_back(part);
   return out;
-}
-
-// "512MiB", "1GiB", "64M", plain bytes.
-std::optional<std::uint64_t> byte_size(const std::string& t) {
-  std::size_t i = 0;
-  while (i < t.size() && std::isdigit(static_cast<unsigned char>(t[i]))) ++i;
-  if (i == 0) return std::nullopt;
-  std::uint64_t n = std::stoull(t.substr(0, i));
-  std::string unit = t.substr(i);
-  const std::pair<const char*, std::uint64_t> units[] = {
-      {"", 1},          {"B", 1},          {"K", 1ULL << 10},  {"KiB", 1ULL << 10}, {"KB", 1000},
-      {"M", 1ULL << 20}, {"MiB", 1ULL << 20}, {"MB", 1000000}, {"G", 1ULL << 30},   {"GiB", 1ULL << 30},
-      {"GB", 1000000000}};
-  for (auto& [u, m] : units)
-    if (unit == u) return n * m;
-  return std::nullopt;
 }
 
 json task_json(const loom::v1::TaskInfo& t) {
@@ -66,7 +49,7 @@ json task_json(const loom::v1::TaskInfo& t) {
 std::string progress_line(const loom::v1::TaskInfo& t) {
   char buf[256];
   std::snprintf(buf, sizeof buf, "%-7s %-8s %6llu files %9.1f MB %7.1f MB/s  %llu kept  %llu rejected  %llu dup  %.1fs",
-                t.kind().c_str(), t.phase().empty() ? t.state().c_str() : t.phase().c_str(),
+                printable(t.kind()).c_str(), printable(t.phase().empty() ? t.state() : t.phase()).c_str(),
                 static_cast<unsigned long long>(t.files()), t.bytes_read() / 1e6, t.mb_per_s(),
                 static_cast<unsigned long long>(t.kept()), static_cast<unsigned long long>(t.rejected()),
                 static_cast<unsigned long long>(t.duplicates()), t.elapsed_s());
@@ -103,16 +86,18 @@ int follow_task(context& c, loom::v1::TaskInfo t) {
   }
   if (tty) std::printf("\n");
   if (c.json) {
-    std::cout << task_json(t).dump() << std::endl;
+    print_json(task_json(t));
   } else if (t.state() == "succeeded") {
     std::printf("%s %s: %s — %llu documents kept, %llu rejected, %llu duplicates, %llu tokens in %u shards\n",
-                t.kind().c_str(), t.id().c_str(), t.dataset().c_str(), static_cast<unsigned long long>(t.kept()),
+                printable(t.kind()).c_str(), printable(t.id()).c_str(), printable(t.dataset()).c_str(),
+                static_cast<unsigned long long>(t.kept()),
                 static_cast<unsigned long long>(t.rejected()), static_cast<unsigned long long>(t.duplicates()),
                 static_cast<unsigned long long>(t.tokens()), t.shards());
-    if (t.rejected() > 0) std::printf("  `loom data rejects %s` lists what was rejected and why\n", t.dataset().c_str());
+    if (t.rejected() > 0)
+      std::printf("  `loom data rejects %s` lists what was rejected and why\n", printable(t.dataset()).c_str());
   } else {
-    std::fprintf(stderr, "error: %s %s %s: %s\n", t.kind().c_str(), t.id().c_str(), t.state().c_str(),
-                 t.message().c_str());
+    std::fprintf(stderr, "error: %s %s %s: %s\n", printable(t.kind()).c_str(), printable(t.id()).c_str(),
+                 printable(t.state()).c_str(), printable(t.message()).c_str());
   }
   return t.state() == "succeeded" ? ok_exit : error_exit;
 }
@@ -125,16 +110,12 @@ int cmd_data_import(context& c) {
                  "       [--nodes n1,n2] [--deny GPL-3.0,CC-BY-NC-*] [--no-pii] [--no-dedup] [--field text] [--json]");
   std::error_code ec;
   auto abs = std::filesystem::absolute(pos[2], ec);
-  if (ec) return usage("loom data import: cannot resolve " + pos[2]);
+  if (ec) return usage("loom data import: cannot resolve " + printable(pos[2]));
   loom::v1::ImportDatasetRequest req;
   req.set_path(abs.lexically_normal().string());
   req.set_dataset(*dataset);
   req.set_profile(c.a.get_or("profile", ""));
-  if (auto m = c.a.get("memory")) {
-    auto b = byte_size(*m);
-    if (!b) return usage("loom data import: --memory takes a size like 512MiB or 2GiB, not '" + *m + "'");
-    req.set_memory_bytes(*b);
-  }
+  if (auto m = c.a.number("memory")) req.set_memory_bytes(*m);  // checked by the table (kind size)
   for (auto& n : split_commas(c.a.get_or("nodes", ""))) req.add_nodes(n);
   for (auto& d : split_commas(c.a.get_or("deny", ""))) req.add_deny_licences(d);
   req.set_no_pii(c.a.flag("no-pii"));
@@ -142,8 +123,8 @@ int cmd_data_import(context& c) {
   req.set_text_field(c.a.get_or("field", ""));
   auto rep = typed_call<loom::v1::ImportDatasetReply>(c, "ingest", req, 1);
   if (!rep) return fail(c, rep.err());
-  if (!c.json) std::printf("importing %s into dataset %s (task %s)\n", req.path().c_str(), dataset->c_str(),
-                           rep->task().id().c_str());
+  if (!c.json) std::printf("importing %s into dataset %s (task %s)\n", printable(req.path()).c_str(),
+                           printable(*dataset).c_str(), printable(rep->task().id()).c_str());
   return follow_task(c, rep->task());
 }
 
@@ -155,12 +136,12 @@ int cmd_data_list(context& c) {
     for (auto& d : rep->datasets())
       arr.push_back({{"name", d.name()}, {"documents", d.documents()}, {"tokens", d.tokens()}, {"shards", d.shards()},
                      {"bytes", d.bytes()}, {"version", d.version()}, {"state", d.state()}, {"dir", d.dir()}});
-    std::cout << json{{"datasets", arr}}.dump() << std::endl;
+    print_json({{"datasets", arr}});
     return ok_exit;
   }
   std::printf("%-24s %-6s %10s %12s %7s %10s\n", "dataset", "state", "documents", "tokens", "shards", "version");
   for (auto& d : rep->datasets())
-    std::printf("%-24s %-6s %10llu %12llu %7u %10lld\n", d.name().c_str(), d.state().c_str(),
+    std::printf("%-24s %-6s %10llu %12llu %7u %10lld\n", printable(d.name()).c_str(), printable(d.state()).c_str(),
                 static_cast<unsigned long long>(d.documents()), static_cast<unsigned long long>(d.tokens()), d.shards(),
                 static_cast<long long>(d.version()));
   return ok_exit;
@@ -184,21 +165,23 @@ int cmd_data_status(context& c) {
            {"shards", d.shards()},   {"bytes", d.bytes()},   {"version", d.version()},     {"dir", d.dir()},
            {"report", d.report_path()}, {"placement", per_node}, {"max_over_mean", mean > 0 ? most / mean : 0}};
     if (rep->has_last_task()) j["last_task"] = task_json(rep->last_task());
-    std::cout << j.dump() << std::endl;
+    print_json(j);
     return ok_exit;
   }
   if (rep->has_dataset()) {
     const auto& d = rep->dataset();
     std::printf("dataset %s (%s, version %lld): %llu documents, %llu tokens, %u shards, %.1f MB\n  %s\n",
-                d.name().c_str(), d.state().c_str(), static_cast<long long>(d.version()),
+                printable(d.name()).c_str(), printable(d.state()).c_str(), static_cast<long long>(d.version()),
                 static_cast<unsigned long long>(d.documents()), static_cast<unsigned long long>(d.tokens()), d.shards(),
-                d.bytes() / 1e6, d.dir().c_str());
+                d.bytes() / 1e6, printable(d.dir()).c_str());
     std::printf("  placement:");
-    for (auto& [n, k] : per_node) std::printf(" %s=%llu", n.c_str(), static_cast<unsigned long long>(k));
+    for (auto& [n, k] : per_node) std::printf(" %s=%llu", printable(n).c_str(), static_cast<unsigned long long>(k));
     if (mean > 0) std::printf("  (max/mean %.3f)", most / mean);
     std::printf("\n");
   }
-  if (rep->has_last_task()) std::printf("  last task: %s %s\n", rep->last_task().id().c_str(), progress_line(rep->last_task()).c_str());
+  if (rep->has_last_task())
+    std::printf("  last task: %s %s\n", printable(rep->last_task().id()).c_str(),
+                progress_line(rep->last_task()).c_str());
   return ok_exit;
 }
 
@@ -207,21 +190,21 @@ int cmd_data_rejects(context& c) {
   if (pos.size() < 3) return usage("usage: loom data rejects NAME [--limit N] [--json]");
   loom::v1::ListRejectsRequest q;
   q.set_dataset(pos[2]);
-  q.set_limit(static_cast<std::uint32_t>(std::atol(c.a.get_or("limit", "100").c_str())));
+  q.set_limit(static_cast<std::uint32_t>(c.a.number("limit").value_or(100)));  // 1..10000: the table's range
   auto rep = typed_call<loom::v1::ListRejectsReply>(c, "ingest", q, 1);
   if (!rep) return fail(c, rep.err());
   if (c.json) {
     json arr = json::array();
     for (auto& r : rep->rejects())
       arr.push_back({{"file", r.file()}, {"line", r.line()}, {"rule", r.rule()}, {"detail", r.detail()}, {"stage", r.stage()}});
-    std::cout << json{{"dataset", pos[2]}, {"total", rep->total()}, {"rejects", arr}}.dump() << std::endl;
+    print_json({{"dataset", pos[2]}, {"total", rep->total()}, {"rejects", arr}});
     return ok_exit;
   }
-  std::printf("%llu rejects in %s (showing %d)\n", static_cast<unsigned long long>(rep->total()), pos[2].c_str(),
-              rep->rejects_size());
+  std::printf("%llu rejects in %s (showing %d)\n", static_cast<unsigned long long>(rep->total()),
+              printable(pos[2]).c_str(), rep->rejects_size());
   for (auto& r : rep->rejects())
-    std::printf("  %-28s %s%s  %s\n", r.rule().c_str(), r.file().c_str(),
-                r.line() > 0 ? (":" + std::to_string(r.line())).c_str() : "", r.detail().c_str());
+    std::printf("  %-28s %s%s  %s\n", printable(r.rule()).c_str(), printable(r.file()).c_str(),
+                r.line() > 0 ? (":" + std::to_string(r.line())).c_str() : "", printable(r.detail()).c_str());
   return ok_exit;
 }
 

@@ -6,39 +6,26 @@
 //   default  a table of type, offsets and a masked preview, then counts per type
 //   --region default region for phone numbers without "+country code" (US)
 // The table never prints a found value whole: only its first and last two bytes.
-// Exit codes: 0 ok (with or without findings), 1 unreadable file, 2 usage.
+// Files over 256 MiB are refused (exit 1) rather than held whole.
+// Exit codes: 0 ok (with or without findings), 1 unreadable or too large file, 2 usage.
 #include "client/cli.hpp"
 
-#include "libs/files/files.hpp"
+#include "client/input.hpp"
 #include "libs/pii/pii.hpp"
 
 #include <cstdio>
-#include <set>
 #include <string>
 
 namespace loom::cli {
 namespace {
 
-const char* usage_line = "usage: loom data pii FILE [--json] [--region CC]";
-
-// Printable ASCII as is, anything else as \xNN.
-std::string escaped(std::string_view s) {
-  std::string out;
-  for (unsigned char ch : s) {
-    if (ch >= 0x20 && ch < 0x7f) {
-      out += static_cast<char>(ch);
-    } else {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", ch);
-      out += buf;
-    }
-  }
-  return out;
-}
+// The input is held whole (spans may be any length: a private key block, a
+// JWT), so it is capped: past this, split the file.
+constexpr std::uint64_t max_input_bytes = std::uint64_t{256} << 20;
 
 std::string masked(std::string_view v) {
   if (v.size() < 8) return std::string(v.size(), '*');
-  return escaped(v.substr(0, 2)) + "..." + escaped(v.substr(v.size() - 2));
+  return printable(v.substr(0, 2)) + "..." + printable(v.substr(v.size() - 2));
 }
 
 std::string as_json(const std::vector<pii::span>& spans) {
@@ -63,7 +50,7 @@ std::string as_table(const std::string& path, std::string_view data, const std::
                   s.end, masked(data.substr(s.start, s.end - s.start)).c_str());
     out += line;
   }
-  out += std::to_string(spans.size()) + (spans.size() == 1 ? " span" : " spans") + " in " + path + " (" +
+  out += std::to_string(spans.size()) + (spans.size() == 1 ? " span" : " spans") + " in " + printable(path) + " (" +
          std::to_string(data.size()) + " bytes)";
   const char* sep = ": ";
   for (pii::pii_type t : pii::all_types)
@@ -77,19 +64,16 @@ std::string as_table(const std::string& path, std::string_view data, const std::
 }  // namespace
 
 int cmd_data_pii(context& c) {
-  static const std::set<std::string> allowed = {"region", "data-dir"};
-  for (const auto& [name, value] : c.a.options)
-    if (!allowed.count(name)) return usage("loom data pii: unknown option --" + name + "\n" + usage_line);
-  if (c.a.positional.size() != 3) return usage("loom data pii: expected one FILE\n" + std::string(usage_line));
+  if (c.a.positional.size() != 3) return usage(usage_line(*c.a.command));
   const std::string path = c.a.positional[2];
 
   pii::options o;
   if (auto r = c.a.get("region")) o.phone_region = *r;
   auto d = pii::detector::make(o);
-  if (!d) return usage("loom data pii: " + d.err().message + "\n" + usage_line);
-  auto data = files::read_file(path);
+  if (!d) return usage("loom data pii: " + printable(d.err().message) + "\n" + usage_line(*c.a.command));
+  auto data = read_capped(path, max_input_bytes, "`loom data pii`");
   if (!data) {
-    (void)fail(c, make_error(data.code(), "cannot read " + path + ": " + data.err().message));
+    (void)fail(c, data.err());
     return error_exit;  // a file problem, whatever its errc (as `loom tokenize`)
   }
   const auto spans = d->find(*data);

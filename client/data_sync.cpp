@@ -29,14 +29,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const char* sync_usage =
-    "usage: loom data sync --from A --to B --dataset D [--from-token T] [--to-token T] [--json]\n"
-    "  B's ingest pulls dataset D from A's ingest, fetching only the chunks it lacks. A and B are the\n"
-    "  data dirs of two deployments on this machine; A is told to trust B's ingest key (copied into\n"
-    "  A/keys/peers/). Two hosts: copy B's keys/curve/ingest.pub into A's keys/peers/ by hand, start\n"
-    "  A's ingest with LOOM_INGEST_SYNC_BIND=tcp://0.0.0.0:PORT, and send B a PullDatasetRequest with\n"
-    "  the endpoint and key A's SyncInfoRequest answers.";
-
 // A context for one side: its data dir and its own token (never $LOOM_TOKEN,
 // which cannot be both sides' token).
 result<std::unique_ptr<context>> side(const context& c, const std::string& dir, const char* token_option) {
@@ -47,13 +39,12 @@ result<std::unique_ptr<context>> side(const context& c, const std::string& dir, 
   if (auto given = c.a.get(token_option)) {
     ctx->a.options["token"] = *given;
   } else {
-    auto f = files::read_file(ctx->paths.admin_token());
-    if (!f)
+    auto t = read_token_file(ctx->paths.admin_token());
+    if (!t && t.code() == errc::not_found)
       return make_error(errc::unauthenticated, "no token for " + ctx->paths.root + ": pass --" + token_option +
                                                    " or run `loom up` there to create " + ctx->paths.admin_token());
-    std::string t = *f;
-    while (!t.empty() && std::isspace(static_cast<unsigned char>(t.back()))) t.pop_back();
-    ctx->a.options["token"] = t;
+    if (!t) return t.err();
+    ctx->a.options["token"] = *t;
   }
   return ctx;
 }
@@ -84,7 +75,7 @@ result<std::string> trust_peer(const layout::paths& from, const std::string& key
 
 int cmd_data_sync(context& c) {
   auto from_dir = c.a.get("from"), to_dir = c.a.get("to"), dataset = c.a.get("dataset");
-  if (!from_dir || !to_dir || !dataset) return usage(sync_usage);
+  if (!from_dir || !to_dir || !dataset) return usage(command_help(*c.a.command));
   auto a = side(c, *from_dir, "from-token");
   if (!a) return fail(c, a.err());
   auto b = side(c, *to_dir, "to-token");
@@ -93,7 +84,8 @@ int cmd_data_sync(context& c) {
   context& cb = **b;
   std::error_code ec;
   if (fs::equivalent(ca.paths.root, cb.paths.root, ec))
-    return usage("loom data sync: --from and --to name the same data dir (" + ca.paths.root + ")\n" + sync_usage);
+    return usage("loom data sync: --from and --to name the same data dir (" + printable(ca.paths.root) + ")\n" +
+                 usage_line(*c.a.command));
 
   auto b_key = wire::load_public_key(cb.paths.curve_dir(), "ingest");
   if (!b_key) return fail(c, make_error(b_key.code(), "--to " + cb.paths.root + " has no ingest key: " + b_key.err().message));
@@ -110,16 +102,16 @@ int cmd_data_sync(context& c) {
   auto pulled = typed_call<loom::v1::PullDatasetReply>(cb, "ingest", req, 1);
   if (!pulled) return fail(c, make_error(pulled.code(), "--to " + cb.paths.root + ": " + pulled.err().message));
   if (!c.json)
-    std::printf("pulling %s from %s (%s) into %s (task %s); %s trusts %s\n", dataset->c_str(), ca.paths.root.c_str(),
-                info->endpoint().c_str(), cb.paths.root.c_str(), pulled->task().id().c_str(), ca.paths.root.c_str(),
-                trusted->c_str());
+    std::printf("pulling %s from %s (%s) into %s (task %s); %s trusts %s\n", printable(*dataset).c_str(),
+                printable(ca.paths.root).c_str(), printable(info->endpoint()).c_str(), printable(cb.paths.root).c_str(),
+                printable(pulled->task().id()).c_str(), printable(ca.paths.root).c_str(), printable(*trusted).c_str());
 
   const int rc = follow_task(cb, pulled->task());
   if (rc != ok_exit || c.json) return rc;
   loom::v1::GetTaskRequest q;
   q.set_id(pulled->task().id());
   if (auto t = typed_call<loom::v1::GetTaskReply>(cb, "ingest", q, 1))
-    std::printf("synced %s: %llu bytes received, %llu files changed, %.2f s\n", dataset->c_str(),
+    std::printf("synced %s: %llu bytes received, %llu files changed, %.2f s\n", printable(*dataset).c_str(),
                 static_cast<unsigned long long>(t->task().bytes_sent()),
                 static_cast<unsigned long long>(t->task().files()), t->task().elapsed_s());
   return rc;

@@ -9,7 +9,9 @@
 //   --json             one line: the summary's numbers
 // The summary reads the written file back and encodes the input with it:
 // bytes per token is the real compression on the training text.
-// Exit codes: 0 ok, 1 unreadable, empty or unwritable input/output, 2 usage.
+// PATH must be a regular file or a directory: a device or a pipe (/dev/zero)
+// may never end, so it is refused instead of read forever.
+// Exit codes: 0 ok, 1 unreadable, empty, endless or unwritable input/output, 2 usage.
 #include "client/cli.hpp"
 
 #include "libs/tokenizer/bpe.hpp"
@@ -21,12 +23,10 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -36,8 +36,6 @@ namespace {
 namespace fs = std::filesystem;
 using clock_type = std::chrono::steady_clock;
 
-const char* usage_line = "usage: loom data train-tokenizer --vocab-size N PATH [--out tokenizer.json] "
-                         "[--min-frequency F] [--json]";
 constexpr std::size_t read_block = 4 << 20;  // bytes per read: streams any input size in bounded memory
 
 int data_error(const context& c, const error& e) {
@@ -45,17 +43,15 @@ int data_error(const context& c, const error& e) {
   return error_exit;  // a file problem, whatever its errc (as `loom tokenize`)
 }
 
-bool parse_count(const std::string& s, std::uint64_t& out) {
-  const auto r = std::from_chars(s.data(), s.data() + s.size(), out);
-  return !s.empty() && r.ec == std::errc() && r.ptr == s.data() + s.size();
-}
-
 // The files to read: PATH itself, or the regular files under it in path order.
 result<std::vector<std::string>> input_files(const std::string& path) {
   std::error_code ec;
   const auto st = fs::status(path, ec);
   if (ec || !fs::exists(st)) return make_error(errc::not_found, "cannot read " + path + ": no such file or directory");
-  if (!fs::is_directory(st)) return std::vector<std::string>{path};
+  if (fs::is_regular_file(st)) return std::vector<std::string>{path};
+  if (!fs::is_directory(st))
+    return make_error(errc::invalid_argument, path + " is not a regular file or a directory (a device or a pipe may "
+                                                     "never end; copy what to train on into a file)");
   std::vector<std::string> files;
   for (fs::recursive_directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec))
     if (it->is_regular_file(ec)) files.push_back(it->path().string());
@@ -99,22 +95,12 @@ double seconds_since(clock_type::time_point t0) {
 }  // namespace
 
 int cmd_data_train_tokenizer(context& c) {
-  static const std::set<std::string> allowed = {"vocab-size", "out", "min-frequency", "data-dir"};
-  for (const auto& [name, value] : c.a.options)
-    if (!allowed.count(name)) return usage("loom data train-tokenizer: unknown option --" + name + "\n" + usage_line);
-  if (c.a.positional.size() != 3)
-    return usage("loom data train-tokenizer: expected one PATH (a file or a directory)\n" + std::string(usage_line));
+  // The table checked --vocab-size (required, min_trained_vocab..max_trained_vocab) and --min-frequency (>= 1).
+  const auto vocab_size = c.a.number("vocab-size");
+  if (c.a.positional.size() != 3 || !vocab_size) return usage(usage_line(*c.a.command));
   tokenizer::train_options o;
-  std::uint64_t v = 0;
-  const auto vs = c.a.get("vocab-size");
-  if (!vs) return usage("loom data train-tokenizer: --vocab-size is required\n" + std::string(usage_line));
-  if (!parse_count(*vs, v) || v < tokenizer::min_trained_vocab || v > tokenizer::max_trained_vocab)
-    return usage("loom data train-tokenizer: --vocab-size must be an integer in [" +
-                 std::to_string(tokenizer::min_trained_vocab) + ", " + std::to_string(tokenizer::max_trained_vocab) +
-                 "] (256 bytes + merges + <|endoftext|>), got '" + *vs + "'");
-  o.vocab_size = v;
-  if (auto f = c.a.get("min-frequency"); f && (!parse_count(*f, o.min_frequency) || o.min_frequency < 1))
-    return usage("loom data train-tokenizer: --min-frequency must be an integer >= 1, got '" + *f + "'");
+  o.vocab_size = *vocab_size;
+  o.min_frequency = c.a.number("min-frequency").value_or(o.min_frequency);
   const std::string path = c.a.positional[2];
   const std::string out = c.a.get_or("out", "tokenizer.json");
 
@@ -167,14 +153,14 @@ int cmd_data_train_tokenizer(context& c) {
                      {"count_seconds", count_s},
                      {"train_seconds", train_s},
                      {"seconds", total_s}};
-    text = j.dump() + "\n";
+    text = json_text(j) + "\n";
   } else {
     char line[512];
     std::snprintf(line, sizeof line,
                   "wrote %s: vocab %zu (256 bytes + %zu merges + <|endoftext|> = %zu)\n"
                   "input: %.2f MB in %zu file%s, %llu pieces (%zu distinct), split in %.2f s\n"
                   "trained in %.2f s, %.2f s in all; %.3f bytes/token on the input (%llu tokens)",
-                  out.c_str(), vocab, trained->merges.size(), vocab - 1, bytes / 1e6, files->size(),
+                  printable(out).c_str(), vocab, trained->merges.size(), vocab - 1, bytes / 1e6, files->size(),
                   files->size() == 1 ? "" : "s", static_cast<unsigned long long>(counts.total_pieces()),
                   counts.distinct(), count_s, train_s, total_s, bpt, static_cast<unsigned long long>(tokens));
     text = line;

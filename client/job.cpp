@@ -5,6 +5,7 @@
 #include "client/cli.hpp"
 #include "client/typed_call.hpp"
 
+#include "client/input.hpp"
 #include "libs/files/files.hpp"
 #include "loom/v1/jobs.pb.h"
 
@@ -17,7 +18,6 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <iostream>
 #include <map>
 #include <thread>
 
@@ -44,16 +44,24 @@ std::vector<std::string> template_dirs(const context& c) {
   return dirs;
 }
 
+// A template is a page of TOML; past this it is not one (and the scheduler would refuse it).
+constexpr std::uint64_t max_template_bytes = 1 << 20;
+
+result<std::string> read_template(const std::string& path) {
+  return read_capped(path, max_template_bytes, "`loom job submit --template`");
+}
+
 result<std::pair<std::string, std::string>> find_template(const context& c, const std::string& name) {
   if (name.find('/') != std::string::npos || name.ends_with(".toml")) {
-    auto text = files::read_file(name);
+    auto text = read_template(name);
     if (!text) return text.err();
     return std::pair{fs::path(name).stem().string(), *text};
   }
   std::string tried;
   for (const auto& d : template_dirs(c)) {
-    auto text = files::read_file(d + "/" + name + ".toml");
+    auto text = read_template(d + "/" + name + ".toml");
     if (text) return std::pair{name, *text};
+    if (text.code() != errc::not_found) return text.err();
     tried += (tried.empty() ? "" : ", ") + d;
   }
   return make_error(errc::not_found, "no template " + name + " (looked in " + tried + "; `loom templates` lists them)");
@@ -69,6 +77,32 @@ std::string absolutize(const std::string& kv) {
   if (!pathy || value.empty() || value[0] == '/') return kv;
   std::error_code ec;
   return key + "=" + fs::absolute(value, ec).lexically_normal().string();
+}
+
+// A stage holds its text file whole (text=FILE, sft=FILE): past this it would
+// exhaust the trainer, so the submit is refused here, before any job exists.
+constexpr std::uint64_t max_stage_text_bytes = std::uint64_t{1} << 30;
+
+// Every text file the overrides name must be a regular file of at most
+// max_stage_text_bytes: a device or a pipe (/dev/zero) may never end.
+status check_text_files(const loom::v1::SubmitJobRequest& req) {
+  for (const auto& kv : req.overrides()) {
+    const auto eq = kv.find('=');
+    if (eq == std::string::npos) continue;
+    const std::string key = kv.substr(0, eq), file = kv.substr(eq + 1);
+    const std::string last = key.substr(key.rfind('.') == std::string::npos ? 0 : key.rfind('.') + 1);
+    if (last != "text" && last != "sft") continue;
+    std::error_code ec;
+    const auto st = fs::status(file, ec);
+    if (ec || !fs::exists(st)) continue;  // the trainer reports a missing file, naming it
+    if (!fs::is_regular_file(st))
+      return make_error(errc::invalid_argument, "--set " + kv + ": " + file +
+                                                    " is not a regular file (a device or a pipe may never end)");
+    if (const auto n = fs::file_size(file, ec); !ec && n > max_stage_text_bytes)
+      return make_error(errc::invalid_argument, "--set " + kv + ": " + file + " is larger than " +
+                                                    size_text(max_stage_text_bytes) + " (the most a stage reads)");
+  }
+  return ok_status();
 }
 
 std::string fmt_time(std::uint64_t ns) {
@@ -119,11 +153,12 @@ json to_json(const loom::v1::JobInfo& j) {
 }
 
 void print_job(const loom::v1::JobInfo& j) {
-  std::printf("%s  %s  (template %s, %s priority, tenant %s)\n", j.id().c_str(), j.state().c_str(),
-              j.template_name().c_str(), j.priority_class().c_str(), j.tenant().c_str());
-  if (!j.message().empty()) std::printf("  %s\n", j.message().c_str());
-  std::printf("  submitted %s by %s; output %s\n", fmt_time(j.submitted_unix_ns()).c_str(), j.principal().c_str(),
-              j.out_dir().c_str());
+  std::printf("%s  %s  (template %s, %s priority, tenant %s)\n", printable(j.id()).c_str(),
+              printable(j.state()).c_str(), printable(j.template_name()).c_str(), printable(j.priority_class()).c_str(),
+              printable(j.tenant()).c_str());
+  std::fputs(indented_lines(j.message(), "  ").c_str(), stdout);  // a failure's message whole, line by line
+  std::printf("  submitted %s by %s; output %s\n", fmt_time(j.submitted_unix_ns()).c_str(),
+              printable(j.principal()).c_str(), printable(j.out_dir()).c_str());
   std::printf("  %-10s %-10s %12s %9s %9s %10s %-16s %-8s %s\n", "stage", "state", "step", "loss", "from",
               "tokens/s", "node", "trainers", "attempts");
   for (const auto& s : j.stages()) {
@@ -134,10 +169,11 @@ void print_job(const loom::v1::JobInfo& j) {
       std::snprintf(group, sizeof group, "%u/%u", running, s.max_trainers());
     else
       std::snprintf(group, sizeof group, "%u/%u-%u", running, s.min_trainers(), s.max_trainers());
-    std::printf("  %-10s %-10s %5llu/%-6llu %9.4f %9.4f %10.0f %-16s %-8s %u\n", s.name().c_str(), s.state().c_str(),
-                static_cast<unsigned long long>(s.step()), static_cast<unsigned long long>(s.total_steps()), s.loss(),
-                s.first_loss(), s.tokens_per_s(), s.node().empty() ? "-" : s.node().c_str(), group, s.attempts());
-    if (!s.waiting().empty()) std::printf("  %-10s waiting: %s\n", "", s.waiting().c_str());
+    std::printf("  %-10s %-10s %5llu/%-6llu %9.4f %9.4f %10.0f %-16s %-8s %u\n", printable(s.name()).c_str(),
+                printable(s.state()).c_str(), static_cast<unsigned long long>(s.step()),
+                static_cast<unsigned long long>(s.total_steps()), s.loss(), s.first_loss(), s.tokens_per_s(),
+                s.node().empty() ? "-" : printable(s.node()).c_str(), group, s.attempts());
+    if (!s.waiting().empty()) std::printf("  %-10s waiting: %s\n", "", printable(s.waiting()).c_str());
   }
 }
 
@@ -145,8 +181,7 @@ bool terminal(const std::string& state) { return state == "succeeded" || state =
 
 int job_submit(context& c) {
   auto tname = c.a.get("template");
-  if (!tname) return usage("usage: loom job submit --template T [--set key=value]... [--priority low|normal|high] "
-                           "[--tenant T] [--zone Z] [--request-id ID] [--json]");
+  if (!tname) return usage(usage_line(*c.a.command));
   auto t = find_template(c, *tname);
   if (!t) return fail(c, t.err());
   loom::v1::SubmitJobRequest req;
@@ -156,14 +191,16 @@ int job_submit(context& c) {
   req.set_priority_class(c.a.get_or("priority", ""));
   req.set_tenant(c.a.get_or("tenant", ""));
   req.set_zone(c.a.get_or("zone", ""));
+  if (auto st = check_text_files(req); !st) return fail(c, st.err());
   auto rep = scheduler_call<loom::v1::SubmitJobReply>(c, req, c.a.get_or("request-id", ""));
   if (!rep) return fail(c, rep.err());
   if (c.json) {
     json j = to_json(rep->job());
     j["existed"] = rep->existed();
-    std::cout << j.dump() << std::endl;
+    print_json(j);
   } else {
-    std::printf("%s %s (%s)%s\n", rep->job().id().c_str(), rep->job().state().c_str(), rep->job().name().c_str(),
+    std::printf("%s %s (%s)%s\n", printable(rep->job().id()).c_str(), printable(rep->job().state()).c_str(),
+                printable(rep->job().name()).c_str(),
                 rep->existed() ? " — already submitted with this request id" : "");
   }
   return ok_exit;
@@ -177,15 +214,15 @@ int job_list(context& c) {
   if (c.json) {
     json all = json::array();
     for (const auto& j : rep->jobs()) all.push_back(to_json(j));
-    std::cout << json{{"jobs", all}}.dump() << std::endl;
+    print_json({{"jobs", all}});
     return ok_exit;
   }
   std::printf("%-12s %-10s %-16s %-20s %s\n", "id", "state", "name", "submitted", "stages");
   for (const auto& j : rep->jobs()) {
     std::string stages;
     for (const auto& s : j.stages()) stages += (stages.empty() ? "" : " ") + s.name() + ":" + s.state();
-    std::printf("%-12s %-10s %-16s %-20s %s\n", j.id().c_str(), j.state().c_str(), j.name().c_str(),
-                fmt_time(j.submitted_unix_ns()).c_str(), stages.c_str());
+    std::printf("%-12s %-10s %-16s %-20s %s\n", printable(j.id()).c_str(), printable(j.state()).c_str(),
+                printable(j.name()).c_str(), fmt_time(j.submitted_unix_ns()).c_str(), printable(stages).c_str());
   }
   return ok_exit;
 }
@@ -198,43 +235,42 @@ result<loom::v1::GetJobReply> get_job(context& c, const std::string& id, std::ui
 }
 
 int job_show(context& c) {
-  if (c.a.positional.size() < 3) return usage("usage: loom job show ID [--json]");
+  if (c.a.positional.size() < 3) return usage(usage_line(*c.a.command));
   auto rep = get_job(c, c.a.positional[2]);
   if (!rep) return fail(c, rep.err());
-  if (c.json) {
-    std::cout << to_json(rep->job()).dump() << std::endl;
-  } else {
-    print_job(rep->job());
-  }
+  if (c.json) print_json(to_json(rep->job()));
+  else print_job(rep->job());
   return ok_exit;
 }
 
 int job_cancel(context& c) {
-  if (c.a.positional.size() < 3) return usage("usage: loom job cancel ID [--reason TEXT]");
+  if (c.a.positional.size() < 3) return usage(usage_line(*c.a.command));
   loom::v1::CancelJobRequest req;
   req.set_id(c.a.positional[2]);
   req.set_reason(c.a.get_or("reason", "cancelled by the user"));
-  auto rep = scheduler_call<loom::v1::CancelJobReply>(c, req);
+  // A retried cancel with the same --request-id is done once (the scheduler deduplicates by it).
+  auto rep = scheduler_call<loom::v1::CancelJobReply>(c, req, c.a.get_or("request-id", ""));
   if (!rep) return fail(c, rep.err());
-  if (c.json) std::cout << to_json(rep->job()).dump() << std::endl;
-  else std::printf("%s %s\n", rep->job().id().c_str(), rep->job().state().c_str());
+  if (c.json) print_json(to_json(rep->job()));
+  else std::printf("%s %s\n", printable(rep->job().id()).c_str(), printable(rep->job().state()).c_str());
   return ok_exit;
 }
 
 void print_event(const loom::v1::JobEvent& e) {
-  std::printf("%s  %-8s %-16s %s\n", fmt_time(e.unix_ns()).c_str(), e.stage().empty() ? "-" : e.stage().c_str(),
-              e.kind().c_str(), e.text().c_str());
+  std::printf("%s  %-8s %-16s %s\n", fmt_time(e.unix_ns()).c_str(),
+              e.stage().empty() ? "-" : printable(e.stage()).c_str(), printable(e.kind()).c_str(),
+              printable(e.text()).c_str());
 }
 
 int job_logs(context& c) {
-  if (c.a.positional.size() < 3) return usage("usage: loom job logs ID [--json]");
+  if (c.a.positional.size() < 3) return usage(usage_line(*c.a.command));
   auto rep = get_job(c, c.a.positional[2]);
   if (!rep) return fail(c, rep.err());
   if (c.json) {
     json all = json::array();
     for (const auto& e : rep->events())
       all.push_back({{"seq", e.seq()}, {"unix_ns", e.unix_ns()}, {"stage", e.stage()}, {"kind", e.kind()}, {"text", e.text()}});
-    std::cout << json{{"id", rep->job().id()}, {"events", all}}.dump() << std::endl;
+    print_json({{"id", rep->job().id()}, {"events", all}});
     return ok_exit;
   }
   for (const auto& e : rep->events()) print_event(e);
@@ -243,9 +279,9 @@ int job_logs(context& c) {
 
 // Live progress until the job ends: one line per stage change, a redrawn bar on a terminal.
 int job_watch(context& c) {
-  if (c.a.positional.size() < 3) return usage("usage: loom job watch ID [--interval S]");
+  if (c.a.positional.size() < 3) return usage(usage_line(*c.a.command));
   const std::string id = c.a.positional[2];
-  const auto interval = std::chrono::milliseconds(static_cast<long>(std::atof(c.a.get_or("interval", "1").c_str()) * 1000));
+  const auto interval = c.a.duration("interval").value_or(std::chrono::seconds(1));
   const bool tty = ::isatty(1) && !c.json;
   std::uint64_t seen = 0;
   std::map<std::string, std::uint64_t> shown;  // not a terminal: a stage's line only when its step moved
@@ -256,7 +292,7 @@ int job_watch(context& c) {
     for (const auto& e : rep->events()) {
       seen = std::max(seen, e.seq());
       if (c.json) {
-        std::cout << json{{"event", e.kind()}, {"stage", e.stage()}, {"text", e.text()}}.dump() << std::endl;
+        print_json({{"event", e.kind()}, {"stage", e.stage()}, {"text", e.text()}});
       } else if (e.kind() != "snapshot") {
         print_event(e);
       }
@@ -270,10 +306,8 @@ int job_watch(context& c) {
                                 double(s.started_unix_ns()) / 1e9) * (1 - frac) / frac
                              : 0;
       if (c.json) {
-        std::cout << json{{"stage", s.name()}, {"step", s.step()}, {"total_steps", s.total_steps()},
-                          {"loss", s.loss()}, {"tokens_per_s", s.tokens_per_s()}}
-                         .dump()
-                  << std::endl;
+        print_json({{"stage", s.name()}, {"step", s.step()}, {"total_steps", s.total_steps()},
+                    {"loss", s.loss()}, {"tokens_per_s", s.tokens_per_s()}});
       } else {
         if (!tty) {
           auto it = shown.find(s.name());
@@ -281,7 +315,8 @@ int job_watch(context& c) {
           shown[s.name()] = s.step();
         }
         const int width = 30, fill = static_cast<int>(std::lround(frac * width));
-        std::printf("%s%-8s [%s%s] %5llu/%llu  loss %.4f  %.0f tok/s  ETA %.0fs%s", tty ? "" : "", s.name().c_str(),
+        std::printf("%s%-8s [%s%s] %5llu/%llu  loss %.4f  %.0f tok/s  ETA %.0fs%s", tty ? "" : "",
+                    printable(s.name()).c_str(),
                     std::string(static_cast<std::size_t>(fill), '#').c_str(),
                     std::string(static_cast<std::size_t>(width - fill), '.').c_str(),
                     static_cast<unsigned long long>(s.step()), static_cast<unsigned long long>(s.total_steps()),
@@ -307,7 +342,7 @@ int cmd_job(context& c) {
   const char* line = "usage: loom job submit|list|show|cancel|watch|logs ...";
   if (c.a.positional.size() < 2) return usage(line);
   auto it = subs.find(c.a.positional[1]);
-  if (it == subs.end()) return usage("loom job: unknown subcommand '" + c.a.positional[1] + "'\n" + line);
+  if (it == subs.end()) return usage("loom job: unknown subcommand '" + printable(c.a.positional[1]) + "'\n" + line);
   return it->second(c);
 }
 
@@ -323,17 +358,18 @@ int cmd_templates(context& c) {
     for (const auto& f : files) {
       const std::string name = f.stem().string();
       if (!seen.insert(name).second) continue;
-      auto text = files::read_file(f.string());
+      auto text = read_template(f.string());
       std::string about;
       if (text && text->rfind("# ", 0) == 0) about = text->substr(2, text->find('\n') - 2);
       all.push_back({{"name", name}, {"path", f.string()}, {"about", about}});
     }
   }
   if (c.json) {
-    std::cout << json{{"templates", all}}.dump() << std::endl;
+    print_json({{"templates", all}});
   } else {
     for (const auto& t : all)
-      std::printf("%-16s %s\n", t["name"].get<std::string>().c_str(), t["about"].get<std::string>().c_str());
+      std::printf("%-16s %s\n", printable(t["name"].get<std::string>()).c_str(),
+                  printable(t["about"].get<std::string>()).c_str());
   }
   return ok_exit;
 }

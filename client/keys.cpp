@@ -13,7 +13,6 @@
 
 #include <chrono>
 #include <cstdio>
-#include <iostream>
 #include <sstream>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -80,10 +79,10 @@ int cmd_keys(context& c) {
   if (pos.size() < 2 || pos[1] != "init") return usage("usage: loom keys init | loom keys rotate [--data-dir D]");
   if (auto st = ensure_keys(c.paths); !st) return fail(c, st.err());
   if (c.json)
-    std::cout << nlohmann::json{{"keys", c.paths.root + "/keys"}, {"admin_token", c.paths.admin_token()}}.dump()
-              << std::endl;
+    print_json({{"keys", c.paths.root + "/keys"}, {"admin_token", c.paths.admin_token()}});
   else
-    std::printf("keys in %s/keys, admin token in %s\n", c.paths.root.c_str(), c.paths.admin_token().c_str());
+    std::printf("keys in %s/keys, admin token in %s\n", printable(c.paths.root).c_str(),
+                printable(c.paths.admin_token()).c_str());
   return ok_exit;
 }
 
@@ -97,7 +96,7 @@ int cmd_token(context& c) {
       return usage("usage: loom token issue --role viewer|operator|admin [--zones Z1,Z2|*] [--ttl SECONDS] "
                    "[--principal P] [--offline]");
     auto zones = split_commas(c.a.get_or("zones", "*"));
-    long long ttl = std::atoll(c.a.get_or("ttl", "3600").c_str());
+    const auto ttl = static_cast<long long>(c.a.number("ttl").value_or(3600));  // 1..365 days: the table's range
     if (zones.empty() || ttl <= 0) return usage("loom token issue: --zones needs at least one zone and --ttl a positive number");
     auto now = unix_now();
     std::string principal = c.a.get_or("principal", std::string(auth::to_string(*r)) + "-" + std::to_string(now));
@@ -134,12 +133,10 @@ int cmd_token(context& c) {
       std::fprintf(stderr, "warning: issued offline with the admin key; this issue is not in the audit log\n");
     }
     if (c.json)
-      std::cout << nlohmann::json{{"token", tok}, {"principal", cl.principal}, {"role", auth::to_string(*r)},
-                                  {"zones", zones}, {"expires_unix_s", cl.expires_unix_s}, {"epoch", cl.epoch}}
-                       .dump()
-                << std::endl;
+      print_json({{"token", tok}, {"principal", cl.principal}, {"role", auth::to_string(*r)},
+                  {"zones", zones}, {"expires_unix_s", cl.expires_unix_s}, {"epoch", cl.epoch}});
     else
-      std::printf("%s\n", tok.c_str());
+      std::printf("%s\n", printable(tok).c_str());
     return ok_exit;
   }
   if (sub == "revoke-all") {
@@ -152,10 +149,10 @@ int cmd_token(context& c) {
     ::unlink(c.paths.admin_token().c_str());
     if (auto st = ensure_keys(c.paths); !st) return fail(c, st.err());
     if (c.json)
-      std::cout << nlohmann::json{{"epoch", *epoch + 1}, {"admin_token", c.paths.admin_token()}}.dump() << std::endl;
+      print_json({{"epoch", *epoch + 1}, {"admin_token", c.paths.admin_token()}});
     else
       std::printf("revoked every token before epoch %llu; new admin token in %s\n",
-                  static_cast<unsigned long long>(*epoch + 1), c.paths.admin_token().c_str());
+                  static_cast<unsigned long long>(*epoch + 1), printable(c.paths.admin_token()).c_str());
     return ok_exit;
   }
   return usage("usage: loom token issue --role R [--zones Z] [--ttl SECONDS] | loom token revoke-all");

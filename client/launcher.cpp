@@ -18,10 +18,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <charconv>
 #include <chrono>
 #include <cstdio>
-#include <iostream>
 #include <optional>
 #include <thread>
 
@@ -35,36 +33,30 @@ void print_services(const context& c, const std::vector<health_info>& hs) {
     for (auto& h : hs)
       arr.push_back({{"name", h.name}, {"healthy", h.healthy}, {"pid", h.pid}, {"endpoint", h.endpoint},
                      {"metrics", h.metrics}, {"error", h.error}});
-    std::cout << nlohmann::json{{"data_dir", c.paths.root}, {"services", arr}}.dump() << std::endl;
+    print_json({{"data_dir", c.paths.root}, {"services", arr}});
     return;
   }
   std::printf("%-11s %-8s %-7s %-26s %s\n", "SERVICE", "HEALTH", "PID", "ENDPOINT", "METRICS");
   for (auto& h : hs)
-    std::printf("%-11s %-8s %-7lld %-26s %s\n", h.name.c_str(), h.healthy ? "healthy" : "DOWN",
-                static_cast<long long>(h.pid), h.endpoint.c_str(),
-                h.metrics.empty() ? "-" : ("http://" + h.metrics + "/metrics").c_str());
+    std::printf("%-11s %-8s %-7lld %-26s %s\n", printable(h.name).c_str(), h.healthy ? "healthy" : "DOWN",
+                static_cast<long long>(h.pid), printable(h.endpoint).c_str(),
+                h.metrics.empty() ? "-" : printable("http://" + h.metrics + "/metrics").c_str());
 }
 
-// --trainers N: nullopt when absent, 0 when not a number in 1..max_trainers.
+// --trainers N: nullopt when absent (the table checked 1..max_trainers).
 std::optional<int> trainers_option(const context& c) {
-  auto v = c.a.get("trainers");
-  if (!v) return std::nullopt;
-  int n = 0;
-  auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), n);
-  if (ec != std::errc() || end != v->data() + v->size() || n < 1 || n > layout::max_trainers) return 0;
-  return n;
+  auto n = c.a.number("trainers");
+  if (!n) return std::nullopt;
+  return static_cast<int>(*n);
 }
 
 }  // namespace
 
 int cmd_up(context& c) {
   auto want_trainers = trainers_option(c);
-  if (want_trainers == 0)
-    return usage("loom up: --trainers takes a whole number from 1 to " + std::to_string(layout::max_trainers) +
-                 ", got '" + *c.a.get("trainers") + "'");
   if (auto st = ensure_keys(c.paths); !st) return fail(c, st.err());
   if (auto st = files::make_dirs(c.paths.root + "/logs", 0755); !st) return fail(c, st.err());
-  int wait_s = std::atoi(c.a.get_or("wait", "30").c_str());
+  const auto wait = c.a.duration("wait").value_or(std::chrono::seconds(30));  // (0, 3600] s: the table's range
 
   auto eps = layout::read_endpoints(c.paths.endpoints());
   bool running = eps && is_loom_process(static_cast<pid_t>(eps->watcher_pid));
@@ -99,12 +91,13 @@ int cmd_up(context& c) {
     if (auto st = layout::write_endpoints(c.paths.endpoints(), e); !st) return fail(c, st.err());
     pid_t w = spawn({bin_dir() + "/loom", "watch", "--data-dir", c.paths.root}, c.paths.watcher_log(), true);
     if (w < 0) return fail(c, make_error(errc::internal, "could not start the watcher"));
-    if (!c.json) std::printf("starting EdgeLoom in %s (watcher pid %d)\n", c.paths.root.c_str(), static_cast<int>(w));
+    if (!c.json)
+      std::printf("starting EdgeLoom in %s (watcher pid %d)\n", printable(c.paths.root).c_str(), static_cast<int>(w));
   }
 
   // Wait until every process answers Health.
   const auto names = layout::process_names(e);
-  auto deadline = clock::now() + std::chrono::seconds(wait_s);
+  auto deadline = clock::now() + wait;
   std::vector<health_info> hs;
   c.timeout = std::chrono::milliseconds(500);
   for (;;) {
@@ -117,8 +110,8 @@ int cmd_up(context& c) {
     if (all) break;
     if (clock::now() >= deadline) {
       print_services(c, hs);
-      std::fprintf(stderr, "error: not all services became healthy within %d s; logs in %s/logs\n", wait_s,
-                   c.paths.root.c_str());
+      std::fprintf(stderr, "error: not all services became healthy within %g s; logs in %s/logs\n",
+                   std::chrono::duration<double>(wait).count(), printable(c.paths.root).c_str());
       return unavailable_exit;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -131,8 +124,8 @@ int cmd_up(context& c) {
 int cmd_down(context& c) {
   auto eps = layout::read_endpoints(c.paths.endpoints());
   if (!eps) {
-    if (c.json) std::cout << nlohmann::json{{"stopped", false}, {"reason", "not running"}}.dump() << std::endl;
-    else std::printf("EdgeLoom is not running in %s\n", c.paths.root.c_str());
+    if (c.json) print_json({{"stopped", false}, {"reason", "not running"}});
+    else std::printf("EdgeLoom is not running in %s\n", printable(c.paths.root).c_str());
     return ok_exit;
   }
   // The watcher stops the services it started; then make sure none is left
@@ -150,7 +143,7 @@ int cmd_down(context& c) {
   }
   eps->watcher_pid = 0;
   (void)layout::write_endpoints(c.paths.endpoints(), *eps);
-  if (c.json) std::cout << nlohmann::json{{"stopped", left == 0}, {"left", left}}.dump() << std::endl;
+  if (c.json) print_json({{"stopped", left == 0}, {"left", left}});
   else std::printf(left == 0 ? "EdgeLoom stopped\n" : "EdgeLoom stopped, %d process(es) would not die\n", left);
   return left == 0 ? ok_exit : error_exit;
 }

@@ -8,17 +8,17 @@
 //       each line of ids is one document. One line: the document's bytes exactly
 //       (inverse of a plain file). Several lines: one document per line; with
 //       --field, one JSONL record {"F": text} per line.
-// Exit codes: 0 ok, 1 missing vocabulary / unreadable or malformed file, 2 usage.
+// The input is held whole (a plain file is one document): at most 256 MiB.
+// Exit codes: 0 ok, 1 missing vocabulary / unreadable, too large or malformed file, 2 usage.
 #include "client/cli.hpp"
 
-#include "libs/files/files.hpp"
+#include "client/input.hpp"
 #include "libs/tokenizer/bpe.hpp"
 
 #include <nlohmann/json.hpp>
 
 #include <charconv>
 #include <cstdio>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -26,6 +26,8 @@ namespace loom::cli {
 namespace {
 
 constexpr std::size_t flush_bytes = 1 << 20;  // stdout writes in ~1 MB blocks
+// A plain file is one document, encoded whole; ids take ~4x its bytes in memory.
+constexpr std::uint64_t max_input_bytes = std::uint64_t{256} << 20;
 
 // File and vocabulary problems exit 1 whatever their errc (a permission error
 // reading the input is not the "access denied" of exit code 3).
@@ -131,7 +133,7 @@ int decode_file(const context& c, const tokenizer::bpe& b, const std::string& pa
     doc.clear();
     b.decode_into(ids, doc);
     if (field) {
-      out += nlohmann::json{{*field, doc}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      out += json_text(nlohmann::json{{*field, doc}});
       out += '\n';
     } else {
       out += doc;
@@ -147,21 +149,15 @@ int decode_file(const context& c, const tokenizer::bpe& b, const std::string& pa
 }  // namespace
 
 int cmd_tokenize(context& c) {
-  static const char* usage_line =
-      "usage: loom tokenize [--encoding gpt2] [--field F] PATH | loom tokenize --decode PATH [--field F]";
-  static const std::set<std::string> allowed = {"encoding", "field", "data-dir"};
-  for (const auto& [name, value] : c.a.options)
-    if (!allowed.count(name)) return usage("loom tokenize: unknown option --" + name + "\n" + usage_line);
-  if (auto e = c.a.get("encoding"); e && *e != "gpt2")
-    return usage("loom tokenize: unknown encoding '" + *e + "' (only gpt2)\n" + usage_line);
+  // --encoding is gpt2 or absent (the table's choice).
   const bool decode = c.a.flag("decode");
-  if (c.a.positional.size() != 2) return usage("loom tokenize: expected one PATH\n" + std::string(usage_line));
+  if (c.a.positional.size() != 2) return usage(usage_line(*c.a.command));
   const std::string path = c.a.positional[1];
 
+  auto data = read_capped(path, max_input_bytes, "`loom tokenize`");
+  if (!data) return input_error(c, data.err());
   auto b = tokenizer::bpe::load_gpt2();
   if (!b) return input_error(c, b.err());
-  auto data = files::read_file(path);
-  if (!data) return input_error(c, make_error(data.code(), "cannot read " + path + ": " + data.err().message));
   return decode ? decode_file(c, *b, path, *data) : encode_file(c, *b, path, *data);
 }
 

@@ -140,10 +140,10 @@ TEST_CASE("loom data train-tokenizer: bad usage exits 2, bad input exits 1, each
   };
   const std::vector<bad_case> cases = {
       {{licenses, "--out", out}, 2, "--vocab-size is required"},
-      {{"--vocab-size", "256", licenses, "--out", out}, 2, "[257, 1048576]"},
-      {{"--vocab-size", "1048577", licenses, "--out", out}, 2, "got '1048577'"},
-      {{"--vocab-size", "12k", licenses, "--out", out}, 2, "got '12k'"},
-      {{"--vocab-size", "1000", "--out", out}, 2, "expected one PATH"},
+      {{"--vocab-size", "256", licenses, "--out", out}, 2, "from 257 to 1048576"},
+      {{"--vocab-size", "1048577", licenses, "--out", out}, 2, "not '1048577'"},
+      {{"--vocab-size", "12k", licenses, "--out", out}, 2, "not '12k'"},
+      {{"--vocab-size", "1000", "--out", out}, 2, "missing PATH"},
       {{"--vocab-size", "1000", licenses, "--out", out, "--merges", "3"}, 2, "unknown option --merges"},
       {{"--vocab-size", "1000", licenses, "--out", out, "--min-frequency", "0"}, 2, "--min-frequency"},
       {{"--vocab-size", "1000", dir.path() + "/missing.txt", "--out", out}, 1, dir.path() + "/missing.txt"},

@@ -1,0 +1,147 @@
+// command_table(): every `loom` command with its operands and options, the
+// one place that says what a command line may hold (see options.hpp). A new
+// option or subcommand is a new line here; the parser, `--help` and the
+// command-line property test (tests/cli.test.cpp) pick it up.
+#include "client/options.hpp"
+
+#include "libs/layout/layout.hpp"
+#include "libs/tokenizer/train/bpe_train.hpp"
+
+#include <cstdint>
+#include <limits>
+
+namespace loom::cli {
+namespace {
+
+using namespace opt;
+
+// Longest wait any option accepts: an hour bounds a typo like 1e300 (a
+// command that would never time out) while leaving slow machines room.
+constexpr double max_wait_s = 3600;
+// A token lives at most a year (the audit service refuses longer: max_ttl_s).
+constexpr std::uint64_t max_ttl_s = 365ULL * 24 * 3600;
+// The most rows the services return per call (ingest's max_rejects; audit's query limit).
+constexpr std::uint64_t max_rows = 10000;
+constexpr std::uint64_t max_seq = std::numeric_limits<std::int64_t>::max();  // the store's seq is an int64
+constexpr std::uint64_t max_memory = std::uint64_t{1} << 50;                  // 1 PiB: no machine has more
+
+command_spec row(std::string path, std::string operands, std::size_t min, std::size_t max,
+                 std::vector<option_spec> options, std::string help, std::string details = "", bool hidden = false) {
+  return command_spec{std::move(path), std::move(operands), min, max, std::move(options), std::move(help),
+                      std::move(details), hidden};
+}
+
+std::vector<command_spec> build() {
+  const auto dataset = text("dataset", "NAME", "the dataset's name at ingest");
+  const auto request_id = text("request-id", "ID", "the call's request id: a retry with the same id is done once");
+  const auto templates = path("templates", "DIR", "look for templates in DIR first (also $LOOM_TEMPLATES)");
+  return {
+      row("up", "", 0, 0,
+          {seconds("wait", max_wait_s, "how long to wait for every service to be healthy (default 30)"),
+           text("zone", "Z", "the zone this deployment's nodes are in"),
+           count("trainers", "N", 1, layout::max_trainers, "trainer processes (kept for later `loom up`)")},
+          "start the services on loopback, wait until healthy"),
+      row("down", "", 0, 0, {}, "stop them"),
+      row("status", "", 0, 0, {}, "services and the node roster"),
+      row("ping", "[SERVICE]...", 0, SIZE_MAX, {},
+          "ingest | scheduler | trainer[-K] | aggregator | audit (all by default)"),
+      row("watch", "", 0, 0, {}, "the supervisor `loom up` starts (internal)", "", true),
+      row("token issue", "", 0, 0,
+          {required(choice("role", {"viewer", "operator", "admin"}, "the token's role")),
+           list("zones", "Z1,Z2|*", "zones the token may act in (default *)"),
+           count("ttl", "SECONDS", 1, max_ttl_s, "lifetime (default 3600)"),
+           text("principal", "P", "who the token names (default ROLE-<unix time>)"),
+           flag("offline", "issue locally with the admin key, without an audit record")},
+          "a token, issued through the audit service (audited; needs the admin key)"),
+      row("token revoke-all", "", 0, 0, {}, "revoke every token issued so far (bumps the epoch)"),
+      row("keys init", "", 0, 0, {}, "create keys and the first admin token"),
+      row("keys rotate", "", 0, 0, {}, "new audit key-encryption key version (old ones only decrypt)"),
+      row("audit verify", "", 0, 0,
+          {count("from", "SEQ", 1, max_seq, "first seq to check (default 1)"),
+           text("database", "URL", "the store to read (default: the data dir's)"),
+           path("keys", "DIR", "anchor public keys (default <data>/keys/audit)"),
+           path("anchors", "FILE", "anchor file (default <data>/audit/anchors.log)")},
+          "check the audit hash chain and its signed anchors (store read directly)"),
+      row("audit trail", "JOB", 1, 1, {}, "a job's audit timeline"),
+      row("audit tail", "", 0, 0,
+          {count("lines", "N", 1, max_rows, "how many of the newest events (default 20)"),
+           flag("follow", "keep printing new events until interrupted")},
+          "the newest audit events"),
+      row("tokenize", "PATH", 1, 1,
+          {choice("encoding", {"gpt2"}, "the encoding (only gpt2)"),
+           text("field", "F", "JSONL records: the string field to read (default text)"),
+           flag("decode", "PATH holds ids: print the text back")},
+          "GPT-2 ids, one line per document (.jsonl: per record)"),
+      row("data import", "PATH", 1, 1,
+          {required(dataset), choice("profile", {"default", "web", "code", "minimal"}, "cleaning rules"),
+           size("memory", 1, max_memory, "the import's memory budget (e.g. 512MiB)"),
+           list("nodes", "N1,N2", "nodes to place shards on"),
+           list("deny", "IDS", "licences to reject (e.g. GPL-3.0,CC-BY-NC-*)"),
+           flag("no-pii", "keep PII (no redaction)"), flag("no-dedup", "keep duplicates"),
+           text("field", "F", "JSONL records: the text field")},
+          "import files into a dataset at ingest (follows the task)"),
+      row("data list", "", 0, 0, {}, "datasets at ingest"),
+      row("data status", "NAME", 1, 1, {}, "a dataset's size, shards and placement"),
+      row("data rejects", "NAME", 1, 1, {count("limit", "N", 1, max_rows, "how many to list (default 100)")},
+          "what an import rejected and why"),
+      row("data sync", "", 0, 0,
+          {required(path("from", "A", "data dir of the deployment that has the dataset")),
+           required(path("to", "B", "data dir of the deployment that pulls it")), required(dataset),
+           text("from-token", "T", "token for A (default A/admin.token)"),
+           text("to-token", "T", "token for B (default B/admin.token)")},
+          "B's ingest pulls a dataset from A's, fetching only the chunks it lacks",
+          "  A is told to trust B's ingest key (copied into A/keys/peers/). Two hosts: copy B's\n"
+          "  keys/curve/ingest.pub into A's keys/peers/ by hand, start A's ingest with\n"
+          "  LOOM_INGEST_SYNC_BIND=tcp://0.0.0.0:PORT, and send B a PullDatasetRequest with the\n"
+          "  endpoint and key A's SyncInfoRequest answers."),
+      row("data pii", "FILE", 1, 1,
+          {text("region", "CC", "region for phone numbers without +country code (default US)")},
+          "PII and secret spans in FILE's bytes (offline; --json: type/start/end)"),
+      row("data train-tokenizer", "PATH", 1, 1,
+          {required(count("vocab-size", "N", tokenizer::min_trained_vocab, tokenizer::max_trained_vocab,
+                          "tokens in all: 256 bytes + merges + <|endoftext|>")),
+           path("out", "FILE", "where to write tokenizer.json (default ./tokenizer.json)"),
+           count("min-frequency", "F", 1, std::numeric_limits<std::uint64_t>::max(),
+                 "stop when no pair occurs F times (default 2)")},
+          "learn a byte-level BPE from a file or directory (offline)"),
+      row("templates", "", 0, 0, {templates}, "job templates (templates/, --templates DIR, $LOOM_TEMPLATES)"),
+      row("job submit", "", 0, 0,
+          {required(text("template", "T", "a template name, or a .toml file")),
+           key_values("set", "override a template key (e.g. sft.train.steps=50)"),
+           choice("priority", {"low", "normal", "high"}, "priority class (default: the template's)"),
+           text("tenant", "T", "tenant to charge"), text("zone", "Z", "zone to run in"), request_id, templates},
+          "queue a training job (a pipeline of stages)"),
+      row("job list", "", 0, 0,
+          {choice("state", {"pending", "queued", "running", "succeeded", "failed", "cancelled"},
+                  "only jobs in this state")},
+          "jobs at the scheduler"),
+      row("job show", "ID", 1, 1, {}, "a job and its stages"),
+      row("job logs", "ID", 1, 1, {}, "a job's events"),
+      row("job watch", "ID", 1, 1,
+          {seconds("interval", max_wait_s, "seconds between polls (default 1)")},
+          "live progress until the job ends (exit 0 when it succeeds)"),
+      row("job cancel", "ID", 1, 1, {text("reason", "TEXT", "why (kept in the job's log)"), request_id},
+          "stop a job"),
+  };
+}
+
+}  // namespace
+
+const std::vector<command_spec>& command_table() {
+  static const std::vector<command_spec> table = build();
+  return table;
+}
+
+const std::vector<option_spec>& global_options() {
+  static const std::vector<option_spec> globals = {
+      path("data-dir", "D", "the deployment's data dir (else $LOOM_HOME, else ~/.local/share/edgeloom)"),
+      flag("json", "print JSON"),
+      text("token", "T", "the caller's token (else $LOOM_TOKEN, else <data>/admin.token)"),
+      seconds("timeout", max_wait_s, "how long to wait for each reply"),
+      flag("help", "this help"),
+      flag("h", "this help"),
+  };
+  return globals;
+}
+
+}  // namespace loom::cli
