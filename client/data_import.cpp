@@ -1,8 +1,10 @@
-// `loom data import|status|rejects|list`: datasets at the ingest service.
-// import sends the path (made absolute: the service reads it), then follows
-// the task with a live progress line (files, MB, MB/s, rejects) until it
-// ends: exit 0 when the import completed (rejected files included), 1 when
-// the import itself failed or was cancelled.
+// `loom data import|status|verify|rejects|list`: datasets at the ingest
+// service. import sends the path (made absolute: the service reads it, and
+// only inside its import roots), then follows the task with a live progress
+// line (files, MB, MB/s, rejects) until it ends: exit 0 when the import
+// completed (rejected files included), 1 when the import itself failed or was
+// cancelled, 3 when the path lies outside the import roots. verify hashes
+// every shard as a task: exit 0 intact, 1 damaged (naming the shards).
 #include "client/cli.hpp"
 #include "client/typed_call.hpp"
 
@@ -47,6 +49,12 @@ std::optional<std::uint64_t> byte_size(const std::string& t) {
   for (auto& [u, m] : units)
     if (unit == u) return n * m;
   return std::nullopt;
+}
+
+// A whole number (digits only, no sign), for --limit and --offset.
+std::optional<std::uint64_t> whole_number(const std::string& t) {
+  if (t.empty() || t.size() > 18 || t.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+  return std::stoull(t);
 }
 
 json task_json(const loom::v1::TaskInfo& t) {
@@ -104,6 +112,9 @@ int follow_task(context& c, loom::v1::TaskInfo t) {
   if (tty) std::printf("\n");
   if (c.json) {
     std::cout << task_json(t).dump() << std::endl;
+  } else if (t.state() == "succeeded" && t.kind() == "verify") {
+    std::printf("verify %s: dataset %s is intact: %u shards, %.1f MB hashed, every SHA-256 matches\n", t.id().c_str(),
+                t.dataset().c_str(), t.shards(), t.bytes_read() / 1e6);
   } else if (t.state() == "succeeded") {
     std::printf("%s %s: %s — %llu documents kept, %llu rejected, %llu duplicates, %llu tokens in %u shards\n",
                 t.kind().c_str(), t.id().c_str(), t.dataset().c_str(), static_cast<unsigned long long>(t.kept()),
@@ -154,13 +165,14 @@ int cmd_data_list(context& c) {
     json arr = json::array();
     for (auto& d : rep->datasets())
       arr.push_back({{"name", d.name()}, {"documents", d.documents()}, {"tokens", d.tokens()}, {"shards", d.shards()},
-                     {"bytes", d.bytes()}, {"version", d.version()}, {"state", d.state()}, {"dir", d.dir()}});
+                     {"bytes", d.bytes()}, {"version", d.version()}, {"state", d.state()}, {"dir", d.dir()},
+                     {"damage", d.damage()}});
     std::cout << json{{"datasets", arr}}.dump() << std::endl;
     return ok_exit;
   }
-  std::printf("%-24s %-6s %10s %12s %7s %10s\n", "dataset", "state", "documents", "tokens", "shards", "version");
+  std::printf("%-24s %-7s %10s %12s %7s %10s\n", "dataset", "state", "documents", "tokens", "shards", "version");
   for (auto& d : rep->datasets())
-    std::printf("%-24s %-6s %10llu %12llu %7u %10lld\n", d.name().c_str(), d.state().c_str(),
+    std::printf("%-24s %-7s %10llu %12llu %7u %10lld\n", d.name().c_str(), d.state().c_str(),
                 static_cast<unsigned long long>(d.documents()), static_cast<unsigned long long>(d.tokens()), d.shards(),
                 static_cast<long long>(d.version()));
   return ok_exit;
@@ -182,7 +194,12 @@ int cmd_data_status(context& c) {
     const auto& d = rep->dataset();
     json j{{"name", pos[2]},         {"state", d.state()},   {"documents", d.documents()}, {"tokens", d.tokens()},
            {"shards", d.shards()},   {"bytes", d.bytes()},   {"version", d.version()},     {"dir", d.dir()},
-           {"report", d.report_path()}, {"placement", per_node}, {"max_over_mean", mean > 0 ? most / mean : 0}};
+           {"report", d.report_path()}, {"placement", per_node}, {"max_over_mean", mean > 0 ? most / mean : 0},
+           {"damage", d.damage()},   {"rejects", d.rejects()}, {"verified_unix_ns", d.verified_unix_ns()}};
+    json problems = json::object();
+    for (auto& s : rep->shards())
+      if (!s.problem().empty()) problems[s.name()] = s.problem();
+    j["shard_problems"] = problems;
     if (rep->has_last_task()) j["last_task"] = task_json(rep->last_task());
     std::cout << j.dump() << std::endl;
     return ok_exit;
@@ -193,6 +210,9 @@ int cmd_data_status(context& c) {
                 d.name().c_str(), d.state().c_str(), static_cast<long long>(d.version()),
                 static_cast<unsigned long long>(d.documents()), static_cast<unsigned long long>(d.tokens()), d.shards(),
                 d.bytes() / 1e6, d.dir().c_str());
+    if (!d.damage().empty())
+      std::printf("  DAMAGED: %s\n  (re-import it; `loom data verify %s` checks every shard's SHA-256)\n",
+                  d.damage().c_str(), d.name().c_str());
     std::printf("  placement:");
     for (auto& [n, k] : per_node) std::printf(" %s=%llu", n.c_str(), static_cast<unsigned long long>(k));
     if (mean > 0) std::printf("  (max/mean %.3f)", most / mean);
@@ -202,23 +222,50 @@ int cmd_data_status(context& c) {
   return ok_exit;
 }
 
+int cmd_data_verify(context& c) {
+  auto& pos = c.a.positional;
+  if (pos.size() < 3) return usage("usage: loom data verify NAME [--json]");
+  loom::v1::VerifyDatasetRequest q;
+  q.set_name(pos[2]);
+  auto rep = typed_call<loom::v1::VerifyDatasetReply>(c, "ingest", q, 1);
+  if (!rep) return fail(c, rep.err());
+  if (!c.json) std::printf("verifying every shard of %s (task %s)\n", pos[2].c_str(), rep->task().id().c_str());
+  return follow_task(c, rep->task());
+}
+
 int cmd_data_rejects(context& c) {
   auto& pos = c.a.positional;
-  if (pos.size() < 3) return usage("usage: loom data rejects NAME [--limit N] [--json]");
+  const char* use = "usage: loom data rejects NAME [--limit N (default 50, at most 10000)] [--offset N] [--json]";
+  if (pos.size() < 3) return usage(use);
+  auto limit = whole_number(c.a.get_or("limit", "50"));
+  auto offset = whole_number(c.a.get_or("offset", "0"));
+  if (!limit || *limit == 0 || *limit > 10000 || !offset) return usage(use);
   loom::v1::ListRejectsRequest q;
   q.set_dataset(pos[2]);
-  q.set_limit(static_cast<std::uint32_t>(std::atol(c.a.get_or("limit", "100").c_str())));
+  q.set_limit(static_cast<std::uint32_t>(*limit));
+  q.set_offset(*offset);
   auto rep = typed_call<loom::v1::ListRejectsReply>(c, "ingest", q, 1);
   if (!rep) return fail(c, rep.err());
   if (c.json) {
     json arr = json::array();
     for (auto& r : rep->rejects())
       arr.push_back({{"file", r.file()}, {"line", r.line()}, {"rule", r.rule()}, {"detail", r.detail()}, {"stage", r.stage()}});
-    std::cout << json{{"dataset", pos[2]}, {"total", rep->total()}, {"rejects", arr}}.dump() << std::endl;
+    std::cout << json{{"dataset", pos[2]}, {"total", rep->total()}, {"stored", rep->stored()},
+                      {"offset", rep->offset()}, {"rejects", arr}}
+                     .dump()
+              << std::endl;
     return ok_exit;
   }
-  std::printf("%llu rejects in %s (showing %d)\n", static_cast<unsigned long long>(rep->total()), pos[2].c_str(),
-              rep->rejects_size());
+  const auto first = rep->offset() + 1, last = rep->offset() + static_cast<std::uint64_t>(rep->rejects_size());
+  std::printf("%llu rejects in %s", static_cast<unsigned long long>(rep->total()), pos[2].c_str());
+  if (rep->rejects_size() > 0)
+    std::printf(" (showing %llu-%llu", static_cast<unsigned long long>(first), static_cast<unsigned long long>(last));
+  else
+    std::printf(" (none from %llu", static_cast<unsigned long long>(first));
+  if (rep->stored() < rep->total())
+    std::printf("; the first %llu are listed here, all in rejects.jsonl of the dataset",
+                static_cast<unsigned long long>(rep->stored()));
+  std::printf(")\n");
   for (auto& r : rep->rejects())
     std::printf("  %-28s %s%s  %s\n", r.rule().c_str(), r.file().c_str(),
                 r.line() > 0 ? (":" + std::to_string(r.line())).c_str() : "", r.detail().c_str());
