@@ -298,3 +298,30 @@ TEST_CASE("kill -9 of loom-ingest mid-import: the restarted service clears the s
   CHECK(next->task().id() != first);
   CHECK(next->task().id() == "imp-000002");
 }
+
+TEST_CASE("loom up --import-root is checked, remembered by later loom up, and changed only after loom down") {
+  temp_dir home, corpus("loom-root"), other("loom-root-2");
+  up_guard guard{home.path()};
+  write(corpus.path() + "/a.txt", "The first root holds this text.\n");
+  write(other.path() + "/b.txt", "The second root holds this one.\n");
+  for (const std::string& bad : {home.path(), std::string("/"), std::string("/no/such/dir")}) {
+    auto r = run_loom(home.path(), {"up", "--import-root", bad});
+    CHECK_MESSAGE(r.code == 2, bad);
+    CHECK(r.err.find("import root " + bad) != std::string::npos);
+  }
+  REQUIRE(run_loom(home.path(), {"up", "--import-root", corpus.path()}, 60s).code == 0);
+  auto eps = layout::read_endpoints(home.path() + "/endpoints.json");
+  REQUIRE(eps.ok());
+  CHECK(eps->import_roots == std::vector<std::string>{corpus.path()});
+  CHECK(run_loom(home.path(), {"data", "import", corpus.path(), "--dataset", "first"}, 120s).code == 0);
+  CHECK(run_loom(home.path(), {"data", "import", other.path(), "--dataset", "second"}).code == 3);
+  auto running = run_loom(home.path(), {"up", "--import-root", other.path()});
+  CHECK(running.code == 1);
+  CHECK(running.err.find("loom down") != std::string::npos);
+  CHECK(run_loom(home.path(), {"up"}, 60s).code == 0);  // a plain `loom up` keeps the roots
+
+  REQUIRE(run_loom(home.path(), {"down"}, 60s).code == 0);
+  REQUIRE(run_loom(home.path(), {"up", "--import-root", other.path()}, 60s).code == 0);
+  CHECK(run_loom(home.path(), {"data", "import", other.path(), "--dataset", "second"}, 120s).code == 0);
+  CHECK(run_loom(home.path(), {"data", "import", corpus.path(), "--dataset", "first"}).code == 3);
+}
