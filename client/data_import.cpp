@@ -1,8 +1,10 @@
-// `loom data import|status|rejects|list`: datasets at the ingest service.
-// import sends the path (made absolute: the service reads it), then follows
-// the task with a live progress line (files, MB, MB/s, rejects) until it
-// ends: exit 0 when the import completed (rejected files included), 1 when
-// the import itself failed or was cancelled.
+// `loom data import|status|verify|rejects|list`: datasets at the ingest
+// service. import sends the path (made absolute: the service reads it, and
+// only inside its import roots), then follows the task with a live progress
+// line (files, MB, MB/s, rejects) until it ends: exit 0 when the import
+// completed (rejected files included), 1 when the import itself failed or was
+// cancelled, 3 when the path lies outside the import roots. verify hashes
+// every shard as a task: exit 0 intact, 1 damaged (naming the shards).
 #include "client/cli.hpp"
 #include "client/typed_call.hpp"
 
@@ -15,6 +17,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <iostream>
 #include <sstream>
 #include <thread>
 
@@ -87,6 +90,9 @@ int follow_task(context& c, loom::v1::TaskInfo t) {
   if (tty) std::printf("\n");
   if (c.json) {
     print_json(task_json(t));
+  } else if (t.state() == "succeeded" && t.kind() == "verify") {
+    std::printf("verify %s: dataset %s is intact: %u shards, %.1f MB hashed, every SHA-256 matches\n",
+                printable(t.id()).c_str(), printable(t.dataset()).c_str(), t.shards(), t.bytes_read() / 1e6);
   } else if (t.state() == "succeeded") {
     std::printf("%s %s: %s — %llu documents kept, %llu rejected, %llu duplicates, %llu tokens in %u shards\n",
                 printable(t.kind()).c_str(), printable(t.id()).c_str(), printable(t.dataset()).c_str(),
@@ -135,13 +141,14 @@ int cmd_data_list(context& c) {
     json arr = json::array();
     for (auto& d : rep->datasets())
       arr.push_back({{"name", d.name()}, {"documents", d.documents()}, {"tokens", d.tokens()}, {"shards", d.shards()},
-                     {"bytes", d.bytes()}, {"version", d.version()}, {"state", d.state()}, {"dir", d.dir()}});
+                     {"bytes", d.bytes()}, {"version", d.version()}, {"state", d.state()}, {"dir", d.dir()},
+                     {"damage", d.damage()}});
     print_json({{"datasets", arr}});
     return ok_exit;
   }
-  std::printf("%-24s %-6s %10s %12s %7s %10s\n", "dataset", "state", "documents", "tokens", "shards", "version");
+  std::printf("%-24s %-7s %10s %12s %7s %10s\n", "dataset", "state", "documents", "tokens", "shards", "version");
   for (auto& d : rep->datasets())
-    std::printf("%-24s %-6s %10llu %12llu %7u %10lld\n", printable(d.name()).c_str(), printable(d.state()).c_str(),
+    std::printf("%-24s %-7s %10llu %12llu %7u %10lld\n", printable(d.name()).c_str(), printable(d.state()).c_str(),
                 static_cast<unsigned long long>(d.documents()), static_cast<unsigned long long>(d.tokens()), d.shards(),
                 static_cast<long long>(d.version()));
   return ok_exit;
@@ -163,7 +170,12 @@ int cmd_data_status(context& c) {
     const auto& d = rep->dataset();
     json j{{"name", pos[2]},         {"state", d.state()},   {"documents", d.documents()}, {"tokens", d.tokens()},
            {"shards", d.shards()},   {"bytes", d.bytes()},   {"version", d.version()},     {"dir", d.dir()},
-           {"report", d.report_path()}, {"placement", per_node}, {"max_over_mean", mean > 0 ? most / mean : 0}};
+           {"report", d.report_path()}, {"placement", per_node}, {"max_over_mean", mean > 0 ? most / mean : 0},
+           {"damage", d.damage()},   {"rejects", d.rejects()}, {"verified_unix_ns", d.verified_unix_ns()}};
+    json problems = json::object();
+    for (auto& s : rep->shards())
+      if (!s.problem().empty()) problems[s.name()] = s.problem();
+    j["shard_problems"] = problems;
     if (rep->has_last_task()) j["last_task"] = task_json(rep->last_task());
     print_json(j);
     return ok_exit;
@@ -174,6 +186,9 @@ int cmd_data_status(context& c) {
                 printable(d.name()).c_str(), printable(d.state()).c_str(), static_cast<long long>(d.version()),
                 static_cast<unsigned long long>(d.documents()), static_cast<unsigned long long>(d.tokens()), d.shards(),
                 d.bytes() / 1e6, printable(d.dir()).c_str());
+    if (!d.damage().empty())
+      std::printf("  DAMAGED: %s\n  (re-import it; `loom data verify %s` checks every shard's SHA-256)\n",
+                  printable(d.damage()).c_str(), printable(d.name()).c_str());
     std::printf("  placement:");
     for (auto& [n, k] : per_node) std::printf(" %s=%llu", printable(n).c_str(), static_cast<unsigned long long>(k));
     if (mean > 0) std::printf("  (max/mean %.3f)", most / mean);
@@ -185,23 +200,46 @@ int cmd_data_status(context& c) {
   return ok_exit;
 }
 
+int cmd_data_verify(context& c) {
+  auto& pos = c.a.positional;
+  if (pos.size() < 3) return usage("usage: loom data verify NAME [--json]");
+  loom::v1::VerifyDatasetRequest q;
+  q.set_name(pos[2]);
+  auto rep = typed_call<loom::v1::VerifyDatasetReply>(c, "ingest", q, 1);
+  if (!rep) return fail(c, rep.err());
+  if (!c.json)
+    std::printf("verifying every shard of %s (task %s)\n", printable(pos[2]).c_str(),
+                printable(rep->task().id()).c_str());
+  return follow_task(c, rep->task());
+}
+
 int cmd_data_rejects(context& c) {
   auto& pos = c.a.positional;
-  if (pos.size() < 3) return usage("usage: loom data rejects NAME [--limit N] [--json]");
+  if (pos.size() < 3) return usage("usage: loom data rejects NAME [--limit N] [--offset N] [--json]");
   loom::v1::ListRejectsRequest q;
   q.set_dataset(pos[2]);
-  q.set_limit(static_cast<std::uint32_t>(c.a.number("limit").value_or(100)));  // 1..10000: the table's range
+  q.set_limit(static_cast<std::uint32_t>(c.a.number("limit").value_or(50)));  // 1..10000: the table's range
+  q.set_offset(c.a.number("offset").value_or(0));
   auto rep = typed_call<loom::v1::ListRejectsReply>(c, "ingest", q, 1);
   if (!rep) return fail(c, rep.err());
   if (c.json) {
     json arr = json::array();
     for (auto& r : rep->rejects())
       arr.push_back({{"file", r.file()}, {"line", r.line()}, {"rule", r.rule()}, {"detail", r.detail()}, {"stage", r.stage()}});
-    print_json({{"dataset", pos[2]}, {"total", rep->total()}, {"rejects", arr}});
+    print_json({{"dataset", pos[2]}, {"total", rep->total()}, {"stored", rep->stored()},
+                {"offset", rep->offset()}, {"rejects", arr}});
     return ok_exit;
   }
-  std::printf("%llu rejects in %s (showing %d)\n", static_cast<unsigned long long>(rep->total()),
-              printable(pos[2]).c_str(), rep->rejects_size());
+  const auto first = rep->offset() + 1, last = rep->offset() + static_cast<std::uint64_t>(rep->rejects_size());
+  std::printf("%llu rejects in %s", static_cast<unsigned long long>(rep->total()), printable(pos[2]).c_str());
+  if (rep->rejects_size() > 0)
+    std::printf(" (showing %llu-%llu", static_cast<unsigned long long>(first), static_cast<unsigned long long>(last));
+  else
+    std::printf(" (none from %llu", static_cast<unsigned long long>(first));
+  if (rep->stored() < rep->total())
+    std::printf("; the first %llu are listed here, all in rejects.jsonl of the dataset",
+                static_cast<unsigned long long>(rep->stored()));
+  std::printf(")\n");
   for (auto& r : rep->rejects())
     std::printf("  %-28s %s%s  %s\n", printable(r.rule()).c_str(), printable(r.file()).c_str(),
                 r.line() > 0 ? (":" + std::to_string(r.line())).c_str() : "", printable(r.detail()).c_str());

@@ -6,7 +6,9 @@
 //
 // The trainer count is kept in endpoints.json: a later `loom up` keeps it.
 // Changing it needs a stopped deployment (`loom down` first): a running one
-// refuses, rather than leave the watcher and the file disagreeing.
+// refuses, rather than leave the watcher and the file disagreeing. The same
+// holds for the import roots (`--import-root DIR`, repeatable: the
+// directories ingest may import from besides <data>/imports).
 #include "client/cli.hpp"
 #include "client/procs.hpp"
 
@@ -18,6 +20,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <chrono>
 #include <cstdio>
 #include <optional>
@@ -54,6 +57,13 @@ std::optional<int> trainers_option(const context& c) {
 
 int cmd_up(context& c) {
   auto want_trainers = trainers_option(c);
+  std::vector<std::string> roots;  // --import-root, absolute (ingest checks them again at start)
+  for (const auto& r : c.a.all("import-root")) {
+    std::error_code ec;
+    roots.push_back(std::filesystem::absolute(r, ec).lexically_normal().string());
+    while (roots.back().size() > 1 && roots.back().ends_with('/')) roots.back().pop_back();
+    if (auto st = layout::check_import_root(c.paths, roots.back()); !st) return usage("loom up: " + st.err().message);
+  }
   if (auto st = ensure_keys(c.paths); !st) return fail(c, st.err());
   if (auto st = files::make_dirs(c.paths.root + "/logs", 0755); !st) return fail(c, st.err());
   const auto wait = c.a.duration("wait").value_or(std::chrono::seconds(30));  // (0, 3600] s: the table's range
@@ -65,6 +75,9 @@ int cmd_up(context& c) {
                                                   std::to_string(eps->trainers) + " trainer(s); run `loom down` "
                                                   "first to change it to --trainers " +
                                                   std::to_string(*want_trainers)));
+  if (running && !roots.empty() && roots != eps->import_roots)
+    return fail(c, make_error(errc::conflict, "EdgeLoom is running in " + c.paths.root +
+                                                  " with other import roots; run `loom down` first to change them"));
   layout::endpoints e;
   if (eps) e = *eps;
   if (!running) {
@@ -72,6 +85,7 @@ int cmd_up(context& c) {
     // Kept across restarts so a restarted service is found where it was.
     if (auto z = c.a.get("zone")) e.zone = *z;
     if (want_trainers) e.trainers = *want_trainers;
+    if (!roots.empty()) e.import_roots = roots;
     auto names = layout::process_names(e);
     // Forget trainer-K entries beyond the new count (a smaller --trainers than last time).
     std::erase_if(e.services,

@@ -78,6 +78,11 @@ option_spec key_values(std::string name, std::string help) {
   return o;
 }
 
+option_spec repeated(option_spec o) {
+  o.repeated = true;
+  return o;
+}
+
 option_spec required(option_spec o) {
   o.required = true;
   return o;

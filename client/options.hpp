@@ -51,6 +51,7 @@ option_spec size(std::string name, std::uint64_t min, std::uint64_t max, std::st
 option_spec list(std::string name, std::string metavar, std::string help);
 option_spec key_values(std::string name, std::string help);  // repeated KEY=VALUE
 option_spec required(option_spec o);
+option_spec repeated(option_spec o);  // every value kept, in order (args::all)
 }  // namespace opt
 
 struct command_spec {

@@ -123,7 +123,7 @@ run_result sync(const std::string& a, const std::string& b, const std::string& d
 TEST_CASE("loom data sync copies a dataset to a second deployment byte for byte, then sends only what a re-import changed") {
   temp_dir a, b, src("loom-sync-corpus");
   up_guard ga{a.path()}, gb{b.path()};
-  REQUIRE(run_loom(a.path(), {"up"}, 60s).code == 0);
+  REQUIRE(run_loom(a.path(), {"up", "--import-root", src.path()}, 60s).code == 0);
   REQUIRE(run_loom(b.path(), {"up"}, 60s).code == 0);
   make_corpus(src.path(), 96, 600);  // 3.9 MB in 110 files: 1.4 M tokens, one 2.8 MB shard
   auto imp = run_loom(a.path(), {"data", "import", src.path(), "--dataset", "corpus"}, 60s);
@@ -255,10 +255,10 @@ TEST_CASE("the ingest service refuses bad pulls naming the field, and a pull int
   }
 
   // An import of "busy" is queued or running: a pull into it is refused.
-  temp_dir src("loom-sync-busy");
-  make_corpus(src.path(), 96, 600);  // ~0.3 s of import: the pull below lands while it runs
+  const std::string src = c.paths.imports() + "/busy";  // the data dir's own import area
+  make_corpus(src, 96, 600);  // ~0.3 s of import: the pull below lands while it runs
   loom::v1::ImportDatasetRequest imp;
-  imp.set_path(src.path());
+  imp.set_path(src);
   imp.set_dataset("busy");
   auto started = wire::call_typed<loom::v1::ImportDatasetReply>(*cli, imp, c.admin());
   REQUIRE_MESSAGE(started.ok(), started.err().to_string());
@@ -270,7 +270,7 @@ TEST_CASE("the ingest service refuses bad pulls naming the field, and a pull int
 TEST_CASE("a training stage with data.dataset fetches the dataset from ingest and trains from its own copy") {
   temp_dir home, src("loom-sync-train");
   up_guard guard{home.path()};
-  REQUIRE(run_loom(home.path(), {"up"}, 60s).code == 0);
+  REQUIRE(run_loom(home.path(), {"up", "--import-root", src.path()}, 60s).code == 0);
   make_corpus(src.path(), 8, 200);
   REQUIRE(run_loom(home.path(), {"data", "import", src.path(), "--dataset", "tiny"}, 60s).code == 0);
 
@@ -315,4 +315,19 @@ TEST_CASE("a training stage with data.dataset fetches the dataset from ingest an
   CHECK_MESSAGE(why.find("data.dataset absent") != std::string::npos, why);
   CHECK_MESSAGE(why.find(eps->find("ingest")->rpc) != std::string::npos, why);
   CHECK(!fs::exists(home.path() + "/trainer/datasets/absent"));
+
+  // A shard deleted at ingest: the fetch is refused naming the dataset's own
+  // shard file, not a path in the trainer's copy (which still has it).
+  fs::remove(home.path() + "/datasets/tiny/shard-000001.bin");
+  REQUIRE(files::write_atomic(tmpl.path() + "/pretrain-tiny-data.toml", *tiny + "\n[data]\ndataset = \"tiny\"\n").ok());
+  auto damaged = loom_json(home.path(), {"job", "submit", "--templates", tmpl.path(), "--template", "pretrain-tiny-data",
+                                         "--set", "steps=5"});
+  REQUIRE(damaged.contains("id"));
+  run_loom(home.path(), {"job", "watch", damaged["id"]}, 60s);
+  auto broken = loom_json(home.path(), {"job", "show", damaged["id"]});
+  CHECK(broken["state"] == "failed");
+  MESSAGE("failed stage: " << broken["message"]);
+  const std::string told = broken.dump();
+  CHECK_MESSAGE(told.find("dataset tiny is damaged at its ingest: shard-000001.bin is missing") != std::string::npos, told);
+  CHECK_MESSAGE(told.find("/trainer/datasets/") == std::string::npos, told);
 }

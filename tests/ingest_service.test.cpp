@@ -1,18 +1,26 @@
-// Cross-process: `loom data import|status|rejects|list` through `loom up`.
+// Cross-process: `loom data import|status|verify|rejects|list` through `loom up`.
 // A corpus with good text and every kind of bad input (truncated gzip, binary
 // junk, invalid UTF-8, JSONL with wrong types, an empty directory, PII, exact
-// duplicates) imports with exit 0: the bad files are reason-coded rejects, the
-// rest is a dataset of shards the trainer's reader accepts; the import and its
-// outcome are audit events; bad requests get clear errors and exit codes and
-// leave nothing behind.
+// duplicates, a link to /etc/shadow) imports with exit 0: the bad files are
+// reason-coded rejects, the rest is a dataset of shards the trainer's reader
+// accepts; the import and its outcome are audit events; bad requests (a path
+// outside the import roots, an unknown node) get clear errors and exit codes
+// and leave nothing behind; a deleted or corrupted shard makes the dataset
+// damaged; kill -9 mid-import leaves no staging behind and no task id reused.
 #include "libs/files/files.hpp"
 #include "libs/shards/dataset.hpp"
+#include "libs/wire/envelope_pb.hpp"
+#include "loom/v1/ingest.pb.h"
+#include "tests/support/cluster.hpp"
 #include "tests/support/harness.hpp"
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
+#include <signal.h>
+
 #include <filesystem>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -57,11 +65,10 @@ std::string prose(std::mt19937_64& rng, int sentences) {
 }  // namespace
 
 TEST_CASE("loom data import: good and bad files, reason-coded rejects, a dataset, audit events, exit 0") {
-  temp_dir home;
+  temp_dir home, src("loom-corpus");
   up_guard guard{home.path()};
-  REQUIRE(run_loom(home.path(), {"up"}, 60s).code == 0);
-  temp_dir src("loom-corpus");
   const std::string d = src.path();
+  REQUIRE(run_loom(home.path(), {"up", "--import-root", d}, 60s).code == 0);
   std::mt19937_64 rng(2026);
   for (int i = 0; i < 30; ++i) write(d + "/docs/doc" + std::to_string(i) + ".txt", prose(rng, 40));
   write(d + "/docs/copy-of-doc3.txt", *files::read_file(d + "/docs/doc3.txt"));  // exact duplicate
@@ -77,6 +84,8 @@ TEST_CASE("loom data import: good and bad files, reason-coded rejects, a dataset
   write(d + "/mangled.txt", mangled);
   write(d + "/truncated.txt.gz", std::string("\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03", 10) + "abc");
   std::filesystem::create_directories(d + "/empty-dir");
+  std::filesystem::create_symlink("/etc/shadow", d + "/shadow.txt");  // the service runs as root here: it could read it
+  std::filesystem::create_symlink("docs/doc1.txt", d + "/link-in.txt");  // inside the root: followed
 
   auto r = run_loom(home.path(), {"data", "import", d, "--dataset", "corpus"}, 120s);
   INFO(r.out << r.err);
@@ -108,6 +117,18 @@ TEST_CASE("loom data import: good and bad files, reason-coded rejects, a dataset
   for (const char* f : {"junk.txt", "mangled.txt", "truncated.txt.gz", "records.jsonl", "empty-dir"})
     CHECK_MESSAGE(rule_of.count(f) == 1, std::string(f) << " not among the rejects: " << rj.dump());
   CHECK(rule_of.count("latin1.txt") == 0);  // repaired, kept
+  // The link out of the root is named, with where it leads, and not read.
+  CHECK(rule_of["shadow.txt"] == "outside_roots");
+  for (auto& x : rj["rejects"])
+    if (x["file"].get<std::string>().ends_with("shadow.txt"))
+      CHECK(x["detail"].get<std::string>().find("/etc/shadow") != std::string::npos);
+  CHECK(rule_of["link-in.txt"] == "duplicate_exact");  // read: a copy of docs/doc1.txt, which comes first
+  CHECK(rj["total"] == rj["rejects"].size());
+  auto page = loom_json(home.path(), {"data", "rejects", "corpus", "--limit", "2", "--offset", "1"});
+  REQUIRE(page["rejects"].size() == 2);
+  CHECK(page["rejects"][0] == rj["rejects"][1]);
+  CHECK(page["total"] == rj["total"]);
+  CHECK(run_loom(home.path(), {"data", "rejects", "corpus", "--limit", "many"}).code == 2);
   // Of the two identical files the first in input order is kept.
   CHECK(rule_of["doc3.txt"] == "duplicate_exact");
   CHECK(rule_of.count("copy-of-doc3.txt") == 0);
@@ -134,10 +155,26 @@ TEST_CASE("loom data import refuses bad requests with clear errors and exit code
   temp_dir home;
   up_guard guard{home.path()};
   REQUIRE(run_loom(home.path(), {"up"}, 60s).code == 0);
-  auto missing = run_loom(home.path(), {"data", "import", "/no/such/corpus", "--dataset", "x"});
+  const std::string imports = home.path() + "/imports";  // made by ingest at start: always a root
+  auto missing = run_loom(home.path(), {"data", "import", imports + "/no/such/corpus", "--dataset", "x"});
   CHECK(missing.code == 1);
-  CHECK(missing.err.find("/no/such/corpus") != std::string::npos);
-  auto badname = run_loom(home.path(), {"data", "import", "/usr/share/common-licenses", "--dataset", "../etc"});
+  CHECK(missing.err.find(imports + "/no/such/corpus") != std::string::npos);
+  // Outside every root: refused whether it exists or not (exit 3), naming the path and the roots, and audited.
+  for (const std::string& path : {std::string("/etc"), std::string("/no/such/corpus")}) {
+    auto outside = run_loom(home.path(), {"data", "import", path, "--dataset", "x"});
+    CHECK(outside.code == 3);
+    CHECK(outside.err.find(path + " is outside the allowed roots (" + imports + ")") != std::string::npos);
+  }
+  auto trail = run_loom(home.path(), {"audit", "tail", "--lines", "20", "--json"});
+  CHECK(trail.out.find("outside the allowed roots") != std::string::npos);
+  // A node that is not one of this deployment's trainers: refused by name.
+  std::filesystem::create_directories(imports + "/corpus");
+  write(imports + "/corpus/a.txt", "A short text.\n");
+  auto nodes = run_loom(home.path(), {"data", "import", imports + "/corpus", "--dataset", "x", "--nodes", "nosuchnode"});
+  CHECK(nodes.code == 1);
+  CHECK(nodes.err.find("unknown node 'nosuchnode'") != std::string::npos);
+  CHECK(nodes.err.find("trainer@") != std::string::npos);  // the known ones are listed
+  auto badname = run_loom(home.path(), {"data", "import", imports, "--dataset", "../etc"});
   CHECK(badname.code == 1);
   CHECK(badname.err.find("dataset") != std::string::npos);
   CHECK(run_loom(home.path(), {"data", "import", "/usr/share/common-licenses"}).code == 2);  // no --dataset
@@ -160,4 +197,131 @@ TEST_CASE("loom data import refuses bad requests with clear errors and exit code
     if (it->path().filename().string()[0] != '.') ++entries;
   CHECK(entries == 0);
   CHECK(loom_json(home.path(), {"data", "list"})["datasets"].size() == 0);
+}
+
+TEST_CASE("a deleted or corrupted shard makes the dataset damaged, named in status and by loom data verify") {
+  temp_dir home;
+  up_guard guard{home.path()};
+  REQUIRE(run_loom(home.path(), {"up"}, 60s).code == 0);
+  const std::string src = home.path() + "/imports/corpus";
+  std::mt19937_64 rng(7);
+  for (int i = 0; i < 20; ++i) write(src + "/doc" + std::to_string(i) + ".txt", prose(rng, 40));
+  REQUIRE(run_loom(home.path(), {"data", "import", src, "--dataset", "d"}, 120s).code == 0);
+  auto verified = run_loom(home.path(), {"data", "verify", "d"}, 120s);
+  INFO(verified.out << verified.err);
+  CHECK(verified.code == 0);
+  CHECK(verified.out.find("is intact") != std::string::npos);
+
+  const std::string shard = home.path() + "/datasets/d/shard-000001.bin";
+  const std::string good = *files::read_file(shard);
+  std::string bad = good;
+  bad[bad.size() / 2] ^= 0x20;  // same size: only the hash can tell
+  REQUIRE(files::write_atomic(shard, bad).ok());
+  CHECK(loom_json(home.path(), {"data", "status", "d"})["state"] == "ready");
+  auto v = run_loom(home.path(), {"data", "verify", "d"}, 120s);
+  CHECK(v.code == 1);
+  CHECK(v.err.find("dataset d is damaged: shard-000001.bin has SHA-256") != std::string::npos);
+  auto st = loom_json(home.path(), {"data", "status", "d"});
+  CHECK(st["state"] == "damaged");
+  CHECK(st["damage"].get<std::string>().starts_with("shard-000001.bin has SHA-256"));
+
+  std::filesystem::remove(shard);  // deleted: the cheap check sees it at once
+  st = loom_json(home.path(), {"data", "status", "d"});
+  CHECK(st["state"] == "damaged");
+  CHECK(st["shard_problems"]["shard-000001.bin"] == "is missing");
+  CHECK(loom_json(home.path(), {"data", "list"})["datasets"][0]["state"] == "damaged");
+  auto text = run_loom(home.path(), {"data", "status", "d"});
+  CHECK(text.out.find("DAMAGED: shard-000001.bin is missing") != std::string::npos);
+  // A job cannot be submitted on it.
+  const std::string templates = (std::filesystem::path(__FILE__).parent_path().parent_path() / "templates").string();
+  auto submit =
+      run_loom(home.path(), {"job", "submit", "--templates", templates, "--template", "pretrain-tiny", "--set", "dataset=d"});
+  CHECK(submit.code != 0);
+  CHECK(submit.err.find("damaged") != std::string::npos);
+  // A re-import repairs it.
+  REQUIRE(run_loom(home.path(), {"data", "import", src, "--dataset", "d"}, 120s).code == 0);
+  CHECK(loom_json(home.path(), {"data", "status", "d"})["state"] == "ready");
+}
+
+TEST_CASE("kill -9 of loom-ingest mid-import: the restarted service clears the staging and does not reuse the task id") {
+  cluster c;
+  REQUIRE(c.up);
+  // ~15 MB of prose in the data dir's import area: an import of a second or more.
+  const std::string src = c.paths.imports() + "/big";
+  std::mt19937_64 rng(21);
+  for (int i = 0; i < 240; ++i) write(src + "/doc" + std::to_string(i) + ".txt", prose(rng, 800));
+  auto cli = c.client("ingest");
+  REQUIRE(cli);
+  loom::v1::ImportDatasetRequest imp;
+  imp.set_path(src);
+  imp.set_dataset("big");
+  auto started = wire::call_typed<loom::v1::ImportDatasetReply>(*cli, imp, c.admin());
+  REQUIRE_MESSAGE(started.ok(), started.err().to_string());
+  const std::string first = started->task().id();
+  const std::string staging = c.home.path() + "/datasets/.staging";
+  auto leftovers = [&] {
+    std::vector<std::string> out;
+    std::error_code ec;
+    for (auto it = std::filesystem::directory_iterator(staging, ec); !ec && it != std::filesystem::directory_iterator();
+         ++it)
+      if (it->path().filename().string().starts_with("big.") && !it->path().filename().string().ends_with(".lock"))
+        out.push_back(it->path().filename().string());
+    return out;
+  };
+  // Wait until it is writing its staging version, then kill it.
+  auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (leftovers().size() < 2 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(20ms);
+  REQUIRE(leftovers().size() == 2);  // big.<id> and big.<id>.work
+  c.refresh();
+  const long old_pid = c.ep("ingest").pid;
+  REQUIRE(old_pid > 0);
+  REQUIRE(::kill(static_cast<pid_t>(old_pid), SIGKILL) == 0);
+
+  // The watcher restarts it; the new process cleans the staging before it serves.
+  std::optional<loom::v1::ImportDatasetReply> next;
+  deadline = std::chrono::steady_clock::now() + 60s;
+  loom::v1::ImportDatasetRequest small;
+  write(c.paths.imports() + "/small/a.txt", prose(rng, 20));
+  small.set_path(c.paths.imports() + "/small");
+  small.set_dataset("small");
+  while (!next && std::chrono::steady_clock::now() < deadline) {
+    auto again = c.client("ingest", 0, 500ms);
+    if (auto r = wire::call_typed<loom::v1::ImportDatasetReply>(*again, small, c.admin())) next = *r;
+    else std::this_thread::sleep_for(100ms);
+  }
+  REQUIRE(next);
+  c.refresh();
+  CHECK(c.ep("ingest").pid != old_pid);
+  CHECK(leftovers().empty());
+  CHECK(!std::filesystem::exists(c.home.path() + "/datasets/big"));  // nothing was published
+  MESSAGE("killed during " << first << ", next task " << next->task().id());
+  CHECK(next->task().id() != first);
+  CHECK(next->task().id() == "imp-000002");
+}
+
+TEST_CASE("loom up --import-root is checked, remembered by later loom up, and changed only after loom down") {
+  temp_dir home, corpus("loom-root"), other("loom-root-2");
+  up_guard guard{home.path()};
+  write(corpus.path() + "/a.txt", "The first root holds this text.\n");
+  write(other.path() + "/b.txt", "The second root holds this one.\n");
+  for (const std::string& bad : {home.path(), std::string("/"), std::string("/no/such/dir")}) {
+    auto r = run_loom(home.path(), {"up", "--import-root", bad});
+    CHECK_MESSAGE(r.code == 2, bad);
+    CHECK(r.err.find("import root " + bad) != std::string::npos);
+  }
+  REQUIRE(run_loom(home.path(), {"up", "--import-root", corpus.path()}, 60s).code == 0);
+  auto eps = layout::read_endpoints(home.path() + "/endpoints.json");
+  REQUIRE(eps.ok());
+  CHECK(eps->import_roots == std::vector<std::string>{corpus.path()});
+  CHECK(run_loom(home.path(), {"data", "import", corpus.path(), "--dataset", "first"}, 120s).code == 0);
+  CHECK(run_loom(home.path(), {"data", "import", other.path(), "--dataset", "second"}).code == 3);
+  auto running = run_loom(home.path(), {"up", "--import-root", other.path()});
+  CHECK(running.code == 1);
+  CHECK(running.err.find("loom down") != std::string::npos);
+  CHECK(run_loom(home.path(), {"up"}, 60s).code == 0);  // a plain `loom up` keeps the roots
+
+  REQUIRE(run_loom(home.path(), {"down"}, 60s).code == 0);
+  REQUIRE(run_loom(home.path(), {"up", "--import-root", other.path()}, 60s).code == 0);
+  CHECK(run_loom(home.path(), {"data", "import", other.path(), "--dataset", "second"}, 120s).code == 0);
+  CHECK(run_loom(home.path(), {"data", "import", corpus.path(), "--dataset", "first"}).code == 3);
 }

@@ -111,7 +111,7 @@ std::uint64_t last_logged_step(const std::string& metrics) {
 TEST_CASE("pipeline-test: pretrain then SFT from pretrain's final checkpoint, both succeed, loss falls") {
   temp_dir home;
   up_guard guard{home.path()};
-  REQUIRE(run_loom(home.path(), {"up"}, 60s).code == 0);
+  REQUIRE(run_loom(home.path(), {"up", "--import-root", "/usr/share/common-licenses"}, 60s).code == 0);
   // The corpus goes in through ingest; the trainer fetches the dataset from it,
   // pretrains on its shards and generates the SFT records from its documents.
   auto imported = run_loom(home.path(), {"data", "import", corpus, "--dataset", "gpl"}, 120s);

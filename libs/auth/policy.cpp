@@ -7,7 +7,7 @@ namespace {
 
 // THE single place to add a request type. A new message that services accept
 // needs a row here, or every call to it is denied ("no policy for request type").
-constexpr std::array<policy_entry, 28> table{{
+constexpr std::array<policy_entry, 29> table{{
     // type                             min role         mutating  what   service
     {"loom.v1.PingRequest",             role::viewer,    false, "echo a payload; liveness and latency probe", "*"},
     {"loom.v1.HealthRequest",           role::viewer,    false, "service health, restarts and sub-checks", "*"},
@@ -27,6 +27,7 @@ constexpr std::array<policy_entry, 28> table{{
     {"loom.v1.CancelTaskRequest",       role::operator_, true,  "cancel an import or pull task", "ingest"},
     {"loom.v1.DatasetStatusRequest",    role::viewer,    false, "a dataset's counts, shard placement and last task", "ingest"},
     {"loom.v1.ListRejectsRequest",      role::viewer,    false, "a dataset's rejected files and documents (reason, file, line)", "ingest"},
+    {"loom.v1.VerifyDatasetRequest",    role::operator_, true,  "hash every shard of a dataset against its manifest (runs as a task)", "ingest"},
     {"loom.v1.SyncInfoRequest",         role::operator_, false, "where this site's dataset sync server listens", "ingest"},
     {"loom.v1.PullDatasetRequest",      role::operator_, true,  "pull a dataset from another site (incremental, runs as a task)", "ingest"},
     {"loom.v1.TrainerStatusRequest",    role::viewer,    false, "trainer progress and state", "trainer"},

@@ -114,6 +114,21 @@ TEST_CASE("an unknown dataset is not found and a dataset the principal may not r
   CHECK(tree(fx.dst()) == tree(fx.src()));
 }
 
+TEST_CASE("a dataset the server's check refuses is answered with the check's own error and nothing is written") {
+  sync_fixture fx;
+  make_dataset(fx.src());
+  sync_server_options o;
+  o.check = [](const std::string& dataset) -> status {
+    return make_error(errc::corruption, "dataset " + dataset + " is damaged: shard-000002.bin is missing");
+  };
+  auto server = fx.start(o);
+  auto client = fx.client();
+  auto r = client.pull(server->endpoint(), fx.dataset, fx.dst());
+  CHECK(r.code() == errc::corruption);
+  if (!r.ok()) CHECK(r.err().message.find("shard-000002.bin is missing") != std::string::npos);
+  CHECK(tree(fx.dst()).empty());
+}
+
 TEST_CASE("a bulk chunk corrupted on the wire is caught by its hash and sent again") {
   sync_fixture fx;
   make_dataset(fx.src());

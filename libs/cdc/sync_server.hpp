@@ -45,6 +45,11 @@ struct sync_server_options {
   // May `principal` (the ZAP user id, "" in plaintext) read `dataset`? Empty =
   // every admitted client may. Called from session threads: must be thread-safe.
   std::function<bool(const std::string& principal, const std::string& dataset)> authorize;
+  // Is `dataset` fit to be served? Asked (after authorize) before each
+  // manifest is built; its error is the client's answer, so a dataset with a
+  // missing shard is refused naming it instead of being served short. Empty =
+  // always. Called from session threads: must be thread-safe.
+  std::function<status(const std::string& dataset)> check;
 
   // TEST ONLY: after this many bulk chunk sends in all, the server freezes as
   // if killed (no more replies) until destroyed. 0 = never.

@@ -119,6 +119,8 @@ class session {
   // Refreshes the snapshot of `dataset` for this session.
   result<bool> load(const std::string& dataset) {
     if (auto s = allowed(dataset); !s.ok()) return s.err();
+    if (sh_.opt.check)
+      if (auto s = sh_.opt.check(dataset); !s.ok()) return s.err();
     auto snap = sh_.cache.refresh(dataset);
     if (!snap.ok()) return snap.err();
     snap_ = *snap;

@@ -4,6 +4,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <climits>
+#include <filesystem>
+#include <cstdlib>
+#include <sys/stat.h>
+
 namespace loom::layout {
 
 bool is_service(std::string_view name) {
@@ -44,6 +49,49 @@ const service_endpoint* endpoints::find(std::string_view service) const {
   return it == services.end() ? nullptr : &it->second;
 }
 
+namespace {
+std::string real_path(const std::string& p) {
+  char buf[PATH_MAX];
+  return ::realpath(p.c_str(), buf) ? std::string(buf) : std::string();
+}
+// `a` is `b` or lies under it (both canonical).
+bool under(const std::string& a, const std::string& b) {
+  return b == "/" || a == b || (a.size() > b.size() && a.compare(0, b.size(), b) == 0 && a[b.size()] == '/');
+}
+}  // namespace
+
+status check_import_root(const paths& p, const std::string& dir) {
+  auto bad = [&](const std::string& why) {
+    return make_error(errc::invalid_argument, "import root " + dir + ": " + why);
+  };
+  if (dir.empty() || dir.front() != '/') return bad("not an absolute path");
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return bad("not an existing directory");
+  std::error_code ec;  // the data dir may not exist yet (a first `loom up`): judged by where it will be
+  const std::string root = real_path(dir);
+  std::string data = std::filesystem::weakly_canonical(p.root, ec).string();
+  while (data.size() > 1 && data.back() == '/') data.pop_back();
+  if (ec || data.empty()) return bad("cannot tell where the data dir " + p.root + " is: " + ec.message());
+  if (under(data, root))
+    return bad("contains the data dir " + p.root + " (its keys and tokens); import from " + p.imports() +
+               " or a directory beside the data dir");
+  if (under(root, data))
+    return bad("lies inside the data dir " + p.root + "; " + p.imports() + " is always an import root");
+  return ok_status();
+}
+
+std::vector<std::string> import_roots(const paths& p, const endpoints& e, std::vector<std::string>* skipped) {
+  std::vector<std::string> out{p.imports()};
+  for (const auto& r : e.import_roots) {
+    if (auto st = check_import_root(p, r); !st) {
+      if (skipped) skipped->push_back(st.err().message);
+      continue;
+    }
+    out.push_back(r);
+  }
+  return out;
+}
+
 result<endpoints> read_endpoints(const std::string& path) {
   auto text = files::read_file(path);
   if (!text) return text.err();
@@ -54,6 +102,7 @@ result<endpoints> read_endpoints(const std::string& path) {
     e.zone = j.value("zone", std::string("local"));
     e.watcher_pid = j.value("watcher_pid", std::int64_t{0});
     e.trainers = j.value("trainers", 1);  // absent in files written before --trainers
+    e.import_roots = j.value("import_roots", std::vector<std::string>{});
     if (e.trainers < 1 || e.trainers > max_trainers)
       return make_error(errc::corruption, path + ": \"trainers\" is " + std::to_string(e.trainers) +
                                               ", expected 1.." + std::to_string(max_trainers));
@@ -77,6 +126,7 @@ status write_endpoints(const std::string& path, const endpoints& e) {
   j["zone"] = e.zone;
   j["watcher_pid"] = e.watcher_pid;
   j["trainers"] = e.trainers;
+  j["import_roots"] = e.import_roots;
   j["services"] = nlohmann::json::object();
   for (auto& [name, s] : e.services) {
     nlohmann::json o{{"rpc", s.rpc}, {"metrics", s.metrics}, {"pid", s.pid}};

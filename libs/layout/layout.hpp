@@ -1,7 +1,9 @@
 // The data directory's layout and the endpoints file that `loom up` writes
 // and every service and the CLI read. One place knows where things live:
 //
-//   <data>/endpoints.json        services' endpoints, pids, watcher pid, trainer count
+//   <data>/endpoints.json        services' endpoints, pids, watcher pid, trainer count, import roots
+//   <data>/imports/              the import area: ingest reads sources here and under the
+//                                operator's import roots (`loom up --import-root DIR`)
 //   <data>/keys/curve/<n>.pub    CURVE public keys (the ZAP allow-list)
 //   <data>/keys/curve/<n>.key    CURVE secret keys (0600)
 //   <data>/keys/peers/<n>.pub    other sites' keys trusted by this site's dataset sync server
@@ -63,6 +65,7 @@ struct paths {
   std::string log(std::string_view service) const { return root + "/logs/" + std::string(service) + ".log"; }
   std::string state(std::string_view service) const { return root + "/" + std::string(service); }
   std::string watcher_log() const { return root + "/logs/watcher.log"; }
+  std::string imports() const { return root + "/imports"; }
 };
 
 // One service's addresses. `rpc` is its ROUTER; `pull` only for audit.
@@ -78,6 +81,9 @@ struct endpoints {
   std::string zone = "local";
   std::int64_t watcher_pid = 0;
   int trainers = 1;  // trainer processes (`loom up --trainers N`); 1 when the file has no "trainers"
+  // Directories ingest may import from besides paths::imports() (`loom up
+  // --import-root DIR`, absolute); empty when the file has no "import_roots".
+  std::vector<std::string> import_roots;
   std::map<std::string, service_endpoint> services;  // by process name: "trainer", "trainer-2", ...
 
   const service_endpoint* find(std::string_view service) const;
@@ -86,6 +92,17 @@ struct endpoints {
 // Every process this deployment runs, in start order: the services in
 // service_names order with trainer-2 ... trainer-N right after "trainer".
 std::vector<std::string> process_names(const endpoints& e);
+
+// Whether `dir` may be an import root of the deployment at `p`: an absolute
+// path of an existing directory that neither contains the data dir nor lies
+// inside it (its keys and tokens must never be importable; paths::imports()
+// is a root already). invalid_argument naming `dir` and the rule otherwise.
+status check_import_root(const paths& p, const std::string& dir);
+
+// The roots ingest reads from: paths::imports() first, then those of `e`
+// that pass check_import_root (a root that fails is left out and named in
+// `*skipped`, when given, with the reason).
+std::vector<std::string> import_roots(const paths& p, const endpoints& e, std::vector<std::string>* skipped = nullptr);
 
 // not_found if absent; corruption if unparsable or "trainers" is outside 1..max_trainers.
 result<endpoints> read_endpoints(const std::string& path);

@@ -97,3 +97,47 @@ TEST_CASE("the trainer count round-trips and defaults to one in files written be
   CHECK(loom::layout::read_endpoints(path).code() == loom::errc::corruption);
   std::filesystem::remove_all(tmpl);
 }
+
+TEST_CASE("import roots round-trip through the endpoints file and a file without them has none") {
+  char tmpl[] = "/tmp/loom-layout-XXXXXX";
+  REQUIRE(::mkdtemp(tmpl));
+  std::string path = std::string(tmpl) + "/endpoints.json";
+  loom::layout::endpoints e;
+  e.import_roots = {"/srv/corpus", "/mnt/data"};
+  REQUIRE(loom::layout::write_endpoints(path, e).ok());
+  auto back = loom::layout::read_endpoints(path);
+  REQUIRE(back.ok());
+  CHECK(back->import_roots == std::vector<std::string>{"/srv/corpus", "/mnt/data"});
+  REQUIRE(loom::files::write_atomic(path, "{\"services\": {}}", 0644).ok());
+  back = loom::layout::read_endpoints(path);
+  REQUIRE(back.ok());
+  CHECK(back->import_roots.empty());
+  std::filesystem::remove_all(tmpl);
+}
+
+TEST_CASE("an import root must be an existing directory beside the data dir, never around or inside it") {
+  char tmpl[] = "/tmp/loom-layout-XXXXXX";
+  REQUIRE(::mkdtemp(tmpl));
+  const std::string base = std::filesystem::canonical(tmpl).string();
+  std::filesystem::create_directories(base + "/data/keys");
+  std::filesystem::create_directories(base + "/corpus");
+  const loom::layout::paths p{base + "/data"};
+  using loom::layout::check_import_root;
+  CHECK(check_import_root(p, base + "/corpus").ok());
+  for (const std::string& bad : {std::string("relative/dir"), base + "/missing", base, std::string("/"), base + "/data",
+                                base + "/data/keys"}) {
+    auto st = check_import_root(p, bad);
+    CHECK_MESSAGE(st.code() == loom::errc::invalid_argument, bad);
+    if (!st.ok()) CHECK(st.err().message.find(bad) != std::string::npos);
+  }
+  // Before the first `loom up` the data dir does not exist yet: still judged by where it will be.
+  CHECK(check_import_root(loom::layout::paths{base + "/new/data"}, base).code() == loom::errc::invalid_argument);
+  CHECK(check_import_root(loom::layout::paths{base + "/new/data"}, base + "/corpus").ok());
+  loom::layout::endpoints e;
+  e.import_roots = {base + "/corpus", base, base + "/missing"};
+  std::vector<std::string> skipped;
+  CHECK(loom::layout::import_roots(p, e, &skipped) ==
+        std::vector<std::string>{base + "/data/imports", base + "/corpus"});
+  CHECK(skipped.size() == 2);
+  std::filesystem::remove_all(tmpl);
+}

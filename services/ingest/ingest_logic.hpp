@@ -1,8 +1,10 @@
-// The ingest service's request logic: imports and pulls as tasks (tasks.hpp),
-// their progress, the dataset catalogue (importer/catalog.hpp) and its
-// rejects, and the sync endpoints (sync_service.hpp). Runs inside the
-// supervised service actor; the task runner and the sync server outlive
-// restarts of the actor (made once in start_extra).
+// The ingest service's request logic: imports, pulls and verifies as tasks
+// (tasks.hpp), their progress, the dataset catalogue (importer/catalog.hpp)
+// with each dataset's shard files checked cheaply on every read (a missing or
+// resized shard makes it "damaged"), its rejects page by page, and the sync
+// endpoints (sync_service.hpp). Runs inside the supervised service actor; the
+// task runner and the sync server outlive restarts of the actor (made once in
+// start_extra).
 #pragma once
 
 #include "libs/runtime/service_logic.hpp"
@@ -12,6 +14,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace loom::store {
 class database;
@@ -28,6 +31,9 @@ struct ingest_parts {
   // Incremental sync; empty when no sync server runs.
   std::function<result<loom::v1::SyncInfoReply>()> sync_info;
   std::function<result<loom::v1::TaskInfo>(const loom::v1::PullDatasetRequest&, const std::string& principal)> pull;
+  // The trainer nodes an import may place shards on (roster.hpp); empty:
+  // nodes are not checked (tests of the catalogue).
+  std::function<result<std::vector<std::string>>()> trainer_nodes;
 };
 
 class ingest_logic final : public runtime::service_logic {
@@ -41,6 +47,7 @@ class ingest_logic final : public runtime::service_logic {
   runtime::handled list_datasets(const std::string& body);
   runtime::handled dataset_status(const std::string& body);
   runtime::handled list_rejects(const std::string& body);
+  runtime::handled verify_dataset(const std::string& body, const runtime::call_context& ctx);
   runtime::handled get_task(const std::string& body);
   runtime::handled cancel_task(const std::string& body);
   runtime::handled sync_info(const std::string& body);

@@ -1,10 +1,11 @@
 // loom-ingest: the edge-side data engine — imports (clean, dedup, PII,
 // licences, annotations, tokenize, 16 MiB shards) as tasks, the dataset
 // catalogue in the state store, and incremental sync between sites.
-#include "libs/audit/emitter.hpp"
 #include "libs/runtime/service.hpp"
+#include "services/ingest/config.hpp"
 #include "services/ingest/importer/catalog.hpp"
 #include "services/ingest/ingest_logic.hpp"
+#include "services/ingest/roster.hpp"
 #include "services/ingest/sync_service.hpp"
 #include "services/ingest/tasks.hpp"
 
@@ -21,14 +22,7 @@ int main(int argc, char** argv) {
   spec.name = "ingest";
   spec.migrations = ingest::ingest_migrations;
   spec.start_extra = [&tasks_ref, &sync_ref](runtime::service_env& env) -> result<std::shared_ptr<void>> {
-    ingest::task_runner_options o;
-    o.datasets_root = env.paths.root + "/datasets";
-    o.database_url = env.database_url;
-    audit::emitter* em = env.audit;
-    o.audit = [em](audit::record r) { em->emit(std::move(r)); };
-    o.zone = env.zone;
-    o.node = env.node_id;
-    auto tasks = std::make_shared<ingest::task_runner>(std::move(o));
+    auto tasks = std::make_shared<ingest::task_runner>(ingest::runner_options(env));
     auto s = ingest::sync_service::start({.data_dir = env.paths.root, .keys = env.keys, .bind = "", .tasks = tasks});
     if (!s) return s.err();
     std::shared_ptr<ingest::sync_service> sync = std::move(*s);
@@ -46,6 +40,7 @@ int main(int argc, char** argv) {
     parts.pull = [s = sync](const loom::v1::PullDatasetRequest& r, const std::string& principal) {
       return s->pull(r.dataset(), r.endpoint(), r.public_key(), principal);
     };
+    parts.trainer_nodes = [&env] { return ingest::trainer_nodes(env); };
     return std::make_unique<ingest::ingest_logic>(std::move(parts));
   };
   return runtime::service_main(argc, argv, spec);

@@ -4,6 +4,7 @@
 #include "libs/cdc/sync_server.hpp"
 #include "libs/files/files.hpp"
 #include "libs/layout/layout.hpp"
+#include "libs/shards/check.hpp"
 #include "libs/shards/manifest.hpp"
 #include "services/ingest/importer/import_options.hpp"
 #include "services/ingest/tasks.hpp"
@@ -181,6 +182,17 @@ status run_pull(task_context& ctx, const pull_job& p) {
 
 }  // namespace
 
+status servable(const std::string& datasets_root, const std::string& dataset) {
+  const std::string dir = datasets_root + "/" + dataset;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return ok_status();  // no such dataset: the server says so itself
+  auto problems = shards::check_dataset_dir(dir);
+  if (problems.empty()) return ok_status();
+  return make_error(errc::corruption, "dataset " + dataset + " is damaged at its ingest: " +
+                                          shards::describe(problems) + " (re-import it; `loom data verify " +
+                                          dataset + "` checks every shard)");
+}
+
 status validate_pull(const std::string& dataset, const std::string& endpoint, const std::string& public_key) {
   if (auto st = validate_dataset_name(dataset); !st) return st;
   const std::string scheme = "tcp://";
@@ -229,6 +241,8 @@ result<std::unique_ptr<sync_service>> sync_service::start(sync_service_options o
   so.bind = s->o_.bind;
   so.scratch_dir = scratch;
   // so.authorize stays empty: every admitted key may read every dataset (see the header).
+  // A damaged dataset is not served: the puller learns which shard is wrong here.
+  so.check = [datasets](const std::string& name) { return servable(datasets, name); };
   auto server = cdc::sync_server::start(*s->ctx_, s->o_.keys, "loom", std::move(so));
   if (!server) return make_error(server.code(), "sync server on " + s->o_.bind + ": " + server.err().message);
   s->server_ = std::move(*server);

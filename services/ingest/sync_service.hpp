@@ -55,6 +55,12 @@ struct sync_service_options {
 // invalid_argument naming the field otherwise.
 status validate_pull(const std::string& dataset, const std::string& endpoint, const std::string& public_key);
 
+// Whether <datasets_root>/<dataset> may be served: ok, or corruption naming
+// the dataset and its damaged shard files (shards::check_dataset_dir: a
+// missing manifest or shard, a shard of the wrong size). A dataset that does
+// not exist is ok here (the sync server answers not_found for it).
+status servable(const std::string& datasets_root, const std::string& dataset);
+
 class sync_service {
  public:
   // Binds the sync server. unavailable when the endpoint cannot be bound;

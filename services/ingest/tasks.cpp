@@ -1,11 +1,14 @@
 #include "services/ingest/tasks.hpp"
 
 #include "libs/audit/record.hpp"
+#include "libs/files/confine.hpp"
 #include "libs/shards/manifest.hpp"
 #include "libs/store/database.hpp"
 #include "libs/store/migrate.hpp"
 #include "services/ingest/importer/catalog.hpp"
 #include "services/ingest/importer/importer.hpp"
+#include "services/ingest/importer/staging.hpp"
+#include "services/ingest/verify.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -23,10 +26,9 @@ std::uint64_t unix_ns_now() {
                                         .count());
 }
 
-std::string numbered(const char* prefix, std::uint64_t n) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%s-%06llu", prefix, static_cast<unsigned long long>(n));
-  return buf;
+// The id prefix of a task kind: imp-000001, pull-000001, ver-000001.
+std::string id_prefix(const std::string& kind) {
+  return kind == "import" ? "imp" : kind == "verify" ? "ver" : kind;
 }
 
 bool terminal(const std::string& state) { return state == "succeeded" || state == "failed" || state == "cancelled"; }
@@ -56,7 +58,21 @@ class catalog_conn {
 
 }  // namespace
 
-task_runner::task_runner(task_runner_options o) : opt_(std::move(o)) {
+task_runner::task_runner(task_runner_options o)
+    : opt_(std::move(o)), ids_(opt_.state_dir.empty() ? "" : opt_.state_dir + "/task-ids.json") {
+  if (!ids_.warning().empty()) std::fprintf(stderr, "loom-ingest: %s\n", ids_.warning().c_str());
+  // Nothing runs yet in this process; an import of another process (the
+  // command-line tool) holds its name's lock and keeps its entries.
+  if (!opt_.datasets_root.empty()) {
+    auto removed = clean_stale(opt_.datasets_root);
+    if (!removed)
+      std::fprintf(stderr, "loom-ingest: cleaning %s/.staging: %s\n", opt_.datasets_root.c_str(),
+                   removed.err().to_string().c_str());
+    else
+      for (const auto& e : *removed)
+        std::fprintf(stderr, "loom-ingest: removed %s/.staging/%s (left by an import that was killed)\n",
+                     opt_.datasets_root.c_str(), e.c_str());
+  }
   thread_ = std::thread([this] { run(); });
 }
 
@@ -76,8 +92,9 @@ result<loom::v1::TaskInfo> task_runner::enqueue(std::shared_ptr<task> t) {
     if (other->info.dataset() == t->info.dataset() && !terminal(other->info.state()))
       return make_error(errc::conflict, "dataset " + t->info.dataset() + " already has task " + id + " (" +
                                             other->info.state() + ")");
-  t->info.set_id(numbered(t->info.kind() == "import" ? "imp" : t->info.kind().c_str(),
-                          t->info.kind() == "import" ? next_import_++ : next_other_++));
+  auto id = ids_.next(id_prefix(t->info.kind()));
+  if (!id) return id.err();
+  t->info.set_id(*id);
   t->info.set_state("queued");
   tasks_[t->info.id()] = t;
   queue_.push_back(t);
@@ -101,6 +118,14 @@ result<loom::v1::TaskInfo> task_runner::start(const std::string& kind, const std
 result<loom::v1::TaskInfo> task_runner::start_import(import_options opt, const std::string& principal) {
   opt.datasets_root = opt_.datasets_root;
   if (auto st = validate(opt); !st) return st.err();
+  if (!opt_.import_roots.empty()) {
+    auto inside = files::confined(opt_.import_roots, opt.source);
+    if (!inside && inside.code() == errc::permission_denied)  // else not found: said below
+      return make_error(errc::permission_denied,
+                        "import: " + inside.err().message + " (`loom up --import-root DIR` adds a root; " +
+                            opt_.import_roots.front() + " is always one)");
+    opt.reader.roots = opt_.import_roots;
+  }
   struct stat sb {};
   if (::stat(opt.source.c_str(), &sb) != 0)
     return make_error(errc::not_found, "import source " + opt.source + " does not exist (or is not readable by the ingest service)");
@@ -149,6 +174,16 @@ result<loom::v1::TaskInfo> task_runner::start_import(import_options opt, const s
     return ok_status();
   };
   return enqueue(std::move(t));
+}
+
+result<loom::v1::TaskInfo> task_runner::start_verify(const std::string& dataset, const std::string& principal) {
+  if (auto st = validate_dataset_name(dataset); !st) return st.err();
+  const std::string dir = opt_.datasets_root + "/" + dataset;
+  struct stat sb {};
+  if (::stat(dir.c_str(), &sb) != 0 || !S_ISDIR(sb.st_mode))
+    return make_error(errc::not_found, "no dataset " + dataset + " (`loom data list` lists them)");
+  return start("verify", dataset, dir, principal,
+               [root = opt_.datasets_root, dataset](task_context& ctx) { return verify_dataset(ctx, root, dataset); });
 }
 
 std::optional<loom::v1::TaskInfo> task_runner::get(const std::string& id) const {
@@ -203,6 +238,11 @@ status task_runner::record_dataset_dir(const std::string& dataset, const std::st
     s.kept += sh.docs;
     s.tokens += sh.tokens;
   }
+  // The true reject count of the pulled version: every line of its rejects.jsonl.
+  (void)read_rejects(s.dir + "/" + std::string(rejects_file_name), 0, [&](reject_entry&&) {
+    ++s.rejects;
+    return true;
+  });
   if (opt_.database_url.empty()) return ok_status();
   auto db = store::database::open(opt_.database_url);
   if (!db) return db.err();

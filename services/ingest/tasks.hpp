@@ -1,6 +1,7 @@
-// The ingest service's tasks: imports (importer/importer.hpp) and pulls from
-// another site (sync), run one at a time on the runner's own thread — an
-// import is budgeted to the node's memory, so two at once would double it.
+// The ingest service's tasks: imports (importer/importer.hpp), pulls from
+// another site (sync) and full verifies of a dataset (verify.hpp), run one at
+// a time on the runner's own thread — an import is budgeted to the node's
+// memory, so two at once would double it.
 // Each task has a live loom.v1.TaskInfo the service answers GetTask with; a
 // finished import is recorded in the catalogue (its own state-store
 // connection, opened on the runner thread) and audited ("dataset.import",
@@ -10,13 +11,17 @@
 //                  └───────── cancel() ─────────────────────────▶ cancelled (stop flag)
 //
 // Tasks live in memory: a restarted service has forgotten them (a killed
-// import published nothing; the previous version of its dataset stands).
+// import published nothing; the previous version of its dataset stands), but
+// their ids are never reused: the counters persist in <state_dir>/task-ids.json,
+// and the runner removes what killed imports left in .staging when it starts.
+// Imports read only inside the import roots (files/confine.hpp).
 // Thread-safe: every public member may be called from any thread.
 #pragma once
 
 #include "libs/status/status.hpp"
 #include "loom/v1/ingest.pb.h"
 #include "services/ingest/importer/import_options.hpp"
+#include "services/ingest/task_ids.hpp"
 
 #include <atomic>
 #include <condition_variable>
@@ -29,6 +34,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace loom::audit {
 struct record;
@@ -43,6 +49,11 @@ struct task_runner_options {
   std::function<void(audit::record)> audit;
   std::string zone, node;     // for the audit records
   std::size_t keep_finished = 1000;  // finished tasks remembered for GetTask
+  // Where imports may read (layout::import_roots): the source must lie inside
+  // one, and so must every file read under it. Empty: no confinement (tests).
+  std::vector<std::string> import_roots;
+  // <data>/ingest: task-ids.json. "" = counters in memory only (tests).
+  std::string state_dir;
 };
 
 class catalog;
@@ -61,10 +72,16 @@ class task_runner {
   explicit task_runner(task_runner_options o);
   ~task_runner();  // cancels what runs, forgets the queue, joins
 
-  // Queues an import of opt.source into opt.dataset (progress and stop are
-  // set here). invalid_argument for bad options (validate()), not_found for a
-  // missing source, conflict while a task for the same dataset is queued or running.
+  // Queues an import of opt.source into opt.dataset (progress, stop and the
+  // reader's roots are set here). invalid_argument for bad options
+  // (validate()), permission_denied for a source outside the import roots
+  // (naming it and the roots), not_found for a missing source inside them,
+  // conflict while a task for the same dataset is queued or running.
   result<loom::v1::TaskInfo> start_import(import_options opt, const std::string& principal);
+  // Queues a full verify of `dataset` (verify.hpp). not_found when there is no
+  // such dataset directory; conflict as above.
+  result<loom::v1::TaskInfo> start_verify(const std::string& dataset, const std::string& principal);
+  const std::vector<std::string>& import_roots() const { return opt_.import_roots; }
   // Queues a generic task (pulls): `body` runs on the runner thread and fills
   // the TaskInfo through ctx.update; its error fails the task. `on_success`
   // runs after it on the runner thread with the catalogue available.
@@ -100,7 +117,7 @@ class task_runner {
   std::map<std::string, std::shared_ptr<task>> tasks_;  // by id
   std::deque<std::shared_ptr<task>> queue_;
   std::deque<std::string> finished_;                   // ids, oldest first
-  std::uint64_t next_import_ = 1, next_other_ = 1;
+  task_ids ids_;
   bool stopping_ = false;
   std::thread thread_;
 };

@@ -32,7 +32,7 @@ std::int64_t num(const store::row& r, std::size_t i) {
 
 constexpr const char* dataset_columns =
     "name, version, import_id, documents, tokens, shards, bytes, state, created_unix_ns, updated_unix_ns, "
-    "report_path";
+    "report_path, rejects, damage, verified_unix_ns";
 
 dataset_row to_dataset(const store::row& r) {
   dataset_row d;
@@ -47,6 +47,9 @@ dataset_row to_dataset(const store::row& r) {
   d.created_ns = num(r, 8);
   d.updated_ns = num(r, 9);
   d.report_path = text(r, 10);
+  d.rejects = num(r, 11);
+  d.damage = text(r, 12);
+  d.verified_ns = num(r, 13);
   return d;
 }
 
@@ -99,6 +102,18 @@ CREATE TABLE import_rejects (
 );
 CREATE INDEX import_rejects_by_dataset ON import_rejects (dataset, seq);
 )sql"},
+      // The true reject count (the rows stop at record_import's cap; for rows
+      // of earlier versions the count of stored rows is the best there is),
+      // and what `loom data verify` last found.
+      {.owner = "ingest",
+       .version = 2,
+       .description = "datasets.rejects, datasets.damage, datasets.verified_unix_ns",
+       .sql = R"sql(
+ALTER TABLE datasets ADD COLUMN rejects BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE datasets ADD COLUMN damage TEXT NOT NULL DEFAULT '';
+ALTER TABLE datasets ADD COLUMN verified_unix_ns BIGINT NOT NULL DEFAULT 0;
+UPDATE datasets SET rejects = (SELECT COUNT(*) FROM import_rejects WHERE import_rejects.dataset = datasets.name);
+)sql"},
   };
   return all;
 }
@@ -110,12 +125,13 @@ status catalog::record_import(const import_summary& s, std::int64_t now_ns, std:
   return db_.with_transaction([&](store::transaction& tx) -> status {
     auto up = tx.exec(
         "INSERT INTO datasets (name, version, import_id, documents, tokens, shards, bytes, state, created_unix_ns, "
-        "updated_unix_ns, report_path) VALUES ($1, 1, $2, $3, $4, $5, $6, 'ready', $7, $7, $8) "
+        "updated_unix_ns, report_path, rejects) VALUES ($1, 1, $2, $3, $4, $5, $6, 'ready', $7, $7, $8, $9) "
         "ON CONFLICT (name) DO UPDATE SET version = datasets.version + 1, import_id = excluded.import_id, "
         "documents = excluded.documents, tokens = excluded.tokens, shards = excluded.shards, bytes = excluded.bytes, "
-        "state = 'ready', updated_unix_ns = excluded.updated_unix_ns, report_path = excluded.report_path",
+        "state = 'ready', updated_unix_ns = excluded.updated_unix_ns, report_path = excluded.report_path, "
+        "rejects = excluded.rejects, damage = '', verified_unix_ns = 0",
         {s.dataset, s.import_id, i64(s.kept), i64(s.tokens), i64(s.manifest.shards.size()), bytes, now_ns,
-         s.report_path});
+         s.report_path, i64(s.rejects)});
     if (!up) return up.err();
     if (auto d = tx.exec("DELETE FROM dataset_shards WHERE dataset = $1", {s.dataset}); !d) return d.err();
     for (std::size_t i = 0; i < s.manifest.shards.size(); ++i) {
@@ -139,7 +155,27 @@ status catalog::record_import(const import_summary& s, std::int64_t now_ns, std:
       return w.ok();
     });
     if (!rd) return rd;
-    return failed;
+    if (!failed) return failed;
+    // A summary that undercounts (a pull: no import summary) still shows every stored row.
+    auto fix = tx.exec(
+        "UPDATE datasets SET rejects = (SELECT COUNT(*) FROM import_rejects WHERE dataset = $1) "
+        "WHERE name = $1 AND rejects < (SELECT COUNT(*) FROM import_rejects WHERE dataset = $1)",
+        {s.dataset});
+    return fix ? ok_status() : status(fix.err());
+  });
+}
+
+status catalog::record_verify(const std::string& dataset, const std::string& import_id, const std::string& damage,
+                              std::int64_t now_ns) {
+  return db_.with_transaction([&](store::transaction& tx) -> status {
+    auto rows = tx.query("SELECT import_id FROM datasets WHERE name = $1", {dataset});
+    if (!rows) return rows.err();
+    if (rows->empty() || text(rows->front(), 0) != import_id)
+      return make_error(errc::not_found, "dataset " + dataset + " is no longer version " + import_id +
+                                             " (re-imported while it was verified)");
+    auto up = tx.exec("UPDATE datasets SET damage = $2, verified_unix_ns = $3 WHERE name = $1",
+                      {dataset, no_nul(damage), now_ns});
+    return up ? ok_status() : status(up.err());
   });
 }
 
@@ -176,12 +212,20 @@ result<std::vector<shard_row>> catalog::shards(const std::string& dataset) {
   });
 }
 
-result<std::vector<reject_row>> catalog::rejects(const std::string& dataset, std::size_t limit) {
+result<std::uint64_t> catalog::stored_rejects(const std::string& dataset) {
+  return db_.with_read_transaction([&](store::transaction& tx) -> result<std::uint64_t> {
+    auto rows = tx.query("SELECT COUNT(*) FROM import_rejects WHERE dataset = $1", {dataset});
+    if (!rows) return rows.err();
+    return rows->empty() ? std::uint64_t{0} : static_cast<std::uint64_t>(num(rows->front(), 0));
+  });
+}
+
+result<std::vector<reject_row>> catalog::rejects(const std::string& dataset, std::size_t limit, std::uint64_t offset) {
   return db_.with_read_transaction([&](store::transaction& tx) -> result<std::vector<reject_row>> {
     auto rows = tx.query(
         "SELECT dataset, import_id, seq, stage, file, line, rule, detail FROM import_rejects WHERE dataset = $1 "
-        "ORDER BY seq LIMIT $2",
-        {dataset, limit_of(limit)});
+        "ORDER BY seq LIMIT $2 OFFSET $3",
+        {dataset, limit_of(limit), i64(offset)});
     if (!rows) return rows.err();
     std::vector<reject_row> out;
     for (const auto& r : *rows)

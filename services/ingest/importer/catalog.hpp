@@ -23,8 +23,9 @@ struct migration;
 
 namespace loom::ingest {
 
-// v1: datasets, dataset_shards, import_rejects. Never edit a released
-// migration: append a new version.
+// v1: datasets, dataset_shards, import_rejects. v2: datasets.rejects (the
+// true count), datasets.damage and verified_unix_ns (`loom data verify`).
+// Never edit a released migration: append a new version.
 std::span<const store::migration> ingest_migrations();
 
 struct dataset_row {
@@ -35,6 +36,9 @@ struct dataset_row {
   std::string state;  // "ready" once published (importing, failed, deleted: for the service)
   std::int64_t created_ns = 0, updated_ns = 0;
   std::string report_path;
+  std::int64_t rejects = 0;    // every reject of the import (only the first max_rejects are rows)
+  std::string damage;          // what the last full verify of this version found ("" = none)
+  std::int64_t verified_ns = 0;  // when (0 = never verified)
 };
 
 struct shard_row {
@@ -55,18 +59,27 @@ class catalog {
   // REQUIRES: ingest_migrations() applied to `db`; db outlives the catalog.
   explicit catalog(store::database& db) : db_(db) {}
 
-  // One transaction: the datasets row (inserted, or version + 1), the shard rows
-  // (replaced), and the rejects (the dataset's older ones replaced by the first
-  // max_rejects lines of <s.dir>/rejects.jsonl, streamed from the file).
+  // One transaction: the datasets row (inserted, or version + 1, damage and
+  // verify time cleared), the shard rows (replaced), and the rejects (the
+  // dataset's older ones replaced by the first max_rejects lines of
+  // <s.dir>/rejects.jsonl, streamed from the file). The row's rejects count is
+  // s.rejects (all of them), at least the rows stored.
   status record_import(const import_summary& s, std::int64_t now_ns, std::uint64_t max_rejects = 100'000);
+  // What a full verify of version `import_id` found ("" = intact), at `now_ns`;
+  // not_found when the dataset has moved on to another version meanwhile.
+  status record_verify(const std::string& dataset, const std::string& import_id, const std::string& damage,
+                       std::int64_t now_ns);
 
   // By name; at most `limit` rows (0 = all).
   result<std::vector<dataset_row>> datasets(std::size_t limit = 0);
   result<std::optional<dataset_row>> dataset(const std::string& name);
   // In manifest order.
   result<std::vector<shard_row>> shards(const std::string& dataset);
-  // The latest import's rejects in seq order, at most `limit` (0 = all).
-  result<std::vector<reject_row>> rejects(const std::string& dataset, std::size_t limit);
+  // The latest import's rejects in seq order: `offset` skipped, then at most
+  // `limit` (0 = all), in SQL (only the page is loaded).
+  result<std::vector<reject_row>> rejects(const std::string& dataset, std::size_t limit, std::uint64_t offset = 0);
+  // How many reject rows the catalogue holds for `dataset` (COUNT).
+  result<std::uint64_t> stored_rejects(const std::string& dataset);
 
  private:
   store::database& db_;

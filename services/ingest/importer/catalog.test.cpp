@@ -40,6 +40,7 @@ import_summary fake_import(const std::string& dir, const std::string& id, std::s
   for (std::size_t i = 0; i < n; ++i)
     REQUIRE(w->add("reader", "corrupt_compression", "in/f" + std::to_string(i) + ".gz", i, std::string("nul\0byte", 8)).ok());
   REQUIRE(w->close().ok());
+  s.rejects = n;
   return s;
 }
 
@@ -114,4 +115,53 @@ TEST_CASE("a failed record leaves the catalogue as it was") {
   CHECK((*d)->version == 1);
   CHECK(cat.shards("wiki")->size() == 2);
   CHECK(cat.rejects("wiki", 0)->size() == 2);
+}
+
+TEST_CASE("the rejects count is the true total past the catalogue's cap, and pages come from SQL with an offset") {
+  auto scratch = store::testing::scratch::make(engine, "ingest_catalog_rejects");
+  REQUIRE(scratch.ok());
+  auto db = store::database::open(scratch->url());
+  REQUIRE(db.ok());
+  REQUIRE(store::migrate(**db, ingest_migrations()).ok());
+  files::temp_dir t("loom-catalog");
+  catalog cat(**db);
+  REQUIRE(cat.record_import(fake_import(t.path(), "00000000000000e1", 1, 25), 1000, /*max_rejects=*/10).ok());
+  auto d = cat.dataset("wiki");
+  REQUIRE(d.ok());
+  CHECK((*d)->rejects == 25);  // not the 10 rows kept
+  CHECK(*cat.stored_rejects("wiki") == 10);
+  auto page = cat.rejects("wiki", 3, 4);
+  REQUIRE(page.ok());
+  REQUIRE(page->size() == 3);
+  CHECK((*page)[0].seq == 5);
+  CHECK((*page)[2].file == "in/f6.gz");
+  CHECK(cat.rejects("wiki", 50, 8)->size() == 2);   // the last page is short
+  CHECK(cat.rejects("wiki", 50, 10)->empty());      // past the end
+  CHECK(*cat.stored_rejects("nope") == 0);
+
+  // A summary that says fewer than the file holds (a pull) still counts every stored row.
+  auto pulled = fake_import(t.path(), "00000000000000e2", 1, 7);
+  pulled.rejects = 0;
+  REQUIRE(cat.record_import(pulled, 2000).ok());
+  CHECK((*cat.dataset("wiki"))->rejects == 7);
+}
+
+TEST_CASE("a verify's finding sticks to its version and a re-import clears it") {
+  auto scratch = store::testing::scratch::make(engine, "ingest_catalog_verify");
+  REQUIRE(scratch.ok());
+  auto db = store::database::open(scratch->url());
+  REQUIRE(db.ok());
+  REQUIRE(store::migrate(**db, ingest_migrations()).ok());
+  files::temp_dir t("loom-catalog");
+  catalog cat(**db);
+  REQUIRE(cat.record_import(fake_import(t.path(), "00000000000000f1", 2, 0), 1000).ok());
+  REQUIRE(cat.record_verify("wiki", "00000000000000f1", "shard-000002.bin has SHA-256 00, the manifest says bb", 1500).ok());
+  auto d = cat.dataset("wiki");
+  CHECK((*d)->damage == "shard-000002.bin has SHA-256 00, the manifest says bb");
+  CHECK((*d)->verified_ns == 1500);
+  CHECK(cat.record_verify("wiki", "00000000000000ff", "", 1600).code() == errc::not_found);  // another version
+  REQUIRE(cat.record_import(fake_import(t.path(), "00000000000000f2", 2, 0), 2000).ok());
+  d = cat.dataset("wiki");
+  CHECK((*d)->damage.empty());
+  CHECK((*d)->verified_ns == 0);
 }

@@ -7,7 +7,9 @@
 #include <cstring>
 #include <fcntl.h>
 #include <filesystem>
+#include <map>
 #include <string_view>
+#include <vector>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -43,6 +45,19 @@ std::string_view classify(std::string_view entry, std::string_view name) {
   return {};
 }
 
+// The dataset name of a .staging entry <name>.<16 hex>[.work|.old]; "" when
+// the entry is not one (lock files, anything else).
+std::string owner_of(std::string_view entry) {
+  for (std::string_view suffix : {".work", ".old"})
+    if (entry.ends_with(suffix)) {
+      entry.remove_suffix(suffix.size());
+      break;
+    }
+  if (entry.size() < id_length + 2 || entry[entry.size() - id_length - 1] != '.') return {};
+  const std::string_view name = entry.substr(0, entry.size() - id_length - 1);
+  return classify(std::string(entry), name).empty() ? std::string() : std::string(name);
+}
+
 void remove_tree(const std::string& path) {
   std::error_code ec;
   fs::remove_all(path, ec);
@@ -66,6 +81,37 @@ status recover(const std::string& root, const std::string& name) {
     return files::fsync_dir(root);
   }
   return ok_status();
+}
+
+result<std::vector<std::string>> clean_stale(const std::string& root) {
+  const std::string stage_root = root + "/.staging";
+  std::map<std::string, std::vector<std::string>> by_name;  // dataset -> its entries
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(stage_root, ec)) {
+    const std::string entry = e.path().filename().string();
+    if (auto name = owner_of(entry); !name.empty()) by_name[name].push_back(entry);
+  }
+  if (ec && ec != std::errc::no_such_file_or_directory) return sys_error("list", stage_root);
+  std::vector<std::string> removed;
+  for (const auto& [name, entries] : by_name) {
+    const std::string lock_path = stage_root + "/" + name + ".lock";
+    const int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return sys_error("open", lock_path);
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {  // a live import of `name`: its entries are its own
+      ::close(fd);
+      continue;
+    }
+    status st = recover(root, name);
+    if (st)
+      for (const auto& entry : entries)
+        if (exists(stage_root + "/" + entry)) {  // recover() may have moved an .old back
+          remove_tree(stage_root + "/" + entry);
+          removed.push_back(entry);
+        }
+    ::close(fd);
+    if (!st) return st.err();
+  }
+  return removed;
 }
 
 result<staging> staging::begin(const std::string& root, const std::string& name, const std::string& import_id) {

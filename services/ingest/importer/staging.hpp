@@ -24,6 +24,7 @@
 #include "libs/status/status.hpp"
 
 #include <string>
+#include <vector>
 
 namespace loom::ingest {
 
@@ -60,5 +61,14 @@ class staging {
 // missing (a fallback publish that crashed half-way). begin() calls it under the
 // lock; anyone else only while no import of `name` can run.
 status recover(const std::string& root, const std::string& name);
+
+// What killed imports left behind, for every dataset name at once (the
+// service calls it at start): for each name with <name>.<id>[.work|.old]
+// entries in <root>/.staging whose lock it can take — no live import of that
+// name holds it, in this process or another — recover(), then remove them.
+// Entries of a name whose lock is held are left to their import. Returns the
+// entries removed (names inside .staging); lock files stay (removing one an
+// importer has open would let two imports hold "the" lock).
+result<std::vector<std::string>> clean_stale(const std::string& root);
 
 }  // namespace loom::ingest

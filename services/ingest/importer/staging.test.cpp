@@ -84,3 +84,27 @@ TEST_CASE("what a crash leaves behind is repaired: leftovers go, a half-done fal
   }
   CHECK(slurp(root + "/d/f") == "old");
 }
+
+TEST_CASE("start-up cleaning removes every crashed import's leftovers but not those of a running import") {
+  files::temp_dir t("loom-staging");
+  const std::string root = t.path();
+  auto live = staging::begin(root, "live", "00000000000000c1");  // holds the lock of "live"
+  REQUIRE(live.ok());
+  write_file(live->work_dir() + "/run", "in use");
+  write_file(root + "/.staging/a.00000000000000c2/f", "killed mid-write");
+  write_file(root + "/.staging/a.00000000000000c2.work/pass1.spill", "scratch");
+  write_file(root + "/.staging/b.c.00000000000000c3.work/run", "scratch of dataset b.c");
+  // A crash half-way through a fallback publish: d is missing, its old version in .old.
+  write_file(root + "/.staging/d.00000000000000c4.old/f", "old");
+  write_file(root + "/.staging/README", "not an import's");
+  auto removed = clean_stale(root);
+  REQUIRE(removed.ok());
+  CHECK(std::set<std::string>(removed->begin(), removed->end()) ==
+        std::set<std::string>{"a.00000000000000c2", "a.00000000000000c2.work", "b.c.00000000000000c3.work"});
+  CHECK(slurp(root + "/d/f") == "old");  // restored, not removed
+  CHECK(entries(root + "/.staging") ==
+        std::set<std::string>{"live.lock", "live.00000000000000c1", "live.00000000000000c1.work", "a.lock", "b.c.lock",
+                              "d.lock", "README"});
+  CHECK(slurp(live->work_dir() + "/run") == "in use");
+  CHECK(clean_stale(t.path() + "/nowhere")->empty());  // no .staging yet: nothing to do
+}

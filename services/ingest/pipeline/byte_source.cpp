@@ -1,5 +1,7 @@
 #include "services/ingest/pipeline/byte_source.hpp"
 
+#include "libs/files/confine.hpp"
+
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
@@ -56,6 +58,14 @@ result<std::unique_ptr<byte_source>> open_file_source(const std::string& path) {
   }
   ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
   return std::unique_ptr<byte_source>(new file_source(fd, path));
+}
+
+result<std::unique_ptr<byte_source>> open_file_source(const std::string& path, const std::vector<std::string>& roots) {
+  if (roots.empty()) return open_file_source(path);
+  auto fd = files::open_confined(roots, path, O_RDONLY);
+  if (!fd) return fd.err();
+  ::posix_fadvise(*fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+  return std::unique_ptr<byte_source>(new file_source(*fd, path));
 }
 
 std::unique_ptr<byte_source> make_memory_source(std::string_view data) {

@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace loom::ingest {
 
@@ -29,6 +30,9 @@ class byte_source {
 
 // A file opened for reading. not_found / io_error name the path.
 result<std::unique_ptr<byte_source>> open_file_source(const std::string& path);
+// The same, opened only inside `roots` (files::open_confined; empty roots:
+// no confinement): permission_denied when what would be opened lies outside.
+result<std::unique_ptr<byte_source>> open_file_source(const std::string& path, const std::vector<std::string>& roots);
 
 // Bytes held by the caller; `data` must outlive the source.
 std::unique_ptr<byte_source> make_memory_source(std::string_view data);

@@ -31,6 +31,7 @@ std::string_view to_string(reject_reason r) {
     case reject_reason::empty_file: return "empty_file";
     case reject_reason::empty_directory: return "empty_directory";
     case reject_reason::empty_archive: return "empty_archive";
+    case reject_reason::outside_roots: return "outside_roots";
   }
   return "unknown";
 }

@@ -71,6 +71,7 @@ enum class reject_reason : std::uint8_t {
   empty_file,             // a file that yielded no document and no other rejection
   empty_directory,        // a directory with nothing to read
   empty_archive,          // an archive without regular files
+  outside_roots,          // leads outside reader_options::roots (a symbolic link out): not read
 };
 std::string_view to_string(reject_reason r);
 

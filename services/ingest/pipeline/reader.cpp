@@ -2,6 +2,7 @@
 // stream to its format reader (after decompression and binary sniffing).
 #include "services/ingest/pipeline/reader.hpp"
 
+#include "libs/files/confine.hpp"
 #include "services/ingest/pipeline/read_context.hpp"
 #include "services/ingest/pipeline/sniff.hpp"
 
@@ -87,10 +88,26 @@ namespace {
 
 void read_entry(detail::read_context& ctx, const fs::path& path);
 
+// With roots: false and an outside_roots rejection when `path` leads
+// outside them (a link out is named with where it leads). Other failures
+// (a broken link, say) are left to the caller's own checks.
+bool inside_roots(detail::read_context& ctx, const std::string& path) {
+  if (ctx.opt.roots.empty()) return true;
+  auto c = files::confined(ctx.opt.roots, path);
+  if (c || c.code() != errc::permission_denied) return true;
+  ctx.reject(path, 0, reject_reason::outside_roots, c.err().message + "; not read");
+  return false;
+}
+
 void read_file(detail::read_context& ctx, const std::string& path) {
-  auto src = open_file_source(path);
+  // Opened inside the roots only, checked again after the open (a directory
+  // on the way swapped for a link since read_entry looked).
+  auto src = open_file_source(path, ctx.opt.roots);
   if (!src.ok()) {
-    ctx.reject(path, 0, src.code() == errc::not_found ? reject_reason::not_found : reject_reason::io_error,
+    ctx.reject(path, 0,
+               src.code() == errc::not_found           ? reject_reason::not_found
+               : src.code() == errc::permission_denied ? reject_reason::outside_roots
+                                                       : reject_reason::io_error,
                src.err().message);
     return;
   }
@@ -130,6 +147,7 @@ void read_entry(detail::read_context& ctx, const fs::path& path) {
                "stat " + path.string() + ": " + ec.message());
     return;
   }
+  if (!inside_roots(ctx, path.string())) return;
   if (fs::is_symlink(st)) {
     auto target = fs::status(path, ec);
     if (ec || !fs::exists(target)) {
@@ -166,6 +184,7 @@ read_stats read_path(const std::string& path, const reader_options& opt, const r
     ctx.reject(path, 0, reject_reason::not_found, "no such file or directory: " + path);
     return ctx.stats;
   }
+  if (!inside_roots(ctx, path)) return ctx.stats;
   // The path the caller named is followed even when it is a symbolic link.
   if (fs::is_directory(fs::status(path, ec))) read_directory(ctx, fs::path(path));
   else read_entry(ctx, fs::path(path));

@@ -13,6 +13,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
 namespace loom::ingest {
 
@@ -38,6 +39,11 @@ struct reader_options {
   double max_control_ratio = 0.05;             // control bytes / sniffed bytes above this: binary
   bool skip_hidden = true;                     // skip dot-files and dot-directories in directories
   int max_archive_depth = 2;                   // tar inside tar inside tar: refused
+  // Non-empty: only what lies inside these directories is read (files/confine.hpp:
+  // symbolic links are resolved, and a file is checked again once open). An
+  // entry that leads outside (a link out of a directory) is an outside_roots
+  // rejection naming it. Empty: no confinement (the command-line tool).
+  std::vector<std::string> roots;
   // Extension (lower case, no dot, after stripping .gz/.zst) -> format. Files
   // without an extension, and NAME.gz, are plain text. Anything else is
   // unknown_format. Defaults: default_extensions().

@@ -242,3 +242,38 @@ TEST_CASE("a consumer returning false stops the import") {
   CHECK(seen == 2);
   CHECK(st.documents == 2);
 }
+
+TEST_CASE("with roots, a symbolic link out of them is an outside_roots rejection naming it and nothing of it is read") {
+  temp_dir t("loom-ingest");
+  const std::string root = t.path() + "/in", out = t.path() + "/out";
+  write_file(root + "/a.txt", "inside");
+  write_file(root + "/sub/b.txt", "also inside");
+  write_file(out + "/secret.txt", "the secret");
+  std::filesystem::create_symlink(out + "/secret.txt", root + "/shadow.txt");
+  std::filesystem::create_symlink("sub/b.txt", root + "/link-in.txt");
+  std::filesystem::create_symlink("/etc/passwd", root + "/passwd.txt");
+  reader_options o;
+  o.roots = {root};
+  auto c = collect(root, o);
+  std::vector<std::string> got;
+  for (const auto& d : c.docs) got.push_back(d.text);
+  CHECK(got == std::vector<std::string>{"inside\n", "also inside\n", "also inside\n"});  // a.txt, link-in.txt, sub/b.txt
+  for (const char* link : {"/shadow.txt", "/passwd.txt"}) {
+    const rejection* r = c.reject_for(link);
+    REQUIRE_MESSAGE(r, link);
+    CHECK(r->reason == reject_reason::outside_roots);
+    CHECK(r->file == root + link);
+    CHECK(r->message.find("outside the allowed roots (" + root + ")") != std::string::npos);
+  }
+  CHECK(c.reject_for("/shadow.txt")->message.find(out + "/secret.txt") != std::string::npos);
+  CHECK(to_string(reject_reason::outside_roots) == "outside_roots");
+
+  // Without roots (the command-line tool) the link is followed as before.
+  auto free = collect(root);
+  CHECK(free.docs_from("/shadow.txt").size() == 1);
+  // A path named outside the roots is refused whole.
+  auto named = collect(out + "/secret.txt", o);
+  CHECK(named.docs.empty());
+  REQUIRE(named.rejects.size() == 1);
+  CHECK(named.rejects[0].reason == reject_reason::outside_roots);
+}
