@@ -338,7 +338,7 @@ TEST_CASE("a token's tenant reaches the service logic and a token minted before 
   CHECK(ping_as(c, nlohmann::json::parse(plain.out)["token"].get<std::string>()).tenant() == "default");
 }
 
-TEST_CASE("a principal or tenant with a newline or space is refused online and offline naming the character and position") {
+TEST_CASE("a principal or tenant with a newline or space is refused online and offline, and no audit reason spans two lines") {
   cluster c;
   REQUIRE(c.up);
   struct attempt {
@@ -378,5 +378,16 @@ TEST_CASE("a principal or tenant with a newline or space is refused online and o
   REQUIRE(evs.size() == 1);
   CHECK(evs[0].decision() == v1::ERROR);
   CHECK(evs[0].reason().find('\n') == std::string::npos);
+  // A service's error quoting a request field (a node id) is stored on one line too.
+  auto sched = c.client("scheduler");
+  v1::DrainNodeRequest drain;
+  drain.mutable_node()->set_value("evil\n   99  2024-01-01T00:00:00Z  scheduler  admin/admin");
+  const auto drain_rid = wire::new_request_id();
+  auto drained = send(*sched, drain, c.token(auth::role::operator_), drain_rid);
+  CHECK(drained.code == errc::not_found);
+  auto devs = audit_events(c, drain_rid);
+  REQUIRE(devs.size() == 1);
+  CHECK(devs[0].reason().find('\n') == std::string::npos);
+  CHECK(devs[0].reason().find("no node evil\\x0a   99") != std::string::npos);
   for (auto& e : all_events(c)) CHECK(e.principal().find('\n') == std::string::npos);
 }

@@ -34,6 +34,26 @@ std::int64_t unix_now() {
 double seconds_since(clock::time_point t) {
   return std::chrono::duration<double>(clock::now() - t).count();
 }
+
+// An audit reason as one line: control bytes (newline, carriage return,
+// escape) written as \xHH. Reasons quote request fields (a node id, a path);
+// raw, a newline in one would start a forged-looking row in `loom audit tail`.
+// UTF-8 is kept: file names stay readable.
+std::string one_line(const std::string& reason) {
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(reason.size());
+  for (unsigned char ch : reason) {
+    if (ch >= 0x20 && ch != 0x7f) {
+      out += static_cast<char>(ch);
+    } else {
+      out += "\\x";
+      out += hex[ch >> 4];
+      out += hex[ch & 15];
+    }
+  }
+  return out;
+}
 }  // namespace
 
 // An audited reply whose record the spool has not made durable by then is
@@ -250,7 +270,7 @@ std::uint64_t gateway::emit_audit(const std::string& principal, const std::strin
   r.action = action;
   r.request_id = request_id;
   r.outcome = outcome;
-  r.reason = reason;
+  r.reason = one_line(reason);
   r.service = env_.name;
   r.peer = peer;
   r.job_id = job_id;

@@ -81,6 +81,7 @@ class gateway {
   void emit_denial_summaries(bool all);
   void answer(const pending& p, const handled& h);
   // Returns the record's ordinal in the emitter (see audit::emitter::emit).
+  // The reason is stored on one line (control bytes as \xHH).
   std::uint64_t emit_audit(const std::string& principal, const std::string& role, const std::string& action,
                            const std::string& request_id, audit::decision outcome, const std::string& reason,
                            const std::string& peer, const std::string& job_id = {}, const std::string& payload = {});
