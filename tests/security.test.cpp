@@ -4,6 +4,7 @@
 // into one counted record, tenants carried from the token to the service,
 // principal and tenant names refused outside their charset, CURVE refusing
 // unknown keys and plaintext, and the admin-only crash hook driving supervision.
+#include "tests/support/audit_events.hpp"
 #include "tests/support/cluster.hpp"
 
 #include "libs/crypto/encoding.hpp"
@@ -68,27 +69,6 @@ std::vector<v1::AuditEvent> audit_events(cluster& c, const std::string& request_
     std::this_thread::sleep_for(50ms);
   }
   return out;
-}
-
-// Every chained audit event, oldest first.
-std::vector<v1::AuditEvent> all_events(cluster& c) {
-  auto cli = c.client("audit", 1, std::chrono::milliseconds(10000));
-  std::vector<v1::AuditEvent> out;
-  std::uint64_t after = 0;
-  for (;;) {
-    v1::AuditQueryRequest q;
-    q.set_after_chain_seq(after);
-    q.set_limit(10000);
-    auto rep = send(*cli, q, c.admin());
-    REQUIRE_MESSAGE(rep.ok(), rep.message);
-    v1::AuditQueryReply r;
-    REQUIRE(r.ParseFromString(rep.body));
-    if (r.events_size() == 0) return out;
-    for (auto& e : r.events()) {
-      after = std::max<std::uint64_t>(after, e.seq());
-      out.push_back(e);
-    }
-  }
 }
 
 v1::PingReply ping_as(cluster& c, const std::string& token) {
