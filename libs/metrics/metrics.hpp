@@ -36,7 +36,7 @@ class service_metrics {
  public:
   // Starts serving on `bind` ("127.0.0.1:0" picks a free port). unavailable if the port is taken.
   static result<std::unique_ptr<service_metrics>> start(std::string service, std::string bind);
-  // A registry without an HTTP exposer (tests, offline tools).
+  // A registry without an HTTP listener (tests, offline tools).
   explicit service_metrics(std::string service);
   ~service_metrics();
 
