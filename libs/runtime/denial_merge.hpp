@@ -5,7 +5,9 @@
 // peer (the CURVE source) match. The first of a window is recorded at once;
 // the repeats are only counted, and when the window closes one summary record
 // carries their count. No fact is dropped: every denial is either a record
-// of its own or counted in a summary (also at stop: flush()).
+// of its own or counted in a summary (also at stop: flush()). Only a crash
+// (kill -9) loses counts: those of the windows still open, whose first
+// denial is durable before any repeat of it is answered.
 // Pure logic, time passed in; not thread-safe (the gateway's loop owns it).
 #pragma once
 
