@@ -94,13 +94,13 @@ int cmd_token(context& c) {
     auto r = role_name ? auth::role_from_string(*role_name) : std::nullopt;
     if (!r)
       return usage("usage: loom token issue --role viewer|operator|admin [--zones Z1,Z2|*] [--ttl SECONDS] "
-                   "[--principal P] [--offline]");
+                   "[--principal P] [--tenant T] [--offline]");
     auto zones = split_commas(c.a.get_or("zones", "*"));
     const auto ttl = static_cast<long long>(c.a.number("ttl").value_or(3600));  // 1..365 days: the table's range
     if (zones.empty() || ttl <= 0) return usage("loom token issue: --zones needs at least one zone and --ttl a positive number");
     auto now = unix_now();
     std::string principal = c.a.get_or("principal", std::string(auth::to_string(*r)) + "-" + std::to_string(now));
-    auth::claims cl{principal, *r, zones, now + ttl, 0, now};
+    auth::claims cl{principal, *r, zones, now + ttl, 0, now, c.a.get_or("tenant", std::string(auth::default_tenant))};
     std::string tok;
     if (!c.a.flag("offline")) {
       // Through the audit service: the issue is an audited request.
@@ -111,6 +111,7 @@ int cmd_token(context& c) {
       req.set_role(std::string(auth::to_string(*r)));
       for (auto& z : zones) req.add_zones(z);
       req.set_ttl_s(static_cast<std::uint64_t>(ttl));
+      req.set_tenant(cl.tenant);
       auto rep = typed_call<loom::v1::IssueTokenReply>(c, "audit", req, 1);
       if (!rep) {
         if (rep.code() == errc::unavailable)
@@ -122,6 +123,7 @@ int cmd_token(context& c) {
       tok = rep->token();
       cl.expires_unix_s = rep->expires_unix_s();
       cl.epoch = rep->epoch();
+      if (!rep->tenant().empty()) cl.tenant = rep->tenant();
     } else {
       auto key = admin_key(c.paths);
       if (!key) return fail(c, key.err());
@@ -133,8 +135,8 @@ int cmd_token(context& c) {
       std::fprintf(stderr, "warning: issued offline with the admin key; this issue is not in the audit log\n");
     }
     if (c.json)
-      print_json({{"token", tok}, {"principal", cl.principal}, {"role", auth::to_string(*r)},
-                  {"zones", zones}, {"expires_unix_s", cl.expires_unix_s}, {"epoch", cl.epoch}});
+      print_json({{"token", tok}, {"principal", cl.principal}, {"role", auth::to_string(*r)}, {"zones", zones},
+                  {"tenant", cl.tenant}, {"expires_unix_s", cl.expires_unix_s}, {"epoch", cl.epoch}});
     else
       std::printf("%s\n", printable(tok).c_str());
     return ok_exit;

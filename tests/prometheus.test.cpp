@@ -1,5 +1,7 @@
 // A real Prometheus (Debian's server) scrapes all five services' /metrics on
-// loopback; the common metrics are queryable through its HTTP API.
+// loopback; the common metrics are queryable through its HTTP API. A
+// service's /metrics stays scrapable while hundreds of idle connections are
+// held open against it, and drops them after its request timeout.
 #include "tests/support/cluster.hpp"
 
 #include <doctest/doctest.h>
@@ -13,10 +15,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <poll.h>
+
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <thread>
+#include <vector>
 
 using namespace loom;
 using namespace loom::test;
@@ -42,7 +47,58 @@ double query(const std::string& web, const std::string& promql) {
   if (!r.is_array() || r.empty()) return std::nan("");
   return std::stod(r[0]["value"][1].get<std::string>());
 }
+// A TCP connection to host:port that sends nothing; -1 when it cannot be
+// made within 2 s (a listener that stopped accepting: its backlog is full).
+int idle_connection(const std::string& host_port) {
+  auto colon = host_port.rfind(':');
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  timeval tv{2, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);  // bounds connect() too
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<std::uint16_t>(std::atoi(host_port.c_str() + colon + 1)));
+  ::inet_pton(AF_INET, host_port.substr(0, colon).c_str(), &a.sin_addr);
+  if (fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) return fd;
+  if (fd >= 0) ::close(fd);
+  return -1;
+}
 }  // namespace
+
+TEST_CASE("a service's /metrics answers within 2 s while 250 idle connections are held open, and drops them later") {
+  cluster c;
+  REQUIRE(c.up);
+  const std::string ep = c.ep("scheduler").metrics;
+  std::vector<int> idle;
+  for (int i = 0; i < 250; ++i) {
+    int fd = idle_connection(ep);
+    if (fd < 0) {
+      for (int open : idle) ::close(open);
+      FAIL("idle connection " << i + 1 << " to " << ep << " not accepted within 2 s");
+    }
+    idle.push_back(fd);
+  }
+  std::this_thread::sleep_for(300ms);  // all accepted, none asking
+  for (int round = 0; round < 5; ++round) {
+    auto t0 = std::chrono::steady_clock::now();
+    auto body = http_get(ep, "/metrics", 2000ms);
+    auto took = std::chrono::steady_clock::now() - t0;
+    INFO("round " << round);
+    CHECK(body.find("loom_scheduler_up 1") != std::string::npos);
+    CHECK(took < 2s);
+  }
+  // The idle ones are closed by the service after its 5 s request timeout.
+  int closed = 0;
+  auto until = std::chrono::steady_clock::now() + 15s;
+  for (int fd : idle) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+    pollfd p{fd, POLLIN, 0};
+    char ch;
+    if (::poll(&p, 1, static_cast<int>(std::max<long>(0, left.count()))) == 1 && ::recv(fd, &ch, 1, 0) <= 0) ++closed;
+    ::close(fd);
+  }
+  CHECK(closed == 250);
+  CHECK(http_get(ep, "/metrics").find("loom_scheduler_up 1") != std::string::npos);
+}
 
 TEST_CASE("prometheus scrapes every service and sees it up with its request counters") {
   REQUIRE_MESSAGE(::access("/usr/bin/prometheus", X_OK) == 0, "prometheus is not installed (scripts/setup installs it)");

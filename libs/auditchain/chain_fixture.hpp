@@ -76,11 +76,12 @@ struct chain_fixture {
     auto k = keyring::open(keys_dir(), {}, clock);
     REQUIRE_MESSAGE(k.ok(), why(k));
     keys = std::move(*k);
-    auto sg = anchor_signer::load_or_generate(keys_dir());
+    auto sg = anchor_signer::generate(keys_dir());
     REQUIRE_MESSAGE(sg.ok(), why(sg));
     signer.emplace(std::move(*sg));
     REQUIRE(trusted.add(signer->public_key()).ok());
     reopen_writer();
+    REQUIRE(anchor_genesis(*file, *signer, clock).ok());  // as the audit service does for a new key
   }
 
   void reopen_writer() {
@@ -134,10 +135,13 @@ struct chain_fixture {
     REQUIRE_MESSAGE(filed.ok(), why(filed));
   }
 
+  // The anchor file's checkpoints of the chain (its genesis line left out).
   std::vector<checkpoint> external() const {
     auto f = read_anchor_file(anchor_path());
     REQUIRE_MESSAGE(f.ok(), why(f));
-    return f->checkpoints;
+    REQUIRE(!f->checkpoints.empty());
+    CHECK(f->checkpoints.front().seq == 0);
+    return {f->checkpoints.begin() + 1, f->checkpoints.end()};
   }
 
   verify_report verify_all(std::uint64_t from = 1) {

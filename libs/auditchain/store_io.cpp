@@ -220,8 +220,9 @@ result<verify_report> verify_in(store::transaction& tx, std::uint64_t from_seq, 
     a.seq = v.first.seq;
     a.row_hash = v.first.row_hash;
     a.origin = v.second == 3 ? "database and anchor file" : v.second == 1 ? "database" : "anchor file";
-    if (v.second == 1) ++only_db;
-    if (v.second == 2) ++only_file;
+    const bool genesis = a.seq == 0;  // anchor_genesis: in the file only, by design
+    if (v.second == 1 && !genesis) ++only_db;
+    if (v.second == 2 && !genesis) ++only_file;
     auto ok = keys.verify(v.first);
     a.authentic = ok.ok();
     if (!ok) a.problem = ok.err().message;
@@ -290,13 +291,24 @@ result<verify_report> verify_store(store::database& db, const verify_options& o)
   if (!keys) return keys.err();
   std::vector<checkpoint> external;
   std::vector<std::string> notes;
+  std::string anchor_problem;  // set when a trusted key exists but its anchor file cannot vouch
+  const std::string key_words = std::to_string(keys->size()) + " trusted anchor key(s) in " + o.keys_dir;
   if (!o.anchor_file.empty()) {
     auto f = read_anchor_file(o.anchor_file);
     if (f.ok()) {
       external = std::move(f->checkpoints);
       if (f->torn_tail) notes.push_back("the anchor file ends in a torn line (a crash mid-append); it was skipped");
+      bool vouched = false;
+      for (const auto& c : external) vouched = vouched || keys->verify(c).ok();
+      if (keys->size() > 0 && !vouched)
+        anchor_problem = "the anchor file " + o.anchor_file + " holds no checkpoint signed by the " + key_words +
+                         " (every anchor file starts with its key's genesis checkpoint): it was emptied or replaced";
     } else if (f.code() == errc::not_found) {
-      notes.push_back("no anchor file at " + o.anchor_file + ": checked against the database checkpoints only");
+      if (keys->size() > 0)
+        anchor_problem = "the anchor file " + o.anchor_file + " does not exist but there are " + key_words +
+                         ": it was deleted or moved (--anchors FILE names another place)";
+      else
+        notes.push_back("no anchor file at " + o.anchor_file + ": checked against the database checkpoints only");
     } else {
       return f.err();
     }
@@ -311,6 +323,15 @@ result<verify_report> verify_store(store::database& db, const verify_options& o)
   });
   if (!rep) return rep.err();
   rep->notes.insert(rep->notes.begin(), notes.begin(), notes.end());
+  if (!anchor_problem.empty()) {
+    if (rep->ok()) {
+      rep->kind = fault::anchor_missing;
+      rep->bad_seq = rep->from_seq;
+      rep->reason = anchor_problem;
+    } else {
+      rep->notes.push_back("also: " + anchor_problem);
+    }
+  }
   return rep;
 }
 

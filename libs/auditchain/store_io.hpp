@@ -63,13 +63,18 @@ result<std::vector<checkpoint>> read_checkpoints(store::transaction& tx, const t
 struct verify_options {
   std::uint64_t from_seq = 1;  // start here, trusting row from_seq - 1's hash
   std::string keys_dir;        // trusted anchor-*.pub; "" or missing: none (checkpoints then fail)
-  std::string anchor_file;     // the external anchor; "" = database checkpoints only
+  // The external anchor; "" = database checkpoints only (noted). When a
+  // trusted key exists, a named file that is missing or holds no checkpoint
+  // signed by a trusted key is fault::anchor_missing: every anchor key's file
+  // starts with its genesis checkpoint (writer.hpp's anchor_genesis).
+  std::string anchor_file;
   tables names;
   std::size_t page_rows = 1024;  // rows per SELECT: amortises the query, stays in cache (measured: 256–1024 best)
 };
 
 // Loads the keys and the anchor file, then walks the chain in one read
-// transaction. Errors (result) are I/O — database unreachable, unreadable
+// transaction; a chain shorter than a checkpoint (database or file) is
+// fault::truncated, a missing or empty anchor file fault::anchor_missing. Errors (result) are I/O — database unreachable, unreadable
 // files — or a from_seq past the end of the log (invalid_argument). A broken
 // chain is an ok result whose report is !ok().
 result<verify_report> verify_store(store::database& db, const verify_options& o);

@@ -14,6 +14,7 @@ std::string_view to_string(fault f) {
     case fault::anchor_signature: return "anchor_signature";
     case fault::anchor_mismatch: return "anchor_mismatch";
     case fault::truncated: return "truncated";
+    case fault::anchor_missing: return "anchor_missing";
   }
   return "unknown";
 }

@@ -14,6 +14,8 @@
 //   anchor_mismatch  first seq after the last        rows rewritten with a recomputed chain: the
 //                    proven one (range in reason)    signed hash differs from the chain's
 //   truncated        first missing seq               the log ends below a signed checkpoint
+//   anchor_missing   from_seq                        an anchor key exists but its anchor file is
+//                                                    gone or holds no checkpoint (verify_store)
 //
 // A recomputed chain is consistent row by row, so only a checkpoint exposes
 // it, and only the range (last proven seq, checkpoint seq] can be named.
@@ -32,7 +34,17 @@
 
 namespace loom::auditchain {
 
-enum class fault { none, gap, prev_mismatch, hash_mismatch, malformed, anchor_signature, anchor_mismatch, truncated };
+enum class fault {
+  none,
+  gap,
+  prev_mismatch,
+  hash_mismatch,
+  malformed,
+  anchor_signature,
+  anchor_mismatch,
+  truncated,
+  anchor_missing
+};
 std::string_view to_string(fault f);  // "gap", "hash_mismatch", …
 
 struct verify_report {

@@ -10,6 +10,10 @@ std::int64_t unix_ns(sys_time t) {
 }
 }  // namespace
 
+status anchor_genesis(anchor_file& file, const anchor_signer& signer, sys_time now) {
+  return file.append(signer.sign(0, genesis_hash, unix_ns(now)));
+}
+
 result<std::unique_ptr<chain_writer>> chain_writer::open(store::transaction& tx, writer_parts parts, sys_time now) {
   if (!parts.keys || !parts.signer || !parts.file)
     return make_error(errc::invalid_argument, "chain_writer needs a keyring, a signer and an anchor file");

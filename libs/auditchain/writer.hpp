@@ -36,6 +36,14 @@ struct writer_parts {
   tables names{};
 };
 
+// The first line of a new anchor key's anchor file: a checkpoint of seq 0
+// (the genesis hash) signed by that key. For the key's whole life its anchor
+// file then holds at least one checkpoint, so verify_store tells a file that
+// was emptied or deleted from one that was never written. Call once, right
+// after anchor_signer::generate made the key (not for an existing key: an
+// emptied file must stay empty, as evidence).
+status anchor_genesis(anchor_file& file, const anchor_signer& signer, sys_time now);
+
 class chain_writer {
  public:
   // Reads the committed tail and the newest checkpoint (database and anchor

@@ -174,6 +174,83 @@ TEST_CASE("verification reports where its anchors came from and what it could no
   CHECK(rep->bad_seq == db_checkpoint_seqs(f).front());
 }
 
+TEST_CASE("a new anchor key's file starts with its genesis checkpoint and an emptied or deleted file fails verify") {
+  chain_fixture f("writer_genesis");
+  auto first = read_anchor_file(f.anchor_path());
+  REQUIRE(first.ok());
+  REQUIRE(first->checkpoints.size() == 1);
+  CHECK(first->checkpoints[0].seq == 0);
+  CHECK(first->checkpoints[0].row_hash == genesis_hash);
+  CHECK(f.trusted.verify(first->checkpoints[0]).ok());
+  // A fresh chain with no rows, and one whose rows are not yet anchored, verify.
+  auto rep = f.verify_all();
+  CHECK_MESSAGE(rep.ok(), rep.summary());
+  CHECK(rep.rows == 0);
+  event_source ev(8);
+  std::mt19937_64 rng(8);
+  f.append(30, ev, rng, 5, 10ms);
+  rep = f.verify_all();
+  CHECK_MESSAGE(rep.ok(), rep.summary());
+  CHECK(rep.notes.back().find("not yet anchored") != std::string::npos);
+  for (const auto& n : rep.notes) CHECK(n.find("only in the anchor file") == std::string::npos);
+
+  const std::string saved = *loom::files::read_file(f.anchor_path());
+  // Emptied: nothing left to vouch for the chain.
+  std::filesystem::resize_file(f.anchor_path(), 0);
+  rep = f.verify_all();
+  CHECK(rep.kind == fault::anchor_missing);
+  CHECK(rep.bad_seq == 1);
+  CHECK(rep.reason.find(f.anchor_path() + " holds no checkpoint signed by the 1 trusted anchor key(s)") !=
+        std::string::npos);
+  CHECK(rep.rows == 30);  // the chain itself was still walked
+  // Replaced by lines no trusted key signed.
+  auto other = anchor_signer::generate(f.dir.path() + "/other-keys");
+  REQUIRE(other.ok());
+  {
+    auto file = anchor_file::open(f.anchor_path());
+    REQUIRE(file.ok());
+    REQUIRE((*file)->append(other->sign(0, genesis_hash, 1)).ok());
+  }
+  CHECK(f.verify_all().kind == fault::anchor_missing);
+  // Deleted.
+  std::filesystem::remove(f.anchor_path());
+  rep = f.verify_all();
+  CHECK(rep.kind == fault::anchor_missing);
+  CHECK(rep.reason.find(f.anchor_path() + " does not exist") != std::string::npos);
+  // Restored: verifies again.
+  REQUIRE(loom::files::write_atomic(f.anchor_path(), saved, 0644).ok());
+  CHECK_MESSAGE(f.verify_all().ok(), f.verify_all().summary());
+  // Without a trusted key nothing is required of the file (and nothing proven).
+  verify_options o;
+  o.keys_dir = f.dir.path() + "/nowhere";
+  o.anchor_file = f.dir.path() + "/missing.log";
+  auto bare = verify_store(*f.db, o);
+  REQUIRE(bare.ok());
+  CHECK(bare->ok());
+}
+
+TEST_CASE("a chain emptied below its checkpoints is truncated at seq 1, even with the database checkpoints gone") {
+  chain_fixture f("writer_wiped", anchor_policy{.every_records = 20, .every = std::chrono::seconds(60)});
+  event_source ev(9);
+  std::mt19937_64 rng(9);
+  f.append(50, ev, rng, 5, 10ms);
+  auto wiped = f.db->with_transaction([&](transaction& tx) -> status {
+    if (auto s = tx.exec_script(drop_append_only_sql(engine, "audit_events") +
+                                drop_append_only_sql(engine, "audit_checkpoints"));
+        !s)
+      return s;
+    if (auto d = tx.exec("DELETE FROM audit_events"); !d) return d.err();
+    if (auto d = tx.exec("DELETE FROM audit_checkpoints"); !d) return d.err();
+    return loom::ok_status();
+  });
+  REQUIRE_MESSAGE(wiped.ok(), why(wiped));
+  auto rep = f.verify_all();
+  CHECK(rep.kind == fault::truncated);
+  CHECK(rep.bad_seq == 1);
+  CHECK(rep.anchor_seq == 40);
+  CHECK(rep.summary() == "truncated at seq 1: truncated: anchor at seq 40 but the log ends at 0");
+}
+
 TEST_CASE("canary: no key and no plaintext ever appears in a stored column") {
   chain_fixture f("writer_canary");
   event_source ev(6);

@@ -12,7 +12,7 @@ decision authorize(std::string_view type, std::string_view token, const auth_con
     return std::move(d);
   };
   const policy_entry* p = find_policy(type);
-  if (!p) return deny(errc::permission_denied, "no policy for request type " + std::string(type) + ": denied");
+  if (!p) return deny(errc::permission_denied, "no policy for request type " + printable(type) + ": denied");
   d.mutating = p->mutating;
   if (token.empty()) return deny(errc::unauthenticated, "no token: " + std::string(type) + " needs a bearer token");
   auto c = verify_token(token, ctx.key, {ctx.now_unix_s, ctx.min_epoch});

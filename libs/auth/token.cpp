@@ -24,7 +24,9 @@ constexpr std::size_t key_bytes = 32;
 
 // Payload layout, all integers big-endian:
 //   u32 len, principal | u8 role | u32 n, n * (u32 len, zone) |
-//   i64 expires_unix_s | u64 epoch | i64 issued_unix_s
+//   i64 expires_unix_s | u64 epoch | i64 issued_unix_s | u32 len, tenant
+// The tenant came later: a payload that ends after issued_unix_s is a token
+// minted before tenants and belongs to "default".
 void put_u64(std::string& out, std::uint64_t v) {
   for (int shift = 56; shift >= 0; shift -= 8) out += static_cast<char>(v >> shift & 0xff);
 }
@@ -69,6 +71,7 @@ std::string encode_claims(const claims& c) {
   put_u64(out, static_cast<std::uint64_t>(c.expires_unix_s));
   put_u64(out, c.epoch);
   put_u64(out, static_cast<std::uint64_t>(c.issued_unix_s));
+  put_str(out, tenant_of(c));
   return out;
 }
 
@@ -90,6 +93,8 @@ result<claims> decode_claims(std::string_view payload) {
     if (!in.get_str(z)) return malformed("payload is truncated");
   if (!in.get_uint(8, expires) || !in.get_uint(8, c.epoch) || !in.get_uint(8, issued))
     return malformed("payload is truncated");
+  if (in.at_end()) c.tenant = default_tenant;  // minted before tenants
+  else if (!in.get_str(c.tenant)) return malformed("payload is truncated");
   if (!in.at_end()) return malformed("payload has trailing bytes");
   c.expires_unix_s = static_cast<std::int64_t>(expires);
   c.issued_unix_s = static_cast<std::int64_t>(issued);
@@ -105,7 +110,44 @@ std::string utc_text(std::int64_t unix_s) {
   return std::string(buf) + " (unix " + std::to_string(unix_s) + ")";
 }
 
+bool name_char(unsigned char ch) {
+  return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '.' ||
+         ch == '_' || ch == '@' || ch == ':' || ch == '+' || ch == '-';
+}
+
 }  // namespace
+
+std::string printable(std::string_view text) {
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char ch : text) {
+    if (ch >= 0x20 && ch < 0x7f && ch != '\\') {
+      out += static_cast<char>(ch);
+    } else {
+      out += "\\x";
+      out += hex[ch >> 4];
+      out += hex[ch & 15];
+    }
+  }
+  return out;
+}
+
+std::string_view tenant_of(const claims& c) { return c.tenant.empty() ? default_tenant : std::string_view(c.tenant); }
+
+status validate_name(std::string_view what, std::string_view name) {
+  auto bad = [&](std::string why) {
+    return make_error(errc::invalid_argument, std::string(what) + " '" + printable(name.substr(0, max_name_chars)) +
+                                                  (name.size() > max_name_chars ? "..." : "") + "' " + why +
+                                                  " (allowed: 1.." + std::to_string(max_name_chars) +
+                                                  " characters from A-Z a-z 0-9 . _ @ : + -)");
+  };
+  if (name.empty()) return make_error(errc::invalid_argument, std::string(what) + " is empty");
+  if (name.size() > max_name_chars) return bad("is " + std::to_string(name.size()) + " characters long");
+  for (std::size_t i = 0; i < name.size(); ++i)
+    if (!name_char(static_cast<unsigned char>(name[i])))
+      return bad("has character '" + printable(name.substr(i, 1)) + "' at position " + std::to_string(i + 1));
+  return ok_status();
+}
 
 std::string_view to_string(role r) {
   switch (r) {
@@ -125,11 +167,16 @@ std::optional<role> role_from_string(std::string_view name) {
 result<std::string> issue_token(const claims& c, std::string_view key) {
   auto bad = [](std::string msg) { return make_error(errc::invalid_argument, std::move(msg)); };
   if (key.empty()) return bad("cannot issue a token: the token key is empty");
-  if (c.principal.empty()) return bad("cannot issue a token: principal is empty");
+  if (auto s = validate_name("principal", c.principal); !s) return bad("cannot issue a token: " + s.err().message);
+  if (!c.tenant.empty())
+    if (auto s = validate_name("tenant", c.tenant); !s) return bad("cannot issue a token: " + s.err().message);
   if (to_string(c.r) == "unknown") return bad("cannot issue a token: unknown role");
   if (c.zones.empty()) return bad("cannot issue a token: no zones (use \"*\" for every zone)");
-  for (const auto& z : c.zones)
+  for (const auto& z : c.zones) {
     if (z.empty()) return bad("cannot issue a token: a zone name is empty");
+    if (z != "*")
+      if (auto s = validate_name("zone", z); !s) return bad("cannot issue a token: " + s.err().message);
+  }
   if (c.expires_unix_s <= c.issued_unix_s)
     return bad("cannot issue a token: expires_unix_s must be after issued_unix_s");
   std::string signed_part = std::string(prefix) + crypto::base64url_encode(encode_claims(c));
@@ -156,6 +203,8 @@ result<claims> verify_token(std::string_view token, std::string_view key, verify
   auto c = decode_claims(*payload);
   if (!c.ok()) return c;
   if (c->principal.empty() || c->zones.empty()) return malformed("payload has no principal or no zones");
+  if (auto s = validate_name("principal", c->principal); !s) return malformed(s.err().message);
+  if (auto s = validate_name("tenant", c->tenant); !s) return malformed(s.err().message);
   if (opt.now_unix_s >= c->expires_unix_s)
     return make_error(errc::unauthenticated, "token expired at " + utc_text(c->expires_unix_s));
   if (c->epoch < opt.min_epoch)

@@ -1,7 +1,8 @@
 #include "libs/metrics/metrics.hpp"
 
+#include "libs/metrics/http_listener.hpp"
+
 #include <prometheus/counter.h>
-#include <prometheus/exposer.h>
 #include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
@@ -46,15 +47,10 @@ service_metrics::~service_metrics() = default;
 
 result<std::unique_ptr<service_metrics>> service_metrics::start(std::string service, std::string bind) {
   auto m = std::make_unique<service_metrics>(std::move(service));
-  try {
-    m->exposer_ = std::make_unique<prometheus::Exposer>(bind, 1);
-  } catch (const std::exception& e) {
-    return make_error(errc::unavailable, "metrics exposer cannot listen on " + bind + ": " + e.what());
-  }
-  m->exposer_->RegisterCollectable(m->registry_);
-  auto ports = m->exposer_->GetListeningPorts();
-  auto host = bind.substr(0, bind.rfind(':'));
-  m->endpoint_ = host + ":" + (ports.empty() ? std::string("?") : std::to_string(ports.front()));
+  auto l = http_listener::start(bind, [raw = m.get()] { return raw->render(); });
+  if (!l) return l.err();
+  m->listener_ = std::move(*l);
+  m->endpoint_ = bind.substr(0, bind.rfind(':')) + ":" + std::to_string(m->listener_->port());
   return m;
 }
 

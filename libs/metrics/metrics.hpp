@@ -1,6 +1,7 @@
-// The metrics every EdgeLoom service exposes, over prometheus-cpp's pull
-// exposer (GET /metrics). Owned by the service main; all methods are
-// thread-safe (prometheus-cpp metrics are atomic, family maps are locked).
+// The metrics every EdgeLoom service exposes: prometheus-cpp's registry,
+// served over HTTP (GET /metrics) by our own listener (http_listener.hpp:
+// bounded connections and timeouts). Owned by the service main; all methods
+// are thread-safe (prometheus-cpp metrics are atomic, family maps are locked).
 //
 // Common metrics, named loom_<service>_<what>_<unit>:
 //   requests_total{type,code}           every answered request
@@ -21,7 +22,6 @@
 
 namespace prometheus {
 class Registry;
-class Exposer;
 template <typename T> class Family;
 class Counter;
 class Gauge;
@@ -30,15 +30,17 @@ class Histogram;
 
 namespace loom::metrics {
 
+class http_listener;
+
 class service_metrics {
  public:
   // Starts serving on `bind` ("127.0.0.1:0" picks a free port). unavailable if the port is taken.
   static result<std::unique_ptr<service_metrics>> start(std::string service, std::string bind);
-  // A registry without an HTTP exposer (tests, offline tools).
+  // A registry without an HTTP listener (tests, offline tools).
   explicit service_metrics(std::string service);
   ~service_metrics();
 
-  // "127.0.0.1:PORT" the exposer listens on; empty without an exposer.
+  // "127.0.0.1:PORT" the listener listens on; empty without a listener.
   std::string endpoint() const { return endpoint_; }
   const std::string& service() const { return service_; }
 
@@ -62,7 +64,6 @@ class service_metrics {
   std::string service_;
   std::string endpoint_;
   std::shared_ptr<prometheus::Registry> registry_;
-  std::unique_ptr<prometheus::Exposer> exposer_;
   prometheus::Family<prometheus::Counter>* requests_;
   prometheus::Family<prometheus::Histogram>* durations_;
   prometheus::Counter* restarts_;
@@ -72,6 +73,7 @@ class service_metrics {
   mutable std::mutex mu_;  // guards the two maps below
   std::map<std::string, prometheus::Family<prometheus::Counter>*> counters_;
   std::map<std::string, prometheus::Family<prometheus::Gauge>*> gauges_;
+  std::unique_ptr<http_listener> listener_;  // last: stopped before anything it reads goes
 };
 
 }  // namespace loom::metrics

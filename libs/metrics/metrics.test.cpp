@@ -21,7 +21,7 @@ TEST_CASE("common metrics carry the service name, type and code") {
   CHECK(text.find("loom_scheduler_jobs_submitted_total{tenant=\"a\"} 2") != std::string::npos);
 }
 
-TEST_CASE("the exposer picks a free port when asked for port 0 and refuses a taken one") {
+TEST_CASE("the metrics listener picks a free port when asked for port 0 and refuses a taken one") {
   auto a = loom::metrics::service_metrics::start("audit", "127.0.0.1:0");
   REQUIRE(a.ok());
   auto ep = (*a)->endpoint();

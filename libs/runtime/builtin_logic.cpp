@@ -18,6 +18,9 @@ handled builtin_logic::handle(const std::string& type, const std::string& body, 
     rep.set_unix_ns(static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                                    std::chrono::system_clock::now().time_since_epoch())
                                                    .count()));
+    rep.set_principal(ctx.principal);
+    rep.set_role(ctx.role);
+    rep.set_tenant(ctx.tenant);
     return reply(rep);
   }
   if (is<loom::v1::CrashRequest>(type)) {

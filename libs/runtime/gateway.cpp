@@ -9,6 +9,8 @@
 #include "libs/wire/server.hpp"
 #include "loom/v1/service.pb.h"
 
+#include <nlohmann/json.hpp>
+
 #include <thread>
 
 #include <sys/eventfd.h>
@@ -32,6 +34,26 @@ std::int64_t unix_now() {
 double seconds_since(clock::time_point t) {
   return std::chrono::duration<double>(clock::now() - t).count();
 }
+
+// An audit reason as one line: control bytes (newline, carriage return,
+// escape) written as \xHH. Reasons quote request fields (a node id, a path);
+// raw, a newline in one would start a forged-looking row in `loom audit tail`.
+// UTF-8 is kept: file names stay readable.
+std::string one_line(const std::string& reason) {
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(reason.size());
+  for (unsigned char ch : reason) {
+    if (ch >= 0x20 && ch != 0x7f) {
+      out += static_cast<char>(ch);
+    } else {
+      out += "\\x";
+      out += hex[ch >> 4];
+      out += hex[ch & 15];
+    }
+  }
+  return out;
+}
 }  // namespace
 
 // An audited reply whose record the spool has not made durable by then is
@@ -40,7 +62,7 @@ double seconds_since(clock::time_point t) {
 constexpr std::chrono::seconds max_audit_hold{5};
 
 gateway::gateway(service_env& env, wire::router_server& server, actor_host& host, gateway_options opts)
-    : env_(env), server_(server), host_(host), opts_(std::move(opts)) {
+    : env_(env), server_(server), host_(host), opts_(std::move(opts)), denials_(opts_.deny_merge_window) {
   wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   env_.audit->on_spooled([this] { wake(); });
 }
@@ -92,6 +114,7 @@ int gateway::run() {
     drain_finished();
     drain_committed();
     expire(clock::now());
+    emit_denial_summaries(false);
     release_held(clock::now());
     if (host_.escalated()) {
       std::fprintf(stderr, "%s: supervisor escalated (restart intensity exceeded); exiting\n", env_.name.c_str());
@@ -110,6 +133,7 @@ int gateway::run() {
     if (!waiting) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
+  emit_denial_summaries(true);  // the repeats of open windows are counted, not lost
   env_.audit->wait_spooled(std::chrono::milliseconds(1000));
   release_held(clock::now() + max_audit_hold);
   env_.metrics->set_up(false);
@@ -122,11 +146,11 @@ void gateway::on_request(std::string identity, std::string peer, wire::request r
   auto d = auth::authorize(req.type, req.token, actx);
   std::string principal = d.who ? d.who->principal : "";
   std::string role = d.who ? std::string(auth::to_string(d.who->r)) : "";
+  std::string tenant = d.who ? std::string(auth::tenant_of(*d.who)) : "";
   if (!d.allowed) {
     env_.metrics->count_denied(to_string(d.code));
     env_.metrics->count_request(req.type, d.code, seconds_since(started));
-    auto ordinal = emit_audit(principal, role, req.type, req.request_id, audit::decision::deny, d.reason, peer);
-    send_after_audit(ordinal, std::move(identity), wire::error_reply(req.request_id, d.code, d.reason));
+    deny(std::move(identity), denial{principal, role, req.type, d.reason, peer, req.request_id}, d.code);
     return;
   }
 
@@ -152,9 +176,9 @@ void gateway::on_request(std::string identity, std::string peer, wire::request r
 
   auto id = next_id_++;
   pending p{identity, req.request_id, req.type, started, started + opts_.deadline, d.mutating,
-            principal, role, peer, std::nullopt};
+            principal, role, tenant, peer, std::nullopt};
   pending_.emplace(id, std::move(p));
-  call_context ctx{req.request_id, principal, role, env_.zone};
+  call_context ctx{req.request_id, principal, role, env_.zone, tenant};
   host_.post(std::move(req.type), std::move(req.body), std::move(ctx), [this, id](handled h) {
     {
       std::lock_guard lock(mu_);
@@ -162,6 +186,37 @@ void gateway::on_request(std::string identity, std::string peer, wire::request r
     }
     wake();
   });
+}
+
+void gateway::deny(std::string identity, const denial& d, errc code) {
+  auto rep = wire::error_reply(d.request_id, code, d.reason);
+  std::uint64_t first = 0;
+  if (!denials_.admit(d, clock::now(), &first)) {
+    // Counted into the window's summary; answered once the window's first
+    // record is durable (it nearly always is by now).
+    send_after_audit(first, std::move(identity), std::move(rep));
+    return;
+  }
+  auto ordinal = emit_audit(d.principal, d.role, d.action, d.request_id, audit::decision::deny, d.reason, d.peer);
+  denials_.opened(d, ordinal);
+  send_after_audit(ordinal, std::move(identity), std::move(rep));
+}
+
+void gateway::emit_denial_summaries(bool all) {
+  auto closed = all ? denials_.flush() : denials_.due(clock::now());
+  for (const auto& s : closed) {
+    // Same principal, action, reason and peer as the records it summarises;
+    // the count and the merged request ids ride in the payload.
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(s.window).count();
+    // Request ids come from clients: serialised, never spliced into JSON.
+    std::string payload = nlohmann::json{{"merged_denials", s.repeats},
+                                         {"window_ms", ms},
+                                         {"first_request_id", s.first_request_id},
+                                         {"last_request_id", s.last.request_id}}
+                              .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    emit_audit(s.last.principal, s.last.role, s.last.action, "", audit::decision::deny, s.last.reason, s.last.peer,
+               "", payload);
+  }
 }
 
 void gateway::answer(const pending& p, const handled& h) {
@@ -215,7 +270,7 @@ std::uint64_t gateway::emit_audit(const std::string& principal, const std::strin
   r.action = action;
   r.request_id = request_id;
   r.outcome = outcome;
-  r.reason = reason;
+  r.reason = one_line(reason);
   r.service = env_.name;
   r.peer = peer;
   r.job_id = job_id;

@@ -6,10 +6,13 @@
 // through an eventfd. Mutating requests and denials become audit records, and
 // their replies are held until the record is durable in the spool (group
 // commit: one fdatasync serves every reply of a batch), so a request that was
-// answered was audited, even if the process dies right after.
+// answered was audited, even if the process dies right after. Identical
+// denials repeated within `deny_merge_window` become one counted summary
+// record (denial_merge.hpp) instead of a record each.
 #pragma once
 
 #include "libs/audit/record.hpp"
+#include "libs/runtime/denial_merge.hpp"
 #include "libs/runtime/service.hpp"
 
 #include <atomic>
@@ -38,6 +41,11 @@ struct gateway_options {
   // A request the actor has not answered by then gets deadline_exceeded
   // (the actor crashed while handling it, or is stuck).
   std::chrono::milliseconds deadline{10000};
+  // Identical denials (principal, action, reason, peer) within this window
+  // after the first are counted into one summary record at its end: a client
+  // retrying with a stale token 10 times a second writes 2 rows per 10 s, not
+  // 100, and an operator still sees the repeats within seconds.
+  std::chrono::milliseconds deny_merge_window{10000};
 };
 
 class gateway {
@@ -58,7 +66,7 @@ class gateway {
     std::chrono::steady_clock::time_point started;
     std::chrono::steady_clock::time_point deadline;
     bool mutating = false;
-    std::string principal, role, peer;
+    std::string principal, role, tenant, peer;
     std::optional<handled> result;  // answered by the logic, its commit not yet durable
   };
   struct finished {
@@ -67,8 +75,13 @@ class gateway {
   };
 
   void on_request(std::string identity, std::string peer, wire::request req);
+  // Records a denial (or counts it into its window) and answers it.
+  void deny(std::string identity, const denial& d, errc code);
+  // Emits the summary records of the merge windows that closed (all: `all`).
+  void emit_denial_summaries(bool all);
   void answer(const pending& p, const handled& h);
   // Returns the record's ordinal in the emitter (see audit::emitter::emit).
+  // The reason is stored on one line (control bytes as \xHH).
   std::uint64_t emit_audit(const std::string& principal, const std::string& role, const std::string& action,
                            const std::string& request_id, audit::decision outcome, const std::string& reason,
                            const std::string& peer, const std::string& job_id = {}, const std::string& payload = {});
@@ -100,6 +113,7 @@ class gateway {
     std::unique_ptr<wire::reply> rep;
   };
   std::deque<held> held_;  // replies waiting for their audit record, in ordinal order
+  denial_merge denials_;
   std::uint64_t epoch_ = 0;
   std::chrono::steady_clock::time_point epoch_read_{};
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();

@@ -11,13 +11,16 @@
 
 namespace loom::runtime {
 
-// Who asked, for authorisation and audit; filled by the gateway.
+// Who asked, for authorisation and audit; filled by the gateway from the
+// verified token (principal, role, tenant) and the service (zone).
 struct call_context {
   std::string request_id;
   std::string principal;
   std::string role;
   std::string zone;
-  std::string tenant;  // the token's tenant ("default" when it names none)
+  // The token's tenant, never empty: "default" for tokens without one. Last,
+  // so positional initialisers written before it keep their meaning.
+  std::string tenant = "default";
 };
 
 class commit_ticket;  // commit_ticket.hpp

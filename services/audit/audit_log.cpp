@@ -56,7 +56,15 @@ result<std::unique_ptr<audit_log>> audit_log::open(audit_log_options o) {
   auto keys = auditchain::keyring::open(opt.keys_dir, opt.keyring, opt.clock());
   if (!keys) return keys.err();
   log->keys_ = std::move(*keys);
-  auto signer = auditchain::anchor_signer::load_or_generate(opt.keys_dir);
+  // A key made here starts its anchor file with a genesis checkpoint, so a
+  // later emptied or deleted file fails `loom audit verify`.
+  auto signer = auditchain::anchor_signer::load(opt.keys_dir);
+  bool new_key = false;
+  if (!signer && signer.code() == errc::not_found) {
+    signer = auditchain::anchor_signer::generate(opt.keys_dir);
+    new_key = signer.ok();
+    if (signer.code() == errc::already_exists) signer = auditchain::anchor_signer::load(opt.keys_dir);
+  }
   if (!signer) return signer.err();
   log->signer_.emplace(std::move(*signer));
   if (auto slash = opt.anchor_path.rfind('/'); slash != std::string::npos && slash > 0)
@@ -64,6 +72,8 @@ result<std::unique_ptr<audit_log>> audit_log::open(audit_log_options o) {
   auto file = auditchain::anchor_file::open(opt.anchor_path);
   if (!file) return file.err();
   log->file_ = std::move(*file);
+  if (new_key)
+    if (auto st = auditchain::anchor_genesis(*log->file_, *log->signer_, opt.clock()); !st) return st.err();
   if (auto st = log->load(); !st) return st.err();
   return log;
 }

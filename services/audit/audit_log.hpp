@@ -66,7 +66,8 @@ class audit_log {
  public:
   // Opens its own connection (retrying while unreachable until deadline_s),
   // the keyring (made on first start), the anchor signing key (generated on
-  // first start, its public half next to it) and the anchor file, and loads
+  // first start, its public half next to it, its genesis checkpoint the
+  // anchor file's first line) and the anchor file, and loads
   // the per-source watermarks and the chain's tail.
   static result<std::unique_ptr<audit_log>> open(audit_log_options o);
   ~audit_log();

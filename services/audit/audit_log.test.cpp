@@ -2,6 +2,7 @@
 // hash chain with sealed payloads; watermarks survive reopening (also across
 // the v1 -> v2 migration, whose rows are kept); the tables refuse UPDATE and
 // DELETE. The same suite on SQLite and PostgreSQL ([sqlite] / [postgres]).
+#include "libs/auditchain/anchor_file.hpp"
 #include "libs/auditchain/store_io.hpp"
 #include "libs/files/temp_dir.hpp"
 #include "libs/store/database.hpp"
@@ -12,6 +13,8 @@
 #include "services/audit/schema.hpp"
 
 #include <doctest/doctest.h>
+
+#include <filesystem>
 
 using namespace loom;
 
@@ -242,4 +245,26 @@ TEST_CASE("the released audit migrations never change") {
   MESSAGE("v1 " << store::checksum(all[0]) << " v2 " << store::checksum(all[1]));
   CHECK(store::checksum(all[0]) == "ee9e85a0c0b927cfeb2f8643e404cd4f4594b8904720f5ddf4c987eff298fc64");
   CHECK(store::checksum(all[1]) == "b1630378f6f514bc0d02d69aba5cbd7e7cf4454a2da4fc1c89d58be0a49089aa");
+}
+
+TEST_CASE_FIXTURE(fresh, "the first open writes the new anchor key's genesis line and a reopen never writes it again") {
+  {
+    auto log = open();
+    REQUIRE(log->append_batch(std::vector<std::string>{ev("a", 1), ev("a", 2)}).ok());
+  }
+  auto first = auditchain::read_anchor_file(dir.path() + "/anchors.log");
+  REQUIRE(first.ok());
+  REQUIRE(first->checkpoints.size() == 1);
+  CHECK(first->checkpoints[0].seq == 0);
+  CHECK(verify().ok());
+  // Emptied while the service is down: reopening keeps the evidence (no new
+  // genesis line), so verify fails instead of starting over.
+  std::filesystem::resize_file(dir.path() + "/anchors.log", 0);
+  { auto log = open(); }
+  auto after = auditchain::read_anchor_file(dir.path() + "/anchors.log");
+  REQUIRE(after.ok());
+  CHECK(after->checkpoints.empty());
+  auto rep = verify();
+  CHECK(rep.kind == auditchain::fault::anchor_missing);
+  CHECK(rep.reason.find("holds no checkpoint") != std::string::npos);
 }

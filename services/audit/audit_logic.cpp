@@ -73,17 +73,23 @@ runtime::handled audit_logic::issue_token(const std::string& body, const runtime
   auto req = parse_as<loom::v1::IssueTokenRequest>(body);
   if (!req) return fail(req.err());
   auto r = auth::role_from_string(req->role());
-  if (!r) return fail(errc::invalid_argument, "role '" + req->role() + "' is not viewer, operator or admin");
+  if (!r) return fail(errc::invalid_argument,
+                                  "role '" + auth::printable(req->role()) + "' is not viewer, operator or admin");
   if (req->zones().empty()) return fail(errc::invalid_argument, "a token needs at least one zone ('*' for all)");
   if (req->ttl_s() == 0 || req->ttl_s() > max_ttl_s)
     return fail(errc::invalid_argument, "ttl_s must be 1.." + std::to_string(max_ttl_s));
-  if (req->principal().empty()) return fail(errc::invalid_argument, "a token needs a principal");
+  // Names end up in audit listings and job ownership: checked here, as the
+  // offline path checks them (auth::issue_token checks them again).
+  if (auto st = auth::validate_name("principal", req->principal()); !st) return fail(st.err());
+  if (!req->tenant().empty())
+    if (auto st = auth::validate_name("tenant", req->tenant()); !st) return fail(st.err());
   auto key = auth::load_token_key(paths_.token_key());
   if (!key) return fail(key.err());
   auto epoch = auth::read_epoch(paths_.epoch());
   auto now = unix_now_s();
   std::vector<std::string> zones(req->zones().begin(), req->zones().end());
-  auth::claims c{req->principal(), *r, zones, now + static_cast<std::int64_t>(req->ttl_s()), epoch ? *epoch : 0, now};
+  auth::claims c{req->principal(), *r, zones, now + static_cast<std::int64_t>(req->ttl_s()), epoch ? *epoch : 0, now,
+                 std::string(req->tenant().empty() ? auth::default_tenant : req->tenant())};
   auto tok = auth::issue_token(c, *key);
   if (!tok) return fail(tok.err());
   loom::v1::IssueTokenReply rep;
@@ -93,10 +99,11 @@ runtime::handled audit_logic::issue_token(const std::string& body, const runtime
   for (auto& z : zones) rep.add_zones(z);
   rep.set_expires_unix_s(c.expires_unix_s);
   rep.set_epoch(c.epoch);
+  rep.set_tenant(c.tenant);
   auto h = reply(rep);
   // What was issued, never the token.
   h.audit_payload = nlohmann::json{{"principal", c.principal}, {"role", auth::to_string(c.r)}, {"zones", zones},
-                                   {"expires_unix_s", c.expires_unix_s}, {"epoch", c.epoch}}
+                                   {"tenant", c.tenant}, {"expires_unix_s", c.expires_unix_s}, {"epoch", c.epoch}}
                         .dump();
   return h;
 }

@@ -137,7 +137,7 @@ void worker::join_training() {
 
 void worker::request_stop() {
   stop_training_ = true;
-  board_->with([](work_state& w) { return w.stop(); });  // conflict when idle or done: nothing to stop
+  (void)board_->with([](work_state& w) { return w.stop(); });  // conflict when idle or done: nothing to stop
 }
 
 void worker::start(stage_run run) {
@@ -160,7 +160,7 @@ void worker::start(stage_run run) {
 void worker::train(std::shared_ptr<stage_run> run) {
   auto [outcome, message] = run_stage(*run);
   const std::string name = run->job + "/" + run->stage;
-  board_->with([&](work_state& w) {
+  (void)board_->with([&](work_state& w) {
     if (outcome == "regroup") (void)w.exchange_failed(message);
     auto st = w.finish(outcome, message);
     if (!st && outcome == "stopped") st = w.finish("failed", "stopped without a stop request: " + message);
@@ -182,7 +182,7 @@ std::pair<std::string, std::string> worker::run_stage(stage_run& run_ref) {
   if (auto st = runspec::check_run_files(*cfg, origin); !st) return failed(st.err().message);
   cfg->out_dir = run->out_dir;
   if (!run->init_from.empty()) cfg->init_from = run->init_from;
-  board_->with([&](work_state& w) {
+  (void)board_->with([&](work_state& w) {
     w.set_total_steps(static_cast<std::uint64_t>(cfg->steps));
     return ok_status();
   });
@@ -197,7 +197,7 @@ std::pair<std::string, std::string> worker::run_stage(stage_run& run_ref) {
   }
   o.stop = &stop_training_;
   o.log = &std::cerr;  // <data>/logs/trainer.log under `loom up`
-  o.on_started = [&] { board_->with([](work_state& w) { return w.started(); }); };
+  o.on_started = [&] { (void)board_->with([](work_state& w) { return w.started(); }); };
   o.on_step = [&](const step_record& rec) {
     if (env_.metrics) {  // loom_trainer_*: the stage in progress on this trainer
       env_.metrics->add("training_steps_total", {}, 1);
@@ -205,7 +205,7 @@ std::pair<std::string, std::string> worker::run_stage(stage_run& run_ref) {
       env_.metrics->set("training_loss", {}, double(rec.loss));
       env_.metrics->set("training_tokens_per_second", {}, rec.tokens_per_s);
     }
-    board_->with([&](work_state& w) {
+    (void)board_->with([&](work_state& w) {
       w.progress(rec.step, rec.loss, rec.tokens_per_s);
       return ok_status();
     });
@@ -228,7 +228,7 @@ std::pair<std::string, std::string> worker::run_stage(stage_run& run_ref) {
     run->notices.push_back({seq, kind, text});
   };
   o.on_snapshot = [&](const std::string& dir) {
-    board_->with([&](work_state& w) {
+    (void)board_->with([&](work_state& w) {
       w.snapshot(dir);
       return ok_status();
     });
@@ -269,7 +269,7 @@ std::pair<std::string, std::string> worker::run_stage(stage_run& run_ref) {
       if (!sum && exchange_failed && !stop_training_)
         return outcome{"regroup", "the group's exchange failed: " + sum.err().to_string()};
       if (!sum) return failed(sum.err().message);
-      board_->with([&](work_state& w) {
+      (void)board_->with([&](work_state& w) {
         w.progress(sum->steps, sum->last_loss, 0);
         if (!sum->snapshot.empty()) w.snapshot(sum->snapshot);
         return ok_status();
@@ -343,7 +343,7 @@ void worker::poll_loop() {
       }
       if (cur && req.state() != "running" && req.state() != "idle") {  // its end was reported: back to idle
         join_training();
-        board_->with([](work_state& w) { return w.reported(); });
+        (void)board_->with([](work_state& w) { return w.reported(); });
         std::lock_guard lock(mu_);
         current_.reset();
         cur.reset();

@@ -206,7 +206,9 @@ TEST_CASE("a streamed 64 MiB line under a 16 MiB limit never exists in memory wh
     INFO(std::string(variant == 0 ? "gzip file" : "generated stream"));
     ::malloc_trim(0);  // hand freed heap back, so the growth below is this read's own
     if (!reset_peak_rss()) {
-      MESSAGE("cannot reset VmHWM here (/proc/self/clear_refs); the bound is still checked by line_reader tests");
+      // A kernel feature this machine may lack: skipped visibly (CTest counts it).
+      MESSAGE("LOOM_TEST_SKIPPED: cannot reset VmHWM here (/proc/self/clear_refs); "
+              "the bound is still checked by line_reader tests");
       return;
     }
     const long before = status_kib("VmRSS");
