@@ -40,6 +40,11 @@ struct up_guard {
 // True while `pid` exists and is not a zombie.
 bool alive(long pid);
 
+// Live processes whose command line names `data_dir` after --data-dir (the
+// watcher and the services of that deployment), read from /proc: for checks
+// only — a test stops processes by the pids it knows, never by this.
+std::vector<long> processes_of(const std::string& data_dir);
+
 // A free TCP port on 127.0.0.1 (closed again: a later bind may race, which is
 // fine for tests on a machine of their own).
 int free_port();
