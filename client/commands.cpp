@@ -91,7 +91,8 @@ int cmd_status(context& c) {
     for (std::size_t i = 0; i < hs.size(); ++i) {
       const auto& h = hs[i];
       std::string note = h.error;
-      if (!h.healthy && !recorded[i].last_exit.empty()) note += (note.empty() ? "last " : "; last ") + recorded[i].last_exit;
+      if (!h.healthy && !recorded[i].last_exit.empty())
+        note += (note.empty() ? "last " : "; last ") + recorded[i].last_exit;
       std::printf("%-11s %-8s %-7lld %-9.1f %-9llu %s%s\n", h.name.c_str(), h.healthy ? "healthy" : "DOWN",
                   static_cast<long long>(h.pid), h.uptime_ms / 1000.0,
                   static_cast<unsigned long long>(recorded[i].restarts), h.endpoint.c_str(),

@@ -8,10 +8,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <thread>
 
 namespace loom::cli {
+namespace {
+// The holder's line, padded: every holder writes the same length.
+constexpr std::size_t holder_line = 32;
+}  // namespace
 
 std::string lock_holder::describe() const {
   std::string who = what.empty() ? "a process" : "loom " + what;
@@ -46,8 +51,13 @@ void dir_lock::release() {
 }
 
 result<dir_lock> dir_lock::claim(int fd, const std::string& what) {
-  const std::string line = std::to_string(::getpid()) + " " + what + "\n";
-  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, line.data(), line.size(), 0) != static_cast<ssize_t>(line.size())) {
+  // One fixed-width write over the previous line, never a truncation first:
+  // a reader (read_lock_holder) never sees the file empty.
+  std::string line = std::to_string(::getpid()) + " " + what;
+  line.resize(std::max<std::size_t>(line.size(), holder_line - 1), ' ');
+  line += '\n';
+  if (::pwrite(fd, line.data(), line.size(), 0) != static_cast<ssize_t>(line.size()) ||
+      ::ftruncate(fd, static_cast<off_t>(line.size())) != 0) {
     auto e = files::errno_error("write", "the data dir lock");
     ::close(fd);
     return e;

@@ -89,7 +89,8 @@ int cmd_down(context& c) {
   std::vector<deployed_process> ps;
   if (eps) ps = running_processes(*eps, p.root);
   const bool supervised = std::any_of(ps.begin(), ps.end(), [](const auto& x) { return x.name == "watcher"; });
-  if (!lock && !supervised) ps.insert(ps.begin(), deployed_process{"watcher", watcher.pid});  // holds the lock, not in endpoints.json
+  if (!lock && !supervised)  // it holds the lock but is not (yet) in endpoints.json
+    ps.insert(ps.begin(), deployed_process{"watcher", watcher.pid});
   // Recorded before anything stops, so a running audit service stores it now.
   audit_local(c, {"loom.down", *admin, audit::decision::allow, "",
                   ps.empty() ? std::string("not running") : "stopping " + describe(ps)});

@@ -3,6 +3,7 @@
 
 #include "client/cli.hpp"
 
+#include "libs/auditchain/keyring.hpp"
 #include "libs/auth/token.hpp"
 #include "libs/files/files.hpp"
 #include "libs/wire/curve.hpp"
@@ -178,6 +179,27 @@ status ensure_checkpoint_key(const layout::paths& p) {
   return {};
 }
 
+bool has_kek(const layout::paths& p) {
+  std::error_code ec;
+  for (fs::directory_iterator it(p.audit_keys(), ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.rfind("kek-", 0) == 0 && name.ends_with(".key")) return true;
+  }
+  return false;
+}
+
+// The audit service makes its key-encryption key when there is none; once the
+// audit log holds payloads sealed under one (its anchor file exists), a new
+// one would leave every one of them unreadable.
+status ensure_audit_keys(const layout::paths& p) {
+  if (!exists(p.audit_anchors()) || has_kek(p)) return {};
+  return make_error(errc::not_found,
+                    p.audit_keys() + " has no key-encryption key (kek-*.key), but the audit log (" +
+                        p.audit_anchors() + ") holds payloads sealed under one: the audit service would make a new "
+                        "one and those payloads would stay unreadable. Restore keys/audit/ from a backup, or run "
+                        "`loom keys init --force` to start with a new one");
+}
+
 // Moves a damaged key file out of the way, kept for inspection.
 status set_aside(const std::string& path) {
   if (!exists(path)) return {};
@@ -200,6 +222,7 @@ status ensure_keys(const layout::paths& p) {
   if (auto st = ensure_token_key(p); !st) return st;
   for (const auto& n : curve_names())
     if (auto st = ensure_curve_key(p, n); !st) return st;
+  if (auto st = ensure_audit_keys(p); !st) return st;
   return ensure_checkpoint_key(p);
 }
 
@@ -251,6 +274,14 @@ result<std::vector<std::string>> recreate_keys(const layout::paths& p) {
                     (snap.empty() ? std::string(": no checkpoint existed")
                                   : ": checkpoints signed with the old key (such as " + snap +
                                         ") no longer verify; they cannot be resumed or sampled"));
+  }
+  if (exists(p.audit_anchors()) && !has_kek(p)) {
+    auditchain::keyring_options ko;
+    ko.create = true;
+    auto kr = auditchain::keyring::open(p.audit_keys(), ko, std::chrono::system_clock::now());
+    if (!kr) return kr.err();
+    notes.push_back("new audit key-encryption key in " + p.audit_keys() + ": audit payloads sealed under the lost "
+                    "one stay unreadable (`loom audit trail` shows them without payload)");
   }
   if (auto st = ensure_keys(p); !st) return st.err();
   return notes;

@@ -73,7 +73,8 @@ int cmd_keys(context& c) {
   if (auto st = files::make_dirs(c.paths.root, 0700); !st) return fail(c, st.err());
   auto lock = dir_lock::take(c.paths, "keys");
   if (!lock)
-    return fail(c, make_error(errc::conflict, lock.err().message + "; run `loom down` before `loom keys init --force`"));
+    return fail(c, make_error(errc::conflict,
+                              lock.err().message + "; run `loom down` before `loom keys init --force`"));
   caller who = presented_caller(c);
   if (auto key = auth::load_token_key(c.paths.token_key()); key || key.code() == errc::permission_denied) {
     auto admin = require_admin(c, "loom keys init --force");
@@ -132,13 +133,22 @@ int cmd_token(context& c) {
         if (rep.code() == errc::unavailable)
           return fail(c, make_error(errc::unavailable, rep.err().message +
                                                            " (tokens are issued through the audit service so the "
-                                                           "issue is audited; `--offline` issues one locally, unaudited)"));
+                                                           "issue is audited; `--offline` issues one locally, "
+                                                           "audited through the local spool)"));
         return fail(c, rep.err());
       }
       tok = rep->token();
       cl.expires_unix_s = rep->expires_unix_s();
       cl.epoch = rep->epoch();
     } else {
+      // Locally with the admin key: audited like the other local operations (lifecycle.hpp).
+      ::umask(077);
+      auto admin = require_admin(c, "loom token issue --offline");
+      if (!admin) {
+        audit_local(c, {"loom.token.issue_offline", presented_caller(c), audit::decision::deny,
+                        admin.err().message, ""});
+        return fail(c, admin.err());
+      }
       auto key = admin_key(c.paths);
       if (!key) return fail(c, key.err());
       auto epoch = auth::read_epoch(c.paths.epoch());
@@ -146,7 +156,15 @@ int cmd_token(context& c) {
       auto issued = auth::issue_token(cl, *key);
       if (!issued) return fail(c, issued.err());
       tok = *issued;
-      std::fprintf(stderr, "warning: issued offline with the admin key; this issue is not in the audit log\n");
+      std::string zs;
+      for (auto& z : zones) zs += (zs.empty() ? "" : ",") + z;
+      audit_local(c, {"loom.token.issue_offline", *admin, audit::decision::allow, "",
+                      "principal=" + principal + " role=" + std::string(auth::to_string(*r)) + " zones=" + zs +
+                          " expires_unix_s=" + std::to_string(cl.expires_unix_s)});
+      std::fprintf(stderr,
+                   "warning: issued offline with the admin key, not through the audit service: the issue is "
+                   "recorded in the local audit spool (%s) and stored once the audit service runs\n",
+                   c.paths.spool("cli").c_str());
     }
     if (c.json)
       std::cout << nlohmann::json{{"token", tok}, {"principal", cl.principal}, {"role", auth::to_string(*r)},

@@ -154,7 +154,8 @@ int wait_healthy(context& c, bool owner, pid_t watcher, int wait_s, const caller
       print_services(c, hs);
       std::fprintf(stderr, "error: not all services became healthy within %d s; logs in %s/logs\n", wait_s,
                    c.paths.root.c_str());
-      audit_local(c, {"loom.up", who, audit::decision::error, "not healthy within " + std::to_string(wait_s) + " s", ""});
+      audit_local(c, {"loom.up", who, audit::decision::error,
+                      "not healthy within " + std::to_string(wait_s) + " s", ""});
       return unavailable_exit;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -194,11 +195,12 @@ int attach(context& c, std::optional<int> want_trainers, int wait_s, const calle
   for (auto until = clock::now() + std::chrono::seconds(wait_s); !watched && clock::now() < until;) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     holder = read_lock_holder(c.paths);
-    if (holder.what != "up" || holder.pid <= 0 || ::kill(holder.pid, 0) != 0) {
-      eps = layout::read_endpoints(c.paths.endpoints());
-      watched = eps && is_process_of(static_cast<pid_t>(eps->watcher_pid), c.paths.root, "watcher");
-      if (!watched && (holder.what != "watch" || ::kill(holder.pid, 0) != 0)) break;
-    }
+    if (holder.pid <= 0) continue;  // not written yet
+    const bool holder_alive = ::kill(holder.pid, 0) == 0;
+    if (holder.what == "up" && holder_alive) continue;
+    eps = layout::read_endpoints(c.paths.endpoints());
+    watched = eps && is_process_of(static_cast<pid_t>(eps->watcher_pid), c.paths.root, "watcher");
+    if (!watched && (holder.what != "watch" || !holder_alive)) break;  // the `up` gave up
   }
   if (!watched)
     return fail(c, make_error(errc::unavailable, "EdgeLoom did not start in " + c.paths.root + ": the `loom up` "
@@ -244,7 +246,13 @@ int cmd_up(context& c) {
     audit_local(c, {"loom.up", who, audit::decision::error, st.err().message, ""});
     return fail(c, st.err());
   }
-  who.role = "admin";  // ensure_keys read the admin key
+  // The admin key is readable now; a token presented (--token, $LOOM_TOKEN) must be an admin's too.
+  auto admin = require_admin(c, "loom up");
+  if (!admin) {
+    audit_local(c, {"loom.up", who, audit::decision::deny, admin.err().message, ""});
+    return fail(c, admin.err());
+  }
+  who = *admin;
   if (auto st = files::make_dirs(c.paths.root + "/logs", 0700); !st) return fail(c, st.err());
 
   // Ports: one ROUTER and one metrics port per process, plus audit's PULL.

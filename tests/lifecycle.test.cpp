@@ -146,7 +146,7 @@ TEST_CASE("a deleted checkpoint key is not made again while checkpoints signed w
   CHECK(auth::load_token_key(p.checkpoint_key()).ok());
 }
 
-TEST_CASE("a damaged or missing CURVE key is an error naming it and keys init --force repairs it saying what it breaks") {
+TEST_CASE("a damaged or missing CURVE key is an error naming it and keys init --force repairs it saying what breaks") {
   temp_dir home("loom-curvekey");
   layout::paths p{home.path()};
   REQUIRE(run_loom(home.path(), {"keys", "init"}).code == 0);
@@ -290,6 +290,9 @@ TEST_CASE("a viewer cannot loom down or revoke tokens and lifecycle operations r
   CHECK(keyless.err.find("loom down needs the admin key " + p.token_key()) != std::string::npos);
   fs::rename(p.token_key() + ".away", p.token_key());
   REQUIRE(run_loom(home.path(), {"keys", "init", "--force"}).code == 0);
+  auto offline = run_loom(home.path(), {"token", "issue", "--role", "viewer", "--offline"});
+  CHECK(offline.code == 0);
+  CHECK(offline.err.find("recorded in the local audit spool") != std::string::npos);
   REQUIRE(run_loom(home.path(), {"up"}, 60s).code == 0);
 
   es = cli_events(home.path());
@@ -297,5 +300,22 @@ TEST_CASE("a viewer cannot loom down or revoke tokens and lifecycle operations r
   CHECK(count(es, "loom.down", v1::DENY) == 3);         // the keyless one came from the spool
   CHECK(count(es, "loom.keys.init", v1::ALLOW) == 1);   // so did keys init --force
   CHECK(count(es, "loom.up", v1::ALLOW) == 2);
+  CHECK(count(es, "loom.token.issue_offline", v1::ALLOW) == 1);
   CHECK(run_loom(home.path(), {"down"}, 60s).code == 0);
+
+  // The audit log's key-encryption key is not made again behind the owner's back either.
+  REQUIRE(fs::exists(p.audit_anchors()));
+  int keks = 0;
+  for (auto& f : fs::directory_iterator(p.audit_keys()))
+    if (f.path().filename().string().rfind("kek-", 0) == 0) keks += fs::remove(f.path());
+  REQUIRE(keks > 0);
+  auto up = run_loom(home.path(), {"up"}, 60s);
+  INFO("up: " << up.out << up.err);
+  CHECK(up.code == 1);
+  CHECK(up.err.find(p.audit_keys() + " has no key-encryption key") != std::string::npos);
+  CHECK(processes_of(home.path()).empty());
+  auto force = run_loom(home.path(), {"keys", "init", "--force"});
+  CHECK(force.code == 0);
+  CHECK(force.out.find("new audit key-encryption key") != std::string::npos);
+  CHECK(fs::exists(p.audit_keys() + "/kek-000001.key"));
 }

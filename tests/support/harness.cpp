@@ -1,7 +1,5 @@
 #include "tests/support/harness.hpp"
 
-#include "libs/layout/layout.hpp"
-
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -115,12 +113,9 @@ std::vector<long> processes_of(const std::string& data_dir) {
 
 up_guard::~up_guard() {
   run_loom(data_dir, {"down"}, std::chrono::seconds(30));
-  auto eps = layout::read_endpoints(data_dir + "/endpoints.json");
-  if (!eps) return;
-  std::vector<long> pids{eps->watcher_pid};
-  for (auto& [n, s] : eps->services) pids.push_back(s.pid);
-  for (long p : pids)
-    if (alive(p)) ::kill(static_cast<pid_t>(p), SIGKILL);
+  // What `down` could not stop. Not by the pids in endpoints.json: once their
+  // processes are gone those pids may belong to anything else by now.
+  for (long p : processes_of(data_dir)) ::kill(static_cast<pid_t>(p), SIGKILL);
 }
 
 int free_port() {

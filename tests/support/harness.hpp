@@ -30,8 +30,8 @@ run_result run_loom(const std::string& data_dir, std::vector<std::string> args,
 // A fresh directory under /tmp, removed with its contents on scope exit.
 using files::temp_dir;
 
-// Runs `loom down` for `data_dir` on destruction (and kills, by pid from
-// endpoints.json, anything still alive), so a failing test leaves nothing behind.
+// Runs `loom down` for `data_dir` on destruction (and kills whatever of that
+// data dir still runs: processes_of), so a failing test leaves nothing behind.
 struct up_guard {
   std::string data_dir;
   ~up_guard();
