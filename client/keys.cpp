@@ -182,6 +182,8 @@ int cmd_token(context& c) {
       audit_local(c, {"loom.token.revoke_all", presented_caller(c), audit::decision::deny, admin.err().message, ""});
       return fail(c, admin.err());
     }
+    // The keys must be sound before anything changes: the new admin token is minted from them.
+    if (auto st = ensure_keys(c.paths); !st) return fail(c, st.err());
     auto epoch = auth::read_epoch(c.paths.epoch());
     if (!epoch) return fail(c, epoch.err());
     // Recorded before the epoch moves: the record names the epoch revoked.
