@@ -1,6 +1,8 @@
 // `loom status` and `loom ping`: what is running, and does it answer. Both go
 // over every process of the deployment (layout::process_names: extra trainers
-// are rows trainer-2 ... trainer-N).
+// are rows trainer-2 ... trainer-N). Status's RESTARTS are the watcher's
+// restarts of the process (endpoints.json); a service's in-process actor
+// restarts are its Health reply's, "actor_restarts" in --json.
 #include "client/cli.hpp"
 #include "client/typed_call.hpp"
 
@@ -57,19 +59,24 @@ int cmd_status(context& c) {
     return fail(c, make_error(errc::unavailable, "EdgeLoom is not running in " + c.paths.root + " (run `loom up`)"));
   if (c.a.get("timeout") == std::nullopt) c.timeout = std::chrono::milliseconds(1000);
   std::vector<health_info> hs;
+  std::vector<layout::service_endpoint> recorded;  // restarts and last exit, as the watcher keeps them
   int healthy = 0;
   for (const auto& n : layout::process_names(*eps)) {
     hs.push_back(probe(c, n));
     healthy += hs.back().healthy;
+    recorded.push_back(eps->find(n) ? *eps->find(n) : layout::service_endpoint{});
   }
   auto nodes = typed_call<loom::v1::ListNodesReply>(c, "scheduler", loom::v1::ListNodesRequest{}, 0);
   if (c.json) {
     nlohmann::json svc = nlohmann::json::array(), nds = nlohmann::json::array();
-    for (auto& h : hs)
+    for (std::size_t i = 0; i < hs.size(); ++i) {
+      const auto& h = hs[i];
       svc.push_back({{"name", h.name}, {"healthy", h.healthy}, {"pid", h.pid}, {"uptime_ms", h.uptime_ms},
-                     {"restarts", h.restarts}, {"endpoint", h.endpoint}, {"metrics", h.metrics},
-                     {"version", h.version}, {"node_id", h.node_id}, {"audit_spooled", h.audit_spooled},
-                     {"error", h.error}});
+                     {"restarts", recorded[i].restarts}, {"actor_restarts", h.restarts},
+                     {"last_exit", recorded[i].last_exit}, {"last_error", recorded[i].last_error},
+                     {"endpoint", h.endpoint}, {"metrics", h.metrics}, {"version", h.version},
+                     {"node_id", h.node_id}, {"audit_spooled", h.audit_spooled}, {"error", h.error}});
+    }
     if (nodes)
       for (auto& n : nodes->nodes())
         nds.push_back({{"id", n.node().value()}, {"service", n.service()}, {"zone", n.zone()},
@@ -80,10 +87,16 @@ int cmd_status(context& c) {
     print_json({{"data_dir", c.paths.root}, {"services", svc}, {"nodes", nds}});
   } else {
     std::printf("%-11s %-8s %-7s %-9s %-9s %s\n", "SERVICE", "HEALTH", "PID", "UPTIME_S", "RESTARTS", "ENDPOINT");
-    for (auto& h : hs)
+    for (std::size_t i = 0; i < hs.size(); ++i) {
+      const auto& h = hs[i];
+      std::string note = h.error;
+      if (!h.healthy && !recorded[i].last_exit.empty())
+        note += (note.empty() ? "last " : "; last ") + recorded[i].last_exit;
       std::printf("%-11s %-8s %-7lld %-9.1f %-9llu %s%s\n", printable(h.name).c_str(), h.healthy ? "healthy" : "DOWN",
-                  static_cast<long long>(h.pid), h.uptime_ms / 1000.0, static_cast<unsigned long long>(h.restarts),
-                  printable(h.endpoint).c_str(), h.error.empty() ? "" : ("  (" + printable(h.error) + ")").c_str());
+                  static_cast<long long>(h.pid), h.uptime_ms / 1000.0,
+                  static_cast<unsigned long long>(recorded[i].restarts), printable(h.endpoint).c_str(),
+                  note.empty() ? "" : ("  (" + printable(note) + ")").c_str());
+    }
     std::printf("\n%-28s %-11s %-7s %-8s %-6s %s\n", "NODE", "SERVICE", "ZONE", "STATE", "CORES", "MEMORY_GIB");
     if (nodes)
       for (auto& n : nodes->nodes())

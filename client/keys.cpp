@@ -1,7 +1,12 @@
-// `loom keys init`, `loom token issue|revoke-all`: the deployment's secrets.
-// CURVE keypairs for each service and the client, the token (admin) key, and
-// a first admin token; all secret files 0600 in a 0700 directory.
+// `loom keys init [--force]`, `loom token issue|revoke-all`: the deployment's
+// secrets. Creating and checking the keys is key_setup.cpp's; here are the
+// commands. `keys init --force` (re-creates damaged or missing keys) and
+// `token revoke-all` are admin-only lifecycle operations, audited locally
+// (lifecycle.hpp).
 #include "client/cli.hpp"
+#include "client/dir_lock.hpp"
+#include "client/key_setup.hpp"
+#include "client/lifecycle.hpp"
 #include "client/typed_call.hpp"
 
 #include "libs/auth/token.hpp"
@@ -25,10 +30,6 @@ std::int64_t unix_now() {
       .count();
 }
 
-// The first admin token lives a year: it is the operator's bootstrap credential
-// and is replaced with `loom token issue` / revoked with `loom token revoke-all`.
-constexpr std::int64_t admin_token_ttl_s = 365LL * 24 * 3600;
-
 std::vector<std::string> split_commas(const std::string& s) {
   std::vector<std::string> out;
   std::stringstream ss(s);
@@ -47,42 +48,57 @@ result<std::string> admin_key(const layout::paths& p) {
 
 }  // namespace
 
-status ensure_keys(const layout::paths& p) {
-  if (auto st = files::make_dirs(p.root, 0755); !st) return st;
-  if (auto st = files::make_dirs(p.curve_dir(), 0700); !st) return st;
-  ::chmod((p.root + "/keys").c_str(), 0700);
-  struct stat st {};
-  if (::stat(p.token_key().c_str(), &st) != 0)
-    if (auto r = auth::create_token_key(p.token_key()); !r && r.code() != errc::already_exists) return r;
-  std::vector<std::string> names(layout::service_names.begin(), layout::service_names.end());
-  names.push_back("client");
-  for (const auto& n : names) {
-    if (wire::load_keypair(p.curve_dir(), n)) continue;
-    if (auto r = wire::save_keypair(p.curve_dir(), n, wire::generate_keypair()); !r) return r;
-  }
-  if (::stat(p.admin_token().c_str(), &st) != 0) {
-    auto key = auth::load_token_key(p.token_key());
-    if (!key) return key.err();
-    auto epoch = auth::read_epoch(p.epoch());
-    auto now = unix_now();
-    auth::claims c{"admin", auth::role::admin, {"*"}, now + admin_token_ttl_s, epoch ? *epoch : 0, now};
-    auto tok = auth::issue_token(c, *key);
-    if (!tok) return tok.err();
-    if (auto r = files::write_atomic(p.admin_token(), *tok + "\n", 0600); !r) return r;
-  }
-  return {};
-}
-
 int cmd_keys(context& c) {
   auto& pos = c.a.positional;
   if (pos.size() >= 2 && pos[1] == "rotate") return cmd_keys_rotate(c);
-  if (pos.size() < 2 || pos[1] != "init") return usage("usage: loom keys init | loom keys rotate [--data-dir D]");
-  if (auto st = ensure_keys(c.paths); !st) return fail(c, st.err());
-  if (c.json)
-    print_json({{"keys", c.paths.root + "/keys"}, {"admin_token", c.paths.admin_token()}});
-  else
-    std::printf("keys in %s/keys, admin token in %s\n", printable(c.paths.root).c_str(),
-                printable(c.paths.admin_token()).c_str());
+  if (pos.size() < 2 || pos[1] != "init")
+    return usage("usage: loom keys init [--force] | loom keys rotate [--data-dir D]");
+  ::umask(077);
+  if (!c.a.flag("force")) {
+    if (auto st = ensure_keys(c.paths); !st) {
+      audit_local(c, {"loom.keys.init", presented_caller(c), audit::decision::error, st.err().message, ""});
+      return fail(c, st.err());
+    }
+    audit_local(c, {"loom.keys.init", presented_caller(c), audit::decision::allow, "", "keys in " + c.paths.root});
+    if (c.json)
+      print_json({{"keys", c.paths.root + "/keys"}, {"admin_token", c.paths.admin_token()}});
+    else
+      std::printf("keys in %s/keys, admin token in %s\n", printable(c.paths.root).c_str(),
+                  printable(c.paths.admin_token()).c_str());
+    return ok_exit;
+  }
+  // --force: only on a stopped deployment (running services hold the old keys),
+  // and only by the admin when there is an admin key to check against.
+  if (auto st = files::make_dirs(c.paths.root, 0700); !st) return fail(c, st.err());
+  auto lock = dir_lock::take(c.paths, "keys");
+  if (!lock)
+    return fail(c, make_error(errc::conflict,
+                              lock.err().message + "; run `loom down` before `loom keys init --force`"));
+  caller who = presented_caller(c);
+  if (auto key = auth::load_token_key(c.paths.token_key()); key || key.code() == errc::permission_denied) {
+    auto admin = require_admin(c, "loom keys init --force");
+    if (!admin) {
+      audit_local(c, {"loom.keys.init", who, audit::decision::deny, admin.err().message, "--force"});
+      return fail(c, admin.err());
+    }
+    who = *admin;
+  }
+  who.role = "admin";
+  auto notes = recreate_keys(c.paths);
+  if (!notes) {
+    audit_local(c, {"loom.keys.init", who, audit::decision::error, notes.err().message, "--force"});
+    return fail(c, notes.err());
+  }
+  std::string done;
+  for (const auto& n : *notes) done += (done.empty() ? "" : "; ") + n;
+  audit_local(c, {"loom.keys.init", who, audit::decision::allow, "", "--force: " + (done.empty() ? "nothing" : done)});
+  if (c.json) {
+    print_json({{"keys", c.paths.root + "/keys"}, {"recreated", *notes}});
+  } else if (notes->empty()) {
+    std::printf("every key in %s/keys is intact: nothing re-created\n", printable(c.paths.root).c_str());
+  } else {
+    for (const auto& n : *notes) std::printf("%s\n", printable(n).c_str());
+  }
   return ok_exit;
 }
 
@@ -117,7 +133,8 @@ int cmd_token(context& c) {
         if (rep.code() == errc::unavailable)
           return fail(c, make_error(errc::unavailable, rep.err().message +
                                                            " (tokens are issued through the audit service so the "
-                                                           "issue is audited; `--offline` issues one locally, unaudited)"));
+                                                           "issue is audited; `--offline` issues one locally, "
+                                                           "audited through the local spool)"));
         return fail(c, rep.err());
       }
       tok = rep->token();
@@ -125,6 +142,14 @@ int cmd_token(context& c) {
       cl.epoch = rep->epoch();
       if (!rep->tenant().empty()) cl.tenant = rep->tenant();
     } else {
+      // Locally with the admin key: audited like the other local operations (lifecycle.hpp).
+      ::umask(077);
+      auto admin = require_admin(c, "loom token issue --offline");
+      if (!admin) {
+        audit_local(c, {"loom.token.issue_offline", presented_caller(c), audit::decision::deny,
+                        admin.err().message, ""});
+        return fail(c, admin.err());
+      }
       auto key = admin_key(c.paths);
       if (!key) return fail(c, key.err());
       auto epoch = auth::read_epoch(c.paths.epoch());
@@ -132,7 +157,15 @@ int cmd_token(context& c) {
       auto issued = auth::issue_token(cl, *key);
       if (!issued) return fail(c, issued.err());
       tok = *issued;
-      std::fprintf(stderr, "warning: issued offline with the admin key; this issue is not in the audit log\n");
+      std::string zs;
+      for (auto& z : zones) zs += (zs.empty() ? "" : ",") + z;
+      audit_local(c, {"loom.token.issue_offline", *admin, audit::decision::allow, "",
+                      "principal=" + principal + " role=" + std::string(auth::to_string(*r)) + " zones=" + zs +
+                          " expires_unix_s=" + std::to_string(cl.expires_unix_s)});
+      std::fprintf(stderr,
+                   "warning: issued offline with the admin key, not through the audit service: the issue is "
+                   "recorded in the local audit spool (%s) and stored once the audit service runs\n",
+                   c.paths.spool("cli").c_str());
     }
     if (c.json)
       print_json({{"token", tok}, {"principal", cl.principal}, {"role", auth::to_string(*r)}, {"zones", zones},
@@ -142,10 +175,19 @@ int cmd_token(context& c) {
     return ok_exit;
   }
   if (sub == "revoke-all") {
-    auto key = admin_key(c.paths);
-    if (!key) return fail(c, key.err());
+    ::umask(077);
+    auto admin = require_admin(c, "loom token revoke-all");
+    if (!admin) {
+      audit_local(c, {"loom.token.revoke_all", presented_caller(c), audit::decision::deny, admin.err().message, ""});
+      return fail(c, admin.err());
+    }
+    // The keys must be sound before anything changes: the new admin token is minted from them.
+    if (auto st = ensure_keys(c.paths); !st) return fail(c, st.err());
     auto epoch = auth::read_epoch(c.paths.epoch());
     if (!epoch) return fail(c, epoch.err());
+    // Recorded before the epoch moves: the record names the epoch revoked.
+    audit_local(c, {"loom.token.revoke_all", *admin, audit::decision::allow, "",
+                    "epoch " + std::to_string(*epoch) + " -> " + std::to_string(*epoch + 1)});
     if (auto st = auth::write_epoch(c.paths.epoch(), *epoch + 1); !st) return fail(c, st.err());
     // The bootstrap admin token is revoked too: mint a fresh one.
     ::unlink(c.paths.admin_token().c_str());

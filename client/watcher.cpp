@@ -1,19 +1,27 @@
 // `loom watch` (internal): the detached local supervisor that `loom up`
-// starts. It starts every process in endpoints.json's layout::process_names
-// (the five services; with --trainers N, trainer-2 ... trainer-N after the
-// trainer) in order, restarts any that dies (with exponential backoff per
-// process, reset after a healthy minute), keeps their pids in endpoints.json,
-// and on SIGTERM stops them all (SIGTERM, then SIGKILL after 3 s) and exits.
-// Single-threaded: signals only set a flag.
+// starts. It holds the data dir lock for its whole life (dir_lock.hpp: one
+// watcher per data dir), starts every process in endpoints.json's
+// layout::process_names (the five services; with --trainers N, trainer-2 ...
+// trainer-N after the trainer) in order, restarts any that dies (with
+// exponential backoff per process, reset after a healthy minute), and keeps
+// in endpoints.json each one's pid, restart count, how the last one ended and
+// its last output lines (what `loom up` reports when a service cannot start,
+// and `loom status` shows). On SIGTERM it stops them all (SIGTERM, then
+// SIGKILL after 3 s) and exits. Runs under umask 077. Single-threaded:
+// signals only set a flag.
 #include "client/cli.hpp"
+#include "client/dir_lock.hpp"
 #include "client/procs.hpp"
 
 #include "libs/retry/backoff.hpp"
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <chrono>
@@ -29,6 +37,10 @@ void on_stop(int) { g_stop = 1; }
 
 // A service that ran this long is considered healthy again: its backoff resets.
 constexpr auto stable_after = std::chrono::seconds(60);
+// What of a dead process's output is kept in endpoints.json: its last lines,
+// enough for the error that ended it, bounded so the file stays small.
+constexpr int error_lines = 3;
+constexpr off_t error_tail_bytes = 4096;
 
 struct child {
   std::string name;
@@ -36,7 +48,7 @@ struct child {
   retry::backoff delay{std::chrono::milliseconds(100), std::chrono::milliseconds(5000)};
   clock::time_point start_at{};
   clock::time_point started{};
-  std::uint64_t restarts = 0;
+  off_t log_from = 0;  // the log's size when this process started: its output follows
 };
 
 void log_line(const char* fmt, const std::string& a, long long b = 0) {
@@ -44,11 +56,33 @@ void log_line(const char* fmt, const std::string& a, long long b = 0) {
   std::fflush(stderr);
 }
 
-// The same default as service_main's node id: <service>@<hostname>.
-std::string host_name() {
-  char buf[256] = {};
-  ::gethostname(buf, sizeof buf - 1);
-  return buf[0] ? buf : "localhost";
+off_t file_size(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 ? st.st_size : 0;
+}
+
+// The last non-empty lines `log` got since byte `from`, joined with newlines.
+std::string last_lines(const std::string& log, off_t from) {
+  int fd = ::open(log.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  const off_t size = file_size(log);
+  from = std::max(from, size - error_tail_bytes);
+  std::string text(static_cast<std::size_t>(std::max<off_t>(0, size - from)), '\0');
+  ssize_t n = text.empty() ? 0 : ::pread(fd, text.data(), text.size(), from);
+  ::close(fd);
+  text.resize(static_cast<std::size_t>(std::max<ssize_t>(0, n)));
+  std::vector<std::string> lines;
+  std::size_t at = 0;
+  while (at < text.size()) {
+    auto nl = text.find('\n', at);
+    auto line = text.substr(at, nl == std::string::npos ? std::string::npos : nl - at);
+    if (!line.empty()) lines.push_back(line);
+    at = nl == std::string::npos ? text.size() : nl + 1;
+  }
+  std::string out;
+  for (std::size_t i = lines.size() > error_lines ? lines.size() - error_lines : 0; i < lines.size(); ++i)
+    out += (out.empty() ? "" : "\n") + lines[i];
+  return out;
 }
 
 // The command line of process `name`. An extra instance (trainer-2) is told
@@ -68,6 +102,7 @@ std::vector<std::string> command_of(const std::string& name, const layout::endpo
 }  // namespace
 
 int cmd_watch(context& c) {
+  ::umask(077);
   struct sigaction sa {};
   sa.sa_handler = on_stop;
   ::sigemptyset(&sa.sa_mask);
@@ -75,6 +110,8 @@ int cmd_watch(context& c) {
   ::sigaction(SIGINT, &sa, nullptr);
   ::signal(SIGHUP, SIG_IGN);
 
+  auto lock = dir_lock::inherit_or_take(c.paths, "watch");
+  if (!lock) return fail(c, make_error(errc::conflict, "not watching: " + lock.err().message));
   auto eps = layout::read_endpoints(c.paths.endpoints());
   if (!eps) return fail(c, eps.err());
   std::vector<child> kids;
@@ -90,14 +127,22 @@ int cmd_watch(context& c) {
   eps->watcher_pid = ::getpid();
   (void)layout::write_endpoints(c.paths.endpoints(), *eps);
 
+  // Each pid is in endpoints.json as soon as it exists: if this watcher is
+  // killed, the next `loom up` or `loom down` finds every process it left.
   auto spawn_one = [&](child& k) {
+    k.log_from = file_size(c.paths.log(k.name));
     k.pid = spawn(command_of(k.name, *eps, c.paths.root), c.paths.log(k.name), false);
     k.started = clock::now();
+    if (k.pid < 0) {  // fork failed: try again in a second
+      k.pid = 0;
+      k.start_at = k.started + std::chrono::seconds(1);
+      return;
+    }
     eps->services[k.name].pid = k.pid;
+    (void)layout::write_endpoints(c.paths.endpoints(), *eps);
     log_line("watcher: started %s pid %lld\n", k.name, k.pid);
   };
   for (auto& k : kids) spawn_one(k);
-  (void)layout::write_endpoints(c.paths.endpoints(), *eps);
 
   while (!g_stop) {
     bool changed = false;
@@ -110,21 +155,20 @@ int cmd_watch(context& c) {
         auto wait = k.delay.next();
         k.start_at = clock::now() + wait;
         k.pid = 0;
-        eps->services[k.name].pid = 0;
-        ++k.restarts;
-        std::fprintf(stderr, "watcher: %s (pid %d) %s %d; restarting in %lld ms\n", k.name.c_str(),
-                     static_cast<int>(pid), WIFSIGNALED(st) ? "killed by signal" : "exited with",
-                     WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st), static_cast<long long>(wait.count()));
-        changed = true;
-      }
-    }
-    for (auto& k : kids) {
-      if (k.pid == 0 && clock::now() >= k.start_at && !g_stop) {
-        spawn_one(k);
+        auto& rec = eps->services[k.name];
+        rec.pid = 0;
+        ++rec.restarts;
+        rec.last_exit = WIFSIGNALED(st) ? "killed by signal " + std::to_string(WTERMSIG(st))
+                                        : "exited with " + std::to_string(WEXITSTATUS(st));
+        rec.last_error = last_lines(c.paths.log(k.name), k.log_from);
+        std::fprintf(stderr, "watcher: %s (pid %d) %s; restarting in %lld ms\n", k.name.c_str(),
+                     static_cast<int>(pid), rec.last_exit.c_str(), static_cast<long long>(wait.count()));
         changed = true;
       }
     }
     if (changed) (void)layout::write_endpoints(c.paths.endpoints(), *eps);
+    for (auto& k : kids)
+      if (k.pid == 0 && clock::now() >= k.start_at && !g_stop) spawn_one(k);
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
 

@@ -147,7 +147,7 @@ TEST_CASE("commands report usage errors and unavailability with their exit codes
   auto t = run_loom(home.path(),
                     {"token", "issue", "--role", "viewer", "--zones", "local", "--ttl", "60", "--json", "--offline"});
   REQUIRE(t.code == 0);
-  CHECK(t.err.find("not in the audit log") != std::string::npos);
+  CHECK(t.err.find("recorded in the local audit spool") != std::string::npos);
   auto j = json::parse(t.out);
   CHECK(j["role"] == "viewer");
   CHECK(j["token"].get<std::string>().rfind("lt1.", 0) == 0);

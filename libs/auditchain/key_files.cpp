@@ -44,7 +44,7 @@ status create_exclusive(const std::string& path, std::string_view data, mode_t m
   std::string tmp = path + ".tmp." + std::to_string(::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
   if (fd < 0) return sys_error("create", tmp);
-  ::fchmod(fd, mode);  // the umask must not change a key file's mode
+  ::fchmod(fd, files::masked_mode(mode));  // the umask may narrow the mode, never widen it
   status w = write_all(fd, data, tmp);
   if (w.ok() && ::fsync(fd) != 0) w = sys_error("fsync", tmp);
   ::close(fd);

@@ -22,6 +22,17 @@ namespace {
 error sys_error(const std::string& what, const std::string& path) { return errno_error(what, path); }
 }  // namespace
 
+mode_t masked_mode(mode_t mode) {
+  // Read, not set: umask(2) would change it for every thread for a moment.
+  // The "Umask:" line is in /proc/self/status since Linux 4.7.
+  auto text = read_file("/proc/self/status");
+  if (!text) return mode;
+  auto at = text->find("\nUmask:");
+  if (at == std::string::npos) return mode;
+  const mode_t mask = static_cast<mode_t>(std::strtoul(text->c_str() + at + 7, nullptr, 8));
+  return mode & ~mask & 07777;
+}
+
 result<std::string> read_file(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return sys_error("open", path);
@@ -59,7 +70,7 @@ status write_atomic(const std::string& path, std::string_view data, mode_t mode)
   std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(calls++);
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
   if (fd < 0) return sys_error("create", tmp);
-  ::fchmod(fd, mode);  // umask must not widen or narrow what the caller asked for
+  ::fchmod(fd, masked_mode(mode));  // exactly that: the umask may narrow the mode, never widen it
   const char* d = data.data();
   std::size_t left = data.size();
   while (left > 0) {

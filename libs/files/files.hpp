@@ -23,8 +23,14 @@ result<std::string> read_file(const std::string& path);
 
 // Writes `data` to `path` atomically: a reader sees the old or the new
 // content, never a mix. fsyncs the file and its directory; any failed
-// write/fsync/rename is an error naming the path. `mode` applies to the new file.
+// write/fsync/rename is an error naming the path. The new file gets
+// masked_mode(mode).
 status write_atomic(const std::string& path, std::string_view data, mode_t mode = 0644);
+
+// `mode` narrowed by this process's umask: the mode open(O_CREAT) gives a new
+// file. Processes that keep their files private (umask 077: the launcher, the
+// watcher, every service) thereby get 0600 even where a caller asks for 0644.
+mode_t masked_mode(mode_t mode);
 
 // fsync the directory holding entries that were just created or renamed.
 status fsync_dir(const std::string& dir);

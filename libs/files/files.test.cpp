@@ -35,6 +35,23 @@ TEST_CASE("an atomic write replaces the whole file and keeps the mode asked for"
   fs::remove_all(dir);
 }
 
+TEST_CASE("under umask 077 an atomic write asked for 0644 makes a private file, and never a wider one") {
+  auto dir = temp_dir();
+  const mode_t old = ::umask(077);
+  CHECK(loom::files::masked_mode(0644) == 0600);
+  REQUIRE(loom::files::write_atomic(dir + "/data.json", "{}", 0644).ok());
+  ::umask(022);
+  CHECK(loom::files::masked_mode(0644) == 0644);
+  REQUIRE(loom::files::write_atomic(dir + "/key", "k", 0600).ok());
+  ::umask(old);
+  struct stat st{};
+  REQUIRE(::stat((dir + "/data.json").c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0600);
+  REQUIRE(::stat((dir + "/key").c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0600);
+  fs::remove_all(dir);
+}
+
 TEST_CASE("reading a missing file is not_found and names the path") {
   auto r = loom::files::read_file("/nonexistent/loom/x");
   REQUIRE_FALSE(r.ok());

@@ -112,6 +112,9 @@ result<endpoints> read_endpoints(const std::string& path) {
       se.metrics = s.value("metrics", std::string());
       se.pull = s.value("pull", std::string());
       se.pid = s.value("pid", std::int64_t{0});
+      se.restarts = s.value("restarts", std::uint64_t{0});
+      se.last_exit = s.value("last_exit", std::string());
+      se.last_error = s.value("last_error", std::string());
       e.services[name] = se;
     }
     return e;
@@ -131,9 +134,28 @@ status write_endpoints(const std::string& path, const endpoints& e) {
   for (auto& [name, s] : e.services) {
     nlohmann::json o{{"rpc", s.rpc}, {"metrics", s.metrics}, {"pid", s.pid}};
     if (!s.pull.empty()) o["pull"] = s.pull;
+    if (s.restarts) o["restarts"] = s.restarts;
+    if (!s.last_exit.empty()) o["last_exit"] = s.last_exit;
+    if (!s.last_error.empty()) o["last_error"] = s.last_error;
     j["services"][name] = o;
   }
-  return files::write_atomic(path, j.dump(2) + "\n", 0644);
+  return files::write_atomic(path, j.dump(2) + "\n", 0600);
+}
+
+std::string find_snapshot(const std::string& dir, int max_depth) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::recursive_directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec), end;
+  for (; !ec && it != end; it.increment(ec)) {
+    if (it.depth() >= max_depth) it.disable_recursion_pending();
+    if (!it->is_directory(ec) || it->is_symlink(ec)) continue;
+    const std::string name = it->path().filename().string();
+    // step-<digits>, as libs/ckpt names a published snapshot.
+    if (name.size() > 5 && name.rfind("step-", 0) == 0 &&
+        name.find_first_not_of("0123456789", 5) == std::string::npos && fs::exists(it->path() / "MANIFEST.json", ec))
+      return it->path().string();
+  }
+  return "";
 }
 
 }  // namespace loom::layout

@@ -1,9 +1,11 @@
 // The data directory's layout and the endpoints file that `loom up` writes
 // and every service and the CLI read. One place knows where things live:
 //
-//   <data>/endpoints.json        services' endpoints, pids, watcher pid, trainer count, import roots
+//   <data>/endpoints.json        services' endpoints, pids, restarts, watcher pid, trainer count, import roots
 //   <data>/imports/              the import area: ingest reads sources here and under the
 //                                operator's import roots (`loom up --import-root DIR`)
+//   <data>/loom.lock             flock: held by the watcher (and `loom up` while it starts one)
+//   <data>/loom.db               the state store (SQLite) unless $LOOM_DATABASE_URL says otherwise
 //   <data>/keys/curve/<n>.pub    CURVE public keys (the ZAP allow-list)
 //   <data>/keys/curve/<n>.key    CURVE secret keys (0600)
 //   <data>/keys/peers/<n>.pub    other sites' keys trusted by this site's dataset sync server
@@ -16,7 +18,10 @@
 //   <data>/admin.token           first admin token (0600)
 //   <data>/spool/<service>/      audit spool of each service
 //   <data>/logs/<service>.log    service stdout/stderr under `loom up`
+//   <data>/jobs/<id>/...         job outputs: checkpoints signed with checkpoint.key
 //   <data>/<service>/            each service's own state
+// Everything is private to the owner: directories 0700, files 0600 (the
+// launcher, the watcher and every service run under umask 077).
 // Value types and stateless functions; thread-safe.
 #pragma once
 
@@ -66,7 +71,15 @@ struct paths {
   std::string state(std::string_view service) const { return root + "/" + std::string(service); }
   std::string watcher_log() const { return root + "/logs/watcher.log"; }
   std::string imports() const { return root + "/imports"; }
+  std::string lock() const { return root + "/loom.lock"; }
+  std::string store() const { return root + "/loom.db"; }
+  std::string jobs() const { return root + "/jobs"; }
 };
+
+// The first published checkpoint snapshot (a step-N directory holding a
+// MANIFEST.json) found under `dir`, searched at most `max_depth` levels deep;
+// "" when there is none. Keys that signed such snapshots must not be replaced.
+std::string find_snapshot(const std::string& dir, int max_depth = 6);
 
 // One service's addresses. `rpc` is its ROUTER; `pull` only for audit.
 struct service_endpoint {
@@ -74,6 +87,13 @@ struct service_endpoint {
   std::string metrics;  // 127.0.0.1:PORT
   std::string pull;     // audit only: PULL for AuditEvents
   std::int64_t pid = 0; // last known pid (written by the watcher)
+  // Written by the watcher: how often it restarted this process since `loom
+  // up` started it, how the last one ended ("exited with 1", "killed by
+  // signal 9") and the last lines it printed before it did.
+  // (Initialised, so {rpc, metrics, pull, pid} stays a complete initialiser under -Wextra.)
+  std::uint64_t restarts = 0;
+  std::string last_exit{};
+  std::string last_error{};
 };
 
 struct endpoints {

@@ -141,3 +141,37 @@ TEST_CASE("an import root must be an existing directory beside the data dir, nev
   CHECK(skipped.size() == 2);
   std::filesystem::remove_all(tmpl);
 }
+
+TEST_CASE("the watcher's restart count and last exit round-trip, and are absent from a fresh entry") {
+  char tmpl[] = "/tmp/loom-layout-XXXXXX";
+  REQUIRE(::mkdtemp(tmpl));
+  std::string path = std::string(tmpl) + "/endpoints.json";
+  loom::layout::endpoints e;
+  e.services["trainer"] = {"tcp://127.0.0.1:5010", "127.0.0.1:5011", "", 91, 2, "killed by signal 9",
+                           "loom-trainer: serving\nbye"};
+  e.services["audit"] = {"tcp://127.0.0.1:5000", "127.0.0.1:5001", "tcp://127.0.0.1:5002", 90};
+  REQUIRE(loom::layout::write_endpoints(path, e).ok());
+  auto back = loom::layout::read_endpoints(path);
+  REQUIRE(back.ok());
+  CHECK(back->find("trainer")->restarts == 2);
+  CHECK(back->find("trainer")->last_exit == "killed by signal 9");
+  CHECK(back->find("trainer")->last_error == "loom-trainer: serving\nbye");
+  CHECK(back->find("audit")->restarts == 0);
+  CHECK(back->find("audit")->last_exit.empty());
+  std::filesystem::remove_all(tmpl);
+}
+
+TEST_CASE("find_snapshot finds a published step directory and ignores unpublished ones") {
+  char tmpl[] = "/tmp/loom-layout-XXXXXX";
+  REQUIRE(::mkdtemp(tmpl));
+  const std::string jobs = std::string(tmpl) + "/jobs";
+  CHECK(loom::layout::find_snapshot(jobs) == "");  // no such directory
+  std::filesystem::create_directories(jobs + "/7/pretrain/checkpoints/.tmp-step-000020");
+  REQUIRE(loom::files::write_atomic(jobs + "/7/pretrain/checkpoints/.tmp-step-000020/MANIFEST.json", "{}").ok());
+  std::filesystem::create_directories(jobs + "/7/pretrain/checkpoints/step-000010");  // no manifest: not published
+  CHECK(loom::layout::find_snapshot(jobs) == "");
+  REQUIRE(loom::files::write_atomic(jobs + "/7/pretrain/checkpoints/step-000010/MANIFEST.json", "{}").ok());
+  CHECK(loom::layout::find_snapshot(jobs) == jobs + "/7/pretrain/checkpoints/step-000010");
+  CHECK(loom::layout::find_snapshot(jobs, 2) == "");  // deeper than asked
+  std::filesystem::remove_all(tmpl);
+}

@@ -18,6 +18,7 @@
 #include <zmq.hpp>
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -93,6 +94,7 @@ class token_source {
 }  // namespace
 
 int service_main(int argc, char** argv, const service_spec& spec) {
+  ::umask(077);  // the store, logs, spools and job outputs are the owner's alone (keys are 0600 anyway)
   // 1. Options. Defaults come from <data>/endpoints.json written by `loom up`.
   options opt;
   for (int i = 1; i < argc; ++i) {

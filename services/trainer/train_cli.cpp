@@ -13,7 +13,9 @@
 
 #include <atomic>
 #include <csignal>
+#include <cstdlib>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <string>
@@ -155,8 +157,23 @@ int sample_main(int argc, char** argv) {
     return 2;
   }
   engine::kernels::set_threads(threads);
-  auto key = checkpoint_key(files::resolve_data_dir(a.values["data-dir"]));
-  if (!key) return fail(key.err());
+  // The key that signed the checkpoint lives in the data dir of the run that
+  // wrote it: looked up (--data-dir, else $LOOM_HOME, else the default data
+  // dir), never created — a new key would call every valid checkpoint tampered.
+  if (std::error_code ec; !std::filesystem::exists(a.values["checkpoint"], ec))
+    return fail(make_error(errc::not_found, "no checkpoint at " + a.values["checkpoint"]));
+  const std::string data_dir = files::resolve_data_dir(a.values["data-dir"]);
+  auto key = existing_checkpoint_key(data_dir);
+  if (!key) {
+    if (key.code() != errc::not_found) return fail(key.err());
+    const char* from = !a.values["data-dir"].empty() ? "--data-dir"
+                       : std::getenv("LOOM_HOME") && *std::getenv("LOOM_HOME") ? "$LOOM_HOME"
+                                                                               : "the default data dir";
+    return fail(make_error(errc::not_found,
+                           "sampling " + a.values["checkpoint"] + " needs the checkpoint signing key of the data dir "
+                           "whose run wrote it (keys/checkpoint.key); looked in " + data_dir + " (" + from +
+                           "): " + key.err().message + ". Pass --data-dir DIR of that deployment"));
+  }
   auto snap = open_snapshot(a.values["checkpoint"], *key);
   if (!snap) return fail(snap.err());
   for (const auto& w : snap->where.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());

@@ -1,7 +1,5 @@
 #include "tests/support/harness.hpp"
 
-#include "libs/layout/layout.hpp"
-
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -93,14 +91,31 @@ bool alive(long pid) {
   return !(close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z');
 }
 
+std::vector<long> processes_of(const std::string& data_dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const auto want = fs::weakly_canonical(data_dir, ec);
+  std::vector<long> out;
+  for (fs::directory_iterator it("/proc", ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream f(it->path() / "cmdline", std::ios::binary);
+    std::vector<std::string> argv;
+    for (std::string a; std::getline(f, a, '\0');) argv.push_back(a);
+    for (std::size_t i = 0; i + 1 < argv.size(); ++i)
+      if (argv[i] == "--data-dir" && fs::weakly_canonical(argv[i + 1], ec) == want && alive(std::stol(name))) {
+        out.push_back(std::stol(name));
+        break;
+      }
+  }
+  return out;
+}
+
 up_guard::~up_guard() {
   run_loom(data_dir, {"down"}, std::chrono::seconds(30));
-  auto eps = layout::read_endpoints(data_dir + "/endpoints.json");
-  if (!eps) return;
-  std::vector<long> pids{eps->watcher_pid};
-  for (auto& [n, s] : eps->services) pids.push_back(s.pid);
-  for (long p : pids)
-    if (alive(p)) ::kill(static_cast<pid_t>(p), SIGKILL);
+  // What `down` could not stop. Not by the pids in endpoints.json: once their
+  // processes are gone those pids may belong to anything else by now.
+  for (long p : processes_of(data_dir)) ::kill(static_cast<pid_t>(p), SIGKILL);
 }
 
 int free_port() {

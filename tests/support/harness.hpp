@@ -30,8 +30,8 @@ run_result run_loom(const std::string& data_dir, std::vector<std::string> args,
 // A fresh directory under /tmp, removed with its contents on scope exit.
 using files::temp_dir;
 
-// Runs `loom down` for `data_dir` on destruction (and kills, by pid from
-// endpoints.json, anything still alive), so a failing test leaves nothing behind.
+// Runs `loom down` for `data_dir` on destruction (and kills whatever of that
+// data dir still runs: processes_of), so a failing test leaves nothing behind.
 struct up_guard {
   std::string data_dir;
   ~up_guard();
@@ -39,6 +39,11 @@ struct up_guard {
 
 // True while `pid` exists and is not a zombie.
 bool alive(long pid);
+
+// Live processes whose command line names `data_dir` after --data-dir (the
+// watcher and the services of that deployment), read from /proc: for checks
+// only — a test stops processes by the pids it knows, never by this.
+std::vector<long> processes_of(const std::string& data_dir);
 
 // A free TCP port on 127.0.0.1 (closed again: a later bind may race, which is
 // fine for tests on a machine of their own).

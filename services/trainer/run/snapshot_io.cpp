@@ -101,12 +101,31 @@ result<std::span<const std::byte>> f32_tensor(const ckpt::safetensors_file& f, c
 
 }  // namespace
 
-result<std::string> checkpoint_key(const std::string& data_dir) {
+result<std::string> checkpoint_key(const std::string& data_dir, const std::string& snapshot_root) {
+  const layout::paths p{data_dir};
+  struct stat st {};
+  if (::stat(p.checkpoint_key().c_str(), &st) != 0) {
+    std::string signed_one = layout::find_snapshot(p.jobs());
+    if (signed_one.empty() && !snapshot_root.empty()) signed_one = layout::find_snapshot(snapshot_root);
+    if (!signed_one.empty())
+      return make_error(errc::not_found,
+                        "the checkpoint signing key " + p.checkpoint_key() + " is missing, but checkpoints signed "
+                        "with it exist (" + signed_one + "): a new key would refuse every one of them. Restore it "
+                        "from a backup, or run `loom keys init --force --data-dir " + data_dir + "` to create a new "
+                        "one (those checkpoints can then no longer be resumed or sampled)");
+    if (auto r = auth::create_token_key(p.checkpoint_key()); !r && r.code() != errc::already_exists) return r.err();
+  }
+  return existing_checkpoint_key(data_dir);
+}
+
+result<std::string> existing_checkpoint_key(const std::string& data_dir) {
   const std::string path = layout::paths{data_dir}.checkpoint_key();
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0)
-    if (auto r = auth::create_token_key(path); !r && r.code() != errc::already_exists) return r.err();
-  return auth::load_token_key(path);
+    return make_error(errc::not_found, "no checkpoint signing key at " + path);
+  auto key = auth::load_token_key(path);
+  if (!key) return make_error(key.code(), "checkpoint signing key: " + key.err().message);
+  return key;
 }
 
 result<std::string> save_snapshot(const std::string& root, const engine::gpt2& model, const engine::adamw& opt,

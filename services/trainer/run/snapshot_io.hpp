@@ -35,8 +35,15 @@ struct train_state {
 };
 
 // The signing key under a data directory (<data>/keys/checkpoint.key), made on
-// first use (0600). Returns the raw key bytes.
-result<std::string> checkpoint_key(const std::string& data_dir);
+// first use (0600) — but only while no snapshot signed with a lost key exists:
+// when one does under <data>/jobs/ or `snapshot_root` (the run's out dir), a
+// missing key is not_found naming the key, a snapshot and how to restore it,
+// never a fresh key that would refuse them all. Returns the raw key bytes.
+result<std::string> checkpoint_key(const std::string& data_dir, const std::string& snapshot_root = "");
+
+// The signing key under `data_dir` if it exists; never creates one (readers:
+// `loom-trainer sample`). not_found naming the path when there is none.
+result<std::string> existing_checkpoint_key(const std::string& data_dir);
 
 // Publishes root/step-N (N = st.step) and keeps the newest `keep` verified
 // snapshots. Any failed write or fsync fails the snapshot (LATEST untouched).

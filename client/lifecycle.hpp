@@ -1,0 +1,52 @@
+// Local lifecycle operations — `loom up`, `loom down`, `loom token
+// revoke-all`, `loom keys init` — run on this machine, not through a service
+// gateway, so the CLI checks and audits them itself:
+//  * require_admin: only the admin may run them — whoever holds the admin
+//    key (can read keys/token.key); a token presented with --token or
+//    $LOOM_TOKEN must verify against that key with role admin.
+//  * audit_local: one audit record per operation, durable in the CLI's own
+//    spool <data>/spool/cli (source cli@<host>) before the operation goes on,
+//    and pushed to the audit service when it runs. What waits in the spool
+//    (operations while the services were down) is delivered by the next
+//    audited command that finds the audit service running — `loom up` once
+//    everything is healthy.
+// Called from a command's main thread.
+#pragma once
+
+#include "client/cli.hpp"
+#include "libs/audit/record.hpp"
+
+#include <chrono>
+#include <string>
+
+namespace loom::cli {
+
+// The caller of a lifecycle operation.
+struct caller {
+  std::string principal;  // the token's principal, or "local:<user>" for the key holder
+  std::string role;       // "admin" when allowed
+};
+
+// The caller when it is the admin; otherwise permission_denied saying what
+// `what` ("loom down") needs and what is missing.
+result<caller> require_admin(const context& c, const std::string& what);
+
+// The caller as far as it can be told without the admin: for records of a refusal.
+caller presented_caller(const context& c);
+
+struct local_event {
+  std::string action;  // "loom.up", "loom.down", "loom.token.revoke_all", "loom.keys.init"
+  caller who;
+  audit::decision outcome = audit::decision::allow;
+  std::string reason;   // why refused / what failed
+  std::string payload;  // what was done ("stopped watcher (pid 1), audit (pid 2)")
+};
+
+// Writes `e` to the CLI's spool (durable before it returns; false, with a
+// warning on stderr, when it could not be). When the audit service of this
+// data dir runs, waits up to `deliver` until it has stored everything the
+// spool holds.
+bool audit_local(context& c, const local_event& e,
+                 std::chrono::milliseconds deliver = std::chrono::milliseconds(3000));
+
+}  // namespace loom::cli
