@@ -80,7 +80,7 @@ int fail(const context& c, const error& e) {
   if (c.json) {
     print_json({{"error", {{"code", std::string(to_string(e.code))}, {"message", e.message}}}});
   } else {
-    std::fprintf(stderr, "error: %s\n", printable(e.to_string()).c_str());
+    std::fprintf(stderr, "error: %s\n", printable_message(e.to_string()).c_str());
   }
   return loom::exit_code(e.code);
 }

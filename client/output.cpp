@@ -40,13 +40,21 @@ bool unsafe(char32_t cp) {
 
 }  // namespace
 
-std::string printable(std::string_view s) {
+namespace {
+std::string escaped(std::string_view s, bool double_backslash);
+}  // namespace
+
+std::string printable(std::string_view s) { return escaped(s, true); }
+std::string printable_message(std::string_view s) { return escaped(s, false); }
+
+namespace {
+std::string escaped(std::string_view s, bool double_backslash) {
   std::string out;
   out.reserve(s.size());
   for (std::size_t i = 0; i < s.size();) {
     const auto ch = static_cast<unsigned char>(s[i]);
     if (ch >= 0x20 && ch < 0x7f) {
-      if (ch == '\\') out += '\\';
+      if (ch == '\\' && double_backslash) out += '\\';
       out += static_cast<char>(ch);
       ++i;
     } else if (ch == '\n' || ch == '\r' || ch == '\t') {
@@ -72,6 +80,7 @@ std::string printable(std::string_view s) {
   }
   return out;
 }
+}  // namespace
 
 std::string indented_lines(std::string_view s, std::string_view indent) {
   std::string out;

@@ -19,6 +19,11 @@ namespace loom::cli {
 // UTF-8 text otherwise passes unchanged.
 std::string printable(std::string_view s);
 
+// printable() for our own error messages: the same, but a backslash passes as
+// it is. Services and libraries already escape the outside text they quote
+// (auth::printable: '\x0a'), and escaping that again would print '\\x0a'.
+std::string printable_message(std::string_view s);
+
 // Every line of `s` (split at '\n'), escaped with printable() and printed as
 // indent + line + '\n'; "" for an empty `s`.
 std::string indented_lines(std::string_view s, std::string_view indent);

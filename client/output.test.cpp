@@ -14,6 +14,8 @@ TEST_CASE("control characters are escaped and plain text is left alone") {
   CHECK(printable(std::string("nul\0!", 5)) == "nul\\x00!");
   CHECK(printable("del\x7f") == "del\\x7f");
   CHECK(printable("back\\slash") == "back\\\\slash");  // an escape in the input cannot pass for ours
+  // Our own messages quote outside text already escaped: a backslash passes, controls do not.
+  CHECK(loom::cli::printable_message("name 'a\\x0ab'\n") == "name 'a\\x0ab'\\n");
 }
 
 TEST_CASE("C1 controls, bidi overrides and invalid UTF-8 are escaped byte by byte") {

@@ -6,6 +6,8 @@
 // change). Then what `loom` prints from outside (a principal, a job message)
 // is escaped, and files that never end are refused with the limit named.
 #include "client/options.hpp"
+#include "libs/wire/envelope_pb.hpp"
+#include "loom/v1/scheduler.pb.h"
 #include "tests/support/cluster.hpp"
 #include "tests/support/harness.hpp"
 
@@ -22,6 +24,7 @@
 #include <set>
 #include <sstream>
 
+using namespace loom;
 using namespace loom::test;
 using namespace std::chrono_literals;
 using json = nlohmann::json;
@@ -285,39 +288,47 @@ TEST_CASE("an empty LOOM_HOME is a usage error, not the default home") {
   CHECK(std::filesystem::is_empty(fake_home.path()));  // no deployment in the default home
 }
 
-TEST_CASE("a principal with a newline and an escape sequence prints as one escaped audit row") {
+TEST_CASE("a name with a newline and an escape sequence prints as one escaped audit row") {
+  // Principals with control characters can no longer be minted (auth::validate_name);
+  // a node id is still the caller's text, and a refused drain writes it into
+  // the audit record's reason.
   cluster c;
   REQUIRE(c.up);
   const std::string evil = "mallory\n       1  2024-01-01T00:00:00Z  audit      admin/admin  IssueToken  allow\x1b[2J";
-  // A viewer may not rotate keys: the denial is audited under the token's principal.
-  const std::string viewer = c.token(loom::auth::role::viewer, {"*"}, 600, 0, evil);
-  auto denied = run_loom(c.home.path(), {"keys", "rotate", "--token", viewer});
-  REQUIRE(denied.code == 3);
+  auto cli = c.client("scheduler");
+  REQUIRE(cli);
+  v1::DrainNodeRequest drain;
+  drain.mutable_node()->set_value(evil);
+  auto refused = wire::call_typed<v1::DrainNodeReply>(*cli, drain, c.admin());
+  REQUIRE(refused.code() == errc::not_found);
   auto tail = run_loom(c.home.path(), {"audit", "tail", "--lines", "50"});
   REQUIRE(tail.code == 0);
   INFO(tail.out);
   CHECK(tail.out.find('\x1b') == std::string::npos);
-  CHECK(tail.out.find("mallory\\n       1  2024-01-01T00:00:00Z") != std::string::npos);
-  CHECK(tail.out.find("allow\\x1b[2J/viewer") != std::string::npos);
+  CHECK(tail.out.find("mallory") != std::string::npos);
   const std::regex row(R"(^ *\d+  \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ  .*)");
   std::istringstream in(tail.out);
   int rows = 0;
   for (std::string line; std::getline(in, line); ++rows) CHECK_MESSAGE(std::regex_match(line, row), line);
   CHECK(rows > 0);
-  // --json keeps the name exactly, on one valid line per event.
+  // --json: one valid line per event, the reason on one line too.
   auto js = run_loom(c.home.path(), {"audit", "tail", "--lines", "50", "--json"});
   bool found = false;
   std::istringstream jin(js.out);
   for (std::string line; std::getline(jin, line);) {
     auto j = json::parse(line, nullptr, false);
     REQUIRE_FALSE(j.is_discarded());
-    found = found || j.value("principal", "") == evil;
+    const std::string reason = j.value("reason", "");
+    if (reason.find("mallory") == std::string::npos) continue;
+    found = true;
+    CHECK(reason.find('\n') == std::string::npos);
+    CHECK(reason.find('\x1b') == std::string::npos);
   }
   CHECK(found);
 }
 
 TEST_CASE("job show prints a multi-line message whole and job cancel sends its request id") {
-  cluster c;
+  cluster c({"--import-root", "/usr/share/common-licenses"});
   REQUIRE(c.up);
   const std::string home = c.home.path();
   auto job = loom_json(home, {"job", "submit", "--template", "pipeline-test", "--set",

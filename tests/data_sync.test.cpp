@@ -111,7 +111,8 @@ json dataset_in_list(const std::string& home, const std::string& name) {
 }
 
 // The source tree's templates/ (the client's own lookup assumes a build dir inside it).
-std::string templates_dir() { return (fs::path(__FILE__).parent_path().parent_path() / "templates").string(); }
+// LOOM_SOURCE_DIR, not __FILE__: with ccache's base_dir the file name is relative to the build dir.
+std::string templates_dir() { return std::string(LOOM_SOURCE_DIR) + "/templates"; }
 
 run_result sync(const std::string& a, const std::string& b, const std::string& dataset) {
   // --data-dir (added by run_loom) names neither side: the command takes both from --from/--to.
@@ -295,39 +296,32 @@ TEST_CASE("a training stage with data.dataset fetches the dataset from ingest an
   MESSAGE(log->substr(at, log->find('\n', at) - at));
   CHECK(log->find("bytes received", at) != std::string::npos);
 
-  // A dataset ingest does not have: the stage fails naming it and ingest's
-  // endpoint. (`loom job submit` refuses such a dataset given in --set, so
-  // it comes from the template's own [data] here, which only the trainer reads.)
+  // A dataset ingest does not have: the scheduler asks ingest at submit and
+  // refuses the job naming it — also when it comes from the template's own
+  // [data], which only the trainer used to read — and no job is made.
   temp_dir tmpl("loom-sync-templates");
   auto tiny = files::read_file(templates_dir() + "/pretrain-tiny.toml");
   REQUIRE(tiny.ok());
   REQUIRE(files::write_atomic(tmpl.path() + "/pretrain-absent.toml", *tiny + "\n[data]\ndataset = \"absent\"\n").ok());
-  auto bad = loom_json(home.path(), {"job", "submit", "--templates", tmpl.path(), "--template", "pretrain-absent", "--set",
-                                     "steps=5"});
-  REQUIRE(bad.contains("id"));
-  run_loom(home.path(), {"job", "watch", bad["id"]}, 60s);
-  auto failed = loom_json(home.path(), {"job", "show", bad["id"]});
-  CHECK(failed["state"] == "failed");
-  MESSAGE("failed stage: " << failed["message"]);
-  const std::string why = failed.dump();
-  auto eps = layout::read_endpoints(home.path() + "/endpoints.json");
-  REQUIRE(eps.ok());
-  CHECK_MESSAGE(why.find("data.dataset absent") != std::string::npos, why);
-  CHECK_MESSAGE(why.find(eps->find("ingest")->rpc) != std::string::npos, why);
+  auto bad = run_loom(home.path(), {"job", "submit", "--templates", tmpl.path(), "--template", "pretrain-absent",
+                                    "--set", "steps=5"});
+  CHECK(bad.code == 1);
+  CHECK_MESSAGE(bad.err.find("data.dataset absent") != std::string::npos, bad.err);
+  CHECK_MESSAGE(bad.err.find("ingest has no dataset absent") != std::string::npos, bad.err);
   CHECK(!fs::exists(home.path() + "/trainer/datasets/absent"));
+  const auto jobs_before = loom_json(home.path(), {"job", "list"})["jobs"].size();
 
-  // A shard deleted at ingest: the fetch is refused naming the dataset's own
-  // shard file, not a path in the trainer's copy (which still has it).
+  // A shard deleted at ingest: the dataset is damaged, and the submit is
+  // refused naming the dataset's own shard file, not a path in the trainer's
+  // copy (which still has it).
   fs::remove(home.path() + "/datasets/tiny/shard-000001.bin");
   REQUIRE(files::write_atomic(tmpl.path() + "/pretrain-tiny-data.toml", *tiny + "\n[data]\ndataset = \"tiny\"\n").ok());
-  auto damaged = loom_json(home.path(), {"job", "submit", "--templates", tmpl.path(), "--template", "pretrain-tiny-data",
-                                         "--set", "steps=5"});
-  REQUIRE(damaged.contains("id"));
-  run_loom(home.path(), {"job", "watch", damaged["id"]}, 60s);
-  auto broken = loom_json(home.path(), {"job", "show", damaged["id"]});
-  CHECK(broken["state"] == "failed");
-  MESSAGE("failed stage: " << broken["message"]);
-  const std::string told = broken.dump();
-  CHECK_MESSAGE(told.find("dataset tiny is damaged at its ingest: shard-000001.bin is missing") != std::string::npos, told);
+  auto damaged = run_loom(home.path(), {"job", "submit", "--templates", tmpl.path(), "--template", "pretrain-tiny-data",
+                                        "--set", "steps=5"});
+  CHECK(damaged.code == 1);
+  const std::string told = damaged.err;
+  CHECK_MESSAGE(told.find("dataset tiny is damaged") != std::string::npos, told);
+  CHECK_MESSAGE(told.find("shard-000001.bin is missing") != std::string::npos, told);
+  CHECK(loom_json(home.path(), {"job", "list"})["jobs"].size() == jobs_before);
   CHECK_MESSAGE(told.find("/trainer/datasets/") == std::string::npos, told);
 }

@@ -203,7 +203,7 @@ TEST_CASE("pipeline-test: pretrain then SFT from pretrain's final checkpoint, bo
 TEST_CASE("kill -9 of the trainer at 3 steps from seed 7: the job succeeds, bitwise equal to an uninterrupted one") {
   temp_dir home;
   up_guard guard{home.path()};
-  REQUIRE(run_loom(home.path(), {"up"}, 60s).code == 0);
+  REQUIRE(run_loom(home.path(), {"up", "--import-root", "/usr/share/common-licenses"}, 60s).code == 0);
   const std::vector<std::string> longer = {"--set", "pretrain.train.steps=60"};
   const std::string ref = submit(home.path(), longer);
   json ref_done = wait_done(home.path(), ref);
@@ -243,7 +243,7 @@ TEST_CASE("kill -9 of the trainer at 3 steps from seed 7: the job succeeds, bitw
 TEST_CASE("a pretrain stage on a gang of two trainers survives kill -9 of each member, bitwise equal to an uninterrupted gang") {
   temp_dir home;
   up_guard guard{home.path()};
-  REQUIRE(run_loom(home.path(), {"up", "--trainers", "2"}, 60s).code == 0);
+  REQUIRE(run_loom(home.path(), {"up", "--trainers", "2", "--import-root", "/usr/share/common-licenses"}, 60s).code == 0);
   // Data-parallel pretrain on two trainer processes (one micro-batch each,
   // one thread each: the two share this machine's cores), then SFT on one.
   const std::vector<std::string> gang = {"--set", "pretrain.trainers=2", "--set", "train.grad_accum=2",
@@ -289,15 +289,17 @@ TEST_CASE("a pretrain stage on a gang of two trainers survives kill -9 of each m
 TEST_CASE("kill -9 of the scheduler mid-job: the job succeeds and no job is lost or duplicated") {
   temp_dir home;
   up_guard guard{home.path()};
-  REQUIRE(run_loom(home.path(), {"up"}, 60s).code == 0);
+  REQUIRE(run_loom(home.path(), {"up", "--import-root", "/usr/share/common-licenses"}, 60s).code == 0);
   const std::string id = submit(home.path(), {"--set", "pretrain.train.steps=60", "--request-id", "sched-kill-1"});
   const auto deadline = std::chrono::steady_clock::now() + 120s;
   while (std::chrono::steady_clock::now() < deadline && show(home.path(), id)["stages"][0]["step"].get<int>() < 10)
     std::this_thread::sleep_for(100ms);
   kill_and_wait(home.path(), "scheduler");
-  // The restarted scheduler re-attaches the running stage; a retried submit is the same job.
+  // The restarted scheduler re-attaches the running stage; a retried submit (the same
+  // request: same id, same body) is the same job.
   auto again = loom_json(home.path(), {"job", "submit", "--template", "pipeline-test", "--set",
-                                       std::string("text=") + corpus, "--request-id", "sched-kill-1"});
+                                       std::string("text=") + corpus, "--set", "pretrain.train.steps=60",
+                                       "--request-id", "sched-kill-1"});
   CHECK(again["id"] == id);
   CHECK(again["existed"] == true);
   json done = wait_done(home.path(), id);
@@ -320,7 +322,7 @@ TEST_CASE("a high-priority job preempts a running low-priority one, which checkp
   up_guard guard{home.path()};
   // A one-second minimum runtime (default 60 s) so the test need not wait a minute.
   ::setenv("LOOM_SCHEDULER_MIN_RUNTIME_S", "1", 1);
-  auto up = run_loom(home.path(), {"up"}, 60s);
+  auto up = run_loom(home.path(), {"up", "--import-root", "/usr/share/common-licenses"}, 60s);
   ::unsetenv("LOOM_SCHEDULER_MIN_RUNTIME_S");
   REQUIRE(up.code == 0);
   const std::vector<std::string> low = {"--set", "pretrain.train.steps=150", "--priority", "low"};
@@ -361,7 +363,7 @@ TEST_CASE("a high-priority job preempts a running low-priority one, which checkp
 TEST_CASE("bad submits: unknown template, invalid override, missing dataset, a viewer's token: clear errors, exit codes, no job") {
   temp_dir home;
   up_guard guard{home.path()};
-  REQUIRE(run_loom(home.path(), {"up"}, 60s).code == 0);
+  REQUIRE(run_loom(home.path(), {"up", "--import-root", "/usr/share/common-licenses"}, 60s).code == 0);
   auto has = [](const run_result& r, const std::string& what) { return r.err.find(what) != std::string::npos; };
 
   auto unknown = run_loom(home.path(), {"job", "submit", "--template", "no-such-template"});
@@ -381,8 +383,9 @@ TEST_CASE("bad submits: unknown template, invalid override, missing dataset, a v
   auto missing = run_loom(home.path(), {"job", "submit", "--template", "pipeline-test", "--set", "dataset=nope"});
   CHECK(missing.code == 1);
   CHECK(has(missing, "ingest has no dataset nope"));
-  auto missing_stage =
-      run_loom(home.path(), {"job", "submit", "--template", "pipeline-test", "--set", "sft.data.dataset=nope"});
+  // (pretrain needs a source of its own: every stage is validated at submit)
+  auto missing_stage = run_loom(home.path(), {"job", "submit", "--template", "pipeline-test", "--set",
+                                              std::string("pretrain.text=") + corpus, "--set", "sft.data.dataset=nope"});
   CHECK(missing_stage.code == 1);
   CHECK(has(missing_stage, "sft.data.dataset=nope"));
 

@@ -73,7 +73,7 @@ std::string submit(const std::string& home, std::vector<std::string> sets) {
 TEST_CASE("a job no trainer could run is refused at submit naming what is wrong, and nothing is stored") {
   temp_dir home;
   up_guard guard{home.path()};
-  REQUIRE(run_loom(home.path(), {"up"}, 60s).code == 0);
+  REQUIRE(run_loom(home.path(), {"up", "--import-root", "/usr/share/common-licenses"}, 60s).code == 0);
   wait_for_trainer(home.path());
   const std::string text = std::string("text=") + corpus;
   auto refused = [&](std::vector<std::string> extra) {
@@ -108,6 +108,17 @@ TEST_CASE("a job no trainer could run is refused at submit naming what is wrong,
   CHECK(kind.code == 1);
   CHECK(has(kind, "kind \"dpo\" is not run by this trainer"));
 
+  // Files outside the import roots and the job outputs: refused, also a key of the deployment.
+  auto shadow = run_loom(home.path(), {"job", "submit", "--template", "pipeline-test", "--set", "text=/etc/passwd"});
+  CHECK(shadow.code == 3);
+  CHECK(has(shadow, "/etc/passwd is outside the allowed roots"));
+  auto secret = run_loom(home.path(), {"job", "submit", "--template", "pipeline-test", "--set", text, "--set",
+                                       "data.tokenizer=" + home.path() + "/keys/token.key"});
+  CHECK(secret.code == 3);
+  CHECK(has(secret, "data.tokenizer"));
+  auto trail = run_loom(home.path(), {"audit", "tail", "--lines", "50"});
+  CHECK(trail.out.find("/etc/passwd") != std::string::npos);  // the refusal is audited
+
   CHECK(loom_json(home.path(), {"job", "list"})["jobs"].empty());
   std::error_code ec;
   CHECK((!fs::exists(home.path() + "/jobs", ec) || fs::is_empty(home.path() + "/jobs", ec)));
@@ -137,7 +148,7 @@ TEST_CASE("the scheduler itself refuses a job on a missing dataset, also when su
 TEST_CASE("cancel interrupts a long training step within seconds instead of waiting for it to end") {
   temp_dir home;
   up_guard guard{home.path()};
-  REQUIRE(run_loom(home.path(), {"up"}, 60s).code == 0);
+  REQUIRE(run_loom(home.path(), {"up", "--import-root", "/usr/share/common-licenses"}, 60s).code == 0);
   // 16 micro-batches of 32 x 32 tokens: a step of many seconds on two cores.
   const std::string id = submit(home.path(), {std::string("text=") + corpus, "batch=32", "seq_len=32",
                                               "train.grad_accum=16", "steps=3"});
@@ -156,7 +167,7 @@ TEST_CASE("cancel interrupts a long training step within seconds instead of wait
 TEST_CASE("a stage that resumes past a corrupt snapshot says so in the job's log and the audit trail") {
   temp_dir home;
   up_guard guard{home.path()};
-  REQUIRE(run_loom(home.path(), {"up"}, 60s).code == 0);
+  REQUIRE(run_loom(home.path(), {"up", "--import-root", "/usr/share/common-licenses"}, 60s).code == 0);
   const std::string id = submit(home.path(), {std::string("text=") + corpus, "steps=400", "checkpoint.every_steps=20",
                                               "checkpoint.keep=5", "sft.train.steps=5"});
   const std::string ckpts = home.path() + "/jobs/" + id + "/pretrain/checkpoints";
@@ -198,7 +209,7 @@ TEST_CASE("a stage that resumes past a corrupt snapshot says so in the job's log
 }
 
 TEST_CASE("TrainerStatus tells the truth: the stage a trainer runs, its step and group, then idle again") {
-  cluster c;
+  cluster c({"--import-root", "/usr/share/common-licenses"});
   REQUIRE(c.up);
   const std::string id = submit(c.home.path(), {std::string("text=") + corpus, "steps=400", "sft.train.steps=2"});
   auto status = [&] {

@@ -92,6 +92,12 @@ std::vector<std::string> import_roots(const paths& p, const endpoints& e, std::v
   return out;
 }
 
+std::vector<std::string> job_read_roots(const paths& p, const endpoints& e) {
+  auto roots = import_roots(p, e);
+  roots.push_back(p.jobs());
+  return roots;
+}
+
 result<endpoints> read_endpoints(const std::string& path) {
   auto text = files::read_file(path);
   if (!text) return text.err();

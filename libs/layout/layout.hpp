@@ -124,6 +124,12 @@ status check_import_root(const paths& p, const std::string& dir);
 // `*skipped`, when given, with the reason).
 std::vector<std::string> import_roots(const paths& p, const endpoints& e, std::vector<std::string>* skipped = nullptr);
 
+// What a job's stages may read (data.text, data.sft, data.tokenizer,
+// data.shards, model.init_from): the import roots above and the deployment's
+// own job outputs, paths::jobs() (a stage starting from another's
+// checkpoints). Never the rest of the data dir: keys, tokens, the store.
+std::vector<std::string> job_read_roots(const paths& p, const endpoints& e);
+
 // not_found if absent; corruption if unparsable or "trainers" is outside 1..max_trainers.
 result<endpoints> read_endpoints(const std::string& path);
 status write_endpoints(const std::string& path, const endpoints&);  // atomic

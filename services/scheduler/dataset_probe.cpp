@@ -34,7 +34,8 @@ dataset_probe ingest_probe(runtime::service_env& env) {
     if (!st)
       return make_error(errc::unavailable, "data.dataset " + name + ": cannot ask ingest about it: " + st.err().message);
     if (st->dataset().state() != "ready")
-      return make_error(errc::conflict, "data.dataset " + name + " is " + st->dataset().state() + ", not ready");
+      return make_error(errc::conflict, "data.dataset " + name + " is " + st->dataset().state() + ", not ready" +
+                                            (st->dataset().damage().empty() ? "" : ": " + st->dataset().damage()));
     return ok_status();
   };
 }

@@ -3,6 +3,7 @@
 // Every stored job event (placements, stage switches, snapshots, requeues,
 // completion) is also an audit record naming its job.
 #include "libs/audit/emitter.hpp"
+#include "libs/layout/layout.hpp"
 #include "libs/runtime/service.hpp"
 #include "libs/store/database.hpp"
 #include "services/scheduler/dataset_probe.hpp"
@@ -75,6 +76,7 @@ int main(int argc, char** argv) {
         env.db, [] { return std::chrono::system_clock::now(); }, env.paths.root + "/jobs", on_event, min,
         open_writer(env.database_url));
     logic->set_dataset_probe(loom::scheduler::ingest_probe(env));
+    logic->set_read_roots(loom::layout::job_read_roots(env.paths, env.eps));
     return logic;
   };
   return loom::runtime::service_main(argc, argv, spec);

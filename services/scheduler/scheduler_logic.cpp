@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "libs/auth/token.hpp"
 #include "libs/crypto/hash.hpp"
 #include "libs/runtime/commit_ticket.hpp"
 #include "libs/runtime/logic_pb.hpp"
@@ -199,6 +200,8 @@ handled scheduler_logic::submit_job(const std::string& body, const call_context&
   a.overrides.assign(req->overrides().begin(), req->overrides().end());
   a.priority_class = req->priority_class();
   a.tenant = req->tenant();
+  if (!a.tenant.empty())
+    if (auto st = auth::validate_name("tenant", a.tenant); !st) return fail(st.err());
   a.zone = req->zone();
   auto r = jobs_.submit(a, caller_of(ctx, body), roster_, now_());
   if (!r) return refused_or_store(r.err());

@@ -54,6 +54,8 @@ class scheduler_logic final : public runtime::service_logic {
 
   // Datasets a job names are checked with `p` at submit (dataset_probe.hpp).
   void set_dataset_probe(dataset_probe p) { jobs_.set_dataset_probe(std::move(p)); }
+  // Where stages may read files (job_manager::set_read_roots).
+  void set_read_roots(std::vector<std::string> roots) { jobs_.set_read_roots(std::move(roots)); }
 
   const roster& nodes() const { return roster_; }
   const job_manager& jobs() const { return jobs_; }

@@ -3,6 +3,7 @@
 #include "libs/audit/emitter.hpp"
 #include "libs/cdc/sync_client.hpp"
 #include "libs/collective/ring.hpp"
+#include "libs/files/confine.hpp"
 #include "libs/files/files.hpp"
 #include "libs/layout/layout.hpp"
 #include "libs/metrics/metrics.hpp"
@@ -170,6 +171,22 @@ void worker::train(std::shared_ptr<stage_run> run) {
   log("trainer: %s %s\n", name, outcome + (message.empty() ? "" : ": " + message));
 }
 
+status worker::confine_inputs(const runspec::run_config& cfg, const stage_run& run) {
+  auto eps = layout::read_endpoints(env_.paths.endpoints());  // fresh: the roots of this `loom up`
+  const auto roots = layout::job_read_roots(env_.paths, eps ? *eps : env_.eps);
+  for (const auto& [key, path] : cfg.input_paths()) {
+    if (path.empty()) continue;
+    auto inside = files::confined(roots, path);
+    if (inside) continue;
+    if (inside.code() == errc::permission_denied && env_.audit)
+      env_.audit->emit(audit::service_record(env_.node_id, env_.zone, "trainer", "data.refused", run.job,
+                                             key + ": " + inside.err().message,
+                                             nlohmann::json{{"stage", run.stage}, {"key", key}, {"path", path}}.dump()));
+    return make_error(inside.code(), key + ": " + inside.err().message);
+  }
+  return ok_status();
+}
+
 std::pair<std::string, std::string> worker::run_stage(stage_run& run_ref) {
   stage_run* run = &run_ref;
   using outcome = std::pair<std::string, std::string>;
@@ -179,9 +196,10 @@ std::pair<std::string, std::string> worker::run_stage(stage_run& run_ref) {
   (void)files::write_atomic(origin, run->config_toml);
   auto cfg = runspec::parse_run_config(run->config_toml, origin);
   if (!cfg) return failed(cfg.err().message);
-  if (auto st = runspec::check_run_files(*cfg, origin); !st) return failed(st.err().message);
   cfg->out_dir = run->out_dir;
   if (!run->init_from.empty()) cfg->init_from = run->init_from;
+  if (auto st = confine_inputs(*cfg, *run); !st) return failed(st.err().message);
+  if (auto st = runspec::check_run_files(*cfg, origin); !st) return failed(st.err().message);
   (void)board_->with([&](work_state& w) {
     w.set_total_steps(static_cast<std::uint64_t>(cfg->steps));
     return ok_status();

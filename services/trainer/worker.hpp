@@ -14,6 +14,7 @@
 #pragma once
 
 #include "libs/collective/ring.hpp"
+#include "libs/runspec/run_config.hpp"
 #include "services/trainer/work_state.hpp"
 
 #include <atomic>
@@ -61,6 +62,10 @@ class worker {
   std::pair<std::string, std::string> run_stage(stage_run& run);
   void join_training();
   void request_stop();  // the flag the run checks, and the board's stopping
+  // permission_denied (audited) for a path the stage reads outside
+  // layout::job_read_roots: the scheduler checked at submit; this is the
+  // trainer's own check, for what it is about to open.
+  status confine_inputs(const runspec::run_config& cfg, const stage_run& run);
 
   runtime::service_env& env_;
   std::shared_ptr<work_board> board_;

@@ -6,8 +6,9 @@
 
 namespace loom::test {
 
-cluster::cluster() {
-  auto r = run_loom(home.path(), {"up"}, std::chrono::seconds(60));
+cluster::cluster(std::vector<std::string> up_args) {
+  up_args.insert(up_args.begin(), "up");
+  auto r = run_loom(home.path(), up_args, std::chrono::seconds(60));
   up = r.code == 0;
   refresh();
   if (auto k = auth::load_token_key(paths.token_key())) token_key = *k;

@@ -24,7 +24,8 @@ struct cluster {
   zmq::context_t ctx{1};
   bool up = false;
 
-  cluster();  // runs `loom up`; `up` says whether all five came up healthy
+  // Runs `loom up` (with `up_args`, e.g. --import-root DIR); `up` says whether all five came up healthy.
+  explicit cluster(std::vector<std::string> up_args = {});
 
   // A token for `role` in `zones` valid for `ttl_s` (negative: already expired).
   std::string token(auth::role role, std::vector<std::string> zones = {"*"}, long ttl_s = 600,

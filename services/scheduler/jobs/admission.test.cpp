@@ -47,7 +47,7 @@ TEST_CASE("threads beyond the largest trainer's cores are refused, 0 and up to t
   CHECK(admit(plan_of({"threads=0"}), "local", zones, {trainer("t1")}).ok());
 }
 
-TEST_CASE("an unknown zone is refused naming the known ones; a known zone without trainers yet is taken") {
+TEST_CASE("an unknown zone is refused naming the known ones, a known zone without trainers yet is taken") {
   auto st = admit(plan_of({}), "mars", zones, {trainer("t1")});
   REQUIRE(!st.ok());
   CHECK(st.code() == errc::not_found);

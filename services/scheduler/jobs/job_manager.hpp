@@ -19,6 +19,8 @@
 // while the scheduler still has its assignment: it gets the same stage again and
 // resumes from the stage's latest verified snapshot.
 // Owned by the scheduler actor; not thread-safe; no CAF, no ZeroMQ; clock passed in.
+// Code: job_manager.cpp (load, placement, polls, ticks), job_requests.cpp
+// (submit, cancel, views), job_groups.cpp (trainer groups).
 #pragma once
 
 #include "libs/status/status.hpp"
@@ -149,6 +151,10 @@ class job_manager {
   // Asked at submit for every dataset a stage names (dataset_probe.hpp); a
   // job is stored only when each is ready. Unset: datasets are not checked.
   void set_dataset_probe(dataset_probe p) { probe_ = std::move(p); }
+  // The only places a stage may read files from (layout::job_read_roots):
+  // a path a stage names outside them is refused at submit
+  // (permission_denied, naming the path and the roots). Unset: not checked.
+  void set_read_roots(std::vector<std::string> roots) { read_roots_ = std::move(roots); }
 
  private:
   struct slot {  // what a trainer node runs
@@ -181,6 +187,8 @@ class job_manager {
   std::optional<policy::node_id> node_index(const std::string& node);
   policy::time_ms ms(time_point t) const;
   std::vector<trainer_view> trainers(const roster& nodes, time_point now) const;
+  static std::int64_t ns(time_point t);
+  static std::string request_key(const std::string& principal, const std::string& request_id);
   // A request id seen before from this principal: the job it made or
   // cancelled; conflict when it came with another request.
   result<const request_rec*> seen_request(const caller& who, const std::string& kind) const;
@@ -203,6 +211,7 @@ class job_manager {
   event_sink sink_;
   async_writer writer_;
   dataset_probe probe_;
+  std::vector<std::string> read_roots_;
 };
 
 }  // namespace loom::scheduler

@@ -163,7 +163,7 @@ status run::prepare_data() {
   auto data_id = data_identity(data_dir_);
   if (!data_id) return data_id.err();
   run_hash_ = crypto::sha256_hex(c_.math_hash() + "|" + *data_id + "|threads=" + std::to_string(threads_));
-  auto key = checkpoint_key(o_.data_dir);
+  auto key = checkpoint_key(o_.data_dir, ckpt_root_);  // never made anew while snapshots here need the old one
   if (!key) return key.err();
   key_ = *key;
   return ok_status();
