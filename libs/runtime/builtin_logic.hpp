@@ -3,6 +3,7 @@
 // that makes the actor fail so supervision can be seen working).
 #pragma once
 
+#include "libs/runtime/handler_table.hpp"
 #include "libs/runtime/service_logic.hpp"
 
 #include <memory>
@@ -12,8 +13,7 @@ namespace loom::runtime {
 
 class builtin_logic final : public service_logic {
  public:
-  builtin_logic(std::string service, std::unique_ptr<service_logic> inner)
-      : service_(std::move(service)), inner_(std::move(inner)) {}
+  builtin_logic(std::string service, std::unique_ptr<service_logic> inner);
   handled handle(const std::string& type, const std::string& body, const call_context& ctx) override;
   void on_tick() override {
     if (inner_) inner_->on_tick();
@@ -22,6 +22,7 @@ class builtin_logic final : public service_logic {
  private:
   std::string service_;
   std::unique_ptr<service_logic> inner_;
+  handler_table table_;  // Ping, Crash; everything else goes to inner_
 };
 
 }  // namespace loom::runtime

@@ -3,8 +3,8 @@
 // on type strings. The table parses the body (invalid_argument naming the
 // type when it does not) and answers an unknown type with unimplemented
 // naming the service. Built once in the logic's constructor; dispatch is
-// const and the table holds no state of its own. Include only from .cpp
-// files (it pulls in protobuf).
+// const and the table holds no state of its own. It includes no protobuf
+// header itself: on<Req>() needs Req complete where it is called (a .cpp).
 //
 //   table_.on<v1::PingRequest>([this](const v1::PingRequest& r, const call_context& ctx) { return ping(r, ctx); });
 //   ...

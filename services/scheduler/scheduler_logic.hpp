@@ -11,6 +11,7 @@
 // the next call throw, so the supervisor restarts the actor from the store.
 #pragma once
 
+#include "libs/runtime/handler_table.hpp"
 #include "libs/runtime/service_logic.hpp"
 #include "libs/store/database.hpp"
 #include "services/scheduler/jobs/job_manager.hpp"
@@ -28,6 +29,15 @@ class group_commit;
 }  // namespace loom::store
 namespace loom::v1 {
 class JobInfo;
+class RegisterNodeRequest;
+class NodeHeartbeatRequest;
+class ListNodesRequest;
+class DrainNodeRequest;
+class SubmitJobRequest;
+class ListJobsRequest;
+class GetJobRequest;
+class CancelJobRequest;
+class PollWorkRequest;
 }  // namespace loom::v1
 
 namespace loom::scheduler {
@@ -61,21 +71,22 @@ class scheduler_logic final : public runtime::service_logic {
   const job_manager& jobs() const { return jobs_; }
 
  private:
-  runtime::handled dispatch(const std::string& type, const std::string& body, const runtime::call_context& ctx);
+  void register_handlers();  // the table below: one line per request type
   // Async writes of one request (or tick): resolved when the last one is durable.
   struct pending_commit;
   void enqueue(job_manager::unit u);
   void finish_batch();  // the call made its last write: its ticket may resolve
-  runtime::handled register_node(const std::string& body);
-  runtime::handled list_nodes(const std::string& body);
-  runtime::handled drain_node(const std::string& body);
-  runtime::handled submit_job(const std::string& body, const runtime::call_context& ctx);
-  runtime::handled list_jobs(const std::string& body, const runtime::call_context& ctx);
-  runtime::handled get_job(const std::string& body, const runtime::call_context& ctx);
-  runtime::handled cancel_job(const std::string& body, const runtime::call_context& ctx);
+  runtime::handled register_node(const loom::v1::RegisterNodeRequest& req);
+  runtime::handled heartbeat(const loom::v1::NodeHeartbeatRequest& req);
+  runtime::handled list_nodes(const loom::v1::ListNodesRequest& req);
+  runtime::handled drain_node(const loom::v1::DrainNodeRequest& req);
+  runtime::handled submit_job(const loom::v1::SubmitJobRequest& req, const runtime::call_context& ctx);
+  runtime::handled list_jobs(const loom::v1::ListJobsRequest& req, const runtime::call_context& ctx);
+  runtime::handled get_job(const loom::v1::GetJobRequest& req, const runtime::call_context& ctx);
+  runtime::handled cancel_job(const loom::v1::CancelJobRequest& req, const runtime::call_context& ctx);
+  runtime::handled poll_work(const loom::v1::PollWorkRequest& req);
   // A job as the wire shows it, with each queued stage's reason to wait.
   void describe(const job_rec& j, loom::v1::JobInfo* out) const;
-  runtime::handled poll_work(const std::string& body);
   // Runs fn in a store transaction (or succeeds at once without a store).
   status persist(const std::function<status(store::transaction&)>& fn);
 
@@ -87,6 +98,7 @@ class scheduler_logic final : public runtime::service_logic {
   std::shared_ptr<pending_commit> current_;  // of the call in progress
   std::mutex failure_mu_;
   std::optional<std::string> commit_failure_;  // set (once) by the committer thread
+  runtime::handler_table table_{"scheduler"};
   std::unique_ptr<store::group_commit> writer_;  // last: destroyed (flushed) first
 };
 

@@ -1,5 +1,7 @@
 #include "services/trainer/train_cli.hpp"
 
+#include "services/trainer/config.hpp"
+
 #include "libs/files/files.hpp"
 #include "libs/tokenizer/bpe.hpp"
 #include "services/trainer/engine/kernels.hpp"
@@ -28,53 +30,6 @@ namespace {
 std::atomic<bool> g_stop{false};
 extern "C" void on_stop_signal(int) { g_stop.store(true); }
 
-// --name value / --name=value / --flag, in any order; positional args refused.
-struct parsed_args {
-  std::map<std::string, std::string> values;
-  std::vector<std::string> sets;  // every --set
-  std::map<std::string, bool> flags;
-  std::string error;
-};
-
-parsed_args parse(int argc, char** argv, const std::vector<std::string>& valued,
-                  const std::vector<std::string>& flags) {
-  parsed_args p;
-  auto is = [](const std::vector<std::string>& v, const std::string& s) {
-    return std::find(v.begin(), v.end(), s) != v.end();
-  };
-  for (int i = 0; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a.rfind("--", 0) != 0) {
-      p.error = "unexpected argument '" + a + "'";
-      return p;
-    }
-    std::string name = a.substr(2), value;
-    bool inline_value = false;
-    if (auto eq = name.find('='); eq != std::string::npos) {
-      value = name.substr(eq + 1);
-      name = name.substr(0, eq);
-      inline_value = true;
-    }
-    if (is(flags, name) && !inline_value) {
-      p.flags[name] = true;
-    } else if (is(valued, name)) {
-      if (!inline_value) {
-        if (i + 1 >= argc) {
-          p.error = "--" + name + " needs a value";
-          return p;
-        }
-        value = argv[++i];
-      }
-      if (name == "set") p.sets.push_back(value);
-      else p.values[name] = value;
-    } else {
-      p.error = "unknown option --" + name;
-      return p;
-    }
-  }
-  return p;
-}
-
 int fail(const error& e) {
   std::fprintf(stderr, "loom-trainer: %s\n", e.message.c_str());
   return exit_code(e.code);
@@ -83,32 +38,26 @@ int fail(const error& e) {
 }  // namespace
 
 int train_main(int argc, char** argv) {
-  const char* usage =
-      "usage: loom-trainer train --config FILE [--resume] [--out DIR] [--set section.key=value]...\n"
-      "                          [--data-dir D] [--quiet] [--json]\n";
-  auto a = parse(argc, argv, {"config", "out", "set", "data-dir"}, {"resume", "quiet", "json", "help"});
-  if (a.flags["help"]) {
-    std::fputs(usage, stdout);
-    return 0;
-  }
-  if (!a.error.empty() || !a.values.count("config")) {
-    std::fprintf(stderr, "loom-trainer train: %s\n%s", a.error.empty() ? "--config is required" : a.error.c_str(), usage);
+  auto a = parse_train_args(std::vector<std::string>(argv, argv + argc));
+  if (!a) {
+    std::fprintf(stderr, "loom-trainer train: %s\n%s", a.err().message.c_str(), train_usage);
     return 2;
   }
-  auto cfg = runspec::load_run_config(a.values["config"], a.sets);
+  if (a->help) return std::fputs(train_usage, stdout) < 0 ? 1 : 0;
+  auto cfg = runspec::load_run_config(a->config, a->sets);
   if (!cfg) return fail(cfg.err());
-  if (a.values.count("out")) cfg->out_dir = a.values["out"];
+  if (!a->out.empty()) cfg->out_dir = a->out;
 
   std::signal(SIGINT, on_stop_signal);
   std::signal(SIGTERM, on_stop_signal);
   run_options o;
-  o.resume = a.flags["resume"];
-  o.data_dir = files::resolve_data_dir(a.values["data-dir"]);
-  o.log = a.flags["quiet"] ? nullptr : &std::cerr;
+  o.resume = a->resume;
+  o.data_dir = files::resolve_data_dir(a->data_dir);
+  o.log = a->quiet ? nullptr : &std::cerr;
   o.stop = &g_stop;
   auto sum = run_training(*cfg, o);
   if (!sum) return fail(sum.err());
-  if (a.flags["json"]) {
+  if (a->json) {
     std::cout << nlohmann::json{{"first_step", sum->first_step}, {"steps", sum->steps},
                                 {"loss", sum->last_loss},       {"snapshot", sum->snapshot},
                                 {"params_sha256", sum->params_sha256}, {"stopped", sum->stopped}}
@@ -123,61 +72,36 @@ int train_main(int argc, char** argv) {
 }
 
 int sample_main(int argc, char** argv) {
-  const char* usage =
-      "usage: loom-trainer sample --checkpoint DIR --prompt TEXT [--max-tokens N] [--temperature X]\n"
-      "                           [--top-k K] [--seed S] [--threads N] [--tokenizer tokenizer.json]\n"
-      "                           [--data-dir D] [--json]\n"
-      "  --tokenizer: the run's data.tokenizer (default GPT-2)\n";
-  auto a = parse(argc, argv,
-                 {"checkpoint", "prompt", "max-tokens", "temperature", "top-k", "seed", "threads", "tokenizer", "data-dir"},
-                 {"json", "help"});
-  if (a.flags["help"]) {
-    std::fputs(usage, stdout);
-    return 0;
-  }
-  if (!a.error.empty() || !a.values.count("checkpoint") || !a.values.count("prompt")) {
-    std::fprintf(stderr, "loom-trainer sample: %s\n%s",
-                 a.error.empty() ? "--checkpoint and --prompt are required" : a.error.c_str(), usage);
+  auto parsed = parse_sample_args(std::vector<std::string>(argv, argv + argc));
+  if (!parsed) {
+    std::fprintf(stderr, "loom-trainer sample: %s\n%s", parsed.err().message.c_str(), sample_usage);
     return 2;
   }
-  sample_options so;
-  int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  try {
-    if (a.values.count("max-tokens")) so.max_tokens = std::stoi(a.values["max-tokens"]);
-    if (a.values.count("temperature")) so.temperature = std::stof(a.values["temperature"]);
-    if (a.values.count("top-k")) so.top_k = std::stoi(a.values["top-k"]);
-    if (a.values.count("seed")) so.seed = std::stoull(a.values["seed"]);
-    if (a.values.count("threads")) threads = std::stoi(a.values["threads"]);
-  } catch (const std::exception&) {
-    std::fprintf(stderr, "loom-trainer sample: a numeric option is not a number\n%s", usage);
-    return 2;
-  }
-  if (so.max_tokens < 1 || so.top_k < 0 || threads < 1) {
-    std::fprintf(stderr, "loom-trainer sample: --max-tokens and --threads must be >= 1, --top-k >= 0\n");
-    return 2;
-  }
-  engine::kernels::set_threads(threads);
+  if (parsed->help) return std::fputs(sample_usage, stdout) < 0 ? 1 : 0;
+  const sample_args& a = *parsed;
+  sample_options so = a.sampling;
+  engine::kernels::set_threads(a.threads > 0 ? a.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
   // The key that signed the checkpoint lives in the data dir of the run that
   // wrote it: looked up (--data-dir, else $LOOM_HOME, else the default data
   // dir), never created — a new key would call every valid checkpoint tampered.
-  if (std::error_code ec; !std::filesystem::exists(a.values["checkpoint"], ec))
-    return fail(make_error(errc::not_found, "no checkpoint at " + a.values["checkpoint"]));
-  const std::string data_dir = files::resolve_data_dir(a.values["data-dir"]);
+  if (std::error_code ec; !std::filesystem::exists(a.checkpoint, ec))
+    return fail(make_error(errc::not_found, "no checkpoint at " + a.checkpoint));
+  const std::string data_dir = files::resolve_data_dir(a.data_dir);
   auto key = existing_checkpoint_key(data_dir);
   if (!key) {
     if (key.code() != errc::not_found) return fail(key.err());
-    const char* from = !a.values["data-dir"].empty() ? "--data-dir"
+    const char* from = !a.data_dir.empty() ? "--data-dir"
                        : std::getenv("LOOM_HOME") && *std::getenv("LOOM_HOME") ? "$LOOM_HOME"
                                                                                : "the default data dir";
     return fail(make_error(errc::not_found,
-                           "sampling " + a.values["checkpoint"] + " needs the checkpoint signing key of the data dir "
+                           "sampling " + a.checkpoint + " needs the checkpoint signing key of the data dir "
                            "whose run wrote it (keys/checkpoint.key); looked in " + data_dir + " (" + from +
                            "): " + key.err().message + ". Pass --data-dir DIR of that deployment"));
   }
-  auto snap = open_snapshot(a.values["checkpoint"], *key);
+  auto snap = open_snapshot(a.checkpoint, *key);
   if (!snap) return fail(snap.err());
   for (const auto& w : snap->where.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
-  const std::string tok_path = a.values.count("tokenizer") ? a.values["tokenizer"] : "";
+  const std::string& tok_path = a.tokenizer;
   auto bpe = load_run_tokenizer(tok_path);
   if (!bpe) return fail(bpe.err());
   if (!tok_path.empty()) {
@@ -189,7 +113,7 @@ int sample_main(int argc, char** argv) {
     if (!eot) return fail(eot.err());
     so.stop_token = *eot;
   }
-  auto prompt = bpe->encode(a.values["prompt"]);
+  auto prompt = bpe->encode(a.prompt);
   if (prompt.empty()) {
     std::fprintf(stderr, "loom-trainer sample: the prompt is empty\n");
     return 2;
@@ -201,13 +125,13 @@ int sample_main(int argc, char** argv) {
   auto ids = generate(*model, prompt, so);
   if (!ids) return fail(ids.err());
   const std::string text = bpe->decode(*ids);
-  if (a.flags["json"]) {
+  if (a.json) {
     std::cout << nlohmann::json{{"checkpoint", snap->where.dir}, {"step", snap->where.step},
-                                {"prompt", a.values["prompt"]}, {"completion", text}, {"tokens", *ids}}
+                                {"prompt", a.prompt}, {"completion", text}, {"tokens", *ids}}
                      .dump()
               << "\n";
   } else {
-    std::cout << a.values["prompt"] << text << "\n";
+    std::cout << a.prompt << text << "\n";
   }
   return 0;
 }

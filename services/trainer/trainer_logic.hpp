@@ -4,6 +4,7 @@
 // Runs in the supervised service actor; reads the board, changes nothing.
 #pragma once
 
+#include "libs/runtime/handler_table.hpp"
 #include "libs/runtime/service_logic.hpp"
 #include "services/trainer/work_state.hpp"
 
@@ -13,12 +14,15 @@ namespace loom::trainer {
 
 class trainer_logic final : public runtime::service_logic {
  public:
-  explicit trainer_logic(std::shared_ptr<const work_board> board) : board_(std::move(board)) {}
+  explicit trainer_logic(std::shared_ptr<const work_board> board);
   runtime::handled handle(const std::string& type, const std::string& body,
-                          const runtime::call_context& ctx) override;
+                          const runtime::call_context& ctx) override {
+    return table_.dispatch(type, body, ctx);
+  }
 
  private:
   std::shared_ptr<const work_board> board_;
+  runtime::handler_table table_{"trainer"};
 };
 
 }  // namespace loom::trainer

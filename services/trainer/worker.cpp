@@ -141,10 +141,10 @@ void worker::request_stop() {
   (void)board_->with([](work_state& w) { return w.stop(); });  // conflict when idle or done: nothing to stop
 }
 
-void worker::start(stage_run run) {
+void worker::start(assigned_stage a) {
   join_training();  // the previous stage's thread has ended (its state was reported)
   stop_training_ = false;
-  auto r = std::make_shared<stage_run>(std::move(run));
+  auto r = std::make_shared<stage_run>(std::move(a));
   work_state::stage_ref ref{r->job, r->stage, r->attempt, r->rank, r->world, r->generation, 0};
   if (auto st = board_->with([&](work_state& w) { return w.assign(ref); }); !st) {
     log("trainer: %s%s\n", st.err().to_string());  // a broken invariant of the poll loop: not taken
@@ -319,45 +319,29 @@ void worker::poll_loop() {
   wire::client cli(*env_.ctx, sched->rpc, *sched_key, env_.keys,
                    wire::client_options{std::chrono::milliseconds(500), 0});
   while (!quit_) {
-    loom::v1::PollWorkRequest req;
-    req.mutable_node()->set_value(env_.node_id);
-    if (inbox_) {
-      req.set_peer_endpoint(inbox_->endpoint());
-      req.set_peer_public_key(inbox_->public_key());
-    }
     const work_view v = board_->view();
+    poll_facts facts;
+    facts.node = env_.node_id;
+    facts.report = board_->with([](work_state& w) { return w.report(); });
+    if (inbox_) {
+      facts.inbox_endpoint = inbox_->endpoint();
+      facts.inbox_key = inbox_->public_key();
+    }
     std::shared_ptr<stage_run> cur;
     {
       std::lock_guard lock(mu_);
       cur = current_;
-      if (cur)
-        for (const auto& n : cur->notices) {
-          auto* q = req.add_notices();
-          q->set_seq(n.seq);
-          q->set_kind(n.kind);
-          q->set_text(n.text);
-        }
+      if (cur) facts.notices = cur->notices;
     }
-    req.set_state(board_->with([](work_state& w) { return w.report(); }));
-    if (cur) {
-      req.set_job(v.job);
-      req.set_stage(v.stage);
-      req.set_attempt(v.attempt);
-      req.set_step(v.step);
-      req.set_total_steps(v.total_steps);
-      req.set_loss(v.loss);
-      req.set_first_loss(v.first_loss);
-      req.set_tokens_per_s(v.tokens_per_s);
-      req.set_checkpoint(v.checkpoint);
-      req.set_message(v.message);
-      req.set_generation(v.generation);
-    }
+    if (cur) facts.holding = &v;
+    loom::v1::PollWorkRequest req;
+    to_wire(facts, &req);
     auto rep = wire::call_typed<loom::v1::PollWorkReply>(cli, req, env_.service_token());
     if (rep) {
       if (rep->stop()) request_stop();
       if (cur && rep->notices_acked()) {
         std::lock_guard lock(mu_);
-        std::erase_if(cur->notices, [&](const stage_run::notice& n) { return n.seq <= rep->notices_acked(); });
+        std::erase_if(cur->notices, [&](const stage_notice& n) { return n.seq <= rep->notices_acked(); });
       }
       if (cur && req.state() != "running" && req.state() != "idle") {  // its end was reported: back to idle
         join_training();
@@ -367,19 +351,7 @@ void worker::poll_loop() {
         cur.reset();
       }
       if (!cur && rep->has_assignment() && !quit_) {
-        const auto& a = rep->assignment();
-        stage_run run;
-        run.job = a.job();
-        run.stage = a.stage();
-        run.config_toml = a.config_toml();
-        run.out_dir = a.out_dir();
-        run.init_from = a.init_from();
-        run.attempt = a.attempt();
-        run.rank = a.rank();
-        run.world = std::max<std::uint32_t>(1, a.world());
-        run.generation = a.generation();
-        for (const auto& p : a.peers()) run.peers.push_back({p.endpoint(), p.public_key()});
-        start(std::move(run));
+        start(from_wire(rep->assignment()));
         continue;  // report "running" at once
       }
       if (cur && rep->has_assignment() &&

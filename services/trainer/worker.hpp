@@ -15,6 +15,7 @@
 
 #include "libs/collective/ring.hpp"
 #include "libs/runspec/run_config.hpp"
+#include "services/trainer/wire.hpp"
 #include "services/trainer/work_state.hpp"
 
 #include <atomic>
@@ -40,23 +41,15 @@ class worker {
   worker& operator=(const worker&) = delete;
 
  private:
-  // What a stage needs besides its work_state: its configuration, its group
+  // What a stage needs besides its work_state: its assignment (wire.hpp)
   // and the notices (rollbacks, snapshot fallbacks) not yet acknowledged.
-  struct stage_run {
-    std::string job, stage, config_toml, out_dir, init_from;
-    std::uint32_t attempt = 0;
-    std::uint32_t rank = 0, world = 1;
-    std::uint64_t generation = 0;
-    std::vector<collective::member> peers;  // by rank
-    struct notice {
-      std::uint64_t seq = 0;  // unix ns at creation: unique and rising across restarts
-      std::string kind, text;
-    };
-    std::vector<notice> notices;  // guarded by mu_
+  struct stage_run : assigned_stage {
+    explicit stage_run(assigned_stage a) : assigned_stage(std::move(a)) {}
+    std::vector<stage_notice> notices;  // guarded by mu_
   };
 
   void poll_loop();
-  void start(stage_run run);
+  void start(assigned_stage a);
   void train(std::shared_ptr<stage_run> run);
   // The stage's run with its crash restarts; returns the outcome and message.
   std::pair<std::string, std::string> run_stage(stage_run& run);

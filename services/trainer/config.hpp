@@ -1,0 +1,40 @@
+// config: the command lines of `loom-trainer train` and `loom-trainer sample`,
+// parsed strictly into typed options — an unknown option, a missing or empty
+// value, a malformed or out-of-range number is invalid_argument naming the
+// option (exit 2), never a silent default. (`loom-trainer serve` takes the
+// runtime's service options: libs/runtime/service_main.cpp.) Plain values.
+#pragma once
+
+#include "libs/status/status.hpp"
+#include "services/trainer/run/sampler.hpp"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace loom::trainer {
+
+struct train_args {
+  std::string config;             // --config FILE (required)
+  std::string out;                // --out DIR: overrides output.dir
+  std::string data_dir;           // --data-dir D: where keys/checkpoint.key lives
+  std::vector<std::string> sets;  // every --set section.key=value, in order
+  bool resume = false, quiet = false, json = false, help = false;
+};
+
+struct sample_args {
+  std::string checkpoint, prompt;  // required
+  std::string tokenizer, data_dir;
+  sample_options sampling;         // --max-tokens 1..1048576, --temperature 0..100, --top-k >= 0, --seed
+  int threads = 0;                 // --threads 1..1024; 0 = every core
+  bool json = false, help = false;
+};
+
+// argv: the words after the subcommand's name.
+result<train_args> parse_train_args(const std::vector<std::string>& argv);
+result<sample_args> parse_sample_args(const std::vector<std::string>& argv);
+
+extern const char* const train_usage;
+extern const char* const sample_usage;
+
+}  // namespace loom::trainer

@@ -1,0 +1,60 @@
+// loom-trainer's own command lines: typed, strict, every mistake named.
+#include "services/trainer/config.hpp"
+
+#include <doctest/doctest.h>
+
+using namespace loom;
+using namespace loom::trainer;
+
+TEST_CASE("loom-trainer train reads its options and keeps every --set in order") {
+  auto a = parse_train_args({"--config", "run.toml", "--set", "train.steps=5", "--set=optim.lr=0.1", "--resume",
+                             "--out=/tmp/x", "--json"});
+  REQUIRE(a.ok());
+  CHECK(a->config == "run.toml");
+  CHECK(a->sets == std::vector<std::string>{"train.steps=5", "optim.lr=0.1"});
+  CHECK(a->resume);
+  CHECK(a->json);
+  CHECK_FALSE(a->quiet);
+  CHECK(a->out == "/tmp/x");
+  CHECK(parse_train_args({"--help"})->help);
+}
+
+TEST_CASE("loom-trainer train refuses unknown options, missing values and stray words by name") {
+  auto msg = [](std::vector<std::string> v) {
+    auto a = parse_train_args(v);
+    return a.ok() ? std::string("ok") : a.err().message;
+  };
+  CHECK(msg({"--config", "c", "--verbose"}) == "unknown option --verbose");
+  CHECK(msg({"--config"}) == "--config needs a value");
+  CHECK(msg({"--config", "--resume"}) == "--config needs a value");  // an option is not swallowed as a value
+  CHECK(msg({"--config="}) == "--config needs a non-empty value");
+  CHECK(msg({"--config", "c", "extra"}) == "unexpected argument 'extra'");
+  CHECK(msg({"--resume=yes", "--config", "c"}) == "--resume takes no value");
+  CHECK(msg({"--resume"}) == "--config is required");
+}
+
+TEST_CASE("loom-trainer sample parses numbers strictly and within their ranges") {
+  auto a = parse_sample_args({"--checkpoint", "/c", "--prompt", "Once", "--max-tokens", "12", "--temperature", "0",
+                              "--top-k", "0", "--seed", "18446744073709551615", "--threads", "2"});
+  REQUIRE(a.ok());
+  CHECK(a->sampling.max_tokens == 12);
+  CHECK(a->sampling.temperature == 0.0f);
+  CHECK(a->sampling.top_k == 0);
+  CHECK(a->sampling.seed == 18446744073709551615ull);
+  CHECK(a->threads == 2);
+  auto msg = [](std::vector<std::string> extra) {
+    std::vector<std::string> v = {"--checkpoint", "/c", "--prompt", "p"};
+    v.insert(v.end(), extra.begin(), extra.end());
+    auto r = parse_sample_args(v);
+    return r.ok() ? std::string("ok") : r.err().message;
+  };
+  CHECK(msg({"--max-tokens", "abc"}).find("--max-tokens takes a whole number") != std::string::npos);
+  CHECK(msg({"--max-tokens", "0"}).find("--max-tokens must be in [1,") != std::string::npos);
+  CHECK(msg({"--max-tokens", "12x"}).find("--max-tokens takes a whole number") != std::string::npos);
+  CHECK(msg({"--top-k", "-1"}).find("--top-k must be in [0,") != std::string::npos);
+  CHECK(msg({"--temperature", "nan"}).find("--temperature takes a number in [0, 100]") != std::string::npos);
+  CHECK(msg({"--temperature", "1e300"}).find("--temperature") != std::string::npos);
+  CHECK(msg({"--seed", "-5"}).find("--seed takes a whole number") != std::string::npos);
+  CHECK(msg({"--threads", "1000000"}).find("--threads must be in [1, 1024]") != std::string::npos);
+  CHECK(parse_sample_args({"--prompt", "p"}).err().message == "--checkpoint and --prompt are required");
+}
