@@ -130,6 +130,9 @@ TEST_CASE("pipeline-test: pretrain then SFT from pretrain's final checkpoint, bo
   CHECK(sft["state"] == "succeeded");
   CHECK(pre["step"] == 30);
   CHECK(sft["step"] == 20);
+  // Both show the rate they trained at, the short SFT stage too (it may end between two polls).
+  CHECK(pre["tokens_per_s"].get<double>() > 0);
+  CHECK(sft["tokens_per_s"].get<double>() > 0);
   MESSAGE("pretrain loss " << pre["first_loss"] << " -> " << pre["loss"] << ", sft loss " << sft["first_loss"]
                            << " -> " << sft["loss"]);
   CHECK(pre["loss"].get<double>() < pre["first_loss"].get<double>() - 1.0);  // ln(50257) = 10.8 at the start

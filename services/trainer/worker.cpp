@@ -288,7 +288,7 @@ std::pair<std::string, std::string> worker::run_stage(stage_run& run_ref) {
         return outcome{"regroup", "the group's exchange failed: " + sum.err().to_string()};
       if (!sum) return failed(sum.err().message);
       (void)board_->with([&](work_state& w) {
-        w.progress(sum->steps, sum->last_loss, 0);
+        w.progress(sum->steps, sum->last_loss, w.view().tokens_per_s);  // the last step's rate stays
         if (!sum->snapshot.empty()) w.snapshot(sum->snapshot);
         return ok_status();
       });

@@ -294,6 +294,7 @@ poll_answer job_manager::poll(const poll_report& r, time_point now) {
     s.step = sl.rank == 0 ? r.step : s.step;
     s.loss = sl.rank == 0 ? r.loss : s.loss;
     if (sl.rank == 0 && r.first_loss != 0) s.first_loss = r.first_loss;
+    if (sl.rank == 0 && r.tokens_per_s > 0) s.tokens_per_s = r.tokens_per_s;  // a short stage may end before a running poll
     if (sl.rank == 0 && !r.checkpoint.empty()) s.checkpoint = r.checkpoint;
     stage_done(j, i, r.state == "succeeded", sl.rank == 0 ? r.message : who + ": " + r.message, now);
     return out;  // no work: the next poll may bring the next stage

@@ -367,3 +367,21 @@ TEST_CASE_FIXTURE(fixture, "placement puts a stage only on a trainer with the me
   CHECK(j->stages[0].node == "trainer@big");
   CHECK(jobs.waiting(*j, 0, nodes, now).empty());
 }
+
+TEST_CASE_FIXTURE(fixture, "a stage that ends between two polls keeps the rate its trainer reported with the end") {
+  add_trainer("trainer@a");
+  jobs.tick(nodes, now);
+  const job_rec* j = submit("r1");
+  poll("trainer@a", "idle");
+  poll_report r;
+  r.node = "trainer@a";
+  r.state = "succeeded";
+  r.job = j->id;
+  r.stage = "pretrain";
+  r.step = 10;
+  r.loss = 4.5;
+  r.tokens_per_s = 1234.5;
+  jobs.poll(r, now);
+  CHECK(j->stages[0].state == "succeeded");
+  CHECK(j->stages[0].tokens_per_s == 1234.5);
+}
