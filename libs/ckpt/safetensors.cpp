@@ -266,7 +266,7 @@ result<safetensors_file> read_safetensors(const std::string& path) {
 
 status check_safetensors(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return make_error(errno == ENOENT ? errc::not_found : errc::internal, "open " + path + ": " + std::strerror(errno));
+  if (fd < 0) return files::errno_error("open", path);
   struct stat st {};
   std::string head(8, '\0');
   auto read_at = [&](std::string& buf, off_t at) {

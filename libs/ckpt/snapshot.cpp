@@ -40,7 +40,7 @@ struct hashed {
 // Streams the file through SHA-256; with `sync`, fsyncs it first.
 result<hashed> hash_file(const std::string& path, bool sync) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return make_error(errno == ENOENT ? errc::not_found : errc::internal, "open " + path + ": " + std::strerror(errno));
+  if (fd < 0) return files::errno_error("open", path);
   if (sync && ::fsync(fd) != 0) {
     auto e = files::errno_error("fsync", path);
     ::close(fd);

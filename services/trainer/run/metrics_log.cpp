@@ -60,14 +60,14 @@ result<std::vector<float>> metrics_log::open(const std::string& path, std::uint6
   kept_lines(path, keep_through, &kept, losses);
   if (auto st = files::write_atomic(path, kept); !st) return st.err();
   f_ = std::fopen(path.c_str(), "a");
-  if (!f_) return make_error(errc::internal, "metrics " + path + ": " + std::strerror(errno));
+  if (!f_) return files::errno_error("open metrics log", path);
   return losses;
 }
 
 status metrics_log::append(const step_record& r) {
   const std::string line = to_jsonl(r);
   if (std::fwrite(line.data(), 1, line.size(), f_) != line.size() || std::fflush(f_) != 0)
-    return make_error(errc::internal, "metrics " + path_ + ": " + std::strerror(errno));
+    return files::errno_error("append to metrics log", path_);
   return ok_status();
 }
 
