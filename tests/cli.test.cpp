@@ -10,6 +10,7 @@
 #include "loom/v1/scheduler.pb.h"
 #include "tests/support/cluster.hpp"
 #include "tests/support/harness.hpp"
+#include "tests/support/loom_json.hpp"
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
@@ -37,14 +38,6 @@ std::string slurp(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
-}
-
-json loom_json(const std::string& home, std::vector<std::string> args) {
-  args.push_back("--json");
-  auto r = run_loom(home, args, 60s);
-  INFO("loom " << args.front() << ": " << r.err);
-  auto j = json::parse(r.out, nullptr, false);
-  return j.is_discarded() ? json::object() : j;
 }
 
 // Every audit row as (seq, action, request id), from `audit tail --json` (one event per line).

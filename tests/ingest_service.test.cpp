@@ -13,6 +13,7 @@
 #include "loom/v1/ingest.pb.h"
 #include "tests/support/cluster.hpp"
 #include "tests/support/harness.hpp"
+#include "tests/support/loom_json.hpp"
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
@@ -31,13 +32,9 @@ using namespace std::chrono_literals;
 
 namespace {
 
-json loom_json(const std::string& home, std::vector<std::string> args, int* code = nullptr) {
-  args.push_back("--json");
-  auto r = run_loom(home, args, 120s);
-  if (code) *code = r.code;
-  INFO("loom " << args.front() << " stderr: " << r.err);
-  auto j = json::parse(r.out, nullptr, false);
-  return j.is_discarded() ? json::object() : j;
+// Imports take longer than loom_json's default minute.
+json slow_json(const std::string& home, std::vector<std::string> args, int* code = nullptr) {
+  return loom::test::loom_json(home, std::move(args), 120s, code);
 }
 
 void write(const std::string& path, const std::string& bytes) {
@@ -94,7 +91,7 @@ TEST_CASE("loom data import: good and bad files, reason-coded rejects, a dataset
   CHECK(r.out.find("MB/s") != std::string::npos);  // the progress line
   CHECK(r.out.find("documents kept") != std::string::npos);
 
-  auto st = loom_json(home.path(), {"data", "status", "corpus"});
+  auto st = slow_json(home.path(), {"data", "status", "corpus"});
   CHECK(st["state"] == "ready");
   CHECK(st["documents"].get<int>() >= 30);
   CHECK(st["tokens"].get<int>() > 10000);
@@ -111,7 +108,7 @@ TEST_CASE("loom data import: good and bad files, reason-coded rejects, a dataset
   REQUIRE(text.ok());
 
   // Every bad input is a reason-coded reject naming its file.
-  auto rj = loom_json(home.path(), {"data", "rejects", "corpus", "--limit", "1000"});
+  auto rj = slow_json(home.path(), {"data", "rejects", "corpus", "--limit", "1000"});
   std::map<std::string, std::string> rule_of;  // file name -> rule
   for (auto& x : rj["rejects"]) rule_of[std::filesystem::path(x["file"].get<std::string>()).filename().string()] = x["rule"];
   for (const char* f : {"junk.txt", "mangled.txt", "truncated.txt.gz", "records.jsonl", "empty-dir"})
@@ -124,7 +121,7 @@ TEST_CASE("loom data import: good and bad files, reason-coded rejects, a dataset
       CHECK(x["detail"].get<std::string>().find("/etc/shadow") != std::string::npos);
   CHECK(rule_of["link-in.txt"] == "duplicate_exact");  // read: a copy of docs/doc1.txt, which comes first
   CHECK(rj["total"] == rj["rejects"].size());
-  auto page = loom_json(home.path(), {"data", "rejects", "corpus", "--limit", "2", "--offset", "1"});
+  auto page = slow_json(home.path(), {"data", "rejects", "corpus", "--limit", "2", "--offset", "1"});
   REQUIRE(page["rejects"].size() == 2);
   CHECK(page["rejects"][0] == rj["rejects"][1]);
   CHECK(page["total"] == rj["total"]);
@@ -139,7 +136,7 @@ TEST_CASE("loom data import: good and bad files, reason-coded rejects, a dataset
   MESSAGE("rejects: " << rj["total"] << " " << json(rule_of).dump());
 
   // The listing, and the audit log: the request and the outcome.
-  auto list = loom_json(home.path(), {"data", "list"});
+  auto list = slow_json(home.path(), {"data", "list"});
   REQUIRE(list["datasets"].size() == 1);
   CHECK(list["datasets"][0]["name"] == "corpus");
   auto tail = run_loom(home.path(), {"audit", "tail", "--lines", "50", "--json"});
@@ -148,7 +145,7 @@ TEST_CASE("loom data import: good and bad files, reason-coded rejects, a dataset
 
   // A re-import replaces the dataset (version 2) atomically.
   REQUIRE(run_loom(home.path(), {"data", "import", d + "/docs", "--dataset", "corpus"}, 120s).code == 0);
-  CHECK(loom_json(home.path(), {"data", "status", "corpus"})["version"] == 2);
+  CHECK(slow_json(home.path(), {"data", "status", "corpus"})["version"] == 2);
 }
 
 TEST_CASE("loom data import refuses bad requests with clear errors and exit codes, and creates nothing") {
@@ -196,7 +193,7 @@ TEST_CASE("loom data import refuses bad requests with clear errors and exit code
        !ec && it != std::filesystem::directory_iterator(); ++it)
     if (it->path().filename().string()[0] != '.') ++entries;
   CHECK(entries == 0);
-  CHECK(loom_json(home.path(), {"data", "list"})["datasets"].size() == 0);
+  CHECK(slow_json(home.path(), {"data", "list"})["datasets"].size() == 0);
 }
 
 TEST_CASE("a deleted or corrupted shard makes the dataset damaged, named in status and by loom data verify") {
@@ -217,19 +214,19 @@ TEST_CASE("a deleted or corrupted shard makes the dataset damaged, named in stat
   std::string bad = good;
   bad[bad.size() / 2] ^= 0x20;  // same size: only the hash can tell
   REQUIRE(files::write_atomic(shard, bad).ok());
-  CHECK(loom_json(home.path(), {"data", "status", "d"})["state"] == "ready");
+  CHECK(slow_json(home.path(), {"data", "status", "d"})["state"] == "ready");
   auto v = run_loom(home.path(), {"data", "verify", "d"}, 120s);
   CHECK(v.code == 1);
   CHECK(v.err.find("dataset d is damaged: shard-000001.bin has SHA-256") != std::string::npos);
-  auto st = loom_json(home.path(), {"data", "status", "d"});
+  auto st = slow_json(home.path(), {"data", "status", "d"});
   CHECK(st["state"] == "damaged");
   CHECK(st["damage"].get<std::string>().starts_with("shard-000001.bin has SHA-256"));
 
   std::filesystem::remove(shard);  // deleted: the cheap check sees it at once
-  st = loom_json(home.path(), {"data", "status", "d"});
+  st = slow_json(home.path(), {"data", "status", "d"});
   CHECK(st["state"] == "damaged");
   CHECK(st["shard_problems"]["shard-000001.bin"] == "is missing");
-  CHECK(loom_json(home.path(), {"data", "list"})["datasets"][0]["state"] == "damaged");
+  CHECK(slow_json(home.path(), {"data", "list"})["datasets"][0]["state"] == "damaged");
   auto text = run_loom(home.path(), {"data", "status", "d"});
   CHECK(text.out.find("DAMAGED: shard-000001.bin is missing") != std::string::npos);
   // A job cannot be submitted on it.
@@ -240,7 +237,7 @@ TEST_CASE("a deleted or corrupted shard makes the dataset damaged, named in stat
   CHECK(submit.err.find("damaged") != std::string::npos);
   // A re-import repairs it.
   REQUIRE(run_loom(home.path(), {"data", "import", src, "--dataset", "d"}, 120s).code == 0);
-  CHECK(loom_json(home.path(), {"data", "status", "d"})["state"] == "ready");
+  CHECK(slow_json(home.path(), {"data", "status", "d"})["state"] == "ready");
 }
 
 TEST_CASE("kill -9 of loom-ingest mid-import: the restarted service clears the staging and does not reuse the task id") {

@@ -8,6 +8,7 @@
 #include "libs/crypto/hash.hpp"
 #include "libs/files/files.hpp"
 #include "tests/support/harness.hpp"
+#include "tests/support/loom_json.hpp"
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
@@ -28,14 +29,6 @@ using namespace std::chrono_literals;
 namespace {
 
 const char* corpus = "/usr/share/common-licenses/GPL-3";
-
-json loom_json(const std::string& home, std::vector<std::string> args, std::chrono::seconds t = 60s) {
-  args.push_back("--json");
-  auto r = run_loom(home, args, t);
-  INFO("loom " << args.front() << " stderr: " << r.err);
-  auto j = json::parse(r.out, nullptr, false);
-  return j.is_discarded() ? json::object() : j;
-}
 
 long pid_of(const std::string& home, const std::string& service) {
   for (auto& s : loom_json(home, {"status"}).value("services", json::array()))

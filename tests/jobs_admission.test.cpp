@@ -10,6 +10,7 @@
 #include "loom/v1/trainer.pb.h"
 #include "tests/support/cluster.hpp"
 #include "tests/support/harness.hpp"
+#include "tests/support/loom_json.hpp"
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
@@ -29,14 +30,6 @@ namespace fs = std::filesystem;
 namespace {
 
 const char* corpus = "/usr/share/common-licenses/GPL-3";
-
-json loom_json(const std::string& home, std::vector<std::string> args, std::chrono::seconds t = 60s) {
-  args.push_back("--json");
-  auto r = run_loom(home, args, t);
-  INFO("loom " << args.front() << " stderr: " << r.err);
-  auto j = json::parse(r.out, nullptr, false);
-  return j.is_discarded() ? json::object() : j;
-}
 
 // Admission checks memory and threads against registered trainers: wait for one.
 void wait_for_trainer(const std::string& home) {
