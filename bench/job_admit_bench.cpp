@@ -1,6 +1,6 @@
 // job_admit_bench: job admissions per second through the real services on
 // loopback (issue 6: >= 1,000/s). `loom up` in a throwaway data dir (the
-// embedded SQLite store), jobs constrained to a zone without trainers so
+// embedded SQLite store), jobs needing a gang larger than the deployment so
 // nothing is placed, then
 // `clients` threads each submit jobs back to back over CURVE ZeroMQ as an
 // operator: every admission is authorised, validated (template + overrides),
@@ -50,7 +50,7 @@ int arg_int(int argc, char** argv, const char* name, int fallback) {
 int main(int argc, char** argv) {
   const int jobs = std::max(1, arg_int(argc, argv, "--jobs", 4000));
   const int clients = std::max(1, arg_int(argc, argv, "--clients", 16));
-  test::cluster c;
+  test::cluster c({"--import-root", "/usr/share/common-licenses"});  // the job's text= file is read from there
   if (!c.up) {
     std::fprintf(stderr, "job_admit_bench: loom up failed (see %s/logs)\n", c.home.path().c_str());
     return 1;
@@ -69,9 +69,12 @@ int main(int argc, char** argv) {
   submit.set_template_toml(read_template("pipeline-test"));
   submit.add_overrides("text=/usr/share/common-licenses/GPL-3");
   submit.add_overrides("steps=10");
-  // A zone no trainer is in: every job is admitted and queued, none placed, so
-  // no training competes with the control plane for the cores.
-  submit.set_zone("bench-no-trainers");
+  // A gang of 64 trainers where there is one: every job is admitted and
+  // queued (waiting for its group), none placed, so no training competes with
+  // the control plane for the cores. (A zone without trainers is refused at
+  // submit now: nothing would ever run there.)
+  submit.add_overrides("trainers=64");
+  submit.add_overrides("train.grad_accum=64");
   const std::string body = submit.SerializeAsString();
 
   std::atomic<int> next{0}, failed{0};
