@@ -1,6 +1,7 @@
 #include "services/ingest/pipeline/readers/byte_source.hpp"
 
 #include "libs/files/confine.hpp"
+#include "libs/files/files.hpp"
 
 #include <cerrno>
 #include <cstring>
@@ -9,6 +10,14 @@
 
 namespace loom::ingest {
 namespace {
+
+// files::errno_error's message; the code is not_found or unavailable, never
+// permission_denied, which the reader takes for "outside the import roots".
+error source_error(const std::string& what, const std::string& path, int e) {
+  error err = files::errno_error(what, path, e);
+  err.code = e == ENOENT ? errc::not_found : errc::unavailable;
+  return err;
+}
 
 class file_source final : public byte_source {
  public:
@@ -23,7 +32,7 @@ class file_source final : public byte_source {
       if (n >= 0) return static_cast<std::size_t>(n);
       if (errno == EINTR) continue;
       failure_ = reject_reason::io_error;
-      return make_error(errc::unavailable, "read " + path_ + ": " + std::strerror(errno));
+      return source_error("read", path_, errno);
     }
   }
 
@@ -51,11 +60,7 @@ class memory_source final : public byte_source {
 
 result<std::unique_ptr<byte_source>> open_file_source(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    int e = errno;
-    return make_error(e == ENOENT ? errc::not_found : errc::unavailable,
-                      "open " + path + ": " + std::strerror(e));
-  }
+  if (fd < 0) return source_error("open", path, errno);
   ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
   return std::unique_ptr<byte_source>(new file_source(fd, path));
 }
