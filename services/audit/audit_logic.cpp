@@ -71,7 +71,8 @@ handled audit_logic::rotate_keys(const loom::v1::RotateKeysRequest&) {
 handled audit_logic::issue_token(const loom::v1::IssueTokenRequest& wire_req) {
   const token_request req = token_request_from_wire(wire_req);
   auto r = auth::role_from_string(req.role);
-  if (!r) return fail(errc::invalid_argument, "role '" + auth::printable(req.role) + "' is not viewer, operator or admin");
+  if (!r)
+    return fail(errc::invalid_argument, "role '" + auth::printable(req.role) + "' is not viewer, operator or admin");
   if (req.zones.empty()) return fail(errc::invalid_argument, "a token needs at least one zone ('*' for all)");
   if (req.ttl_s == 0 || req.ttl_s > max_ttl_s)
     return fail(errc::invalid_argument, "ttl_s must be 1.." + std::to_string(max_ttl_s));

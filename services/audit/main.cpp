@@ -14,7 +14,8 @@
 
 int main(int argc, char** argv) {
   using namespace loom;
-  auto cfg = audit_service::load_config({argv, argv + argc}, [](const char* k) -> const char* { return std::getenv(k); });
+  auto cfg =
+      audit_service::load_config({argv, argv + argc}, [](const char* k) -> const char* { return std::getenv(k); });
   if (!cfg) {
     std::fprintf(stderr, "loom-audit: %s\n", cfg.err().message.c_str());
     return 2;
@@ -23,7 +24,9 @@ int main(int argc, char** argv) {
   runtime::service_spec spec;
   spec.name = "audit";
   spec.migrations = audit_service::audit_migrations;
-  spec.start_extra = [&log, &c = *cfg](runtime::service_env& env) { return audit_service::start_receiver(env, c, log); };
+  spec.start_extra = [&log, &c = *cfg](runtime::service_env& env) {
+    return audit_service::start_receiver(env, c, log);
+  };
   spec.make_logic = [&log](runtime::service_env& env) { return audit_service::make_logic(env, log); };
   std::vector<char*> args;
   for (auto& a : cfg->runtime_args) args.push_back(a.data());

@@ -26,7 +26,8 @@ std::optional<received_event> event_from_wire(const std::string& bytes) {
   return out;
 }
 
-std::string event_to_wire(const auditchain::chain_row& r, const std::string& payload, const std::string& payload_state) {
+std::string event_to_wire(const auditchain::chain_row& r, const std::string& payload,
+                          const std::string& payload_state) {
   loom::v1::AuditEvent e;
   e.set_seq(r.seq);
   e.set_source(r.source);
