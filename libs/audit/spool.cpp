@@ -7,7 +7,6 @@
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
-#include <cstring>
 #include <fcntl.h>
 #include <filesystem>
 #include <sys/file.h>
@@ -102,10 +101,6 @@ std::uint64_t parse_segment_name(std::string_view name) {
   return ec == std::errc() && end == digits.data() + digits.size() ? v : 0;
 }
 
-error sys_error(const std::string& what, const std::string& path) {
-  return make_error(errc::internal, what + " " + path + ": " + std::strerror(errno));
-}
-
 error corrupt(const std::string& path, std::size_t off, std::string_view what) {
   return make_error(errc::corruption, "audit spool segment " + path + ": " + std::string(what) + " at offset " +
                                           std::to_string(off));
@@ -115,7 +110,7 @@ status write_all(int fd, std::string_view data, const std::string& path) {
   while (!data.empty()) {
     ssize_t n = ::write(fd, data.data(), data.size());
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return sys_error("write", path);
+    if (n < 0) return files::errno_error("write", path);
     data.remove_prefix(static_cast<std::size_t>(n));
   }
   return {};
@@ -128,14 +123,14 @@ result<std::unique_ptr<spool>> spool::open(const std::string& dir, spool_options
   std::unique_ptr<spool> sp(new spool(dir, opt));
   std::string lock_path = dir + "/LOCK";
   sp->lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (sp->lock_fd_ < 0) return sys_error("open", lock_path);
+  if (sp->lock_fd_ < 0) return files::errno_error("open", lock_path);
   if (::flock(sp->lock_fd_, LOCK_EX | LOCK_NB) != 0)
     return make_error(errc::unavailable, "audit spool " + dir + " is in use by another process (flock " + lock_path + ")");
   if (auto s = sp->scan(); !s.ok()) return s.err();
   if (!sp->segments_.empty()) {
     const std::string& path = sp->segments_.back().path;
     sp->active_fd_ = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
-    if (sp->active_fd_ < 0) return sys_error("open", path);
+    if (sp->active_fd_ < 0) return files::errno_error("open", path);
   }
   return sp;
 }
@@ -193,10 +188,11 @@ status spool::scan() {
       std::fprintf(stderr, "warning: audit spool segment %s: dropping torn tail at offset %zu (%zu bytes, %s)\n",
                    seg.path.c_str(), off, d.size() - off, bad);
       int fd = ::open(seg.path.c_str(), O_WRONLY | O_CLOEXEC);
-      if (fd < 0) return sys_error("open", seg.path);
-      bool ok = ::ftruncate(fd, static_cast<off_t>(off)) == 0 && ::fsync(fd) == 0;
+      if (fd < 0) return files::errno_error("open", seg.path);
+      const bool ok = ::ftruncate(fd, static_cast<off_t>(off)) == 0 && ::fsync(fd) == 0;
+      const int why = errno;  // before close() can change it
       ::close(fd);
-      if (!ok) return sys_error("truncate torn tail of", seg.path);
+      if (!ok) return files::errno_error("truncate torn tail of", seg.path, why);
       break;
     }
     seg.bytes = off;
@@ -215,7 +211,7 @@ status spool::start_segment() {
   active_fd_ = -1;
   std::string path = dir_ + "/" + segment_name(last_seq_ + 1);
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0600);
-  if (fd < 0) return sys_error("create", path);
+  if (fd < 0) return files::errno_error("create", path);
   if (auto s = files::fsync_dir(dir_); !s.ok()) {
     ::close(fd);
     ::unlink(path.c_str());
@@ -254,7 +250,7 @@ result<std::uint64_t> spool::append_batch(std::span<const std::string> records) 
   }
   if (::fdatasync(active_fd_) != 0) {
     broken_ = true;  // after a failed sync the kernel may have dropped dirty pages
-    return sys_error("fdatasync", seg.path);
+    return files::errno_error("fdatasync", seg.path);
   }
   seg.bytes += buf.size();
   seg.last_seq += records.size();
@@ -273,20 +269,19 @@ result<std::vector<std::pair<std::uint64_t, std::string>>> spool::read_after(std
         seg.path == hint_path_ && hint_seq_ <= from && hint_off_ <= seg.bytes ? hint_off_ : 0;
     std::string data(seg.bytes - start, '\0');
     int fd = ::open(seg.path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return sys_error("open", seg.path);
+    if (fd < 0) return files::errno_error("open", seg.path);
     std::size_t got = 0;
+    int read_errno = 0;  // a failed pread: an I/O error, not a short segment
     while (got < data.size()) {
       const ssize_t n = ::pread(fd, data.data() + got, data.size() - got, static_cast<off_t>(start + got));
       if (n < 0 && errno == EINTR) continue;
+      if (n < 0) read_errno = errno;
       if (n <= 0) break;
       got += static_cast<std::size_t>(n);
     }
-    const int read_errno = errno;
     ::close(fd);
-    if (got < data.size()) {
-      errno = read_errno;
-      return corrupt(seg.path, start + got, "segment shrank since it was written");
-    }
+    if (read_errno != 0) return files::errno_error("read", seg.path, read_errno);
+    if (got < data.size()) return corrupt(seg.path, start + got, "segment shrank since it was written");
     std::string_view d = data;
     parsed p;
     std::size_t off = 0;
@@ -314,7 +309,7 @@ status spool::trim_through(std::uint64_t seq) {
   std::size_t drop = 0;
   while (drop + 1 < segments_.size() && segments_[drop].last_seq <= seq) {
     if (::unlink(segments_[drop].path.c_str()) != 0 && errno != ENOENT) {
-      auto e = sys_error("delete confirmed segment", segments_[drop].path);
+      auto e = files::errno_error("delete confirmed segment", segments_[drop].path);
       segments_.erase(segments_.begin(), segments_.begin() + static_cast<std::ptrdiff_t>(drop));
       return e;
     }

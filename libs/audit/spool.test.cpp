@@ -261,3 +261,20 @@ TEST_CASE("each record on disk starts with magic, length and seq") {
   CHECK(bytes.substr(20) == "abc");
   fs::remove_all(dir);
 }
+
+TEST_CASE("a segment deleted under an open spool is not_found naming it, and one cut short is corruption") {
+  auto dir = temp_dir();
+  auto s = open_ok(dir);
+  append_n(*s, 3);
+  const std::string seg = dir + "/" + segment_files(dir).at(0);
+  fs::resize_file(seg, record_bytes(1) + 5);
+  auto cut = s->read_after(0, 10);
+  CHECK(cut.code() == errc::corruption);
+  CHECK(cut.err().message.find("shrank") != std::string::npos);
+  fs::remove(seg);
+  auto gone = s->read_after(0, 10);
+  CHECK(gone.code() == errc::not_found);
+  CHECK(gone.err().message == "open " + seg + ": No such file or directory");
+  s.reset();
+  fs::remove_all(dir);
+}

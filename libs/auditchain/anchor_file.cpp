@@ -5,7 +5,6 @@
 
 #include <cerrno>
 #include <charconv>
-#include <cstring>
 #include <fcntl.h>
 #include <filesystem>
 #include <sys/stat.h>
@@ -13,11 +12,6 @@
 
 namespace loom::auditchain {
 namespace {
-
-error sys_error(const std::string& what, const std::string& path) {
-  return make_error(errno == ENOENT ? errc::not_found : errc::unavailable,
-                    what + " " + path + ": " + std::strerror(errno));
-}
 
 template <class T>
 bool parse_int(std::string_view s, T& out) {
@@ -62,11 +56,11 @@ result<std::unique_ptr<anchor_file>> anchor_file::open(const std::string& path) 
     if (!text->empty() && text->back() != '\n') {
       auto keep = text->rfind('\n');
       off_t len = keep == std::string::npos ? 0 : static_cast<off_t>(keep + 1);
-      if (::truncate(path.c_str(), len) != 0) return sys_error("truncate torn line of", path);
+      if (::truncate(path.c_str(), len) != 0) return files::errno_error("truncate torn line of", path);
     }
   }
   int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) return sys_error("open", path);
+  if (fd < 0) return files::errno_error("open", path);
   if (!existed) {
     std::filesystem::path p(path);
     if (auto s = files::fsync_dir(p.has_parent_path() ? p.parent_path().string() : "."); !s) {
@@ -94,11 +88,11 @@ status anchor_file::append(std::span<const checkpoint> cs) {
     ssize_t n = ::write(fd_, left.data(), left.size());
     if (n < 0) {
       if (errno == EINTR) continue;
-      return undo(sys_error("append to", path_));
+      return undo(files::errno_error("append to", path_));
     }
     left.remove_prefix(static_cast<std::size_t>(n));
   }
-  if (::fdatasync(fd_) != 0) return undo(sys_error("fsync", path_));
+  if (::fdatasync(fd_) != 0) return undo(files::errno_error("fsync", path_));
   return ok_status();
 }
 

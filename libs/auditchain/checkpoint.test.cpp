@@ -155,4 +155,8 @@ TEST_CASE("the anchor file round-trips checkpoints, and a torn last line is skip
   CHECK(bad.code() == errc::corruption);
   CHECK(bad.err().message.find("line 5") != std::string::npos);
   CHECK(read_anchor_file(dir.path() + "/missing.log").code() == errc::not_found);
+  // Opening in a directory that is not there names the file and the cause.
+  auto nowhere = anchor_file::open(dir.path() + "/no/such/dir/anchors.log");
+  CHECK(nowhere.code() == errc::not_found);
+  CHECK(nowhere.err().message.find("open " + dir.path() + "/no/such/dir/anchors.log: No such file") != std::string::npos);
 }

@@ -4,7 +4,6 @@
 
 #include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <fcntl.h>
 #include <filesystem>
 #include <sys/stat.h>
@@ -13,12 +12,13 @@
 namespace loom::auditchain::detail {
 namespace {
 
+// files::errno_error, but EEXIST is already_exists: create_exclusive's link()
+// losing a race means another process made the key (anchor_signer takes it).
 error sys_error(const std::string& what, const std::string& path) {
-  errc c = errno == ENOENT ? errc::not_found
-         : errno == EEXIST ? errc::already_exists
-         : (errno == EACCES || errno == EPERM) ? errc::permission_denied
-         : errc::internal;
-  return make_error(c, what + " " + path + ": " + std::strerror(errno));
+  const int e = errno;
+  error err = files::errno_error(what, path, e);
+  if (e == EEXIST) err.code = errc::already_exists;
+  return err;
 }
 
 std::string dir_of(const std::string& path) {

@@ -1,5 +1,7 @@
 #include "libs/auditchain/keyring.hpp"
 
+#include "libs/auditchain/key_files.hpp"
+
 #include "libs/crypto/encoding.hpp"
 #include "libs/files/files.hpp"
 #include "libs/files/temp_dir.hpp"
@@ -256,4 +258,18 @@ TEST_CASE("canary: no key ever appears in a sealed payload, plain or hex") {
       CHECK(s.find(loom::crypto::to_hex(key)) == std::string::npos);
     }
   }
+}
+
+TEST_CASE("a key file is never overwritten: a second create is already_exists and a missing one is not_found") {
+  loom::files::temp_dir dir("loom-key-files");
+  const std::string path = dir.path() + "/k.key";
+  REQUIRE(detail::create_exclusive(path, "first").ok());
+  auto again = detail::create_exclusive(path, "second");
+  CHECK(again.code() == errc::already_exists);
+  CHECK(again.err().message.find(path) != std::string::npos);
+  CHECK(*detail::read_private(path) == "first");
+  auto missing = detail::read_private(dir.path() + "/none.key");
+  CHECK(missing.code() == errc::not_found);
+  CHECK(missing.err().message.find("No such file") != std::string::npos);
+  CHECK(detail::shred(dir.path() + "/none.key").code() == errc::not_found);
 }

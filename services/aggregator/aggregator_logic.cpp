@@ -1,19 +1,18 @@
 #include "services/aggregator/aggregator_logic.hpp"
 
-#include "libs/runtime/logic_pb.hpp"
 #include "loom/v1/aggregator.pb.h"
 
 namespace loom::aggregator {
 
-runtime::handled aggregator_logic::handle(const std::string& type, const std::string& body,
-                                          const runtime::call_context&) {
-  using namespace runtime;
-  if (is<loom::v1::AggregatorStatusRequest>(type)) {
-    auto req = parse_as<loom::v1::AggregatorStatusRequest>(body);
-    if (!req) return fail(req.err());
-    return reply(loom::v1::AggregatorStatusReply{});
-  }
-  return unknown_type("aggregator", type);
+aggregator_logic::aggregator_logic() {
+  using namespace loom::v1;
+  // The outer loop's round and sites (viewer): round 0, no sites, until rounds exist.
+  table_.on<AggregatorStatusRequest>(
+      [this](const AggregatorStatusRequest& r, const runtime::call_context&) { return status(r); });
+}
+
+runtime::handled aggregator_logic::status(const loom::v1::AggregatorStatusRequest&) {
+  return runtime::reply(loom::v1::AggregatorStatusReply{});
 }
 
 }  // namespace loom::aggregator

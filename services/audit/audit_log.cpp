@@ -6,7 +6,7 @@
 #include "libs/auditchain/writer.hpp"
 #include "libs/files/files.hpp"
 #include "libs/store/database.hpp"
-#include "loom/v1/audit.pb.h"
+#include "services/audit/wire.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -22,24 +22,6 @@ std::int64_t i64(std::uint64_t v) { return static_cast<std::int64_t>(v); }
 constexpr const char* v1_cols =
     "source, source_seq, unix_ns, principal, role, zone, action, job_id, request_id, decision, reason, "
     "payload, service, peer_key";
-
-auditchain::chain_row row_of(const loom::v1::AuditEvent& e) {
-  auditchain::chain_row r;
-  r.unix_ns = i64(e.unix_ns());
-  r.source = e.source();
-  r.source_seq = e.source_seq();
-  r.service = e.service();
-  r.peer_key = e.peer_key();
-  r.principal = e.principal();
-  r.role = e.role();
-  r.zone = e.zone();
-  r.action = e.action();
-  r.job_id = e.job_id();
-  r.request_id = e.request_id();
-  r.decision = static_cast<std::int32_t>(e.decision());
-  r.reason = e.reason();
-  return r;
-}
 
 }  // namespace
 
@@ -119,23 +101,24 @@ result<batch_outcome> audit_log::append_batch(std::span<const std::string> event
   auto now = opt_.clock();
   auto done = db_->with_transaction([&](store::transaction& tx) -> status {
     for (const auto& bytes : events) {
-      loom::v1::AuditEvent e;
-      if (!e.ParseFromString(bytes) || e.source().empty() || e.source_seq() == 0) {
+      auto e = event_from_wire(bytes);
+      if (!e) {
         ++out.invalid;
         continue;
       }
-      auto& mark = marks[e.source()];
-      if (e.source_seq() <= mark) {
+      const std::uint64_t source_seq = e->row.source_seq;
+      auto& mark = marks[e->row.source];
+      if (source_seq <= mark) {
         ++out.duplicate;
         continue;
       }
-      if (e.source_seq() != mark + 1) {
+      if (source_seq != mark + 1) {
         ++out.gap;
         continue;
       }
-      auto r = writer_->append(tx, row_of(e), e.payload(), now);
+      auto r = writer_->append(tx, std::move(e->row), e->payload, now);
       if (!r) return r.err();
-      mark = e.source_seq();
+      mark = source_seq;
       ++out.stored;
     }
     auto cp = writer_->checkpoint_if_due(tx, now);
@@ -256,24 +239,24 @@ result<std::vector<std::string>> query_events(store::transaction& tx, auditchain
                          w.params);
     if (!rows) return rows.err();
     for (const auto& r : *rows) {
-      loom::v1::AuditEvent e;
-      e.set_source(text_at(r, 0));
-      e.set_source_seq(static_cast<std::uint64_t>(int_at(r, 1)));
-      e.set_unix_ns(static_cast<std::uint64_t>(int_at(r, 2)));
-      e.set_principal(text_at(r, 3));
-      e.set_role(text_at(r, 4));
-      e.set_zone(text_at(r, 5));
-      e.set_action(text_at(r, 6));
-      e.set_job_id(text_at(r, 7));
-      e.set_request_id(text_at(r, 8));
-      e.set_decision(static_cast<loom::v1::Decision>(int_at(r, 9)));
-      e.set_reason(text_at(r, 10));
+      auditchain::chain_row e;  // seq stays 0: v1 rows are not chained
+      e.source = text_at(r, 0);
+      e.source_seq = static_cast<std::uint64_t>(int_at(r, 1));
+      e.unix_ns = int_at(r, 2);
+      e.principal = text_at(r, 3);
+      e.role = text_at(r, 4);
+      e.zone = text_at(r, 5);
+      e.action = text_at(r, 6);
+      e.job_id = text_at(r, 7);
+      e.request_id = text_at(r, 8);
+      e.decision = static_cast<std::int32_t>(int_at(r, 9));
+      e.reason = text_at(r, 10);
+      std::string payload;
       if (!r.is_null(11))
-        if (auto b = r.get_blob(11)) e.set_payload(b->bytes);
-      e.set_service(text_at(r, 12));
-      e.set_peer_key(text_at(r, 13));
-      e.set_payload_state("v1 (stored before encryption at rest)");
-      out.push_back(e.SerializeAsString());
+        if (auto b = r.get_blob(11)) payload = b->bytes;
+      e.service = text_at(r, 12);
+      e.peer_key = text_at(r, 13);
+      out.push_back(event_to_wire(e, payload, "v1 (stored before encryption at rest)"));
     }
   }
   if (out.size() >= limit) return out;
@@ -294,25 +277,8 @@ result<std::vector<std::string>> query_events(store::transaction& tx, auditchain
     auto rows = auditchain::read_rows(tx, wanted[i], j - i);
     if (!rows) return rows.err();
     for (const auto& r : *rows) {
-      loom::v1::AuditEvent e;
-      e.set_seq(r.seq);
-      e.set_source(r.source);
-      e.set_source_seq(r.source_seq);
-      e.set_unix_ns(static_cast<std::uint64_t>(r.unix_ns));
-      e.set_principal(r.principal);
-      e.set_role(r.role);
-      e.set_zone(r.zone);
-      e.set_action(r.action);
-      e.set_job_id(r.job_id);
-      e.set_request_id(r.request_id);
-      e.set_decision(static_cast<loom::v1::Decision>(r.decision));
-      e.set_reason(r.reason);
-      e.set_service(r.service);
-      e.set_peer_key(r.peer_key);
       auto plain = keys.unseal(r.payload, auditchain::context_of(r));
-      if (plain) e.set_payload(*plain);
-      else e.set_payload_state(plain.err().message);
-      out.push_back(e.SerializeAsString());
+      out.push_back(plain ? event_to_wire(r, *plain, "") : event_to_wire(r, "", plain.err().message));
     }
     i = j;
   }

@@ -1,31 +1,19 @@
 #include "services/ingest/config.hpp"
 
-#include "libs/audit/emitter.hpp"
-#include "libs/files/files.hpp"
-#include "libs/runtime/service.hpp"
-
-#include <cstdio>
+#include "libs/wire/endpoint.hpp"
 
 namespace loom::ingest {
 
-task_runner_options runner_options(runtime::service_env& env) {
-  task_runner_options o;
-  o.datasets_root = env.paths.root + "/datasets";
-  o.database_url = env.database_url;
-  audit::emitter* em = env.audit;
-  o.audit = [em](audit::record r) { em->emit(std::move(r)); };
-  o.zone = env.zone;
-  o.node = env.node_id;
-  o.state_dir = env.paths.state("ingest");
-  if (auto st = files::make_dirs(env.paths.imports()); !st)
-    std::fprintf(stderr, "loom-ingest: %s\n", st.err().to_string().c_str());
-  std::vector<std::string> skipped;
-  o.import_roots = layout::import_roots(env.paths, env.eps, &skipped);
-  for (const auto& why : skipped) std::fprintf(stderr, "loom-ingest: not an import root: %s\n", why.c_str());
-  std::string roots;
-  for (const auto& r : o.import_roots) roots += " " + r;
-  std::fprintf(stderr, "loom-ingest: import roots:%s\n", roots.c_str());
-  return o;
+result<ingest_config> load_config(const env_lookup& env) {
+  ingest_config c;
+  if (const char* v = env("LOOM_INGEST_SYNC_BIND"); v && *v) {
+    if (!wire::valid_tcp_endpoint(v, wire::endpoint_use::bind))
+      return make_error(errc::invalid_argument, std::string("LOOM_INGEST_SYNC_BIND=") + v +
+                                                    " is not an endpoint to listen on: want tcp://HOST:PORT "
+                                                    "(HOST may be *, PORT 1..65535 or *)");
+    c.sync_bind = v;
+  }
+  return c;
 }
 
 }  // namespace loom::ingest

@@ -1,18 +1,30 @@
-// The ingest service's options from its environment: where datasets live,
-// the import roots (<data>/imports, created here, plus the `loom up
-// --import-root` directories endpoints.json remembers; one that fails
-// layout::check_import_root is left out with a line on stderr), the task id
-// file, the store and the audit sink. Called once in start_extra.
+// config: the ingest service's own settings, parsed strictly before
+// service_main starts — a bad value stops the service at start with the
+// variable named (exit 2), never a silent default.
+//
+//   LOOM_INGEST_SYNC_BIND   where the dataset sync server listens:
+//                           tcp://HOST:PORT (HOST may be *, PORT 1..65535 or *);
+//                           default tcp://127.0.0.1:* (loopback, a free port).
+//                           E.g. tcp://0.0.0.0:7450 to serve another host.
+//
+// Every command-line argument is service_main's (libs/runtime/service.hpp).
+// The import roots come from endpoints.json (`loom up --import-root`), read
+// in ingest_service.cpp. Plain values.
 #pragma once
 
-#include "services/ingest/tasks.hpp"
+#include "libs/status/status.hpp"
 
-namespace loom::runtime {
-struct service_env;
-}
+#include <functional>
+#include <string>
 
 namespace loom::ingest {
 
-task_runner_options runner_options(runtime::service_env& env);
+struct ingest_config {
+  std::string sync_bind = "tcp://127.0.0.1:*";
+};
+
+// `env` looks a variable up (std::getenv in the service; a map in tests).
+using env_lookup = std::function<const char*(const char*)>;
+result<ingest_config> load_config(const env_lookup& env);
 
 }  // namespace loom::ingest

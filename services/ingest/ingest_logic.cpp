@@ -1,12 +1,13 @@
 #include "services/ingest/ingest_logic.hpp"
 
-#include "libs/runtime/logic_pb.hpp"
 #include "libs/shards/check.hpp"
 #include "libs/store/database.hpp"
+#include "loom/v1/ingest.pb.h"
 #include "services/ingest/importer/catalog.hpp"
-#include "services/ingest/importer/import_options.hpp"
 #include "services/ingest/roster.hpp"
+#include "services/ingest/sync_service.hpp"
 #include "services/ingest/tasks.hpp"
+#include "services/ingest/wire.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -40,31 +41,11 @@ std::vector<shards::shard_problem> check_files(const std::string& dir, const std
   return out;
 }
 
-// "damaged" (with what) when a file check finds a problem now or the last
-// verify of this version did; else the catalogue's state.
-void set_health(const dataset_row& d, const std::vector<shards::shard_problem>& now, loom::v1::DatasetInfo* out) {
+// What makes a dataset "damaged": a problem the file check finds now, else
+// what the last verify of this version found ("" = neither).
+std::string damage_of(const dataset_row& d, const std::vector<shards::shard_problem>& now) {
   std::string damage = shards::describe(now);
-  if (damage.empty()) damage = d.damage;
-  if (damage.empty()) return;
-  out->set_state("damaged");
-  out->set_damage(damage);
-}
-
-void to_proto(const dataset_row& d, const std::string& root, loom::v1::DatasetInfo* out) {
-  out->mutable_id()->set_value(d.name);
-  out->set_name(d.name);
-  out->set_documents(static_cast<std::uint64_t>(d.documents));
-  out->set_tokens(static_cast<std::uint64_t>(d.tokens));
-  out->set_shards(static_cast<std::uint32_t>(d.shards));
-  out->set_bytes(static_cast<std::uint64_t>(d.bytes));
-  out->set_version(d.version);
-  out->set_import_id(d.import_id);
-  out->set_state(d.state);
-  out->set_updated_unix_ns(static_cast<std::uint64_t>(d.updated_ns));
-  out->set_dir(root + "/" + d.name);
-  out->set_report_path(d.report_path);
-  out->set_rejects(static_cast<std::uint64_t>(d.rejects));
-  out->set_verified_unix_ns(static_cast<std::uint64_t>(d.verified_ns));
+  return damage.empty() ? d.damage : damage;
 }
 
 // The catalogue's answer, the gateway's audit payload for a refused import.
@@ -79,84 +60,75 @@ handled refused_import(const error& e, const loom::v1::ImportDatasetRequest& req
 
 handled store_failed(const error& e) { return fail(errc::unavailable, "state store: " + e.message); }
 
-}  // namespace
-
-handled ingest_logic::handle(const std::string& type, const std::string& body, const call_context& ctx) {
-  if (is<loom::v1::ListDatasetsRequest>(type)) return list_datasets(body);
-  if (is<loom::v1::ImportDatasetRequest>(type)) return import_dataset(body, ctx);
-  if (is<loom::v1::GetTaskRequest>(type)) return get_task(body);
-  if (is<loom::v1::CancelTaskRequest>(type)) return cancel_task(body);
-  if (is<loom::v1::DatasetStatusRequest>(type)) return dataset_status(body);
-  if (is<loom::v1::ListRejectsRequest>(type)) return list_rejects(body);
-  if (is<loom::v1::VerifyDatasetRequest>(type)) return verify_dataset(body, ctx);
-  if (is<loom::v1::SyncInfoRequest>(type)) return sync_info(body);
-  if (is<loom::v1::PullDatasetRequest>(type)) return pull_dataset(body, ctx);
-  return unknown_type("ingest", type);
+// A reply carrying `t` as its task (Import/Verify/Pull/GetTask/CancelTask).
+template <class Reply>
+handled task_reply(const task_info& t) {
+  Reply rep;
+  to_wire(t, rep.mutable_task());
+  return reply(rep);
 }
 
-handled ingest_logic::import_dataset(const std::string& body, const call_context& ctx) {
-  auto req = parse_as<loom::v1::ImportDatasetRequest>(body);
-  if (!req) return fail(req.err());
+}  // namespace
+
+ingest_logic::ingest_logic(ingest_parts parts) : p_(std::move(parts)) {
+  using namespace loom::v1;
+  using ctx_t = const call_context&;
+  table_
+      // The catalogue: every dataset with its files checked cheaply (viewer).
+      .on<ListDatasetsRequest>([this](const ListDatasetsRequest& r, ctx_t) { return list_datasets(r); })
+      // An import of a path inside the import roots, as a task answered at once (operator, audited).
+      .on<ImportDatasetRequest>([this](const ImportDatasetRequest& r, ctx_t c) { return import_dataset(r, c); })
+      // A task's live progress and outcome (viewer).
+      .on<GetTaskRequest>([this](const GetTaskRequest& r, ctx_t) { return get_task(r); })
+      // Stops a queued or running task (operator, audited).
+      .on<CancelTaskRequest>([this](const CancelTaskRequest& r, ctx_t) { return cancel_task(r); })
+      // One dataset: its row, its shards with any problem, its newest task (viewer).
+      .on<DatasetStatusRequest>([this](const DatasetStatusRequest& r, ctx_t) { return dataset_status(r); })
+      // A page of the latest import's rejects, read with LIMIT/OFFSET (viewer).
+      .on<ListRejectsRequest>([this](const ListRejectsRequest& r, ctx_t) { return list_rejects(r); })
+      // A full hash of every shard, as a task (operator, audited).
+      .on<VerifyDatasetRequest>([this](const VerifyDatasetRequest& r, ctx_t c) { return verify_dataset(r, c); })
+      // Where this ingest's sync server listens and its key; re-reads the trusted peers.
+      .on<SyncInfoRequest>([this](const SyncInfoRequest& r, ctx_t) { return sync_info(r); })
+      // A pull of a dataset from another site's sync server, as a task (operator, audited).
+      .on<PullDatasetRequest>([this](const PullDatasetRequest& r, ctx_t c) { return pull_dataset(r, c); });
+}
+
+handled ingest_logic::import_dataset(const loom::v1::ImportDatasetRequest& req, const call_context& ctx) {
   if (!p_.tasks) return fail(errc::unavailable, "imports are not available in this ingest process");
-  if (req->path().empty() || req->path().front() != '/')
-    return fail(errc::invalid_argument, "import path must be absolute (the ingest service reads it): '" + req->path() + "'");
-  import_options o;
-  o.source = req->path();
-  o.dataset = req->dataset();
-  if (!req->profile().empty()) o.profile = req->profile();
-  if (req->memory_bytes() > 0) o.memory_budget = req->memory_bytes();
-  if (!req->nodes().empty()) {
-    o.nodes.assign(req->nodes().begin(), req->nodes().end());
-    if (p_.trainer_nodes) {
-      auto known = p_.trainer_nodes();
-      if (!known) return refused_import(known.err(), *req, p_.tasks->import_roots());
-      if (auto st = check_nodes(o.nodes, *known); !st) return refused_import(st.err(), *req, p_.tasks->import_roots());
-    }
+  if (req.path().empty() || req.path().front() != '/')
+    return fail(errc::invalid_argument, "import path must be absolute (the ingest service reads it): '" + req.path() + "'");
+  import_options o = import_options_from_wire(req);
+  if (!req.nodes().empty() && p_.trainer_nodes) {
+    auto known = p_.trainer_nodes();
+    if (!known) return refused_import(known.err(), req, p_.tasks->import_roots());
+    if (auto st = check_nodes(o.nodes, *known); !st) return refused_import(st.err(), req, p_.tasks->import_roots());
   }
-  if (!req->deny_licences().empty()) {
-    o.licences.action = licence_policy::mode::deny;
-    for (const auto& id : req->deny_licences()) o.licences.deny.push_back(id);
-  }
-  o.pii = !req->no_pii();
-  o.dedup = !req->no_dedup();
-  if (!req->text_field().empty()) o.reader.jsonl_text_field = req->text_field();
   auto t = p_.tasks->start_import(std::move(o), ctx.principal);
-  if (!t) return refused_import(t.err(), *req, p_.tasks->import_roots());
-  loom::v1::ImportDatasetReply rep;
-  *rep.mutable_task() = *t;
-  auto h = reply(rep);
-  h.audit_payload = nlohmann::json{{"task", t->id()}, {"dataset", req->dataset()}, {"path", req->path()},
-                                   {"profile", req->profile()}, {"pii", !req->no_pii()}, {"dedup", !req->no_dedup()}}
+  if (!t) return refused_import(t.err(), req, p_.tasks->import_roots());
+  auto h = task_reply<loom::v1::ImportDatasetReply>(*t);
+  h.audit_payload = nlohmann::json{{"task", t->id}, {"dataset", req.dataset()}, {"path", req.path()},
+                                   {"profile", req.profile()}, {"pii", !req.no_pii()}, {"dedup", !req.no_dedup()}}
                         .dump();
   return h;
 }
 
-handled ingest_logic::get_task(const std::string& body) {
-  auto req = parse_as<loom::v1::GetTaskRequest>(body);
-  if (!req) return fail(req.err());
-  auto t = p_.tasks ? p_.tasks->get(req->id()) : std::nullopt;
-  if (!t) return fail(errc::not_found, "no task " + req->id() + " (tasks are kept in memory: a restarted ingest forgets them)");
-  loom::v1::GetTaskReply rep;
-  *rep.mutable_task() = *t;
-  return reply(rep);
+handled ingest_logic::get_task(const loom::v1::GetTaskRequest& req) {
+  auto t = p_.tasks ? p_.tasks->get(req.id()) : std::nullopt;
+  if (!t) return fail(errc::not_found, "no task " + req.id() + " (tasks are kept in memory: a restarted ingest forgets them)");
+  return task_reply<loom::v1::GetTaskReply>(*t);
 }
 
-handled ingest_logic::cancel_task(const std::string& body) {
-  auto req = parse_as<loom::v1::CancelTaskRequest>(body);
-  if (!req) return fail(req.err());
-  if (!p_.tasks) return fail(errc::not_found, "no task " + req->id());
-  auto t = p_.tasks->cancel(req->id());
+handled ingest_logic::cancel_task(const loom::v1::CancelTaskRequest& req) {
+  if (!p_.tasks) return fail(errc::not_found, "no task " + req.id());
+  auto t = p_.tasks->cancel(req.id());
   if (!t) return fail(t.err());
-  loom::v1::CancelTaskReply rep;
-  *rep.mutable_task() = *t;
-  auto h = reply(rep);
-  h.audit_payload = nlohmann::json{{"task", t->id()}, {"dataset", t->dataset()}}.dump();
+  auto h = task_reply<loom::v1::CancelTaskReply>(*t);
+  h.audit_payload = nlohmann::json{{"task", t->id}, {"dataset", t->dataset}}.dump();
   return h;
 }
 
-handled ingest_logic::list_datasets(const std::string& body) {
-  auto req = parse_as<loom::v1::ListDatasetsRequest>(body);
-  if (!req) return fail(req.err());
+handled ingest_logic::list_datasets(const loom::v1::ListDatasetsRequest&) {
   loom::v1::ListDatasetsReply rep;
   if (!p_.db) return reply(rep);
   catalog cat(*p_.db);
@@ -165,108 +137,83 @@ handled ingest_logic::list_datasets(const std::string& body) {
   for (const auto& d : *rows) {
     auto sh = cat.shards(d.name);
     if (!sh) return store_failed(sh.err());
-    auto* info = rep.add_datasets();
-    to_proto(d, p_.datasets_root, info);
-    set_health(d, check_files(info->dir(), *sh), info);
+    const std::string dir = p_.datasets_root + "/" + d.name;
+    to_wire(d, dir, damage_of(d, check_files(dir, *sh)), rep.add_datasets());
   }
   return reply(rep);
 }
 
-handled ingest_logic::dataset_status(const std::string& body) {
-  auto req = parse_as<loom::v1::DatasetStatusRequest>(body);
-  if (!req) return fail(req.err());
+handled ingest_logic::dataset_status(const loom::v1::DatasetStatusRequest& req) {
   loom::v1::DatasetStatusReply rep;
-  auto last = p_.tasks ? p_.tasks->last_for(req->name()) : std::nullopt;
-  if (last) *rep.mutable_last_task() = *last;
+  auto last = p_.tasks ? p_.tasks->last_for(req.name()) : std::nullopt;
+  if (last) to_wire(*last, rep.mutable_last_task());
   std::optional<dataset_row> row;
   if (p_.db) {
     catalog cat(*p_.db);
-    auto d = cat.dataset(req->name());
+    auto d = cat.dataset(req.name());
     if (!d) return store_failed(d.err());
     row = *d;
     if (row) {
-      to_proto(*row, p_.datasets_root, rep.mutable_dataset());
-      auto sh = cat.shards(req->name());
+      auto sh = cat.shards(req.name());
       if (!sh) return store_failed(sh.err());
-      const auto problems = check_files(rep.dataset().dir(), *sh);
-      set_health(*row, problems, rep.mutable_dataset());
+      const std::string dir = p_.datasets_root + "/" + row->name;
+      const auto problems = check_files(dir, *sh);
+      to_wire(*row, dir, damage_of(*row, problems), rep.mutable_dataset());
       for (const auto& s : *sh) {
-        auto* p = rep.add_shards();
-        p->set_name(s.name);
-        p->set_node(s.node);
-        p->set_bytes(static_cast<std::uint64_t>(s.bytes));
-        p->set_tokens(static_cast<std::uint64_t>(s.tokens));
-        p->set_sha256(s.sha256);
+        std::string problem;
         for (const auto& x : problems)
-          if (x.shard == s.name) p->set_problem(x.what);
+          if (x.shard == s.name) problem = x.what;
+        to_wire(s, problem, rep.add_shards());
       }
     }
   }
-  if (!row && !last) return fail(errc::not_found, "no dataset " + req->name() + " (`loom data list` lists them)");
+  if (!row && !last) return fail(errc::not_found, "no dataset " + req.name() + " (`loom data list` lists them)");
   return reply(rep);
 }
 
-handled ingest_logic::list_rejects(const std::string& body) {
-  auto req = parse_as<loom::v1::ListRejectsRequest>(body);
-  if (!req) return fail(req.err());
-  if (!p_.db) return fail(errc::not_found, "no dataset " + req->dataset());
+handled ingest_logic::list_rejects(const loom::v1::ListRejectsRequest& req) {
+  if (!p_.db) return fail(errc::not_found, "no dataset " + req.dataset());
   catalog cat(*p_.db);
-  auto d = cat.dataset(req->dataset());
+  auto d = cat.dataset(req.dataset());
   if (!d) return store_failed(d.err());
-  if (!*d) return fail(errc::not_found, "no dataset " + req->dataset() + " (`loom data list` lists them)");
-  const std::uint32_t limit = req->limit() == 0 ? default_rejects : std::min(req->limit(), max_rejects);
-  auto rows = cat.rejects(req->dataset(), limit, req->offset());
+  if (!*d) return fail(errc::not_found, "no dataset " + req.dataset() + " (`loom data list` lists them)");
+  const std::uint32_t limit = req.limit() == 0 ? default_rejects : std::min(req.limit(), max_rejects);
+  auto rows = cat.rejects(req.dataset(), limit, req.offset());
   if (!rows) return store_failed(rows.err());
-  auto stored = cat.stored_rejects(req->dataset());
+  auto stored = cat.stored_rejects(req.dataset());
   if (!stored) return store_failed(stored.err());
   loom::v1::ListRejectsReply rep;
   rep.set_total(std::max<std::uint64_t>(static_cast<std::uint64_t>((*d)->rejects), *stored));
   rep.set_stored(*stored);
-  rep.set_offset(req->offset());
-  for (const auto& r : *rows) {
-    auto* p = rep.add_rejects();
-    p->set_file(r.file);
-    p->set_line(r.line);
-    p->set_rule(r.rule);
-    p->set_detail(r.detail);
-    p->set_stage(r.stage);
-  }
+  rep.set_offset(req.offset());
+  for (const auto& r : *rows) to_wire(r, rep.add_rejects());
   return reply(rep);
 }
 
-handled ingest_logic::verify_dataset(const std::string& body, const call_context& ctx) {
-  auto req = parse_as<loom::v1::VerifyDatasetRequest>(body);
-  if (!req) return fail(req.err());
+handled ingest_logic::verify_dataset(const loom::v1::VerifyDatasetRequest& req, const call_context& ctx) {
   if (!p_.tasks) return fail(errc::unavailable, "verifies are not available in this ingest process");
-  auto t = p_.tasks->start_verify(req->name(), ctx.principal);
+  auto t = p_.tasks->start_verify(req.name(), ctx.principal);
   if (!t) return fail(t.err());
-  loom::v1::VerifyDatasetReply rep;
-  *rep.mutable_task() = *t;
-  auto h = reply(rep);
-  h.audit_payload = nlohmann::json{{"task", t->id()}, {"dataset", req->name()}}.dump();
+  auto h = task_reply<loom::v1::VerifyDatasetReply>(*t);
+  h.audit_payload = nlohmann::json{{"task", t->id}, {"dataset", req.name()}}.dump();
   return h;
 }
 
-handled ingest_logic::sync_info(const std::string& body) {
-  auto req = parse_as<loom::v1::SyncInfoRequest>(body);
-  if (!req) return fail(req.err());
+handled ingest_logic::sync_info(const loom::v1::SyncInfoRequest&) {
   if (!p_.sync_info) return fail(errc::unavailable, "this ingest runs no sync server");
   auto r = p_.sync_info();
   if (!r) return fail(r.err());
-  return reply(*r);
+  loom::v1::SyncInfoReply rep;
+  to_wire(*r, &rep);
+  return reply(rep);
 }
 
-handled ingest_logic::pull_dataset(const std::string& body, const call_context& ctx) {
-  auto req = parse_as<loom::v1::PullDatasetRequest>(body);
-  if (!req) return fail(req.err());
+handled ingest_logic::pull_dataset(const loom::v1::PullDatasetRequest& req, const call_context& ctx) {
   if (!p_.pull) return fail(errc::unavailable, "this ingest cannot pull datasets (no sync client)");
-  auto t = p_.pull(*req, ctx.principal);
+  auto t = p_.pull(req.dataset(), req.endpoint(), req.public_key(), ctx.principal);
   if (!t) return fail(t.err());
-  loom::v1::PullDatasetReply rep;
-  *rep.mutable_task() = *t;
-  auto h = reply(rep);
-  h.audit_payload =
-      nlohmann::json{{"task", t->id()}, {"dataset", req->dataset()}, {"from", req->endpoint()}}.dump();
+  auto h = task_reply<loom::v1::PullDatasetReply>(*t);
+  h.audit_payload = nlohmann::json{{"task", t->id}, {"dataset", req.dataset()}, {"from", req.endpoint()}}.dump();
   return h;
 }
 

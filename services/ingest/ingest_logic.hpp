@@ -4,12 +4,13 @@
 // resized shard makes it "damaged"), its rejects page by page, and the sync
 // endpoints (sync_service.hpp). Runs inside the supervised service actor; the
 // task runner and the sync server outlive restarts of the actor (made once in
-// start_extra).
+// start_extra). Requests reach their handler through a handler_table built in
+// the constructor; wire.hpp maps their messages.
 #pragma once
 
+#include "libs/runtime/handler_table.hpp"
 #include "libs/runtime/service_logic.hpp"
 #include "libs/status/status.hpp"
-#include "loom/v1/ingest.pb.h"
 
 #include <functional>
 #include <memory>
@@ -19,18 +20,34 @@
 namespace loom::store {
 class database;
 }
+namespace loom::v1 {
+class ImportDatasetRequest;
+class ListDatasetsRequest;
+class DatasetStatusRequest;
+class ListRejectsRequest;
+class VerifyDatasetRequest;
+class GetTaskRequest;
+class CancelTaskRequest;
+class SyncInfoRequest;
+class PullDatasetRequest;
+}  // namespace loom::v1
 
 namespace loom::ingest {
 
 class task_runner;
+struct task_info;
+struct sync_endpoint;
 
 struct ingest_parts {
   std::shared_ptr<task_runner> tasks;  // null: imports unavailable (tests of the catalogue)
   store::database* db = nullptr;       // the actor's connection: catalogue reads
   std::string datasets_root;           // <data>/datasets
   // Incremental sync; empty when no sync server runs.
-  std::function<result<loom::v1::SyncInfoReply>()> sync_info;
-  std::function<result<loom::v1::TaskInfo>(const loom::v1::PullDatasetRequest&, const std::string& principal)> pull;
+  std::function<result<sync_endpoint>()> sync_info;
+  // Starts a pull of `dataset` from the sync server at `endpoint` with key `public_key`.
+  std::function<result<task_info>(const std::string& dataset, const std::string& endpoint,
+                                  const std::string& public_key, const std::string& principal)>
+      pull;
   // The trainer nodes an import may place shards on (roster.hpp); empty:
   // nodes are not checked (tests of the catalogue).
   std::function<result<std::vector<std::string>>()> trainer_nodes;
@@ -38,22 +55,25 @@ struct ingest_parts {
 
 class ingest_logic final : public runtime::service_logic {
  public:
-  explicit ingest_logic(ingest_parts parts) : p_(std::move(parts)) {}
+  explicit ingest_logic(ingest_parts parts);
   runtime::handled handle(const std::string& type, const std::string& body,
-                          const runtime::call_context& ctx) override;
+                          const runtime::call_context& ctx) override {
+    return table_.dispatch(type, body, ctx);
+  }
 
  private:
-  runtime::handled import_dataset(const std::string& body, const runtime::call_context& ctx);
-  runtime::handled list_datasets(const std::string& body);
-  runtime::handled dataset_status(const std::string& body);
-  runtime::handled list_rejects(const std::string& body);
-  runtime::handled verify_dataset(const std::string& body, const runtime::call_context& ctx);
-  runtime::handled get_task(const std::string& body);
-  runtime::handled cancel_task(const std::string& body);
-  runtime::handled sync_info(const std::string& body);
-  runtime::handled pull_dataset(const std::string& body, const runtime::call_context& ctx);
+  runtime::handled import_dataset(const loom::v1::ImportDatasetRequest& req, const runtime::call_context& ctx);
+  runtime::handled list_datasets(const loom::v1::ListDatasetsRequest& req);
+  runtime::handled dataset_status(const loom::v1::DatasetStatusRequest& req);
+  runtime::handled list_rejects(const loom::v1::ListRejectsRequest& req);
+  runtime::handled verify_dataset(const loom::v1::VerifyDatasetRequest& req, const runtime::call_context& ctx);
+  runtime::handled get_task(const loom::v1::GetTaskRequest& req);
+  runtime::handled cancel_task(const loom::v1::CancelTaskRequest& req);
+  runtime::handled sync_info(const loom::v1::SyncInfoRequest& req);
+  runtime::handled pull_dataset(const loom::v1::PullDatasetRequest& req, const runtime::call_context& ctx);
 
   ingest_parts p_;
+  runtime::handler_table table_{"ingest"};
 };
 
 }  // namespace loom::ingest

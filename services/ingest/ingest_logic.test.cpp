@@ -9,6 +9,7 @@
 #include "libs/shards/writer.hpp"
 #include "libs/store/database.hpp"
 #include "libs/store/migrate.hpp"
+#include "loom/v1/ingest.pb.h"
 #include "services/ingest/importer/catalog.hpp"
 #include "services/ingest/importer/rejects.hpp"
 #include "services/ingest/sync_service.hpp"
@@ -95,10 +96,11 @@ struct fixture {
     q.set_name("d");
     auto t = ok<loom::v1::VerifyDatasetReply>(q).task();
     CHECK(t.id().starts_with("ver-"));
+    loom::v1::GetTaskRequest get;
+    get.set_id(t.id());
     for (int i = 0; i < 3000; ++i) {
-      auto now = tasks->get(t.id());
-      REQUIRE(now);
-      if (now->state() == "succeeded" || now->state() == "failed") return *now;
+      auto now = ok<loom::v1::GetTaskReply>(get).task();
+      if (now.state() == "succeeded" || now.state() == "failed") return now;
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     FAIL("verify did not end");
@@ -201,4 +203,21 @@ TEST_CASE_FIXTURE(fixture, "an import naming an unknown node, or a path outside 
   q.add_nodes("trainer@h1");
   CHECK(call(q).code == errc::unavailable);
   CHECK_FALSE(tasks->last_for("n"));
+}
+
+TEST_CASE_FIXTURE(fixture, "the ingest logic refuses an unknown type naming the service and a bad body naming its type") {
+  runtime::call_context ctx;
+  auto unknown = logic->handle("loom.v1.SubmitJobRequest", "", ctx);
+  CHECK(unknown.code == errc::unimplemented);
+  CHECK(unknown.message == "ingest does not handle loom.v1.SubmitJobRequest");
+  for (const char* type : {"loom.v1.ListDatasetsRequest", "loom.v1.ImportDatasetRequest", "loom.v1.GetTaskRequest",
+                           "loom.v1.CancelTaskRequest", "loom.v1.DatasetStatusRequest", "loom.v1.ListRejectsRequest",
+                           "loom.v1.VerifyDatasetRequest", "loom.v1.SyncInfoRequest", "loom.v1.PullDatasetRequest"}) {
+    auto bad = logic->handle(type, "\xff\xff\xff", ctx);
+    CHECK(bad.code == errc::invalid_argument);
+    CHECK(bad.message == std::string("body is not a valid ") + type);
+  }
+  // Without a sync server the sync requests are unavailable, not unknown.
+  CHECK(call(loom::v1::SyncInfoRequest{}).code == errc::unavailable);
+  CHECK(call(loom::v1::PullDatasetRequest{}).code == errc::unavailable);
 }

@@ -6,6 +6,7 @@
 #include "libs/layout/layout.hpp"
 #include "libs/shards/check.hpp"
 #include "libs/shards/manifest.hpp"
+#include "libs/wire/endpoint.hpp"
 #include "services/ingest/importer/import_options.hpp"
 #include "services/ingest/tasks.hpp"
 
@@ -17,7 +18,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <thread>
 
@@ -27,7 +27,7 @@ namespace {
 namespace fs = std::filesystem;
 using clock = std::chrono::steady_clock;
 
-// How often a running pull's TaskInfo is refreshed and its stop flag looked
+// How often a running pull's task_info is refreshed and its stop flag looked
 // at: GetTask is asked every 200 ms, and a cancel should land about as fast.
 constexpr std::chrono::milliseconds pull_watch_interval{250};
 
@@ -110,9 +110,9 @@ status run_pull(task_context& ctx, const pull_job& p) {
   std::error_code ec;
   const bool existed = fs::exists(p.into, ec);
   std::string id;
-  ctx.update([&](loom::v1::TaskInfo& i) {
-    id = i.id();
-    i.set_phase("manifest");
+  ctx.update([&](task_info& i) {
+    id = i.id;
+    i.phase = "manifest";
   });
   const auto t0 = clock::now();
   zmq::context_t zctx(1);
@@ -129,10 +129,10 @@ status run_pull(task_context& ctx, const pull_job& p) {
         return;
       }
       peek(p.into, pr);
-      ctx.update([&](loom::v1::TaskInfo& i) {
-        i.set_phase(phase_name(pr.phase));
-        i.set_bytes_sent(pr.pack_bytes);
-        i.set_elapsed_s(since(t0));
+      ctx.update([&](task_info& i) {
+        i.phase = phase_name(pr.phase);
+        i.bytes_sent = pr.pack_bytes;
+        i.elapsed_s = since(t0);
       });
       cv.wait_for(lock, pull_watch_interval, [&] { return done; });
     }
@@ -146,12 +146,12 @@ status run_pull(task_context& ctx, const pull_job& p) {
   watch.join();
 
   const auto& s = pulled ? *pulled : client.last_stats();
-  ctx.update([&](loom::v1::TaskInfo& i) {
-    i.set_bytes_sent(s.chunk_bytes_fetched);
-    i.set_files(s.files_updated + s.files_removed);
-    i.set_elapsed_s(since(t0));
-    i.set_mb_per_s(s.seconds > 0 ? s.chunk_bytes_fetched / s.seconds / 1e6 : 0);
-    i.set_report_json(stats_json(s, p.endpoint));
+  ctx.update([&](task_info& i) {
+    i.bytes_sent = s.chunk_bytes_fetched;
+    i.files = s.files_updated + s.files_removed;
+    i.elapsed_s = since(t0);
+    i.mb_per_s = s.seconds > 0 ? s.chunk_bytes_fetched / s.seconds / 1e6 : 0;
+    i.report_json = stats_json(s, p.endpoint);
   });
   if (!pulled) {
     if (!existed) fs::remove_all(p.into, ec);  // an empty D would otherwise be served as a dataset
@@ -161,7 +161,7 @@ status run_pull(task_context& ctx, const pull_job& p) {
                                          pulled.err().message);
   }
 
-  ctx.update([](loom::v1::TaskInfo& i) { i.set_phase("record"); });
+  ctx.update([](task_info& i) { i.phase = "record"; });
   auto m = shards::read_manifest(p.into);
   if (!m)
     return make_error(m.code(), "pulled dataset " + p.dataset + " has no usable shard manifest: " + m.err().message);
@@ -169,13 +169,13 @@ status run_pull(task_context& ctx, const pull_job& p) {
     return make_error(st.code(), "dataset " + p.dataset + " pulled but not recorded in the catalogue: " + st.err().message);
   std::uint64_t docs = 0;
   for (const auto& sh : m->shards) docs += sh.docs;
-  ctx.update([&](loom::v1::TaskInfo& i) {
-    i.set_phase("done");
-    i.set_documents(docs);
-    i.set_kept(docs);
-    i.set_tokens(m->total_tokens());
-    i.set_shards(static_cast<std::uint32_t>(m->shards.size()));
-    i.set_elapsed_s(since(t0));
+  ctx.update([&](task_info& i) {
+    i.phase = "done";
+    i.documents = docs;
+    i.kept = docs;
+    i.tokens = m->total_tokens();
+    i.shards = static_cast<std::uint32_t>(m->shards.size());
+    i.elapsed_s = since(t0);
   });
   return ok_status();
 }
@@ -195,13 +195,7 @@ status servable(const std::string& datasets_root, const std::string& dataset) {
 
 status validate_pull(const std::string& dataset, const std::string& endpoint, const std::string& public_key) {
   if (auto st = validate_dataset_name(dataset); !st) return st;
-  const std::string scheme = "tcp://";
-  const auto colon = endpoint.rfind(':');
-  const std::string host = colon == std::string::npos || colon < scheme.size() ? "" : endpoint.substr(scheme.size(), colon - scheme.size());
-  const std::string port = colon == std::string::npos ? "" : endpoint.substr(colon + 1);
-  const bool port_ok = !port.empty() && port.size() <= 5 && port.find_first_not_of("0123456789") == std::string::npos &&
-                       std::atoi(port.c_str()) > 0 && std::atoi(port.c_str()) <= 65535;
-  if (!endpoint.starts_with(scheme) || host.empty() || host == "*" || !port_ok)
+  if (!wire::valid_tcp_endpoint(endpoint, wire::endpoint_use::connect))
     return make_error(errc::invalid_argument,
                       "endpoint '" + endpoint + "': want tcp://HOST:PORT (a sync server's endpoint, from SyncInfo)");
   if (!wire::valid_z85_key(public_key))
@@ -213,10 +207,7 @@ result<std::unique_ptr<sync_service>> sync_service::start(sync_service_options o
   if (!o.tasks) return make_error(errc::invalid_argument, "sync service: no task runner");
   if (!wire::valid_z85_key(o.keys.public_z85) || !wire::valid_z85_key(o.keys.secret_z85))
     return make_error(errc::invalid_argument, "sync service: the ingest service's CURVE keypair is not valid");
-  if (o.bind.empty()) {
-    const char* b = std::getenv(sync_bind_env);
-    o.bind = b && *b ? b : "tcp://127.0.0.1:*";
-  }
+  if (o.bind.empty()) o.bind = "tcp://127.0.0.1:*";
   const layout::paths paths{o.data_dir};
   const std::string datasets = o.data_dir + "/datasets";
   // Packs are staged beside the data, not in $TMPDIR (often a small tmpfs);
@@ -269,16 +260,13 @@ status sync_service::reload_keys() {
   return ok_status();
 }
 
-result<loom::v1::SyncInfoReply> sync_service::info() {
+result<sync_endpoint> sync_service::info() {
   if (auto st = reload_keys(); !st) return st.err();
-  loom::v1::SyncInfoReply rep;
-  rep.set_endpoint(server_->endpoint());
-  rep.set_public_key(o_.keys.public_z85);
-  return rep;
+  return sync_endpoint{server_->endpoint(), o_.keys.public_z85};
 }
 
-result<loom::v1::TaskInfo> sync_service::pull(const std::string& dataset, const std::string& endpoint,
-                                              const std::string& server_public_z85, const std::string& principal) {
+result<task_info> sync_service::pull(const std::string& dataset, const std::string& endpoint,
+                                     const std::string& server_public_z85, const std::string& principal) {
   if (auto st = validate_pull(dataset, endpoint, server_public_z85); !st) return st.err();
   if (endpoint == server_->endpoint() && server_public_z85 == o_.keys.public_z85)
     return make_error(errc::invalid_argument, "endpoint " + endpoint + " is this ingest's own sync server");

@@ -14,7 +14,7 @@
 //   SyncInfo ─▶ info(): re-read keys ─▶ {endpoint, our public key}
 //   PullDataset ─▶ pull(): validate ─▶ task_runner.start("pull") ─▶ runner thread:
 //       cdc::sync_client(our key).pull(endpoint, D, <data>/datasets/D)
-//       ─▶ record_dataset_dir(D) ─▶ TaskInfo: done, bytes_sent, files, elapsed
+//       ─▶ record_dataset_dir(D) ─▶ task_info: done, bytes_sent, files, elapsed
 //
 // Made once in start_extra; outlives restarts of the service actor.
 // Thread-safe: info() and pull() may be called from any thread.
@@ -22,7 +22,6 @@
 
 #include "libs/status/status.hpp"
 #include "libs/wire/curve.hpp"
-#include "loom/v1/ingest.pb.h"
 
 #include <memory>
 #include <mutex>
@@ -38,15 +37,12 @@ class sync_server;
 namespace loom::ingest {
 
 class task_runner;
-
-// Widens where the sync server listens (e.g. tcp://0.0.0.0:7450 for a second
-// host); the default is loopback on an ephemeral port.
-inline constexpr const char* sync_bind_env = "LOOM_INGEST_SYNC_BIND";
+struct task_info;
 
 struct sync_service_options {
   std::string data_dir;                    // <data>: datasets/, keys/curve/, keys/peers/, ingest/
   wire::curve_keypair keys;                // the ingest service's identity: server and client key
-  std::string bind = "tcp://127.0.0.1:*";  // "" = $LOOM_INGEST_SYNC_BIND, else the default
+  std::string bind = "tcp://127.0.0.1:*";  // config.hpp: $LOOM_INGEST_SYNC_BIND widens it
   std::shared_ptr<task_runner> tasks;      // runs the pulls; required
 };
 
@@ -61,6 +57,11 @@ status validate_pull(const std::string& dataset, const std::string& endpoint, co
 // not exist is ok here (the sync server answers not_found for it).
 status servable(const std::string& datasets_root, const std::string& dataset);
 
+// Where a sync server listens and with which CURVE key (SyncInfoReply).
+struct sync_endpoint {
+  std::string endpoint, public_key;
+};
+
 class sync_service {
  public:
   // Binds the sync server. unavailable when the endpoint cannot be bound;
@@ -73,13 +74,13 @@ class sync_service {
   // Re-reads the trusted keys, then says where the server listens and with
   // which key. invalid_argument naming the file for a bad key file (the
   // previous list stays in force).
-  result<loom::v1::SyncInfoReply> info();
+  result<sync_endpoint> info();
 
   // Starts a pull of `dataset` from the sync server at `endpoint` (whose
   // public key is given) into <data>/datasets/<dataset>. invalid_argument
   // (validate_pull, or our own endpoint), conflict while another task for the
   // dataset is queued or running (an import, say).
-  result<loom::v1::TaskInfo> pull(const std::string& dataset, const std::string& endpoint,
+  result<task_info> pull(const std::string& dataset, const std::string& endpoint,
                                   const std::string& server_public_z85, const std::string& principal);
 
   const std::string& endpoint() const;

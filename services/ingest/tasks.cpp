@@ -86,36 +86,36 @@ task_runner::~task_runner() {
   if (thread_.joinable()) thread_.join();
 }
 
-result<loom::v1::TaskInfo> task_runner::enqueue(std::shared_ptr<task> t) {
+result<task_info> task_runner::enqueue(std::shared_ptr<task> t) {
   std::lock_guard lock(mu_);
   for (auto& [id, other] : tasks_)
-    if (other->info.dataset() == t->info.dataset() && !terminal(other->info.state()))
-      return make_error(errc::conflict, "dataset " + t->info.dataset() + " already has task " + id + " (" +
-                                            other->info.state() + ")");
-  auto id = ids_.next(id_prefix(t->info.kind()));
+    if (other->info.dataset == t->info.dataset && !terminal(other->info.state))
+      return make_error(errc::conflict, "dataset " + t->info.dataset + " already has task " + id + " (" +
+                                            other->info.state + ")");
+  auto id = ids_.next(id_prefix(t->info.kind));
   if (!id) return id.err();
-  t->info.set_id(*id);
-  t->info.set_state("queued");
-  tasks_[t->info.id()] = t;
+  t->info.id = *id;
+  t->info.state = "queued";
+  tasks_[t->info.id] = t;
   queue_.push_back(t);
   cv_.notify_all();
   return t->info;
 }
 
-result<loom::v1::TaskInfo> task_runner::start(const std::string& kind, const std::string& dataset,
+result<task_info> task_runner::start(const std::string& kind, const std::string& dataset,
                                               const std::string& source, const std::string& principal,
                                               task_body body) {
   if (auto st = validate_dataset_name(dataset); !st) return st.err();
   auto t = std::make_shared<task>();
-  t->info.set_kind(kind);
-  t->info.set_dataset(dataset);
-  t->info.set_source(source);
+  t->info.kind = kind;
+  t->info.dataset = dataset;
+  t->info.source = source;
   t->principal = principal;
   t->body = std::move(body);
   return enqueue(std::move(t));
 }
 
-result<loom::v1::TaskInfo> task_runner::start_import(import_options opt, const std::string& principal) {
+result<task_info> task_runner::start_import(import_options opt, const std::string& principal) {
   opt.datasets_root = opt_.datasets_root;
   if (auto st = validate(opt); !st) return st.err();
   if (!opt_.import_roots.empty()) {
@@ -130,41 +130,41 @@ result<loom::v1::TaskInfo> task_runner::start_import(import_options opt, const s
   if (::stat(opt.source.c_str(), &sb) != 0)
     return make_error(errc::not_found, "import source " + opt.source + " does not exist (or is not readable by the ingest service)");
   auto t = std::make_shared<task>();
-  t->info.set_kind("import");
-  t->info.set_dataset(opt.dataset);
-  t->info.set_source(opt.source);
+  t->info.kind = "import";
+  t->info.dataset = opt.dataset;
+  t->info.source = opt.source;
   t->principal = principal;
   t->body = [opt](task_context& ctx) mutable -> status {
     opt.stop = ctx.stop;
     opt.progress = [&ctx](const import_progress& p) {
-      ctx.update([&](loom::v1::TaskInfo& i) {
-        i.set_phase(p.phase);
-        i.set_files(p.files);
-        i.set_bytes_read(p.bytes_read);
-        i.set_documents(p.documents);
-        i.set_kept(p.kept);
-        i.set_rejected(p.rejected + p.quarantined);
-        i.set_duplicates(p.duplicates);
-        i.set_elapsed_s(p.elapsed_s);
-        i.set_mb_per_s(p.elapsed_s > 0 ? p.bytes_read / p.elapsed_s / 1e6 : 0);
+      ctx.update([&](task_info& i) {
+        i.phase = p.phase;
+        i.files = p.files;
+        i.bytes_read = p.bytes_read;
+        i.documents = p.documents;
+        i.kept = p.kept;
+        i.rejected = p.rejected + p.quarantined;
+        i.duplicates = p.duplicates;
+        i.elapsed_s = p.elapsed_s;
+        i.mb_per_s = p.elapsed_s > 0 ? p.bytes_read / p.elapsed_s / 1e6 : 0;
       });
     };
     auto sum = import_dataset(opt);
     if (!sum) return sum.err();
     auto report = report_json(*sum, opt);
-    ctx.update([&](loom::v1::TaskInfo& i) {
-      i.set_phase("done");
-      i.set_files(sum->files);
-      i.set_bytes_read(sum->bytes_read);
-      i.set_documents(sum->documents);
-      i.set_kept(sum->kept);
-      i.set_rejected(sum->rejected + sum->quarantined + sum->reader_rejections);
-      i.set_duplicates(sum->dedup.exact + sum->dedup.near);
-      i.set_elapsed_s(sum->seconds);
-      i.set_mb_per_s(sum->mb_per_s);
-      i.set_tokens(sum->tokens);
-      i.set_shards(static_cast<std::uint32_t>(sum->manifest.shards.size()));
-      i.set_report_json(report);
+    ctx.update([&](task_info& i) {
+      i.phase = "done";
+      i.files = sum->files;
+      i.bytes_read = sum->bytes_read;
+      i.documents = sum->documents;
+      i.kept = sum->kept;
+      i.rejected = sum->rejected + sum->quarantined + sum->reader_rejections;
+      i.duplicates = sum->dedup.exact + sum->dedup.near;
+      i.elapsed_s = sum->seconds;
+      i.mb_per_s = sum->mb_per_s;
+      i.tokens = sum->tokens;
+      i.shards = static_cast<std::uint32_t>(sum->manifest.shards.size());
+      i.report_json = report;
     });
     auto cat = ctx.open_catalog();
     if (!cat) return cat.err();
@@ -176,7 +176,7 @@ result<loom::v1::TaskInfo> task_runner::start_import(import_options opt, const s
   return enqueue(std::move(t));
 }
 
-result<loom::v1::TaskInfo> task_runner::start_verify(const std::string& dataset, const std::string& principal) {
+result<task_info> task_runner::start_verify(const std::string& dataset, const std::string& principal) {
   if (auto st = validate_dataset_name(dataset); !st) return st.err();
   const std::string dir = opt_.datasets_root + "/" + dataset;
   struct stat sb {};
@@ -186,39 +186,39 @@ result<loom::v1::TaskInfo> task_runner::start_verify(const std::string& dataset,
                [root = opt_.datasets_root, dataset](task_context& ctx) { return verify_dataset(ctx, root, dataset); });
 }
 
-std::optional<loom::v1::TaskInfo> task_runner::get(const std::string& id) const {
+std::optional<task_info> task_runner::get(const std::string& id) const {
   std::lock_guard lock(mu_);
   auto it = tasks_.find(id);
   if (it == tasks_.end()) return std::nullopt;
   return it->second->info;
 }
 
-std::optional<loom::v1::TaskInfo> task_runner::last_for(const std::string& dataset) const {
+std::optional<task_info> task_runner::last_for(const std::string& dataset) const {
   std::lock_guard lock(mu_);
   const task* best = nullptr;
   for (auto& [id, t] : tasks_)
-    if (t->info.dataset() == dataset && (!best || t->info.started_unix_ns() >= best->info.started_unix_ns()))
+    if (t->info.dataset == dataset && (!best || t->info.started_unix_ns >= best->info.started_unix_ns))
       best = t.get();
   if (!best) return std::nullopt;
   return best->info;
 }
 
-result<loom::v1::TaskInfo> task_runner::cancel(const std::string& id) {
+result<task_info> task_runner::cancel(const std::string& id) {
   std::lock_guard lock(mu_);
   auto it = tasks_.find(id);
   if (it == tasks_.end()) return make_error(errc::not_found, "no task " + id);
   auto& t = *it->second;
-  if (terminal(t.info.state())) return make_error(errc::conflict, "task " + id + " already " + t.info.state());
+  if (terminal(t.info.state)) return make_error(errc::conflict, "task " + id + " already " + t.info.state);
   t.stop = true;
-  if (t.info.state() == "queued") {
+  if (t.info.state == "queued") {
     for (auto q = queue_.begin(); q != queue_.end(); ++q)
-      if ((*q)->info.id() == id) {
+      if ((*q)->info.id == id) {
         queue_.erase(q);
         break;
       }
-    t.info.set_state("cancelled");
-    t.info.set_message("cancelled before it started");
-    t.info.set_finished_unix_ns(unix_ns_now());
+    t.info.state = "cancelled";
+    t.info.message = "cancelled before it started";
+    t.info.finished_unix_ns = unix_ns_now();
     finished_.push_back(id);
   }
   return t.info;
@@ -261,13 +261,13 @@ void task_runner::run() {
       if (stopping_) return;
       t = queue_.front();
       queue_.pop_front();
-      t->info.set_state("running");
-      t->info.set_started_unix_ns(unix_ns_now());
+      t->info.state = "running";
+      t->info.started_unix_ns = unix_ns_now();
     }
     task_context ctx;
     ctx.stop = &t->stop;
     ctx.open_catalog = [&conn] { return conn.get(); };
-    ctx.update = [this, &t](const std::function<void(loom::v1::TaskInfo&)>& fn) {
+    ctx.update = [this, &t](const std::function<void(task_info&)>& fn) {
       std::lock_guard lock(mu_);
       fn(t->info);
     };
@@ -284,12 +284,12 @@ void task_runner::run() {
 void task_runner::finish(task& t, const status& outcome) {
   {
     std::lock_guard lock(mu_);
-    t.info.set_finished_unix_ns(unix_ns_now());
-    if (outcome.ok()) t.info.set_state("succeeded");
-    else if (t.stop.load()) t.info.set_state("cancelled");
-    else t.info.set_state("failed");
-    if (!outcome.ok()) t.info.set_message(outcome.err().to_string());
-    finished_.push_back(t.info.id());
+    t.info.finished_unix_ns = unix_ns_now();
+    if (outcome.ok()) t.info.state = "succeeded";
+    else if (t.stop.load()) t.info.state = "cancelled";
+    else t.info.state = "failed";
+    if (!outcome.ok()) t.info.message = outcome.err().to_string();
+    finished_.push_back(t.info.id);
     while (finished_.size() > opt_.keep_finished) {
       tasks_.erase(finished_.front());
       finished_.pop_front();
@@ -298,25 +298,22 @@ void task_runner::finish(task& t, const status& outcome) {
   audit_outcome(t, outcome);
 }
 
+// The task's outcome as the service's own record (it ran the task); who
+// asked for it rides in the payload ("requested_by"), as the request's own
+// record (the gateway's) names them too.
 void task_runner::audit_outcome(const task& t, const status& outcome) {
   if (!opt_.audit) return;
-  audit::record r;
-  r.principal = t.principal;
-  r.role = "service";
-  r.zone = opt_.zone;
-  r.action = "dataset." + t.info.kind();
+  const task_info& i = t.info;
+  auto r = audit::service_record(
+      opt_.node, opt_.zone, "ingest", "dataset." + i.kind, "",
+      outcome.ok() ? i.kind + " of " + i.dataset + " " + i.state : outcome.err().to_string(),
+      nlohmann::json{{"task", i.id},         {"dataset", i.dataset},       {"source", i.source},
+                     {"state", i.state},     {"files", i.files},           {"documents", i.documents},
+                     {"kept", i.kept},       {"rejected", i.rejected},     {"duplicates", i.duplicates},
+                     {"tokens", i.tokens},   {"shards", i.shards},         {"bytes_sent", i.bytes_sent},
+                     {"seconds", i.elapsed_s}, {"requested_by", t.principal}}
+          .dump());
   r.outcome = outcome.ok() ? audit::decision::allow : audit::decision::error;
-  r.reason = outcome.ok() ? t.info.kind() + " of " + t.info.dataset() + " " + t.info.state()
-                          : outcome.err().to_string();
-  r.payload = nlohmann::json{{"task", t.info.id()},          {"dataset", t.info.dataset()},
-                             {"source", t.info.source()},    {"state", t.info.state()},
-                             {"files", t.info.files()},      {"documents", t.info.documents()},
-                             {"kept", t.info.kept()},        {"rejected", t.info.rejected()},
-                             {"duplicates", t.info.duplicates()}, {"tokens", t.info.tokens()},
-                             {"shards", t.info.shards()},    {"bytes_sent", t.info.bytes_sent()},
-                             {"seconds", t.info.elapsed_s()}}
-                  .dump();
-  r.service = "ingest";
   opt_.audit(std::move(r));
 }
 

@@ -2,12 +2,12 @@
 // another site (sync) and full verifies of a dataset (verify.hpp), run one at
 // a time on the runner's own thread — an import is budgeted to the node's
 // memory, so two at once would double it.
-// Each task has a live loom.v1.TaskInfo the service answers GetTask with; a
+// Each task has a live task_info the service answers GetTask with; a
 // finished import is recorded in the catalogue (its own state-store
 // connection, opened on the runner thread) and audited ("dataset.import",
 // decision allow or error, the summary as payload).
 //
-//   start_*() ─▶ queued ─▶ running (progress into TaskInfo) ─▶ succeeded | failed | cancelled
+//   start_*() ─▶ queued ─▶ running (progress into task_info) ─▶ succeeded | failed | cancelled
 //                  └───────── cancel() ─────────────────────────▶ cancelled (stop flag)
 //
 // Tasks live in memory: a restarted service has forgotten them (a killed
@@ -19,7 +19,6 @@
 #pragma once
 
 #include "libs/status/status.hpp"
-#include "loom/v1/ingest.pb.h"
 #include "services/ingest/importer/import_options.hpp"
 #include "services/ingest/task_ids.hpp"
 
@@ -41,6 +40,22 @@ struct record;
 }
 
 namespace loom::ingest {
+
+// A task as GetTask shows it (wire.hpp: loom.v1.TaskInfo). Plain value.
+struct task_info {
+  std::string id;      // imp-000001 / pull-000001 / ver-000001 (unique across restarts)
+  std::string kind;    // import | pull | verify
+  std::string dataset, source;
+  std::string state;   // queued | running | succeeded | failed | cancelled
+  std::string phase;   // read | write | publish | done (imports); manifest | chunks | rebuild (pulls); hash (verify)
+  std::string message;  // why it failed
+  std::uint64_t files = 0, bytes_read = 0, documents = 0, kept = 0, rejected = 0, duplicates = 0, tokens = 0;
+  std::uint32_t shards = 0;
+  std::uint64_t bytes_sent = 0;  // pulls: chunk bytes received over the wire
+  double elapsed_s = 0, mb_per_s = 0;
+  std::string report_json;
+  std::uint64_t started_unix_ns = 0, finished_unix_ns = 0;
+};
 
 struct task_runner_options {
   std::string datasets_root;  // <data>/datasets
@@ -64,7 +79,7 @@ struct task_context {
   // The catalogue on the runner thread (nullptr without a store).
   std::function<result<ingest::catalog*>()> open_catalog;
   // Updates the task's live info under the runner's lock.
-  std::function<void(const std::function<void(loom::v1::TaskInfo&)>&)> update;
+  std::function<void(const std::function<void(task_info&)>&)> update;
 };
 
 class task_runner {
@@ -77,23 +92,22 @@ class task_runner {
   // (validate()), permission_denied for a source outside the import roots
   // (naming it and the roots), not_found for a missing source inside them,
   // conflict while a task for the same dataset is queued or running.
-  result<loom::v1::TaskInfo> start_import(import_options opt, const std::string& principal);
+  result<task_info> start_import(import_options opt, const std::string& principal);
   // Queues a full verify of `dataset` (verify.hpp). not_found when there is no
   // such dataset directory; conflict as above.
-  result<loom::v1::TaskInfo> start_verify(const std::string& dataset, const std::string& principal);
+  result<task_info> start_verify(const std::string& dataset, const std::string& principal);
   const std::vector<std::string>& import_roots() const { return opt_.import_roots; }
   // Queues a generic task (pulls): `body` runs on the runner thread and fills
-  // the TaskInfo through ctx.update; its error fails the task. `on_success`
-  // runs after it on the runner thread with the catalogue available.
+  // the task_info through ctx.update; its error fails the task.
   using task_body = std::function<status(task_context&)>;
-  result<loom::v1::TaskInfo> start(const std::string& kind, const std::string& dataset, const std::string& source,
+  result<task_info> start(const std::string& kind, const std::string& dataset, const std::string& source,
                                    const std::string& principal, task_body body);
 
-  std::optional<loom::v1::TaskInfo> get(const std::string& id) const;
+  std::optional<task_info> get(const std::string& id) const;
   // The newest task (running or finished) for `dataset`.
-  std::optional<loom::v1::TaskInfo> last_for(const std::string& dataset) const;
+  std::optional<task_info> last_for(const std::string& dataset) const;
   // not_found for an unknown id; conflict when it already ended.
-  result<loom::v1::TaskInfo> cancel(const std::string& id);
+  result<task_info> cancel(const std::string& id);
 
   // Records a dataset directory that appeared by other means (a pull) in the
   // catalogue; runs on the caller's thread with its own connection.
@@ -101,12 +115,12 @@ class task_runner {
 
  private:
   struct task {
-    loom::v1::TaskInfo info;
+    task_info info;
     task_body body;
     std::string principal;
     std::atomic<bool> stop{false};
   };
-  result<loom::v1::TaskInfo> enqueue(std::shared_ptr<task> t);
+  result<task_info> enqueue(std::shared_ptr<task> t);
   void run();
   void finish(task& t, const status& outcome);
   void audit_outcome(const task& t, const status& outcome);

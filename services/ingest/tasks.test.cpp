@@ -24,11 +24,11 @@ void write(const std::string& path, const std::string& text) {
 }
 
 // Waits (up to 30 s) for task `id` to end; its last info.
-loom::v1::TaskInfo wait_done(task_runner& r, const std::string& id) {
+task_info wait_done(task_runner& r, const std::string& id) {
   for (int i = 0; i < 3000; ++i) {
     auto t = r.get(id);
     REQUIRE(t);
-    if (t->state() == "succeeded" || t->state() == "failed" || t->state() == "cancelled") return *t;
+    if (t->state == "succeeded" || t->state == "failed" || t->state == "cancelled") return *t;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   FAIL("task " << id << " did not end");
@@ -82,8 +82,8 @@ TEST_CASE("a restarted runner removes what a killed import left in staging and d
     task_runner r(options(t.path()));
     auto task = r.start("pull", "d", "src", "tester", [](task_context&) { return ok_status(); });
     REQUIRE(task.ok());
-    first = task->id();
-    CHECK(wait_done(r, first).state() == "succeeded");
+    first = task->id;
+    CHECK(wait_done(r, first).state == "succeeded");
   }
   // What kill -9 of an import leaves: its staging version and its work dir.
   write(t.path() + "/datasets/.staging/d.0123456789abcdef/shard-000001.bin", "partial");
@@ -94,7 +94,7 @@ TEST_CASE("a restarted runner removes what a killed import left in staging and d
   auto task = r.start("pull", "d", "src", "tester", [](task_context&) { return ok_status(); });
   REQUIRE(task.ok());
   CHECK(first == "pull-000001");
-  CHECK(task->id() == "pull-000002");
+  CHECK(task->id == "pull-000002");
 }
 
 TEST_CASE("an import source outside the import roots is refused naming it and the roots, and no task is made") {

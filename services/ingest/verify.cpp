@@ -31,7 +31,7 @@ void compare(const shards::manifest& m, const std::vector<shard_row>& rows, std:
 status verify_dataset(task_context& ctx, const std::string& datasets_root, const std::string& dataset) {
   const auto t0 = std::chrono::steady_clock::now();
   const std::string dir = datasets_root + "/" + dataset;
-  ctx.update([](loom::v1::TaskInfo& i) { i.set_phase("hash"); });
+  ctx.update([](task_info& i) { i.phase = "hash"; });
   std::vector<shards::shard_problem> problems;
   auto cat = ctx.open_catalog();
   if (!cat) return cat.err();
@@ -57,20 +57,20 @@ status verify_dataset(task_context& ctx, const std::string& datasets_root, const
       problems.insert(problems.end(), p->begin(), p->end());
       hashed += s.bytes;
       const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      ctx.update([&](loom::v1::TaskInfo& i) {
-        i.set_shards(i.shards() + 1);
-        i.set_bytes_read(hashed);
-        i.set_elapsed_s(secs);
-        i.set_mb_per_s(secs > 0 ? hashed / secs / 1e6 : 0);
+      ctx.update([&](task_info& i) {
+        ++i.shards;
+        i.bytes_read = hashed;
+        i.elapsed_s = secs;
+        i.mb_per_s = secs > 0 ? hashed / secs / 1e6 : 0;
       });
     }
   }
   nlohmann::json found = nlohmann::json::array();
   for (const auto& p : problems) found.push_back({{"shard", p.shard}, {"what", p.what}});
-  ctx.update([&](loom::v1::TaskInfo& i) {
-    i.set_phase("done");
-    i.set_report_json(nlohmann::json{{"dataset", dataset}, {"shards", i.shards()}, {"bytes", hashed}, {"problems", found}}
-                          .dump());
+  ctx.update([&](task_info& i) {
+    i.phase = "done";
+    i.report_json =
+        nlohmann::json{{"dataset", dataset}, {"shards", i.shards}, {"bytes", hashed}, {"problems", found}}.dump();
   });
   const std::string damage = shards::describe(problems, 20);
   if (*cat) {

@@ -15,7 +15,7 @@ namespace loom::ingest {
 
 struct task_context;
 
-// Verifies <datasets_root>/<dataset>. TaskInfo: phase "hash" then "done",
+// Verifies <datasets_root>/<dataset>. task_info: phase "hash" then "done",
 // shards, bytes_read (bytes hashed), elapsed_s, mb_per_s, and report_json
 // {"dataset", "shards", "bytes", "problems": [{"shard", "what"}]}. Errors:
 // corruption (damaged), not_found (no such dataset), unavailable (stopped).

@@ -1,6 +1,6 @@
 #include "services/ingest/importer/import_options.hpp"
 
-#include "services/ingest/pipeline/profile.hpp"
+#include "services/ingest/pipeline/filters/profile.hpp"
 
 #include <algorithm>
 #include <cctype>

@@ -5,8 +5,8 @@
 #pragma once
 
 #include "libs/status/status.hpp"
-#include "services/ingest/pipeline/licence.hpp"
-#include "services/ingest/pipeline/reader.hpp"
+#include "services/ingest/pipeline/filters/licence.hpp"
+#include "services/ingest/pipeline/readers/reader.hpp"
 
 #include <atomic>
 #include <cstdint>
@@ -33,7 +33,7 @@ struct import_options {
   std::string source;         // file, directory or archive to import
   std::string dataset;        // [A-Za-z0-9._-]{1,64}, not starting with '.'
   std::string datasets_root;  // dataset D is published as <datasets_root>/D/
-  std::string profile = "default";  // pipeline/profile.hpp: default, web, code, minimal
+  std::string profile = "default";  // pipeline/filters/profile.hpp: default, web, code, minimal
   licence_policy licences;          // report (default) or a deny list
   reader_options reader;            // format hints: JSONL text field, CSV column, text split...
   bool pii = true;                  // redact PII to typed placeholders ("<EMAIL>")

@@ -1,6 +1,6 @@
 // The ingest importer: one call turns a source path into a published dataset.
 //
-//   pass 1  read (pipeline/reader) -> clean -> PII redaction -> quality -> licence
+//   pass 1  read (pipeline/readers) -> clean -> PII redaction -> quality -> licence
 //           -> annotation -> kept: fingerprint into the dedup index, GPT-2 tokens
 //           spilled to disk in input order
 //   pass 2  dedup verdicts (drop every copy but the first in input order) ->

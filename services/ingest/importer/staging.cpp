@@ -4,7 +4,6 @@
 
 #include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <fcntl.h>
 #include <filesystem>
 #include <map>
@@ -20,15 +19,6 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr std::size_t id_length = 16;  // hex digits of an import id
-
-error sys_error(const std::string& what, const std::string& path) {
-  const int e = errno;
-  const errc c = e == ENOENT                  ? errc::not_found
-                 : e == EACCES || e == EPERM  ? errc::permission_denied
-                 : e == ENOSPC || e == EDQUOT ? errc::resource_exhausted
-                                              : errc::internal;
-  return make_error(c, what + " " + path + ": " + std::strerror(e));
-}
 
 // What a .staging entry of dataset `name` is: "" (not one), "new", "work" or "old".
 std::string_view classify(std::string_view entry, std::string_view name) {
@@ -77,9 +67,11 @@ status recover(const std::string& root, const std::string& name) {
   for (const auto& e : fs::directory_iterator(root + "/.staging", ec)) {
     const std::string entry = e.path().filename().string();
     if (classify(entry, name) != "old") continue;
-    if (::rename(e.path().c_str(), final_dir.c_str()) != 0) return sys_error("restore previous version to", final_dir);
+    if (::rename(e.path().c_str(), final_dir.c_str()) != 0) return files::errno_error("restore previous version to", final_dir);
     return files::fsync_dir(root);
   }
+  // A listing that failed may hide the previous version: said, not taken for "none".
+  if (ec && ec != std::errc::no_such_file_or_directory) return files::errno_error("list", root + "/.staging", ec.value());
   return ok_status();
 }
 
@@ -91,12 +83,12 @@ result<std::vector<std::string>> clean_stale(const std::string& root) {
     const std::string entry = e.path().filename().string();
     if (auto name = owner_of(entry); !name.empty()) by_name[name].push_back(entry);
   }
-  if (ec && ec != std::errc::no_such_file_or_directory) return sys_error("list", stage_root);
+  if (ec && ec != std::errc::no_such_file_or_directory) return files::errno_error("list", stage_root, ec.value());
   std::vector<std::string> removed;
   for (const auto& [name, entries] : by_name) {
     const std::string lock_path = stage_root + "/" + name + ".lock";
     const int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) return sys_error("open", lock_path);
+    if (fd < 0) return files::errno_error("open", lock_path);
     if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {  // a live import of `name`: its entries are its own
       ::close(fd);
       continue;
@@ -122,11 +114,11 @@ result<staging> staging::begin(const std::string& root, const std::string& name,
   s.name_ = name;
   const std::string lock_path = stage_root + "/" + name + ".lock";
   s.lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (s.lock_fd_ < 0) return sys_error("open", lock_path);
+  if (s.lock_fd_ < 0) return files::errno_error("open", lock_path);
   if (::flock(s.lock_fd_, LOCK_EX | LOCK_NB) != 0) {
     if (errno == EWOULDBLOCK)
       return make_error(errc::conflict, "dataset " + name + ": another import of it is running (" + lock_path + ")");
-    return sys_error("lock", lock_path);
+    return files::errno_error("lock", lock_path);
   }
   if (auto st = recover(root, name); !st) return st.err();
   std::error_code ec;
@@ -136,8 +128,8 @@ result<staging> staging::begin(const std::string& root, const std::string& name,
   s.dir_ = stage_root + "/" + name + "." + import_id;
   s.work_ = s.dir_ + ".work";
   s.old_ = s.dir_ + ".old";
-  if (::mkdir(s.dir_.c_str(), 0755) != 0) return sys_error("mkdir", s.dir_);
-  if (::mkdir(s.work_.c_str(), 0700) != 0) return sys_error("mkdir", s.work_);
+  if (::mkdir(s.dir_.c_str(), 0755) != 0) return files::errno_error("mkdir", s.dir_);
+  if (::mkdir(s.work_.c_str(), 0700) != 0) return files::errno_error("mkdir", s.work_);
   return s;
 }
 
@@ -169,7 +161,7 @@ status staging::publish() {
   if (auto st = files::fsync_dir(dir_); !st) return st;
   const std::string stage_root = root_ + "/.staging";
   if (!exists(final_)) {
-    if (::rename(dir_.c_str(), final_.c_str()) != 0) return sys_error("publish to", final_);
+    if (::rename(dir_.c_str(), final_.c_str()) != 0) return files::errno_error("publish to", final_);
     published_ = true;
     return files::fsync_dir(root_);
   }
@@ -180,11 +172,11 @@ status staging::publish() {
     remove_tree(dir_);
     return ok_status();
   }
-  if (errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP) return sys_error("swap into", final_);
+  if (errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP) return files::errno_error("swap into", final_);
   // No RENAME_EXCHANGE here: three renames, repaired by recover() after a crash.
-  if (::rename(final_.c_str(), old_.c_str()) != 0) return sys_error("move previous version of", final_);
+  if (::rename(final_.c_str(), old_.c_str()) != 0) return files::errno_error("move previous version of", final_);
   if (::rename(dir_.c_str(), final_.c_str()) != 0) {
-    auto e = sys_error("publish to", final_);
+    auto e = files::errno_error("publish to", final_);
     (void)::rename(old_.c_str(), final_.c_str());
     return e;
   }

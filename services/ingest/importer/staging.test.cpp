@@ -108,3 +108,16 @@ TEST_CASE("start-up cleaning removes every crashed import's leftovers but not th
   CHECK(slurp(live->work_dir() + "/run") == "in use");
   CHECK(clean_stale(t.path() + "/nowhere")->empty());  // no .staging yet: nothing to do
 }
+
+TEST_CASE("a staging area that cannot be listed is an error naming it, not an empty one") {
+  files::temp_dir t("loom-staging");
+  const std::string root = t.path();
+  write_file(root + "/.staging", "not a directory");
+  const std::string want = "list " + root + "/.staging: Not a directory";
+  auto rec = recover(root, "d");  // was ok: a previous version there would have been missed
+  REQUIRE_FALSE(rec.ok());
+  CHECK(rec.err().message == want);
+  auto cleaned = clean_stale(root);
+  REQUIRE_FALSE(cleaned.ok());
+  CHECK(cleaned.err().message == want);
+}

@@ -9,13 +9,13 @@
 // (merge the reports). Not thread-safe.
 #pragma once
 
-#include "services/ingest/pipeline/annotation.hpp"
-#include "services/ingest/pipeline/clean.hpp"
 #include "services/ingest/pipeline/document.hpp"
-#include "services/ingest/pipeline/licence.hpp"
-#include "services/ingest/pipeline/profile.hpp"
-#include "services/ingest/pipeline/quality.hpp"
-#include "services/ingest/pipeline/reader.hpp"
+#include "services/ingest/pipeline/filters/annotation.hpp"
+#include "services/ingest/pipeline/filters/clean.hpp"
+#include "services/ingest/pipeline/filters/licence.hpp"
+#include "services/ingest/pipeline/filters/profile.hpp"
+#include "services/ingest/pipeline/filters/quality.hpp"
+#include "services/ingest/pipeline/readers/reader.hpp"
 #include "services/ingest/pipeline/report.hpp"
 
 #include <functional>

@@ -3,8 +3,8 @@
 // store and the client to print. Plain value; one writer at a time.
 #pragma once
 
-#include "services/ingest/pipeline/annotation.hpp"
-#include "services/ingest/pipeline/clean.hpp"
+#include "services/ingest/pipeline/filters/annotation.hpp"
+#include "services/ingest/pipeline/filters/clean.hpp"
 
 #include <cstdint>
 #include <map>

@@ -4,7 +4,7 @@
 #pragma once
 
 #include "libs/files/temp_dir.hpp"
-#include "services/ingest/pipeline/reader.hpp"
+#include "services/ingest/pipeline/readers/reader.hpp"
 
 #include <archive.h>
 #include <archive_entry.h>
