@@ -46,7 +46,7 @@ class session {
     else if (type == pack_request_type) on_pack(body);
     else if (type == bye_type) return false;
     else if (type == wire::bulk_need_type || type == wire::bulk_ack_type || type == wire::bulk_status_type)
-      return true;  // a stale bulk reply (the client's bulk_receiver answers a bulk request it refused with a Status)
+      return true;  // a stale bulk reply (a Status: the client's bulk_receiver refused a bulk request)
     else fail(error_reply_type, make_error(errc::unimplemented, "unknown message \"" + std::string(type.substr(0, 64)) + "\""));
     return true;
   }
