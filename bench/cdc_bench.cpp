@@ -4,12 +4,14 @@
 // SHA-256 alone for reference (the bound on the second figure). GB =
 // 10^9 bytes; figures divide by this thread's CPU time, best of 3 passes (the
 // box is shared), i.e. per core. Then whole pulls (sync_client against a
-// sync_server in this process, plaintext on tcp loopback; wall time, best and
-// median of 5): a dataset of 4096 x 8 KiB files + one 64 MiB file pulled
-// again unchanged, and after a 1-byte edit of the big file. These carry the
-// control protocol's codec (summary manifest, chunk list). Last lines, for scripts:
-//   case=sync_unchanged best_ms=<..> median_ms=<..> wire_bytes=<..>
-//   case=sync_edit1 best_ms=<..> median_ms=<..> wire_bytes=<..>
+// sync_server in this process, plaintext on tcp loopback; best and median of
+// 9, wall time and the process's CPU time, which all its threads add to and
+// which a busy box disturbs less): a dataset of 4096 x 8 KiB files + one
+// 64 MiB file pulled again unchanged, and after a 1-byte edit of the big
+// file. These carry the control protocol's codec (summary manifest, chunk
+// list). Last lines, for scripts:
+//   case=sync_unchanged best_ms=<..> median_ms=<..> best_cpu_ms=<..> median_cpu_ms=<..> wire_bytes=<..>
+//   case=sync_edit1 (the same)
 //   case=fastcdc gb_per_s=<..> sha256_gb_per_s=<..>
 // Usage: cdc_bench [MiB]   (default 1024; chunking only)
 #include "bench/bench_util.hpp"
@@ -53,7 +55,7 @@ double best_gb_per_s(std::size_t bytes, F&& f) {
 constexpr int sync_small_files = 4096;
 constexpr std::size_t sync_small_bytes = 8u << 10;
 constexpr std::size_t sync_big_bytes = 64u << 20;
-constexpr int sync_passes = 5;
+constexpr int sync_passes = 9;
 
 // Written an hour in the past: a file modified within 2 s of a manifest build
 // is never stat-cached (manifest.cpp's racy window), and the figures are of
@@ -65,14 +67,22 @@ void put(const std::string& path, const std::string& data) {
   fs::last_write_time(path, fs::file_time_type::clock::now() - std::chrono::hours(1));
 }
 
+double process_cpu_s() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
 struct sync_figure {
-  std::vector<double> ms;
+  std::vector<double> ms, cpu_ms;
   std::uint64_t wire_bytes = 0;  // of the last pull
 };
 
 void print(const char* name, sync_figure f) {
   std::sort(f.ms.begin(), f.ms.end());
-  std::printf("case=%s best_ms=%.2f median_ms=%.2f wire_bytes=%llu\n", name, f.ms.front(), f.ms[f.ms.size() / 2],
+  std::sort(f.cpu_ms.begin(), f.cpu_ms.end());
+  std::printf("case=%s best_ms=%.2f median_ms=%.2f best_cpu_ms=%.2f median_cpu_ms=%.2f wire_bytes=%llu\n", name,
+              f.ms.front(), f.ms[f.ms.size() / 2], f.cpu_ms.front(), f.cpu_ms[f.cpu_ms.size() / 2],
               static_cast<unsigned long long>(f.wire_bytes));
 }
 
@@ -82,9 +92,11 @@ sync_figure time_pulls(loom::cdc::sync_client& c, const std::string& ep, const s
   sync_figure f;
   for (int i = 0; i < sync_passes; ++i) {
     before(i);
-    auto t0 = std::chrono::steady_clock::now();
+    const double cpu0 = process_cpu_s();
+    const auto t0 = std::chrono::steady_clock::now();
     auto r = c.pull(ep, "bench", into);
     f.ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    f.cpu_ms.push_back((process_cpu_s() - cpu0) * 1e3);
     if (!r.ok()) {
       std::fprintf(stderr, "cdc_bench: pull failed: %s\n", r.err().to_string().c_str());
       std::exit(1);
@@ -116,7 +128,8 @@ void sync_cases() {
     (void)time_pulls(client, ep, received.path(), [](int) {});  // first full pull (and warm caches)
     print("sync_unchanged", time_pulls(client, ep, received.path(), [](int) {}));
     print("sync_edit1", time_pulls(client, ep, received.path(), [&](int i) {
-      const auto at = static_cast<std::streamoff>(sync_big_bytes / 7 * static_cast<std::size_t>(i + 1));
+      const auto at =
+          static_cast<std::streamoff>(sync_big_bytes / (sync_passes + 1) * static_cast<std::size_t>(i + 1));
       std::fstream f(src + "/big.bin", std::ios::in | std::ios::out | std::ios::binary);
       f.seekg(at);
       const char c = static_cast<char>(f.get() ^ 0x01);
