@@ -9,13 +9,21 @@
 // which a busy box disturbs less): a dataset of 4096 x 8 KiB files + one
 // 64 MiB file pulled again unchanged, and after a 1-byte edit of the big
 // file. These carry the control protocol's codec (summary manifest, chunk
-// list). Last lines, for scripts:
+// list). Then that codec alone, in this thread's CPU time per round trip
+// (encode, decode, the checks on arrival; best of 30): the dataset's summary
+// and the big file's chunk list as protobuf (the wire, protocol.hpp) and as
+// JSON (the protocol's codec until loom.v1.Sync*, still the on-disk form).
+// Last lines, for scripts:
 //   case=sync_unchanged best_ms=<..> median_ms=<..> best_cpu_ms=<..> median_cpu_ms=<..> wire_bytes=<..>
 //   case=sync_edit1 (the same)
+//   case=codec_summary files=<..> json_us=<..> proto_us=<..> json_bytes=<..> proto_bytes=<..>
+//   case=codec_chunk_list chunks=<..> (the same)
 //   case=fastcdc gb_per_s=<..> sha256_gb_per_s=<..>
 // Usage: cdc_bench [MiB]   (default 1024; chunking only)
 #include "bench/bench_util.hpp"
 #include "libs/cdc/fastcdc.hpp"
+#include "libs/cdc/manifest.hpp"
+#include "libs/cdc/protocol.hpp"
 #include "libs/cdc/sync_client.hpp"
 #include "libs/cdc/sync_server.hpp"
 #include "libs/files/temp_dir.hpp"
@@ -48,7 +56,7 @@ double best_gb_per_s(std::size_t bytes, F&& f) {
   return best;
 }
 
-// ---- sync ------------------------------------------------------------------
+// ---- sync: the dataset and the timing -------------------------------------
 
 // Many small files make the summary manifest large (4097 entries); the big
 // file's chunk list (~1024 chunks) is what a 1-byte edit asks for.
@@ -106,6 +114,55 @@ sync_figure time_pulls(loom::cdc::sync_client& c, const std::string& ep, const s
   return f;
 }
 
+// ---- the codec alone ---------------------------------------------------------
+
+constexpr int codec_reps = 30;
+
+template <class F>
+double best_us(F&& f) {
+  double best = 1e30;
+  for (int i = 0; i < codec_reps; ++i) {
+    const double t0 = thread_cpu_s();
+    f();
+    best = std::min(best, (thread_cpu_s() - t0) * 1e6);
+  }
+  return best;
+}
+
+void codec_cases(const std::string& dir) {
+  namespace cdc = loom::cdc;
+  auto m = cdc::build_manifest(dir);
+  if (!m.ok()) {
+    std::fprintf(stderr, "cdc_bench: %s\n", m.err().to_string().c_str());
+    std::exit(1);
+  }
+  bool ok = true;
+  const std::size_t json_bytes = cdc::to_json(*m, cdc::json_form::summary).size();
+  const std::size_t proto_bytes = cdc::encode_summary(*m).size();
+  double json_us = best_us([&] { ok &= cdc::parse_manifest(cdc::to_json(*m, cdc::json_form::summary), "b").ok(); });
+  double proto_us = best_us([&] { ok &= cdc::decode_manifest(cdc::encode_summary(*m), "b").ok(); });
+  std::printf("case=codec_summary files=%zu json_us=%.1f proto_us=%.1f json_bytes=%zu proto_bytes=%zu\n",
+              m->files.size(), json_us, proto_us, json_bytes, proto_bytes);
+
+  // JSON: a one-file manifest, i.e. the entry codec the protocol used per file.
+  const cdc::file_entry* big = m->find("big.bin");
+  cdc::manifest one;
+  one.chunking = m->chunking;
+  one.files = {*big};
+  one.root = cdc::dataset_root(one.files);
+  const std::vector<std::string> paths{big->path};
+  json_us = best_us([&] { ok &= cdc::parse_manifest(cdc::to_json(one), "b").ok(); });
+  proto_us = best_us([&] { ok &= cdc::decode_chunks(cdc::encode_chunks({big}), paths, "b").ok(); });
+  std::printf("case=codec_chunk_list chunks=%zu json_us=%.1f proto_us=%.1f json_bytes=%zu proto_bytes=%zu\n",
+              big->chunks.size(), json_us, proto_us, cdc::to_json(one).size(), cdc::encode_chunks({big}).size());
+  if (!ok) {
+    std::fprintf(stderr, "cdc_bench: a codec round trip failed\n");
+    std::exit(1);
+  }
+}
+
+// ---- whole pulls ----------------------------------------------------------------
+
 void sync_cases() {
   loom::files::temp_dir served("loom-cdc-bench-src"), received("loom-cdc-bench-dst");
   const std::string src = served.path() + "/bench";
@@ -138,6 +195,7 @@ void sync_cases() {
     }));
   }
   server->reset();
+  codec_cases(src);
 }
 
 }  // namespace
