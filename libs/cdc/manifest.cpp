@@ -129,13 +129,12 @@ json entry_json(const file_entry& f, json_form form) {
   return j;
 }
 
-// Parses and checks one entry; the message names what is wrong.
+// Parses one entry and checks it (check_file_entry); the message names what is wrong.
 result<file_entry> entry_from(const json& j) {
   auto bad = [](std::string why) { return make_error(errc::corruption, std::move(why)); };
   if (!j.is_object()) return bad("file entry is not an object");
   file_entry f;
   f.path = j.at("path").get<std::string>();
-  if (auto s = valid_relative_path(f.path); !s.ok()) return bad(s.err().message);
   f.size = j.at("size").get<std::uint64_t>();
   f.chunk_count = j.at("chunk_count").get<std::uint64_t>();
   if (!from_hex(j.at("root").get<std::string>(), f.root)) return bad("bad root of " + f.path);
@@ -144,21 +143,17 @@ result<file_entry> entry_from(const json& j) {
     f.stamp = {s.at(0).get<std::uint64_t>(), s.at(1).get<std::uint64_t>(), s.at(2).get<std::uint64_t>(),
                s.at(3).get<std::int64_t>(), s.at(4).get<std::int64_t>()};
   }
-  if (auto it = j.find("chunks"); it != j.end()) {
-    std::uint64_t off = 0;
+  const auto it = j.find("chunks");
+  if (it != j.end()) {
     f.chunks.reserve(it->size());
     for (const auto& c : *it) {
       chunk ch{c.at(0).get<std::uint64_t>(), c.at(1).get<std::uint32_t>(), {}};
-      if (ch.offset != off || ch.length == 0 || ch.length > max_chunk_bytes ||
-          !from_hex(c.at(2).get<std::string>(), ch.sha256))
+      if (!from_hex(c.at(2).get<std::string>(), ch.sha256))
         return bad("chunk list of " + f.path + " is not contiguous, has a chunk over 64 MiB or a bad hash");
-      off += ch.length;
       f.chunks.push_back(ch);
     }
-    if (off != f.size || f.chunks.size() != f.chunk_count)
-      return bad("chunk list of " + f.path + " does not add up to its size");
-    if (file_root(f.chunks) != f.root) return bad("root of " + f.path + " does not match its chunks");
   }
+  if (auto s = check_file_entry(f, it != j.end()); !s.ok()) return s.err();
   return f;
 }
 
@@ -226,6 +221,34 @@ status valid_relative_path(std::string_view path) {
     first = false;
     start = end + 1;
   }
+  return {};
+}
+
+status check_file_entry(const file_entry& f, bool with_chunks) {
+  auto bad = [](std::string why) { return make_error(errc::corruption, std::move(why)); };
+  if (auto s = valid_relative_path(f.path); !s.ok()) return bad(s.err().message);
+  if (!with_chunks) return {};
+  std::uint64_t off = 0;
+  for (const auto& c : f.chunks) {
+    if (c.offset != off || c.length == 0 || c.length > max_chunk_bytes)
+      return bad("chunk list of " + f.path + " is not contiguous, has a chunk over 64 MiB or a bad hash");
+    off += c.length;
+  }
+  if (off != f.size || f.chunks.size() != f.chunk_count)
+    return bad("chunk list of " + f.path + " does not add up to its size");
+  if (file_root(f.chunks) != f.root) return bad("root of " + f.path + " does not match its chunks");
+  return {};
+}
+
+status check_manifest(const manifest& m, const std::string& origin) {
+  auto bad = [&](const std::string& why) { return make_error(errc::corruption, origin + ": " + why); };
+  if (auto s = validate(m.chunking); !s.ok()) return bad(s.err().message);
+  for (std::size_t i = 0; i < m.files.size(); ++i) {
+    const file_entry& f = m.files[i];
+    if (auto s = check_file_entry(f, !f.chunks.empty()); !s.ok()) return bad(s.err().message);
+    if (i > 0 && !(m.files[i - 1].path < f.path)) return bad("paths not sorted or repeated");
+  }
+  if (dataset_root(m.files) != m.root) return bad("dataset root does not match its files");
   return {};
 }
 
@@ -300,7 +323,7 @@ result<manifest> parse_manifest(std::string_view text, const std::string& origin
     if (auto s = validate(m.chunking); !s.ok()) return bad(s.err().message);
     if (!from_hex(j.at("root").get<std::string>(), m.root)) return bad("bad root");
     for (const auto& fj : j.at("files")) {
-      auto f = entry_from(fj);
+      auto f = entry_from(fj);  // checked, chunk list and all
       if (!f.ok()) return bad(f.err().message);
       if (!m.files.empty() && !(m.files.back().path < f->path)) return bad("paths not sorted or repeated");
       m.files.push_back(std::move(*f));
@@ -309,18 +332,6 @@ result<manifest> parse_manifest(std::string_view text, const std::string& origin
     return m;
   } catch (const json::exception& e) {
     return bad(std::string("malformed: ") + e.what());
-  }
-}
-
-std::string file_to_json(const file_entry& f) { return entry_json(f, json_form::full).dump(); }
-
-result<file_entry> parse_file_entry(std::string_view text, const std::string& origin) {
-  try {
-    auto f = entry_from(json::parse(text));
-    if (!f.ok()) return make_error(errc::corruption, origin + ": " + f.err().message);
-    return f;
-  } catch (const json::exception& e) {
-    return make_error(errc::corruption, origin + ": malformed: " + e.what());
   }
 }
 

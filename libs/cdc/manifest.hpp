@@ -13,6 +13,8 @@
 //    "chunks":[[offset,length,"<sha256 hex>"],...],"path":"a/b.txt","root":"<hex>",
 //    "size":N},...],"format":"loom-cdc-manifest","root":"<hex>","version":1}
 // The summary form leaves out "chunks"; the cache form adds each file's "stamp".
+// JSON is the form on disk (the receiver's .loom-sync/manifest.json); between
+// instances manifests travel as loom.v1.SyncManifest / SyncFileEntry (protocol.hpp).
 #pragma once
 
 #include "libs/cdc/fastcdc.hpp"
@@ -96,9 +98,15 @@ std::string to_json(const manifest& m, json_form form = json_form::full);
 // recomputed. corruption naming `origin` when anything does not hold.
 result<manifest> parse_manifest(std::string_view json, const std::string& origin);
 
-// One file entry on its own (the sync protocol sends chunk lists per file).
-std::string file_to_json(const file_entry& f);
-result<file_entry> parse_file_entry(std::string_view json, const std::string& origin);
+// The same checks on entries and manifests that arrive in another encoding
+// (the sync protocol's, protocol.hpp). check_file_entry: the path is a
+// valid_relative_path and, `with_chunks`, the chunk list is contiguous from 0,
+// of chunks of 1..64 MiB, chunk_count long, sums to the size and hashes to
+// the root. check_manifest: chunking valid, every entry (chunk lists where
+// present), paths sorted and unique, the dataset root recomputed. corruption
+// saying what is wrong (check_manifest: after `origin`).
+status check_file_entry(const file_entry& f, bool with_chunks);
+status check_manifest(const manifest& m, const std::string& origin);
 
 // ---- diff -------------------------------------------------------------------
 

@@ -1,11 +1,13 @@
 // Sync over CURVE on tcp loopback, small datasets (a few MiB): correctness,
 // refusals, corruption on the wire and in the chunk store, interruption.
+#include "libs/cdc/protocol.hpp"
 #include "libs/cdc/sync_fixture.hpp"
 
 #include <doctest/doctest.h>
 
 #include <filesystem>
 #include <thread>
+#include <zmq_addon.hpp>
 
 using namespace loom;
 using namespace loom::cdc;
@@ -80,6 +82,49 @@ TEST_CASE("renamed, removed and added files sync with only the added bytes on th
   REQUIRE(m.ok());
   CHECK(r->chunks_fetched == m->find("new.bin")->chunk_count);
   CHECK(r->chunk_bytes_fetched == 300000);
+}
+
+TEST_CASE("a session answers an unknown type and an unparseable request with errors and ignores a stale bulk status") {
+  sync_fixture fx;
+  make_dataset(fx.src());
+  auto server = fx.start();
+  zmq::socket_t s(fx.curve.ctx, zmq::socket_type::dealer);
+  wire::test::bounded(s, 5000);
+  wire::make_curve_client(s, fx.curve.alice, fx.curve.server.public_z85);
+  s.connect(server->endpoint());
+  auto ask = [&](std::string_view type, const std::string& body) {
+    s.send(zmq::buffer(type), zmq::send_flags::sndmore);
+    s.send(zmq::buffer(body), zmq::send_flags::none);
+  };
+  auto reply = [&] {
+    std::vector<zmq::message_t> f;
+    REQUIRE(zmq::recv_multipart(s, std::back_inserter(f)));
+    REQUIRE(f.size() == 2);
+    return f;
+  };
+
+  ask("loom.v1.Nonsense", "x");
+  auto r = reply();
+  CHECK(r[0].to_string_view() == error_reply_type);
+  auto st = decode_status(r[1].to_string_view());
+  CHECK(st.code() == errc::unimplemented);
+  CHECK(st.err().message == "unknown message \"loom.v1.Nonsense\"");
+
+  ask(manifest_request_type, "\xff\xff\xff");
+  r = reply();
+  CHECK(r[0].to_string_view() == manifest_reply_type);
+  CHECK(decode_manifest(r[1].to_string_view(), "t").code() == errc::invalid_argument);
+
+  // What our bulk_receiver sends for a bulk request it refused, arriving
+  // after the transfer: not answered, so the next reply is the next request's.
+  ask(wire::bulk_status_type, encode_status(make_error(errc::invalid_argument, "late")));
+  ask(manifest_request_type, encode(manifest_request{fx.dataset}));
+  r = reply();
+  CHECK(r[0].to_string_view() == manifest_reply_type);
+  auto m = decode_manifest(r[1].to_string_view(), "t");
+  REQUIRE_MESSAGE(m.ok(), m.err().to_string());
+  CHECK(m->files.size() == 6);
+  CHECK(server->stats().errors == 2);
 }
 
 TEST_CASE("a client whose key is not on the allow list gets no data and an unavailable error") {

@@ -27,7 +27,7 @@ double since(clock::time_point t) { return std::chrono::duration<double>(clock::
 
 // A dataset that changes while it is pulled: start over this many times.
 constexpr int max_restarts = 3;
-// Chunk-list entries per ChunksRequest (~85 bytes each in the reply).
+// Chunk-list entries per ChunksRequest (~40 bytes each in the reply).
 constexpr std::uint64_t max_chunks_per_list_request = 65536;
 
 // The DEALER side of the protocol: requests out, replies in, and the bulk
@@ -49,9 +49,10 @@ class conversation {
     return {};
   }
 
-  // The next reply of `type`, its status frame already checked. Bulk
-  // requests that arrive meanwhile are served; each restarts the timeout.
-  result<std::vector<zmq::message_t>> await(std::string_view type) {
+  // The body of the next reply of `type` (its status is the decoder's to
+  // check), or the error an error_reply_type frame carries. Bulk requests
+  // that arrive meanwhile are served; each restarts the timeout.
+  result<zmq::message_t> await(std::string_view type) {
     try {
       return await_impl(type);
     } catch (const zmq::error_t& e) {
@@ -60,7 +61,7 @@ class conversation {
   }
 
  private:
-  result<std::vector<zmq::message_t>> await_impl(std::string_view type) {
+  result<zmq::message_t> await_impl(std::string_view type) {
     auto deadline = clock::now() + timeout_;
     std::vector<std::string> reply;
     for (;;) {
@@ -86,10 +87,14 @@ class conversation {
         continue;
       }
       if (got != type && got != error_reply_type) continue;  // stale
-      if (frames.size() < 2) return make_error(errc::invalid_argument, "reply without a status frame");
-      if (type != pack_done_type || got == error_reply_type)  // PackDone carries its status with its stats
+      if (frames.size() != 2)
+        return make_error(errc::invalid_argument, std::string(got) + " reply: want 2 frames, got " +
+                                                      std::to_string(frames.size()));
+      if (got == error_reply_type) {
         if (auto s = decode_status(frames[1].to_string_view()); !s.ok()) return s.err();
-      return frames;
+        return make_error(errc::invalid_argument, "error reply without an error");
+      }
+      return std::move(frames[1]);
     }
   }
 
@@ -144,8 +149,7 @@ class puller {
     if (auto s = c_.send(manifest_request_type, encode(manifest_request{dataset_})); !s.ok()) return s.err();
     auto r = c_.await(manifest_reply_type);
     if (!r.ok()) return r.err();
-    if (r->size() != 3) return make_error(errc::invalid_argument, "Manifest reply: want 3 frames");
-    return parse_manifest((*r)[2].to_string_view(), "manifest of \"" + dataset_ + "\" from the server");
+    return decode_manifest(r->to_string_view(), "manifest of \"" + dataset_ + "\" from the server");
   }
 
   // Chunk lists of `paths`, each checked against the root the summary gave.
@@ -162,15 +166,15 @@ class puller {
       if (auto s = c_.send(chunks_request_type, encode(req)); !s.ok()) return s.err();
       auto r = c_.await(chunks_reply_type);
       if (!r.ok()) return r.err();
-      if (r->size() != req.paths.size() + 2) return make_error(errc::invalid_argument, "Chunks reply: wrong frame count");
+      auto lists =
+          decode_chunks(r->to_string_view(), req.paths, "chunk lists of \"" + dataset_ + "\" from the server");
+      if (!lists.ok()) return lists.err();
       for (std::size_t k = 0; k < req.paths.size(); ++k) {
-        auto f = parse_file_entry((*r)[k + 2].to_string_view(), "chunk list of " + req.paths[k]);
-        if (!f.ok()) return f.err();
+        file_entry& f = (*lists)[k];
         const file_entry* want = remote.find(req.paths[k]);
-        if (f->path != want->path || f->root != want->root || f->size != want->size ||
-            f->chunks.size() != f->chunk_count)
+        if (f.root != want->root || f.size != want->size)
           return make_error(errc::corruption, "chunk list of " + req.paths[k] + " does not match the manifest");
-        out.push_back(std::move(*f));
+        out.push_back(std::move(f));
       }
     }
     return out;
@@ -248,7 +252,7 @@ class puller {
       if (auto s = c_.send(pack_request_type, encode(pack_request{dataset_, name, ids})); !s.ok()) return s;
       auto r = c_.await(pack_done_type);
       if (!r.ok()) return r.err();
-      auto done = decode_pack_done((*r)[1].to_string_view());
+      auto done = decode_pack_done(r->to_string_view());
       if (!done.ok()) return done.err();
       st_.bulk_chunks_resent += done->bulk.chunks_resent;
       st_.bulk_chunks_skipped += done->bulk.chunks_skipped;
@@ -343,7 +347,7 @@ result<sync_stats> sync_client::pull(const std::string& endpoint, const std::str
     // Let the Bye leave before close (linger is 0 otherwise) so the server
     // ends the session now instead of after its idle limit.
     socket.set(zmq::sockopt::linger, 200);
-    (void)conv.send(bye_type, "{}");
+    (void)conv.send(bye_type, encode_bye());
   } catch (const zmq::error_t& e) {
     outcome = make_error(errc::unavailable, "sync with " + endpoint + ": " + e.what());
   }

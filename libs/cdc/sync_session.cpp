@@ -45,7 +45,8 @@ class session {
     else if (type == chunks_request_type) on_chunks(body);
     else if (type == pack_request_type) on_pack(body);
     else if (type == bye_type) return false;
-    else if (type == wire::bulk_need_type || type == wire::bulk_ack_type) return true;  // stale bulk reply
+    else if (type == wire::bulk_need_type || type == wire::bulk_ack_type || type == wire::bulk_status_type)
+      return true;  // a stale bulk reply (a Status: the client's bulk_receiver refused a bulk request)
     else fail(error_reply_type, make_error(errc::unimplemented, "unknown message \"" + std::string(type.substr(0, 64)) + "\""));
     return true;
   }
@@ -56,7 +57,7 @@ class session {
     auto snap = load(req->dataset);
     if (!snap.ok()) return fail(manifest_reply_type, snap.err());
     sh_.counters.manifests++;
-    send(manifest_reply_type, {}, {to_json(snap_->m, json_form::summary)});
+    send(manifest_reply_type, encode_summary(snap_->m));
   }
 
   void on_chunks(std::string_view body) {
@@ -68,13 +69,13 @@ class session {
       if (snap_->m.root != req->root)
         return fail(chunks_reply_type, make_error(errc::conflict, "dataset changed: ask for its manifest again"));
     }
-    std::vector<std::string> payload;
+    std::vector<const file_entry*> files;
     for (const auto& p : req->paths) {
       const file_entry* f = snap_->m.find(p);
       if (!f) return fail(chunks_reply_type, make_error(errc::not_found, "no file \"" + p + "\""));
-      payload.push_back(file_to_json(*f));
+      files.push_back(f);
     }
-    send(chunks_reply_type, {}, payload);
+    send(chunks_reply_type, encode_chunks(files));
   }
 
   void on_pack(std::string_view body) {
@@ -113,7 +114,7 @@ class session {
     if (!sent->complete) return freeze();
     c.packs++;
     c.pack_bytes += *bytes;
-    send(pack_done_type, {}, {}, encode({}, pack_done{req->name, *sent}));
+    send(pack_done_type, encode({}, pack_done{req->name, *sent}));
   }
 
   // Refreshes the snapshot of `dataset` for this session.
@@ -138,18 +139,13 @@ class session {
 
   void fail(std::string_view type, const error& e) {
     sh_.counters.errors++;
-    if (type == pack_done_type) return send(type, e, {}, encode(status(e), pack_done{}));
-    send(type, e, {});
+    send(type, encode_failure(type, e));
   }
 
-  // [type][status][payload...]; `status_json` overrides the plain status frame.
-  void send(std::string_view type, const status& st, const std::vector<std::string>& payload,
-            const std::string& status_json = {}) {
-    const std::string head = status_json.empty() ? encode_status(st) : status_json;
+  // [type][message]
+  void send(std::string_view type, const std::string& body) {
     socket_.send(zmq::buffer(type), zmq::send_flags::sndmore);
-    socket_.send(zmq::buffer(head), payload.empty() ? zmq::send_flags::none : zmq::send_flags::sndmore);
-    for (std::size_t i = 0; i < payload.size(); ++i)
-      socket_.send(zmq::buffer(payload[i]), i + 1 < payload.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+    socket_.send(zmq::buffer(body), zmq::send_flags::none);
   }
 
   server_shared& sh_;
