@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -224,12 +225,11 @@ status load_optimizer(const opened_snapshot& s, engine::adamw& opt) {
   if (!m) return m.err();
   auto v = f32_tensor(*f, "adamw.v", {n}, file);
   if (!v) return v.err();
-  int t = -1;
+  int t = -1;  // all of the value a count, or the file is corrupt
   if (auto it = f->meta().find("steps_taken"); it != f->meta().end()) {
-    try {
-      t = std::stoi(it->second);
-    } catch (const std::exception&) {
-    }
+    const std::string& v = it->second;
+    const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), t);
+    if (ec != std::errc() || end != v.data() + v.size()) t = -1;
   }
   if (t < 0) return make_error(errc::corruption, file + ": metadata steps_taken missing or not a count");
   auto as_floats = [](std::span<const std::byte> b) {
