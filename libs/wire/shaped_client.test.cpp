@@ -78,12 +78,13 @@ TEST_CASE("a 500 kB request over a 1 MB/s link with 50 ms latency each way takes
   CHECK(ping_ms >= 100.0);
   CHECK(ping_ms < 400.0);
 
+  double plain_ms = 0;  // the same call on the real loopback, for the report
   {
     client plain = s.make("none", 5000ms, 0);
     REQUIRE(plain.call(sized("", 10)).ok());
     auto tp = steady::now();
     REQUIRE(plain.call(sized("", 500'000)).ok());
-    MESSAGE("unshaped 500 kB call " << ms_since(tp) << " ms");
+    plain_ms = ms_since(tp);
   }
   t0 = steady::now();
   auto rep = c.call(sized("", 500'000));
@@ -94,7 +95,8 @@ TEST_CASE("a 500 kB request over a 1 MB/s link with 50 ms latency each way takes
   const double expected_ms = (500'000.0 - 16'384.0) / 1e3 + 100.0;
   CHECK(took_ms >= expected_ms - 1.0);
   CHECK(took_ms < expected_ms + 400.0);
-  MESSAGE("500 kB call took " << took_ms << " ms, model " << expected_ms << " ms; ping " << ping_ms << " ms");
+  MESSAGE("shaped 500 kB call " << took_ms << " ms (model " << expected_ms << " ms, unshaped " << plain_ms
+                                 << " ms); shaped ping " << ping_ms << " ms (model 100 ms)");
 
   auto e = monitor.estimate("server", std::chrono::duration_cast<link_time>(steady::now().time_since_epoch()));
   CHECK(e.state == link_state::up);
@@ -107,20 +109,31 @@ TEST_CASE("a 500 kB request over a 1 MB/s link with 50 ms latency each way takes
 
 TEST_CASE("during an outage calls time out, and they succeed once it ends") {
   echo_server s;
+  link_monitor monitor;
+  auto now = [] { return std::chrono::duration_cast<link_time>(steady::now().time_since_epoch()); };
   const auto start = steady::now();
-  client c = s.make("down=0ms-700ms", 200ms, 0);
+  client c = s.make("down=0ms-700ms", 200ms, 0, [&](const link_observation& o) { monitor.observe("server", o); });
   auto lost = c.call(sized("during", 10));
   REQUIRE_FALSE(lost.ok());
   CHECK(lost.code() == errc::unavailable);
 
   // Same client, so the same link (its outage counts from its construction):
-  // retry until the window has passed.
+  // call again until the window has passed.
   std::optional<result<reply>> ok;
-  for (int i = 0; i < 8 && !(ok && ok->ok()); ++i) ok = c.call(sized("after", 10));
+  bool saw_down = false;
+  for (int i = 0; i < 8 && !(ok && ok->ok()); ++i) {
+    ok = c.call(sized("after", 10));
+    saw_down = saw_down || monitor.estimate("server", now()).state == link_state::down;
+  }
   REQUIRE(ok->ok());
   CHECK(ms_since(start) >= 700.0);
   CHECK(ms_since(start) < 3000.0);
   CHECK(c.uplink()->model().dropped_outage() >= 3);  // every attempt inside [0, 700 ms)
+  CHECK(saw_down);                                   // three unanswered in a row
+  auto e = monitor.estimate("server", now());
+  CHECK(e.state == link_state::degraded);  // back, but most recent exchanges failed
+  CHECK(e.reason.find("exchanges failed") != std::string::npos);
+  CHECK(e.consecutive_failures == 0);
   // Nothing sent during the outage reached the server.
   for (int i = 0; i < 50 && s.log.get().empty(); ++i) std::this_thread::sleep_for(10ms);
   CHECK(s.log.get() == std::vector<std::string>{"after"});
