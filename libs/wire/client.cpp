@@ -20,22 +20,6 @@ link_time since_epoch(steady_clock::time_point t) {
   return std::chrono::duration_cast<link_time>(t.time_since_epoch());
 }
 
-// Reads one whole message without blocking; nullopt when none is ready.
-std::optional<multipart> read_message(zmq::socket_t& s) {
-  zmq::message_t first;
-  if (!s.recv(first, zmq::recv_flags::dontwait)) return std::nullopt;
-  bool more = first.more();
-  multipart frames;
-  frames.push_back(std::move(first));
-  while (more) {
-    zmq::message_t next;
-    if (!s.recv(next, zmq::recv_flags::dontwait)) break;
-    more = next.more();
-    frames.push_back(std::move(next));
-  }
-  return frames;
-}
-
 // A reply must be one frame (the DEALER strips nothing; the ROUTER already
 // took the routing id).
 result<reply> decode_message(const multipart& frames) {
@@ -65,58 +49,21 @@ void client::reconnect() {
   if (curve_) make_curve_client(*socket_, mine_, server_public_z85_);
   socket_->connect(endpoint_);
   // Messages still "on the wire" belonged to the old socket: gone with it.
-  if (up_) up_->clear();
-  if (down_) down_->clear();
-  if (opts_.link && opts_.link->shapes() && !up_) {
-    const auto start = steady_clock::now();
-    up_.emplace(*opts_.link, 0, start);
-    down_.emplace(*opts_.link, 1, start);
-  }
+  if (link_) link_->forget();
+  if (opts_.link && opts_.link->shapes() && !link_) link_.emplace(*opts_.link, steady_clock::now());
 }
 
-bool client::wait_readable(milliseconds timeout) {
-  zmq::pollitem_t item{socket_->handle(), 0, ZMQ_POLLIN, 0};
-  try {
-    return zmq::poll(&item, 1, std::max(timeout, milliseconds(0))) > 0;
-  } catch (const zmq::error_t& e) {
-    if (e.num() == EINTR) return false;  // treated as a short wait; callers loop on a deadline
-    throw;
-  }
-}
-
-bool client::send_bytes(std::string bytes) {
-  if (!up_) return socket_->send(zmq::buffer(bytes), zmq::send_flags::dontwait).has_value();
+bool client::send_bytes(const std::string& bytes) {
   multipart m;
   m.emplace_back(bytes.data(), bytes.size());
-  const auto now = steady_clock::now();
-  up_->push(std::move(m), now);
-  up_->flush(*socket_, now);
-  return true;
+  return send_message(*socket_, link_ ? &*link_ : nullptr, std::move(m));
 }
 
 result<reply> client::next_reply(steady_clock::time_point deadline) {
-  for (;;) {
-    const auto now = steady_clock::now();
-    if (up_) up_->flush(*socket_, now);
-    while (auto m = read_message(*socket_)) {
-      if (!down_) {
-        last_reply_bytes_ = m->empty() ? 0 : m->front().size();
-        return decode_message(*m);
-      }
-      down_->push(std::move(*m), now);
-    }
-    if (down_) {
-      if (auto m = down_->pop_due(now)) {
-        last_reply_bytes_ = m->empty() ? 0 : m->front().size();
-        return decode_message(*m);
-      }
-    }
-    if (now >= deadline) return make_error(errc::deadline_exceeded, "no reply by the deadline");
-    auto wake = deadline;
-    for (const shaped_queue* q : {uplink(), downlink()})
-      if (q && q->next_due()) wake = std::min(wake, std::max(*q->next_due(), now + milliseconds(1)));
-    wait_readable(std::chrono::ceil<milliseconds>(wake - now));
-  }
+  auto m = recv_message(*socket_, link_ ? &*link_ : nullptr, deadline);
+  if (!m) return make_error(errc::deadline_exceeded, "no reply by the deadline");
+  last_reply_bytes_ = m->empty() ? 0 : m->front().size();
+  return decode_message(*m);
 }
 
 bool client::send_async(const request& req) { return send_bytes(encode(req)); }
@@ -141,7 +88,7 @@ result<reply> client::call(request req) {
     std::string bytes = encode(req);
     link_observation seen{since_epoch(steady_clock::now()), {}, bytes.size(), 0, false};
     const auto deadline = steady_clock::now() + opts_.timeout;
-    if (send_bytes(std::move(bytes))) {
+    if (send_bytes(bytes)) {
       for (;;) {
         auto rep = next_reply(deadline);
         if (rep.code() == errc::deadline_exceeded) break;

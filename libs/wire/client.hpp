@@ -4,7 +4,7 @@
 // resend the same request_id with attempt+1, a bounded number of times.
 //
 // With client_options::link set, requests cross an emulated uplink and
-// replies an emulated downlink (shaped_queue; see README "Link shaper"):
+// replies an emulated downlink (shaped_link; see README "Link shaper"):
 // a lost request or reply then looks like a dead peer, and Lazy Pirate retries.
 //
 // Not thread-safe: one thread owns a client (its socket belongs to it).
@@ -13,7 +13,7 @@
 #include "libs/wire/curve.hpp"
 #include "libs/wire/envelope.hpp"
 #include "libs/wire/link_monitor.hpp"
-#include "libs/wire/shaped_queue.hpp"
+#include "libs/wire/shaped_link.hpp"
 
 #include <chrono>
 #include <cstdint>
@@ -74,13 +74,12 @@ class client {
   std::uint64_t retried() const { return retried_; }      // resends after a timeout
   std::uint64_t discarded() const { return discarded_; }  // stale or undecodable replies dropped
   // The emulated links (nullptr when not shaped): their counters, for tests.
-  const shaped_queue* uplink() const { return up_ ? &*up_ : nullptr; }
-  const shaped_queue* downlink() const { return down_ ? &*down_ : nullptr; }
+  const shaped_queue* uplink() const { return link_ ? &link_->uplink() : nullptr; }
+  const shaped_queue* downlink() const { return link_ ? &link_->downlink() : nullptr; }
 
  private:
   void reconnect();  // close the socket (linger 0) and open a fresh one
-  bool wait_readable(std::chrono::milliseconds timeout);
-  bool send_bytes(std::string bytes);  // through the uplink when shaped
+  bool send_bytes(const std::string& bytes);  // through the uplink when shaped
   // The next reply (any request_id) by `deadline`, moving shaped messages
   // along meanwhile; deadline_exceeded when none; sets last_reply_bytes_.
   result<reply> next_reply(std::chrono::steady_clock::time_point deadline);
@@ -92,7 +91,7 @@ class client {
   const curve_keypair mine_;
   const client_options opts_;
   std::unique_ptr<zmq::socket_t> socket_;
-  std::optional<shaped_queue> up_, down_;
+  std::optional<shaped_link> link_;
   std::size_t last_reply_bytes_ = 0;
   std::uint64_t retried_ = 0, discarded_ = 0;
 };
