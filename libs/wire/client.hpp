@@ -64,7 +64,8 @@ class client {
   // Pipelining (benchmarks): send without waiting, then collect replies in
   // arrival order with recv(). No retries, no request_id matching.
   // send_async returns false when the socket would block (over its HWM);
-  // on a shaped link it is always true (a lost request is sent, then lost).
+  // on a shaped link it is always true (a lost request is sent, then lost),
+  // and held requests move on only while send_async, recv or call run.
   bool send_async(const request& req);
   // deadline_exceeded when nothing arrives within `timeout`; invalid_argument
   // for an undecodable reply.
