@@ -1,6 +1,7 @@
 #include "libs/wire/bulk_receiver.hpp"
 #include "libs/wire/bulk_sender.hpp"
 #include "libs/wire/bulk_transport.hpp"
+#include "libs/wire/link_spec.hpp"
 
 #include "libs/files/files.hpp"
 #include "loom/v1/bulk.pb.h"
@@ -117,6 +118,12 @@ send_options test_options() {
   static int next = 0;  // distinct, deterministic ids across calls
   o.transfer_id = "t-" + std::to_string(++next);
   return o;
+}
+
+// `base` with a fresh transfer id.
+send_options test_options_with(send_options base) {
+  base.transfer_id = test_options().transfer_id;
+  return base;
 }
 
 bulk_chunk_header header_for(const std::string& id, std::uint32_t index, std::uint64_t offset, std::string_view data) {
@@ -408,4 +415,63 @@ TEST_CASE("a sender with no one answering gives up as unavailable within its rep
   auto took = std::chrono::steady_clock::now() - start;
   CHECK(stats.code() == errc::unavailable);
   CHECK(took < std::chrono::seconds(2));
+}
+
+// ---- over an emulated link (README "Link shaper") ----------------------------
+
+TEST_CASE("a bulk transfer over a shaped link takes the time its bandwidth and latency say") {
+  temp_dir src, dst;
+  auto data = write_file(src.path + "/f", 2u << 20, 13);  // two 1 MiB chunks
+  zmq::context_t ctx;
+  bulk_server server(ctx, "tcp://127.0.0.1:*", dst.path);
+  auto dealer = connect_dealer(ctx, server.endpoint());
+  const auto start = std::chrono::steady_clock::now();
+  shaped_link link(parse_link_spec("bw=8MB,burst=64KiB,lat=10ms").value(), start);
+  auto opt = test_options();
+  opt.link = &link;
+  auto stats = send_file(dealer, src.path + "/f", "f.bin", opt);
+  const double took_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  REQUIRE_MESSAGE(stats.ok(), stats.err().to_string());
+  CHECK(stats->complete);
+  CHECK(slurp(dst.path + "/f.bin") == data);
+  // Offer and need: one RTT; the chunks beyond the burst at 8 MB/s; the last ack: one RTT.
+  const double model_ms = 20.0 + (2.0 * (1u << 20) - 65536.0) / 8e3 + 20.0;
+  CHECK(took_ms >= model_ms - 2.0);
+  CHECK(took_ms < model_ms + 1000.0);
+  MESSAGE("2 MiB over bw=8MB,lat=10ms: " << took_ms << " ms (model " << model_ms << " ms)");
+  CHECK(link.uplink().model().admitted() == 3);  // offer + 2 chunks
+}
+
+TEST_CASE("a transfer cut by an outage gives up, then resumes after it and sends only the chunks that did not arrive") {
+  temp_dir src, dst;
+  auto data = write_file(src.path + "/f", file_bytes, 14);  // nine chunks
+  zmq::context_t ctx;
+  bulk_server server(ctx, "tcp://127.0.0.1:*", dst.path);
+  const auto start = std::chrono::steady_clock::now();
+  shaped_link link(parse_link_spec("bw=16MB,lat=5ms,down=300ms-900ms").value(), start);
+  auto opt = test_options();
+  opt.link = &link;
+  opt.reply_timeout = std::chrono::milliseconds(300);
+  std::uint64_t first_chunks = 0;
+  {
+    auto dealer = connect_dealer(ctx, server.endpoint());
+    auto cut = send_file(dealer, src.path + "/f", "f.bin", opt);
+    REQUIRE_FALSE(cut.ok());
+    CHECK(cut.code() == errc::unavailable);
+    first_chunks = link.uplink().model().admitted() - 1;  // minus the offer
+    CHECK(link.uplink().model().dropped_outage() >= 1);
+  }
+  std::this_thread::sleep_until(start + std::chrono::milliseconds(950));
+  link.forget();  // the old socket is gone, and what it had on the wire
+  auto dealer = connect_dealer(ctx, server.endpoint());
+  auto resumed = send_file(dealer, src.path + "/f", "f.bin", test_options_with(opt));
+  REQUIRE_MESSAGE(resumed.ok(), resumed.err().to_string());
+  CHECK(resumed->complete);
+  CHECK(resumed->chunks_skipped >= 1);  // what arrived before the cut is not sent again
+  CHECK(resumed->chunks_skipped + resumed->chunks_sent == 9);
+  CHECK(resumed->chunks_resent == 0);
+  CHECK(first_chunks + resumed->chunks_sent < 2 * 9);
+  CHECK(slurp(dst.path + "/f.bin") == data);
+  MESSAGE("cut at 300 ms: " << first_chunks << " chunks sent before, " << resumed->chunks_skipped
+                            << " verified by the receiver, " << resumed->chunks_sent << " sent after");
 }

@@ -7,9 +7,7 @@
 #include <cstring>
 #include <deque>
 #include <map>
-#include <iterator>
 #include <set>
-#include <zmq_addon.hpp>
 
 namespace loom::wire {
 namespace {
@@ -81,8 +79,15 @@ void serve_chunk(bulk_receiver& rx, const v1::BulkChunk& m, const zmq::message_t
 
 // ---- sender side -----------------------------------------------------------
 
-// Sends all frames, or nothing when the socket cannot take them before `timeout`.
-bool send_frames(zmq::socket_t& s, const std::vector<std::string_view>& frames, std::chrono::milliseconds timeout) {
+// Sends all frames, or nothing when the socket cannot take them before
+// `timeout`. Through `link` when set (copies the frames: emulation only).
+bool send_frames(zmq::socket_t& s, const std::vector<std::string_view>& frames, std::chrono::milliseconds timeout,
+                 shaped_link* link) {
+  if (link) {
+    multipart m;
+    for (auto f : frames) m.emplace_back(f.data(), f.size());
+    return send_message(s, link, std::move(m));
+  }
   zmq_pollitem_t item{s.handle(), 0, ZMQ_POLLOUT, 0};
   if (zmq::poll(&item, 1, timeout) == 0) return false;
   for (std::size_t i = 0; i < frames.size(); ++i) {
@@ -101,15 +106,14 @@ struct reply {
 
 // Waits for the next reply that belongs to `transfer_id`; stale replies of
 // earlier transfers on the same socket are skipped.
-result<reply> await_reply(zmq::socket_t& s, const std::string& transfer_id, std::chrono::milliseconds timeout) {
+result<reply> await_reply(zmq::socket_t& s, const std::string& transfer_id, std::chrono::milliseconds timeout,
+                          shaped_link* link) {
   auto deadline = clock::now() + timeout;
   for (;;) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now());
-    zmq_pollitem_t item{s.handle(), 0, ZMQ_POLLIN, 0};
-    if (left.count() <= 0 || zmq::poll(&item, 1, left) == 0)
+    auto got = recv_message(s, link, deadline);
+    if (!got)
       return make_error(errc::unavailable, "bulk: no reply within " + std::to_string(timeout.count()) + " ms");
-    std::vector<zmq::message_t> frames;
-    if (!zmq::recv_multipart(s, std::back_inserter(frames), zmq::recv_flags::dontwait)) continue;
+    const multipart& frames = *got;
     if (frames.size() != 2) continue;
     auto type = frames[0].to_string_view();
     reply r;
@@ -135,10 +139,10 @@ result<reply> send_offer(zmq::socket_t& s, const bulk_offer& o, const send_optio
   m.set_chunk_count(o.chunk_count);
   m.set_sha256(std::string(crypto::as_view(o.sha256)));
   std::string body = m.SerializeAsString();
-  if (!send_frames(s, {bulk_offer_type, body}, opt.reply_timeout))
+  if (!send_frames(s, {bulk_offer_type, body}, opt.reply_timeout, opt.link))
     return make_error(errc::unavailable, "bulk: could not send the offer for \"" + o.name + "\"");
   for (;;) {
-    auto r = await_reply(s, o.transfer_id, opt.reply_timeout);
+    auto r = await_reply(s, o.transfer_id, opt.reply_timeout, opt.link);
     if (!r.ok() || r->is_need) return r;  // an ack before the need is stale: skip it
   }
 }
@@ -154,7 +158,7 @@ status send_chunk(zmq::socket_t& s, const bulk_sender& tx, std::uint32_t index, 
   h.set_offset(c->header.offset);
   h.set_sha256(std::string(crypto::as_view(c->header.sha256)));
   std::string header = h.SerializeAsString();
-  if (!send_frames(s, {bulk_chunk_type, header, c->data}, opt.reply_timeout))
+  if (!send_frames(s, {bulk_chunk_type, header, c->data}, opt.reply_timeout, opt.link))
     return make_error(errc::unavailable, "bulk: could not send chunk " + std::to_string(index));
   stats.chunks_sent++;
   stats.chunks_resent += attempt > 1;
@@ -202,7 +206,7 @@ result<transfer_stats> send_file_impl(zmq::socket_t& s, const std::string& path,
       in_flight.insert(i);
     }
     if (in_flight.empty()) break;
-    auto rep = await_reply(s, o.transfer_id, opt.reply_timeout);
+    auto rep = await_reply(s, o.transfer_id, opt.reply_timeout, opt.link);
     if (!rep.ok()) return rep.err();
     const v1::BulkChunkAck& ack = rep->ack;
     if (rep->is_need || in_flight.erase(ack.index()) == 0) continue;  // stale or duplicate

@@ -19,6 +19,7 @@
 
 #include "libs/wire/bulk_receiver.hpp"
 #include "libs/wire/bulk_types.hpp"
+#include "libs/wire/shaped_link.hpp"
 
 #include <chrono>
 #include <cstdint>
@@ -51,6 +52,11 @@ struct send_options {
   std::uint32_t max_chunks = 0;
   // Transfer id; empty = random.
   std::string transfer_id;
+  // Weak-network emulation: when set, offers and chunks cross this link's
+  // uplink and replies its downlink (README "Link shaper"). The caller owns
+  // it and keeps it across reconnects (forget() when replacing the socket),
+  // so a transfer cut by an outage resumes on the same emulated link.
+  shaped_link* link = nullptr;
   // TEST ONLY: when it returns true for (index, attempt >= 1), one byte of that
   // send's data is flipped (the header keeps the true SHA-256).
   std::function<bool(std::uint32_t index, std::uint32_t attempt)> corrupt_chunk;

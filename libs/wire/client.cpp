@@ -16,20 +16,16 @@ std::uint64_t unix_now_ns() {
                                         .count());
 }
 
-// Reads one whole message without blocking. A reply must be one frame (the
-// DEALER strips nothing; the ROUTER already took the routing id).
-result<reply> recv_reply(zmq::socket_t& s) {
-  zmq::message_t first, extra;
-  if (!s.recv(first, zmq::recv_flags::dontwait))
-    return make_error(errc::deadline_exceeded, "no reply ready");
-  std::size_t frames = 1;
-  for (bool more = first.more(); more; ++frames) {
-    if (!s.recv(extra, zmq::recv_flags::dontwait)) break;
-    more = extra.more();
-  }
-  if (frames != 1)
-    return make_error(errc::invalid_argument, "reply of " + std::to_string(frames) + " frames, expected 1");
-  return decode_reply(first.data(), first.size());
+link_time since_epoch(steady_clock::time_point t) {
+  return std::chrono::duration_cast<link_time>(t.time_since_epoch());
+}
+
+// A reply must be one frame (the DEALER strips nothing; the ROUTER already
+// took the routing id).
+result<reply> decode_message(const multipart& frames) {
+  if (frames.size() != 1)
+    return make_error(errc::invalid_argument, "reply of " + std::to_string(frames.size()) + " frames, expected 1");
+  return decode_reply(frames[0].data(), frames[0].size());
 }
 
 }  // namespace
@@ -37,12 +33,12 @@ result<reply> recv_reply(zmq::socket_t& s) {
 client::client(zmq::context_t& ctx, std::string endpoint, std::string server_public_z85, curve_keypair mine,
                client_options opts)
     : ctx_(ctx), endpoint_(std::move(endpoint)), curve_(true),
-      server_public_z85_(std::move(server_public_z85)), mine_(std::move(mine)), opts_(opts) {
+      server_public_z85_(std::move(server_public_z85)), mine_(std::move(mine)), opts_(std::move(opts)) {
   reconnect();
 }
 
 client::client(zmq::context_t& ctx, bench_plaintext_t, std::string endpoint, client_options opts)
-    : ctx_(ctx), endpoint_(std::move(endpoint)), curve_(false), opts_(opts) {
+    : ctx_(ctx), endpoint_(std::move(endpoint)), curve_(false), opts_(std::move(opts)) {
   reconnect();
 }
 
@@ -52,27 +48,32 @@ void client::reconnect() {
   apply_common_options(*socket_);
   if (curve_) make_curve_client(*socket_, mine_, server_public_z85_);
   socket_->connect(endpoint_);
+  // Messages still "on the wire" belonged to the old socket: gone with it.
+  if (link_) link_->forget();
+  if (opts_.link && opts_.link->shapes() && !link_) link_.emplace(*opts_.link, steady_clock::now());
 }
 
-bool client::wait_readable(milliseconds timeout) {
-  zmq::pollitem_t item{socket_->handle(), 0, ZMQ_POLLIN, 0};
-  try {
-    return zmq::poll(&item, 1, std::max(timeout, milliseconds(0))) > 0;
-  } catch (const zmq::error_t& e) {
-    if (e.num() == EINTR) return false;  // treated as a short wait; callers loop on a deadline
-    throw;
-  }
+bool client::send_bytes(const std::string& bytes) {
+  multipart m;
+  m.emplace_back(bytes.data(), bytes.size());
+  return send_message(*socket_, link_ ? &*link_ : nullptr, std::move(m));
 }
 
-bool client::send_async(const request& req) {
-  return socket_->send(zmq::buffer(encode(req)), zmq::send_flags::dontwait).has_value();
+result<reply> client::next_reply(steady_clock::time_point deadline) {
+  auto m = recv_message(*socket_, link_ ? &*link_ : nullptr, deadline);
+  if (!m) return make_error(errc::deadline_exceeded, "no reply by the deadline");
+  last_reply_bytes_ = m->empty() ? 0 : m->front().size();
+  return decode_message(*m);
 }
+
+bool client::send_async(const request& req) { return send_bytes(encode(req)); }
 
 result<reply> client::recv(milliseconds timeout) {
-  if (!wait_readable(timeout))
+  auto rep = next_reply(steady_clock::now() + timeout);
+  if (rep.code() == errc::deadline_exceeded)
     return make_error(errc::deadline_exceeded,
                       "no reply from " + endpoint_ + " within " + std::to_string(timeout.count()) + " ms");
-  return recv_reply(*socket_);
+  return rep;
 }
 
 result<reply> client::call(request req) {
@@ -84,15 +85,28 @@ result<reply> client::call(request req) {
       ++retried_;
     }
     req.sent_unix_ns = unix_now_ns();
+    std::string bytes = encode(req);
+    link_observation seen{since_epoch(steady_clock::now()), {}, bytes.size(), 0, false};
     const auto deadline = steady_clock::now() + opts_.timeout;
-    if (send_async(req)) {
+    if (send_bytes(bytes)) {
       for (;;) {
-        auto left = std::chrono::ceil<milliseconds>(deadline - steady_clock::now());
-        if (left <= milliseconds(0) || !wait_readable(left)) break;
-        auto rep = recv_reply(*socket_);
-        if (rep.ok() && rep->request_id == req.request_id) return rep;
-        if (rep.code() != errc::deadline_exceeded) ++discarded_;  // stale or garbage
+        auto rep = next_reply(deadline);
+        if (rep.code() == errc::deadline_exceeded) break;
+        if (rep.ok() && rep->request_id == req.request_id) {
+          if (opts_.observe) {
+            seen.replied = since_epoch(steady_clock::now());
+            seen.bytes_in = last_reply_bytes_;
+            seen.ok = true;
+            opts_.observe(seen);
+          }
+          return rep;
+        }
+        ++discarded_;  // stale or garbage
       }
+    }
+    if (opts_.observe) {
+      seen.replied = since_epoch(steady_clock::now());
+      opts_.observe(seen);
     }
     // Lazy Pirate: the only safe way to forget a request in flight on a
     // DEALER is a fresh socket; a late reply then goes to the old, closed one.

@@ -3,15 +3,23 @@
 // timeout, then close the socket (dropping whatever it queued), reconnect and
 // resend the same request_id with attempt+1, a bounded number of times.
 //
+// With client_options::link set, requests cross an emulated uplink and
+// replies an emulated downlink (shaped_link; see README "Link shaper"):
+// a lost request or reply then looks like a dead peer, and Lazy Pirate retries.
+//
 // Not thread-safe: one thread owns a client (its socket belongs to it).
 #pragma once
 
 #include "libs/wire/curve.hpp"
 #include "libs/wire/envelope.hpp"
+#include "libs/wire/link_monitor.hpp"
+#include "libs/wire/shaped_link.hpp"
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <zmq.hpp>
 
@@ -23,6 +31,15 @@ struct client_options {
   std::chrono::milliseconds timeout{2000};
   // Extra attempts after the first: 2 -> up to 3 sends in all.
   int retries = 2;
+  // Weak-network emulation: requests go through a link_shaper of this config
+  // (stream 0) and replies through another (stream 1: its own loss and jitter,
+  // the same outages). Outage windows count from the client's construction.
+  // Unset = the real network only. Services fill it from LOOM_LINK_SHAPE
+  // (link_config_from_env); tests set it directly.
+  std::optional<link_config> link{};
+  // Called after every attempt of call() with its steady-clock times and
+  // sizes (ok = a matching reply came): feed a link_monitor with it.
+  std::function<void(const link_observation&)> observe{};
 };
 
 class client {
@@ -46,7 +63,9 @@ class client {
 
   // Pipelining (benchmarks): send without waiting, then collect replies in
   // arrival order with recv(). No retries, no request_id matching.
-  // send_async returns false when the socket would block (over its HWM).
+  // send_async returns false when the socket would block (over its HWM);
+  // on a shaped link it is always true (a lost request is sent, then lost),
+  // and held requests move on only while send_async, recv or call run.
   bool send_async(const request& req);
   // deadline_exceeded when nothing arrives within `timeout`; invalid_argument
   // for an undecodable reply.
@@ -55,10 +74,16 @@ class client {
   const std::string& endpoint() const { return endpoint_; }
   std::uint64_t retried() const { return retried_; }      // resends after a timeout
   std::uint64_t discarded() const { return discarded_; }  // stale or undecodable replies dropped
+  // The emulated links (nullptr when not shaped): their counters, for tests.
+  const shaped_queue* uplink() const { return link_ ? &link_->uplink() : nullptr; }
+  const shaped_queue* downlink() const { return link_ ? &link_->downlink() : nullptr; }
 
  private:
   void reconnect();  // close the socket (linger 0) and open a fresh one
-  bool wait_readable(std::chrono::milliseconds timeout);
+  bool send_bytes(const std::string& bytes);  // through the uplink when shaped
+  // The next reply (any request_id) by `deadline`, moving shaped messages
+  // along meanwhile; deadline_exceeded when none; sets last_reply_bytes_.
+  result<reply> next_reply(std::chrono::steady_clock::time_point deadline);
 
   zmq::context_t& ctx_;
   const std::string endpoint_;
@@ -67,6 +92,8 @@ class client {
   const curve_keypair mine_;
   const client_options opts_;
   std::unique_ptr<zmq::socket_t> socket_;
+  std::optional<shaped_link> link_;
+  std::size_t last_reply_bytes_ = 0;
   std::uint64_t retried_ = 0, discarded_ = 0;
 };
 
