@@ -3,7 +3,7 @@
 // sweep, then ASHA over the same trials on 4 simulated workers. One line per case:
 //   case=sweep trials=8 steps=… best_loss=… best_lr=… cpu_s=…
 //   case=asha trials=8 steps=… steps_ratio=… loss_ratio=… best_lr=… makespan_ratio=… cpu_s=…
-// Usage: hpo_bench [trials] [R] [seed]
+// Usage: hpo_bench [trials] [R] [seed]   (r = R / 10, eta = 3)
 #include "bench/bench_util.hpp"
 #include "services/trainer/hpo/local_search.hpp"
 
@@ -29,8 +29,13 @@ int main(int argc, char** argv) {
   const auto trials = space->sample(n, seed);
   const hpo::asha_options opt{R / 10, R, 3, true};
 
+  auto rungs = hpo::asha::make(opt, trials);
+  if (!rungs) {
+    std::fprintf(stderr, "hpo_bench: %s\n", rungs.err().message.c_str());
+    return 1;
+  }
   double t0 = bench::thread_cpu_s();
-  auto sweep = trainer::run_sweep(cfg, data, trials, R);
+  auto sweep = trainer::run_sweep(cfg, data, trials, R, rungs->rungs());  // measured at ASHA's rungs too
   const double sweep_cpu = bench::thread_cpu_s() - t0;
   t0 = bench::thread_cpu_s();
   auto asha = trainer::run_asha(cfg, data, trials, opt);
@@ -40,7 +45,13 @@ int main(int argc, char** argv) {
     return 1;
   }
   auto lr = [&](int t) { return t >= 0 ? *trials[std::size_t(t)].number("optim.lr") : 0.0; };
-  for (const auto& t : sweep->trials) std::printf("# sweep %s val_loss=%.4f\n", t.config.text().c_str(), t.val_loss);
+  for (std::size_t i = 0; i < trials.size(); ++i) {  // the sweep's loss, then where ASHA took the trial
+    std::printf("# trial %zu %s sweep:", i, trials[i].text().c_str());
+    for (const auto& [step, loss] : sweep->trials[i].curve) std::printf(" %lld:%.4f", static_cast<long long>(step), loss);
+    std::printf(" asha:");
+    for (const auto& [step, loss] : asha->trials[i].curve) std::printf(" %lld:%.4f", static_cast<long long>(step), loss);
+    std::printf("\n");
+  }
   std::printf("case=sweep trials=%d steps=%lld best_loss=%.4f best_lr=%.3g cpu_s=%.1f load=\"%s\"\n", n,
               static_cast<long long>(sweep->steps), sweep->best_loss, lr(sweep->best), sweep_cpu, bench::loadavg().c_str());
   // A sweep on W workers takes ceil(n / W) · R in virtual time.
