@@ -52,7 +52,7 @@ struct suggestion {
 
 class asha {
  public:
-  // REQUIRES nothing; invalid_argument for bad options or no trials.
+  // invalid_argument for bad options or an empty list of trials.
   static result<asha> make(const asha_options& opt, std::vector<trial_config> trials);
 
   const std::vector<std::int64_t>& rungs() const { return rungs_; }
