@@ -11,6 +11,43 @@ namespace {
 
 error bad(std::string what) { return make_error(errc::invalid_argument, "outer_optimizer: " + what); }
 
+// One range of the outer step: g = acc/W, the momentum and Nesterov update,
+// θ −= U, U out when asked; acc is zeroed as it is read (no second pass).
+// The variants are template parameters so that each loop is branch-free and
+// vectorises. Shapes: acc, theta, m, u all hold n values.
+template <class Acc, bool Momentum, bool Nesterov, bool Out>
+void step_loop(Acc* acc, double W, float lr, float mu, float* theta, float* m, float* u, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) {
+    const float g = static_cast<float>(acc[i] / W);
+    acc[i] = 0;
+    float upd;
+    if constexpr (Momentum) {
+      m[i] = mu * m[i] + g;
+      upd = Nesterov ? lr * (g + mu * m[i]) : lr * m[i];
+    } else {
+      upd = lr * g;
+    }
+    theta[i] -= upd;
+    if constexpr (Out) u[i] = upd;
+  }
+}
+
+template <class Acc>
+void step_range(Acc* acc, double W, const outer_options& o, float* theta, float* m, float* u, std::size_t n) {
+  const float lr = o.lr, mu = o.momentum;
+  const bool out = u != nullptr;
+  if (m == nullptr) {
+    out ? step_loop<Acc, false, false, true>(acc, W, lr, mu, theta, m, u, n)
+        : step_loop<Acc, false, false, false>(acc, W, lr, mu, theta, m, u, n);
+  } else if (o.nesterov) {
+    out ? step_loop<Acc, true, true, true>(acc, W, lr, mu, theta, m, u, n)
+        : step_loop<Acc, true, true, false>(acc, W, lr, mu, theta, m, u, n);
+  } else {
+    out ? step_loop<Acc, true, false, true>(acc, W, lr, mu, theta, m, u, n)
+        : step_loop<Acc, true, false, false>(acc, W, lr, mu, theta, m, u, n);
+  }
+}
+
 }  // namespace
 
 status outer_options::validate() const {
@@ -99,34 +136,26 @@ result<step_report> outer_optimizer::step(int p, std::span<float> update_out) {
   if (p < 0 || p >= plan_.fragments())
     return bad("fragment " + std::to_string(p) + " out of range [0, " + std::to_string(plan_.fragments()) + ")");
   auto& a = acc_[p];
-  if (a.deltas == 0)
+  const int deltas = a.deltas;
+  if (deltas == 0)
     return make_error(errc::conflict, "outer_optimizer: no delta accumulated for fragment " + std::to_string(p));
   if (!update_out.empty() && update_out.size() != plan_.size(p))
     return bad("update_out has " + std::to_string(update_out.size()) + " values; fragment " + std::to_string(p) +
                " has " + std::to_string(plan_.size(p)));
   const double W = a.weight;
-  const float lr = opts_.lr, mu = opts_.momentum;
-  const bool nesterov = opts_.nesterov, has_m = !momentum_.empty(), fp64 = opts_.precision == accumulate_in::fp64;
   std::size_t k = 0;  // index inside the fragment
   for (const auto& r : plan_.ranges(p)) {
-    float* theta = params_.data() + r.offset;
-    float* m = has_m ? momentum_.data() + r.offset : nullptr;
-    for (std::size_t i = 0; i < r.count; ++i, ++k) {
-      const float g = fp64 ? static_cast<float>(a.f64[k] / W) : static_cast<float>(a.f32[k] / W);
-      float u;
-      if (has_m) {
-        m[i] = mu * m[i] + g;
-        u = nesterov ? lr * (g + mu * m[i]) : lr * m[i];
-      } else {
-        u = lr * g;
-      }
-      theta[i] -= u;
-      if (!update_out.empty()) update_out[k] = u;
-    }
+    float* m = momentum_.empty() ? nullptr : momentum_.data() + r.offset;
+    float* u = update_out.empty() ? nullptr : update_out.data() + k;
+    if (opts_.precision == accumulate_in::fp64)
+      step_range(a.f64.data() + k, W, opts_, params_.data() + r.offset, m, u, r.count);
+    else
+      step_range(a.f32.data() + k, W, opts_, params_.data() + r.offset, m, u, r.count);
+    k += r.count;
   }
-  step_report rep{++versions_[p], W, a.deltas};
-  discard(p);
-  return rep;
+  a.weight = 0;  // step_range zeroed the accumulator as it read it
+  a.deltas = 0;
+  return step_report{++versions_[p], W, deltas};
 }
 
 void outer_optimizer::discard(int p) {
