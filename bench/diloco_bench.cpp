@@ -39,16 +39,30 @@ struct arm {
 int main(int argc, char** argv) {
   const int steps = arg_int(argc, argv, "--steps", 1600);
   const int layers = arg_int(argc, argv, "--layers", 4);
+  const int block = arg_int(argc, argv, "--block", 1024);  // 0: contiguous (non-IID) shards
+  const char* only = nullptr;  // --only a,b: just these arms (and sync_dp)
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::strcmp(argv[i], "--only") == 0) only = argv[i + 1];
+  auto f = [&](const char* name, float fallback) {
+    for (int i = 1; i + 1 < argc; ++i)
+      if (std::strcmp(argv[i], name) == 0) return std::stof(argv[i + 1]);
+    return fallback;
+  };
   std::string text;
   for (const auto& f : bench::debian_prose_files()) text += bench::slurp(f);
-  const local_data data = bytes_as_sites(text, 4, 0.05);
+  const local_data data = bytes_as_sites(text, 4, 0.05, static_cast<std::size_t>(block));
 
   local_config base;
   base.model = model::gpt2_config{layers, 4, 64, 32, 256, 256};
   base.batch = 8;
   base.seq_len = 32;
   base.steps = steps;
-  base.sync_every = 50;
+  base.sync_every = arg_int(argc, argv, "--h", 50);
+  base.lr = f("--lr", base.lr);
+  base.outer.lr = f("--outer-lr", base.outer.lr);
+  base.outer.momentum = f("--momentum", base.outer.momentum);
+  base.batch = arg_int(argc, argv, "--batch", base.batch);
+  base.grad_clip = f("--clip", base.grad_clip);
 
   std::vector<arm> arms;
   arms.push_back({"sync_dp", base, true});
@@ -82,6 +96,7 @@ int main(int argc, char** argv) {
   double dp_bytes = 0;
   std::vector<std::string> lines;
   for (const auto& a : arms) {
+    if (only && !a.dp && std::string(",") .append(only).append(",").find("," + a.name + ",") == std::string::npos) continue;
     const auto t0 = std::chrono::steady_clock::now();
     auto r = a.dp ? run_sync_dp(a.cfg, data) : run_diloco(a.cfg, data);
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

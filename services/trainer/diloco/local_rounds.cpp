@@ -3,6 +3,7 @@
 #include "libs/codec/error_feedback.hpp"
 #include "libs/diloco/fragment_plan.hpp"
 #include "libs/diloco/site_state.hpp"
+#include "services/trainer/engine/kernels.hpp"
 #include "services/trainer/engine/model.hpp"
 #include "services/trainer/engine/optimizer.hpp"
 #include "services/trainer/engine/train_step.hpp"
@@ -55,6 +56,7 @@ status check(const local_config& c, const local_data& d) {
   for (std::size_t s = 0; s < d.shards.size(); ++s)
     if (d.shards[s].size() < std::size_t(c.seq_len) + 2) return bad("site " + std::to_string(s) + "'s shard is too short");
   if (d.validation.size() < std::size_t(c.seq_len) + 2) return bad("validation tokens too short");
+  if (c.threads < 1) return bad("threads must be >= 1");
   return c.outer.validate();
 }
 
@@ -64,6 +66,7 @@ struct trainer_parts {
 };
 
 result<trainer_parts> make_trainer(const local_config& c) {
+  engine::kernels::set_threads(c.threads);
   auto m = engine::gpt2::create(c.model, c.batch, c.seq_len);
   if (!m) return m.err();
   m->init_random(c.seed);  // every site and the DP model start from the same θ0
@@ -110,11 +113,18 @@ struct pending_update {
 
 }  // namespace
 
-local_data bytes_as_sites(std::string_view text, int sites, double validation_fraction) {
+local_data bytes_as_sites(std::string_view text, int sites, double validation_fraction, std::size_t block) {
   local_data d;
   const std::size_t held = static_cast<std::size_t>(double(text.size()) * validation_fraction);
   const std::size_t train = text.size() - held;
   for (std::size_t i = train; i < text.size(); ++i) d.validation.push_back(static_cast<unsigned char>(text[i]));
+  if (block > 0) {
+    d.shards.resize(static_cast<std::size_t>(sites));
+    for (std::size_t a = 0, k = 0; a < train; a += block, ++k)
+      for (std::size_t i = a; i < std::min(a + block, train); ++i)
+        d.shards[k % std::size_t(sites)].push_back(static_cast<unsigned char>(text[i]));
+    return d;
+  }
   for (int s = 0; s < sites; ++s) {
     const std::size_t a = train * std::size_t(s) / std::size_t(sites), b = train * std::size_t(s + 1) / std::size_t(sites);
     std::vector<std::int32_t> shard;
@@ -148,7 +158,7 @@ result<local_result> run_sync_dp(const local_config& c, const local_data& d) {
     if (!st) return st.err();
     r.train_loss.push_back(st->loss);
   }
-  r.bytes_up = r.bytes_down = ring_fp32_bytes(r.params, M, c.steps) / 2;
+  r.bytes_up = r.bytes_down = std::uint64_t(M) * ring_fp32_bytes(r.params, M, c.steps) / 2;  // every site's
   auto v = validation_loss(c, d.validation, tr->model.params());
   if (!v) return v.err();
   r.validation_loss = *v;

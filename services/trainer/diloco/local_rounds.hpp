@@ -58,6 +58,9 @@ struct local_config {
   std::function<bool(int site, int step)> online;
 
   int eval_batches = 16;  // validation: this many (batch × seq_len) windows, fixed
+  // OpenMP threads of the engine's kernels. 1: a model this small gains
+  // nothing from more, and on busy cores spinning threads cost up to 7x.
+  int threads = 1;
 };
 
 struct local_result {
@@ -70,9 +73,11 @@ struct local_result {
   std::uint64_t params = 0;
 };
 
-// The tokens of `text` as bytes (vocab 256) split into `sites` contiguous
-// shards, the last `validation_fraction` held out.
-local_data bytes_as_sites(std::string_view text, int sites, double validation_fraction);
+// The tokens of `text` as bytes (vocab 256) for `sites` sites, the last
+// `validation_fraction` held out. block > 0: blocks of that many bytes dealt
+// round-robin (each site sees every part of the text: an IID split); block 0:
+// one contiguous piece per site (each its own licences: non-IID).
+local_data bytes_as_sites(std::string_view text, int sites, double validation_fraction, std::size_t block = 0);
 
 // invalid_argument for a bad config (sizes, H < P, data too short for a window).
 result<local_result> run_sync_dp(const local_config& cfg, const local_data& data);
