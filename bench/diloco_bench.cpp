@@ -1,0 +1,127 @@
+// diloco_bench: the DiLoCo algorithm against synchronous data parallelism on
+// the same data and tokens, in one process (services/trainer/diloco/
+// local_rounds): final validation loss and bytes per site for each codec,
+// streaming fragments with overlap, a site offline a fifth of the time, and
+// plain averaging (the outer-Nesterov ablation). The full-size variant of the
+// CI test local_rounds.test.cpp (4 sites, H = 50; here 4x the steps).
+//
+//   diloco_bench [--steps N] [--layers L]      (default 1600 steps, 4 layers)
+// Last lines, one per case:
+//   case=<arm> loss=… loss_ratio=… bytes_per_site=… vs_fp32_sync=… syncs=… seconds=…
+#include "bench/bench_util.hpp"
+#include "services/trainer/diloco/local_rounds.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+using namespace loom;
+using namespace loom::trainer;
+
+namespace {
+
+int arg_int(int argc, char** argv, const char* name, int fallback) {
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::strcmp(argv[i], name) == 0) return std::stoi(argv[i + 1]);
+  return fallback;
+}
+
+struct arm {
+  std::string name;
+  local_config cfg;
+  bool dp = false;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int steps = arg_int(argc, argv, "--steps", 1600);
+  const int layers = arg_int(argc, argv, "--layers", 4);
+  const int block = arg_int(argc, argv, "--block", 1024);  // 0: contiguous (non-IID) shards
+  const char* only = nullptr;  // --only a,b: just these arms (and sync_dp)
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::strcmp(argv[i], "--only") == 0) only = argv[i + 1];
+  auto f = [&](const char* name, float fallback) {
+    for (int i = 1; i + 1 < argc; ++i)
+      if (std::strcmp(argv[i], name) == 0) return std::stof(argv[i + 1]);
+    return fallback;
+  };
+  std::string text;
+  for (const auto& f : bench::debian_prose_files()) text += bench::slurp(f);
+  const local_data data = bytes_as_sites(text, 4, 0.05, static_cast<std::size_t>(block));
+
+  local_config base;
+  base.model = model::gpt2_config{layers, 4, 64, 32, 256, 256};
+  base.batch = 8;
+  base.seq_len = 32;
+  base.steps = steps;
+  base.sync_every = arg_int(argc, argv, "--h", 50);
+  base.lr = f("--lr", base.lr);
+  base.outer.lr = f("--outer-lr", base.outer.lr);
+  base.outer.momentum = f("--momentum", base.outer.momentum);
+  base.batch = arg_int(argc, argv, "--batch", base.batch);
+  base.grad_clip = f("--clip", base.grad_clip);
+
+  std::vector<arm> arms;
+  arms.push_back({"sync_dp", base, true});
+  arms.push_back({"diloco_fp32", base});
+  auto with = [&](const char* name, auto change) {
+    local_config c = base;
+    change(c);
+    arms.push_back({name, c});
+  };
+  with("diloco_bf16", [](local_config& c) { c.uplink = c.downlink = codec::codec_id::bf16; });
+  with("diloco_int8", [](local_config& c) { c.uplink = c.downlink = codec::codec_id::int8; });
+  with("diloco_int4", [](local_config& c) { c.uplink = c.downlink = codec::codec_id::int4; });
+  with("diloco_topk", [](local_config& c) { c.uplink = c.downlink = codec::codec_id::topk; });
+  with("diloco_int8_no_ef", [](local_config& c) {
+    c.uplink = c.downlink = codec::codec_id::int8;
+    c.error_feedback = false;
+  });
+  with("streaming_p4_overlap5_int8", [&](local_config& c) {
+    c.fragments = std::min(4, layers);
+    c.overlap = 5;
+    c.uplink = c.downlink = codec::codec_id::int8;
+  });
+  with("outage_site2_20pct_int8", [](local_config& c) {
+    c.uplink = c.downlink = codec::codec_id::int8;
+    // Site 2 is cut for bursts of 4 syncs out of every 20 (20% of syncs).
+    c.online = [](int site, int step) { return site != 2 || (step / 50) % 20 >= 4; };
+  });
+  with("plain_average_fp32", [](local_config& c) { c.outer = diloco::outer_options::plain_average(); });
+
+  float dp_loss = 0;
+  double dp_bytes = 0;
+  std::vector<std::string> lines;
+  for (const auto& a : arms) {
+    if (only && !a.dp && std::string(",") .append(only).append(",").find("," + a.name + ",") == std::string::npos) continue;
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = a.dp ? run_sync_dp(a.cfg, data) : run_diloco(a.cfg, data);
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!r) {
+      std::fprintf(stderr, "diloco_bench: %s: %s\n", a.name.c_str(), r.err().to_string().c_str());
+      return 1;
+    }
+    const double bytes = double(r->bytes_up + r->bytes_down) / 4.0;  // per site
+    if (a.dp) {
+      dp_loss = r->validation_loss;
+      dp_bytes = bytes;
+    }
+    char line[512];
+    std::snprintf(line, sizeof line,
+                  "case=%s loss=%.4f loss_ratio=%.4f bytes_per_site=%.0f vs_fp32_sync=%.1f syncs=%d missed=%d "
+                  "params=%llu seconds=%.1f",
+                  a.name.c_str(), r->validation_loss, r->validation_loss / dp_loss, bytes, dp_bytes / bytes, r->syncs,
+                  r->missed, static_cast<unsigned long long>(r->params), secs);
+    std::printf("%s  (first train loss %.3f, last %.3f)\n", a.name.c_str(), r->train_loss.front(),
+                r->train_loss.back());
+    std::fflush(stdout);
+    lines.push_back(line);
+  }
+  std::printf("diloco_bench: 4 sites, %d steps each, H=50, byte-level GPT L=%d C=64 T=32 B=8, load %s\n", steps,
+              layers, bench::loadavg().c_str());
+  for (const auto& l : lines) std::printf("%s\n", l.c_str());
+  return 0;
+}
