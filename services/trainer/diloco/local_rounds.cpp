@@ -7,6 +7,7 @@
 #include "services/trainer/engine/model.hpp"
 #include "services/trainer/engine/optimizer.hpp"
 #include "services/trainer/engine/train_step.hpp"
+#include "services/trainer/local/byte_text.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -17,31 +18,6 @@
 namespace loom::trainer {
 namespace {
 
-// One site's stream of training windows: the same draws in both arms, so
-// site s's micro-batch at step t is the same tokens in sync DP and DiLoCo.
-class window_stream {
- public:
-  window_stream(const std::vector<std::int32_t>& tokens, int batch, int seq_len, std::uint64_t seed)
-      : tokens_(tokens), B_(batch), T_(seq_len), rng_(seed),
-        in_(std::size_t(batch) * seq_len), tgt_(in_.size()) {}
-
-  engine::micro_batch next() {
-    for (int b = 0; b < B_; ++b) {
-      const std::size_t start = rng_() % (tokens_.size() - std::size_t(T_) - 1);
-      for (int t = 0; t < T_; ++t) {
-        in_[std::size_t(b) * T_ + t] = tokens_[start + t];
-        tgt_[std::size_t(b) * T_ + t] = tokens_[start + t + 1];
-      }
-    }
-    return {in_, tgt_, {}};
-  }
-
- private:
-  const std::vector<std::int32_t>& tokens_;
-  int B_, T_;
-  std::mt19937_64 rng_;
-  std::vector<std::int32_t> in_, tgt_;
-};
 
 std::uint64_t site_seed(std::uint64_t seed, int site) { return seed * 1'000'003u + std::uint64_t(site) + 1; }
 

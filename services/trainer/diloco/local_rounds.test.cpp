@@ -1,6 +1,7 @@
 // The loss-parity tests of issue 15 at CI size: a byte-level tiny GPT on the
 // licence texts every Debian machine ships, split across four sites.
 #include "services/trainer/diloco/local_rounds.hpp"
+#include "services/trainer/local/byte_text.hpp"
 
 #include <doctest/doctest.h>
 
@@ -12,23 +13,6 @@ using namespace loom;
 using namespace loom::trainer;
 
 namespace {
-
-// The licences in name order, concatenated: ~230 KB of English legal text,
-// different per site (GPL at one, Apache at another): mildly non-IID.
-std::string corpus() {
-  std::vector<std::filesystem::path> files;
-  for (const auto& e : std::filesystem::directory_iterator("/usr/share/common-licenses"))
-    if (e.is_regular_file() && !e.is_symlink()) files.push_back(e.path());  // GPL -> GPL-3 once
-  std::sort(files.begin(), files.end());
-  std::string all;
-  for (const auto& f : files) {
-    std::ifstream in(f, std::ios::binary);
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    all += ss.str();
-  }
-  return all;
-}
 
 local_config tiny() {
   local_config c;
@@ -42,9 +26,9 @@ local_config tiny() {
 
 const local_data& data() {
   static const local_data d = [] {
-    const std::string text = corpus();
-    REQUIRE_MESSAGE(text.size() > 100'000, "/usr/share/common-licenses is missing or small (package base-files)");
-    return bytes_as_sites(text, 4, 0.05);
+    auto text = licence_corpus();
+    REQUIRE_MESSAGE(text.ok(), text.err().to_string());
+    return bytes_as_sites(*text, 4, 0.05);
   }();
   return d;
 }

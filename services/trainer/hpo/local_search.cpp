@@ -1,5 +1,7 @@
 #include "services/trainer/hpo/local_search.hpp"
 
+#include "services/trainer/local/byte_text.hpp"
+
 #include "services/trainer/engine/kernels.hpp"
 #include "services/trainer/engine/model.hpp"
 #include "services/trainer/engine/optimizer.hpp"
@@ -19,29 +21,6 @@ namespace {
 
 constexpr double nan = std::numeric_limits<double>::quiet_NaN();
 
-// A trial's stream of training windows (B × T tokens per step).
-class window_stream {
- public:
-  window_stream(const std::vector<std::int32_t>& tokens, int batch, int seq_len, std::uint64_t seed)
-      : tokens_(tokens), B_(batch), T_(seq_len), rng_(seed), in_(std::size_t(batch) * seq_len), tgt_(in_.size()) {}
-
-  engine::micro_batch next() {
-    for (int b = 0; b < B_; ++b) {
-      const std::size_t start = rng_() % (tokens_.size() - std::size_t(T_) - 1);
-      for (int t = 0; t < T_; ++t) {
-        in_[std::size_t(b) * T_ + t] = tokens_[start + t];
-        tgt_[std::size_t(b) * T_ + t] = tokens_[start + t + 1];
-      }
-    }
-    return {in_, tgt_, {}};
-  }
-
- private:
-  const std::vector<std::int32_t>& tokens_;
-  int B_, T_;
-  std::mt19937_64 rng_;
-  std::vector<std::int32_t> in_, tgt_;
-};
 
 // The base config with one trial's overrides applied.
 result<search_config> settings_of(search_config c, const hpo::trial_config& t) {
@@ -211,24 +190,6 @@ search_data bytes_split(std::string_view text, double validation_fraction) {
   for (std::size_t i = 0; i < text.size(); ++i)
     (i < text.size() - held ? d.train : d.validation).push_back(static_cast<unsigned char>(text[i]));
   return d;
-}
-
-result<std::string> licence_corpus() {
-  std::vector<std::filesystem::path> files;
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator("/usr/share/common-licenses", ec))
-    if (e.is_regular_file() && !e.is_symlink()) files.push_back(e.path());
-  std::sort(files.begin(), files.end());
-  std::string all;
-  for (const auto& f : files) {
-    std::ifstream in(f, std::ios::binary);
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    all += ss.str();
-  }
-  if (all.size() < 100'000)
-    return make_error(errc::not_found, "/usr/share/common-licenses is missing or small (package base-files)");
-  return all;
 }
 
 result<search_result> run_sweep(const search_config& cfg, const search_data& data,

@@ -14,6 +14,8 @@
 // Single-threaded driver (the engine's kernels use OpenMP inside).
 #pragma once
 
+#include "services/trainer/local/byte_text.hpp"  // licence_corpus, for callers
+
 #include "libs/hpo/asha.hpp"
 #include "libs/hpo/search_space.hpp"
 #include "libs/hpo/worker_sim.hpp"
@@ -75,9 +77,6 @@ struct search_result {
 
 // The bytes of `text` as tokens (vocab 256), the last `validation_fraction` held out.
 search_data bytes_split(std::string_view text, double validation_fraction);
-// /usr/share/common-licenses/* in name order, concatenated (~230 KB of
-// English on every Debian machine). not_found when missing or small.
-result<std::string> licence_corpus();
 
 // Measures validation loss at each of `eval_at` (and at `steps`).
 result<search_result> run_sweep(const search_config& cfg, const search_data& data,
