@@ -11,7 +11,9 @@
 #include "libs/store/group_commit.hpp"
 #include "loom/v1/jobs.pb.h"
 #include "loom/v1/scheduler.pb.h"
+#include "loom/v1/sites.pb.h"
 #include "services/scheduler/node_repo.hpp"
+#include "services/scheduler/sites/site_registry.hpp"
 
 #include <stdexcept>
 
@@ -146,7 +148,15 @@ void scheduler_logic::register_handlers() {
       // One job, its stages (with waiting reasons) and its events after a seq.
       .on<GetJobRequest>([this](const GetJobRequest& r, ctx_t c) { return get_job(r, c); })
       // Cancel a job; a retry with the same request id answers what the first did.
-      .on<CancelJobRequest>([this](const CancelJobRequest& r, ctx_t c) { return cancel_job(r, c); });
+      .on<CancelJobRequest>([this](const CancelJobRequest& r, ctx_t c) { return cancel_job(r, c); })
+      // Admin: a one-time enrolment token for an edge site.
+      .on<IssueSiteTokenRequest>([this](const IssueSiteTokenRequest& r, ctx_t c) { return issue_site_token(r, c); })
+      // Admin: revoke a site; its keys leave every cloud service's allow-list.
+      .on<RevokeSiteRequest>([this](const RevokeSiteRequest& r, ctx_t c) { return revoke_site(r, c); })
+      // The sites with their trainers, link and datasets.
+      .on<ListSitesRequest>([this](const ListSitesRequest& r, ctx_t) { return list_sites(r); })
+      // A site enrols with its token and keys (no bearer token: sites/site_handlers.cpp).
+      .on<EnrolSiteRequest>([this](const EnrolSiteRequest& r, ctx_t) { return enrol_site(r); });
 }
 
 void scheduler_logic::describe(const job_rec& j, loom::v1::JobInfo* o) const {
