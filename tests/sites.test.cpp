@@ -131,21 +131,23 @@ TEST_CASE("a site enrols once with its token and shows in site list, and reused,
     std::string dir, site, token, why;
   };
   std::vector<refusal> refusals;
-  refusals.push_back({c.path(), "plant-a", t1, "used already"});                        // another box, the same token
-  refusals.push_back({c.path(), "plant-c", site_token(a, "plant-b").first, "not for site plant-c"});
-  auto short_lived = site_token(a, "plant-d", "1").first;
-  const auto spare = site_token(a, "plant-a").first;                                    // issued before the revocation
+  auto refuse = [&](const refusal& f) {
+    refusals.push_back(f);
+    auto e = enrol(f.dir, f.site, cloud, f.token);  // --json: the error is on stdout
+    INFO(f.site << ": " << e.out << e.err);
+    CHECK(e.code == 3);
+    CHECK(parse_out(e)["error"].value("code", "") == "permission_denied");
+    CHECK(e.out.find(f.why) != std::string::npos);
+  };
+  refuse({c.path(), "plant-a", t1, "used already"});  // another box, the same token
+  refuse({c.path(), "plant-c", site_token(a, "plant-b").first, "not for site plant-c"});
+  const auto short_lived = site_token(a, "plant-d", "1").first;
+  const auto spare = site_token(a, "plant-a").first;  // issued before the revocation
   auto rv = run_loom(a.home.path(), {"site", "revoke", "plant-a", "--reason", "box stolen"}, 30s);
   REQUIRE_MESSAGE(rv.code == 0, rv.err);
   std::this_thread::sleep_for(1100ms);  // past short_lived's second
-  refusals.push_back({c.path(), "plant-d", short_lived, "expired"});
-  refusals.push_back({b.path(), "plant-a", spare, "revoked"});
-  for (const auto& f : refusals) {
-    auto e = enrol(f.dir, f.site, cloud, f.token);
-    INFO(f.site << ": " << e.err);
-    CHECK(e.code == 3);
-    CHECK(e.err.find(f.why) != std::string::npos);
-  }
+  refuse({c.path(), "plant-d", short_lived, "expired"});
+  refuse({b.path(), "plant-a", spare, "revoked"});
   // A viewer may list sites but not mint tokens.
   auto viewer = run_loom(a.home.path(), {"site", "token", "--site", "plant-e", "--token",
                                          a.token(auth::role::viewer, {"local"})}, 30s);
@@ -163,6 +165,7 @@ TEST_CASE("a site enrols once with its token and shows in site list, and reused,
   auto refused = events_named(a, "site.enrol.refused", refusals.size());
   REQUIRE(refused.size() == refusals.size());
   for (std::size_t i = 0; i < refusals.size(); ++i) {
+    INFO(refused[i].reason());
     CHECK(refused[i].decision() == v1::DENY);
     CHECK(refused[i].reason().find(refusals[i].why) != std::string::npos);
   }
