@@ -29,8 +29,8 @@
 #include "loom/v1/jobs.pb.h"
 #include "loom/v1/scheduler.pb.h"
 #include "loom/v1/service.pb.h"
-#include "loom/v1/sites.pb.h"
 #include "loom/v1/trainer.pb.h"
+#include "loom/v1/sites.pb.h"
 
 #include <doctest/doctest.h>
 #include <google/protobuf/descriptor.h>
@@ -80,9 +80,10 @@ TEST_CASE("every request message the protos define has a policy entry and every 
       v1::PingRequest::descriptor(),     v1::RegisterNodeRequest::descriptor(), v1::ListDatasetsRequest::descriptor(),
       v1::TrainerStatusRequest::descriptor(), v1::AggregatorStatusRequest::descriptor(),
       v1::AuditQueryRequest::descriptor(), v1::BulkOffer::descriptor(),       v1::SubmitJobRequest::descriptor(),
-      v1::Envelope::descriptor(),        v1::NodeId::descriptor(),              v1::ListSitesRequest::descriptor()};
+      v1::Envelope::descriptor(),        v1::NodeId::descriptor()};
   std::set<std::string> linked;
   for (auto* d : anchors) linked.insert(d->file()->name());
+  linked.insert(v1::ListSitesRequest::descriptor()->file()->name());
   std::set<std::string> on_disk;
   for (auto& f : std::filesystem::directory_iterator(LOOM_PROTO_DIR "/loom/v1"))
     if (f.path().extension() == ".proto") on_disk.insert("loom/v1/" + f.path().filename().string());
