@@ -102,6 +102,22 @@ result<std::string> confined(const std::vector<std::string>& roots, const std::s
   return r.path;
 }
 
+result<std::string> root_set::confined(const std::string& path) {
+  if (path.empty() || path.front() != '/')
+    return make_error(errc::invalid_argument, "path '" + path + "' is not absolute");
+  const resolved r = resolve(path);
+  // Only an existing path inside a cached root is allowed from the cache: a
+  // real path under a root's real path is under that directory now too.
+  // Anything else is decided on the roots as they are now.
+  if (!fresh_ || !r.exists || !in_any(canonical_, r.path)) {
+    canonical_ = canonical_roots(roots_);
+    fresh_ = true;
+    if (!in_any(canonical_, r.path)) return outside(path, r.exists ? r.path : "", roots_);
+  }
+  if (!r.exists) return io_error("resolve", path, r.err);
+  return r.path;
+}
+
 result<int> open_confined(const std::vector<std::string>& roots, const std::string& path, int flags) {
   auto c = confined(roots, path);
   if (!c) return c.err();

@@ -50,6 +50,29 @@ result<int> open_confined(const std::vector<std::string>& roots, const std::stri
 // except for "/" itself).
 bool within(const std::string& root, const std::string& path);
 
+// confined() for a fixed list of roots asked many times (the scheduler checks
+// every submitted stage's paths): the roots' canonical forms are computed once
+// and again before any answer but "allowed", so a root created, moved or
+// removed since is seen and a refusal is never stale. (An existing real path
+// under a root's real path is under it still; only a root that is itself a
+// link, re-pointed since, keeps its old target until the next refresh.) The
+// path itself is resolved on every call.
+// Not thread-safe: one owner (an actor) calls it.
+class root_set {
+ public:
+  root_set() = default;
+  explicit root_set(std::vector<std::string> roots) : roots_(std::move(roots)) {}
+  // Same answers and errors as confined(roots(), path).
+  result<std::string> confined(const std::string& path);
+  const std::vector<std::string>& roots() const { return roots_; }
+  bool empty() const { return roots_.empty(); }
+
+ private:
+  std::vector<std::string> roots_;
+  std::vector<std::string> canonical_;
+  bool fresh_ = false;  // canonical_ computed since construction
+};
+
 // "(a, b)" for messages; "(none configured)" when empty.
 std::string describe_roots(const std::vector<std::string>& roots);
 

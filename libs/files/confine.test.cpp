@@ -136,3 +136,25 @@ TEST_CASE("open_confined opens files and directories inside and leaves no descri
   CHECK(open_confined({t.root}, t.root + "/missing.txt", O_RDONLY).code() == errc::not_found);
   CHECK(count_fds() == before);
 }
+
+TEST_CASE("a root set answers as confined and sees roots created or moved after it was made") {
+  tree t;
+  const std::string later = fs::canonical(t.tmp.path()).string() + "/later";
+  loom::files::root_set roots({t.root, later});
+  auto a = roots.confined(t.root + "/sub/../a.txt");
+  REQUIRE(a.ok());
+  CHECK(*a == t.root + "/a.txt");
+  CHECK(roots.confined(t.out() + "/secret.txt").code() == errc::permission_denied);
+  CHECK(roots.confined("relative.txt").code() == errc::invalid_argument);
+  CHECK(roots.confined(t.root + "/missing.txt").code() == errc::not_found);
+  // A root that did not exist when the set was made: found once it does.
+  fs::create_directories(later);
+  REQUIRE(loom::files::write_atomic(later + "/d.txt", "d").ok());
+  CHECK(roots.confined(later + "/d.txt").ok());
+  // A root moved away: nothing under either name is allowed, as confined() says.
+  const std::string moved = fs::canonical(t.tmp.path()).string() + "/moved";
+  fs::rename(t.root, moved);
+  CHECK(roots.confined(t.root + "/a.txt").code() == errc::permission_denied);
+  CHECK(confined({t.root, later}, t.root + "/a.txt").code() == errc::permission_denied);
+  CHECK(roots.confined(moved + "/a.txt").code() == errc::permission_denied);
+}

@@ -23,6 +23,7 @@
 // (submit, cancel, views), job_groups.cpp (trainer groups).
 #pragma once
 
+#include "libs/files/confine.hpp"
 #include "libs/status/status.hpp"
 #include "services/scheduler/jobs/admission.hpp"
 #include "services/scheduler/dataset_probe.hpp"
@@ -154,7 +155,7 @@ class job_manager {
   // The only places a stage may read files from (layout::job_read_roots):
   // a path a stage names outside them is refused at submit
   // (permission_denied, naming the path and the roots). Unset: not checked.
-  void set_read_roots(std::vector<std::string> roots) { read_roots_ = std::move(roots); }
+  void set_read_roots(std::vector<std::string> roots) { read_roots_ = files::root_set(std::move(roots)); }
 
  private:
   struct slot {  // what a trainer node runs
@@ -211,7 +212,7 @@ class job_manager {
   event_sink sink_;
   async_writer writer_;
   dataset_probe probe_;
-  std::vector<std::string> read_roots_;
+  files::root_set read_roots_;
 };
 
 }  // namespace loom::scheduler

@@ -64,7 +64,7 @@ result<std::pair<const job_rec*, bool>> job_manager::submit(const submit_args& a
     for (const auto& sp : plan->stages)
       for (const auto& [key, path] : sp.spec.input_paths()) {
         if (path.empty()) continue;
-        auto inside = files::confined(read_roots_, path);
+        auto inside = read_roots_.confined(path);
         if (inside) continue;
         std::string why = "stage " + sp.name + ": " + key + ": " + inside.err().message;
         if (inside.code() == errc::permission_denied)
