@@ -196,7 +196,7 @@ void gateway::on_request(std::string identity, std::string peer, wire::request r
   pending p{identity, req.request_id, req.type, started, started + opts_.deadline, d.mutating,
             principal, role, tenant, peer, std::nullopt};
   pending_.emplace(id, std::move(p));
-  call_context ctx{req.request_id, principal, role, env_.zone, tenant};
+  call_context ctx{req.request_id, principal, role, env_.zone, tenant, peer};
   host_.post(std::move(req.type), std::move(req.body), std::move(ctx), [this, id](handled h) {
     {
       std::lock_guard lock(mu_);

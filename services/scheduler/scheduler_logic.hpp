@@ -95,15 +95,19 @@ class scheduler_logic final : public runtime::service_logic {
   struct pending_commit;
   void enqueue(job_manager::unit u);
   void finish_batch();  // the call made its last write: its ticket may resolve
-  runtime::handled register_node(const loom::v1::RegisterNodeRequest& req);
-  runtime::handled heartbeat(const loom::v1::NodeHeartbeatRequest& req);
+  runtime::handled register_node(const loom::v1::RegisterNodeRequest& req, const runtime::call_context& ctx);
+  runtime::handled heartbeat(const loom::v1::NodeHeartbeatRequest& req, const runtime::call_context& ctx);
   runtime::handled list_nodes(const loom::v1::ListNodesRequest& req);
   runtime::handled drain_node(const loom::v1::DrainNodeRequest& req);
   runtime::handled submit_job(const loom::v1::SubmitJobRequest& req, const runtime::call_context& ctx);
   runtime::handled list_jobs(const loom::v1::ListJobsRequest& req, const runtime::call_context& ctx);
   runtime::handled get_job(const loom::v1::GetJobRequest& req, const runtime::call_context& ctx);
   runtime::handled cancel_job(const loom::v1::CancelJobRequest& req, const runtime::call_context& ctx);
-  runtime::handled poll_work(const loom::v1::PollWorkRequest& req);
+  runtime::handled poll_work(const loom::v1::PollWorkRequest& req, const runtime::call_context& ctx);
+  // A node of zone `zone` may be spoken for by connection `peer`: an edge
+  // site's keys only for nodes in the site's zone, and a site's zone only by
+  // its keys (sites/site_handlers.cpp). permission_denied saying which.
+  status zone_binding(const std::string& peer, const std::string& zone);
   // Edge sites (sites/site_handlers.cpp).
   runtime::handled issue_site_token(const loom::v1::IssueSiteTokenRequest& req, const runtime::call_context& ctx);
   runtime::handled revoke_site(const loom::v1::RevokeSiteRequest& req, const runtime::call_context& ctx);

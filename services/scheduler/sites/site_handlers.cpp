@@ -7,6 +7,7 @@
 #include "services/scheduler/scheduler_logic.hpp"
 
 #include "libs/auth/token.hpp"
+#include "libs/runtime/admission.hpp"
 #include "libs/runtime/logic_pb.hpp"
 #include "loom/v1/sites.pb.h"
 #include "services/scheduler/sites/site_registry.hpp"
@@ -42,6 +43,26 @@ nlohmann::json service_names(const std::map<std::string, std::string>& keys) {
   return out;
 }
 }  // namespace
+
+status scheduler_logic::zone_binding(const std::string& peer, const std::string& zone) {
+  const std::string_view prefix = runtime::site_principal_prefix;
+  if (peer.starts_with(prefix)) {  // site:<site>:<service>
+    const auto end = peer.find(':', prefix.size());
+    const std::string site = peer.substr(prefix.size(), end == std::string::npos ? end : end - prefix.size());
+    if (zone != site)
+      return make_error(errc::permission_denied, "CURVE key " + peer + " is edge site " + site +
+                                                     "'s: its nodes are in zone " + site + ", not " +
+                                                     auth::printable(zone));
+    return ok_status();
+  }
+  if (!sites_) return ok_status();
+  auto is_site = sites_->has_site(zone);
+  if (!is_site) return make_error(errc::unavailable, "state store: " + is_site.err().message);
+  if (*is_site)
+    return make_error(errc::permission_denied, "zone " + zone + " is edge site " + zone +
+                                                   "'s: only its enrolled keys speak for its nodes");
+  return ok_status();
+}
 
 void scheduler_logic::set_sites(std::unique_ptr<site_registry> sites, site_sink sink) {
   sites_ = std::move(sites);

@@ -109,6 +109,7 @@ result<site_registry::issued> site_registry::issue_token(const std::string& site
                              out.expires);
   });
   if (!st) return st.err();
+  if (names_) names_->insert(site);
   return out;
 }
 
@@ -163,6 +164,16 @@ result<site_rec> site_registry::revoke(const std::string& site, const std::strin
   if (!rec) return rec.err();
   if (auto st = after_keys_changed(); !st) return st.err();
   return rec;
+}
+
+result<bool> site_registry::has_site(const std::string& name) {
+  if (!names_) {
+    auto all = list();
+    if (!all) return all.err();
+    names_.emplace();
+    for (const auto& s : *all) names_->insert(s.name);
+  }
+  return names_->count(name) > 0;
 }
 
 result<std::vector<site_rec>> site_registry::list() {

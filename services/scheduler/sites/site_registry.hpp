@@ -23,6 +23,8 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -73,6 +75,9 @@ class site_registry {
   // not_found for an unknown site; revoking a revoked site changes nothing.
   result<site_rec> revoke(const std::string& site, const std::string& reason);
   result<std::vector<site_rec>> list();
+  // Whether `name` is a site of the registry (any state: a revoked site's
+  // zone stays its own). Answered from memory after the first call.
+  result<bool> has_site(const std::string& name);
 
   const cloud_info& cloud() const { return cloud_; }
 
@@ -86,6 +91,7 @@ class site_registry {
   std::string keys_dir_;
   wire::allow_list own_keys_;
   std::function<void()> keys_changed_;
+  std::optional<std::set<std::string>> names_;  // every site's name, once loaded
 };
 
 }  // namespace loom::scheduler

@@ -9,6 +9,7 @@
 #include "libs/store/database.hpp"
 #include "libs/store/migrate.hpp"
 #include "libs/store/testing.hpp"
+#include "loom/v1/jobs.pb.h"
 #include "loom/v1/scheduler.pb.h"
 #include "loom/v1/sites.pb.h"
 #include "services/scheduler/scheduler_logic.hpp"
@@ -180,7 +181,9 @@ TEST_CASE_FIXTURE(registry_fixture, "through the scheduler: list shows the site 
   rn.mutable_node()->set_value("trainer@plant-a");
   rn.set_service("trainer");
   rn.set_zone("plant-a");
-  REQUIRE(call(rn).code == errc::ok);
+  runtime::call_context from_site{"r2", "site:plant-a", "operator", "local"};
+  from_site.peer = "site:plant-a:trainer";
+  REQUIRE(call(rn, from_site).code == errc::ok);
   h = call(v1::ListSitesRequest{});
   REQUIRE(h.code == errc::ok);
   v1::ListSitesReply ls;
@@ -195,4 +198,43 @@ TEST_CASE_FIXTURE(registry_fixture, "through the scheduler: list shows the site 
   CHECK_FALSE(s.has_link());
   CHECK_FALSE(s.datasets_known());
   CHECK(events == std::vector<std::string>{"site.token", "site.enrol", "site.enrol.refused"});
+}
+
+TEST_CASE_FIXTURE(registry_fixture, "a site's keys speak only for nodes in its zone and its zone only through them") {
+  scheduler_logic logic(db.get(), [this] { return now; });
+  REQUIRE(reg->issue_token("plant-a", 0ms, "admin").ok());  // plant-a is a site (pending)
+  logic.set_sites(std::move(reg), {});
+  auto as = [](const std::string& peer) {
+    runtime::call_context c{"r", "svc", "operator", "local"};
+    c.peer = peer;
+    return c;
+  };
+  auto call = [&](const google::protobuf::Message& m, const runtime::call_context& ctx) {
+    return logic.handle(m.GetDescriptor()->full_name(), m.SerializeAsString(), ctx);
+  };
+  auto reg_in = [](const std::string& id, const std::string& zone) {
+    v1::RegisterNodeRequest r;
+    r.mutable_node()->set_value(id);
+    r.set_service("trainer");
+    r.set_zone(zone);
+    return r;
+  };
+  CHECK(call(reg_in("t@plant-a", "plant-a"), as("site:plant-a:trainer")).code == errc::ok);
+  auto wrong_zone = call(reg_in("t2@plant-a", "local"), as("site:plant-a:trainer"));
+  CHECK(wrong_zone.code == errc::permission_denied);
+  CHECK(wrong_zone.message.find("zone plant-a, not local") != std::string::npos);
+  CHECK(call(reg_in("t3", "plant-a"), as("site:plant-b:trainer")).code == errc::permission_denied);
+  auto cloud_key = call(reg_in("t4", "plant-a"), as("trainer"));
+  CHECK(cloud_key.code == errc::permission_denied);
+  CHECK(cloud_key.message.find("only its enrolled keys") != std::string::npos);
+  CHECK(call(reg_in("t5", "local"), as("trainer")).code == errc::ok);  // the cloud's own nodes as before
+  // Polls and heartbeats of a site's node from another key are refused too.
+  v1::PollWorkRequest poll;
+  poll.mutable_node()->set_value("t@plant-a");
+  CHECK(call(poll, as("trainer")).code == errc::permission_denied);
+  CHECK(call(poll, as("site:plant-a:trainer")).code == errc::ok);
+  v1::NodeHeartbeatRequest hb;
+  hb.mutable_node()->set_value("t@plant-a");
+  CHECK(call(hb, as("client")).code == errc::permission_denied);
+  CHECK(call(hb, as("site:plant-a:trainer")).code == errc::ok);
 }
