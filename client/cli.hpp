@@ -78,6 +78,8 @@ int cmd_data(context& c);      // `loom data SUB`: dispatches to the cmd_data_* 
 int cmd_data_pii(context& c);
 int cmd_job(context& c);        // `loom job submit|list|show|cancel|watch|logs`
 int cmd_templates(context& c);  // `loom templates`
+int cmd_site(context& c);       // `loom site token|revoke|list|enrol`
+int cmd_site_enrol(context& c); // `loom site enrol` (site_enrol.cpp)
 
 // Creates whatever keys and the first admin token are missing (idempotent).
 status ensure_keys(const layout::paths& p);

@@ -24,6 +24,7 @@ constexpr std::uint64_t max_ttl_s = 365ULL * 24 * 3600;
 constexpr std::uint64_t max_rows = 10000;
 constexpr std::uint64_t max_seq = std::numeric_limits<std::int64_t>::max();  // the store's seq is an int64
 constexpr std::uint64_t max_memory = std::uint64_t{1} << 50;                  // 1 PiB: no machine has more
+constexpr double max_enrol_ttl_s = 7 * 24 * 3600;  // the scheduler's site_registry::max_ttl
 
 command_spec row(std::string path, std::string operands, std::size_t min, std::size_t max,
                  std::vector<option_spec> options, std::string help, std::string details = "", bool hidden = false) {
@@ -131,6 +132,21 @@ std::vector<command_spec> build() {
           "live progress until the job ends (exit 0 when it succeeds)"),
       row("job cancel", "ID", 1, 1, {text("reason", "TEXT", "why (kept in the job's log)"), request_id},
           "stop a job"),
+      row("site token", "", 0, 0,
+          {required(text("site", "NAME", "the site's name (a-z, 0-9, -): also its zone")),
+           seconds("ttl", max_enrol_ttl_s, "seconds the token stays usable (default 3600, at most 7 days)")},
+          "a one-time enrolment token for an edge site (admin; audited)"),
+      row("site revoke", "NAME", 1, 1, {text("reason", "TEXT", "why (kept in the audit record)")},
+          "revoke a site: the cloud's services refuse its keys (admin; audited)"),
+      row("site list", "", 0, 0, {}, "edge sites: state, trainers, last contact, link, datasets"),
+      row("site enrol", "", 0, 0,
+          {required(text("site", "NAME", "the name the token was issued for")),
+           required(text("cloud", "tcp://HOST:PORT", "the cloud scheduler (`loom site token` prints it)")),
+           required(text("enrol-token", "T", "the one-time token from `loom site token`"))},
+          "join this data dir to a cloud as an edge site (run on the site)",
+          "  Creates the site's keys if missing, sends them with the token to the cloud scheduler\n"
+          "  (whose key the token names) and keeps the cloud's keys and endpoints in\n"
+          "  <data>/keys/cloud/ and <data>/cloud.json."),
   };
 }
 

@@ -27,7 +27,8 @@ struct decision {
 };
 
 // Checks, in order: a policy entry exists for `type` (else permission_denied),
-// a token is present and verifies (else unauthenticated), the service zone is
+// then, unless the type is token_free() (allowed here, who unset: its logic
+// authenticates the body), a token is present and verifies (else unauthenticated), the service zone is
 // in the token's zones, and the role is at least the entry's min_role
 // (else permission_denied).
 decision authorize(std::string_view type, std::string_view token, const auth_context& ctx);

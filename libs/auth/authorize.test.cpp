@@ -86,3 +86,14 @@ TEST_CASE("a viewer may call every viewer request and no request above it") {
   CHECK(authorize("loom.v1.CrashRequest", token_for(role::operator_), ctx).code == errc::permission_denied);
   CHECK(authorize("loom.v1.CrashRequest", token_for(role::admin), ctx).allowed);
 }
+
+TEST_CASE("a site's enrolment passes without a bearer token and is marked state-changing, its admin requests do not") {
+  auto d = authorize("loom.v1.EnrolSiteRequest", "", ctx);
+  CHECK(d.allowed);
+  CHECK(d.mutating);
+  CHECK_FALSE(d.who.has_value());
+  CHECK(authorize("loom.v1.IssueSiteTokenRequest", "", ctx).code == errc::unauthenticated);
+  CHECK(authorize("loom.v1.IssueSiteTokenRequest", token_for(role::operator_), ctx).code == errc::permission_denied);
+  CHECK(authorize("loom.v1.RevokeSiteRequest", token_for(role::admin), ctx).allowed);
+  CHECK(authorize("loom.v1.ListSitesRequest", token_for(role::viewer), ctx).allowed);
+}

@@ -7,7 +7,7 @@ namespace {
 
 // THE single place to add a request type. A new message that services accept
 // needs a row here, or every call to it is denied ("no policy for request type").
-constexpr std::array<policy_entry, 29> table{{
+constexpr std::array<policy_entry, 33> table{{
     // type                             min role         mutating  what   service
     {"loom.v1.PingRequest",             role::viewer,    false, "echo a payload; liveness and latency probe", "*"},
     {"loom.v1.HealthRequest",           role::viewer,    false, "service health, restarts and sub-checks", "*"},
@@ -38,11 +38,26 @@ constexpr std::array<policy_entry, 29> table{{
     {"loom.v1.RotateKeysRequest",       role::admin,     true,  "rotate the audit key-encryption key now", "audit"},
     {"loom.v1.IssueTokenRequest",       role::admin,     true,  "issue a bearer token (audited; the token itself is never stored)", "audit"},
     {"loom.v1.BulkChunk",               role::operator_, true,  "one chunk of a bulk transfer", "*"},
+    {"loom.v1.IssueSiteTokenRequest",   role::admin,     true,  "a one-time enrolment token for an edge site", "scheduler"},
+    {"loom.v1.RevokeSiteRequest",       role::admin,     true,  "revoke an edge site: its keys are no longer admitted", "scheduler"},
+    {"loom.v1.ListSitesRequest",        role::viewer,    false, "edge sites, their trainers, link and datasets", "scheduler"},
+    // Token-free (token_free below): the enrolment token in the body is the credential.
+    {"loom.v1.EnrolSiteRequest",        role::viewer,    true,  "an edge site enrols with a one-time token and its CURVE keys", "scheduler"},
 }};
+
+// Types whose credential travels in the body and which the logic checks: the
+// gateway lets them through without a bearer token (their min_role is moot).
+constexpr std::array<std::string_view, 1> token_free_types{{"loom.v1.EnrolSiteRequest"}};
 
 }  // namespace
 
 std::span<const policy_entry> policy_table() { return table; }
+
+bool token_free(std::string_view type) {
+  for (auto t : token_free_types)
+    if (t == type) return true;
+  return false;
+}
 
 const policy_entry* find_policy(std::string_view type) {
   for (const auto& e : table)

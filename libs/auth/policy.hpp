@@ -22,6 +22,10 @@ struct policy_entry {
 
 // Every entry, in table order.
 std::span<const policy_entry> policy_table();
+// Whether `type` carries its credential in its body instead of a bearer token
+// (an edge site's EnrolSiteRequest: its one-time enrolment token). authorize()
+// admits such a request without a token; the service's logic authenticates it.
+bool token_free(std::string_view type);
 // The entry for `type`, or nullptr when there is none (callers must deny).
 const policy_entry* find_policy(std::string_view type);
 

@@ -9,7 +9,7 @@ using namespace loom::auth;
 
 TEST_CASE("every policy entry has a unique type and says what it is for") {
   std::set<std::string_view> seen;
-  REQUIRE(policy_table().size() == 29);
+  REQUIRE(policy_table().size() == 33);
   for (const auto& e : policy_table()) {
     CHECK_MESSAGE(!e.what.empty(), e.type);
     CHECK_MESSAGE(e.type.starts_with("loom.v1."), e.type);
@@ -38,6 +38,17 @@ TEST_CASE("the table gives the agreed role and mutation flag per request type") 
     CHECK(p->min_role == w.r);
     CHECK(p->mutating == w.mutating);
   }
+}
+
+TEST_CASE("only a site's enrolment carries its credential in the body instead of a bearer token") {
+  int token_free_types = 0;
+  for (const auto& e : policy_table()) token_free_types += token_free(e.type);
+  CHECK(token_free_types == 1);
+  CHECK(token_free("loom.v1.EnrolSiteRequest"));
+  CHECK_FALSE(token_free("loom.v1.IssueSiteTokenRequest"));
+  CHECK(find_policy("loom.v1.IssueSiteTokenRequest")->min_role == role::admin);
+  CHECK(find_policy("loom.v1.RevokeSiteRequest")->min_role == role::admin);
+  CHECK(find_policy("loom.v1.ListSitesRequest")->min_role == role::viewer);
 }
 
 TEST_CASE("a type missing from the table has no policy") {

@@ -9,6 +9,10 @@
 //   <data>/keys/curve/<n>.pub    CURVE public keys (the ZAP allow-list)
 //   <data>/keys/curve/<n>.key    CURVE secret keys (0600)
 //   <data>/keys/peers/<n>.pub    other sites' keys trusted by this site's dataset sync server
+//   <data>/keys/sites/<s>.<n>.pub  a cloud: enrolled edge site s's service n (written by the
+//                                scheduler from its sites registry; every service admits them)
+//   <data>/keys/cloud/<n>.pub    an edge site: the cloud's service keys (from its enrolment)
+//   <data>/cloud.json            an edge site: its name, the cloud's zone and endpoints
 //   <data>/keys/token.key        HMAC key for tokens = the admin key (0600)
 //   <data>/keys/epoch            token revocation epoch
 //   <data>/keys/checkpoint.key   HMAC key signing checkpoint manifests (0600)
@@ -60,6 +64,9 @@ struct paths {
   std::string endpoints() const { return root + "/endpoints.json"; }
   std::string curve_dir() const { return root + "/keys/curve"; }
   std::string peers_dir() const { return root + "/keys/peers"; }
+  std::string sites_dir() const { return root + "/keys/sites"; }
+  std::string cloud_keys_dir() const { return root + "/keys/cloud"; }
+  std::string cloud() const { return root + "/cloud.json"; }
   std::string token_key() const { return root + "/keys/token.key"; }
   std::string epoch() const { return root + "/keys/epoch"; }
   std::string checkpoint_key() const { return root + "/keys/checkpoint.key"; }

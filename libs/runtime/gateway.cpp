@@ -2,8 +2,10 @@
 
 #include "libs/audit/emitter.hpp"
 #include "libs/auth/authorize.hpp"
+#include "libs/auth/policy.hpp"
 #include "libs/metrics/metrics.hpp"
 #include "libs/runtime/actor_host.hpp"
+#include "libs/runtime/admission.hpp"
 #include "libs/runtime/commit_ticket.hpp"
 #include "libs/wire/envelope_pb.hpp"
 #include "libs/wire/server.hpp"
@@ -113,6 +115,8 @@ int gateway::run() {
     }
     drain_finished();
     drain_committed();
+    // A site enrolled or revoked meanwhile (keys/sites/): admitted or refused within a second.
+    if (env_.admission) env_.admission->refresh_every(std::chrono::seconds(1), clock::now());
     expire(clock::now());
     emit_denial_summaries(false);
     release_held(clock::now());
@@ -140,8 +144,22 @@ int gateway::run() {
   return 0;
 }
 
+std::string gateway::peer_refusal(const std::string& peer, const std::string& type) const {
+  if (peer == wire::unenrolled_principal && !auth::token_free(type))
+    return "an unenrolled CURVE key may send only loom.v1.EnrolSiteRequest, not " + auth::printable(type);
+  if (env_.admission && !env_.admission->still_admitted(peer))
+    return "CURVE key " + peer + " is no longer admitted: its site was revoked";
+  return "";
+}
+
 void gateway::on_request(std::string identity, std::string peer, wire::request req) {
   auto started = clock::now();
+  if (auto why = peer_refusal(peer, req.type); !why.empty()) {
+    env_.metrics->count_denied(to_string(errc::permission_denied));
+    env_.metrics->count_request(req.type, errc::permission_denied, seconds_since(started));
+    deny(std::move(identity), denial{"", "", req.type, why, peer, req.request_id}, errc::permission_denied);
+    return;
+  }
   auth::auth_context actx{opts_.token_key, unix_now(), current_epoch(), env_.zone};
   auto d = auth::authorize(req.type, req.token, actx);
   std::string principal = d.who ? d.who->principal : "";
@@ -178,7 +196,7 @@ void gateway::on_request(std::string identity, std::string peer, wire::request r
   pending p{identity, req.request_id, req.type, started, started + opts_.deadline, d.mutating,
             principal, role, tenant, peer, std::nullopt};
   pending_.emplace(id, std::move(p));
-  call_context ctx{req.request_id, principal, role, env_.zone, tenant};
+  call_context ctx{req.request_id, principal, role, env_.zone, tenant, peer};
   host_.post(std::move(req.type), std::move(req.body), std::move(ctx), [this, id](handled h) {
     {
       std::lock_guard lock(mu_);

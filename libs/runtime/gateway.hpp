@@ -8,7 +8,10 @@
 // commit: one fdatasync serves every reply of a batch), so a request that was
 // answered was audited, even if the process dies right after. Identical
 // denials repeated within `deny_merge_window` become one counted summary
-// record (denial_merge.hpp) instead of a record each.
+// record (denial_merge.hpp) instead of a record each. Before the token is
+// looked at, the connection's CURVE principal must still be admitted
+// (admission.hpp: a revoked site's connections are refused) and an unenrolled
+// key may send only token-free requests (a site's enrolment).
 #pragma once
 
 #include "libs/audit/record.hpp"
@@ -75,6 +78,9 @@ class gateway {
   };
 
   void on_request(std::string identity, std::string peer, wire::request req);
+  // Why the connection's CURVE principal may not send `type` ("" = it may):
+  // an unenrolled key sends only token-free requests; a revoked site nothing.
+  std::string peer_refusal(const std::string& peer, const std::string& type) const;
   // Records a denial (or counts it into its window) and answers it.
   void deny(std::string identity, const denial& d, errc code);
   // Emits the summary records of the merge windows that closed (all: `all`).

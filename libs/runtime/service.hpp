@@ -33,6 +33,12 @@ struct migration;
 
 namespace loom::runtime {
 
+class admission;  // admission.hpp
+
+// The ZAP domain of a ROUTER that also lets unknown keys in (as
+// wire::unenrolled_principal, for EnrolSiteRequest only): the scheduler's.
+inline constexpr std::string_view enrol_zap_domain = "loom-enrol";
+
 struct service_env {
   std::string name;         // "scheduler"
   std::string node_id;      // "scheduler@<host>"
@@ -51,6 +57,9 @@ struct service_env {
   store::database* db = nullptr;
   // A short-lived operator token for this service's calls to other services.
   std::function<std::string()> service_token;
+  // The keys this process admits (own and enrolled sites'); refresh() after
+  // changing keys/sites/ makes it take effect at once.
+  runtime::admission* admission = nullptr;
 };
 
 struct service_spec {
@@ -62,6 +71,9 @@ struct service_spec {
   std::function<std::span<const store::migration>()> migrations;
   // Optional, started before the gateway; the returned handle's destructor stops it.
   std::function<result<std::shared_ptr<void>>(service_env&)> start_extra;
+  // The ROUTER also admits keys it does not know (enrol_zap_domain), which
+  // the gateway lets send only token-free requests: where edge sites enrol.
+  bool open_to_enrolment = false;
 };
 
 // Runs the service until SIGTERM/SIGINT (exit 0) or an unrecoverable failure

@@ -21,6 +21,10 @@ struct call_context {
   // The token's tenant, never empty: "default" for tokens without one. Last,
   // so positional initialisers written before it keep their meaning.
   std::string tenant = "default";
+  // The connection's CURVE principal (its ZAP user id): a key of this
+  // deployment ("trainer", "client"), an enrolled edge site's
+  // ("site:<site>:<service>", libs/runtime/admission.hpp) or "unenrolled".
+  std::string peer{};
 };
 
 class commit_ticket;  // commit_ticket.hpp

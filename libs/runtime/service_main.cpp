@@ -6,6 +6,7 @@
 #include "libs/files/files.hpp"
 #include "libs/metrics/metrics.hpp"
 #include "libs/runtime/actor_host.hpp"
+#include "libs/runtime/admission.hpp"
 #include "libs/runtime/builtin_logic.hpp"
 #include "libs/runtime/gateway.hpp"
 #include "libs/runtime/registrar.hpp"
@@ -134,7 +135,7 @@ int service_main(int argc, char** argv, const service_spec& spec) {
     return 1;
   }
   env.keys = *keys;
-  auto allow = wire::load_allow_list(env.paths.curve_dir());
+  auto allow = admitted_keys(env.paths);  // own keys and enrolled sites' (admission.hpp)
   auto token_key = auth::load_token_key(env.paths.token_key());
   if (!allow || !token_key) {
     std::fprintf(stderr, "loom-%s: %s\n", spec.name.c_str(),
@@ -156,9 +157,13 @@ int service_main(int argc, char** argv, const service_spec& spec) {
   zmq::context_t ctx(1);
   env.ctx = &ctx;
   auto zap = std::make_unique<wire::zap_handler>(ctx, *allow, "loom");
+  if (spec.open_to_enrolment) zap->admit_unknown_on(std::string(enrol_zap_domain));
+  auto admitted = std::make_unique<admission>(env.paths, *zap);
+  env.admission = admitted.get();
   std::unique_ptr<wire::router_server> server;
   try {
-    server = std::make_unique<wire::router_server>(ctx, env.keys, "loom", bind);
+    server = std::make_unique<wire::router_server>(
+        ctx, env.keys, spec.open_to_enrolment ? std::string(enrol_zap_domain) : std::string("loom"), bind);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "loom-%s: cannot listen on %s: %s\n", spec.name.c_str(), bind.c_str(), e.what());
     return 1;
@@ -259,6 +264,7 @@ int service_main(int argc, char** argv, const service_spec& spec) {
   db.reset();
   emitter->reset();
   server.reset();
+  admitted.reset();
   zap.reset();
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
   std::fprintf(stderr, "loom-%s: stopped in %lld ms\n", spec.name.c_str(), static_cast<long long>(ms));

@@ -63,6 +63,22 @@ bool valid_z85_key(std::string_view key) {
   return zmq_z85_decode(raw.data(), z.c_str()) != nullptr;
 }
 
+result<std::string> key_bytes(std::string_view z85) {
+  if (!valid_z85_key(z85)) return make_error(errc::invalid_argument, "not a CURVE key (40 Z85 characters)");
+  std::string z(z85);
+  std::string raw(32, '\0');
+  zmq_z85_decode(reinterpret_cast<std::uint8_t*>(raw.data()), z.c_str());
+  return raw;
+}
+
+result<std::string> key_z85(std::string_view raw) {
+  if (raw.size() != 32)
+    return make_error(errc::invalid_argument, "a CURVE key is 32 bytes, not " + std::to_string(raw.size()));
+  std::array<char, z85_key_chars + 1> out{};
+  zmq_z85_encode(out.data(), reinterpret_cast<const std::uint8_t*>(raw.data()), raw.size());
+  return std::string(out.data(), z85_key_chars);
+}
+
 status save_keypair(const std::string& dir, const std::string& name, const curve_keypair& kp) {
   if (!valid_name(name)) return make_error(errc::invalid_argument, "bad key name '" + name + "'");
   if (!valid_z85_key(kp.public_z85) || !valid_z85_key(kp.secret_z85))

@@ -39,6 +39,11 @@ curve_keypair generate_keypair();
 
 // true when `key` is 40 Z85 characters that decode to 32 bytes.
 bool valid_z85_key(std::string_view key);
+// A public key's 32 raw bytes and back (enrolment tokens carry the raw key as
+// hex: Z85's alphabet needs shell quoting). invalid_argument when `z85` is not
+// a key / `raw` is not 32 bytes.
+result<std::string> key_bytes(std::string_view z85);
+result<std::string> key_z85(std::string_view raw);
 
 // Writes <dir>/<name>.pub (0644) and <dir>/<name>.key (0600) atomically,
 // creating `dir` (0700) if needed. invalid_argument for a name with '/' or
@@ -71,9 +76,16 @@ void make_curve_server(zmq::socket_t& socket, const curve_keypair& server, std::
 void make_curve_client(zmq::socket_t& socket, const curve_keypair& mine,
                        std::string_view server_public_z85);
 
+// The ZAP user id of a key that is not in the allow list, on a domain opened
+// with zap_handler::admit_unknown_on(): an edge site that is not enrolled yet
+// (the gateway lets it send only token-free requests: EnrolSiteRequest).
+inline constexpr std::string_view unenrolled_principal = "unenrolled";
+
 // The ZAP handler (RFC 27) for one context: admits mechanism CURVE with a key
 // in the allow list on the expected domain and answers 200 with user id =
-// principal; everything else gets 400.
+// principal; everything else gets 400. A second, "open" domain may be set:
+// there a well-formed CURVE key outside the list is admitted too, as
+// unenrolled_principal (the scheduler's ROUTER, where sites enrol).
 //
 // REQUIRES: construct it BEFORE any CURVE socket of `ctx` binds; it binds
 // inproc://zeromq.zap.01 in its constructor (throws zmq::error_t if another
@@ -89,6 +101,12 @@ class zap_handler {
   // Replaces the allow list; applies to handshakes from now on (established
   // connections stay up).
   void set_allow_list(allow_list allowed);
+  // Whether some key of the current list maps to `principal`.
+  bool admits_principal(std::string_view principal) const;
+  // Sockets with ZAP domain `open_domain` also admit unknown keys, as
+  // unenrolled_principal. REQUIRES: open_domain non-empty and not the handler's
+  // own domain; called before such a socket binds.
+  void admit_unknown_on(std::string open_domain);
 
   std::uint64_t accepted() const { return accepted_.load(); }
   std::uint64_t rejected() const { return rejected_.load(); }
@@ -99,11 +117,13 @@ class zap_handler {
 
   void run();
   void answer_one();
+  bool domain_ok(std::string_view domain) const;  // ours or the open one
 
   zmq::socket_t socket_;  // used only by thread_ once it has started
   const std::string domain_;
   mutable std::mutex mu_;
-  allow_list allowed_;  // guarded by mu_
+  allow_list allowed_;       // guarded by mu_
+  std::string open_domain_;  // guarded by mu_; "" = none
   std::atomic<bool> stop_{false};
   std::atomic<std::uint64_t> accepted_{0};
   std::atomic<std::uint64_t> rejected_{0};

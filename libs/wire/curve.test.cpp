@@ -224,3 +224,46 @@ TEST_CASE("a key removed from the allow list is refused on its next connection")
   // The connection made before the change stays up.
   CHECK(before.call(req).ok());
 }
+
+TEST_CASE("on the open domain an unknown key is admitted as unenrolled and a known key keeps its principal") {
+  test::curve_fixture f;
+  f.zap->admit_unknown_on("loom-enrol");
+  router_server open(f.ctx, f.server, "loom-enrol", "tcp://127.0.0.1:*");
+  router_server closed(f.ctx, f.server, f.domain, "tcp://127.0.0.1:*");
+  auto echo_principal = [](router_server& r, const router_server::incoming& in) {
+    if (!in.req) return;
+    reply rep;
+    rep.request_id = in.req->request_id;
+    rep.body = in.peer_principal;
+    r.send(in.identity, rep);
+  };
+  test::served s1(open, echo_principal), s2(closed, echo_principal);
+  request req;
+  req.type = "loom.v1.PingRequest";
+  const auto stranger = generate_keypair();
+  client unknown_open(f.ctx, open.endpoint(), f.server.public_z85, stranger, {2000ms, 0});
+  auto r1 = unknown_open.call(req);
+  REQUIRE(r1.ok());
+  CHECK(r1->body == std::string(unenrolled_principal));
+  client known_open(f.ctx, open.endpoint(), f.server.public_z85, f.alice, {2000ms, 0});
+  auto r2 = known_open.call(req);
+  REQUIRE(r2.ok());
+  CHECK(r2->body == "alice");
+  // The allow-list domain stays closed to the same unknown key.
+  client unknown_closed(f.ctx, closed.endpoint(), f.server.public_z85, stranger, {300ms, 0});
+  CHECK(unknown_closed.call(req).code() == errc::unavailable);
+  CHECK(f.zap->admits_principal("alice"));
+  CHECK_FALSE(f.zap->admits_principal(unenrolled_principal));
+}
+
+TEST_CASE("a public key survives the trip to raw bytes and back, and a non-key is refused") {
+  auto kp = generate_keypair();
+  auto raw = key_bytes(kp.public_z85);
+  REQUIRE(raw.ok());
+  CHECK(raw->size() == 32);
+  auto back = key_z85(*raw);
+  REQUIRE(back.ok());
+  CHECK(*back == kp.public_z85);
+  CHECK(key_bytes("short").code() == errc::invalid_argument);
+  CHECK(key_z85(std::string(31, 'x')).code() == errc::invalid_argument);
+}

@@ -40,6 +40,18 @@ void zap_handler::set_allow_list(allow_list allowed) {
   allowed_ = std::move(allowed);
 }
 
+bool zap_handler::admits_principal(std::string_view principal) const {
+  std::lock_guard lock(mu_);
+  for (const auto& [key, who] : allowed_)
+    if (who == principal) return true;
+  return false;
+}
+
+void zap_handler::admit_unknown_on(std::string open_domain) {
+  std::lock_guard lock(mu_);
+  open_domain_ = std::move(open_domain);
+}
+
 void zap_handler::run() {
   zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
   while (!stop_) {
@@ -51,6 +63,12 @@ void zap_handler::run() {
       if (e.num() == ETERM) return;
     }
   }
+}
+
+bool zap_handler::domain_ok(std::string_view domain) const {
+  if (domain == domain_) return true;
+  std::lock_guard lock(mu_);
+  return !open_domain_.empty() && domain == open_domain_;
 }
 
 void zap_handler::answer_one() {
@@ -66,7 +84,7 @@ void zap_handler::answer_one() {
   if (req.size() < 6 || req[0].to_string_view() != "1.0") {
     code = "500";
     text = "malformed ZAP request";
-  } else if (req[2].to_string_view() != domain_) {
+  } else if (!domain_ok(req[2].to_string_view())) {
     text = "wrong ZAP domain";
   } else if (req[5].to_string_view() != "CURVE") {
     text = "only CURVE is accepted";
@@ -78,6 +96,10 @@ void zap_handler::answer_one() {
       code = "200";
       text = "OK";
       user = it->second;
+    } else if (!open_domain_.empty() && req[2].to_string_view() == open_domain_) {
+      code = "200";
+      text = "OK (not enrolled)";
+      user = unenrolled_principal;
     } else {
       text = "unknown key";
     }

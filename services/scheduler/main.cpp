@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   loom::runtime::service_spec spec;
   spec.name = "scheduler";
   spec.migrations = loom::scheduler::scheduler_migrations;
+  spec.open_to_enrolment = true;  // edge sites enrol here before their keys are admitted
   spec.make_logic = [c = *cfg](loom::runtime::service_env& env) { return loom::scheduler::make_logic(env, c); };
   return loom::runtime::service_main(argc, argv, spec);
 }

@@ -11,7 +11,9 @@
 #include "libs/store/group_commit.hpp"
 #include "loom/v1/jobs.pb.h"
 #include "loom/v1/scheduler.pb.h"
+#include "loom/v1/sites.pb.h"
 #include "services/scheduler/node_repo.hpp"
+#include "services/scheduler/sites/site_registry.hpp"
 
 #include <stdexcept>
 
@@ -130,15 +132,15 @@ void scheduler_logic::register_handlers() {
   using ctx_t = const call_context&;
   table_
       // A node joins (or a restarted one re-joins) the roster: written, then applied.
-      .on<RegisterNodeRequest>([this](const RegisterNodeRequest& r, ctx_t) { return register_node(r); })
+      .on<RegisterNodeRequest>([this](const RegisterNodeRequest& r, ctx_t c) { return register_node(r, c); })
       // A node's liveness; known=false asks it to register again.
-      .on<NodeHeartbeatRequest>([this](const NodeHeartbeatRequest& r, ctx_t) { return heartbeat(r); })
+      .on<NodeHeartbeatRequest>([this](const NodeHeartbeatRequest& r, ctx_t c) { return heartbeat(r, c); })
       // The roster with each node's state now.
       .on<ListNodesRequest>([this](const ListNodesRequest& r, ctx_t) { return list_nodes(r); })
       // Mark a node draining: its stages finish, nothing new is placed there.
       .on<DrainNodeRequest>([this](const DrainNodeRequest& r, ctx_t) { return drain_node(r); })
       // A trainer's progress report; the answer carries its assignment, stop, acknowledged notices.
-      .on<PollWorkRequest>([this](const PollWorkRequest& r, ctx_t) { return poll_work(r); })
+      .on<PollWorkRequest>([this](const PollWorkRequest& r, ctx_t c) { return poll_work(r, c); })
       // A job from a template and overrides, checked in full before it is stored.
       .on<SubmitJobRequest>([this](const SubmitJobRequest& r, ctx_t c) { return submit_job(r, c); })
       // The caller's tenant's jobs (every tenant for an admin).
@@ -146,7 +148,15 @@ void scheduler_logic::register_handlers() {
       // One job, its stages (with waiting reasons) and its events after a seq.
       .on<GetJobRequest>([this](const GetJobRequest& r, ctx_t c) { return get_job(r, c); })
       // Cancel a job; a retry with the same request id answers what the first did.
-      .on<CancelJobRequest>([this](const CancelJobRequest& r, ctx_t c) { return cancel_job(r, c); });
+      .on<CancelJobRequest>([this](const CancelJobRequest& r, ctx_t c) { return cancel_job(r, c); })
+      // Admin: a one-time enrolment token for an edge site.
+      .on<IssueSiteTokenRequest>([this](const IssueSiteTokenRequest& r, ctx_t c) { return issue_site_token(r, c); })
+      // Admin: revoke a site; its keys leave every cloud service's allow-list.
+      .on<RevokeSiteRequest>([this](const RevokeSiteRequest& r, ctx_t c) { return revoke_site(r, c); })
+      // The sites with their trainers, link and datasets.
+      .on<ListSitesRequest>([this](const ListSitesRequest& r, ctx_t) { return list_sites(r); })
+      // A site enrols with its token and keys (no bearer token: sites/site_handlers.cpp).
+      .on<EnrolSiteRequest>([this](const EnrolSiteRequest& r, ctx_t) { return enrol_site(r); });
 }
 
 void scheduler_logic::describe(const job_rec& j, loom::v1::JobInfo* o) const {
@@ -155,7 +165,9 @@ void scheduler_logic::describe(const job_rec& j, loom::v1::JobInfo* o) const {
     o->mutable_stages(static_cast<int>(i))->set_waiting(jobs_.waiting(j, i, roster_, now_()));
 }
 
-handled scheduler_logic::heartbeat(const loom::v1::NodeHeartbeatRequest& req) {
+handled scheduler_logic::heartbeat(const loom::v1::NodeHeartbeatRequest& req, const call_context& ctx) {
+  if (const node* n = roster_.find(req.node().value()))
+    if (auto st = zone_binding(ctx.peer, n->zone); !st) return fail(st.err());
   loom::v1::NodeHeartbeatReply rep;
   auto now = now_();
   rep.set_known(roster_.heartbeat(req.node().value(), now));
@@ -212,17 +224,20 @@ handled scheduler_logic::cancel_job(const loom::v1::CancelJobRequest& req, const
   return h;
 }
 
-handled scheduler_logic::poll_work(const loom::v1::PollWorkRequest& req) {
+handled scheduler_logic::poll_work(const loom::v1::PollWorkRequest& req, const call_context& ctx) {
   poll_report r = from_wire(req);
-  if (!roster_.find(r.node)) return fail(errc::not_found, "node " + r.node + " is not registered");
+  const node* n = roster_.find(r.node);
+  if (!n) return fail(errc::not_found, "node " + r.node + " is not registered");
+  if (auto st = zone_binding(ctx.peer, n->zone); !st) return fail(st.err());
   roster_.heartbeat(r.node, now_());
   loom::v1::PollWorkReply rep;
   to_wire(jobs_.poll(r, now_()), &rep);
   return reply(rep);
 }
 
-handled scheduler_logic::register_node(const loom::v1::RegisterNodeRequest& req) {
+handled scheduler_logic::register_node(const loom::v1::RegisterNodeRequest& req, const call_context& ctx) {
   if (req.node().value().empty()) return fail(errc::invalid_argument, "RegisterNode: node id is empty");
+  if (auto st = zone_binding(ctx.peer, req.zone()); !st) return fail(st.err());
   node n = from_wire(req);
   n.registered = n.last_seen = now_();
   // Written first, applied second: a failed write leaves the roster as it was.

@@ -27,6 +27,10 @@
 namespace loom::store {
 class group_commit;
 }  // namespace loom::store
+namespace loom::scheduler {
+class site_registry;
+struct site_rec;
+}  // namespace loom::scheduler
 namespace loom::v1 {
 class JobInfo;
 class RegisterNodeRequest;
@@ -38,6 +42,11 @@ class ListJobsRequest;
 class GetJobRequest;
 class CancelJobRequest;
 class PollWorkRequest;
+class IssueSiteTokenRequest;
+class RevokeSiteRequest;
+class ListSitesRequest;
+class EnrolSiteRequest;
+class SiteInfo;
 }  // namespace loom::v1
 
 namespace loom::scheduler {
@@ -45,6 +54,13 @@ namespace loom::scheduler {
 class scheduler_logic final : public runtime::service_logic {
  public:
   using clock_fn = std::function<time_point()>;
+  // What the service audits of the sites registry (sites/site_handlers.cpp):
+  // site.token, site.revoke, site.enrol and site.enrol.refused.
+  struct site_event {
+    std::string action, site, principal, role, reason, payload;
+    bool refused = false;
+  };
+  using site_sink = std::function<void(const site_event&)>;
   // Throws std::runtime_error when the stored roster cannot be loaded (the
   // supervisor retries with backoff).
   // jobs_root: where job stages write (<data dir>/jobs).
@@ -66,6 +82,9 @@ class scheduler_logic final : public runtime::service_logic {
   void set_dataset_probe(dataset_probe p) { jobs_.set_dataset_probe(std::move(p)); }
   // Where stages may read files (job_manager::set_read_roots).
   void set_read_roots(std::vector<std::string> roots) { jobs_.set_read_roots(std::move(roots)); }
+  // The edge sites registry (a cloud instance); without one the site requests
+  // answer unimplemented. Each site event is told to `sink`.
+  void set_sites(std::unique_ptr<site_registry> sites, site_sink sink);
 
   const roster& nodes() const { return roster_; }
   const job_manager& jobs() const { return jobs_; }
@@ -76,15 +95,25 @@ class scheduler_logic final : public runtime::service_logic {
   struct pending_commit;
   void enqueue(job_manager::unit u);
   void finish_batch();  // the call made its last write: its ticket may resolve
-  runtime::handled register_node(const loom::v1::RegisterNodeRequest& req);
-  runtime::handled heartbeat(const loom::v1::NodeHeartbeatRequest& req);
+  runtime::handled register_node(const loom::v1::RegisterNodeRequest& req, const runtime::call_context& ctx);
+  runtime::handled heartbeat(const loom::v1::NodeHeartbeatRequest& req, const runtime::call_context& ctx);
   runtime::handled list_nodes(const loom::v1::ListNodesRequest& req);
   runtime::handled drain_node(const loom::v1::DrainNodeRequest& req);
   runtime::handled submit_job(const loom::v1::SubmitJobRequest& req, const runtime::call_context& ctx);
   runtime::handled list_jobs(const loom::v1::ListJobsRequest& req, const runtime::call_context& ctx);
   runtime::handled get_job(const loom::v1::GetJobRequest& req, const runtime::call_context& ctx);
   runtime::handled cancel_job(const loom::v1::CancelJobRequest& req, const runtime::call_context& ctx);
-  runtime::handled poll_work(const loom::v1::PollWorkRequest& req);
+  runtime::handled poll_work(const loom::v1::PollWorkRequest& req, const runtime::call_context& ctx);
+  // A node of zone `zone` may be spoken for by connection `peer`: an edge
+  // site's keys only for nodes in the site's zone, and a site's zone only by
+  // its keys (sites/site_handlers.cpp). permission_denied saying which.
+  status zone_binding(const std::string& peer, const std::string& zone);
+  // Edge sites (sites/site_handlers.cpp).
+  runtime::handled issue_site_token(const loom::v1::IssueSiteTokenRequest& req, const runtime::call_context& ctx);
+  runtime::handled revoke_site(const loom::v1::RevokeSiteRequest& req, const runtime::call_context& ctx);
+  runtime::handled list_sites(const loom::v1::ListSitesRequest& req);
+  runtime::handled enrol_site(const loom::v1::EnrolSiteRequest& req);
+  void describe(const site_rec& s, loom::v1::SiteInfo* out) const;  // with its trainers from the roster
   // A job as the wire shows it, with each queued stage's reason to wait.
   void describe(const job_rec& j, loom::v1::JobInfo* out) const;
   // Runs fn in a store transaction (or succeeds at once without a store).
@@ -98,6 +127,8 @@ class scheduler_logic final : public runtime::service_logic {
   std::shared_ptr<pending_commit> current_;  // of the call in progress
   std::mutex failure_mu_;
   std::optional<std::string> commit_failure_;  // set (once) by the committer thread
+  std::unique_ptr<site_registry> sites_;  // null: not a cloud instance
+  site_sink site_sink_;
   runtime::handler_table table_{"scheduler"};
   std::unique_ptr<store::group_commit> writer_;  // last: destroyed (flushed) first
 };

@@ -2,10 +2,12 @@
 
 #include "libs/audit/emitter.hpp"
 #include "libs/layout/layout.hpp"
+#include "libs/runtime/admission.hpp"
 #include "libs/runtime/service.hpp"
 #include "libs/store/database.hpp"
 #include "services/scheduler/dataset_probe.hpp"
 #include "services/scheduler/scheduler_logic.hpp"
+#include "services/scheduler/sites/site_registry.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -35,6 +37,37 @@ std::unique_ptr<store::database> open_writer(const std::string& url) {
   return std::move(*db);
 }
 
+// What an enrolled site is told: where the cloud's scheduler, audit and
+// aggregator listen (as endpoints.json says) and their public keys.
+cloud_info cloud_of(const runtime::service_env& env) {
+  cloud_info c{env.zone, env.keys.public_z85, env.rpc_endpoint, {}};
+  for (const char* name : {"scheduler", "audit", "aggregator"}) {
+    const auto* ep = env.eps.find(name);
+    auto key = wire::load_public_key(env.paths.curve_dir(), name);
+    if (!key) continue;  // a deployment without it: nothing to tell
+    cloud_service s{name, ep ? ep->rpc : "", *key, ep ? ep->pull : ""};
+    if (std::string(name) == "scheduler") s.endpoint = env.rpc_endpoint;
+    c.services.push_back(std::move(s));
+  }
+  return c;
+}
+
+std::unique_ptr<site_registry> make_sites(runtime::service_env& env) {
+  auto own = wire::load_allow_list(env.paths.curve_dir());
+  auto* adm = env.admission;
+  auto r = std::make_unique<site_registry>(
+      env.db, [] { return std::chrono::system_clock::now(); }, cloud_of(env), env.paths.sites_dir(),
+      own ? *own : wire::allow_list{}, [adm] {
+        if (adm) (void)adm->refresh();
+      });
+  if (auto st = r->sync_key_files(); !st)
+    std::fprintf(stderr, "loom-scheduler: enrolled site keys in %s: %s\n", env.paths.sites_dir().c_str(),
+                 st.err().to_string().c_str());
+  else if (adm)
+    (void)adm->refresh();
+  return r;
+}
+
 }  // namespace
 
 std::unique_ptr<runtime::service_logic> make_logic(runtime::service_env& env, const scheduler_config& cfg) {
@@ -50,6 +83,19 @@ std::unique_ptr<runtime::service_logic> make_logic(runtime::service_env& env, co
       open_writer(env.database_url));
   logic->set_dataset_probe(ingest_probe(env));
   logic->set_read_roots(layout::job_read_roots(env.paths, env.eps));
+  if (env.db)
+    logic->set_sites(make_sites(env), [em, zone](const scheduler_logic::site_event& e) {
+      audit::record r;
+      r.principal = e.principal;
+      r.role = e.role;
+      r.zone = zone;
+      r.action = e.action;
+      r.outcome = e.refused ? audit::decision::deny : audit::decision::allow;
+      r.reason = e.reason;
+      r.payload = e.payload;
+      r.service = "scheduler";
+      em->emit(std::move(r));
+    });
   return logic;
 }
 

@@ -1,6 +1,7 @@
 #include "services/scheduler/schema.hpp"
 
 #include "services/scheduler/jobs/job_store.hpp"
+#include "services/scheduler/sites/site_store.hpp"
 
 namespace loom::scheduler {
 
@@ -34,6 +35,7 @@ CREATE INDEX nodes_by_zone ON nodes (zone);
       jobs_migration(),
       groups_migration(),
       spec_migration(),
+      sites_migration(),
   };
   return all;
 }

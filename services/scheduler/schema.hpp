@@ -11,7 +11,8 @@ namespace loom::scheduler {
 
 // v1: nodes — the roster (roster.hpp) persisted; one row per registered node,
 // optimistically versioned through row_version (store/versioned.hpp).
-// v2: jobs, job_stages, job_events (jobs/job_store.hpp).
+// v2: jobs, job_stages, job_events (jobs/job_store.hpp); v3, v4 there too.
+// v5: sites, site_keys, site_tokens (sites/site_store.hpp).
 std::span<const store::migration> scheduler_migrations();
 
 }  // namespace loom::scheduler

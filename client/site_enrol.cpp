@@ -1,0 +1,131 @@
+// `loom site enrol`: an edge site's data dir joins a cloud instance (issue 15
+// item 1). Run on the site's machine against its own data dir:
+//
+//   1. the token names the cloud scheduler's CURVE key: that is the key this
+//      first connection trusts (nothing is trusted on first use);
+//   2. the site's keys are created if missing (as `loom up` does);
+//   3. EnrolSiteRequest {site, token, every keys/curve/*.pub} goes to the
+//      cloud scheduler, presenting the site's client key, which the cloud does
+//      not know yet (it admits it as "unenrolled", for this request only);
+//   4. the reply's cloud keys go to <data>/keys/cloud/<service>.pub and its
+//      endpoints and zone to <data>/cloud.json, for `loom up --site` (next).
+//
+// Sent once, never retried: the token is one-time, so a lost reply is said
+// to be one (ask for a new token) rather than answered "used already".
+#include "client/cli.hpp"
+#include "client/lifecycle.hpp"
+
+#include "libs/auth/site_token.hpp"
+#include "libs/files/files.hpp"
+#include "libs/wire/client.hpp"
+#include "libs/wire/curve.hpp"
+#include "libs/wire/endpoint.hpp"
+#include "loom/v1/sites.pb.h"
+
+#include <nlohmann/json.hpp>
+#include <zmq.hpp>
+
+#include <sys/stat.h>
+
+#include <cstdio>
+
+namespace loom::cli {
+namespace {
+using nlohmann::json;
+
+// A site already enrolled elsewhere is not silently moved to another name.
+status check_previous(const layout::paths& p, const std::string& site) {
+  auto text = files::read_file(p.cloud());
+  if (!text) return text.code() == errc::not_found ? ok_status() : status(text.err());
+  auto j = json::parse(*text, nullptr, false);
+  if (!j.is_object()) return make_error(errc::corruption, p.cloud() + ": not JSON");
+  const auto was = j.value("site", "");
+  if (!was.empty() && was != site)
+    return make_error(errc::conflict, p.root + " is enrolled as site " + was + " already (" + p.cloud() +
+                                          "); a data dir is one site");
+  return ok_status();
+}
+
+status save_cloud(const layout::paths& p, const loom::v1::EnrolSiteReply& rep, const std::string& cloud_ep) {
+  if (auto st = files::make_dirs(p.cloud_keys_dir(), 0700); !st) return st;
+  json services = json::object();
+  for (const auto& s : rep.services()) {
+    if (!wire::valid_z85_key(s.public_key()) || s.name().empty() || s.name().find('/') != std::string::npos ||
+        s.name().find('.') != std::string::npos)
+      return make_error(errc::invalid_argument, "the cloud answered a bad key or name for service " + s.name());
+    if (auto st = files::write_atomic(p.cloud_keys_dir() + "/" + s.name() + ".pub", s.public_key() + "\n", 0600); !st)
+      return st;
+    services[s.name()] = {{"endpoint", s.endpoint()}, {"pull", s.pull()}};
+  }
+  json doc = {{"version", 1}, {"site", rep.site()}, {"cloud_zone", rep.cloud_zone()}, {"cloud", cloud_ep},
+              {"services", services}};
+  return files::write_atomic(p.cloud(), doc.dump(2) + "\n", 0600);
+}
+
+result<loom::v1::EnrolSiteReply> send_enrolment(context& c, const std::string& endpoint, const std::string& cloud_key,
+                                                const loom::v1::EnrolSiteRequest& req) {
+  auto mine = wire::load_keypair(c.paths.curve_dir(), "client");
+  if (!mine) return mine.err();
+  wire::client cli(*c.zmq, endpoint, cloud_key, *mine, wire::client_options{c.timeout, 0});
+  wire::request r;
+  r.type = req.GetDescriptor()->full_name();
+  r.body = req.SerializeAsString();  // no bearer token: the enrolment token in the body is the credential
+  auto rep = cli.call(std::move(r));
+  if (!rep)
+    return make_error(errc::unavailable, "no answer from the cloud scheduler at " + endpoint +
+                                             " (wrong endpoint, or a token of another cloud?). If the cloud did get "
+                                             "it, the token is used: ask its admin for a new one");
+  if (!rep->ok()) return make_error(rep->code, "cloud scheduler: " + rep->message);
+  loom::v1::EnrolSiteReply out;
+  if (rep->type != out.GetDescriptor()->full_name() || !out.ParseFromString(rep->body))
+    return make_error(errc::internal, "the cloud scheduler answered with " + rep->type);
+  return out;
+}
+
+}  // namespace
+
+int cmd_site_enrol(context& c) {
+  const std::string site = *c.a.get("site"), endpoint = *c.a.get("cloud");
+  if (auto st = auth::validate_site_name(site); !st) return usage("loom site enrol: " + printable(st.err().message));
+  if (!wire::valid_tcp_endpoint(endpoint, wire::endpoint_use::connect))
+    return usage("loom site enrol: --cloud " + printable(endpoint) + " is not tcp://HOST:PORT");
+  auto token = auth::parse_enrol_token(*c.a.get("enrol-token"));
+  if (!token) return usage("loom site enrol: --enrol-token: " + token.err().message);
+  auto cloud_key = wire::key_z85(token->cloud_key_raw);
+  if (!cloud_key) return fail(c, cloud_key.err());
+
+  ::umask(077);
+  if (auto st = files::make_dirs(c.paths.root, 0700); !st) return fail(c, st.err());
+  if (auto st = ensure_keys(c.paths); !st) return fail(c, st.err());
+  auto admin = require_admin(c, "loom site enrol");
+  if (!admin) return fail(c, admin.err());
+  if (auto st = check_previous(c.paths, site); !st) return fail(c, st.err());
+  auto own = wire::load_allow_list(c.paths.curve_dir());
+  if (!own) return fail(c, own.err());
+
+  loom::v1::EnrolSiteRequest req;
+  req.set_site(site);
+  req.set_token(*c.a.get("enrol-token"));
+  for (const auto& [key, name] : *own) (*req.mutable_public_keys())[name] = key;
+  if (c.a.get("timeout") == std::nullopt) c.timeout = std::chrono::milliseconds(10000);
+  auto rep = send_enrolment(c, endpoint, *cloud_key, req);
+  if (!rep) {
+    audit_local(c, {"site.enrol", *admin, audit::decision::error, rep.err().message, "site " + site + " at " + endpoint});
+    return fail(c, rep.err());
+  }
+  if (auto st = save_cloud(c.paths, *rep, endpoint); !st) return fail(c, st.err());
+  audit_local(c, {"site.enrol", *admin, audit::decision::allow, "", "site " + site + " at " + endpoint});
+  if (c.json) {
+    json services = json::array();
+    for (const auto& s : rep->services()) services.push_back(s.name());
+    print_json({{"site", rep->site()}, {"cloud_zone", rep->cloud_zone()}, {"cloud", endpoint},
+                {"services", services}, {"cloud_json", c.paths.cloud()}});
+  } else {
+    std::printf("enrolled %s as site %s of the cloud at %s (zone %s); its keys are in %s\n",
+                printable(c.paths.root).c_str(), printable(rep->site()).c_str(), printable(endpoint).c_str(),
+                printable(rep->cloud_zone()).c_str(), printable(c.paths.cloud_keys_dir()).c_str());
+  }
+  return ok_exit;
+}
+
+}  // namespace loom::cli

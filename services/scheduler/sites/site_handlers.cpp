@@ -1,0 +1,162 @@
+// The scheduler's edge-site requests (issue 15 item 1): decode, call the
+// registry (site_registry.hpp), audit the named site event, reply. Part of
+// scheduler_logic; runs on the service actor's thread. The gateway records
+// each request too; the named events (site.token, site.revoke, site.enrol,
+// site.enrol.refused) say what happened to which site and never carry a
+// token.
+#include "services/scheduler/scheduler_logic.hpp"
+
+#include "libs/auth/token.hpp"
+#include "libs/runtime/admission.hpp"
+#include "libs/runtime/logic_pb.hpp"
+#include "loom/v1/sites.pb.h"
+#include "services/scheduler/sites/site_registry.hpp"
+
+#include <nlohmann/json.hpp>
+
+namespace loom::scheduler {
+namespace {
+using namespace loom::runtime;
+
+std::uint64_t ns(time_point t) {
+  auto v = std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+  return v > 0 ? static_cast<std::uint64_t>(v) : 0;
+}
+
+handled no_sites() {
+  return fail(errc::unimplemented, "this scheduler keeps no sites registry (no state store)");
+}
+
+// A refusal of the request itself passes through; anything else came from the store.
+handled refused_or_store(const error& e) {
+  switch (e.code) {
+    case errc::invalid_argument: case errc::not_found: case errc::permission_denied: case errc::conflict:
+      return fail(e);
+    default:
+      return fail(errc::unavailable, "state store: " + e.message);
+  }
+}
+
+nlohmann::json service_names(const std::map<std::string, std::string>& keys) {
+  auto out = nlohmann::json::array();
+  for (const auto& [service, key] : keys) out.push_back(service);
+  return out;
+}
+}  // namespace
+
+status scheduler_logic::zone_binding(const std::string& peer, const std::string& zone) {
+  const std::string_view prefix = runtime::site_principal_prefix;
+  if (peer.starts_with(prefix)) {  // site:<site>:<service>
+    const auto end = peer.find(':', prefix.size());
+    const std::string site = peer.substr(prefix.size(), end == std::string::npos ? end : end - prefix.size());
+    if (zone != site)
+      return make_error(errc::permission_denied, "CURVE key " + peer + " is edge site " + site +
+                                                     "'s: its nodes are in zone " + site + ", not " +
+                                                     auth::printable(zone));
+    return ok_status();
+  }
+  if (!sites_) return ok_status();
+  auto is_site = sites_->has_site(zone);
+  if (!is_site) return make_error(errc::unavailable, "state store: " + is_site.err().message);
+  if (*is_site)
+    return make_error(errc::permission_denied, "zone " + zone + " is edge site " + zone +
+                                                   "'s: only its enrolled keys speak for its nodes");
+  return ok_status();
+}
+
+void scheduler_logic::set_sites(std::unique_ptr<site_registry> sites, site_sink sink) {
+  sites_ = std::move(sites);
+  site_sink_ = std::move(sink);
+}
+
+void scheduler_logic::describe(const site_rec& s, loom::v1::SiteInfo* o) const {
+  o->set_name(s.name);
+  o->set_state(s.state);
+  for (const auto& [service, key] : s.keys) (*o->mutable_public_keys())[service] = key;
+  o->set_created_unix_ns(ns(s.created));
+  o->set_enrolled_unix_ns(ns(s.enrolled));
+  o->set_revoked_unix_ns(ns(s.revoked));
+  auto last = s.last_contact;
+  const auto now = now_();
+  for (const auto& n : roster_.list(s.name)) {  // the site's zone
+    last = std::max(last, n.last_seen);
+    if (n.service != "trainer") continue;
+    auto* t = o->add_trainers();
+    t->set_node(n.id);
+    t->set_state(n.draining ? "draining" : to_string(roster_.state(n, now)));
+    t->set_last_seen_unix_ns(ns(n.last_seen));
+  }
+  o->set_last_contact_unix_ns(ns(last));
+  // Link state and datasets: not reported by sites yet (issue 15, later items).
+  o->set_datasets_known(false);
+}
+
+handled scheduler_logic::issue_site_token(const loom::v1::IssueSiteTokenRequest& req, const call_context& ctx) {
+  if (!sites_) return no_sites();
+  if (req.ttl_ms() > static_cast<std::uint64_t>(site_registry::max_ttl.count()))
+    return fail(errc::invalid_argument, "IssueSiteToken: an enrolment token lives at most 7 days");
+  auto r = sites_->issue_token(req.site(), std::chrono::milliseconds(req.ttl_ms()), ctx.principal);
+  if (!r) return refused_or_store(r.err());
+  const auto payload = nlohmann::json{{"site", req.site()}, {"expires_unix_ns", ns(r->expires)}}.dump();
+  if (site_sink_) site_sink_({"site.token", req.site(), ctx.principal, ctx.role, "", payload});
+  loom::v1::IssueSiteTokenReply rep;
+  rep.set_site(req.site());
+  rep.set_token(r->token);
+  rep.set_expires_unix_ns(ns(r->expires));
+  rep.set_scheduler_endpoint(sites_->cloud().scheduler_endpoint);
+  auto h = reply(rep);
+  h.audit_payload = payload;
+  return h;
+}
+
+handled scheduler_logic::revoke_site(const loom::v1::RevokeSiteRequest& req, const call_context& ctx) {
+  if (!sites_) return no_sites();
+  auto r = sites_->revoke(req.site(), req.reason());
+  if (!r) return refused_or_store(r.err());
+  const auto payload = nlohmann::json{{"site", req.site()}, {"reason", req.reason()}}.dump();
+  if (site_sink_) site_sink_({"site.revoke", req.site(), ctx.principal, ctx.role, req.reason(), payload});
+  loom::v1::RevokeSiteReply rep;
+  describe(*r, rep.mutable_site());
+  auto h = reply(rep);
+  h.audit_payload = payload;
+  return h;
+}
+
+handled scheduler_logic::list_sites(const loom::v1::ListSitesRequest&) {
+  if (!sites_) return no_sites();
+  auto all = sites_->list();
+  if (!all) return refused_or_store(all.err());
+  loom::v1::ListSitesReply rep;
+  for (const auto& s : *all) describe(s, rep.add_sites());
+  return reply(rep);
+}
+
+handled scheduler_logic::enrol_site(const loom::v1::EnrolSiteRequest& req) {
+  if (!sites_) return no_sites();
+  const std::map<std::string, std::string> keys(req.public_keys().begin(), req.public_keys().end());
+  // Valid or not, the name is quoted in the record; an empty one names no principal.
+  const std::string principal = req.site().empty() ? "" : "site:" + auth::printable(req.site());
+  auto payload = nlohmann::json{{"site", req.site()}, {"services", service_names(keys)}};
+  auto r = sites_->enrol(req.site(), req.token(), keys);
+  if (!r) {
+    if (site_sink_ && r.code() != errc::unavailable)
+      site_sink_({"site.enrol.refused", req.site(), principal, "", r.err().message, payload.dump(), true});
+    return refused_or_store(r.err());
+  }
+  if (site_sink_) site_sink_({"site.enrol", req.site(), principal, "", "", payload.dump()});
+  loom::v1::EnrolSiteReply rep;
+  rep.set_site(r->name);
+  rep.set_cloud_zone(sites_->cloud().zone);
+  for (const auto& c : sites_->cloud().services) {
+    auto* s = rep.add_services();
+    s->set_name(c.name);
+    s->set_endpoint(c.endpoint);
+    s->set_public_key(c.public_key);
+    s->set_pull(c.pull);
+  }
+  auto h = reply(rep);
+  h.audit_payload = payload.dump();
+  return h;
+}
+
+}  // namespace loom::scheduler

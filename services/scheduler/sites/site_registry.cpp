@@ -1,0 +1,183 @@
+#include "services/scheduler/sites/site_registry.hpp"
+
+#include "libs/auth/site_token.hpp"
+#include "libs/auth/token.hpp"
+#include "libs/files/files.hpp"
+#include "libs/store/database.hpp"
+
+#include <filesystem>
+#include <set>
+
+namespace loom::scheduler {
+namespace {
+namespace fs = std::filesystem;
+
+// A site announces at most this many services (audit, scheduler, ingest,
+// trainer, aggregator, client and room to grow): more is not a site.
+constexpr std::size_t max_site_services = 16;
+
+error refused(const std::string& why) { return error{errc::permission_denied, why}; }
+
+// Service names become file names (<site>.<service>.pub): no dot, no slash.
+status check_service_name(const std::string& s) {
+  if (s.empty() || s.size() > 32) return make_error(errc::invalid_argument, "a service name is 1..32 characters");
+  for (char ch : s)
+    if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '-'))
+      return make_error(errc::invalid_argument, "service name " + auth::printable(s) + ": use a-z, 0-9 and -");
+  return ok_status();
+}
+}  // namespace
+
+site_registry::site_registry(store::database* db, clock_fn now, cloud_info cloud, std::string keys_dir,
+                             wire::allow_list own_keys, std::function<void()> keys_changed)
+    : db_(db),
+      now_(std::move(now)),
+      cloud_(std::move(cloud)),
+      keys_dir_(std::move(keys_dir)),
+      own_keys_(std::move(own_keys)),
+      keys_changed_(std::move(keys_changed)) {}
+
+status site_registry::sync_key_files() {
+  auto sites = db_->with_read_transaction([](store::transaction& tx) { return load_sites(tx); });
+  if (!sites) return sites.err();
+  if (auto st = files::make_dirs(keys_dir_, 0700); !st) return st;
+  std::set<std::string> want;
+  for (const auto& s : *sites) {
+    if (s.state != "enrolled") continue;
+    for (const auto& [service, key] : s.keys) {
+      const std::string name = s.name + "." + service + ".pub";
+      want.insert(name);
+      auto old = files::read_file(keys_dir_ + "/" + name);
+      if (old && *old == key + "\n") continue;
+      if (auto st = files::write_atomic(keys_dir_ + "/" + name, key + "\n", 0600); !st) return st;
+    }
+  }
+  std::error_code ec;
+  for (fs::directory_iterator it(keys_dir_, ec), end; !ec && it != end; it.increment(ec)) {
+    const auto name = it->path().filename().string();
+    if (!want.count(name) && !fs::remove(it->path(), ec))
+      return make_error(errc::unavailable, it->path().string() + ": cannot remove: " + ec.message());
+  }
+  if (ec) return make_error(errc::unavailable, keys_dir_ + ": " + ec.message());
+  return ok_status();
+}
+
+status site_registry::after_keys_changed() {
+  auto st = sync_key_files();
+  if (keys_changed_) keys_changed_();
+  return st;
+}
+
+status site_registry::check_keys(const std::map<std::string, std::string>& keys) const {
+  if (keys.empty()) return make_error(errc::invalid_argument, "EnrolSite: no public keys");
+  if (keys.size() > max_site_services)
+    return make_error(errc::invalid_argument, "EnrolSite: " + std::to_string(keys.size()) + " keys (at most " +
+                                                  std::to_string(max_site_services) + ")");
+  std::set<std::string> seen;
+  for (const auto& [service, key] : keys) {
+    if (auto st = check_service_name(service); !st) return st;
+    if (!wire::valid_z85_key(key))
+      return make_error(errc::invalid_argument, "EnrolSite: the key of " + service + " is not a CURVE public key");
+    if (!seen.insert(key).second)
+      return make_error(errc::invalid_argument, "EnrolSite: two services share the key of " + service);
+    if (own_keys_.count(key))
+      return make_error(errc::invalid_argument, "EnrolSite: the key of " + service + " is one of the cloud's own");
+  }
+  return ok_status();
+}
+
+result<site_registry::issued> site_registry::issue_token(const std::string& site, std::chrono::milliseconds ttl,
+                                                         const std::string& issued_by) {
+  if (auto st = auth::validate_site_name(site); !st) return st.err();
+  if (site == cloud_.zone)
+    return make_error(errc::invalid_argument, "site name " + site + " is the cloud's own zone");
+  if (ttl.count() == 0) ttl = default_ttl;
+  if (ttl > max_ttl) return make_error(errc::invalid_argument, "an enrolment token lives at most 7 days");
+  auto key = wire::key_bytes(cloud_.scheduler_key);
+  if (!key) return key.err();
+  const std::string text = auth::make_enrol_token(*key);
+  const auto now = now_();
+  issued out{text, now + ttl};
+  auto st = db_->with_transaction([&](store::transaction& tx) -> status {
+    auto found = find_site(tx, site);
+    if (!found) return found.err();
+    if (*found && (*found)->state == "revoked")
+      return make_error(errc::conflict, "site " + site + " was revoked; a revoked site does not come back (enrol it "
+                                                         "under another name)");
+    if (auto s = ensure_site(tx, site, now); !s) return s;
+    return insert_site_token(tx, auth::enrol_token_hash(*auth::parse_enrol_token(text)), site, issued_by, now,
+                             out.expires);
+  });
+  if (!st) return st.err();
+  if (names_) names_->insert(site);
+  return out;
+}
+
+result<site_rec> site_registry::enrol(const std::string& site, const std::string& token,
+                                      const std::map<std::string, std::string>& keys) {
+  if (auto st = auth::validate_site_name(site); !st) return st.err();
+  auto parsed = auth::parse_enrol_token(token);
+  if (!parsed) return refused("the enrolment token is malformed: " + parsed.err().message);
+  auto ours = wire::key_bytes(cloud_.scheduler_key);
+  if (!ours || parsed->cloud_key_raw != *ours) return refused("the enrolment token was issued by another cloud");
+  if (auto st = check_keys(keys); !st) return st.err();
+  const auto now = now_();
+  const std::string hash = auth::enrol_token_hash(*parsed);
+  auto rec = db_->with_transaction([&](store::transaction& tx) -> result<site_rec> {
+    auto t = find_site_token(tx, hash);
+    if (!t) return t.err();
+    if (!*t) return refused("unknown enrolment token");
+    if ((*t)->site != site) return refused("the enrolment token is not for site " + site);
+    auto s = find_site(tx, site);
+    if (!s) return s.err();
+    if (*s && (*s)->state == "revoked") return refused("site " + site + " is revoked");
+    if ((*t)->used) return refused("the enrolment token was used already");
+    if (now >= (*t)->expires) return refused("the enrolment token expired");
+    auto used = use_site_token(tx, hash, now);
+    if (!used) return used.err();
+    if (!*used) return refused("the enrolment token was used already");
+    if (auto st = replace_site_keys(tx, site, keys); !st)
+      return st.code() == errc::already_exists ? make_error(errc::invalid_argument, st.err().message) : st.err();
+    if (auto st = mark_site_enrolled(tx, site, now); !st) return st.err();
+    auto back = find_site(tx, site);
+    if (!back) return back.err();
+    return **back;
+  });
+  if (!rec) return rec.err();
+  if (auto st = after_keys_changed(); !st) return st.err();
+  return rec;
+}
+
+result<site_rec> site_registry::revoke(const std::string& site, const std::string& reason) {
+  if (auto st = auth::validate_site_name(site); !st) return st.err();
+  const auto now = now_();
+  auto rec = db_->with_transaction([&](store::transaction& tx) -> result<site_rec> {
+    auto s = find_site(tx, site);
+    if (!s) return s.err();
+    if (!*s) return make_error(errc::not_found, "no site " + site);
+    if ((*s)->state == "revoked") return **s;
+    if (auto st = mark_site_revoked(tx, site, reason, now); !st) return st.err();
+    auto back = find_site(tx, site);
+    if (!back) return back.err();
+    return **back;
+  });
+  if (!rec) return rec.err();
+  if (auto st = after_keys_changed(); !st) return st.err();
+  return rec;
+}
+
+result<bool> site_registry::has_site(const std::string& name) {
+  if (!names_) {
+    auto all = list();
+    if (!all) return all.err();
+    names_.emplace();
+    for (const auto& s : *all) names_->insert(s.name);
+  }
+  return names_->count(name) > 0;
+}
+
+result<std::vector<site_rec>> site_registry::list() {
+  return db_->with_read_transaction([](store::transaction& tx) { return load_sites(tx); });
+}
+
+}  // namespace loom::scheduler
