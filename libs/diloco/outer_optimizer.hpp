@@ -1,0 +1,103 @@
+// outer_optimizer: the cloud side of DiLoCo for one job. Holds the one copy of
+// the global parameters θ and the outer momentum m (server memory O(model),
+// not O(sites)) and, per fragment, one accumulator into which the sites'
+// pseudo-gradients Δ_s are summed as they arrive (no per-site buffers):
+//
+//   accumulate(p, w_s, Δ_s):  A_p += w_s·Δ_s,  W_p += w_s
+//   step(p):                  g = A_p / W_p
+//                             m = μ·m + g
+//                             U = η·(g + μ·m)      (Nesterov; η·m without it)
+//                             θ_p -= U,  version_p += 1,  A_p = 0, W_p = 0
+//
+// Defaults η = 0.7, μ = 0.9 (DiLoCo, OpenDiLoCo); plain_average() (η = 1,
+// μ = 0) makes θ the weighted average of the sites' parameters (FedAvg).
+// Owned by one actor (the aggregator's job); not thread-safe.
+#pragma once
+
+#include "libs/diloco/fragment_plan.hpp"
+#include "libs/status/status.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+namespace loom::diloco {
+
+// Where A_p is summed. fp64 (default): 8 bytes per parameter, as fast as fp32
+// here (memory-bound), and the sum of a round's deltas rounds to the same fp32
+// bits whatever their arrival order except on rare near-ties (README.md,
+// "Determinism"); fp32: 4 bytes, order-dependent in the last bits.
+enum class accumulate_in { fp64, fp32 };
+
+struct outer_options {
+  float lr = 0.7f;        // η
+  float momentum = 0.9f;  // μ; 0 = no momentum buffer at all
+  bool nesterov = true;
+  accumulate_in precision = accumulate_in::fp64;
+
+  // η = 1, μ = 0: θ becomes the weighted average of the sites' parameters.
+  static outer_options plain_average() { return {1.0f, 0.0f, false, accumulate_in::fp64}; }
+  // invalid_argument unless 0 < lr (finite) and 0 <= momentum < 1.
+  status validate() const;
+};
+
+// The index of the first NaN or ±Inf in v, or nullopt when all are finite.
+std::optional<std::size_t> first_non_finite(std::span<const float> v);
+
+struct step_report {
+  std::uint64_t version = 0;  // the fragment's version after the step
+  double weight = 0;          // W_p the step divided by
+  int deltas = 0;             // how many accumulate() calls it averaged
+};
+
+class outer_optimizer {
+ public:
+  // A fresh job: θ = params, m = 0, every fragment at version 0.
+  // invalid_argument if params.size() != plan.total() or the options are bad.
+  static result<outer_optimizer> make(fragment_plan plan, std::vector<float> params, outer_options opts);
+  // A job resumed from its saved state (params(), momentum(), versions()).
+  // momentum is empty iff opts.momentum == 0.
+  static result<outer_optimizer> restore(fragment_plan plan, std::vector<float> params, std::vector<float> momentum,
+                                         std::vector<std::uint64_t> versions, outer_options opts);
+
+  // A_p += weight·delta. invalid_argument (nothing added) for a fragment out of
+  // range, delta.size() != plan().size(p), or weight not finite and > 0.
+  // REQUIRES: delta finite (the caller rejects NaN/Inf: first_non_finite).
+  status accumulate(int p, double weight, std::span<const float> delta);
+  // Applies the outer step to fragment p (formulas above). update_out, when
+  // not empty, receives U (size plan().size(p)): what the downlink sends.
+  // conflict if nothing was accumulated for p since its last step.
+  result<step_report> step(int p, std::span<float> update_out = {});
+  // Forgets what was accumulated for p since its last step.
+  void discard(int p);
+
+  const fragment_plan& plan() const { return plan_; }
+  const outer_options& options() const { return opts_; }
+  std::span<const float> params() const { return params_; }
+  std::span<const float> momentum() const { return momentum_; }
+  const std::vector<std::uint64_t>& versions() const { return versions_; }
+  std::uint64_t version(int p) const { return versions_[p]; }
+  double pending_weight(int p) const { return acc_[p].weight; }
+  int pending_deltas(int p) const { return acc_[p].deltas; }
+
+ private:
+  struct accumulator {
+    std::vector<double> f64;  // one of the two, sized plan.size(p) on first use
+    std::vector<float> f32;
+    double weight = 0;
+    int deltas = 0;
+  };
+  outer_optimizer(fragment_plan plan, std::vector<float> params, std::vector<float> momentum,
+                  std::vector<std::uint64_t> versions, outer_options opts);
+
+  fragment_plan plan_;
+  outer_options opts_;
+  std::vector<float> params_;    // θ, plan_.total()
+  std::vector<float> momentum_;  // m, plan_.total() (empty when μ = 0)
+  std::vector<std::uint64_t> versions_;
+  std::vector<accumulator> acc_;
+};
+
+}  // namespace loom::diloco
