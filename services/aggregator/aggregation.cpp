@@ -234,7 +234,7 @@ result<pull_answer> aggregation::pull(const std::string& site, std::uint32_t p, 
     for (std::size_t i = 0; i < part.size(); ++i) part[i] += residual_[p][i];
     (void)codec::encode_into(codec::codec_id::fp32, part, {}, encoded_);
     a.header = {spec_.job, p, a.version, 0, update_kind::params, "fp32", part.size(), encoded_.size(),
-                crypto::as_view(crypto::sha256(as_chars(encoded_))), a.version, 0};
+                std::string(crypto::as_view(crypto::sha256(as_chars(encoded_)))), a.version, 0};
     a.payload = std::make_shared<const std::string>(as_chars(encoded_));
   }
   bytes_out_ += a.payload->size();

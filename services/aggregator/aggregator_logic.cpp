@@ -21,7 +21,7 @@ aggregator_logic::aggregator_logic(std::shared_ptr<engine> jobs, delta_endpoint 
 
 runtime::handled aggregator_logic::status(const loom::v1::AggregatorStatusRequest&) {
   loom::v1::AggregatorStatusReply rep;
-  jobs_->status(&rep);
+  jobs_->describe(&rep);
   rep.set_delta_endpoint(where_.endpoint);
   rep.set_public_key(where_.public_key);
   return runtime::reply(rep);

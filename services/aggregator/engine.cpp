@@ -10,6 +10,7 @@
 #include "services/aggregator/job_store.hpp"
 #include "services/aggregator/wire.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -31,8 +32,7 @@ result<std::vector<float>> snapshot_params(const std::string& data_dir, const st
                                            const model::gpt2_config& cfg) {
   const fs::path root = fs::weakly_canonical(data_dir);
   const fs::path dir = fs::weakly_canonical(fs::path(rel).is_absolute() ? fs::path(rel) : root / rel);
-  const auto [end, _] = std::mismatch(root.begin(), root.end(), dir.begin(), dir.end());
-  if (end != root.end())
+  if (std::mismatch(root.begin(), root.end(), dir.begin(), dir.end()).first != root.end())
     return make_error(errc::permission_denied, "init_snapshot " + rel + " is outside the data dir " + root.string());
   auto key = auth::load_token_key(layout::paths{data_dir}.checkpoint_key());
   if (!key) return make_error(key.code(), "init_snapshot: the checkpoint signing key: " + key.err().message);
@@ -67,10 +67,13 @@ result<std::vector<float>> snapshot_params(const std::string& data_dir, const st
 
 engine::engine(engine_options o) : o_(std::move(o)) {}
 
-void engine::emit(std::string action, std::string job, std::string reason, std::string payload) {
-  if (o_.audit)
-    o_.audit(audit::service_record(o_.node_id, o_.zone, "aggregator", std::move(action), std::move(job),
-                                   std::move(reason), std::move(payload)));
+// outcome: audit::decision as int (1 allow, 2 deny, 3 error), so the header needs no audit include.
+void engine::emit(std::string action, std::string job, std::string reason, std::string payload, int outcome) {
+  if (!o_.audit) return;
+  auto r = audit::service_record(o_.node_id, o_.zone, "aggregator", std::move(action), std::move(job),
+                                 std::move(reason), std::move(payload));
+  r.outcome = static_cast<audit::decision>(outcome);
+  o_.audit(std::move(r));
 }
 
 void engine::count(std::string_view name, const std::map<std::string, std::string>& labels, double by) {
@@ -133,7 +136,8 @@ result<join_answer> engine::join(const std::string& job, const std::string& site
   aggregation* a = find(job);
   if (!a) return make_error(errc::not_found, "no aggregation " + job);
   if (site != principal) {
-    emit("aggregation.join_refused", job, "site '" + site + "' asked with the key of '" + principal + "'");
+    emit("aggregation.join_refused", job, "site '" + site + "' asked with the key of '" + principal + "'", "",
+         static_cast<int>(audit::decision::deny));
     return make_error(errc::permission_denied, "join as site '" + site + "' with the key of '" + principal + "'");
   }
   auto r = a->join(site, "peers/" + principal);
@@ -152,7 +156,8 @@ std::variant<delta_outcome, refusal> engine::submit(const delta_header& h, std::
     if (r->reason == "stale") count("deltas_dropped_total", {{"job", h.job}});
     emit("aggregation.delta_rejected", h.job, r->reason + ": " + r->err.message,
          "site=" + h.meta.site + " key=" + principal + " fragment=" + std::to_string(h.meta.fragment) +
-             " round=" + std::to_string(h.meta.round));
+             " round=" + std::to_string(h.meta.round),
+         static_cast<int>(audit::decision::deny));
     return out;
   }
   const auto& d = std::get<delta_outcome>(out);
@@ -167,7 +172,8 @@ void engine::closed(const aggregation& a, const close_report& r) {
   const std::string where = "fragment " + std::to_string(r.round.fragment) + " round " + std::to_string(r.round.round);
   if (r.round.version == 0 || !r.saved) {
     count("round_failures_total", {{"job", job}});
-    emit("aggregation.round_failed", job, where + ": " + (r.saved ? "not closed" : r.saved.err().to_string()));
+    emit("aggregation.round_failed", job, where + ": " + (r.saved ? "not closed" : r.saved.err().to_string()), "",
+         static_cast<int>(audit::decision::error));
     if (r.round.version == 0) return;
   }
   if (!r.round.by_quorum)
@@ -216,16 +222,18 @@ void engine::tick(nanos now) {
 
 void engine::refuse_header(const std::string& principal, const error& e) {
   count("deltas_rejected_total", {{"job", ""}, {"reason", "bad_header"}});
-  emit("aggregation.delta_rejected", "", "bad_header: " + e.message, "key=" + principal);
+  emit("aggregation.delta_rejected", "", "bad_header: " + e.message, "key=" + principal,
+       static_cast<int>(audit::decision::deny));
 }
 
 void engine::refused_connections(std::uint64_t n) {
   count("handshakes_refused_total", {}, static_cast<double>(n));
-  emit("aggregation.key_refused", "", std::to_string(n) + " CURVE handshake(s) with a key that is neither this "
-                                                          "deployment's nor a peer's (keys/peers)");
+  emit("aggregation.key_refused", "",
+       std::to_string(n) + " CURVE handshake(s) with a key that is neither this deployment's nor a peer's (keys/peers)",
+       "", static_cast<int>(audit::decision::deny));
 }
 
-void engine::status(loom::v1::AggregatorStatusReply* out) {
+void engine::describe(loom::v1::AggregatorStatusReply* out) {
   std::lock_guard lock(mu_);
   for (auto& [job, a] : jobs_) {
     auto* j = out->add_jobs();

@@ -75,12 +75,12 @@ class engine {
   // Audits a refused CURVE handshake (an unknown key) seen by the ZAP handler.
   void refused_connections(std::uint64_t n);
 
-  void status(loom::v1::AggregatorStatusReply* out);
+  void describe(loom::v1::AggregatorStatusReply* out);
 
  private:
   aggregation* find(const std::string& job);  // REQUIRES: mu_ held
   void closed(const aggregation& a, const close_report& r);
-  void emit(std::string action, std::string job, std::string reason, std::string payload = "");
+  void emit(std::string action, std::string job, std::string reason, std::string payload = "", int outcome = 1);
   void count(std::string_view name, const std::map<std::string, std::string>& labels, double by = 1);
   result<std::vector<float>> initial_params(const aggregation_spec& s, std::size_t total);
 
