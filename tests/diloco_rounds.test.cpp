@@ -310,6 +310,14 @@ TEST_CASE("four sites run DiLoCo rounds through the aggregator, bad deltas are r
   CHECK(f0.late_dropped_total() == 1);
   CHECK(f0.rejected_total().count("forged_site") == 0);  // wire refusals are this process's: before the kill
 
+  // Metrics of the restarted process: the last round of each fragment, its quorum, its outer step.
+  const std::string metrics = http_get(c.ep("aggregator").metrics, "/metrics");
+  CHECK(metrics.find("loom_aggregator_round{fragment=\"1\",job=\"tiny-diloco\"} " + std::to_string(rounds)) !=
+        std::string::npos);
+  CHECK(metrics.find("loom_aggregator_quorum_size{job=\"tiny-diloco\"} 4") != std::string::npos);
+  CHECK(metrics.find("loom_aggregator_outer_step_seconds{job=\"tiny-diloco\"}") != std::string::npos);
+  CHECK(metrics.find("loom_aggregator_bytes_received_total{job=\"tiny-diloco\"}") != std::string::npos);
+
   // Audited: each refusal with its reason, and the unknown key's handshakes.
   // (A re-send the aggregator already held may add "duplicate"; nothing else may appear.)
   const std::set<std::string> expected{"wrong_shape", "bad_payload", "stale", "forged_site", "truncated_frame"};
