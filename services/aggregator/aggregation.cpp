@@ -97,8 +97,10 @@ result<std::unique_ptr<aggregation>> aggregation::restore(saved_state st, std::s
   for (const auto& s : st.sites)
     if (auto r = rounds->restore_site(s); !r) return make_error(r.code(), state_file + ": " + r.err().message);
   rounds->restore_stats(st.stats);
-  std::unique_ptr<aggregation> a(new aggregation(std::move(st.spec), std::move(*rounds), std::move(state_file)));
+  std::unique_ptr<aggregation> a(new aggregation(st.spec, std::move(*rounds), std::move(state_file)));
   a->residual_ = std::move(residual);
+  for (auto& h : st.held)
+    if (h.header.fragment < a->last_update_.size()) a->last_update_[h.header.fragment] = std::move(h);
   a->restarts_ = st.restarts + 1;
   if (auto s = save_state(a->state_file_, a->snapshot()); !s) return s.err();
   return a;
@@ -258,6 +260,8 @@ saved_state aggregation::snapshot() const {
         if (site.id == it->first) site.last_round[p] = it->second;
   s.stats = rounds_->stats();
   s.restarts = restarts_;
+  for (const auto& h : last_update_)
+    if (h) s.held.push_back(*h);
   return s;
 }
 

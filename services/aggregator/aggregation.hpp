@@ -52,6 +52,13 @@ bool valid_job_name(std::string_view job);
 // Initial parameters from a seed: N(0, 0.02) (mt19937_64), or zeros for seed 0.
 std::vector<float> seeded_params(std::size_t n, std::uint64_t seed);
 
+// A fragment's newest outer update as the sites receive it (kept across a
+// restart, so a site one version behind gets the same bytes as the others).
+struct held_update {
+  global_update_header header;
+  std::shared_ptr<const std::string> payload;
+};
+
 // What the saved file holds; save_state/load_state in job_store.hpp.
 struct saved_state {
   aggregation_spec spec;
@@ -60,6 +67,7 @@ struct saved_state {
   std::vector<site_view> sites;
   round_stats stats;
   std::uint64_t restarts = 0;
+  std::vector<held_update> held;  // at most one per fragment
 };
 
 struct close_report {
@@ -131,10 +139,6 @@ class aggregation {
   std::unique_ptr<job_rounds> rounds_;
   std::string state_file_;
   std::vector<std::vector<float>> residual_;  // per fragment: the downlink's e
-  struct held_update {
-    global_update_header header;
-    std::shared_ptr<const std::string> payload;
-  };
   std::vector<std::optional<held_update>> last_update_;  // per fragment: the newest version's U
   // Per fragment: (site, its last round before) of each delta summed since the
   // fragment's last step, so a save never claims a delta the file lacks.

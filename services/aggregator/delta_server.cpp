@@ -188,14 +188,14 @@ void delta_server::impl::run() {
       std::fprintf(stderr, "loom-aggregator: delta socket: %s\n", e.what());
     }
     o.jobs->tick(now_ns());
+    if (const auto r = zap->rejected(); r != refused_seen) {
+      o.jobs->refused_connections(r - refused_seen);
+      refused_seen = r;
+    }
     if (clock::now() - last_keys >= keys_every) {
       last_keys = clock::now();
       if (auto s = reload_keys(); !s)
         std::fprintf(stderr, "loom-aggregator: delta socket keys: %s\n", s.err().to_string().c_str());
-      if (const auto r = zap->rejected(); r != refused_seen) {
-        o.jobs->refused_connections(r - refused_seen);
-        refused_seen = r;
-      }
     }
   }
   router.close();

@@ -50,6 +50,16 @@ status save_state(const std::string& path, const saved_state& s) {
   put_floats(tensors, s.params);
   put_floats(tensors, s.momentum);
   put_floats(tensors, s.residual);
+  for (const auto& held : s.held) {
+    auto* w = h.add_held();
+    w->set_fragment(held.header.fragment);
+    w->set_version(held.header.version);
+    w->set_round(held.header.round);
+    w->set_contributors(held.header.contributors);
+    w->set_codec(held.header.codec);
+    w->set_payload_bytes(held.payload->size());
+    tensors += *held.payload;
+  }
   h.set_tensors_sha256(std::string(crypto::as_view(crypto::sha256(tensors))));
   h.set_restarts(s.restarts);
   const auto& st = s.stats;
@@ -86,10 +96,12 @@ result<saved_state> load_state(const std::string& path) {
   loom::v1::AggregationState h;
   if (!h.ParseFromArray(b.data() + at, static_cast<int>(len))) return bad(path, "the header does not parse");
   const std::uint64_t n = h.params() + h.momentum() + h.residual();
+  std::uint64_t held_bytes = 0;
+  for (const auto& w : h.held()) held_bytes += w.payload_bytes();
   const std::string_view tensors = std::string_view(b).substr(at + len);
-  if (tensors.size() != n * sizeof(float))
+  if (tensors.size() != n * sizeof(float) + held_bytes)
     return bad(path, "holds " + std::to_string(tensors.size()) + " tensor bytes, the header says " +
-                         std::to_string(n * sizeof(float)));
+                         std::to_string(n * sizeof(float) + held_bytes));
   if (crypto::as_view(crypto::sha256(tensors)) != h.tensors_sha256()) return bad(path, "tensor SHA-256 mismatch");
   auto spec = from_wire(h.spec());
   if (!spec) return bad(path, spec.err().message);
@@ -104,6 +116,20 @@ result<saved_state> load_state(const std::string& path) {
   s.params = take(h.params());
   s.momentum = take(h.momentum());
   s.residual = take(h.residual());
+  std::size_t off = n * sizeof(float);
+  for (const auto& w : h.held()) {
+    held_update u;
+    auto payload = std::make_shared<const std::string>(tensors.substr(off, w.payload_bytes()));
+    off += w.payload_bytes();
+    u.header = {s.spec.job, w.fragment(), w.version(), w.version() - 1, update_kind::outer_update, w.codec(),
+                0, payload->size(), std::string(crypto::as_view(crypto::sha256(*payload))), w.round(),
+                w.contributors()};
+    auto head = codec::inspect({reinterpret_cast<const std::byte*>(payload->data()), payload->size()});
+    if (!head || w.version() == 0) return bad(path, "held update of fragment " + std::to_string(w.fragment()) + " is not a payload");
+    u.header.elements = head->n;
+    u.payload = std::move(payload);
+    s.held.push_back(std::move(u));
+  }
   s.versions.assign(h.versions().begin(), h.versions().end());
   for (const auto& w : h.sites()) {
     if (w.phase() > static_cast<std::uint32_t>(site_phase::revoked)) return bad(path, "site " + w.id() + ": bad phase");
