@@ -199,9 +199,9 @@ status check_topk(const header& h, const std::byte* data) {
     }
     if (kc % 2 != 0 && (static_cast<std::uint8_t>(ip[3 * (kc / 2) + 1]) >> 4) != 0)
       return status(corrupt(where + " index padding is not zero" + at_offset(off + 4 + 3 * (kc / 2) + 1)));
-    const std::size_t code_bytes = static_cast<std::size_t>(ceil_div(2 * kc, 8));
-    if (kc % 4 != 0 && (static_cast<std::uint8_t>(ip[index_bytes(kc) + code_bytes - 1]) >> (2 * (kc % 4))) != 0)
-      return status(corrupt(where + " code padding is not zero" + at_offset(off + 4 + index_bytes(kc) + code_bytes - 1)));
+    const std::size_t last_code = index_bytes(kc) + static_cast<std::size_t>(ceil_div(2 * kc, 8)) - 1;
+    if (kc % 4 != 0 && (static_cast<std::uint8_t>(ip[last_code]) >> (2 * (kc % 4))) != 0)
+      return status(corrupt(where + " code padding is not zero" + at_offset(off + 4 + last_code)));
     return ok_status();
   });
 }
