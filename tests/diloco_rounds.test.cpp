@@ -195,17 +195,23 @@ TEST_CASE("four sites run DiLoCo rounds through the aggregator, bad deltas are r
   std::vector<std::vector<float>> finals(sites), theta0(sites);
   std::vector<std::unique_ptr<diloco::site_client>> clients(sites);
   std::vector<std::string> failures(sites);
+  std::vector<std::vector<double>> sync_ms(sites);  // send of the round's deltas -> fragment p's update applied
   // One round of site s: H inner steps, a delta per fragment, then each
   // fragment's update (a poll re-sends a delta the aggregator lost).
   auto train_round = [&](int s, int r, diloco::site_client& cl, std::vector<float>& x) {
     if (!failures[s].empty()) return;
     inner_steps(s, x);
+    const auto sent = std::chrono::steady_clock::now();
     for (int p = 0; p < fragments; ++p) (void)cl.send_delta(p, x, tokens);  // unavailable: a poll re-sends it
     for (int p = 0; p < fragments; ++p) {
       const auto until = std::chrono::steady_clock::now() + 40s;
       for (;;) {
         auto got = cl.poll(p, x);
-        if (got && *got) break;
+        if (got && *got) {
+          if (r != kill_round)
+            sync_ms[s].push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - sent).count());
+          break;
+        }
         if (!got && got.code() != errc::unavailable) {
           failures[s] = "round " + std::to_string(r) + " poll: " + got.err().message;
           break;
@@ -316,6 +322,13 @@ TEST_CASE("four sites run DiLoCo rounds through the aggregator, bad deltas are r
     CHECK(before_kill[s].payload_bytes_received == fp32_all + kill_round * int8_round);
     CHECK(clients[s]->stats().deltas_sent == rounds * fragments);
   }
+  std::vector<double> all_ms;
+  for (const auto& v : sync_ms) all_ms.insert(all_ms.end(), v.begin(), v.end());
+  std::sort(all_ms.begin(), all_ms.end());
+  if (!all_ms.empty())
+    MESSAGE("sync (deltas sent -> update applied, loopback, kill round left out): p50 "
+            << all_ms[all_ms.size() / 2] << " ms, p99 " << all_ms[all_ms.size() * 99 / 100] << " ms over "
+            << all_ms.size());
   MESSAGE("per site and round: " << int8_round << " bytes up (int8) vs " << fp32_all << " in fp32");
 
   // The aggregator: restarted once, every round closed by quorum, counted once.
