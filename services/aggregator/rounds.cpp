@@ -132,8 +132,24 @@ status job_rounds::revoke(const std::string& site) {
 
 std::vector<site_view> job_rounds::sites() const {
   std::vector<site_view> out;
-  for (const auto& m : members_) out.push_back({m.id, m.key_id, m.phase, m.accepted});
+  for (const auto& m : members_) out.push_back({m.id, m.key_id, m.phase, m.accepted, m.last_round});
   return out;
+}
+
+status job_rounds::restore_site(const site_view& s) {
+  if (s.id.empty() || s.key_id.empty() || s.last_round.size() != frags_.size())
+    return make_error(errc::invalid_argument, "restore_site: site " + quoted(s.id) +
+                                                  " needs an id, a key id and one last round per fragment");
+  if (find(s.id)) return make_error(errc::already_exists, "restore_site: site " + quoted(s.id) + " exists");
+  index_.emplace(s.id, members_.size());
+  members_.push_back({s.id, s.key_id, s.phase, s.accepted, s.last_round});
+  return ok_status();
+}
+
+std::int64_t job_rounds::last_round(const std::string& site, std::uint32_t p) const {
+  auto it = index_.find(site);
+  if (it == index_.end() || p >= frags_.size()) return -1;
+  return members_[it->second].last_round[p];
 }
 
 int job_rounds::active_sites() const {

@@ -118,6 +118,7 @@ struct site_view {
   std::string id, key_id;
   site_phase phase = site_phase::enrolled;
   std::uint64_t accepted = 0;  // deltas accepted from it
+  std::vector<std::int64_t> last_round;  // per fragment: the last round it sent (-1 none)
 };
 
 class job_rounds {
@@ -135,6 +136,12 @@ class job_rounds {
   status leave(const std::string& site);   // active -> left; no longer counted in quorums
   status revoke(const std::string& site);  // for good: its deltas are refused from now on
   std::vector<site_view> sites() const;    // in enrolment order
+  // A job reloaded from disk: a member as sites() showed it (last_round one
+  // entry per fragment), and the counters. invalid_argument / already_exists.
+  status restore_site(const site_view& s);
+  void restore_stats(const round_stats& s) { stats_ = s; }
+  // The last round `site` sent for fragment p, -1 for none or an unknown site.
+  std::int64_t last_round(const std::string& site, std::uint32_t p) const;
   int active_sites() const;
 
   // A site's delta for one fragment. Accepted: summed into the open round of

@@ -3,6 +3,7 @@
 #include "libs/crypto/hash.hpp"
 #include "loom/v1/aggregator.pb.h"
 
+#include <algorithm>
 #include <chrono>
 
 namespace loom::aggregator {
@@ -119,6 +120,73 @@ status check_payload(std::uint64_t payload_bytes, std::string_view payload_sha25
   if (crypto::as_view(crypto::sha256(payload)) != payload_sha256)
     return make_error(errc::corruption, "payload SHA-256 mismatch: the frame is not the one its header describes");
   return ok_status();
+}
+
+result<aggregation_spec> from_wire(const loom::v1::AggregationSpec& w) {
+  constexpr std::string_view msg = "AggregationSpec";
+  aggregation_spec s;
+  if (!valid_job_name(w.job())) return bad(msg, "job '" + w.job() + "' is not 1-64 of [A-Za-z0-9._-]");
+  s.job = w.job();
+  s.flat_size = w.flat_size();
+  if (s.flat_size == 0) {
+    s.gpt2 = {static_cast<int>(w.gpt2_layers()),      static_cast<int>(w.gpt2_heads()),
+              static_cast<int>(w.gpt2_channels()),    static_cast<int>(w.gpt2_max_seq_len()),
+              static_cast<int>(w.gpt2_vocab()),       static_cast<int>(w.gpt2_padded_vocab())};
+    if (auto v = s.gpt2.validate(); !v) return bad(msg, "gpt2 shape: " + v.err().message);
+  }
+  if (w.fragments() == 0 || w.fragments() > 1024) return bad(msg, "fragments must be in 1..1024");
+  s.fragments = static_cast<int>(w.fragments());
+  s.sync_every = w.sync_every();
+  if (!w.codec().empty()) {
+    auto c = codec::codec_from_string(w.codec());
+    if (!c) return bad(msg, "codec '" + w.codec() + "' is not one of fp32 fp16 bf16 int8 int4 topk");
+    s.codec = *c;
+  }
+  if (w.quorum_fraction() != 0) s.rounds.quorum_fraction = w.quorum_fraction();
+  s.rounds.quorum_sites = static_cast<int>(w.quorum_sites());
+  s.rounds.staleness_bound = w.staleness_bound();
+  if (w.deadline_min_ms() > 0) {
+    s.rounds.deadline_min = std::chrono::milliseconds(w.deadline_min_ms());
+    s.rounds.deadline_initial = std::max(s.rounds.deadline_initial, s.rounds.deadline_min);
+    s.rounds.deadline_max = std::max(s.rounds.deadline_max, s.rounds.deadline_min);
+  }
+  if (auto v = s.rounds.validate(); !v) return bad(msg, v.err().message);
+  if (w.outer_lr() != 0) {
+    s.outer.lr = w.outer_lr();
+    s.outer.momentum = w.outer_momentum();
+    s.outer.nesterov = w.outer_momentum() > 0;
+  }
+  if (auto v = s.outer.validate(); !v) return bad(msg, v.err().message);
+  if (!w.init_snapshot().empty() && w.init_seed() != 0) return bad(msg, "give init_snapshot or init_seed, not both");
+  s.init_snapshot = w.init_snapshot();
+  s.init_seed = w.init_seed();
+  if (auto plan = make_plan(s); !plan) return bad(msg, plan.err().message);
+  return s;
+}
+
+void to_wire(const aggregation_spec& s, loom::v1::AggregationSpec* out) {
+  out->set_job(s.job);
+  out->set_flat_size(s.flat_size);
+  if (s.flat_size == 0) {
+    out->set_gpt2_layers(s.gpt2.layers);
+    out->set_gpt2_heads(s.gpt2.heads);
+    out->set_gpt2_channels(s.gpt2.channels);
+    out->set_gpt2_max_seq_len(s.gpt2.max_seq_len);
+    out->set_gpt2_vocab(s.gpt2.vocab);
+    out->set_gpt2_padded_vocab(s.gpt2.padded_vocab);
+  }
+  out->set_fragments(static_cast<std::uint32_t>(s.fragments));
+  out->set_sync_every(s.sync_every);
+  out->set_codec(std::string(codec::to_string(s.codec)));
+  out->set_quorum_fraction(s.rounds.quorum_fraction);
+  out->set_quorum_sites(static_cast<std::uint32_t>(s.rounds.quorum_sites));
+  out->set_staleness_bound(s.rounds.staleness_bound);
+  out->set_deadline_min_ms(static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(s.rounds.deadline_min).count()));
+  out->set_outer_lr(s.outer.lr);
+  out->set_outer_momentum(s.outer.momentum);
+  out->set_init_snapshot(s.init_snapshot);
+  out->set_init_seed(s.init_seed);
 }
 
 void to_wire(const job_rounds& j, const std::string& job, std::uint32_t p, loom::v1::RoundStatus* out) {

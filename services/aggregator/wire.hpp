@@ -5,6 +5,7 @@
 // (job_rounds) into RoundStatus. Pure functions; any thread.
 #pragma once
 
+#include "services/aggregator/aggregation.hpp"
 #include "services/aggregator/messages.hpp"
 #include "services/aggregator/rounds.hpp"
 
@@ -15,6 +16,7 @@ namespace loom::v1 {
 class DeltaHeader;
 class GlobalUpdateHeader;
 class RoundStatus;
+class AggregationSpec;
 }  // namespace loom::v1
 
 namespace loom::aggregator {
@@ -32,6 +34,13 @@ void to_wire(const global_update_header& h, loom::v1::GlobalUpdateHeader* out);
 // The payload frame is the one its header describes: corruption ("truncated
 // frame" or "SHA-256 mismatch") naming what differs.
 status check_payload(std::uint64_t payload_bytes, std::string_view payload_sha256, std::string_view payload);
+
+// An aggregation's spec. Zero fields take the defaults (AggregationSpec's
+// comments); invalid_argument naming the field: a bad job name, an unknown
+// codec, fragments 0, quorum outside (0, 1], both a snapshot and a seed, and
+// whatever make_plan and the option validators refuse.
+result<aggregation_spec> from_wire(const loom::v1::AggregationSpec& s);
+void to_wire(const aggregation_spec& s, loom::v1::AggregationSpec* out);
 
 // Fragment p's rounds as RoundStatus. REQUIRES: p < the job's fragments.
 void to_wire(const job_rounds& j, const std::string& job, std::uint32_t p, loom::v1::RoundStatus* out);

@@ -143,3 +143,50 @@ TEST_CASE("RoundStatus reports a fragment's open round, quorum, arrivals and the
   CHECK(w.rejected_total().at("unknown_site") == 1);
   CHECK(w.rejected_total().size() == 1);
 }
+
+TEST_CASE("an aggregation spec takes the defaults for zero fields, round-trips, and is refused naming a bad field") {
+  v1::AggregationSpec w;
+  w.set_job("tiny");
+  w.set_flat_size(100);
+  w.set_fragments(2);
+  w.set_sync_every(10);
+  auto s = from_wire(w);
+  REQUIRE(s.ok());
+  CHECK(s->codec == codec::codec_id::int8);
+  CHECK(s->rounds.quorum_fraction == 1.0);
+  CHECK(s->outer.lr == doctest::Approx(0.7f));
+  CHECK(s->outer.momentum == doctest::Approx(0.9f));
+  CHECK(s->outer.nesterov);
+  v1::AggregationSpec back;
+  to_wire(*s, &back);
+  auto again = from_wire(back);
+  REQUIRE(again.ok());
+  v1::AggregationSpec twice;
+  to_wire(*again, &twice);
+  CHECK(twice.SerializeAsString() == back.SerializeAsString());
+
+  w.set_deadline_min_ms(20000);
+  w.set_outer_lr(1.0f);  // μ 0: plain averaging
+  auto plain = from_wire(w);
+  REQUIRE(plain.ok());
+  CHECK(plain->rounds.deadline_min == std::chrono::seconds(20));
+  CHECK(plain->rounds.deadline_initial >= plain->rounds.deadline_min);
+  CHECK(plain->outer.momentum == 0.0f);
+  CHECK_FALSE(plain->outer.nesterov);
+
+  auto refused = [&](auto change, const std::string& says) {
+    v1::AggregationSpec b = w;
+    change(b);
+    auto r = from_wire(b);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.code() == errc::invalid_argument);
+    CHECK_MESSAGE(r.err().message.find(says) != std::string::npos, r.err().message);
+  };
+  refused([](v1::AggregationSpec& b) { b.set_job("../x"); }, "job '../x'");
+  refused([](v1::AggregationSpec& b) { b.set_fragments(0); }, "fragments");
+  refused([](v1::AggregationSpec& b) { b.set_codec("gzip"); }, "codec 'gzip'");
+  refused([](v1::AggregationSpec& b) { b.set_quorum_fraction(1.5); }, "quorum_fraction");
+  refused([](v1::AggregationSpec& b) { b.set_init_seed(1), b.set_init_snapshot("s"); }, "not both");
+  refused([](v1::AggregationSpec& b) { b.set_sync_every(1); }, "sync_every");
+  refused([](v1::AggregationSpec& b) { b.set_flat_size(0); }, "gpt2 shape");
+}

@@ -1,0 +1,235 @@
+#include "libs/diloco/client/site_client.hpp"
+
+#include "libs/crypto/hash.hpp"
+#include "libs/wire/limits.hpp"
+#include "loom/v1/aggregator.pb.h"
+#include "loom/v1/common.pb.h"
+
+#include <zmq.hpp>
+#include <zmq_addon.hpp>
+
+namespace loom::diloco {
+namespace {
+
+std::span<const std::byte> bytes_of(const std::string& s) {
+  return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
+}
+
+template <class Msg>
+std::vector<std::string> frames_of(const Msg& m) {
+  return {Msg::descriptor()->full_name(), m.SerializeAsString()};
+}
+
+// The answer as a message of type Msg, or the error a loom.v1.Status carries.
+template <class Msg>
+result<Msg> expect(const std::vector<std::string>& reply) {
+  if (reply.size() >= 2 && reply[0] == "loom.v1.Status") {
+    loom::v1::Status s;
+    if (!s.ParseFromString(reply[1]) || s.code() == loom::v1::OK)
+      return make_error(errc::corruption, "the aggregator answered with a malformed status");
+    return make_error(static_cast<errc>(s.code()), s.message());
+  }
+  Msg m;
+  if (reply.size() < 2 || reply[0] != Msg::descriptor()->full_name() || !m.ParseFromString(reply[1]))
+    return make_error(errc::corruption, "the aggregator answered '" + (reply.empty() ? std::string() : reply[0]) +
+                                            "', not a " + Msg::descriptor()->full_name());
+  return m;
+}
+
+result<fragment_plan> plan_of(const loom::v1::AggregationSpec& s) {
+  if (s.flat_size() > 0) return fragment_plan::flat(s.flat_size(), static_cast<int>(s.fragments()), s.sync_every());
+  model::gpt2_config c{static_cast<int>(s.gpt2_layers()),      static_cast<int>(s.gpt2_heads()),
+                       static_cast<int>(s.gpt2_channels()),    static_cast<int>(s.gpt2_max_seq_len()),
+                       static_cast<int>(s.gpt2_vocab()),       static_cast<int>(s.gpt2_padded_vocab())};
+  return fragment_plan::for_gpt2(c, static_cast<int>(s.fragments()), s.sync_every());
+}
+
+}  // namespace
+
+site_client::site_client(zmq::context_t& ctx, client_options o) : ctx_(ctx), o_(std::move(o)) {}
+site_client::~site_client() = default;
+
+result<std::unique_ptr<site_client>> site_client::make(zmq::context_t& ctx, client_options o) {
+  if (!wire::valid_z85_key(o.keys.public_z85) || !wire::valid_z85_key(o.keys.secret_z85) ||
+      !wire::valid_z85_key(o.server_public))
+    return make_error(errc::invalid_argument, "site client: want the site's keypair and the aggregator's public key (Z85)");
+  if (o.job.empty() || o.site.empty() || o.endpoint.empty())
+    return make_error(errc::invalid_argument, "site client: job, site and endpoint are required");
+  if (o.attempts < 1 || o.timeout.count() <= 0)
+    return make_error(errc::invalid_argument, "site client: attempts and timeout must be positive");
+  return std::unique_ptr<site_client>(new site_client(ctx, std::move(o)));
+}
+
+result<std::vector<std::string>> site_client::request(const std::vector<std::string>& frames) {
+  for (int attempt = 0; attempt < o_.attempts; ++attempt) {
+    try {
+      if (!sock_) {
+        sock_ = std::make_unique<zmq::socket_t>(ctx_, zmq::socket_type::dealer);
+        wire::apply_common_options(*sock_);
+        sock_->set(zmq::sockopt::maxmsgsize, std::int64_t{1} << 30);  // a fragment's fp32 parameters
+        wire::make_curve_client(*sock_, o_.keys, o_.server_public);
+        sock_->connect(o_.endpoint);
+      }
+      bool sent = true;
+      for (std::size_t i = 0; sent && i < frames.size(); ++i)
+        sent = sock_->send(zmq::buffer(frames[i]), i + 1 < frames.size() ? zmq::send_flags::sndmore
+                                                                          : zmq::send_flags::none).has_value();
+      zmq::pollitem_t item{sock_->handle(), 0, ZMQ_POLLIN, 0};
+      if (sent && zmq::poll(&item, 1, o_.timeout) > 0) {
+        std::vector<zmq::message_t> in;
+        if (zmq::recv_multipart(*sock_, std::back_inserter(in))) {
+          std::vector<std::string> out;
+          for (auto& m : in) out.push_back(m.to_string());
+          return out;
+        }
+      }
+    } catch (const zmq::error_t& e) {
+      if (e.num() == ETERM) return make_error(errc::unavailable, "site client: the ZeroMQ context was shut down");
+    }
+    sock_.reset();  // Lazy Pirate: a fresh socket, so a late answer is never read as the next one's
+  }
+  return make_error(errc::unavailable, "no answer from the aggregator at " + o_.endpoint + " after " +
+                                           std::to_string(o_.attempts) + " attempts of " +
+                                           std::to_string(o_.timeout.count()) + " ms");
+}
+
+status site_client::join(std::vector<float>& local) {
+  loom::v1::DeltaJoin j;
+  j.set_job(o_.job);
+  j.set_site(o_.site);
+  auto raw = request(frames_of(j));
+  if (!raw) return raw.err();
+  auto rep = expect<loom::v1::DeltaJoinReply>(*raw);
+  if (!rep) return rep.err();
+  auto plan = plan_of(rep->spec());
+  if (!plan) return make_error(plan.code(), "the job's spec: " + plan.err().message);
+  local.assign(plan->total(), 0.0f);
+  std::vector<std::uint64_t> versions(plan->fragments(), 0);
+  for (int p = 0; p < plan->fragments(); ++p) {
+    loom::v1::GlobalPull pull;
+    pull.set_job(o_.job);
+    pull.set_site(o_.site);
+    pull.set_fragment(static_cast<std::uint32_t>(p));
+    pull.set_want_params(true);
+    auto got = request(frames_of(pull));
+    if (!got) return got.err();
+    if (!got->empty() && (*got)[0] == "loom.v1.Status") return expect<loom::v1::GlobalUpdateHeader>(*got).err();
+    if (got->size() < 3 || (*got)[0] != "loom.v1.GlobalUpdateHeader")
+      return make_error(errc::corruption, "join: fragment " + std::to_string(p) + ": not a GlobalUpdateHeader + payload");
+    loom::v1::GlobalUpdateHeader h;
+    if (!h.ParseFromString((*got)[1]) || h.kind() != loom::v1::GLOBAL_PARAMS)
+      return make_error(errc::corruption, "join: fragment " + std::to_string(p) + " did not come as parameters");
+    values_.resize(plan->size(p));
+    if (crypto::as_view(crypto::sha256((*got)[2])) != h.payload_sha256())
+      return make_error(errc::corruption, "join: fragment " + std::to_string(p) + ": payload SHA-256 mismatch");
+    if (auto s = codec::decode(bytes_of((*got)[2]), values_); !s) return s;
+    plan->scatter(p, values_, local);
+    versions[p] = h.version();
+    stats_.payload_bytes_received += (*got)[2].size();
+    ++stats_.params_applied;
+  }
+  auto st = site_state::make(*plan, local, versions, o_.merge);
+  if (!st) return st.err();
+  state_.emplace(std::move(*st));
+  uplink_.clear();
+  for (int p = 0; p < plan->fragments(); ++p) uplink_.emplace_back(plan->size(p), o_.codec);
+  pending_.assign(plan->fragments(), std::nullopt);
+  return ok_status();
+}
+
+result<delta_ack> site_client::deliver(int p, const sent& s) {
+  auto raw = request({"loom.v1.DeltaHeader", s.header, s.payload});
+  if (!raw) return raw.err();
+  auto rep = expect<loom::v1::DeltaReply>(*raw);
+  if (!rep) {
+    if (rep.code() == errc::already_exists) return delta_ack{s.round, state_->version(p), false, false, true};
+    if (rep.code() == errc::deadline_exceeded) pending_[p].reset();  // dropped as stale: catch up instead
+    return rep.err();
+  }
+  return delta_ack{rep->round(), rep->version(), rep->late(), rep->closed(), false};
+}
+
+result<delta_ack> site_client::send_delta(int p, std::span<const float> local, std::uint64_t tokens) {
+  if (!state_) return make_error(errc::conflict, "send_delta before join");
+  if (p < 0 || p >= plan().fragments()) return make_error(errc::invalid_argument, "fragment out of range");
+  delta_.resize(plan().size(p));
+  if (auto s = state_->pseudo_gradient(p, local, delta_); !s) return s.err();
+  sent s;
+  std::vector<std::byte> q;
+  if (auto e = uplink_[p].encode_into(delta_, q); !e) return e.err();
+  s.payload.assign(reinterpret_cast<const char*>(q.data()), q.size());
+  s.round = state_->version(p);
+  loom::v1::DeltaHeader h;
+  h.set_job(o_.job);
+  h.set_site(o_.site);
+  h.set_round(s.round);
+  h.set_fragment(static_cast<std::uint32_t>(p));
+  h.set_base_version(s.round);
+  h.set_codec(std::string(codec::to_string(uplink_[p].codec())));
+  h.set_element_count(delta_.size());
+  h.set_payload_bytes(s.payload.size());
+  h.set_tokens(tokens);
+  h.set_payload_sha256(std::string(crypto::as_view(crypto::sha256(s.payload))));
+  s.header = h.SerializeAsString();
+  pending_[p] = s;
+  ++stats_.deltas_sent;
+  stats_.payload_bytes_sent += s.payload.size();
+  auto ack = deliver(p, *pending_[p]);
+  if (ack && ack->duplicate) ++stats_.duplicates;
+  return ack;
+}
+
+status site_client::apply(const std::vector<std::string>& reply, int p, std::span<float> local) {
+  loom::v1::GlobalUpdateHeader h;
+  if (reply.size() < 3 || !h.ParseFromString(reply[1]) || h.fragment() != static_cast<std::uint32_t>(p))
+    return make_error(errc::corruption, "fragment " + std::to_string(p) + ": a malformed GlobalUpdateHeader");
+  if (h.payload_bytes() != reply[2].size() || crypto::as_view(crypto::sha256(reply[2])) != h.payload_sha256())
+    return make_error(errc::corruption, "fragment " + std::to_string(p) + ": truncated or altered update payload");
+  values_.resize(plan().size(p));
+  if (auto s = codec::decode(bytes_of(reply[2]), values_); !s) return s;
+  stats_.payload_bytes_received += reply[2].size();
+  if (h.kind() == loom::v1::OUTER_UPDATE) {
+    if (auto s = state_->apply_update(p, h.version(), values_, local); !s) return s;
+    ++stats_.updates_applied;
+  } else {
+    const bool resync = h.version() > state_->version(p) + 1;
+    if (auto s = state_->apply_global(p, h.version(), values_, local); !s) return s;
+    // Missed versions: what the residual held is against anchors long gone. One
+    // version on (an aggregator that restarted no longer holds the update) is the
+    // same trajectory: the residual stays valid and is kept.
+    if (resync) uplink_[p].reset();
+    ++stats_.params_applied;
+  }
+  if (pending_[p] && h.version() > pending_[p]->round) pending_[p].reset();
+  return ok_status();
+}
+
+result<bool> site_client::poll(int p, std::span<float> local) {
+  if (!state_) return make_error(errc::conflict, "poll before join");
+  if (p < 0 || p >= plan().fragments()) return make_error(errc::invalid_argument, "fragment out of range");
+  loom::v1::GlobalPull pull;
+  pull.set_job(o_.job);
+  pull.set_site(o_.site);
+  pull.set_fragment(static_cast<std::uint32_t>(p));
+  pull.set_have_version(state_->version(p));
+  auto raw = request(frames_of(pull));
+  if (!raw) return raw.err();
+  if (!raw->empty() && (*raw)[0] == "loom.v1.GlobalUpdateHeader") {
+    if (auto s = apply(*raw, p, local); !s) return s.err();
+    return true;
+  }
+  auto rep = expect<loom::v1::GlobalPullReply>(*raw);
+  if (!rep) return rep.err();
+  // The aggregator does not hold our delta for the open round: it restarted
+  // before saving it, or the first send was lost. Send the same bytes again.
+  if (pending_[p] && rep->version() == pending_[p]->round &&
+      rep->last_round() < static_cast<std::int64_t>(pending_[p]->round)) {
+    ++stats_.resent;
+    auto ack = deliver(p, *pending_[p]);
+    if (ack && ack->duplicate) ++stats_.duplicates;
+    if (!ack && ack.code() != errc::unavailable) return ack.err();
+  }
+  return false;
+}
+
+}  // namespace loom::diloco

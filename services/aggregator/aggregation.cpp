@@ -1,0 +1,268 @@
+#include "services/aggregator/aggregation.hpp"
+
+#include "libs/crypto/hash.hpp"
+#include "services/aggregator/job_store.hpp"
+#include "services/aggregator/wire.hpp"
+
+#include <chrono>
+#include <random>
+#include <utility>
+
+namespace loom::aggregator {
+namespace {
+
+std::string_view as_chars(const std::vector<std::byte>& b) {
+  return {reinterpret_cast<const char*>(b.data()), b.size()};
+}
+
+std::span<const std::byte> as_bytes(std::string_view s) {
+  return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
+}
+
+// The reject reason job_rounds counted between two snapshots of its stats.
+std::string counted_reason(const round_stats& before, const round_stats& after) {
+  for (int r = 0; r < reject_reason_count; ++r)
+    if (after.rejected[r] != before.rejected[r]) return std::string(to_string(static_cast<reject_reason>(r)));
+  return "refused";
+}
+
+}  // namespace
+
+bool valid_job_name(std::string_view job) {
+  if (job.empty() || job.size() > 64 || job.front() == '.') return false;
+  for (char c : job)
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+          c == '-'))
+      return false;
+  return true;
+}
+
+result<diloco::fragment_plan> make_plan(const aggregation_spec& s) {
+  if (s.fragments < 1) return make_error(errc::invalid_argument, "fragments must be >= 1");
+  if (s.flat_size > 0) return diloco::fragment_plan::flat(s.flat_size, s.fragments, s.sync_every);
+  return diloco::fragment_plan::for_gpt2(s.gpt2, s.fragments, s.sync_every);
+}
+
+std::vector<float> seeded_params(std::size_t n, std::uint64_t seed) {
+  std::vector<float> v(n, 0.0f);
+  if (seed == 0) return v;
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 0.02f);  // GPT-2's initialisation scale
+  for (auto& x : v) x = normal(rng);
+  return v;
+}
+
+aggregation::aggregation(aggregation_spec spec, job_rounds rounds, std::string state_file)
+    : spec_(std::move(spec)),
+      rounds_(std::make_unique<job_rounds>(std::move(rounds))),
+      state_file_(std::move(state_file)) {
+  const auto& plan = rounds_->optimizer().plan();
+  for (int p = 0; p < plan.fragments(); ++p) residual_.emplace_back(plan.size(p), 0.0f);
+  last_update_.resize(plan.fragments());
+  unsaved_.resize(plan.fragments());
+}
+
+result<std::unique_ptr<aggregation>> aggregation::create(aggregation_spec spec, std::vector<float> init,
+                                                         std::string state_file, nanos now) {
+  if (!valid_job_name(spec.job))
+    return make_error(errc::invalid_argument, "job '" + spec.job + "': want 1-64 of [A-Za-z0-9._-]");
+  auto plan = make_plan(spec);
+  if (!plan) return plan.err();
+  auto opt = diloco::outer_optimizer::make(std::move(*plan), std::move(init), spec.outer);
+  if (!opt) return opt.err();
+  auto rounds = job_rounds::make(std::move(*opt), spec.rounds, now);
+  if (!rounds) return rounds.err();
+  std::unique_ptr<aggregation> a(new aggregation(std::move(spec), std::move(*rounds), std::move(state_file)));
+  if (auto s = save_state(a->state_file_, a->snapshot()); !s) return s.err();
+  return a;
+}
+
+result<std::unique_ptr<aggregation>> aggregation::restore(saved_state st, std::string state_file, nanos now) {
+  auto plan = make_plan(st.spec);
+  if (!plan) return plan.err();
+  if (st.residual.size() != plan->total())
+    return make_error(errc::corruption, state_file + ": the downlink residual has " + std::to_string(st.residual.size()) +
+                                            " values, the plan " + std::to_string(plan->total()));
+  std::vector<std::vector<float>> residual;
+  std::size_t at = 0;
+  for (int p = 0; p < plan->fragments(); ++p) {
+    residual.emplace_back(st.residual.begin() + at, st.residual.begin() + at + plan->size(p));
+    at += plan->size(p);
+  }
+  auto opt = diloco::outer_optimizer::restore(std::move(*plan), std::move(st.params), std::move(st.momentum),
+                                              std::move(st.versions), st.spec.outer);
+  if (!opt) return make_error(opt.code(), state_file + ": " + opt.err().message);
+  auto rounds = job_rounds::make(std::move(*opt), st.spec.rounds, now);
+  if (!rounds) return rounds.err();
+  for (const auto& s : st.sites)
+    if (auto r = rounds->restore_site(s); !r) return make_error(r.code(), state_file + ": " + r.err().message);
+  rounds->restore_stats(st.stats);
+  std::unique_ptr<aggregation> a(new aggregation(st.spec, std::move(*rounds), std::move(state_file)));
+  a->residual_ = std::move(residual);
+  for (auto& h : st.held)
+    if (h.header.fragment < a->last_update_.size()) a->last_update_[h.header.fragment] = std::move(h);
+  a->restarts_ = st.restarts + 1;
+  if (auto s = save_state(a->state_file_, a->snapshot()); !s) return s.err();
+  return a;
+}
+
+result<join_answer> aggregation::join(const std::string& site, const std::string& key_id) {
+  if (auto s = rounds_->enrol(site, key_id); !s) return s.err();
+  auto versions = rounds_->join(site);
+  if (!versions) return versions.err();
+  join_answer a{std::move(*versions), {}};
+  for (std::uint32_t p = 0; p < a.versions.size(); ++p) a.last_round.push_back(rounds_->last_round(site, p));
+  return a;
+}
+
+refusal aggregation::refuse(std::string reason, error e) {
+  if (reason == "bad_header" || reason == "forged_site" || reason == "truncated_frame" || reason == "bad_payload")
+    ++wire_refusals_[reason];
+  return {std::move(reason), std::move(e)};
+}
+
+std::variant<delta_outcome, refusal> aggregation::submit(const delta_header& h, std::string_view payload,
+                                                         const std::string& principal, nanos now) {
+  const delta_meta& d = h.meta;
+  if (d.site != principal)
+    return refuse("forged_site", make_error(errc::permission_denied, "delta claims site '" + d.site +
+                                                                         "' but was sent with the key of '" +
+                                                                         principal + "'"));
+  if (auto s = check_payload(h.payload_bytes, h.payload_sha256, payload); !s)
+    return refuse(s.code() == errc::corruption && s.err().message.starts_with("truncated") ? "truncated_frame"
+                                                                                            : "bad_payload",
+                  make_error(s.code(), "delta from site '" + d.site + "': " + s.err().message));
+  const auto& plan = rounds_->optimizer().plan();
+  const round_stats before = rounds_->stats();
+  auto refused_by_rounds = [&](error e) { return refuse(counted_reason(before, rounds_->stats()), std::move(e)); };
+  std::span<const float> values;
+  if (d.fragment < static_cast<std::uint32_t>(plan.fragments()) && d.elements == plan.size(d.fragment)) {
+    auto head = codec::inspect(as_bytes(payload));
+    if (!head) return refuse("bad_payload", make_error(errc::invalid_argument, "delta from site '" + d.site + "': " +
+                                                                                 head.err().message));
+    if (head->n != d.elements || codec::to_string(head->codec) != h.codec)
+      return refuse("bad_payload", make_error(errc::invalid_argument,
+                                              "delta from site '" + d.site + "': the payload holds " +
+                                                  std::to_string(head->n) + " " +
+                                                  std::string(codec::to_string(head->codec)) + " values, the header says " +
+                                                  std::to_string(d.elements) + " " + h.codec));
+    decoded_.resize(d.elements);
+    if (auto s = codec::decode(as_bytes(payload), decoded_); !s)
+      return refuse("bad_payload", make_error(errc::invalid_argument, "delta from site '" + d.site + "' for round " +
+                                                                         std::to_string(d.round) + ": " +
+                                                                         s.err().message));
+    values = decoded_;
+  }
+  // A wrong fragment or shape reaches job_rounds without values: it refuses
+  // and counts it (after the membership checks, so the reason is the first one).
+  const std::int64_t prev = rounds_->last_round(d.site, d.fragment);
+  auto acc = rounds_->submit(d, values, now);
+  if (!acc) return refused_by_rounds(acc.err());
+  unsaved_[d.fragment].emplace_back(d.site, prev);
+  bytes_in_ += payload.size();
+  delta_outcome out{*acc, std::nullopt, 0};
+  if (acc->closable) out.closed = close(d.fragment, now);
+  out.version = rounds_->open_round(d.fragment);
+  return out;
+}
+
+close_report aggregation::close(std::uint32_t p, nanos now) {
+  const auto& plan = rounds_->optimizer().plan();
+  update_.resize(plan.size(p));
+  const auto t0 = std::chrono::steady_clock::now();
+  auto c = rounds_->close(p, now, update_);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  close_report r;
+  if (!c) {  // not closable: nothing changed
+    r.saved = c.err();
+    return r;
+  }
+  rounds_->record_outer_step(secs);
+  r.round = *c;
+  r.step_seconds = secs;
+  unsaved_[p].clear();
+
+  // Downlink with error feedback: e += U; q = enc(e); e -= dec(q).
+  auto& e = residual_[p];
+  for (std::size_t i = 0; i < e.size(); ++i) e[i] += update_[i];
+  codec::codec_id used = spec_.codec;
+  if (!codec::encode_into(used, e, {}, encoded_).ok()) {  // a value the codec cannot hold: send it exactly
+    used = codec::codec_id::fp32;
+    (void)codec::encode_into(used, e, {}, encoded_);
+  }
+  (void)codec::decode_add(encoded_, e, -1.0f);
+  global_update_header h;
+  h.job = spec_.job;
+  h.fragment = p;
+  h.version = c->version;
+  h.base_version = c->version - 1;
+  h.kind = update_kind::outer_update;
+  h.codec = std::string(codec::to_string(used));
+  h.elements = e.size();
+  h.payload_bytes = encoded_.size();
+  h.payload_sha256 = crypto::as_view(crypto::sha256(as_chars(encoded_)));
+  h.round = c->round;
+  h.contributors = static_cast<std::uint32_t>(c->on_time + c->late_folded);
+  last_update_[p] = held_update{std::move(h), std::make_shared<const std::string>(as_chars(encoded_))};
+  r.saved = save_state(state_file_, snapshot());
+  return r;
+}
+
+std::vector<close_report> aggregation::tick(nanos now) {
+  std::vector<close_report> out;
+  for (std::uint32_t p : rounds_->closable(now)) out.push_back(close(p, now));
+  return out;
+}
+
+result<pull_answer> aggregation::pull(const std::string& site, std::uint32_t p, std::uint64_t have_version,
+                                      bool want_params) {
+  const auto& opt = rounds_->optimizer();
+  const auto& plan = opt.plan();
+  if (p >= static_cast<std::uint32_t>(plan.fragments()))
+    return make_error(errc::invalid_argument, "fragment " + std::to_string(p) + " out of range: the job has " +
+                                                  std::to_string(plan.fragments()));
+  pull_answer a;
+  a.version = opt.version(static_cast<int>(p));
+  a.last_round = rounds_->last_round(site, p);
+  if (have_version >= a.version && !want_params) return a;
+  a.has_update = true;
+  const auto& held = last_update_[p];
+  if (!want_params && held && held->header.version == a.version && have_version + 1 == a.version) {
+    a.header = held->header;
+    a.payload = held->payload;
+  } else {  // the parameters the sites hold: θ + e
+    std::vector<float> part(plan.size(p));
+    plan.gather(static_cast<int>(p), opt.params(), part);
+    for (std::size_t i = 0; i < part.size(); ++i) part[i] += residual_[p][i];
+    (void)codec::encode_into(codec::codec_id::fp32, part, {}, encoded_);
+    a.header = {spec_.job, p, a.version, 0, update_kind::params, "fp32", part.size(), encoded_.size(),
+                std::string(crypto::as_view(crypto::sha256(as_chars(encoded_)))), a.version, 0};
+    a.payload = std::make_shared<const std::string>(as_chars(encoded_));
+  }
+  bytes_out_ += a.payload->size();
+  return a;
+}
+
+saved_state aggregation::snapshot() const {
+  const auto& opt = rounds_->optimizer();
+  saved_state s;
+  s.spec = spec_;
+  s.params.assign(opt.params().begin(), opt.params().end());
+  s.momentum.assign(opt.momentum().begin(), opt.momentum().end());
+  for (const auto& e : residual_) s.residual.insert(s.residual.end(), e.begin(), e.end());
+  s.versions = opt.versions();
+  s.sites = rounds_->sites();
+  // A delta summed since its fragment's last step is not in the file: the
+  // site's last round goes back to what it was, so its re-send is taken.
+  for (std::size_t p = 0; p < unsaved_.size(); ++p)
+    for (auto it = unsaved_[p].rbegin(); it != unsaved_[p].rend(); ++it)
+      for (auto& site : s.sites)
+        if (site.id == it->first) site.last_round[p] = it->second;
+  s.stats = rounds_->stats();
+  s.restarts = restarts_;
+  for (const auto& h : last_update_)
+    if (h) s.held.push_back(*h);
+  return s;
+}
+
+}  // namespace loom::aggregator

@@ -1,0 +1,152 @@
+// aggregation: one DiLoCo job on the cloud side. job_rounds (membership,
+// quorum, deadlines, the outer step) plus what the wire needs around it:
+//   uplink    a site's payload checked (size, SHA-256, codec) and decoded
+//             before job_rounds sees the values; the sender must be the site
+//             it claims to be (its CURVE principal);
+//   downlink  the outer update U of each closed round, encoded once with the
+//             job's codec through error feedback per fragment (e += U;
+//             q = enc(e); e -= dec(q), as codec::error_feedback does; the
+//             residual is kept here because it is saved and reloaded) and
+//             kept for pulls; a site that is further behind pulls the
+//             parameters the sites hold, θ + e, in fp32;
+//   durable   saved after every outer step (job_store.hpp), so a restarted
+//             aggregator loses no closed round and takes a re-sent delta once.
+// No sockets, no clock but the outer step's stopwatch: the delta server and
+// the engine call it. Owned by the engine; not thread-safe (the engine locks).
+#pragma once
+
+#include "libs/codec/codec.hpp"
+#include "libs/diloco/fragment_plan.hpp"
+#include "libs/model/gpt_config.hpp"
+#include "services/aggregator/messages.hpp"
+#include "services/aggregator/rounds.hpp"
+
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace loom::aggregator {
+
+struct aggregation_spec {
+  std::string job;
+  std::uint64_t flat_size = 0;     // > 0: a flat vector; 0: the GPT-2 shape
+  model::gpt2_config gpt2{};
+  int fragments = 1;
+  std::uint64_t sync_every = 1;
+  codec::codec_id codec = codec::codec_id::int8;  // the downlink's
+  round_options rounds;
+  diloco::outer_options outer;
+  std::string init_snapshot;       // signed snapshot dir under the data dir, or
+  std::uint64_t init_seed = 0;     // N(0, 0.02) from this seed; 0: zeros
+};
+
+// The spec's fragment plan (flat or GPT-2). invalid_argument naming the field.
+result<diloco::fragment_plan> make_plan(const aggregation_spec& s);
+// A job name: 1-64 of [A-Za-z0-9._-], not starting with '.'.
+bool valid_job_name(std::string_view job);
+// Initial parameters from a seed: N(0, 0.02) (mt19937_64), or zeros for seed 0.
+std::vector<float> seeded_params(std::size_t n, std::uint64_t seed);
+
+// A fragment's newest outer update as the sites receive it (kept across a
+// restart, so a site one version behind gets the same bytes as the others).
+struct held_update {
+  global_update_header header;
+  std::shared_ptr<const std::string> payload;
+};
+
+// What the saved file holds; save_state/load_state in job_store.hpp.
+struct saved_state {
+  aggregation_spec spec;
+  std::vector<float> params, momentum, residual;  // residual: every fragment's, in fragment order
+  std::vector<std::uint64_t> versions;
+  std::vector<site_view> sites;
+  round_stats stats;
+  std::uint64_t restarts = 0;
+  std::vector<held_update> held;  // at most one per fragment
+};
+
+struct close_report {
+  closed_round round;
+  double step_seconds = 0;
+  status saved = ok_status();  // the save after the step (a failure is a round failure)
+};
+
+struct delta_outcome {
+  accepted acc;
+  std::optional<close_report> closed;  // this delta closed its round
+  std::uint64_t version = 0;           // the fragment's version after it
+};
+
+// A refused delta: the reason label (job_rounds' reasons, or the wire's:
+// bad_header, forged_site, truncated_frame, bad_payload) and the error.
+struct refusal {
+  std::string reason;
+  error err;
+};
+
+struct pull_answer {
+  bool has_update = false;              // false: nothing newer than have_version
+  global_update_header header;
+  std::shared_ptr<const std::string> payload;
+  std::uint64_t version = 0;            // the fragment's version
+  std::int64_t last_round = -1;         // the site's last round the job holds for it
+};
+
+struct join_answer {
+  std::vector<std::uint64_t> versions;
+  std::vector<std::int64_t> last_round;
+};
+
+class aggregation {
+ public:
+  // A new job at `init` (size = the plan's total), saved to `state_file`.
+  static result<std::unique_ptr<aggregation>> create(aggregation_spec spec, std::vector<float> init,
+                                                     std::string state_file, nanos now);
+  // A job reloaded from its saved state (restarts + 1, saved again).
+  static result<std::unique_ptr<aggregation>> restore(saved_state st, std::string state_file, nanos now);
+
+  // Enrols the site under its key (first time) and makes it active.
+  result<join_answer> join(const std::string& site, const std::string& key_id);
+  // A delta from `principal` (its CURVE principal). Accepted: summed in, and
+  // the round closed when it may. Refused: the reason and the error.
+  std::variant<delta_outcome, refusal> submit(const delta_header& h, std::string_view payload,
+                                              const std::string& principal, nanos now);
+  // What fragment p has newer than have_version for `site`.
+  result<pull_answer> pull(const std::string& site, std::uint32_t p, std::uint64_t have_version, bool want_params);
+  // Closes the rounds whose deadline passed (with at least one delta).
+  std::vector<close_report> tick(nanos now);
+
+  const aggregation_spec& spec() const { return spec_; }
+  const job_rounds& rounds() const { return *rounds_; }
+  std::uint64_t bytes_received() const { return bytes_in_; }
+  std::uint64_t bytes_sent() const { return bytes_out_; }
+  std::uint64_t restarts() const { return restarts_; }
+  const std::map<std::string, std::uint64_t>& wire_refusals() const { return wire_refusals_; }
+  // The state as saved: per-site last rounds exclude deltas not yet in a step.
+  saved_state snapshot() const;
+
+ private:
+  aggregation(aggregation_spec spec, job_rounds rounds, std::string state_file);
+  close_report close(std::uint32_t p, nanos now);
+  refusal refuse(std::string reason, error e);
+
+  aggregation_spec spec_;
+  std::unique_ptr<job_rounds> rounds_;
+  std::string state_file_;
+  std::vector<std::vector<float>> residual_;  // per fragment: the downlink's e
+  std::vector<std::optional<held_update>> last_update_;  // per fragment: the newest version's U
+  // Per fragment: (site, its last round before) of each delta summed since the
+  // fragment's last step, so a save never claims a delta the file lacks.
+  std::vector<std::vector<std::pair<std::string, std::int64_t>>> unsaved_;
+  std::vector<float> decoded_, update_;  // scratch for one fragment's values
+  std::vector<std::byte> encoded_;
+  std::uint64_t bytes_in_ = 0, bytes_out_ = 0, restarts_ = 0;
+  std::map<std::string, std::uint64_t> wire_refusals_;
+};
+
+}  // namespace loom::aggregator

@@ -1,0 +1,41 @@
+#include "services/aggregator/aggregator_service.hpp"
+
+#include "libs/audit/emitter.hpp"
+#include "libs/wire/endpoint.hpp"
+#include "services/aggregator/delta_server.hpp"
+#include "services/aggregator/engine.hpp"
+
+#include <chrono>
+#include <cstdio>
+
+namespace loom::aggregator {
+
+result<std::string> delta_bind_from(const char* value) {
+  if (!value || !*value) return std::string("tcp://127.0.0.1:*");
+  if (!wire::valid_tcp_endpoint(value, wire::endpoint_use::bind))
+    return make_error(errc::invalid_argument, std::string("LOOM_AGGREGATOR_DELTA_BIND=") + value +
+                                                  " is not an endpoint to listen on: want tcp://HOST:PORT "
+                                                  "(HOST may be *, PORT 1..65535 or *)");
+  return std::string(value);
+}
+
+result<std::shared_ptr<void>> start_parts(runtime::service_env& env, const std::string& bind, aggregator_handles& out) {
+  audit::emitter* em = env.audit;
+  auto jobs = std::make_shared<engine>(engine_options{
+      env.paths.root, env.node_id, env.zone, [em](audit::record r) { em->emit(std::move(r)); }, env.metrics});
+  const auto now = std::chrono::duration_cast<nanos>(std::chrono::steady_clock::now().time_since_epoch());
+  for (const auto& job : jobs->load_saved(now)) std::fprintf(stderr, "loom-aggregator: resumed job %s\n", job.c_str());
+  auto server = delta_server::start({env.paths.root, env.keys, bind, jobs});
+  if (!server) return server.err();
+  std::shared_ptr<delta_server> s = std::move(*server);
+  std::fprintf(stderr, "loom-aggregator: delta socket on %s\n", s->endpoint().c_str());
+  out.jobs = jobs;
+  out.where = {s->endpoint(), s->public_key()};
+  return std::static_pointer_cast<void>(s);  // the server holds the engine: its thread stops first
+}
+
+std::unique_ptr<runtime::service_logic> make_logic(const aggregator_handles& h) {
+  return std::make_unique<aggregator_logic>(h.jobs.lock(), h.where);
+}
+
+}  // namespace loom::aggregator

@@ -1,0 +1,374 @@
+// Cross-process: DiLoCo rounds through a real aggregator (`loom up`), its
+// delta socket and four site clients (libs/diloco/client), each a thread of
+// this test with its own CURVE key in keys/peers. Synthetic training: site s
+// moves its vector toward its own target t_s for H steps (x += α(t_s − x));
+// the global vector goes to the mean of the targets. The same rounds are
+// computed in-process with libs/diloco and libs/codec (the reference); the
+// aggregator must match it after bad deltas and a kill -9 mid-run.
+#include "libs/codec/error_feedback.hpp"
+#include "libs/crypto/hash.hpp"
+#include "libs/diloco/client/site_client.hpp"
+#include "libs/diloco/outer_optimizer.hpp"
+#include "libs/files/files.hpp"
+#include "loom/v1/aggregator.pb.h"
+#include "tests/support/audit_events.hpp"
+#include "tests/support/cluster.hpp"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <barrier>
+#include <cmath>
+#include <csignal>
+#include <thread>
+
+using namespace loom;
+using namespace loom::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr std::size_t n = 1000;     // values
+constexpr int fragments = 2;
+constexpr int sites = 4;
+constexpr int h_steps = 8;          // inner steps per round
+constexpr float alpha = 0.2f;       // inner step: x += α(t − x)
+constexpr int rounds = 10;
+constexpr int bad_input_round = 2;  // before it: bad deltas
+constexpr int kill_round = 5;       // during it: kill -9 of the aggregator
+constexpr std::uint64_t tokens = 800;
+
+float target(int s, std::size_t i) { return std::sin(0.01f * static_cast<float>(i) * (s + 1)) + 0.5f * s; }
+
+void inner_steps(int s, std::vector<float>& x) {
+  for (int k = 0; k < h_steps; ++k)
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] += alpha * (target(s, i) - x[i]);
+}
+
+std::string site_name(int s) { return "site-" + std::to_string(s); }
+
+double distance_to_mean(std::span<const float> x) {
+  double d = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    double m = 0;
+    for (int s = 0; s < sites; ++s) m += target(s, i) / sites;
+    d += (x[i] - m) * (x[i] - m);
+  }
+  return std::sqrt(d);
+}
+
+// The rounds as the math says, in-process: every site's delta each round,
+// int8 with error feedback up and down, the default outer Nesterov step.
+std::vector<float> reference(const std::vector<float>& theta0) {
+  auto plan = diloco::fragment_plan::flat(n, fragments, h_steps).value();
+  auto opt = diloco::outer_optimizer::make(plan, theta0, {}).value();
+  std::vector<std::vector<float>> local(sites, theta0);
+  std::vector<diloco::site_state> state;
+  std::vector<std::vector<codec::error_feedback>> up(sites);
+  std::vector<codec::error_feedback> down;
+  for (int s = 0; s < sites; ++s) {
+    state.push_back(diloco::site_state::make(plan, theta0, std::vector<std::uint64_t>(fragments, 0)).value());
+    for (int p = 0; p < fragments; ++p) up[s].emplace_back(plan.size(p), codec::codec_id::int8);
+  }
+  for (int p = 0; p < fragments; ++p) down.emplace_back(plan.size(p), codec::codec_id::int8);
+  for (int r = 0; r < rounds; ++r) {
+    for (int s = 0; s < sites; ++s) inner_steps(s, local[s]);
+    for (int p = 0; p < fragments; ++p) {
+      std::vector<float> delta(plan.size(p)), values(plan.size(p)), u(plan.size(p));
+      for (int s = 0; s < sites; ++s) {
+        REQUIRE(state[s].pseudo_gradient(p, local[s], delta).ok());
+        auto q = up[s][p].encode(delta).value();
+        REQUIRE(codec::decode(q, values).ok());
+        REQUIRE(opt.accumulate(p, static_cast<double>(tokens), values).ok());
+      }
+      REQUIRE(opt.step(p, u).ok());
+      auto q = down[p].encode(u).value();
+      REQUIRE(codec::decode(q, u).ok());
+      for (int s = 0; s < sites; ++s) REQUIRE(state[s].apply_update(p, r + 1, u, local[s]).ok());
+    }
+  }
+  return local[0];
+}
+
+v1::StartAggregationRequest start_request() {
+  v1::StartAggregationRequest r;
+  auto* s = r.mutable_spec();
+  s->set_job("tiny-diloco");
+  s->set_flat_size(n);
+  s->set_fragments(fragments);
+  s->set_sync_every(h_steps);
+  s->set_codec("int8");
+  s->set_staleness_bound(1);
+  s->set_deadline_min_ms(20000);  // rounds close by quorum here; a loaded box must not close one short
+  s->set_init_seed(5);
+  return r;
+}
+
+// A raw delta from `c` (bad input): header fields as given, payload as given.
+std::vector<std::string> raw_delta(const std::string& site, std::uint64_t round, std::uint64_t base, std::uint32_t p,
+                                   std::uint64_t elements, const std::string& codec_name, const std::string& payload,
+                                   std::uint64_t claimed_bytes) {
+  v1::DeltaHeader h;
+  h.set_job("tiny-diloco");
+  h.set_site(site);
+  h.set_round(round);
+  h.set_base_version(base);
+  h.set_fragment(p);
+  h.set_codec(codec_name);
+  h.set_element_count(elements);
+  h.set_payload_bytes(claimed_bytes);
+  h.set_tokens(tokens);
+  h.set_payload_sha256(std::string(crypto::as_view(crypto::sha256(payload))));
+  return {"loom.v1.DeltaHeader", h.SerializeAsString(), payload};
+}
+
+std::string encoded(codec::codec_id c, const std::vector<float>& v) {
+  auto q = codec::encode(c, v).value();
+  return {reinterpret_cast<const char*>(q.data()), q.size()};
+}
+
+// The error code of a loom.v1.Status answer; ok when it is anything else.
+errc answer_code(const result<std::vector<std::string>>& r, std::string* message = nullptr) {
+  if (!r) return r.code();
+  if (r->size() < 2 || (*r)[0] != "loom.v1.Status") return errc::ok;
+  v1::Status s;
+  s.ParseFromString((*r)[1]);
+  if (message) *message = s.message();
+  return static_cast<errc>(s.code());
+}
+
+// The reasons of the aggregator's `aggregation.delta_rejected` audit records
+// (a re-send it already held may add "duplicate", left out), plus "key_refused"
+// for its refused handshakes, once they include `expected_refusals` (or 10 s).
+const std::set<std::string> expected_refusals{"wrong_shape", "bad_payload", "stale", "forged_site", "truncated_frame",
+                                              "key_refused"};
+std::set<std::string> audited_refusals(cluster& c) {
+  std::set<std::string> reasons;
+  for (int i = 0; i < 50; ++i) {
+    reasons.clear();
+    for (const auto& e : all_events(c)) {
+      if (e.action() == "aggregation.delta_rejected") reasons.insert(e.reason().substr(0, e.reason().find(':')));
+      if (e.action() == "aggregation.key_refused") reasons.insert("key_refused");
+    }
+    reasons.erase("duplicate");
+    if (std::includes(reasons.begin(), reasons.end(), expected_refusals.begin(), expected_refusals.end())) break;
+    std::this_thread::sleep_for(200ms);
+  }
+  return reasons;
+}
+
+}  // namespace
+
+TEST_CASE("four sites run DiLoCo rounds through the aggregator, bad deltas are refused and audited, and a kill -9 loses no round") {
+  cluster c;
+  REQUIRE(c.up);
+  // The sites' keys: each one's public key in keys/peers/<site>.pub at the cloud.
+  std::vector<wire::curve_keypair> keys;
+  REQUIRE(files::make_dirs(c.paths.peers_dir()).ok());
+  for (int s = 0; s < sites; ++s) {
+    keys.push_back(wire::generate_keypair());
+    REQUIRE(files::write_atomic(c.paths.peers_dir() + "/" + site_name(s) + ".pub", keys[s].public_z85 + "\n").ok());
+  }
+  auto agg = c.client("aggregator", 2, 10000ms);
+  auto started = send(*agg, "loom.v1.StartAggregationRequest", start_request().SerializeAsString(),
+                      c.token(auth::role::operator_), wire::new_request_id());
+  REQUIRE_MESSAGE(started.ok(), started.message);
+  v1::StartAggregationReply where;
+  REQUIRE(where.ParseFromString(started.body));
+  REQUIRE(where.versions_size() == fragments);
+
+  auto options = [&](int s) {
+    diloco::client_options o;
+    o.endpoint = where.delta_endpoint();
+    o.server_public = where.public_key();
+    o.keys = keys[s];
+    o.job = "tiny-diloco";
+    o.site = site_name(s);
+    o.timeout = 500ms;
+    o.attempts = 2;
+    return o;
+  };
+  std::this_thread::sleep_for(1200ms);  // the delta server re-reads keys/peers every second
+
+  zmq::context_t zctx(1);
+  std::barrier sync(sites + 1);  // the sites and this thread, at the start and end of every round
+  std::vector<std::vector<float>> finals(sites), theta0(sites);
+  std::vector<std::unique_ptr<diloco::site_client>> clients(sites);
+  std::vector<std::string> failures(sites);
+  std::vector<std::vector<double>> sync_ms(sites);  // send of the round's deltas -> fragment p's update applied
+  // One round of site s: H inner steps, a delta per fragment, then each
+  // fragment's update (a poll re-sends a delta the aggregator lost).
+  auto train_round = [&](int s, int r, diloco::site_client& cl, std::vector<float>& x) {
+    if (!failures[s].empty()) return;
+    inner_steps(s, x);
+    const auto sent = std::chrono::steady_clock::now();
+    for (int p = 0; p < fragments; ++p) (void)cl.send_delta(p, x, tokens);  // unavailable: a poll re-sends it
+    for (int p = 0; p < fragments; ++p) {
+      const auto until = std::chrono::steady_clock::now() + 40s;
+      for (;;) {
+        auto got = cl.poll(p, x);
+        if (got && *got) {
+          if (r != kill_round)
+            sync_ms[s].push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - sent).count());
+          break;
+        }
+        if (!got && got.code() != errc::unavailable) {
+          failures[s] = "round " + std::to_string(r) + " poll: " + got.err().message;
+          break;
+        }
+        if (std::chrono::steady_clock::now() > until) {
+          failures[s] = "round " + std::to_string(r) + ": no update of fragment " + std::to_string(p) + " in 40 s";
+          break;
+        }
+        std::this_thread::sleep_for(5ms);
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int s = 0; s < sites; ++s) {
+    clients[s] = diloco::site_client::make(zctx, options(s)).value();
+    pool.emplace_back([&, s] {
+      auto& cl = *clients[s];
+      std::vector<float> x;
+      if (auto j = cl.join(x); !j) failures[s] = "join: " + j.err().message;
+      theta0[s] = x;
+      for (int r = 0; r < rounds; ++r) {
+        sync.arrive_and_wait();  // the round starts
+        train_round(s, r, cl, x);
+        sync.arrive_and_wait();  // every site has applied its updates
+      }
+      finals[s] = x;
+    });
+  }
+
+  diloco::client_stats before_kill[sites];
+  long killed_pid = 0;
+  for (int r = 0; r < rounds; ++r) {
+    if (r == bad_input_round) {
+      // Every site has applied version 2 of both fragments and waits: round 2 is open.
+      auto bad = diloco::site_client::make(zctx, options(0)).value();
+      const std::size_t size0 = n / fragments;
+      std::string why;
+      CHECK(answer_code(bad->request(raw_delta("site-0", 2, 2, 0, size0 - 1, "int8",
+                                               encoded(codec::codec_id::int8, std::vector<float>(size0 - 1, 0.1f)),
+                                               codec::encoded_bytes(codec::codec_id::int8, size0 - 1))),
+                        &why) == errc::invalid_argument);
+      CHECK(why.find("values") != std::string::npos);
+      std::vector<float> nan(size0, 0.1f);
+      nan[7] = std::nanf("");
+      std::string nan_payload(reinterpret_cast<const char*>(nan.data()), nan.size() * 4);
+      nan_payload.insert(0, encoded(codec::codec_id::fp32, std::vector<float>(size0, 0.1f)).substr(0, 16));
+      CHECK(answer_code(bad->request(raw_delta("site-0", 2, 2, 0, size0, "fp32", nan_payload, nan_payload.size())),
+                        &why) == errc::invalid_argument);
+      CHECK(why.find("value 7 is nan") != std::string::npos);
+      const std::string good = encoded(codec::codec_id::int8, std::vector<float>(size0, 0.1f));
+      CHECK(answer_code(bad->request(raw_delta("site-0", 2, 0, 0, size0, "int8", good, good.size())), &why) ==
+            errc::deadline_exceeded);
+      CHECK(answer_code(bad->request(raw_delta("site-1", 2, 2, 0, size0, "int8", good, good.size())), &why) ==
+            errc::permission_denied);
+      CHECK(answer_code(bad->request(raw_delta("site-0", 2, 2, 0, size0, "int8", good.substr(0, good.size() - 10),
+                                               good.size())),
+                        &why) == errc::corruption);
+      CHECK(why.find("truncated frame") != std::string::npos);
+      auto stranger_opts = options(0);
+      stranger_opts.keys = wire::generate_keypair();  // in no keys/ directory
+      stranger_opts.attempts = 1;
+      stranger_opts.timeout = 300ms;
+      auto stranger = diloco::site_client::make(zctx, stranger_opts).value();
+      std::vector<float> ignored;
+      CHECK(stranger->join(ignored).code() == errc::unavailable);
+      // Durable before the kill below: each refusal is in the audit log.
+      CHECK(audited_refusals(c) == expected_refusals);
+    }
+    if (r == kill_round)
+      for (int s = 0; s < sites; ++s) before_kill[s] = clients[s]->stats();
+    sync.arrive_and_wait();
+    if (r == kill_round) {
+      std::this_thread::sleep_for(3ms);  // in the middle of the round's deltas
+      c.refresh();
+      killed_pid = c.ep("aggregator").pid;
+      CHECK(killed_pid > 0);  // CHECK, not REQUIRE: the sites wait at the barrier for this thread
+      if (killed_pid > 0) CHECK(::kill(static_cast<pid_t>(killed_pid), SIGKILL) == 0);
+    }
+    sync.arrive_and_wait();
+  }
+  for (auto& t : pool) t.join();
+  for (int s = 0; s < sites; ++s) REQUIRE_MESSAGE(failures[s].empty(), site_name(s) << ": " << failures[s]);
+
+  // The sites agree, and with the math: the reference run, bit for bit. (The
+  // aggregator sums in fp64, so the arrival order does not show in fp32; a
+  // restart hands out the same update bytes, so the kill does not either.)
+  const auto want = reference(theta0[0]);
+  for (int s = 0; s < sites; ++s) {
+    CHECK(theta0[s] == theta0[0]);
+    float worst = 0;
+    for (std::size_t i = 0; i < n; ++i) worst = std::max(worst, std::abs(finals[s][i] - want[i]));
+    CHECK_MESSAGE(worst == 0.0f, site_name(s) << " differs from the reference by " << worst);
+  }
+  const double d0 = distance_to_mean(theta0[0]), d = distance_to_mean(finals[0]);
+  MESSAGE("distance to the mean of the targets: " << d0 << " -> " << d << " after " << rounds << " rounds");
+  CHECK(d < 0.05 * d0);
+
+  // Bytes on the wire, before the kill (after it, a site may catch up with
+  // parameters instead of an update): exactly the codec's formula.
+  auto plan = diloco::fragment_plan::flat(n, fragments, h_steps).value();
+  std::uint64_t int8_round = 0, fp32_all = 0;
+  for (int p = 0; p < fragments; ++p) {
+    int8_round += codec::encoded_bytes(codec::codec_id::int8, plan.size(p));
+    fp32_all += codec::encoded_bytes(codec::codec_id::fp32, plan.size(p));
+  }
+  for (int s = 0; s < sites; ++s) {
+    CHECK(before_kill[s].payload_bytes_sent == kill_round * int8_round);
+    CHECK(before_kill[s].payload_bytes_received == fp32_all + kill_round * int8_round);
+    CHECK(clients[s]->stats().deltas_sent == rounds * fragments);
+  }
+  std::vector<double> all_ms;
+  for (const auto& v : sync_ms) all_ms.insert(all_ms.end(), v.begin(), v.end());
+  std::sort(all_ms.begin(), all_ms.end());
+  if (!all_ms.empty())
+    MESSAGE("sync (deltas sent -> update applied, loopback, kill round left out): p50 "
+            << all_ms[all_ms.size() / 2] << " ms, p99 " << all_ms[all_ms.size() * 99 / 100] << " ms over "
+            << all_ms.size());
+  MESSAGE("per site and round: " << int8_round << " bytes up (int8) vs " << fp32_all << " in fp32");
+
+  // The aggregator: restarted once, every round closed by quorum, counted once.
+  c.refresh();
+  CHECK(c.ep("aggregator").pid != killed_pid);
+  auto agg2 = c.client("aggregator", 3, 10000ms);
+  auto st = send(*agg2, "loom.v1.AggregatorStatusRequest", "", c.token(auth::role::viewer), wire::new_request_id());
+  REQUIRE(st.ok());
+  v1::AggregatorStatusReply status;
+  REQUIRE(status.ParseFromString(st.body));
+  REQUIRE(status.jobs_size() == 1);
+  const auto& job = status.jobs(0);
+  CHECK(job.restarts() == 1);
+  REQUIRE(job.fragments_size() == fragments);
+  for (const auto& f : job.fragments()) {
+    CHECK(f.round() == rounds);
+    CHECK(f.quorum() == sites);
+    CHECK(f.active_sites() == sites);
+  }
+  const auto& f0 = job.fragments(0);
+  std::uint64_t resent = 0, params = 0;
+  for (int s = 0; s < sites; ++s) {
+    resent += clients[s]->stats().resent;
+    params += clients[s]->stats().params_applied - fragments;
+  }
+  MESSAGE("after the kill: " << resent << " deltas re-sent, " << params << " catch-ups with parameters");
+  CHECK(f0.rounds_closed_total() == rounds * fragments);
+  CHECK(f0.rejected_total().at("wrong_shape") == 1);
+  CHECK(f0.rejected_total().at("stale") == 1);
+  CHECK(f0.late_dropped_total() == 1);
+  CHECK(f0.rejected_total().count("forged_site") == 0);  // wire refusals are this process's: before the kill
+
+  // Metrics of the restarted process: the last round of each fragment, its quorum, its outer step.
+  const std::string metrics = http_get(c.ep("aggregator").metrics, "/metrics");
+  CHECK(metrics.find("loom_aggregator_round{fragment=\"1\",job=\"tiny-diloco\"} " + std::to_string(rounds)) !=
+        std::string::npos);
+  CHECK(metrics.find("loom_aggregator_quorum_size{job=\"tiny-diloco\"} 4") != std::string::npos);
+  CHECK(metrics.find("loom_aggregator_outer_step_seconds{job=\"tiny-diloco\"}") != std::string::npos);
+  CHECK(metrics.find("loom_aggregator_bytes_received_total{job=\"tiny-diloco\"}") != std::string::npos);
+
+  // Still audited after the kill: each refusal with its reason, and the unknown key's handshakes.
+  CHECK(audited_refusals(c) == expected_refusals);
+}
