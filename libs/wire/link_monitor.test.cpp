@@ -95,7 +95,7 @@ TEST_CASE("a link goes degraded then down as its last reply ages, and up again o
   CHECK(l.estimate(21s).state == link_state::up);
 }
 
-TEST_CASE("three unanswered exchanges in a row make a link down at once; one answer brings it back") {
+TEST_CASE("three unanswered exchanges in a row make a link down at once, and one answer brings it back") {
   link_estimator l;
   l.observe(ping(0s, 50ms));
   l.observe(missed(1s));

@@ -137,7 +137,7 @@ TEST_CASE("Gilbert-Elliott loss comes in runs of the configured mean length at t
   CHECK(s.dropped_loss() == static_cast<std::uint64_t>(std::count(p.begin(), p.begin() + 100, true)));
 }
 
-TEST_CASE("the same seed gives the same drop pattern; another seed or direction gives another") {
+TEST_CASE("the same seed gives the same drop pattern, and another seed or direction gives another") {
   const auto a = drop_pattern(lossy(0.3, 2.0, 7), 0, 500);
   CHECK(a == drop_pattern(lossy(0.3, 2.0, 7), 0, 500));
   CHECK(a != drop_pattern(lossy(0.3, 2.0, 8), 0, 500));
