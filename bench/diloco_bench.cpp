@@ -75,7 +75,11 @@ int main(int argc, char** argv) {
   with("diloco_bf16", [](local_config& c) { c.uplink = c.downlink = codec::codec_id::bf16; });
   with("diloco_int8", [](local_config& c) { c.uplink = c.downlink = codec::codec_id::int8; });
   with("diloco_int4", [](local_config& c) { c.uplink = c.downlink = codec::codec_id::int4; });
-  with("diloco_topk", [](local_config& c) { c.uplink = c.downlink = codec::codec_id::topk; });
+  with("diloco_topk", [](local_config& c) {  // error feedback as momentum (SparseLoCo): no outer Nesterov
+    c.uplink = c.downlink = codec::codec_id::topk;
+    c.outer = diloco::outer_options::plain_average();
+  });
+  with("diloco_topk_nesterov", [](local_config& c) { c.uplink = c.downlink = codec::codec_id::topk; });
   with("diloco_int8_no_ef", [](local_config& c) {
     c.uplink = c.downlink = codec::codec_id::int8;
     c.error_feedback = false;

@@ -158,6 +158,20 @@ result<step_report> outer_optimizer::step(int p, std::span<float> update_out) {
   return step_report{++versions_[p], W, deltas};
 }
 
+status outer_optimizer::correct(int p, std::span<const float> add) {
+  if (p < 0 || p >= plan_.fragments())
+    return make_error(errc::invalid_argument, "correct: fragment " + std::to_string(p) + " out of range");
+  if (add.size() != plan_.size(p))
+    return make_error(errc::invalid_argument, "correct: " + std::to_string(add.size()) + " values for fragment " +
+                                                  std::to_string(p) + " of " + std::to_string(plan_.size(p)));
+  if (auto bad = first_non_finite(add))
+    return make_error(errc::invalid_argument, "correct: value " + std::to_string(*bad) + " is not finite");
+  std::size_t at = 0;
+  for (const range& r : plan_.ranges(p))
+    for (std::size_t i = 0; i < r.count; ++i) params_[r.offset + i] += add[at++];
+  return ok_status();
+}
+
 void outer_optimizer::discard(int p) {
   auto& a = acc_[p];
   std::fill(a.f64.begin(), a.f64.end(), 0.0);

@@ -72,6 +72,16 @@ class outer_optimizer {
   result<step_report> step(int p, std::span<float> update_out = {});
   // Forgets what was accumulated for p since its last step.
   void discard(int p);
+  // θ_p += add (gathered, size plan().size(p)). With a lossy downlink the
+  // sites apply only the decoded update U', not U: the caller gives back
+  // U − U' so that θ stays exactly what the sites hold, and its error
+  // feedback sends the difference in a later round (bidirectional
+  // compression, as DoubleSqueeze: the server applies what it sends). Without
+  // it the sites' deltas, taken from θ − (U − U'), would count again what θ
+  // already moved: momentum then amplifies it (top-k diverged, diloco_bench).
+  // invalid_argument (nothing changed) for a bad fragment, a size mismatch or
+  // a non-finite value.
+  status correct(int p, std::span<const float> add);
 
   const fragment_plan& plan() const { return plan_; }
   const outer_options& options() const { return opts_; }

@@ -183,3 +183,17 @@ TEST_CASE("first_non_finite names the first NaN or infinity, past a whole clean 
   CHECK(first_non_finite(v) == 17u);
   CHECK_FALSE(first_non_finite({}).has_value());
 }
+
+TEST_CASE("correct adds back what the downlink did not carry, in fragment order, and refuses bad input") {
+  auto plan = loom::diloco::fragment_plan::flat(6, 2, 2);
+  REQUIRE(plan.ok());
+  auto opt = loom::diloco::outer_optimizer::make(*plan, {1, 2, 3, 4, 5, 6}, loom::diloco::outer_options::plain_average());
+  REQUIRE(opt.ok());
+  const std::vector<float> add{0.5f, -1.0f, 0.25f};
+  REQUIRE(opt->correct(1, add).ok());
+  CHECK(std::vector<float>(opt->params().begin(), opt->params().end()) == std::vector<float>{1, 2, 3, 4.5f, 4, 6.25f});
+  CHECK(opt->correct(2, add).code() == loom::errc::invalid_argument);
+  CHECK(opt->correct(0, std::vector<float>{1, 2}).code() == loom::errc::invalid_argument);
+  CHECK(opt->correct(0, std::vector<float>{1, std::nanf(""), 2}).code() == loom::errc::invalid_argument);
+  CHECK(opt->version(1) == 0);  // not an outer step
+}

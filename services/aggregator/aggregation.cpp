@@ -182,8 +182,11 @@ close_report aggregation::close(std::uint32_t p, nanos now) {
   r.step_seconds = secs;
   unsaved_[p].clear();
 
-  // Downlink with error feedback: e += U; q = enc(e); e -= dec(q).
+  // Downlink with error feedback: e += U; q = enc(e); e -= dec(q). θ then
+  // takes back what q did not carry (U − U' = e_after − e_before), so θ is
+  // exactly what the sites hold after applying q.
   auto& e = residual_[p];
+  correction_.assign(e.begin(), e.end());
   for (std::size_t i = 0; i < e.size(); ++i) e[i] += update_[i];
   codec::codec_id used = spec_.codec;
   if (!codec::encode_into(used, e, {}, encoded_).ok()) {  // a value the codec cannot hold: send it exactly
@@ -191,6 +194,8 @@ close_report aggregation::close(std::uint32_t p, nanos now) {
     (void)codec::encode_into(used, e, {}, encoded_);
   }
   (void)codec::decode_add(encoded_, e, -1.0f);
+  for (std::size_t i = 0; i < e.size(); ++i) correction_[i] = e[i] - correction_[i];
+  (void)rounds_->correct(p, correction_);
   global_update_header h;
   h.job = spec_.job;
   h.fragment = p;
@@ -230,10 +235,9 @@ result<pull_answer> aggregation::pull(const std::string& site, std::uint32_t p, 
   if (!want_params && held && held->header.version == a.version && have_version + 1 == a.version) {
     a.header = held->header;
     a.payload = held->payload;
-  } else {  // the parameters the sites hold: θ + e
+  } else {  // the parameters the sites hold: θ (it takes back what the downlink did not carry)
     std::vector<float> part(plan.size(p));
     plan.gather(static_cast<int>(p), opt.params(), part);
-    for (std::size_t i = 0; i < part.size(); ++i) part[i] += residual_[p][i];
     (void)codec::encode_into(codec::codec_id::fp32, part, {}, encoded_);
     a.header = {spec_.job, p, a.version, 0, update_kind::params, "fp32", part.size(), encoded_.size(),
                 std::string(crypto::as_view(crypto::sha256(as_chars(encoded_)))), a.version, 0};

@@ -7,8 +7,8 @@
 //             job's codec through error feedback per fragment (e += U;
 //             q = enc(e); e -= dec(q), as codec::error_feedback does; the
 //             residual is kept here because it is saved and reloaded) and
-//             kept for pulls; a site that is further behind pulls the
-//             parameters the sites hold, θ + e, in fp32;
+//             kept for pulls; θ takes back U − dec(q), so it is what the
+//             sites hold, and a site that is further behind pulls θ in fp32;
 //   durable   saved after every outer step (job_store.hpp), so a restarted
 //             aggregator loses no closed round and takes a re-sent delta once.
 // No sockets, no clock but the outer step's stopwatch: the delta server and
@@ -143,7 +143,7 @@ class aggregation {
   // Per fragment: (site, its last round before) of each delta summed since the
   // fragment's last step, so a save never claims a delta the file lacks.
   std::vector<std::vector<std::pair<std::string, std::int64_t>>> unsaved_;
-  std::vector<float> decoded_, update_;  // scratch for one fragment's values
+  std::vector<float> decoded_, update_, correction_;  // scratch for one fragment's values
   std::vector<std::byte> encoded_;
   std::uint64_t bytes_in_ = 0, bytes_out_ = 0, restarts_ = 0;
   std::map<std::string, std::uint64_t> wire_refusals_;

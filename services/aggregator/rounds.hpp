@@ -165,6 +165,9 @@ class job_rounds {
   void record_outer_step(double seconds);
 
   const diloco::outer_optimizer& optimizer() const { return opt_; }
+  // θ_p += add: the part of fragment p's last update the downlink did not
+  // carry (diloco::outer_optimizer::correct).
+  status correct(std::uint32_t p, std::span<const float> add) { return opt_.correct(static_cast<int>(p), add); }
   std::uint64_t open_round(std::uint32_t p) const { return opt_.version(p); }
   nanos opened(std::uint32_t p) const { return frags_[p].opened; }
   nanos deadline(std::uint32_t p) const { return frags_[p].deadline; }

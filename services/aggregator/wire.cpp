@@ -151,6 +151,10 @@ result<aggregation_spec> from_wire(const loom::v1::AggregationSpec& w) {
     s.rounds.deadline_max = std::max(s.rounds.deadline_max, s.rounds.deadline_min);
   }
   if (auto v = s.rounds.validate(); !v) return bad(msg, v.err().message);
+  // top-k: its error feedback carries what momentum would (SparseLoCo); with
+  // Nesterov on top the sparse updates ran away in diloco_bench (loss 9.2 vs
+  // 3.1 with plain averaging), so plain averaging unless the job says otherwise.
+  if (s.codec == codec::codec_id::topk) s.outer = diloco::outer_options::plain_average();
   if (w.outer_lr() != 0) {
     s.outer.lr = w.outer_lr();
     s.outer.momentum = w.outer_momentum();

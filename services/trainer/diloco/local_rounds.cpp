@@ -253,6 +253,11 @@ result<local_result> run_diloco(const local_config& c, const local_data& d) {
     } else {
       if (auto st = codec::encode_into(c.downlink, std::span(update).first(n), {}, u.payload); !st) return st.err();
     }
+    // The server applies what it sends: θ takes back U − dec(payload), the
+    // part error feedback carries into later rounds (outer_optimizer::correct).
+    if (auto st = codec::decode(u.payload, std::span(decoded).first(n)); !st) return st.err();
+    for (std::size_t i = 0; i < n; ++i) update[i] -= decoded[i];
+    if (auto st = outer->correct(p, std::span(update).first(n)); !st) return st.err();
     in_flight.push_back(std::move(u));
     while (!in_flight.empty() && in_flight.front().apply_after <= step) {  // overlap 0: at once
       if (auto s = apply(in_flight.front()); !s) return s.err();

@@ -5,6 +5,8 @@
 
 #include <doctest/doctest.h>
 
+#include <cmath>
+
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -123,4 +125,18 @@ TEST_CASE("bad local-rounds configs are refused naming the field") {
   CHECK(r.err().message.find("overlap") != std::string::npos);
   local_data empty;
   CHECK(run_sync_dp(tiny(), empty).code() == errc::invalid_argument);
+}
+
+TEST_CASE("top-k deltas both ways with error feedback and plain averaging learn instead of running away") {
+  // The server applies what it sends (outer_optimizer::correct); without that,
+  // or with Nesterov on top of top-k's error feedback, the loss ran away (to 9-21).
+  local_config c = tiny();
+  c.uplink = c.downlink = codec::codec_id::topk;
+  c.outer = diloco::outer_options::plain_average();
+  auto r = run_diloco(c, data());
+  REQUIRE(r.ok());
+  MESSAGE("top-k: first train loss " << r->train_loss.front() << ", validation " << r->validation_loss);
+  CHECK(std::isfinite(r->validation_loss));
+  CHECK(r->validation_loss < r->train_loss.front() * 0.75f);
+  CHECK(r->bytes_up == 8u * 4u * codec::encoded_bytes(codec::codec_id::topk, r->params));
 }
