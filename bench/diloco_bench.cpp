@@ -40,9 +40,9 @@ int main(int argc, char** argv) {
   const int steps = arg_int(argc, argv, "--steps", 1600);
   const int layers = arg_int(argc, argv, "--layers", 4);
   const int block = arg_int(argc, argv, "--block", 1024);  // 0: contiguous (non-IID) shards
-  const char* only = nullptr;  // --only a,b: just these arms (and sync_dp)
+  std::string only;  // --only a,b: just these arms (and sync_dp), as ",a,b,"
   for (int i = 1; i + 1 < argc; ++i)
-    if (std::strcmp(argv[i], "--only") == 0) only = argv[i + 1];
+    if (std::strcmp(argv[i], "--only") == 0) only = std::string(",") + argv[i + 1] + ",";
   auto f = [&](const char* name, float fallback) {
     for (int i = 1; i + 1 < argc; ++i)
       if (std::strcmp(argv[i], name) == 0) return std::stof(argv[i + 1]);
@@ -100,7 +100,7 @@ int main(int argc, char** argv) {
   double dp_bytes = 0;
   std::vector<std::string> lines;
   for (const auto& a : arms) {
-    if (only && !a.dp && std::string(",") .append(only).append(",").find("," + a.name + ",") == std::string::npos) continue;
+    if (!only.empty() && !a.dp && only.find("," + a.name + ",") == std::string::npos) continue;
     const auto t0 = std::chrono::steady_clock::now();
     auto r = a.dp ? run_sync_dp(a.cfg, data) : run_diloco(a.cfg, data);
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -84,7 +84,8 @@ struct pending_update {
   int apply_after = 0;  // inner step
   int fragment = 0;
   std::uint64_t version = 0;
-  std::vector<std::byte> payload;
+  std::vector<float> update;  // U' as the sites decode it (decoded once, when sent)
+  std::size_t bytes = 0;      // the payload's size on the wire
 };
 
 }  // namespace
@@ -182,14 +183,17 @@ result<local_result> run_diloco(const local_config& c, const local_data& d) {
   // global values when back instead of an update it never saw).
   std::vector<std::vector<bool>> stale(static_cast<std::size_t>(M), std::vector<bool>(std::size_t(plan->fragments())));
 
-  auto apply = [&](const pending_update& u) -> status {
-    const std::size_t n = plan->size(u.fragment);
-    auto dec = std::span(decoded).first(n);
-    if (auto s = codec::decode(u.payload, dec); !s) return s;
-    for (int s = 0; s < M; ++s) {
-      if (stale[s][u.fragment]) continue;  // offline: catches up from the global values
-      r.bytes_down += u.payload.size();
-      if (auto st = anchors[s].apply_update(u.fragment, u.version, dec, sites[s].model.params()); !st) return st;
+  // Every site applies the updates due by inner step `up_to` (all of them: -1).
+  auto land = [&](int up_to) -> status {
+    while (!in_flight.empty() && (up_to < 0 || in_flight.front().apply_after <= up_to)) {
+      const pending_update& u = in_flight.front();
+      for (int s = 0; s < M; ++s) {
+        if (stale[s][u.fragment]) continue;  // offline: catches up from the global values
+        r.bytes_down += u.bytes;
+        if (auto st = anchors[s].apply_update(u.fragment, u.version, u.update, sites[s].model.params()); !st)
+          return st;
+      }
+      in_flight.pop_front();
     }
     return ok_status();
   };
@@ -214,10 +218,7 @@ result<local_result> run_diloco(const local_config& c, const local_data& d) {
     }
     r.train_loss.push_back(loss);
     const int step = t + 1;  // inner steps taken
-    while (!in_flight.empty() && in_flight.front().apply_after <= step) {
-      if (auto s = apply(in_flight.front()); !s) return s.err();
-      in_flight.pop_front();
-    }
+    if (auto s = land(step); !s) return s.err();
     const int p = plan->due_after(static_cast<std::uint64_t>(step));
     if (p < 0) continue;
     const std::size_t n = plan->size(p);
@@ -247,27 +248,21 @@ result<local_result> run_diloco(const local_config& c, const local_data& d) {
     auto rep = outer->step(p, std::span(update).first(n));
     if (!rep) return rep.err();
     ++r.syncs;
-    pending_update u{step + c.overlap, p, rep->version, {}};
     if (c.error_feedback) {
-      if (auto st = down[p].encode_into(std::span(update).first(n), u.payload); !st) return st.err();
+      if (auto st = down[p].encode_into(std::span(update).first(n), payload); !st) return st.err();
     } else {
-      if (auto st = codec::encode_into(c.downlink, std::span(update).first(n), {}, u.payload); !st) return st.err();
+      if (auto st = codec::encode_into(c.downlink, std::span(update).first(n), {}, payload); !st) return st.err();
     }
-    // The server applies what it sends: θ takes back U − dec(payload), the
-    // part error feedback carries into later rounds (outer_optimizer::correct).
-    if (auto st = codec::decode(u.payload, std::span(decoded).first(n)); !st) return st.err();
-    for (std::size_t i = 0; i < n; ++i) update[i] -= decoded[i];
+    pending_update u{step + c.overlap, p, rep->version, std::vector<float>(n), payload.size()};
+    if (auto st = codec::decode(payload, u.update); !st) return st.err();
+    // The server applies what it sends: θ takes back U − U', the part error
+    // feedback carries into later rounds (outer_optimizer::correct).
+    for (std::size_t i = 0; i < n; ++i) update[i] -= u.update[i];
     if (auto st = outer->correct(p, std::span(update).first(n)); !st) return st.err();
     in_flight.push_back(std::move(u));
-    while (!in_flight.empty() && in_flight.front().apply_after <= step) {  // overlap 0: at once
-      if (auto s = apply(in_flight.front()); !s) return s.err();
-      in_flight.pop_front();
-    }
+    if (auto s = land(step); !s) return s.err();  // overlap 0: at once
   }
-  while (!in_flight.empty()) {  // the last updates land before the end
-    if (auto s = apply(in_flight.front()); !s) return s.err();
-    in_flight.pop_front();
-  }
+  if (auto s = land(-1); !s) return s.err();  // the last updates land before the end
   auto v = validation_loss(c, d.validation, outer->params());
   if (!v) return v.err();
   r.validation_loss = *v;

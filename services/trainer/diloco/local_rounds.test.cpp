@@ -7,9 +7,6 @@
 
 #include <cmath>
 
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 
 using namespace loom;
 using namespace loom::trainer;
