@@ -142,9 +142,10 @@ TEST_CASE("cancel interrupts a long training step within seconds instead of wait
   temp_dir home;
   up_guard guard{home.path()};
   REQUIRE(run_loom(home.path(), {"up", "--import-root", "/usr/share/common-licenses"}, 60s).code == 0);
-  // 16 micro-batches of 32 x 32 tokens: a step of many seconds on two cores.
+  // 64 micro-batches of 32 x 32 tokens: a step of many seconds even on fast
+  // cores (with 16 a fast machine finished step 1 inside the 1.5 s below).
   const std::string id = submit(home.path(), {std::string("text=") + corpus, "batch=32", "seq_len=32",
-                                              "train.grad_accum=16", "steps=3"});
+                                              "train.grad_accum=64", "steps=3"});
   const std::string log = home.path() + "/logs/trainer.log";
   REQUIRE(wait_for_text(log, "training L2 H2 C64", 60s));
   std::this_thread::sleep_for(1500ms);  // well inside step 1
