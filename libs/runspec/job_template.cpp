@@ -48,14 +48,18 @@ int priority_of(std::string_view cls) {
   return -1;
 }
 
-result<job_plan> resolve_template(std::string_view tmpl, std::string_view text,
-                                  const std::vector<std::string>& overrides) {
-  toml::table root;
+namespace {
+
+result<std::shared_ptr<const toml::table>> parse_template(std::string_view tmpl, std::string_view text) {
   try {
-    root = toml::parse(text, std::string_view(tmpl));
+    return std::make_shared<const toml::table>(toml::parse(text, std::string_view(tmpl)));
   } catch (const toml::parse_error& e) {
     return bad(tmpl, "line " + std::to_string(e.source().begin.line) + ": " + std::string(e.description()));
   }
+}
+
+result<job_plan> resolve_parsed(std::string_view tmpl, const toml::table& root,
+                                const std::vector<std::string>& overrides) {
   job_plan plan;
   plan.name = std::string(tmpl);
   plan.priority_class = "normal";
@@ -181,6 +185,43 @@ result<job_plan> resolve_template(std::string_view tmpl, std::string_view text,
     plan.stages.push_back(std::move(sp));
   }
   return plan;
+}
+
+}  // namespace
+
+result<job_plan> resolve_template(std::string_view tmpl, std::string_view text,
+                                  const std::vector<std::string>& overrides) {
+  auto root = parse_template(tmpl, text);
+  if (!root) return root.err();
+  return resolve_parsed(tmpl, **root, overrides);
+}
+
+struct template_cache::entry {
+  std::shared_ptr<const toml::table> root;
+};
+
+template_cache::template_cache(std::size_t capacity) : capacity_(capacity == 0 ? 1 : capacity) {}
+template_cache::~template_cache() = default;
+template_cache::template_cache(template_cache&&) noexcept = default;
+template_cache& template_cache::operator=(template_cache&&) noexcept = default;
+
+result<job_plan> template_cache::resolve(std::string_view tmpl, std::string_view text,
+                                         const std::vector<std::string>& overrides) {
+  std::string key;
+  key.reserve(tmpl.size() + 1 + text.size());
+  key.append(tmpl).push_back('\0');
+  key.append(text);
+  auto it = parsed_.find(key);
+  if (it == parsed_.end()) {
+    auto root = parse_template(tmpl, text);
+    if (!root) return root.err();  // not kept: a bad template is refused each time
+    if (parsed_.size() >= capacity_) parsed_.clear();  // a new set of templates: start over
+    it = parsed_.emplace(std::move(key), std::make_shared<entry>(entry{std::move(*root)})).first;
+    ++misses_;
+  } else {
+    ++hits_;
+  }
+  return resolve_parsed(tmpl, *it->second->root, overrides);
 }
 
 }  // namespace loom::runspec

@@ -23,6 +23,8 @@
 #include "libs/status/status.hpp"
 
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -45,6 +47,30 @@ struct job_plan {
 // fault), the stage, and the key or the override.
 result<job_plan> resolve_template(std::string_view template_name, std::string_view toml,
                                   const std::vector<std::string>& overrides);
+
+// resolve_template with the parsed TOML of each template text kept, so a
+// template submitted again (the usual case: `loom job submit --template T`
+// sends the same text each time) is not parsed again; overrides are applied
+// to a fresh copy each call, so results equal resolve_template's. At most
+// `capacity` texts are kept (all dropped when full). One thread at a time.
+class template_cache {
+ public:
+  explicit template_cache(std::size_t capacity = 64);
+  ~template_cache();
+  template_cache(template_cache&&) noexcept;
+  template_cache& operator=(template_cache&&) noexcept;
+
+  result<job_plan> resolve(std::string_view template_name, std::string_view toml,
+                           const std::vector<std::string>& overrides);
+  std::uint64_t hits() const { return hits_; }
+  std::uint64_t misses() const { return misses_; }
+
+ private:
+  struct entry;
+  std::size_t capacity_;
+  std::map<std::string, std::shared_ptr<entry>, std::less<>> parsed_;  // name '\0' text -> parsed
+  std::uint64_t hits_ = 0, misses_ = 0;
+};
 
 // low 0, normal 1, high 2; -1 unknown.
 int priority_of(std::string_view cls);

@@ -151,3 +151,37 @@ TEST_CASE("the resolved stage carries its memory estimate and group size") {
   CHECK(s.memory().total() > s.memory().params * 4);  // weights, gradients, AdamW and activations
   CHECK(s.memory().batches == loom::model::estimate_training(s.model, 4, 64, 2, false).batches);  // 4 / 2 held
 }
+
+TEST_CASE("the template cache parses a text once and resolves each submit's overrides as resolve_template does") {
+  template_cache cache(2);
+  const std::vector<std::vector<std::string>> submits = {
+      {"text=/data/a.txt", "steps=50"}, {"text=/data/b.txt", "sft.optim.lr=0.002"}, {"text=/data/a.txt", "steps=50"}};
+  for (const auto& o : submits) {
+    auto cached = cache.resolve("pipeline-x", pipeline, o);
+    auto fresh = resolve_template("pipeline-x", pipeline, o);
+    REQUIRE(cached.ok());
+    REQUIRE(fresh.ok());
+    REQUIRE(cached->stages.size() == fresh->stages.size());
+    for (std::size_t i = 0; i < fresh->stages.size(); ++i) CHECK(cached->stages[i].config_toml == fresh->stages[i].config_toml);
+    CHECK(cached->priority_class == "high");
+  }
+  CHECK(cache.misses() == 1);
+  CHECK(cache.hits() == 2);
+  // An override that fails refuses that submit only; the kept text is untouched.
+  auto bad = cache.resolve("pipeline-x", pipeline, {"nosuchkey=1"});
+  CHECK_FALSE(bad.ok());
+  auto again = cache.resolve("pipeline-x", pipeline, {"text=/data/a.txt"});
+  REQUIRE(again.ok());
+  CHECK(again->stages[0].config_toml.find("nosuchkey") == std::string::npos);
+  // A bad text is refused every time with its line, and never kept.
+  auto broken = cache.resolve("broken", "[model\n", {});
+  REQUIRE_FALSE(broken.ok());
+  CHECK(broken.err().message.find("template broken: line 1") != std::string::npos);
+  CHECK(cache.misses() == 1);
+  // The same text under another name is another entry; beyond capacity the cache starts over.
+  REQUIRE(cache.resolve("pipeline-y", pipeline, {"text=/data/a.txt"}).ok());
+  REQUIRE(cache.resolve("pipeline-z", pipeline, {"text=/data/a.txt"}).ok());
+  CHECK(cache.misses() == 3);
+  REQUIRE(cache.resolve("pipeline-z", pipeline, {"text=/data/a.txt"}).ok());
+  CHECK(cache.hits() == 5);
+}

@@ -60,6 +60,8 @@ class roster {
   std::vector<std::string> reap(time_point now, std::chrono::milliseconds keep);
 
   std::vector<node> list(const std::string& zone = "") const;
+  // Every node by id, without copying (list() copies): for hot paths that only read.
+  const std::map<std::string, node>& all() const { return nodes_; }
   const node* find(const std::string& id) const;
   std::uint64_t version() const { return version_; }
   std::chrono::milliseconds interval() const { return interval_; }

@@ -337,7 +337,7 @@ poll_answer job_manager::poll(const poll_report& r, time_point now) {
 
 void job_manager::tick(const roster& nodes, time_point now) {
   std::map<std::string, bool> alive, draining;
-  for (const auto& n : nodes.list()) {
+  for (const auto& [nid, n] : nodes.all()) {
     if (n.service != "trainer") continue;
     alive[n.id] = nodes.state(n, now) != node_state::dead;
     draining[n.id] = n.draining;

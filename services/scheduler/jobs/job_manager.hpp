@@ -24,6 +24,7 @@
 #pragma once
 
 #include "libs/files/confine.hpp"
+#include "libs/runspec/job_template.hpp"
 #include "libs/status/status.hpp"
 #include "services/scheduler/jobs/admission.hpp"
 #include "services/scheduler/dataset_probe.hpp"
@@ -213,6 +214,7 @@ class job_manager {
   async_writer writer_;
   dataset_probe probe_;
   files::root_set read_roots_;
+  runspec::template_cache templates_;  // parsed template texts, reused across submits
 };
 
 }  // namespace loom::scheduler

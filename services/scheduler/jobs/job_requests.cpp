@@ -55,10 +55,10 @@ result<std::pair<const job_rec*, bool>> job_manager::submit(const submit_args& a
   if (tenant != who.tenant && !who.admin())
     return make_error(errc::permission_denied, "tenant " + tenant + ": a " + who.role + " of tenant " + who.tenant +
                                                    " submits only within it (admins act across tenants)");
-  auto plan = runspec::resolve_template(a.template_name, a.template_toml, a.overrides);
+  auto plan = templates_.resolve(a.template_name, a.template_toml, a.overrides);
   if (!plan) return plan.err();
   std::set<std::string> zones{who.service_zone};
-  for (const auto& n : nodes.list()) zones.insert(n.zone);
+  for (const auto& [id, n] : nodes.all()) zones.insert(n.zone);
   if (auto st = admit(*plan, a.zone, zones, trainers(nodes, now)); !st) return st.err();
   if (!read_roots_.empty())
     for (const auto& sp : plan->stages)
@@ -188,7 +188,7 @@ result<const job_rec*> job_manager::find_for(const std::string& id, const caller
 
 std::vector<trainer_view> job_manager::trainers(const roster& nodes, time_point now) const {
   std::vector<trainer_view> out;
-  for (const auto& n : nodes.list()) {
+  for (const auto& [id, n] : nodes.all()) {
     if (n.service != "trainer") continue;
     trainer_view t{n.id, n.zone, n.resources.cpu_cores, n.resources.memory_bytes,
                    nodes.state(n, now) != node_state::dead, n.draining, ""};
