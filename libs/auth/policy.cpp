@@ -7,7 +7,7 @@ namespace {
 
 // THE single place to add a request type. A new message that services accept
 // needs a row here, or every call to it is denied ("no policy for request type").
-constexpr std::array<policy_entry, 34> table{{
+constexpr std::array<policy_entry, 38> table{{
     // type                             min role         mutating  what   service
     {"loom.v1.PingRequest",             role::viewer,    false, "echo a payload; liveness and latency probe", "*"},
     {"loom.v1.HealthRequest",           role::viewer,    false, "service health, restarts and sub-checks", "*"},
@@ -42,6 +42,10 @@ constexpr std::array<policy_entry, 34> table{{
     {"loom.v1.IssueSiteTokenRequest",   role::admin,     true,  "a one-time enrolment token for an edge site", "scheduler"},
     {"loom.v1.RevokeSiteRequest",       role::admin,     true,  "revoke an edge site: its keys are no longer admitted", "scheduler"},
     {"loom.v1.ListSitesRequest",        role::viewer,    false, "edge sites, their trainers, link and datasets", "scheduler"},
+    {"loom.v1.ListModelsRequest",       role::viewer,    false, "model versions in the registry", "scheduler"},
+    {"loom.v1.GetModelRequest",         role::viewer,    false, "one model version with its lineage", "scheduler"},
+    {"loom.v1.DiffModelsRequest",       role::viewer,    false, "what differs between two model versions", "scheduler"},
+    {"loom.v1.RollbackModelRequest",    role::operator_, true,  "make an earlier model version current again (hash-checked)", "scheduler"},
     // Token-free (token_free below): the enrolment token in the body is the credential.
     {"loom.v1.EnrolSiteRequest",        role::viewer,    true,  "an edge site enrols with a one-time token and its CURVE keys", "scheduler"},
 }};

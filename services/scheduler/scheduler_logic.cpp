@@ -11,8 +11,10 @@
 #include "libs/store/group_commit.hpp"
 #include "loom/v1/jobs.pb.h"
 #include "loom/v1/scheduler.pb.h"
+#include "loom/v1/models.pb.h"
 #include "loom/v1/sites.pb.h"
 #include "services/scheduler/node_repo.hpp"
+#include "services/scheduler/models/model_registry.hpp"
 #include "services/scheduler/sites/site_registry.hpp"
 
 #include <stdexcept>
@@ -155,6 +157,10 @@ void scheduler_logic::register_handlers() {
       .on<RevokeSiteRequest>([this](const RevokeSiteRequest& r, ctx_t c) { return revoke_site(r, c); })
       // The sites with their trainers, link and datasets.
       .on<ListSitesRequest>([this](const ListSitesRequest& r, ctx_t) { return list_sites(r); })
+      .on<ListModelsRequest>([this](const ListModelsRequest& r, ctx_t) { return list_models(r); })
+      .on<GetModelRequest>([this](const GetModelRequest& r, ctx_t) { return get_model(r); })
+      .on<DiffModelsRequest>([this](const DiffModelsRequest& r, ctx_t) { return diff_models(r); })
+      .on<RollbackModelRequest>([this](const RollbackModelRequest& r, ctx_t c) { return rollback_model(r, c); })
       // A site enrols with its token and keys (no bearer token: sites/site_handlers.cpp).
       .on<EnrolSiteRequest>([this](const EnrolSiteRequest& r, ctx_t) { return enrol_site(r); });
 }

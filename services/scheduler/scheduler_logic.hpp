@@ -30,6 +30,8 @@ class group_commit;
 namespace loom::scheduler {
 class site_registry;
 struct site_rec;
+class model_registry;
+struct model_version_rec;
 }  // namespace loom::scheduler
 namespace loom::v1 {
 class JobInfo;
@@ -47,6 +49,11 @@ class RevokeSiteRequest;
 class ListSitesRequest;
 class EnrolSiteRequest;
 class SiteInfo;
+class ListModelsRequest;
+class GetModelRequest;
+class DiffModelsRequest;
+class RollbackModelRequest;
+class ModelVersion;
 }  // namespace loom::v1
 
 namespace loom::scheduler {
@@ -85,6 +92,9 @@ class scheduler_logic final : public runtime::service_logic {
   // The edge sites registry (a cloud instance); without one the site requests
   // answer unimplemented. Each site event is told to `sink`.
   void set_sites(std::unique_ptr<site_registry> sites, site_sink sink);
+  // The model registry: every stage that succeeds leaves a model version
+  // (models/model_registry.hpp); without one the model requests answer unimplemented.
+  void set_models(std::unique_ptr<model_registry> models);
 
   const roster& nodes() const { return roster_; }
   const job_manager& jobs() const { return jobs_; }
@@ -114,6 +124,12 @@ class scheduler_logic final : public runtime::service_logic {
   runtime::handled list_sites(const loom::v1::ListSitesRequest& req);
   runtime::handled enrol_site(const loom::v1::EnrolSiteRequest& req);
   void describe(const site_rec& s, loom::v1::SiteInfo* out) const;  // with its trainers from the roster
+  // The model registry (models/model_handlers.cpp).
+  runtime::handled list_models(const loom::v1::ListModelsRequest& req);
+  runtime::handled get_model(const loom::v1::GetModelRequest& req);
+  runtime::handled diff_models(const loom::v1::DiffModelsRequest& req);
+  runtime::handled rollback_model(const loom::v1::RollbackModelRequest& req, const runtime::call_context& ctx);
+  void describe(const model_version_rec& v, bool current, loom::v1::ModelVersion* out) const;
   // A job as the wire shows it, with each queued stage's reason to wait.
   void describe(const job_rec& j, loom::v1::JobInfo* out) const;
   // Runs fn in a store transaction (or succeeds at once without a store).
@@ -129,6 +145,7 @@ class scheduler_logic final : public runtime::service_logic {
   std::optional<std::string> commit_failure_;  // set (once) by the committer thread
   std::unique_ptr<site_registry> sites_;  // null: not a cloud instance
   site_sink site_sink_;
+  std::unique_ptr<model_registry> models_;  // null: no state store
   runtime::handler_table table_{"scheduler"};
   std::unique_ptr<store::group_commit> writer_;  // last: destroyed (flushed) first
 };

@@ -7,6 +7,7 @@
 #include "libs/store/database.hpp"
 #include "services/scheduler/dataset_probe.hpp"
 #include "services/scheduler/scheduler_logic.hpp"
+#include "services/scheduler/models/model_registry.hpp"
 #include "services/scheduler/sites/site_registry.hpp"
 
 #include <nlohmann/json.hpp>
@@ -83,6 +84,9 @@ std::unique_ptr<runtime::service_logic> make_logic(runtime::service_env& env, co
       open_writer(env.database_url));
   logic->set_dataset_probe(ingest_probe(env));
   logic->set_read_roots(layout::job_read_roots(env.paths, env.eps));
+  if (env.db)
+    logic->set_models(std::make_unique<model_registry>(
+        env.db, [] { return std::chrono::system_clock::now(); }, verifying_inspector(env.paths.checkpoint_key())));
   if (env.db)
     logic->set_sites(make_sites(env), [em, zone](const scheduler_logic::site_event& e) {
       audit::record r;

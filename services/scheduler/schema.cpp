@@ -1,6 +1,7 @@
 #include "services/scheduler/schema.hpp"
 
 #include "services/scheduler/jobs/job_store.hpp"
+#include "services/scheduler/models/model_store.hpp"
 #include "services/scheduler/sites/site_store.hpp"
 
 namespace loom::scheduler {
@@ -36,6 +37,7 @@ CREATE INDEX nodes_by_zone ON nodes (zone);
       groups_migration(),
       spec_migration(),
       sites_migration(),
+      models_migration(),
   };
   return all;
 }

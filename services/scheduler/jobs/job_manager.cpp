@@ -226,6 +226,10 @@ void job_manager::stage_done(job_rec& j, std::size_t i, bool ok, const std::stri
                ok ? "step " + std::to_string(s.step) + ", loss " + std::to_string(s.loss) + ", checkpoint " + s.checkpoint
                   : message,
                now);
+  if (ok && on_succeeded_) {
+    auto [kind, text] = on_succeeded_(j, i);
+    if (!kind.empty()) (void)record(j, s.name, kind, text, now, false);
+  }
   if (ok && i + 1 < j.stages.size()) {
     // The stage switch: the next stage takes this one's place in the queue, so
     // the trainer it frees goes to it before later arrivals of its class.

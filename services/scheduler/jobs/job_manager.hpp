@@ -38,6 +38,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace loom::store {
@@ -143,6 +144,11 @@ class job_manager {
   // snapshots, requeues, completion, cancellation): the service audits them.
   using event_sink = std::function<void(const job_rec&, const job_event&)>;
   void set_event_sink(event_sink fn) { sink_ = std::move(fn); }
+  // Told of each stage that succeeded, after its state is set and before the
+  // next stage is queued (the model registry keeps its final checkpoint);
+  // returns the job event it makes of it (kind, text), kind "" for none.
+  using stage_hook = std::function<std::pair<std::string, std::string>(const job_rec&, std::size_t)>;
+  void set_stage_succeeded(stage_hook fn) { on_succeeded_ = std::move(fn); }
   // Writes go to `w` instead of a transaction of their own: it queues the unit
   // (which owns copies of what it writes) for a group commit and the caller
   // answers once that is durable (scheduler_logic). Without one, every change
@@ -211,6 +217,7 @@ class job_manager {
   std::map<std::string, peer_info> peers_;                 // node -> its collective inbox (from polls)
   std::uint64_t next_seq_ = 1;
   event_sink sink_;
+  stage_hook on_succeeded_;
   async_writer writer_;
   dataset_probe probe_;
   files::root_set read_roots_;

@@ -1,0 +1,232 @@
+#include "services/scheduler/models/model_registry.hpp"
+
+#include "libs/auth/token.hpp"
+#include "libs/ckpt/snapshot.hpp"
+#include "libs/crypto/hash.hpp"
+#include "libs/files/files.hpp"
+#include "libs/runspec/run_config.hpp"
+#include "libs/store/database.hpp"
+#include "services/scheduler/jobs/job_store.hpp"
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <set>
+#include <sstream>
+
+namespace loom::scheduler {
+namespace {
+
+std::string version_id(std::uint64_t seq) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "mv-%06llu", static_cast<unsigned long long>(seq));
+  return buf;
+}
+
+// The resolved config's lines as "[section] key = value", for diff.
+std::set<std::string> config_lines(const std::string& toml) {
+  std::set<std::string> out;
+  std::istringstream in(toml);
+  std::string line, section;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    if (line.front() == '[') {
+      section = line;
+      continue;
+    }
+    out.insert(section.empty() ? line : section + " " + line);
+  }
+  return out;
+}
+
+std::string number(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+std::string joined(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& s : v) out += (out.empty() ? "" : ",") + s;
+  return out;
+}
+
+}  // namespace
+
+checkpoint_inspector verifying_inspector(std::string key_path) {
+  return [key_path = std::move(key_path)](const std::string& dir) -> result<checkpoint_facts> {
+    // Read at each call: the trainer makes the key on its first snapshot,
+    // which may be after the scheduler started.
+    auto key = auth::load_token_key(key_path);
+    if (!key) return make_error(key.code(), "checkpoint signing key: " + key.err().message);
+    const auto step = ckpt::parse_step_dir(std::filesystem::path(dir).filename().string());
+    if (!step) return make_error(errc::invalid_argument, "checkpoint " + dir + " is not a snapshot's step-N directory");
+    std::error_code ec;
+    if (!std::filesystem::is_directory(dir, ec)) return make_error(errc::not_found, "checkpoint " + dir + " is not there");
+    ckpt::loaded_snapshot s;
+    auto problems = ckpt::verify_snapshot(dir, *step, *key, &s);
+    if (!problems.empty()) {
+      std::string why;
+      for (const auto& p : problems) why += (why.empty() ? "" : "; ") + p;
+      return make_error(errc::corruption, "checkpoint " + dir + " does not verify: " + why);
+    }
+    auto model = s.files.find("model.safetensors");
+    if (model == s.files.end())
+      return make_error(errc::corruption, "checkpoint " + dir + " lists no model.safetensors");
+    auto manifest = files::read_file(dir + "/MANIFEST.json");
+    if (!manifest) return manifest.err();
+    return checkpoint_facts{*step, crypto::sha256_hex(*manifest), model->second.sha256_hex};
+  };
+}
+
+stage_outcome outcome_of(const job_rec& j, std::size_t i) {
+  const stage_rec& s = j.stages[i];
+  stage_outcome o;
+  o.model = j.name;
+  o.job_id = j.id;
+  o.stage = s.name;
+  o.checkpoint = s.checkpoint;
+  o.config_toml = s.config_toml;
+  o.parent_stage = i > 0 ? j.stages[i - 1].name : "";
+  o.metrics = {{"loss", s.loss}, {"first_loss", s.first_loss}, {"tokens_per_s", s.tokens_per_s},
+               {"steps", static_cast<double>(s.step)}};
+  auto spec = runspec::parse_run_config(s.config_toml, j.id + "/" + s.name);
+  o.kind = spec ? spec->kind : "lm";
+  o.tokenizer = spec && !spec->tokenizer.empty() ? spec->tokenizer : "gpt2";
+  if (spec) {
+    o.init_from = spec->init_from;
+    if (!spec->dataset.empty()) o.datasets.push_back("dataset:" + spec->dataset);
+    if (!spec->text.empty()) o.datasets.push_back("text:" + spec->text);
+    if (!spec->sft.empty()) o.datasets.push_back("sft:" + spec->sft);
+    if (!spec->shards.empty()) o.datasets.push_back("shards:" + spec->shards);
+  }
+  return o;
+}
+
+model_registry::model_registry(store::database* db, clock_fn now, checkpoint_inspector inspect)
+    : db_(db), now_(std::move(now)), inspect_(std::move(inspect)) {}
+
+result<model_version_rec> model_registry::register_stage(const stage_outcome& s) {
+  if (s.checkpoint.empty())
+    return make_error(errc::not_found, "stage " + s.stage + " of " + s.job_id + " reported no final checkpoint");
+  auto facts = inspect_(s.checkpoint);  // outside the transaction: it reads files
+  if (!facts) return facts.err();
+  const auto now = std::chrono::duration_cast<std::chrono::nanoseconds>(now_().time_since_epoch()).count();
+  model_version_rec v;
+  auto st = db_->with_transaction([&](store::transaction& tx) -> status {
+    auto seen = find_stage_version(tx, s.job_id, s.stage);
+    if (!seen) return seen.err();
+    if (*seen) {
+      v = **seen;
+      return make_error(errc::already_exists, "stage " + s.stage + " of " + s.job_id + " is " + v.version);
+    }
+    std::optional<model_version_rec> parent;
+    if (!s.parent_stage.empty()) {
+      auto p = find_stage_version(tx, s.job_id, s.parent_stage);
+      if (!p) return p.err();
+      parent = *p;
+    } else if (!s.init_from.empty()) {
+      auto p = find_checkpoint_version(tx, s.init_from);
+      if (!p) return p.err();
+      parent = *p;
+    }
+    auto seq = max_model_seq(tx);
+    if (!seq) return seq.err();
+    v.seq = *seq + 1;
+    v.version = version_id(v.seq);
+    v.model = s.model;
+    v.job_id = s.job_id;
+    v.stage = s.stage;
+    v.kind = s.kind;
+    v.checkpoint = s.checkpoint;
+    v.step = facts->step;
+    v.manifest_sha256 = facts->manifest_sha256;
+    v.params_sha256 = facts->params_sha256;
+    v.parent = parent ? parent->version : "";
+    v.datasets = s.datasets;
+    v.tokenizer = s.tokenizer;
+    v.metrics = s.metrics;
+    v.config_toml = s.config_toml;
+    v.created_ns = now;
+    if (auto w = insert_model_version(tx, v); !w) return w;
+    return set_model_current(tx, {v.model, v.version, "scheduler", "new version", now});
+  });
+  if (!st) return st.err();
+  return v;
+}
+
+result<std::vector<model_version_rec>> model_registry::list(const std::string& model, std::uint64_t limit) {
+  return db_->with_read_transaction([&](store::transaction& tx) { return load_model_versions(tx, model, limit); });
+}
+
+result<model_version_rec> model_registry::get(const std::string& version) {
+  auto v = db_->with_read_transaction([&](store::transaction& tx) { return find_model_version(tx, version); });
+  if (!v) return v.err();
+  if (!*v) return make_error(errc::not_found, "no model version " + version + " (`loom model list` shows them)");
+  return **v;
+}
+
+result<bool> model_registry::is_current(const model_version_rec& v) {
+  auto cur = db_->with_read_transaction([](store::transaction& tx) { return load_model_current(tx); });
+  if (!cur) return cur.err();
+  auto it = cur->find(v.model);
+  return it != cur->end() && it->second == v.version;
+}
+
+result<std::vector<std::array<std::string, 3>>> model_registry::diff(const model_version_rec& a,
+                                                                      const model_version_rec& b) {
+  std::vector<std::array<std::string, 3>> out;
+  auto field = [&](const std::string& name, const std::string& x, const std::string& y) {
+    if (x != y) out.push_back({name, x, y});
+  };
+  field("model", a.model, b.model);
+  field("job", a.job_id, b.job_id);
+  field("stage", a.stage, b.stage);
+  field("kind", a.kind, b.kind);
+  field("step", std::to_string(a.step), std::to_string(b.step));
+  field("parent", a.parent, b.parent);
+  field("datasets", joined(a.datasets), joined(b.datasets));
+  field("tokenizer", a.tokenizer, b.tokenizer);
+  field("params_sha256", a.params_sha256, b.params_sha256);
+  field("manifest_sha256", a.manifest_sha256, b.manifest_sha256);
+  std::set<std::string> keys;
+  for (const auto& [k, v] : a.metrics) keys.insert(k);
+  for (const auto& [k, v] : b.metrics) keys.insert(k);
+  for (const auto& k : keys) {
+    auto x = a.metrics.find(k), y = b.metrics.find(k);
+    field("metric " + k, x == a.metrics.end() ? "-" : number(x->second), y == b.metrics.end() ? "-" : number(y->second));
+  }
+  const auto ca = config_lines(a.config_toml), cb = config_lines(b.config_toml);
+  for (const auto& l : ca)
+    if (!cb.count(l)) out.push_back({"config", l, ""});
+  for (const auto& l : cb)
+    if (!ca.count(l)) out.push_back({"config", "", l});
+  return out;
+}
+
+result<std::string> model_registry::rollback(const std::string& version, const std::string& by,
+                                             const std::string& reason) {
+  auto v = get(version);
+  if (!v) return v.err();
+  auto facts = inspect_(v->checkpoint);
+  if (!facts)
+    return make_error(facts.code() == errc::not_found ? errc::not_found : errc::corruption,
+                      "cannot roll back to " + version + ": " + facts.err().message);
+  if (facts->params_sha256 != v->params_sha256 || facts->manifest_sha256 != v->manifest_sha256)
+    return make_error(errc::corruption, "cannot roll back to " + version + ": its checkpoint " + v->checkpoint +
+                                            " now hashes to params " + facts->params_sha256 + ", manifest " +
+                                            facts->manifest_sha256 + "; recorded params " + v->params_sha256 +
+                                            ", manifest " + v->manifest_sha256);
+  const auto now = std::chrono::duration_cast<std::chrono::nanoseconds>(now_().time_since_epoch()).count();
+  std::string previous;
+  auto st = db_->with_transaction([&](store::transaction& tx) -> status {
+    auto cur = load_model_current(tx);
+    if (!cur) return cur.err();
+    if (auto it = cur->find(v->model); it != cur->end()) previous = it->second;
+    return set_model_current(tx, {v->model, v->version, by, reason.empty() ? "rollback" : reason, now});
+  });
+  if (!st) return st.err();
+  return previous;
+}
+
+}  // namespace loom::scheduler

@@ -1,0 +1,78 @@
+// model_registry: the scheduler's model registry (issue 16 item 5). When a
+// stage succeeds, its final checkpoint is verified (signature, every file's
+// SHA-256) and becomes a model version with its lineage — job, stage, kind,
+// what it read, tokenizer, parent version, parameter hash, metrics — and its
+// model's current version. Rollback makes an earlier version current again
+// only after its checkpoint verifies and hashes as recorded. Versions are
+// append-only. Runs on the scheduler actor's thread; verification reads the
+// checkpoint files (a d12 snapshot: about a second).
+#pragma once
+
+#include "libs/status/status.hpp"
+#include "services/scheduler/models/model_store.hpp"
+
+#include <array>
+#include <chrono>
+#include <map>
+#include <vector>
+#include <functional>
+#include <string>
+
+namespace loom::store {
+class database;
+}
+
+namespace loom::scheduler {
+
+struct job_rec;
+
+// What verification learns of a snapshot directory (<root>/step-N).
+struct checkpoint_facts {
+  std::uint64_t step = 0;
+  std::string manifest_sha256;  // of MANIFEST.json's bytes
+  std::string params_sha256;    // model.safetensors, as the verified manifest lists it
+};
+// Verifies a snapshot directory; corruption naming every problem, not_found
+// when it is not there.
+using checkpoint_inspector = std::function<result<checkpoint_facts>(const std::string& dir)>;
+// The real one: ckpt::verify_snapshot with the deployment's signing key,
+// read from `key_path` (<data>/keys/checkpoint.key) at each call.
+checkpoint_inspector verifying_inspector(std::string key_path);
+
+// A stage's lineage and figures, as the job manager knows them at its end.
+struct stage_outcome {
+  std::string model, job_id, stage, kind, checkpoint, config_toml, init_from, tokenizer;
+  std::string parent_stage;  // the job's previous stage ("" for the first)
+  std::vector<std::string> datasets;
+  std::map<std::string, double> metrics;
+};
+// The outcome of stage `i` of `j` (kind, datasets, tokenizer, init_from from
+// its resolved config).
+stage_outcome outcome_of(const job_rec& j, std::size_t i);
+
+class model_registry {
+ public:
+  using clock_fn = std::function<std::chrono::system_clock::time_point()>;
+  model_registry(store::database* db, clock_fn now, checkpoint_inspector inspect);
+
+  // Verifies the stage's checkpoint and stores it as the next version, current
+  // for its model. already_exists when this stage was registered before (the
+  // version is returned by find_stage); corruption / not_found from verification.
+  result<model_version_rec> register_stage(const stage_outcome& s);
+  result<std::vector<model_version_rec>> list(const std::string& model, std::uint64_t limit);
+  result<model_version_rec> get(const std::string& version);
+  // Every field that differs, as (field, a, b); config keys as "config <line>".
+  result<std::vector<std::array<std::string, 3>>> diff(const model_version_rec& a, const model_version_rec& b);
+  // The current version of `version`'s model becomes `version`; returns the
+  // previous current version's id. corruption when the checkpoint no longer
+  // verifies or hashes differently (nothing changes).
+  result<std::string> rollback(const std::string& version, const std::string& by, const std::string& reason);
+  result<bool> is_current(const model_version_rec& v);
+
+ private:
+  store::database* db_;
+  clock_fn now_;
+  checkpoint_inspector inspect_;
+};
+
+}  // namespace loom::scheduler

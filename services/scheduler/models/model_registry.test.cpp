@@ -1,0 +1,203 @@
+// The model registry over a real store (SQLite and PostgreSQL: CTest names end
+// in [sqlite] / [postgres]) and real signed snapshots: a succeeded stage
+// becomes a version with its lineage, rollback is hash-checked, and the
+// scheduler's requests answer from it.
+#include "libs/auth/token.hpp"
+#include "libs/ckpt/safetensors.hpp"
+#include "libs/ckpt/snapshot.hpp"
+#include "libs/files/files.hpp"
+#include "libs/files/temp_dir.hpp"
+#include "libs/runtime/logic_pb.hpp"
+#include "libs/store/database.hpp"
+#include "libs/store/migrate.hpp"
+#include "libs/store/testing.hpp"
+#include "loom/v1/models.pb.h"
+#include "services/scheduler/jobs/job_store.hpp"
+#include "services/scheduler/models/model_registry.hpp"
+#include "services/scheduler/scheduler_logic.hpp"
+#include "services/scheduler/schema.hpp"
+
+#include <doctest/doctest.h>
+
+#include <fstream>
+#include <vector>
+
+using namespace loom;
+using namespace loom::scheduler;
+
+namespace {
+constexpr store::backend engine = store::testing::suite_backend;
+
+struct models_fixture {
+  files::temp_dir dir{"loom-models"};
+  store::testing::scratch scratch = store::testing::scratch::make(engine, "models").value();
+  std::unique_ptr<store::database> db = store::database::open(scratch.url()).value();
+  std::string key_path = dir.path() + "/checkpoint.key";
+  std::chrono::system_clock::time_point now{std::chrono::seconds(1'700'000'000)};
+  std::unique_ptr<model_registry> reg;
+
+  models_fixture() {
+    REQUIRE(store::migrate(*db, scheduler_migrations()).ok());
+    REQUIRE(auth::create_token_key(key_path).ok());
+    reg = std::make_unique<model_registry>(db.get(), [this] { return now; }, verifying_inspector(key_path));
+  }
+  // A signed snapshot <root>/step-N whose model.safetensors holds `value` repeated.
+  std::string snapshot(const std::string& root, std::uint64_t step, float value) {
+    auto key = auth::load_token_key(key_path).value();
+    ckpt::snapshot_writer w;
+    REQUIRE(w.begin(root, step).ok());
+    std::vector<float> p(64, value);
+    std::vector<ckpt::tensor_view> t = {{"wte", ckpt::dtype::F32, {8, 8}, p.data(), p.size() * sizeof(float)}};
+    REQUIRE(ckpt::write_safetensors(w.dir() + "/model.safetensors", t).ok());
+    REQUIRE(w.add_existing("model.safetensors").ok());
+    auto d = w.publish(key, 1'700'000'000);
+    REQUIRE_MESSAGE(d.ok(), d.err().message);
+    return *d;
+  }
+  stage_outcome stage(const std::string& job, const std::string& name, const std::string& ckpt,
+                      const std::string& parent_stage = "", double loss = 2.0) {
+    stage_outcome s;
+    s.model = "pipeline-x";
+    s.job_id = job;
+    s.stage = name;
+    s.kind = name == "sft" ? "sft" : "lm";
+    s.checkpoint = ckpt;
+    s.parent_stage = parent_stage;
+    s.tokenizer = "gpt2";
+    s.datasets = {"dataset:licenses"};
+    s.metrics = {{"loss", loss}};
+    s.config_toml = "kind = \"" + s.kind + "\"\n\n[train]\nsteps = " + (name == "sft" ? "20" : "100") + "\n";
+    return s;
+  }
+};
+}  // namespace
+
+TEST_CASE("a succeeded stage becomes a model version with its lineage, current for its model") {
+  models_fixture f;
+  auto pre = f.reg->register_stage(f.stage("job-000001", "pretrain", f.snapshot(f.dir.path() + "/j1/pretrain", 100, 1.0f)));
+  REQUIRE_MESSAGE(pre.ok(), pre.err().message);
+  CHECK(pre->version == "mv-000001");
+  CHECK(pre->parent.empty());
+  CHECK(pre->step == 100);
+  CHECK(pre->params_sha256.size() == 64);
+  CHECK(pre->manifest_sha256.size() == 64);
+  auto sft = f.reg->register_stage(f.stage("job-000001", "sft", f.snapshot(f.dir.path() + "/j1/sft", 20, 2.0f), "pretrain", 1.5));
+  REQUIRE_MESSAGE(sft.ok(), sft.err().message);
+  CHECK(sft->version == "mv-000002");
+  CHECK(sft->parent == "mv-000001");
+  CHECK(sft->params_sha256 != pre->params_sha256);
+  CHECK(f.reg->is_current(*sft).value());
+  CHECK_FALSE(f.reg->is_current(*pre).value());
+  // A stage of a later job starting from that checkpoint names it as its parent.
+  auto next = f.stage("job-000002", "pretrain", f.snapshot(f.dir.path() + "/j2/pretrain", 50, 3.0f));
+  next.init_from = f.dir.path() + "/j1/sft";
+  auto cont = f.reg->register_stage(next);
+  REQUIRE(cont.ok());
+  CHECK(cont->parent == "mv-000002");
+  // Registered once: a replayed completion is already_exists, nothing added.
+  auto again = f.reg->register_stage(f.stage("job-000001", "sft", sft->checkpoint, "pretrain"));
+  CHECK(again.code() == errc::already_exists);
+  auto all = f.reg->list("", 0);
+  REQUIRE(all.ok());
+  REQUIRE(all->size() == 3);
+  CHECK((*all)[0].version == "mv-000003");  // newest first
+  CHECK((*all)[2].datasets == std::vector<std::string>{"dataset:licenses"});
+  CHECK((*all)[2].metrics.at("loss") == doctest::Approx(2.0));
+}
+
+TEST_CASE("a checkpoint that does not verify is not registered, and the error names the file") {
+  models_fixture f;
+  const std::string d = f.snapshot(f.dir.path() + "/bad", 10, 1.0f);
+  {
+    std::fstream io(d + "/model.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+    io.seekp(-4, std::ios::end);
+    io.write("\x01\x02\x03\x04", 4);
+  }
+  auto r = f.reg->register_stage(f.stage("job-000001", "pretrain", d));
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.code() == errc::corruption);
+  CHECK(r.err().message.find("model.safetensors: sha256 mismatch") != std::string::npos);
+  CHECK(f.reg->register_stage(f.stage("job-000001", "pretrain", "")).code() == errc::not_found);
+  CHECK(f.reg->register_stage(f.stage("job-000001", "pretrain", f.dir.path() + "/nothing/step-000001")).code() ==
+        errc::not_found);
+  CHECK(f.reg->list("", 0)->empty());
+}
+
+TEST_CASE("rollback makes an earlier version current only while its checkpoint hashes as recorded") {
+  models_fixture f;
+  auto a = f.reg->register_stage(f.stage("job-000001", "pretrain", f.snapshot(f.dir.path() + "/a", 100, 1.0f)));
+  auto b = f.reg->register_stage(f.stage("job-000002", "pretrain", f.snapshot(f.dir.path() + "/b", 100, 2.0f)));
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  auto prev = f.reg->rollback(a->version, "operator-1", "b regressed on held-out loss");
+  REQUIRE_MESSAGE(prev.ok(), prev.err().message);
+  CHECK(*prev == b->version);
+  CHECK(f.reg->is_current(*a).value());
+  CHECK_FALSE(f.reg->is_current(*b).value());
+  // b's files replaced by other (validly signed) parameters: refused, a stays current.
+  REQUIRE(std::filesystem::remove_all(f.dir.path() + "/b") > 0);
+  f.snapshot(f.dir.path() + "/b", 100, 5.0f);
+  auto bad = f.reg->rollback(b->version, "operator-1", "");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.code() == errc::corruption);
+  CHECK(bad.err().message.find("recorded params " + b->params_sha256) != std::string::npos);
+  CHECK(f.reg->is_current(*a).value());
+  CHECK(f.reg->rollback("mv-000099", "operator-1", "").code() == errc::not_found);
+  // diff names what differs, config lines included.
+  auto d = f.reg->diff(*a, *b);
+  REQUIRE(d.ok());
+  bool job = false, params = false;
+  for (const auto& [field, x, y] : *d) {
+    job |= field == "job" && x == "job-000001" && y == "job-000002";
+    params |= field == "params_sha256";
+  }
+  CHECK(job);
+  CHECK(params);
+}
+
+TEST_CASE("the scheduler answers ListModels, GetModel, DiffModels and RollbackModel from the registry") {
+  models_fixture f;
+  auto a = f.reg->register_stage(f.stage("job-000001", "pretrain", f.snapshot(f.dir.path() + "/a", 100, 1.0f)));
+  auto b = f.reg->register_stage(f.stage("job-000001", "sft", f.snapshot(f.dir.path() + "/s", 20, 2.0f), "pretrain"));
+  REQUIRE(b.ok());
+  scheduler_logic logic(f.db.get());
+  logic.set_models(std::make_unique<model_registry>(f.db.get(), [&] { return f.now; }, verifying_inspector(f.key_path)));
+  runtime::call_context ctx{"r1", "op", "operator", "local", "default", ""};
+  auto call = [&](const google::protobuf::Message& m) {
+    return logic.handle(std::string(m.GetTypeName()), m.SerializeAsString(), ctx);
+  };
+  v1::ListModelsRequest lr;
+  auto h = call(lr);
+  REQUIRE(h.code == errc::ok);
+  v1::ListModelsReply ls;
+  REQUIRE(ls.ParseFromString(h.body));
+  REQUIRE(ls.versions_size() == 2);
+  CHECK(ls.versions(0).version() == "mv-000002");
+  CHECK(ls.versions(0).current());
+  CHECK(ls.versions(0).parent() == "mv-000001");
+  v1::DiffModelsRequest dr;
+  dr.set_a("mv-000001");
+  dr.set_b("mv-000002");
+  h = call(dr);
+  REQUIRE(h.code == errc::ok);
+  v1::DiffModelsReply dd;
+  REQUIRE(dd.ParseFromString(h.body));
+  bool steps = false;
+  for (const auto& d : dd.differences()) steps |= d.field() == "config" && d.a() == "[train] steps = 100";
+  CHECK(steps);
+  v1::RollbackModelRequest rr;
+  rr.set_version("mv-000001");
+  rr.set_reason("sft overfit");
+  h = call(rr);
+  REQUIRE(h.code == errc::ok);
+  CHECK(h.audit_payload.find("\"previous\":\"mv-000002\"") != std::string::npos);
+  v1::GetModelRequest gr;
+  gr.set_version("mv-000001");
+  h = call(gr);
+  REQUIRE(h.code == errc::ok);
+  v1::GetModelReply g;
+  REQUIRE(g.ParseFromString(h.body));
+  CHECK(g.version().current());
+  gr.set_version("mv-000404");
+  CHECK(call(gr).code == errc::not_found);
+}
