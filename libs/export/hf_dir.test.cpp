@@ -139,7 +139,9 @@ TEST_CASE("an HF export refuses a non-empty output directory and fills an empty 
   REQUIRE(write_hf_dir(cfg, params, tok, tmp / "empty").ok());
   CHECK(std::filesystem::exists(tmp / "empty" / "model.safetensors"));
   REQUIRE(write_hf_dir(cfg, params, tok, tmp / "a" / "b" / "new").ok());  // parents made
-  CHECK(tmp.entries() == std::set<std::string>{"full", "plain", "empty", "a"});  // no temp dirs left
+  REQUIRE(write_hf_dir(cfg, params, tok, (tmp / "slash").string() + "/").ok());
+  CHECK(std::filesystem::exists(tmp / "slash" / "config.json"));
+  CHECK(tmp.entries() == std::set<std::string>{"full", "plain", "empty", "a", "slash"});  // no temp dirs left
 }
 
 TEST_CASE("an HF export that fails at any file leaves nothing in or beside the output directory") {

@@ -3,6 +3,8 @@
 // int8 q; value = q * d). Pure functions on caller-owned memory; any thread.
 #pragma once
 
+#include "libs/codec/half.hpp"
+
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -12,10 +14,10 @@ namespace loom::exporter {
 inline constexpr std::size_t q8_0_block = 32;              // values per block (ggml's QK8_0)
 inline constexpr std::size_t q8_0_block_bytes = 2 + 32;    // f16 scale + 32 int8
 
-// Round to nearest, ties to even; overflow gives ±inf, NaN stays NaN.
-std::uint16_t f32_to_f16(float x);
-// Exact (every half is a float).
-float f16_to_f32(std::uint16_t h);
+// libs/codec's conversions: round to nearest, ties to even; overflow gives
+// ±inf, NaN stays NaN. f16 -> f32 is exact.
+inline std::uint16_t f32_to_f16(float x) { return codec::float_to_half(x); }
+inline float f16_to_f32(std::uint16_t h) { return codec::half_to_float(h); }
 
 // Quantises `x` (REQUIRES: size a multiple of 32, every value finite and
 // max|x|/127 of each block within f16's range) into `out` (REQUIRES:

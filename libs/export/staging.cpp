@@ -21,6 +21,12 @@ error exists_error(const fs::path& out, const std::string& why) {
                                               ": choose a new path or remove it first");
 }
 
+// "dir/" names "dir".
+fs::path without_trailing_slash(fs::path p) {
+  while (!p.has_filename() && p.has_parent_path() && p.parent_path() != p) p = p.parent_path();
+  return p;
+}
+
 // The destination's directory, created if missing ("." for a bare name).
 result<fs::path> parent_of(const fs::path& out) {
   if (out.empty() || out.filename().empty() || out.filename() == "." || out.filename() == "..")
@@ -48,7 +54,8 @@ status fsync_path(const fs::path& p, int flags) {
 
 }  // namespace
 
-result<staged_file> staged_file::create(const fs::path& out) {
+result<staged_file> staged_file::create(const fs::path& given) {
+  const fs::path out = without_trailing_slash(given);
   auto parent = parent_of(out);
   if (!parent) return parent.err();
   std::error_code ec;
@@ -127,7 +134,8 @@ status staged_file::commit() {
   return files::fsync_dir(parent.empty() ? "." : parent.string());
 }
 
-result<staged_dir> staged_dir::create(const fs::path& out) {
+result<staged_dir> staged_dir::create(const fs::path& given) {
+  const fs::path out = without_trailing_slash(given);
   auto parent = parent_of(out);
   if (!parent) return parent.err();
   std::error_code ec;
