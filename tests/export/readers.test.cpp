@@ -28,8 +28,8 @@ using json = nlohmann::json;
 namespace {
 
 constexpr const char* npm_modules = "/usr/local/lib/edgeloom/npm/node_modules";
-// L = 2, NH = 2, C = 64, maxT = 32, GPT-2's vocabulary padded to 50304.
-constexpr model::gpt2_config cfg{2, 2, 64, 32, 50257, 50304};
+// L = 2, NH = 2, C = 32 (one q8_0 block per row), maxT = 32, GPT-2's vocabulary padded to 50304.
+constexpr model::gpt2_config cfg{2, 2, 32, 32, 50257, 50304};
 
 struct gpt2_tokenizer {
   tokenizer::bpe bpe;
