@@ -83,6 +83,7 @@ handled scheduler_logic::list_models(const loom::v1::ListModelsRequest& req) {
 
 handled scheduler_logic::get_model(const loom::v1::GetModelRequest& req) {
   if (!models_) return no_models();
+  if (req.version().empty()) return fail(errc::invalid_argument, "GetModel: the version is empty");
   auto v = models_->get(req.version());
   if (!v) return refused_or_store(v.err());
   auto cur = models_->is_current(*v);
@@ -115,6 +116,7 @@ handled scheduler_logic::diff_models(const loom::v1::DiffModelsRequest& req) {
 
 handled scheduler_logic::rollback_model(const loom::v1::RollbackModelRequest& req, const call_context& ctx) {
   if (!models_) return no_models();
+  if (req.version().empty()) return fail(errc::invalid_argument, "RollbackModel: the version is empty");
   auto previous = models_->rollback(req.version(), ctx.principal, req.reason());
   if (!previous) return refused_or_store(previous.err());
   auto v = models_->get(req.version());
