@@ -367,7 +367,7 @@ TEST_CASE("four sites run DiLoCo rounds through the aggregator, bad deltas are r
         std::string::npos);
   CHECK(metrics.find("loom_aggregator_quorum_size{job=\"tiny-diloco\"} 4") != std::string::npos);
   CHECK(metrics.find("loom_aggregator_outer_step_seconds{job=\"tiny-diloco\"}") != std::string::npos);
-  CHECK(metrics.find("loom_aggregator_bytes_received_total{job=\"tiny-diloco\"}") != std::string::npos);
+  CHECK(metrics.find("loom_aggregator_bytes_received_total{job=\"tiny-diloco\",site=\"") != std::string::npos);
 
   // Still audited after the kill: each refusal with its reason, and the unknown key's handshakes.
   CHECK(audited_refusals(c) == expected_refusals);

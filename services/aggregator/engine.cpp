@@ -161,8 +161,9 @@ std::variant<delta_outcome, refusal> engine::submit(const delta_header& h, std::
     return out;
   }
   const auto& d = std::get<delta_outcome>(out);
-  count(d.acc.late ? "deltas_late_total" : "deltas_accepted_total", {{"job", h.job}});
-  count("bytes_received_total", {{"job", h.job}}, static_cast<double>(payload.size()));
+  // Per site once accepted (a refused delta's site name is the sender's word: not a label).
+  count(d.acc.late ? "deltas_late_total" : "deltas_accepted_total", {{"job", h.job}, {"site", h.meta.site}});
+  count("bytes_received_total", {{"job", h.job}, {"site", h.meta.site}}, static_cast<double>(payload.size()));
   if (d.closed) closed(*a, *d.closed);
   return out;
 }
@@ -194,7 +195,8 @@ result<pull_answer> engine::pull(const std::string& job, const std::string& site
   aggregation* a = find(job);
   if (!a) return make_error(errc::not_found, "no aggregation " + job);
   auto r = a->pull(site, p, have_version, want_params);
-  if (r && r->has_update) count("bytes_sent_total", {{"job", job}}, static_cast<double>(r->payload->size()));
+  if (r && r->has_update)
+    count("bytes_sent_total", {{"job", job}, {"site", site}}, static_cast<double>(r->payload->size()));
   return r;
 }
 
