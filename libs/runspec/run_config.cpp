@@ -22,7 +22,7 @@ const std::map<std::string, std::set<std::string>, std::less<>>& known_keys() {
       {"data", {"shards", "text", "dataset", "sft", "format", "shuffle", "tokenizer"}},
       {"train", {"batch", "seq_len", "grad_accum", "steps", "seed", "threads"}},
       {"optim", {"lr", "min_lr", "warmup_steps", "weight_decay", "beta1", "beta2", "eps", "grad_clip"}},
-      {"checkpoint", {"every_steps", "every_minutes", "keep"}},
+      {"checkpoint", {"every_steps", "every_seconds", "every_minutes", "keep"}},
       {"anomaly", {"spike_zscore", "spike_window", "max_rollbacks"}},
       {"output", {"dir"}},
       {"parallel", {"trainers", "min_trainers", "max_trainers", "timeout_s"}},
@@ -103,6 +103,8 @@ class reader {
       p = std::filesystem::path(origin_).parent_path() / p;
     out = v->empty() ? std::string() : p.lexically_normal().string();
   }
+
+  bool has(std::string_view sec, std::string_view key) const { return find(sec, key) != nullptr; }
 
   std::optional<error> first_error;
 
@@ -253,7 +255,15 @@ result<run_config> read_run_config(const toml::table& root, const std::string& o
   r.real("optim", "eps", c.adam.eps, 1e-30, 1.0);
   r.real("optim", "grad_clip", c.grad_clip, 0.0, 1e9);
   r.integer("checkpoint", "every_steps", c.every_steps, 0, 1 << 30);
-  r.real("checkpoint", "every_minutes", c.every_minutes, 0.0, 1e6);
+  // Wall time: every_seconds (default 600); every_minutes is its older spelling.
+  double minutes = -1;
+  r.real("checkpoint", "every_minutes", minutes, 0.0, 1e6);
+  r.real("checkpoint", "every_seconds", c.every_seconds, 0.0, 1e8);
+  if (minutes >= 0) {
+    if (r.has("checkpoint", "every_seconds") && !r.first_error)
+      r.first_error = bad(origin, "checkpoint.every_minutes", "and checkpoint.every_seconds both given: keep one");
+    c.every_seconds = minutes * 60;
+  }
   r.integer("checkpoint", "keep", c.keep, 1, 1000);
   r.real("anomaly", "spike_zscore", c.spike_zscore, 0.0, 1e6);
   r.integer("anomaly", "spike_window", c.spike_window, 2, 1 << 20);

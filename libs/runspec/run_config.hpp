@@ -14,7 +14,7 @@
 //   [data]        shards | text | dataset | sft   format   shuffle   tokenizer
 //   [train]       batch seq_len grad_accum steps seed threads
 //   [optim]       lr min_lr warmup_steps weight_decay beta1 beta2 eps grad_clip
-//   [checkpoint]  every_steps every_minutes keep
+//   [checkpoint]  every_steps every_seconds (every_minutes: older spelling) keep
 //   [anomaly]     spike_zscore spike_window max_rollbacks
 //   [output]      dir
 //   [parallel]    trainers | min_trainers max_trainers, timeout_s: the stage's group
@@ -79,7 +79,7 @@ struct run_config {
   float grad_clip = 1.0f;
 
   int every_steps = 100;     // snapshot period in steps; 0 = only at the end
-  double every_minutes = 0;  // and/or in wall time; 0 = off
+  double every_seconds = 600;  // and/or in wall time (default 10 minutes); 0 = off
   int keep = 3;              // verified snapshots kept
 
   // A non-finite loss, or one more than spike_zscore standard deviations above

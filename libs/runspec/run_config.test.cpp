@@ -122,3 +122,25 @@ TEST_CASE("math_hash changes with the numbers, not with checkpoint or output set
   CHECK(a->math_hash() != d->math_hash());
   CHECK(a->math_hash().size() == 64);
 }
+
+TEST_CASE("wall-time snapshots default to every 10 minutes; every_minutes is the older spelling of every_seconds") {
+  auto dflt = parse_run_config(base, "/cfg/run.toml");
+  REQUIRE(dflt.ok());
+  CHECK(dflt->every_seconds == doctest::Approx(600));
+  auto secs = parse_run_config(std::string(base) + "\n[checkpoint]\nevery_seconds = 90\n", "/cfg/run.toml");
+  REQUIRE(secs.ok());
+  CHECK(secs->every_seconds == doctest::Approx(90));
+  auto mins = parse_run_config(std::string(base) + "\n[checkpoint]\nevery_minutes = 2.5\n", "/cfg/run.toml");
+  REQUIRE(mins.ok());
+  CHECK(mins->every_seconds == doctest::Approx(150));
+  auto off = parse_run_config(std::string(base) + "\n[checkpoint]\nevery_seconds = 0\n", "/cfg/run.toml");
+  REQUIRE(off.ok());
+  CHECK(off->every_seconds == 0);
+  auto both = parse_run_config(std::string(base) + "\n[checkpoint]\nevery_seconds = 60\nevery_minutes = 1\n",
+                               "/cfg/run.toml");
+  REQUIRE_FALSE(both.ok());
+  CHECK(both.err().message.find("both given") != std::string::npos);
+  auto neg = parse_run_config(std::string(base) + "\n[checkpoint]\nevery_seconds = -1\n", "/cfg/run.toml");
+  REQUIRE_FALSE(neg.ok());
+  CHECK(neg.err().message.find("every_seconds") != std::string::npos);
+}

@@ -443,8 +443,8 @@ result<bool> run::one_step() {
                 double(s->lr), double(s->grad_norm), rec.tokens_per_s, ms));
   const bool stopping = o_.stop && o_.stop->load();
   const bool by_steps = c_.every_steps > 0 && step_ % static_cast<std::uint64_t>(c_.every_steps) == 0;
-  const bool by_time = c_.every_minutes > 0 && clock_type::now() - last_snapshot_time_ >=
-                                                   std::chrono::duration<double>(c_.every_minutes * 60);
+  const bool by_time = c_.every_seconds > 0 && clock_type::now() - last_snapshot_time_ >=
+                                                   std::chrono::duration<double>(c_.every_seconds);
   if (lead_ && (by_steps || by_time || step_ == total_ || stopping)) {
     if (auto st = snapshot(step_); !st) return st.err();
     last_snapshot_time_ = clock_type::now();
