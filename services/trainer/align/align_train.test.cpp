@@ -1,0 +1,75 @@
+// The alignment criterion at tiny scale, in process, fixed seeds: on the
+// synthetic preference set, DPO from an SFT-ish start raises held-out
+// preference accuracy from about ½ to >= 0.85, and a reward model reaches
+// >= 0.85 held-out accuracy.
+#include "services/trainer/align/local_align.hpp"
+
+#include <doctest/doctest.h>
+
+#include <chrono>
+
+using namespace loom::align;
+
+namespace {
+
+// One SFT-ish start shared by the tests of this file (a few seconds).
+struct start {
+  local_align_config cfg;
+  local_batches data;
+  loom::engine::gpt2 model;
+};
+
+start& shared_start() {
+  static start s = [] {
+    local_align_config cfg;
+    auto data = synthetic_batches(cfg);
+    REQUIRE(data.ok());
+    const auto t0 = std::chrono::steady_clock::now();
+    auto m = sft_start(cfg, *data);
+    REQUIRE(m.ok());
+    MESSAGE("SFT-ish start: " << cfg.warmup_steps << " steps in "
+                              << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s");
+    return start{cfg, std::move(*data), std::move(*m)};
+  }();
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("DPO raises held-out preference accuracy from about one half to at least 0.85") {
+  start& s = shared_start();
+  auto policy = clone(s.model);
+  REQUIRE(policy.ok());
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = run_dpo(s.cfg, *policy, s.data);
+  REQUIRE(r.ok());
+  MESSAGE("DPO " << s.cfg.steps << " steps in " << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()
+                 << " s; held-out policy accuracy " << r->before.pref.policy_accuracy << " -> "
+                 << r->after.pref.policy_accuracy << ", implicit-reward accuracy " << r->before.pref.accuracy << " -> "
+                 << r->after.pref.accuracy << ", margin " << r->after.pref.reward_margin << ", KL " << r->before.kl
+                 << " -> " << r->after.kl << ", loss " << r->train_loss.front() << " -> " << r->train_loss.back());
+  CHECK(r->before.pref.policy_accuracy > 0.3);
+  CHECK(r->before.pref.policy_accuracy < 0.7);
+  CHECK(r->before.pref.accuracy == doctest::Approx(0.5));  // policy == reference: every margin 0
+  CHECK(r->before.kl == doctest::Approx(0.0).scale(1e-9));
+  CHECK(r->after.pref.accuracy >= 0.85);
+  CHECK(r->after.pref.policy_accuracy >= 0.85);
+  CHECK(r->after.pref.reward_margin > 0.0);
+  CHECK(r->after.kl > 0.0);
+}
+
+TEST_CASE("a reward model on the same set reaches at least 0.85 held-out accuracy") {
+  start& s = shared_start();
+  auto backbone = clone(s.model);
+  REQUIRE(backbone.ok());
+  reward_head head(s.cfg.model.channels);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = run_reward_model(s.cfg, *backbone, head, s.data);
+  REQUIRE(r.ok());
+  MESSAGE("RM " << s.cfg.steps << " steps in " << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()
+                << " s; held-out accuracy " << r->before.accuracy << " -> " << r->after.accuracy << ", margin "
+                << r->after.margin << ", loss " << r->train_loss.front() << " -> " << r->train_loss.back());
+  CHECK(r->after.accuracy >= 0.85);
+  CHECK(r->after.margin > 0.0);
+  CHECK(r->after.loss < r->before.loss);
+}

@@ -1,0 +1,112 @@
+#include "services/trainer/align/local_align.hpp"
+
+#include "services/trainer/engine/kernels.hpp"
+#include "services/trainer/engine/train_step.hpp"
+
+#include <algorithm>
+
+namespace loom::align {
+namespace {
+
+result<std::vector<pair_batch>> batch_up(const std::vector<preference_record>& recs, int P, int T) {
+  std::vector<pair_batch> out;
+  std::vector<pair_tokens> chunk;
+  for (const auto& r : recs) {
+    chunk.push_back(render_pair(r, encode_bytes, synthetic_render()));
+    if (int(chunk.size()) < P) continue;
+    auto b = make_pair_batch(chunk, T);
+    if (!b) return b.err();
+    out.push_back(std::move(*b));
+    chunk.clear();
+  }
+  return out;
+}
+
+}  // namespace
+
+result<local_batches> synthetic_batches(const local_align_config& cfg) {
+  const preference_split s = synthetic_preferences(cfg.data);
+  local_batches b;
+  for (auto [recs, into] : {std::pair{&s.train, &b.train}, {&s.held_out, &b.held_out}}) {
+    auto r = batch_up(*recs, cfg.pairs, cfg.seq_len);
+    if (!r) return r.err();
+    *into = std::move(*r);
+  }
+  auto w = batch_up(synthetic_warmup(s), cfg.pairs, cfg.seq_len);
+  if (!w) return w.err();
+  b.warmup = std::move(*w);
+  if (b.train.empty() || b.held_out.empty())
+    return make_error(errc::invalid_argument, "local_align: fewer pairs than one batch of " + std::to_string(cfg.pairs));
+  return b;
+}
+
+result<engine::gpt2> clone(const engine::gpt2& m) {
+  auto c = engine::gpt2::create(m.config(), m.batch(), m.seq_len());
+  if (!c) return c.err();
+  std::copy(m.params().begin(), m.params().end(), c->params().begin());
+  return c;
+}
+
+result<engine::gpt2> sft_start(const local_align_config& cfg, const local_batches& data) {
+  engine::kernels::set_threads(cfg.threads);
+  auto m = engine::gpt2::create(cfg.model, 2 * cfg.pairs, cfg.seq_len);
+  if (!m) return m.err();
+  m->init_random(cfg.seed);
+  engine::adamw opt(m->layout().total, {}, m->layout().ranges());
+  const engine::lr_schedule sched{cfg.warmup_lr, cfg.warmup_lr / 10, 10, cfg.warmup_steps};
+  for (int s = 0; s < cfg.warmup_steps; ++s) {
+    const pair_batch& b = data.warmup[std::size_t(s) % data.warmup.size()];
+    const engine::micro_batch mb{b.inputs, b.targets, b.mask};
+    if (auto r = engine::train_step(*m, opt, sched, cfg.grad_clip, s, std::span(&mb, 1)); !r) return r.err();
+  }
+  return m;
+}
+
+result<dpo_run> run_dpo(const local_align_config& cfg, engine::gpt2& policy, const local_batches& data) {
+  engine::kernels::set_threads(cfg.threads);
+  auto ref = clone(policy);
+  if (!ref) return ref.err();
+  dpo_driver d(policy, *ref, cfg.dpo);
+  dpo_run out;
+  auto before = d.evaluate(data.held_out);
+  if (!before) return before.err();
+  out.before = *before;
+  engine::adamw opt(policy.layout().total, {}, policy.layout().ranges());
+  const engine::lr_schedule sched{cfg.lr, cfg.lr / 10, std::max(1, cfg.steps / 10), cfg.steps};
+  for (int s = 0; s < cfg.steps; ++s) {
+    const pair_batch& b = data.train[std::size_t(s) % data.train.size()];
+    auto r = d.step(opt, sched, cfg.grad_clip, s, std::span(&b, 1));
+    if (!r) return r.err();
+    out.train_loss.push_back(float(r->m.pref.loss));
+  }
+  auto after = d.evaluate(data.held_out);
+  if (!after) return after.err();
+  out.after = *after;
+  return out;
+}
+
+result<rm_run> run_reward_model(const local_align_config& cfg, engine::gpt2& backbone, reward_head& head,
+                                const local_batches& data) {
+  engine::kernels::set_threads(cfg.threads);
+  head.init(cfg.seed);
+  reward_driver d(backbone, head);
+  rm_run out;
+  auto before = d.evaluate(data.held_out);
+  if (!before) return before.err();
+  out.before = *before;
+  engine::adamw body(backbone.layout().total, {}, backbone.layout().ranges());
+  engine::adamw hopt(head.params().size(), {}, head.ranges());
+  const engine::lr_schedule sched{cfg.lr, cfg.lr / 10, std::max(1, cfg.steps / 10), cfg.steps};
+  for (int s = 0; s < cfg.steps; ++s) {
+    const pair_batch& b = data.train[std::size_t(s) % data.train.size()];
+    auto r = d.step(body, hopt, sched, cfg.grad_clip, s, std::span(&b, 1));
+    if (!r) return r.err();
+    out.train_loss.push_back(float(r->bt.loss));
+  }
+  auto after = d.evaluate(data.held_out);
+  if (!after) return after.err();
+  out.after = *after;
+  return out;
+}
+
+}  // namespace loom::align
