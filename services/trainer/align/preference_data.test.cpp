@@ -1,0 +1,90 @@
+// Preference records: the JSONL reader and its errors, rendering and the
+// pair-batch layout (response masks, last tokens, truncation), and the
+// synthetic set (deterministic, rule-following, a disjoint held-out split).
+#include "services/trainer/align/preference_data.hpp"
+
+#include "services/trainer/align/synthetic_prefs.hpp"
+
+#include <doctest/doctest.h>
+
+#include <set>
+
+using namespace loom::align;
+
+TEST_CASE("preference JSONL reads prompt, chosen and rejected and round-trips") {
+  const std::string jsonl =
+      "{\"prompt\":\"hi\",\"chosen\":\"hello!\",\"rejected\":\"go away\"}\n\n"
+      "{\"prompt\":\"2+2?\",\"chosen\":\"4\",\"rejected\":\"5\",\"extra\":1}\n";
+  auto r = preferences_from_jsonl(jsonl, "p.jsonl");
+  REQUIRE(r.ok());
+  REQUIRE(r->size() == 2);
+  CHECK((*r)[0].chosen == "hello!");
+  CHECK((*r)[1].rejected == "5");
+  auto again = preferences_from_jsonl(preferences_to_jsonl(*r), "x");
+  REQUIRE(again.ok());
+  CHECK((*again)[1].prompt == "2+2?");
+}
+
+TEST_CASE("a preference record missing a field is refused naming the file, the line and the field") {
+  const std::string jsonl =
+      "{\"prompt\":\"a\",\"chosen\":\"b\",\"rejected\":\"c\"}\n"
+      "{\"prompt\":\"a\",\"chosen\":\"b\"}\n";
+  auto r = preferences_from_jsonl(jsonl, "prefs.jsonl");
+  REQUIRE(!r.ok());
+  CHECK(r.code() == loom::errc::invalid_argument);
+  CHECK(r.err().message.find("prefs.jsonl:2") != std::string::npos);
+  CHECK(r.err().message.find("\"rejected\"") != std::string::npos);
+  auto n = preferences_from_jsonl("{\"prompt\":1,\"chosen\":\"b\",\"rejected\":\"c\"}", "f");
+  REQUIRE(!n.ok());
+  CHECK(n.err().message.find("f:1: the field \"prompt\" must be a string") != std::string::npos);
+  CHECK(!preferences_from_jsonl("not json\n", "f").ok());
+}
+
+TEST_CASE("a pair batch puts chosen rows first and masks exactly the response targets") {
+  const preference_record rec{"ab", "cd", "e"};
+  const pair_tokens t = render_pair(rec, encode_bytes, {"", ":", '\n'});
+  CHECK(t.prompt == encode_bytes("ab:"));
+  CHECK(t.chosen == std::vector<std::int32_t>{'c', 'd', '\n'});
+  auto b = make_pair_batch(std::span(&t, 1), 8);
+  REQUIRE(b.ok());
+  // row 0: "ab:cd\n" → targets "b:cd\n", response targets c, d, \n at t = 2, 3, 4
+  CHECK(std::vector<std::int32_t>(b->inputs.begin(), b->inputs.begin() + 6) == encode_bytes("ab:cd\n"));
+  CHECK(std::vector<float>(b->mask.begin(), b->mask.begin() + 8) == std::vector<float>{0, 0, 1, 1, 1, 0, 0, 0});
+  CHECK(b->targets[2] == 'c');
+  CHECK(b->last[0] == 5);
+  // row 1: "ab:e\n"
+  CHECK(std::vector<float>(b->mask.begin() + 8, b->mask.end()) == std::vector<float>{0, 0, 1, 1, 0, 0, 0, 0});
+  CHECK(b->last[1] == 4);
+}
+
+TEST_CASE("a pair longer than the window loses the start of its prompt, never its response") {
+  const pair_tokens t{encode_bytes("0123456789"), encode_bytes("xyz"), encode_bytes("q")};
+  auto b = make_pair_batch(std::span(&t, 1), 6);
+  REQUIRE(b.ok());
+  CHECK(std::vector<std::int32_t>(b->inputs.begin(), b->inputs.begin() + 6) == encode_bytes("789xyz"));
+  CHECK(b->last[0] == 5);
+  const pair_tokens empty{encode_bytes("p"), {}, encode_bytes("q")};
+  CHECK(make_pair_batch(std::span(&empty, 1), 6).code() == loom::errc::invalid_argument);
+  CHECK(make_pair_batch({}, 6).code() == loom::errc::invalid_argument);
+}
+
+TEST_CASE("the synthetic preference set is deterministic, follows its rule and holds out unseen words") {
+  const synthetic_options o{200, 50, 3};
+  const preference_split a = synthetic_preferences(o), b = synthetic_preferences(o);
+  REQUIRE(a.train.size() == 200);
+  REQUIRE(a.held_out.size() == 50);
+  CHECK(preferences_to_jsonl(a.train) == preferences_to_jsonl(b.train));
+  CHECK(preferences_to_jsonl(synthetic_preferences({200, 50, 4}).train) != preferences_to_jsonl(a.train));
+  std::set<std::string> train_prompts;
+  int kinds[3] = {0, 0, 0};
+  for (const auto& r : a.train) {
+    train_prompts.insert(r.prompt);
+    CHECK(synthetic_rule_score(r.prompt, r.chosen) == 1.0);
+    const double s = synthetic_rule_score(r.prompt, r.rejected);
+    CHECK(s < 1.0);
+    ++kinds[s == 0.0 ? 0 : r.rejected.back() == '!' ? 1 : 2];  // another word / lower case / wrong ending
+  }
+  for (int k : kinds) CHECK(k > 40);
+  for (const auto& r : a.held_out) CHECK(train_prompts.count(r.prompt) == 0);
+  CHECK(synthetic_rule_score("shout abc", "ABc!") == doctest::Approx(0.5 * 2 / 3 + 0.5));
+}
