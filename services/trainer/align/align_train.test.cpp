@@ -73,3 +73,22 @@ TEST_CASE("a reward model on the same set reaches at least 0.85 held-out accurac
   CHECK(r->after.margin > 0.0);
   CHECK(r->after.loss < r->before.loss);
 }
+
+TEST_CASE("GRPO raises the held-out mean reward by at least one initial standard deviation with KL under its bound") {
+  start& s = shared_start();
+  auto policy = clone(s.model);
+  REQUIRE(policy.ok());
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = run_grpo(s.cfg, *policy);
+  REQUIRE(r.ok());
+  MESSAGE("GRPO " << s.cfg.grpo_steps << " steps in "
+                  << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()
+                  << " s; held-out mean reward " << r->before.mean_reward << " (std " << r->before.reward_std << ") -> "
+                  << r->after.mean_reward << " (std " << r->after.reward_std << "), KL " << r->after.kl
+                  << ", entropy " << r->before.entropy << " -> " << r->after.entropy << ", length "
+                  << r->before.mean_length << " -> " << r->after.mean_length << "; train reward "
+                  << r->train_reward.front() << " -> " << r->train_reward.back());
+  CHECK(r->before.reward_std > 0.05);
+  CHECK(r->after.mean_reward >= r->before.mean_reward + r->before.reward_std);
+  CHECK(r->after.kl < 1.0);
+}

@@ -4,6 +4,8 @@
 #include "services/trainer/engine/train_step.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <string>
 
 namespace loom::align {
 namespace {
@@ -104,6 +106,93 @@ result<rm_run> run_reward_model(const local_align_config& cfg, engine::gpt2& bac
     out.train_loss.push_back(float(r->bt.loss));
   }
   auto after = d.evaluate(data.held_out);
+  if (!after) return after.err();
+  out.after = *after;
+  return out;
+}
+
+}  // namespace loom::align
+
+namespace loom::align {
+
+reward_fn synthetic_format_reward() {
+  return [](const rollout_batch& b) -> result<std::vector<float>> {
+    std::vector<float> r(static_cast<std::size_t>(b.rows));
+    for (std::size_t i = 0; i < r.size(); ++i) {
+      std::string text(b.response[i].begin(), b.response[i].end());
+      if (!text.empty() && text.back() == '\n') text.pop_back();
+      r[i] = float(synthetic_format_score(text));
+    }
+    return r;
+  };
+}
+
+namespace {
+
+// Mean statistics over batches; the reward's std over all samples together.
+grpo_stats pool(const std::vector<grpo_stats>& v) {
+  grpo_stats out;
+  double m2 = 0;
+  for (const auto& s : v) {
+    out.mean_reward += s.mean_reward;
+    m2 += s.reward_std * s.reward_std + s.mean_reward * s.mean_reward;
+    out.kl += s.kl;
+    out.entropy += s.entropy;
+    out.mean_length += s.mean_length;
+  }
+  const double n = double(v.size());
+  out.mean_reward /= n;
+  out.kl /= n;
+  out.entropy /= n;
+  out.mean_length /= n;
+  out.reward_std = std::sqrt(std::max(0.0, m2 / n - out.mean_reward * out.mean_reward));
+  return out;
+}
+
+}  // namespace
+
+result<grpo_run> run_grpo(const local_align_config& cfg, engine::gpt2& policy) {
+  engine::kernels::set_threads(cfg.threads);
+  const preference_split s = synthetic_preferences(cfg.data);
+  const int per_batch = policy.batch() / cfg.grpo.group;
+  if (per_batch < 1 || int(s.held_out.size()) < cfg.eval_prompts || int(s.train.size()) < per_batch)
+    return make_error(errc::invalid_argument, "local_align: too few prompts for a GRPO batch");
+  const render_options ro = synthetic_render();
+  auto tokens = [&](const std::vector<preference_record>& recs) {
+    std::vector<std::vector<std::int32_t>> out;
+    for (const auto& r : recs) out.push_back(encode_bytes(ro.prompt_prefix + r.prompt + ro.response_prefix));
+    return out;
+  };
+  const auto train_prompts = tokens(s.train), eval_prompts = tokens(s.held_out);
+  auto ref = clone(policy);
+  if (!ref) return ref.err();
+  grpo_driver train(policy, *ref, synthetic_format_reward(), cfg.grpo);
+  grpo_driver eval(policy, *ref, synthetic_format_reward(), cfg.grpo);
+  auto evaluate = [&]() -> result<grpo_stats> {
+    std::vector<grpo_stats> all;
+    for (int at = 0; at + per_batch <= cfg.eval_prompts; at += per_batch) {
+      auto st = eval.evaluate(std::span(eval_prompts).subspan(std::size_t(at), std::size_t(per_batch)),
+                              cfg.seed * 1000 + std::uint64_t(at));
+      if (!st) return st.err();
+      all.push_back(*st);
+    }
+    return pool(all);
+  };
+  grpo_run out;
+  auto before = evaluate();
+  if (!before) return before.err();
+  out.before = *before;
+  engine::adamw opt(policy.layout().total, {}, policy.layout().ranges());
+  const engine::lr_schedule sched{cfg.grpo_lr, cfg.grpo_lr / 10, std::max(1, cfg.grpo_steps / 10), cfg.grpo_steps};
+  const std::size_t nbatches = train_prompts.size() / std::size_t(per_batch);
+  for (int st = 0; st < cfg.grpo_steps; ++st) {
+    const std::size_t at = (std::size_t(st) % nbatches) * std::size_t(per_batch);
+    auto r = train.step(opt, sched, cfg.grad_clip, st, std::span(train_prompts).subspan(at, std::size_t(per_batch)),
+                        cfg.seed * 7919 + std::uint64_t(st));
+    if (!r) return r.err();
+    out.train_reward.push_back(float(r->mean_reward));
+  }
+  auto after = evaluate();
   if (!after) return after.err();
   out.after = *after;
   return out;

@@ -9,6 +9,7 @@
 #include "libs/model/gpt_config.hpp"
 #include "libs/status/status.hpp"
 #include "services/trainer/align/dpo.hpp"
+#include "services/trainer/align/grpo.hpp"
 #include "services/trainer/align/reward_model.hpp"
 #include "services/trainer/align/synthetic_prefs.hpp"
 
@@ -32,6 +33,12 @@ struct local_align_config {
   float lr = 1e-3f;
   float grad_clip = 1.0f;
   dpo_options dpo{0.1f, preference_loss::dpo};
+
+  // GRPO with the synthetic rule as a programmatic reward.
+  grpo_options grpo;
+  int grpo_steps = 40;
+  float grpo_lr = 3e-4f;
+  int eval_prompts = 32;  // held-out prompts, `grpo.group` samples each, fixed seeds
 };
 
 struct local_batches {
@@ -61,6 +68,18 @@ struct rm_run {
 // here from cfg.seed).
 result<rm_run> run_reward_model(const local_align_config& cfg, engine::gpt2& backbone, reward_head& head,
                                 const local_batches& data);
+
+struct grpo_run {
+  grpo_stats before, after;  // on the held-out prompts (same sampling seeds)
+  std::vector<float> train_reward;
+};
+// GRPO from `policy` (trained in place) against a frozen copy of it, rewarded
+// by synthetic_format_score on train prompts; evaluated on held-out prompts.
+result<grpo_run> run_grpo(const local_align_config& cfg, engine::gpt2& policy);
+
+// synthetic_format_score over a rollout batch of byte-level samples (a
+// trailing stop token '\n' dropped): a programmatic reward for grpo_driver.
+reward_fn synthetic_format_reward();
 
 // A gpt2 of the same shape holding a copy of m's parameters.
 result<engine::gpt2> clone(const engine::gpt2& m);

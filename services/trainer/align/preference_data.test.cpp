@@ -82,9 +82,14 @@ TEST_CASE("the synthetic preference set is deterministic, follows its rule and h
     CHECK(synthetic_rule_score(r.prompt, r.chosen) == 1.0);
     const double s = synthetic_rule_score(r.prompt, r.rejected);
     CHECK(s < 1.0);
-    ++kinds[s == 0.0 ? 0 : r.rejected.back() == '!' ? 1 : 2];  // another word / lower case / wrong ending
+    const std::string w = r.prompt.substr(6);
+    ++kinds[r.rejected == w + "!" ? 1 : r.rejected.back() == '.' ? 2 : 0];  // another word / lower case / wrong ending
+    if (kinds[1] && r.rejected == w + "!") CHECK(s == 0.75);
   }
   for (int k : kinds) CHECK(k > 40);
   for (const auto& r : a.held_out) CHECK(train_prompts.count(r.prompt) == 0);
-  CHECK(synthetic_rule_score("shout abc", "ABc!") == doctest::Approx(0.5 * 2 / 3 + 0.5));
+  CHECK(synthetic_rule_score("shout abc", "ABc!") == doctest::Approx(0.5 * 2.5 / 3 + 0.5));
+  CHECK(synthetic_rule_score("shout abc", "ABC.") == doctest::Approx(0.5));
+  CHECK(synthetic_rule_score("shout abc", "XYZ!") == doctest::Approx(0.5));
+  CHECK(synthetic_rule_score("shout abc", "ABCD!") == doctest::Approx(0.5));
 }

@@ -63,15 +63,23 @@ std::vector<preference_record> synthetic_warmup(const preference_split& s) {
 
 double synthetic_rule_score(const std::string& prompt, const std::string& response) {
   const std::string w = word_of(prompt);
-  if (response.size() < w.size()) return 0.0;
-  int caps = 0;
-  for (std::size_t i = 0; i < w.size(); ++i) {
+  if (w.empty()) return 0.0;
+  double letters = 0;  // per position: ½ for the right letter, 1 for it in capitals
+  for (std::size_t i = 0; i < w.size() && i < response.size(); ++i) {
     const char c = response[i];
-    if (std::tolower(static_cast<unsigned char>(c)) != w[i]) return 0.0;
-    caps += std::isupper(static_cast<unsigned char>(c)) ? 1 : 0;
+    if (std::tolower(static_cast<unsigned char>(c)) != w[i]) continue;
+    letters += std::isupper(static_cast<unsigned char>(c)) ? 1.0 : 0.5;
   }
   const bool bang = response.size() == w.size() + 1 && response.back() == '!';
-  return 0.5 * caps / double(w.size()) + (bang ? 0.5 : 0.0);
+  return 0.5 * letters / double(w.size()) + (bang ? 0.5 : 0.0);
+}
+
+double synthetic_format_score(const std::string& response) {
+  if (response.empty() || response.size() > 8) return 0.0;
+  const std::size_t body = response.size() - 1;
+  int caps = 0;
+  for (std::size_t i = 0; i < body; ++i) caps += std::isupper(static_cast<unsigned char>(response[i])) ? 1 : 0;
+  return (body ? 0.5 * caps / double(body) : 0.0) + (response.back() == '!' ? 0.5 : 0.0);
 }
 
 }  // namespace loom::align

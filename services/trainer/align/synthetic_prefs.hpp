@@ -37,9 +37,19 @@ render_options synthetic_render();
 // slots, so SFT on both slots teaches the format and no preference.
 std::vector<preference_record> synthetic_warmup(const preference_split& s);
 
-// The rule as a graded score in [0, 1] for the programmatic reward: the share
-// of the word's letters given in capitals (½ weight) plus ½ for ending in '!'
-// (0 when the letters are not the prompt's word, case aside).
+// The rule as a graded score in [0, 1] for the programmatic reward: ½ × the
+// mean over the word's letters of (1 for the prompt's letter in capitals at
+// that position, ½ for it in lower case, 0 otherwise), plus ½ when the answer
+// is exactly that long plus a final '!'. Chosen answers score 1; rejected: a
+// lower-case word 0.75, a '.' ending 0.5, another word less than 1.
 double synthetic_rule_score(const std::string& prompt, const std::string& response);
+
+// The rule's format half alone, a regex-like rule ^[A-Z]+!$ with a length
+// bound, graded in [0, 1]: 0 when the answer is empty or longer than 8
+// characters; else ½ × the share of capitals before its last character plus
+// ½ when it ends in '!'. It needs no copying of the prompt's word, which a
+// model this small does for the words it was trained on but not for unseen
+// ones: the GRPO reward on held-out prompts.
+double synthetic_format_score(const std::string& response);
 
 }  // namespace loom::align
