@@ -92,3 +92,23 @@ TEST_CASE("GRPO raises the held-out mean reward by at least one initial standard
   CHECK(r->after.mean_reward >= r->before.mean_reward + r->before.reward_std);
   CHECK(r->after.kl < 1.0);
 }
+
+TEST_CASE("RM then RL: GRPO rewarded by the trained reward model raises the held-out rule score") {
+  start& s = shared_start();
+  auto backbone = clone(s.model);
+  REQUIRE(backbone.ok());
+  reward_head head(s.cfg.model.channels);
+  auto rm = run_reward_model(s.cfg, *backbone, head, s.data);
+  REQUIRE(rm.ok());
+  reward_driver scorer(*backbone, head);
+  auto policy = clone(s.model);
+  REQUIRE(policy.ok());
+  auto r = run_grpo(s.cfg, *policy, reward_model_reward(scorer));
+  REQUIRE(r.ok());
+  MESSAGE("RM (held-out accuracy " << rm->after.accuracy << ") -> GRPO: held-out rule score " << r->before.mean_reward
+                                   << " (std " << r->before.reward_std << ") -> " << r->after.mean_reward << ", KL "
+                                   << r->after.kl << "; RM reward on train batches " << r->train_reward.front()
+                                   << " -> " << r->train_reward.back());
+  CHECK(r->after.mean_reward >= r->before.mean_reward + r->before.reward_std);
+  CHECK(r->after.kl < 1.0);
+}

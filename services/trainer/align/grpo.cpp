@@ -45,6 +45,10 @@ double mean_entropy(std::span<const float> logits, std::span<const float> mask, 
 
 }  // namespace
 
+reward_fn reward_model_reward(reward_driver& rm) {
+  return [&rm](const rollout_batch& b) { return rm.score(b.inputs, b.last); };
+}
+
 result<rollout_batch> grpo_driver::sample(std::span<const std::vector<std::int32_t>> prompts, std::uint64_t seed) {
   const int B = pi_.batch(), T = pi_.seq_len(), V = pi_.config().vocab;
   const std::size_t Vp = std::size_t(pi_.config().padded_vocab), uT = std::size_t(T);

@@ -15,6 +15,7 @@
 #pragma once
 
 #include "libs/status/status.hpp"
+#include "services/trainer/align/reward_model.hpp"
 #include "services/trainer/engine/model.hpp"
 #include "services/trainer/engine/optimizer.hpp"
 
@@ -54,6 +55,11 @@ struct grpo_stats {
   double mean_length = 0;  // response tokens
   float grad_norm = 0, lr = 0;
 };
+
+// A reward model as the reward: rm scores each sample at its last token.
+// REQUIRES: rm's backbone has the rollouts' batch and seq_len (else the
+// reward_fn answers invalid_argument); rm outlives the reward_fn.
+reward_fn reward_model_reward(reward_driver& rm);
 
 class grpo_driver {
  public:

@@ -151,7 +151,7 @@ grpo_stats pool(const std::vector<grpo_stats>& v) {
 
 }  // namespace
 
-result<grpo_run> run_grpo(const local_align_config& cfg, engine::gpt2& policy) {
+result<grpo_run> run_grpo(const local_align_config& cfg, engine::gpt2& policy, reward_fn reward) {
   engine::kernels::set_threads(cfg.threads);
   const preference_split s = synthetic_preferences(cfg.data);
   const int per_batch = policy.batch() / cfg.grpo.group;
@@ -166,7 +166,7 @@ result<grpo_run> run_grpo(const local_align_config& cfg, engine::gpt2& policy) {
   const auto train_prompts = tokens(s.train), eval_prompts = tokens(s.held_out);
   auto ref = clone(policy);
   if (!ref) return ref.err();
-  grpo_driver train(policy, *ref, synthetic_format_reward(), cfg.grpo);
+  grpo_driver train(policy, *ref, reward ? std::move(reward) : synthetic_format_reward(), cfg.grpo);
   grpo_driver eval(policy, *ref, synthetic_format_reward(), cfg.grpo);
   auto evaluate = [&]() -> result<grpo_stats> {
     std::vector<grpo_stats> all;

@@ -73,9 +73,11 @@ struct grpo_run {
   grpo_stats before, after;  // on the held-out prompts (same sampling seeds)
   std::vector<float> train_reward;
 };
-// GRPO from `policy` (trained in place) against a frozen copy of it, rewarded
-// by synthetic_format_score on train prompts; evaluated on held-out prompts.
-result<grpo_run> run_grpo(const local_align_config& cfg, engine::gpt2& policy);
+// GRPO from `policy` (trained in place) against a frozen copy of it on train
+// prompts, rewarded by `reward` (empty: synthetic_format_reward; e.g.
+// reward_model_reward for RM → RL); evaluated on held-out prompts by
+// synthetic_format_score, the ground truth.
+result<grpo_run> run_grpo(const local_align_config& cfg, engine::gpt2& policy, reward_fn reward = {});
 
 // synthetic_format_score over a rollout batch of byte-level samples (a
 // trailing stop token '\n' dropped): a programmatic reward for grpo_driver.

@@ -1,6 +1,7 @@
 #include "services/trainer/align/reward_model.hpp"
 
 #include <cmath>
+#include <cstring>
 #include <random>
 
 namespace loom::align {
@@ -19,6 +20,24 @@ float reward_head::score(const float* h) const {
   double s = p_[std::size_t(C_)];
   for (int c = 0; c < C_; ++c) s += double(p_[std::size_t(c)]) * h[c];
   return float(s);
+}
+
+std::vector<ckpt::tensor_view> reward_head::tensors() const {
+  return {{"reward_head.w", ckpt::dtype::F32, {std::uint64_t(C_)}, p_.data(), std::size_t(C_) * 4},
+          {"reward_head.b", ckpt::dtype::F32, {1}, p_.data() + C_, 4}};
+}
+
+status reward_head::load(const ckpt::safetensors_file& f) {
+  const ckpt::tensor_info* w = f.find("reward_head.w");
+  const ckpt::tensor_info* b = f.find("reward_head.b");
+  if (!w || !b) return make_error(errc::not_found, "reward head: the checkpoint has no reward_head.w and reward_head.b");
+  if (w->type != ckpt::dtype::F32 || b->type != ckpt::dtype::F32 || w->shape != std::vector<std::uint64_t>{std::uint64_t(C_)} ||
+      b->shape != std::vector<std::uint64_t>{1})
+    return make_error(errc::invalid_argument, "reward head: expected F32 reward_head.w [" + std::to_string(C_) +
+                                                  "] and reward_head.b [1]");
+  std::memcpy(p_.data(), w->data.data(), std::size_t(C_) * 4);
+  std::memcpy(p_.data() + C_, b->data.data(), 4);
+  return ok_status();
 }
 
 result<std::vector<float>> reward_driver::score(std::span<const std::int32_t> inputs, std::span<const int> last) {

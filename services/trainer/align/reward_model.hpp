@@ -9,6 +9,7 @@
 // scratch, the models are the caller's. One thread drives it.
 #pragma once
 
+#include "libs/ckpt/safetensors.hpp"
 #include "libs/status/status.hpp"
 #include "services/trainer/align/losses.hpp"
 #include "services/trainer/align/preference_data.hpp"
@@ -33,6 +34,13 @@ class reward_head {
   // For engine::adamw: neither w nor b decays.
   std::vector<model::param_range> ranges() const;
   float score(const float* h) const;  // h: C values
+
+  // Checkpoint: two F32 tensors, "reward_head.w" (C) and "reward_head.b" (1),
+  // to write beside the backbone's 16 (views into params(): valid while the head lives).
+  std::vector<ckpt::tensor_view> tensors() const;
+  // From a file holding them: not_found when absent, invalid_argument for
+  // another shape or dtype (the head is unchanged then).
+  status load(const ckpt::safetensors_file& f);
 
  private:
   int C_;

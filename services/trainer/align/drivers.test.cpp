@@ -1,0 +1,104 @@
+// The drivers' edges: a reward head survives a safetensors round trip and
+// refuses another shape; batches that do not fit the models are refused;
+// the GRPO sampler is deterministic for a seed and masks only what it drew.
+#include "services/trainer/align/dpo.hpp"
+#include "services/trainer/align/grpo.hpp"
+#include "services/trainer/align/reward_model.hpp"
+
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <unistd.h>
+
+using namespace loom;
+using namespace loom::align;
+
+namespace {
+
+engine::gpt2 make(int B, int T, std::uint64_t seed) {
+  auto m = engine::gpt2::create({2, 2, 16, 16, 256, 256}, B, T);
+  REQUIRE(m.ok());
+  m->init_random(seed);
+  return std::move(*m);
+}
+
+pair_batch one_pair_batch(int T) {
+  const pair_tokens t{encode_bytes("ab:"), encode_bytes("CD!"), encode_bytes("cd.")};
+  auto b = make_pair_batch(std::span(&t, 1), T);
+  REQUIRE(b.ok());
+  return *b;
+}
+
+}  // namespace
+
+TEST_CASE("a reward head survives a safetensors round trip and refuses another width") {
+  reward_head h(16);
+  h.init(5);
+  h.params()[16] = 0.25f;
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("loom-rm-head-" + std::to_string(::getpid()) + ".safetensors")).string();
+  const auto views = h.tensors();
+  REQUIRE(ckpt::write_safetensors(path, views).ok());
+  auto f = ckpt::read_safetensors(path);
+  REQUIRE(f.ok());
+  reward_head back(16);
+  REQUIRE(back.load(*f).ok());
+  CHECK(std::equal(h.params().begin(), h.params().end(), back.params().begin()));
+  reward_head wide(32);
+  CHECK(wide.load(*f).code() == errc::invalid_argument);
+  const std::vector<ckpt::tensor_view> only_w{views[0]};
+  REQUIRE(ckpt::write_safetensors(path, only_w).ok());
+  auto g = ckpt::read_safetensors(path);
+  REQUIRE(g.ok());
+  CHECK(back.load(*g).code() == errc::not_found);
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("batches that do not fit the models are refused with invalid_argument") {
+  engine::gpt2 pi = make(2, 8, 1), ref = make(2, 8, 1), wrong = make(4, 8, 1);
+  dpo_driver d(pi, ref, {});
+  CHECK(d.run(one_pair_batch(8), false).ok());
+  CHECK(d.run(one_pair_batch(6), false).code() == errc::invalid_argument);
+  dpo_driver d2(wrong, ref, {});
+  CHECK(d2.run(one_pair_batch(8), false).code() == errc::invalid_argument);
+  reward_head h(16);
+  reward_driver rm(pi, h);
+  CHECK(rm.run(one_pair_batch(8), true).ok());
+  CHECK(rm.run(one_pair_batch(6), true).code() == errc::invalid_argument);
+  const std::vector<std::int32_t> in(16, 1);
+  CHECK(rm.score(in, std::vector<int>{0, 8}).code() == errc::invalid_argument);
+  CHECK(rm.score(in, std::vector<int>{0}).code() == errc::invalid_argument);
+}
+
+TEST_CASE("GRPO sampling is deterministic for a seed and masks exactly the sampled tokens") {
+  engine::gpt2 pi = make(4, 16, 2), ref = make(4, 16, 2);
+  grpo_options o;
+  o.group = 2;
+  o.max_new_tokens = 5;
+  auto zero = [](const rollout_batch& b) -> result<std::vector<float>> { return std::vector<float>(std::size_t(b.rows), 0.0f); };
+  grpo_driver g(pi, ref, zero, o);
+  const std::vector<std::vector<std::int32_t>> prompts{encode_bytes("shout ab: "), encode_bytes("hi: ")};
+  auto a = g.sample(prompts, 9), b = g.sample(prompts, 9), c = g.sample(prompts, 10);
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  REQUIRE(c.ok());
+  CHECK(a->inputs == b->inputs);
+  CHECK(a->inputs != c->inputs);
+  for (int r = 0; r < 4; ++r) {
+    const auto& resp = a->response[std::size_t(r)];
+    CHECK(!resp.empty());
+    CHECK(resp.size() <= 5);
+    float masked = 0;
+    for (int t = 0; t < 16; ++t) masked += a->mask[std::size_t(r * 16 + t)];
+    CHECK(masked == float(resp.size()));
+    CHECK(a->prompt_index[std::size_t(r)] == r / 2);
+    CHECK(a->last[std::size_t(r)] == int(prompts[std::size_t(r / 2)].size() + resp.size()) - 1);
+  }
+  CHECK(g.sample(std::span(prompts).first(1), 9).code() == errc::invalid_argument);
+  // An all-zero reward gives zero advantages: only the KL term (zero at π = ref) remains.
+  engine::adamw opt(pi.layout().total, {}, pi.layout().ranges());
+  auto st = g.step(opt, {1e-3f, 1e-4f, 1, 10}, 1.0f, 0, prompts, 9);
+  REQUIRE(st.ok());
+  CHECK(st->grad_norm == doctest::Approx(0.0).scale(1e-6));
+  CHECK(st->kl == doctest::Approx(0.0).scale(1e-6));
+}
