@@ -4,6 +4,7 @@
 #include "services/trainer/align/dpo.hpp"
 #include "services/trainer/align/grpo.hpp"
 #include "services/trainer/align/reward_model.hpp"
+#include "services/trainer/engine/kernels.hpp"
 
 #include <doctest/doctest.h>
 
@@ -16,6 +17,7 @@ using namespace loom::align;
 namespace {
 
 engine::gpt2 make(int B, int T, std::uint64_t seed) {
+  engine::kernels::set_threads(1);  // a model this small: OpenMP waiters would only contend
   auto m = engine::gpt2::create({2, 2, 16, 16, 256, 256}, B, T);
   REQUIRE(m.ok());
   m->init_random(seed);
