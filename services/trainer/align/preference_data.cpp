@@ -1,5 +1,7 @@
 #include "services/trainer/align/preference_data.hpp"
 
+#include "libs/files/files.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -30,6 +32,12 @@ result<std::vector<preference_record>> preferences_from_jsonl(std::string_view j
     out.push_back(std::move(r));
   }
   return out;
+}
+
+result<std::vector<preference_record>> read_preferences(const std::string& path) {
+  auto text = files::read_file(path);
+  if (!text) return text.err();
+  return preferences_from_jsonl(*text, path);
 }
 
 std::string preferences_to_jsonl(std::span<const preference_record> records) {

@@ -27,6 +27,9 @@ struct preference_record {
 // that is not an object or lacks a string "prompt", "chosen" or "rejected" is
 // invalid_argument "<origin>:<line>: ... \"<field>\"".
 result<std::vector<preference_record>> preferences_from_jsonl(std::string_view jsonl, const std::string& origin);
+// The records of a JSONL file on disk (not_found naming a missing file; then
+// as preferences_from_jsonl, errors naming the path and line).
+result<std::vector<preference_record>> read_preferences(const std::string& path);
 // One JSON object per line, the inverse of preferences_from_jsonl.
 std::string preferences_to_jsonl(std::span<const preference_record> records);
 

@@ -38,6 +38,7 @@ TEST_CASE("a preference record missing a field is refused naming the file, the l
   REQUIRE(!n.ok());
   CHECK(n.err().message.find("f:1: the field \"prompt\" must be a string") != std::string::npos);
   CHECK(!preferences_from_jsonl("not json\n", "f").ok());
+  CHECK(read_preferences("/nonexistent/prefs.jsonl").code() == loom::errc::not_found);
 }
 
 TEST_CASE("a pair batch puts chosen rows first and masks exactly the response targets") {

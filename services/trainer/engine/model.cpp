@@ -128,6 +128,7 @@ result<gpt2> gpt2::create(const model::gpt2_config& cfg, int batch, int seq_len)
   }
   m.logits_ = m.views().logits;  // heap storage: stays valid when m moves
   m.hidden_ = m.views().lnf;
+  m.losses_ = m.views().losses;
   return m;
 }
 
@@ -249,8 +250,7 @@ bool gpt2::backward(float loss_scale, bool accumulate) {
 void gpt2::token_logprobs(std::span<float> out) const {
   const std::size_t BT = std::size_t(B_) * T_;
   if (out.size() != BT) std::abort();  // broken invariant: REQUIRES out.size() == B*T
-  acts a = const_cast<gpt2*>(this)->views();
-  for (std::size_t i = 0; i < BT; ++i) out[i] = -a.losses[i];
+  for (std::size_t i = 0; i < BT; ++i) out[i] = -losses_[i];
 }
 
 status gpt2::backward_from_token_grads(std::span<const float> dlogp, bool accumulate) {

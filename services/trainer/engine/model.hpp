@@ -124,7 +124,8 @@ class gpt2 {
   status forward_backbone();                // encoder, blocks, ln_f over inputs_
   bool backward_from_rows(bool accumulate);  // dlogits from row_scale, LM head, then the backbone
   bool backward_backbone(bool accumulate);   // from dlnf (in scratch) down to the embeddings
-  const float* hidden_ = nullptr;  // inside acts_
+  const float* hidden_ = nullptr;  // inside acts_: ln_f's output (B,T,C)
+  const float* losses_ = nullptr;  // inside acts_: per-token cross-entropy (B,T)
   float weight_sum_ = 0.0f;
   bool have_targets_ = false;
   bool have_backbone_ = false;  // a forward has filled the activations
