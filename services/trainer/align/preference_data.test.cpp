@@ -3,6 +3,7 @@
 // synthetic set (deterministic, rule-following, a disjoint held-out split).
 #include "services/trainer/align/preference_data.hpp"
 
+#include "services/trainer/align/pair_stream.hpp"
 #include "services/trainer/align/synthetic_prefs.hpp"
 
 #include <doctest/doctest.h>
@@ -93,4 +94,37 @@ TEST_CASE("the synthetic preference set is deterministic, follows its rule and h
   CHECK(synthetic_rule_score("shout abc", "ABC.") == doctest::Approx(0.5));
   CHECK(synthetic_rule_score("shout abc", "XYZ!") == doctest::Approx(0.5));
   CHECK(synthetic_rule_score("shout abc", "ABCD!") == doctest::Approx(0.5));
+}
+
+TEST_CASE("a pair stream resumed from its cursor yields the batches an uninterrupted one does") {
+  std::vector<pair_tokens> pairs;
+  for (int i = 0; i < 10; ++i) pairs.push_back({encode_bytes("p" + std::to_string(i)), encode_bytes("c"), encode_bytes("r")});
+  auto a = pair_stream::create(pairs, 3, 8, 5), b = pair_stream::create(pairs, 3, 8, 5);
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  std::vector<std::vector<std::int32_t>> straight;
+  for (int i = 0; i < 8; ++i) straight.push_back(a->next()->inputs);  // crosses two epoch ends (3 batches each)
+  for (int i = 0; i < 4; ++i) REQUIRE(b->next().ok());
+  const pair_cursor at = b->position();
+  CHECK(at.epoch == 1);
+  CHECK(at.next == 3);
+  auto c = pair_stream::create(pairs, 3, 8, 5);
+  REQUIRE(c->seek(at).ok());
+  for (int i = 4; i < 8; ++i) CHECK(c->next()->inputs == straight[std::size_t(i)]);
+  CHECK(straight[0] != straight[3]);  // each epoch reshuffles
+  CHECK(c->seek({0, 11}).code() == loom::errc::invalid_argument);
+  CHECK(pair_stream::create(pairs, 11, 8, 5).code() == loom::errc::invalid_argument);
+}
+
+TEST_CASE("the held-out split is deterministic, keeps a prompt on one side and holds out about the fraction asked") {
+  std::vector<preference_record> recs;
+  for (int i = 0; i < 1000; ++i) recs.push_back({"prompt " + std::to_string(i % 500), "a", "b"});
+  const auto [train, held] = split_held_out(recs, 0.2, 9);
+  CHECK(train.size() + held.size() == 1000);
+  CHECK(held.size() > 140);
+  CHECK(held.size() < 260);
+  std::set<std::string> held_prompts;
+  for (const auto& r : held) held_prompts.insert(r.prompt);
+  for (const auto& r : train) CHECK(held_prompts.count(r.prompt) == 0);
+  CHECK(split_held_out(recs, 0.2, 9).second.size() == held.size());
 }
