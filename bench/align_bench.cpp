@@ -5,16 +5,19 @@
 //   sft  train_step: forward, backward, norm, AdamW over 4×64 tokens
 //   dpo  dpo_driver::step on 2 pairs (4 rows): reference forward, policy
 //        forward, backward from per-token gradients, AdamW
+//   dpo_cached_ref  the same with the reference's log-probs computed once
+//        (dpo_driver::reference_logprobs): what a stage revisiting batches pays
 //   rm   reward_driver::step on 2 pairs: backbone forward (no LM head), BT,
 //        backward from the hidden states, AdamW on backbone and head
 //   rl   grpo_driver::step: 1 prompt × 4 samples of 16 new tokens (one
 //        batched forward per token), rule reward, reference + policy
 //        forward, backward, AdamW
-// sft, dpo and rm steps run interleaved (one of each in turn) so that their
+// sft, dpo, rm and dpo_cached_ref steps run interleaved (one of each in turn) so that their
 // ratio holds on a shared machine; the median of the timed steps after
 // warm-up; the load average is printed with the figures. Last lines, for scripts:
 //   case=sft tokens_per_s=<..> ms_per_step=<..>
 //   case=dpo tokens_per_s=<..> ms_per_step=<..> vs_sft=<dpo/sft tokens per s>
+//   case=dpo_cached_ref tokens_per_s=<..> ms_per_step=<..> vs_sft=<..>
 //   case=rm tokens_per_s=<..> ms_per_step=<..> vs_sft=<..>
 //   case=rl samples_per_s=<..> ms_per_step=<..>
 #include <unistd.h>
@@ -116,12 +119,17 @@ int main(int, char** argv) {
   head.init(3);
   engine::adamw hopt(head.params().size(), {}, head.ranges());
   reward_driver rm(pi, head);
+  auto cached = dpo.reference_logprobs(batch);
+  if (!cached) die(cached.err());
   const std::vector<double> ms = time_interleaved(2, 12, {
       [&](int s) { if (auto r = engine::train_step(pi, opt, sched, 1.0f, s, std::span(&mb, 1)); !r) die(r.err()); },
       [&](int s) { if (auto r = dpo.step(opt, sched, 1.0f, s, std::span(&batch, 1)); !r) die(r.err()); },
       [&](int s) { if (auto r = rm.step(opt, hopt, sched, 1.0f, s, std::span(&batch, 1)); !r) die(r.err()); },
+      [&](int s) {
+        if (auto r = dpo.step(opt, sched, 1.0f, s, std::span(&batch, 1), std::span(&*cached, 1)); !r) die(r.err());
+      },
   });
-  const double sft_ms = ms[0], dpo_ms = ms[1], rm_ms = ms[2];
+  const double sft_ms = ms[0], dpo_ms = ms[1], rm_ms = ms[2], cached_ms = ms[3];
 
   grpo_options go;
   go.group = B;
@@ -146,6 +154,9 @@ int main(int, char** argv) {
   std::printf("load average after: %s\n", bench::loadavg().c_str());
   std::printf("case=sft tokens_per_s=%.1f ms_per_step=%.1f\n", sft_tps, sft_ms);
   std::printf("case=dpo tokens_per_s=%.1f ms_per_step=%.1f vs_sft=%.3f\n", dpo_tps, dpo_ms, dpo_tps / sft_tps);
+  const double cached_tps = B * T / (cached_ms / 1000.0);
+  std::printf("case=dpo_cached_ref tokens_per_s=%.1f ms_per_step=%.1f vs_sft=%.3f\n", cached_tps, cached_ms,
+              cached_tps / sft_tps);
   std::printf("case=rm tokens_per_s=%.1f ms_per_step=%.1f vs_sft=%.3f\n", rm_tps, rm_ms, rm_tps / sft_tps);
   std::printf("case=rl samples_per_s=%.2f ms_per_step=%.1f\n", B / (rl_ms / 1000.0), rl_ms);
   return 0;

@@ -29,18 +29,32 @@ status check_fit(const engine::gpt2& m, const pair_batch& b) {
 
 }  // namespace
 
+result<std::vector<float>> dpo_driver::reference_logprobs(const pair_batch& b) {
+  if (auto st = check_fit(ref_, b); !st) return st.err();
+  if (auto r = ref_.forward(b.inputs, b.targets); !r) return r.err();
+  std::vector<float> out(static_cast<std::size_t>(2 * b.pairs));
+  sequence_logprobs(ref_, b, tok_, out);
+  return out;
+}
+
 result<dpo_metrics> dpo_driver::run(const pair_batch& b, bool backward, float loss_scale, bool accumulate,
-                                    bool with_kl) {
+                                    bool with_kl, std::span<const float> ref_seq) {
   if (auto st = check_fit(pi_, b); !st) return st.err();
   if (auto st = check_fit(ref_, b); !st) return st.err();
   const std::size_t rows = std::size_t(2 * b.pairs), P = std::size_t(b.pairs);
+  if (!ref_seq.empty() && ref_seq.size() != rows)
+    return make_error(errc::invalid_argument, "dpo: cached reference log-probs must hold 2·pairs values");
   ref_seq_.resize(rows);
   pi_seq_.resize(rows);
   d_seq_.resize(rows);
   // Unweighted forwards: every token's log p is computed; the mask selects later.
-  if (auto r = ref_.forward(b.inputs, b.targets); !r) return r.err();
-  sequence_logprobs(ref_, b, tok_, ref_seq_);
-  if (with_kl) ref_logits_.assign(ref_.logits().begin(), ref_.logits().end());
+  if (ref_seq.empty() || with_kl) {
+    if (auto r = ref_.forward(b.inputs, b.targets); !r) return r.err();
+    sequence_logprobs(ref_, b, tok_, ref_seq_);
+    if (with_kl) ref_logits_.assign(ref_.logits().begin(), ref_.logits().end());
+  } else {
+    std::copy(ref_seq.begin(), ref_seq.end(), ref_seq_.begin());
+  }
   if (auto r = pi_.forward(b.inputs, b.targets); !r) return r.err();
   sequence_logprobs(pi_, b, tok_, pi_seq_);
   dpo_metrics m;
@@ -87,12 +101,16 @@ result<dpo_metrics> dpo_driver::evaluate(std::span<const pair_batch> batches) {
 }
 
 result<dpo_step_result> dpo_driver::step(engine::adamw& opt, const engine::lr_schedule& s, float grad_clip,
-                                         int step, std::span<const pair_batch> micro) {
+                                         int step, std::span<const pair_batch> micro,
+                                         std::span<const std::vector<float>> ref_seqs) {
   if (micro.empty()) return make_error(errc::invalid_argument, "dpo: a step needs at least one micro-batch");
+  if (!ref_seqs.empty() && ref_seqs.size() != micro.size())
+    return make_error(errc::invalid_argument, "dpo: one cached reference per micro-batch, or none");
   dpo_step_result out;
   const float k = float(micro.size());
   for (std::size_t j = 0; j < micro.size(); ++j) {
-    auto m = run(micro[j], true, 1.0f / k, j > 0);
+    auto m = run(micro[j], true, 1.0f / k, j > 0, false,
+                 ref_seqs.empty() ? std::span<const float>() : std::span<const float>(ref_seqs[j]));
     if (!m) return m.err();
     add_scaled(out.m, *m, 1.0 / k);
   }

@@ -43,13 +43,20 @@ class dpo_driver {
   // gradient of loss_scale × the loss into its grads(). with_kl also computes
   // the KL (one more pass over both (2P,T,V) logits). invalid_argument when
   // the batch does not fit the models.
+  // ref_seq (2P), when given, are the reference's response log-prob sums of
+  // this batch (reference_logprobs): the reference forward is skipped — the
+  // reference is frozen, so a stage that revisits batches can compute them
+  // once. Ignored with with_kl (which needs the reference's logits).
   result<dpo_metrics> run(const pair_batch& b, bool backward, float loss_scale = 1.0f, bool accumulate = false,
-                          bool with_kl = false);
+                          bool with_kl = false, std::span<const float> ref_seq = {});
+  // The reference's response log-prob sums (2P) of a batch.
+  result<std::vector<float>> reference_logprobs(const pair_batch& b);
   // The metrics, with KL, averaged over batches (no gradient).
   result<dpo_metrics> evaluate(std::span<const pair_batch> batches);
   // One optimiser step over micro-batches (each 1/k of the loss): clip, LR, AdamW.
+  // ref_seqs: empty, or one reference_logprobs() result per micro-batch.
   result<dpo_step_result> step(engine::adamw& opt, const engine::lr_schedule& s, float grad_clip, int step,
-                               std::span<const pair_batch> micro);
+                               std::span<const pair_batch> micro, std::span<const std::vector<float>> ref_seqs = {});
 
  private:
   engine::gpt2& pi_;

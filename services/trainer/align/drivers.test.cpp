@@ -104,3 +104,23 @@ TEST_CASE("GRPO sampling is deterministic for a seed and masks exactly the sampl
   CHECK(st->grad_norm == doctest::Approx(0.0).scale(1e-6));
   CHECK(st->kl == doctest::Approx(0.0).scale(1e-6));
 }
+
+TEST_CASE("a DPO step with cached reference log-probs is bitwise the step that computes them") {
+  engine::gpt2 a = make(2, 8, 3), b = make(2, 8, 3), ref = make(2, 8, 4);
+  const pair_batch batch = one_pair_batch(8);
+  dpo_driver da(a, ref, {0.5f}), db(b, ref, {0.5f});
+  auto cached = db.reference_logprobs(batch);
+  REQUIRE(cached.ok());
+  engine::adamw oa(a.layout().total, {}, a.layout().ranges()), ob(b.layout().total, {}, b.layout().ranges());
+  const engine::lr_schedule s{1e-3f, 1e-4f, 1, 10};
+  for (int step = 0; step < 3; ++step) {
+    auto ra = da.step(oa, s, 1.0f, step, std::span(&batch, 1));
+    auto rb = db.step(ob, s, 1.0f, step, std::span(&batch, 1), std::span(&*cached, 1));
+    REQUIRE(ra.ok());
+    REQUIRE(rb.ok());
+    CHECK(ra->m.pref.loss == rb->m.pref.loss);
+  }
+  CHECK(std::equal(a.params().begin(), a.params().end(), b.params().begin()));
+  const std::vector<float> wrong(3, 0.0f);
+  CHECK(db.run(batch, false, 1.0f, false, false, wrong).code() == errc::invalid_argument);
+}
