@@ -166,9 +166,22 @@ result<grpo_run> run_grpo(const local_align_config& cfg, engine::gpt2& policy, r
   const auto train_prompts = tokens(s.train), eval_prompts = tokens(s.held_out);
   auto ref = clone(policy);
   if (!ref) return ref.err();
-  grpo_driver train(policy, *ref, reward ? std::move(reward) : synthetic_format_reward(), cfg.grpo);
-  grpo_driver eval(policy, *ref, synthetic_format_reward(), cfg.grpo);
+  if (!reward) reward = synthetic_format_reward();
+  grpo_driver train(policy, *ref, reward, cfg.grpo);
+  // Evaluation scores each sample with the training reward and, beside it, the rule.
+  double rule_sum = 0;
+  std::size_t rule_n = 0;
+  const reward_fn rule = synthetic_format_reward();
+  grpo_driver eval(policy, *ref, [&](const rollout_batch& b) -> result<std::vector<float>> {
+    auto g = rule(b);
+    if (!g) return g.err();
+    for (float x : *g) rule_sum += x;
+    rule_n += g->size();
+    return reward(b);
+  }, cfg.grpo);
   auto evaluate = [&]() -> result<grpo_stats> {
+    rule_sum = 0;
+    rule_n = 0;
     std::vector<grpo_stats> all;
     for (int at = 0; at + per_batch <= cfg.eval_prompts; at += per_batch) {
       auto st = eval.evaluate(std::span(eval_prompts).subspan(std::size_t(at), std::size_t(per_batch)),
@@ -182,6 +195,7 @@ result<grpo_run> run_grpo(const local_align_config& cfg, engine::gpt2& policy, r
   auto before = evaluate();
   if (!before) return before.err();
   out.before = *before;
+  out.rule_before = rule_n ? rule_sum / double(rule_n) : 0.0;
   engine::adamw opt(policy.layout().total, {}, policy.layout().ranges());
   const engine::lr_schedule sched{cfg.grpo_lr, cfg.grpo_lr / 10, std::max(1, cfg.grpo_steps / 10), cfg.grpo_steps};
   const std::size_t nbatches = train_prompts.size() / std::size_t(per_batch);
@@ -195,6 +209,7 @@ result<grpo_run> run_grpo(const local_align_config& cfg, engine::gpt2& policy, r
   auto after = evaluate();
   if (!after) return after.err();
   out.after = *after;
+  out.rule_after = rule_n ? rule_sum / double(rule_n) : 0.0;
   return out;
 }
 

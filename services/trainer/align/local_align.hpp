@@ -70,13 +70,14 @@ result<rm_run> run_reward_model(const local_align_config& cfg, engine::gpt2& bac
                                 const local_batches& data);
 
 struct grpo_run {
-  grpo_stats before, after;  // on the held-out prompts (same sampling seeds)
+  grpo_stats before, after;  // on the held-out prompts (same sampling seeds), by the training reward
+  double rule_before = 0, rule_after = 0;  // the same samples' mean synthetic_format_score (the ground truth)
   std::vector<float> train_reward;
 };
 // GRPO from `policy` (trained in place) against a frozen copy of it on train
 // prompts, rewarded by `reward` (empty: synthetic_format_reward; e.g.
-// reward_model_reward for RM → RL); evaluated on held-out prompts by
-// synthetic_format_score, the ground truth.
+// reward_model_reward for RM → RL); evaluated on held-out prompts by the
+// same reward and by synthetic_format_score, the ground truth.
 result<grpo_run> run_grpo(const local_align_config& cfg, engine::gpt2& policy, reward_fn reward = {});
 
 // synthetic_format_score over a rollout batch of byte-level samples (a
