@@ -102,17 +102,28 @@ result<dpo_metrics> dpo_driver::evaluate(std::span<const pair_batch> batches) {
 
 result<dpo_step_result> dpo_driver::step(engine::adamw& opt, const engine::lr_schedule& s, float grad_clip,
                                          int step, std::span<const pair_batch> micro,
-                                         std::span<const std::vector<float>> ref_seqs) {
+                                         std::span<const std::vector<float>> ref_seqs, const engine::data_parallel* dp) {
   if (micro.empty()) return make_error(errc::invalid_argument, "dpo: a step needs at least one micro-batch");
   if (!ref_seqs.empty() && ref_seqs.size() != micro.size())
     return make_error(errc::invalid_argument, "dpo: one cached reference per micro-batch, or none");
+  if (dp && (dp->total_micro < int(micro.size()) || !dp->all_reduce_sum))
+    return make_error(errc::invalid_argument, "dpo: data_parallel needs total_micro >= this member's micro-batches "
+                                              "and an all_reduce_sum");
   dpo_step_result out;
-  const float k = float(micro.size());
+  const float k = float(dp ? dp->total_micro : int(micro.size()));
   for (std::size_t j = 0; j < micro.size(); ++j) {
     auto m = run(micro[j], true, 1.0f / k, j > 0, false,
                  ref_seqs.empty() ? std::span<const float>() : std::span<const float>(ref_seqs[j]));
     if (!m) return m.err();
     add_scaled(out.m, *m, 1.0 / k);
+  }
+  if (dp) {  // the whole step's gradient and metrics, on every member
+    if (auto st = dp->all_reduce_sum(pi_.grads()); !st) return st.err();
+    dpo_stats& p = out.m.pref;
+    float v[6] = {float(p.loss), float(p.accuracy), float(p.reward_margin), float(p.chosen_reward),
+                  float(p.rejected_reward), float(p.policy_accuracy)};
+    if (auto st = dp->all_reduce_sum(std::span<float>(v, 6)); !st) return st.err();
+    p = {v[0], v[1], v[2], v[3], v[4], v[5]};
   }
   const double norm = engine::global_norm(pi_.grads());
   out.grad_norm = float(norm);

@@ -12,6 +12,7 @@
 #include "services/trainer/align/preference_data.hpp"
 #include "services/trainer/engine/model.hpp"
 #include "services/trainer/engine/optimizer.hpp"
+#include "services/trainer/engine/train_step.hpp"
 
 #include <span>
 #include <vector>
@@ -55,8 +56,12 @@ class dpo_driver {
   result<dpo_metrics> evaluate(std::span<const pair_batch> batches);
   // One optimiser step over micro-batches (each 1/k of the loss): clip, LR, AdamW.
   // ref_seqs: empty, or one reference_logprobs() result per micro-batch.
+  // dp: data parallelism as engine::train_step's (each micro-batch counts
+  // 1/dp->total_micro; gradients and metrics are all-reduced before the
+  // clip and the update, so every member applies the same update).
   result<dpo_step_result> step(engine::adamw& opt, const engine::lr_schedule& s, float grad_clip, int step,
-                               std::span<const pair_batch> micro, std::span<const std::vector<float>> ref_seqs = {});
+                               std::span<const pair_batch> micro, std::span<const std::vector<float>> ref_seqs = {},
+                               const engine::data_parallel* dp = nullptr);
 
  private:
   engine::gpt2& pi_;

@@ -8,7 +8,10 @@
 
 #include <doctest/doctest.h>
 
+#include <barrier>
+#include <cmath>
 #include <filesystem>
+#include <thread>
 #include <unistd.h>
 
 using namespace loom;
@@ -123,4 +126,88 @@ TEST_CASE("a DPO step with cached reference log-probs is bitwise the step that c
   CHECK(std::equal(a.params().begin(), a.params().end(), b.params().begin()));
   const std::vector<float> wrong(3, 0.0f);
   CHECK(db.run(batch, false, 1.0f, false, false, wrong).code() == errc::invalid_argument);
+}
+
+namespace {
+
+// Two members in two threads; the sum of a buffer in rank order (the same
+// bits on both), as the ring all-reduce gives every member the same sum.
+struct two_member_sum {
+  std::barrier<> sync{2};
+  std::vector<float> slot[2];
+  status operator()(int rank, std::span<float> buf) {
+    slot[rank].assign(buf.begin(), buf.end());
+    sync.arrive_and_wait();
+    for (std::size_t i = 0; i < buf.size(); ++i) buf[i] = slot[0][i] + slot[1][i];
+    sync.arrive_and_wait();
+    return ok_status();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("data-parallel DPO and reward-model steps of two members equal one member's step over both micro-batches") {
+  const pair_tokens t0{encode_bytes("ab:"), encode_bytes("CD!"), encode_bytes("cd.")};
+  const pair_tokens t1{encode_bytes("xyz:"), encode_bytes("Q!"), encode_bytes("QQQQ.")};
+  const pair_batch mb[2] = {*make_pair_batch(std::span(&t0, 1), 8), *make_pair_batch(std::span(&t1, 1), 8)};
+  const engine::lr_schedule s{1e-3f, 1e-4f, 1, 10};
+  // One member, both micro-batches.
+  engine::gpt2 solo = make(2, 8, 3), ref = make(2, 8, 4);
+  engine::adamw so(solo.layout().total, {}, solo.layout().ranges());
+  dpo_driver ds(solo, ref, {0.5f});
+  auto want = ds.step(so, s, 1.0f, 0, mb);
+  REQUIRE(want.ok());
+  engine::gpt2 rsolo = make(2, 8, 5);
+  reward_head hsolo(16);
+  hsolo.init(6);
+  engine::adamw rso(rsolo.layout().total, {}, rsolo.layout().ranges()), rsh(17, {}, hsolo.ranges());
+  reward_driver rs(rsolo, hsolo);
+  auto rwant = rs.step(rso, rsh, s, 1.0f, 0, mb);
+  REQUIRE(rwant.ok());
+  // Two members, one micro-batch each.
+  two_member_sum sum, rsum;
+  std::vector<float> params[2], rparams[2], grads[2];
+  double loss[2] = {0, 0}, rloss[2] = {0, 0};
+  auto member = [&](int rank) {
+    engine::kernels::set_threads(1);
+    engine::gpt2 pi = make(2, 8, 3), r = make(2, 8, 4);
+    engine::adamw o(pi.layout().total, {}, pi.layout().ranges());
+    dpo_driver d(pi, r, {0.5f});
+    const engine::data_parallel dp{2, [&](std::span<float> b) { return sum(rank, b); }};
+    auto st = d.step(o, s, 1.0f, 0, std::span(&mb[rank], 1), {}, &dp);
+    loss[rank] = st ? st->m.pref.loss : -1;
+    params[rank].assign(pi.params().begin(), pi.params().end());
+    grads[rank].assign(pi.grads().begin(), pi.grads().end());
+    engine::gpt2 b = make(2, 8, 5);
+    reward_head h(16);
+    h.init(6);
+    engine::adamw bo(b.layout().total, {}, b.layout().ranges()), ho(17, {}, h.ranges());
+    reward_driver rd(b, h);
+    const engine::data_parallel rdp{2, [&](std::span<float> x) { return rsum(rank, x); }};
+    auto rst = rd.step(bo, ho, s, 1.0f, 0, std::span(&mb[rank], 1), &rdp);
+    rloss[rank] = rst ? rst->bt.loss : -1;
+    rparams[rank].assign(b.params().begin(), b.params().end());
+    rparams[rank].insert(rparams[rank].end(), h.params().begin(), h.params().end());
+  };
+  std::thread a(member, 0), b(member, 1);
+  a.join();
+  b.join();
+  CHECK(loss[0] == doctest::Approx(want->m.pref.loss).epsilon(1e-6));
+  CHECK(rloss[1] == doctest::Approx(rwant->bt.loss).epsilon(1e-6));
+  CHECK(params[0] == params[1]);  // the same update on every member
+  CHECK(rparams[0] == rparams[1]);
+  double worst = 0;
+  for (std::size_t i = 0; i < params[0].size(); ++i)
+    worst = std::max(worst, double(std::fabs(params[0][i] - solo.params()[i])));
+  for (std::size_t i = 0; i < rsolo.params().size(); ++i)
+    worst = std::max(worst, double(std::fabs(rparams[0][i] - rsolo.params()[i])));
+  double gerr = 0, gmax = 0;  // the all-reduced gradient against one member's accumulated one
+  for (std::size_t i = 0; i < grads[0].size(); ++i) {
+    gerr = std::max(gerr, double(std::fabs(grads[0][i] - solo.grads()[i])));
+    gmax = std::max(gmax, double(std::fabs(solo.grads()[i])));
+  }
+  MESSAGE("largest parameter difference, two members vs one: " << worst << "; gradient " << gerr << " of " << gmax);
+  CHECK(worst < 1e-6);
+  CHECK(gmax > 0.0);
+  CHECK(gerr <= 1e-5 * gmax);
 }

@@ -101,16 +101,26 @@ result<bt_stats> reward_driver::evaluate(std::span<const pair_batch> batches) {
 
 result<rm_step_result> reward_driver::step(engine::adamw& body_opt, engine::adamw& head_opt,
                                            const engine::lr_schedule& s, float grad_clip, int step,
-                                           std::span<const pair_batch> micro) {
+                                           std::span<const pair_batch> micro, const engine::data_parallel* dp) {
   if (micro.empty()) return make_error(errc::invalid_argument, "reward model: a step needs at least one micro-batch");
+  if (dp && (dp->total_micro < int(micro.size()) || !dp->all_reduce_sum))
+    return make_error(errc::invalid_argument, "reward model: data_parallel needs total_micro >= this member's "
+                                              "micro-batches and an all_reduce_sum");
   rm_step_result out;
-  const float k = float(micro.size());
+  const float k = float(dp ? dp->total_micro : int(micro.size()));
   for (std::size_t j = 0; j < micro.size(); ++j) {
     auto st = run(micro[j], true, 1.0f / k, j > 0);
     if (!st) return st.err();
     out.bt.loss += st->loss / k;
     out.bt.accuracy += st->accuracy / k;
     out.bt.margin += st->margin / k;
+  }
+  if (dp) {  // the whole step's gradients and metrics, on every member
+    if (auto st = dp->all_reduce_sum(m_.grads()); !st) return st.err();
+    if (auto st = dp->all_reduce_sum(head_.grads()); !st) return st.err();
+    float v[3] = {float(out.bt.loss), float(out.bt.accuracy), float(out.bt.margin)};
+    if (auto st = dp->all_reduce_sum(std::span<float>(v, 3)); !st) return st.err();
+    out.bt = {v[0], v[1], v[2]};
   }
   const double nb = engine::global_norm(m_.grads()), nh = engine::global_norm(head_.grads());
   const double norm = std::sqrt(nb * nb + nh * nh);

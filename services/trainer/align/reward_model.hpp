@@ -15,6 +15,7 @@
 #include "services/trainer/align/preference_data.hpp"
 #include "services/trainer/engine/model.hpp"
 #include "services/trainer/engine/optimizer.hpp"
+#include "services/trainer/engine/train_step.hpp"
 
 #include <cstdint>
 #include <span>
@@ -66,8 +67,11 @@ class reward_driver {
   result<bt_stats> evaluate(std::span<const pair_batch> batches);
   // One optimiser step: micro-batches (1/k each), one clip over both parameter
   // sets, the scheduled LR, AdamW on each (body_opt over the backbone, head_opt over the head).
+  // dp: data parallelism as engine::train_step's (backbone and head
+  // gradients and the metrics all-reduced before the clip and the update).
   result<rm_step_result> step(engine::adamw& body_opt, engine::adamw& head_opt, const engine::lr_schedule& s,
-                              float grad_clip, int step, std::span<const pair_batch> micro);
+                              float grad_clip, int step, std::span<const pair_batch> micro,
+                              const engine::data_parallel* dp = nullptr);
 
  private:
   engine::gpt2& m_;
