@@ -127,6 +127,8 @@ result<gpt2> gpt2::create(const model::gpt2_config& cfg, int batch, int seq_len)
                           " MiB for parameters, gradients and activations");
   }
   m.logits_ = m.views().logits;  // heap storage: stays valid when m moves
+  m.hidden_ = m.views().lnf;
+  m.losses_ = m.views().losses;
   return m;
 }
 
@@ -138,19 +140,29 @@ std::span<const float> gpt2::logits() const {
 
 void gpt2::zero_grad() { std::memset(grads_.data(), 0, sizeof(float) * grads_.size()); }
 
+status gpt2::check_inputs(std::span<const std::int32_t> inputs) const {
+  const std::size_t BT = std::size_t(B_) * T_;
+  if (inputs.size() != BT)
+    return make_error(errc::invalid_argument,
+                      "gpt2::forward: inputs must hold batch*seq_len = " + std::to_string(BT) + " ids");
+  for (std::size_t i = 0; i < BT; ++i)
+    if (inputs[i] < 0 || inputs[i] >= cfg_.vocab)
+      return make_error(errc::invalid_argument, "gpt2::forward: input id out of [0, vocab) at " + std::to_string(i));
+  return ok_status();
+}
+
 result<float> gpt2::forward(std::span<const std::int32_t> inputs,
                             std::span<const std::int32_t> targets,
                             std::span<const float> weights) {
   have_targets_ = false;  // until this forward has succeeded with targets
+  have_backbone_ = false;
   const std::size_t BT = std::size_t(B_) * T_;
   const int V = cfg_.vocab;
   auto bad = [](std::string m) { return make_error(errc::invalid_argument, "gpt2::forward: " + m); };
-  if (inputs.size() != BT) return bad("inputs must hold batch*seq_len = " + std::to_string(BT) + " ids");
+  if (auto st = check_inputs(inputs); !st) return st.err();
   if (!targets.empty() && targets.size() != BT) return bad("targets must be empty or hold batch*seq_len ids");
   if (!weights.empty() && (targets.empty() || weights.size() != BT))
     return bad("weights need targets and batch*seq_len values");
-  for (std::size_t i = 0; i < BT; ++i)
-    if (inputs[i] < 0 || inputs[i] >= V) return bad("input id out of [0, vocab) at " + std::to_string(i));
   for (std::size_t i = 0; i < targets.size(); ++i)
     if (targets[i] < 0 || targets[i] >= V) return bad("target id out of [0, vocab) at " + std::to_string(i));
   acts a = views();
@@ -166,8 +178,28 @@ result<float> gpt2::forward(std::span<const std::int32_t> inputs,
   }
   std::memcpy(inputs_.get(), inputs.data(), sizeof(std::int32_t) * BT);
   if (!targets.empty()) std::memcpy(targets_.get(), targets.data(), sizeof(std::int32_t) * BT);
+  if (auto st = forward_backbone(); !st) return st.err();
+  const int N = B_ * T_;
+  k::matmul_forward(a.logits, a.lnf, param_views().wte, nullptr, N, cfg_.channels, cfg_.padded_vocab);
   have_targets_ = !targets.empty();
+  if (!have_targets_) return 0.0f;
+  k::crossentropy_forward(a.losses, a.lse, a.logits, targets_.get(), N, V, cfg_.padded_vocab);
+  double loss = 0.0;  // serial: a fixed summation order
+  for (std::size_t i = 0; i < BT; ++i) loss += double(a.weights[i]) * a.losses[i];
+  weight_sum_ = static_cast<float>(wsum);
+  return static_cast<float>(loss / wsum);
+}
 
+status gpt2::forward_hidden(std::span<const std::int32_t> inputs) {
+  have_targets_ = false;
+  have_backbone_ = false;
+  if (auto st = check_inputs(inputs); !st) return st;
+  std::memcpy(inputs_.get(), inputs.data(), sizeof(std::int32_t) * inputs.size());
+  return forward_backbone();
+}
+
+status gpt2::forward_backbone() {
+  acts a = views();
   const model::tensor_views p = param_views();
   const int B = B_, T = T_, C = cfg_.channels, NH = cfg_.heads, L = cfg_.layers;
   const int N = B * T;
@@ -204,31 +236,80 @@ result<float> gpt2::forward(std::span<const std::int32_t> inputs,
   if (interrupted()) return stopped();
   const float* xl = a.layer(a.x2, a.BT * C_, L - 1);
   k::layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, xl, p.lnfw, p.lnfb, N, C);
-  k::matmul_forward(a.logits, a.lnf, p.wte, nullptr, N, C, cfg_.padded_vocab);
-  if (!have_targets_) return 0.0f;
-  k::crossentropy_forward(a.losses, a.lse, a.logits, targets_.get(), N, V, cfg_.padded_vocab);
-  double loss = 0.0;  // serial: a fixed summation order
-  for (std::size_t i = 0; i < BT; ++i) loss += double(a.weights[i]) * a.losses[i];
-  weight_sum_ = static_cast<float>(wsum);
-  return static_cast<float>(loss / wsum);
+  have_backbone_ = true;
+  return ok_status();
 }
 
 bool gpt2::backward(float loss_scale, bool accumulate) {
   if (!have_targets_) std::abort();  // broken invariant: REQUIRES a forward with targets
   acts a = views();
+  for (std::size_t i = 0; i < a.BT; ++i) a.row_scale[i] = loss_scale * a.weights[i] / weight_sum_;
+  return backward_from_rows(accumulate);
+}
+
+void gpt2::token_logprobs(std::span<float> out) const {
+  const std::size_t BT = std::size_t(B_) * T_;
+  if (out.size() != BT) std::abort();  // broken invariant: REQUIRES out.size() == B*T
+  for (std::size_t i = 0; i < BT; ++i) out[i] = -losses_[i];
+}
+
+status gpt2::backward_from_token_grads(std::span<const float> dlogp, bool accumulate) {
+  if (!have_targets_) std::abort();  // broken invariant: REQUIRES a forward with targets
+  acts a = views();
+  if (dlogp.size() != a.BT)
+    return make_error(errc::invalid_argument, "gpt2::backward_from_token_grads: dlogp must hold batch*seq_len values");
+  for (std::size_t i = 0; i < a.BT; ++i) {
+    if (!std::isfinite(dlogp[i]))
+      return make_error(errc::invalid_argument,
+                        "gpt2::backward_from_token_grads: non-finite dlogp at " + std::to_string(i));
+    a.row_scale[i] = -dlogp[i];  // loss_i = −log p_i, so dJ/dloss_i = −dJ/dlogp_i
+  }
+  if (!backward_from_rows(accumulate))
+    return make_error(errc::unavailable, "gpt2::backward: interrupted (stop requested)");
+  return ok_status();
+}
+
+std::span<const float> gpt2::hidden() const {
+  return {hidden_, std::size_t(B_) * T_ * std::size_t(cfg_.channels)};
+}
+
+status gpt2::backward_from_hidden(std::span<const float> dhidden, bool accumulate) {
+  if (!have_backbone_) std::abort();  // broken invariant: REQUIRES a forward
+  acts a = views();
+  if (dhidden.size() != a.BT * a.C)
+    return make_error(errc::invalid_argument, "gpt2::backward_from_hidden: dhidden must hold batch*seq_len*channels values");
+  std::memcpy(a.dbtc, dhidden.data(), sizeof(float) * dhidden.size());
+  // wte's first writer (the LM head's backward) is skipped: the encoder only adds.
+  if (!accumulate) std::memset(grad_views().wte, 0, sizeof(float) * layout_.size(model::tensor_id::wte));
+  have_targets_ = false;
+  if (!backward_backbone(accumulate))
+    return make_error(errc::unavailable, "gpt2::backward: interrupted (stop requested)");
+  return ok_status();
+}
+
+bool gpt2::backward_from_rows(bool accumulate) {
+  acts a = views();
   const model::tensor_views p = param_views();
   const model::tensor_views g = grad_views();
-  const int B = B_, T = T_, C = cfg_.channels, NH = cfg_.heads, L = cfg_.layers;
-  const int N = B * T, Vp = cfg_.padded_vocab;
-  const std::size_t C_ = C;
-  for (std::size_t i = 0; i < a.BT; ++i) a.row_scale[i] = loss_scale * a.weights[i] / weight_sum_;
+  const int N = B_ * T_, C = cfg_.channels, Vp = cfg_.padded_vocab;
   k::crossentropy_backward(a.logits, a.logits, a.lse, targets_.get(), a.row_scale, N,
                            cfg_.vocab, Vp);
-  const bool acc = accumulate;
+  have_targets_ = false;  // logits are now dlogits
   // Parameter gradients are written (acc = false) or added by their first
   // writer below; dwte's second writer, the encoder, always adds. wpe's rows
   // >= T are never written and stay 0 from allocation (or zero_grad()).
-  k::matmul_backward(a.dbtc, g.wte, nullptr, a.logits, a.lnf, p.wte, N, C, Vp, acc);
+  k::matmul_backward(a.dbtc, g.wte, nullptr, a.logits, a.lnf, p.wte, N, C, Vp, accumulate);
+  return backward_backbone(accumulate);
+}
+
+bool gpt2::backward_backbone(bool accumulate) {
+  acts a = views();
+  const model::tensor_views p = param_views();
+  const model::tensor_views g = grad_views();
+  const int B = B_, T = T_, C = cfg_.channels, NH = cfg_.heads, L = cfg_.layers;
+  const int N = B * T;
+  const std::size_t C_ = C;
+  const bool acc = accumulate;
   std::memset(a.dres, 0, sizeof(float) * a.BT * C_);
   const float* xl = a.layer(a.x2, a.BT * C_, L - 1);
   k::layernorm_backward(a.dres, g.lnfw, g.lnfb, a.dbtc, xl, p.lnfw, a.lnf_mean, a.lnf_rstd, N, C,
@@ -256,7 +337,6 @@ bool gpt2::backward(float loss_scale, bool accumulate) {
                           a.layer(a.ln1_mean, a.BT, l), a.layer(a.ln1_rstd, a.BT, l), N, C, acc);
   }
   k::encoder_backward(g.wte, g.wpe, a.dres, inputs_.get(), B, T, C, acc);
-  have_targets_ = false;  // logits are now dlogits
   return true;
 }
 

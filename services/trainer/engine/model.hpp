@@ -64,6 +64,30 @@ class gpt2 {
   void set_interrupt(std::function<bool()> test) { interrupt_ = std::move(test); }
   void zero_grad();
 
+  // ---- Sequence-level losses (DPO, GRPO, reward models: services/trainer/align) ----
+  // Per-token log p(target[b,t] | inputs[b,..t]) of the last forward() with
+  // targets, into out (B,T): −(that token's cross-entropy), weights ignored.
+  // Valid until the next forward (backward keeps them). REQUIRES: out.size()
+  // == B·T and the last forward() had targets and succeeded.
+  void token_logprobs(std::span<float> out) const;
+  // The gradient of a loss J given dJ/dlogp (B,T) for every token's log p
+  // (token_logprobs), backpropagated into grads() (accumulate = false
+  // overwrites them). A masked token is a 0 in dlogp. invalid_argument for a
+  // wrong size or a non-finite value; unavailable when interrupted.
+  // REQUIRES: the last forward() had targets. Overwrites logits().
+  status backward_from_token_grads(std::span<const float> dlogp, bool accumulate = true);
+  // The backbone only: embeddings, blocks and the final LayerNorm, no LM head
+  // (no (B,T,V) logits): hidden() then holds the (B,T,C) output of ln_f.
+  // invalid_argument for wrong sizes or ids outside [0, V).
+  status forward_hidden(std::span<const std::int32_t> inputs);
+  // (B,T,C) output of ln_f of the last forward() or forward_hidden().
+  std::span<const float> hidden() const;
+  // Backpropagates dJ/dhidden (B,T,C) into grads() (the LM head gets no
+  // gradient; accumulate = false overwrites). invalid_argument for a wrong
+  // size; unavailable when interrupted. REQUIRES: a forward succeeded since
+  // create() (backward() keeps the activations this needs).
+  status backward_from_hidden(std::span<const float> dhidden, bool accumulate = true);
+
   std::span<float> params() { return params_.span(); }
   std::span<const float> params() const { return params_.span(); }
   std::span<float> grads() { return grads_.span(); }
@@ -96,8 +120,15 @@ class gpt2 {
   const float* logits_ = nullptr;  // inside acts_
   std::function<bool()> interrupt_;
   bool interrupted() const { return interrupt_ && interrupt_(); }
+  status check_inputs(std::span<const std::int32_t> inputs) const;
+  status forward_backbone();                // encoder, blocks, ln_f over inputs_
+  bool backward_from_rows(bool accumulate);  // dlogits from row_scale, LM head, then the backbone
+  bool backward_backbone(bool accumulate);   // from dlnf (in scratch) down to the embeddings
+  const float* hidden_ = nullptr;  // inside acts_: ln_f's output (B,T,C)
+  const float* losses_ = nullptr;  // inside acts_: per-token cross-entropy (B,T)
   float weight_sum_ = 0.0f;
   bool have_targets_ = false;
+  bool have_backbone_ = false;  // a forward has filled the activations
 };
 
 }  // namespace loom::engine
