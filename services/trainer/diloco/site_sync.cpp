@@ -1,0 +1,226 @@
+#include "services/trainer/diloco/site_sync.hpp"
+
+#include <zmq.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <thread>
+
+namespace loom::trainer {
+
+struct site_sync_ctx {
+  zmq::context_t ctx{1};
+};
+
+namespace {
+// Between two polls of a fragment whose round is open: a loopback answer
+// takes well under a millisecond, so this is what a waiting site costs.
+constexpr std::chrono::milliseconds poll_gap{2};
+// After a request found no aggregator: the next one no sooner than this,
+// doubling to the cap, so a cut site trains at full speed and still notices
+// the aggregator within a few seconds of its return.
+constexpr std::chrono::milliseconds first_backoff{250}, max_backoff{2000};
+}  // namespace
+
+result<std::unique_ptr<site_sync>> site_sync::make(site_sync_options o) {
+  if (!o.locate) return make_error(errc::invalid_argument, "site_sync: no way to locate the aggregator");
+  if (!wire::valid_z85_key(o.keys.public_z85) || !wire::valid_z85_key(o.keys.secret_z85))
+    return make_error(errc::invalid_argument, "site_sync: the site's keypair is not a CURVE keypair");
+  if (o.job.empty() || o.site.empty()) return make_error(errc::invalid_argument, "site_sync: no job or site name");
+  return std::unique_ptr<site_sync>(new site_sync(std::move(o)));
+}
+
+site_sync::site_sync(site_sync_options o) : o_(std::move(o)), ctx_(std::make_unique<site_sync_ctx>()) {}
+
+site_sync::~site_sync() {
+  client_.reset();  // its socket before the context
+}
+
+void site_sync::say(const std::string& line) const {
+  if (o_.log) o_.log("diloco " + o_.site + ": " + line);
+}
+
+const site_sync_stats& site_sync::stats() {
+  if (client_) stats_.wire = client_->stats();
+  return stats_;
+}
+
+std::uint64_t site_sync::version(int p) const { return client_ ? client_->state().version(p) : 0; }
+int site_sync::fragments() const { return client_ ? client_->plan().fragments() : 0; }
+
+void site_sync::unreachable(const error& e) {
+  ++stats_.unreachable;
+  backoff_ = backoff_.count() == 0 ? first_backoff : std::min(max_backoff, backoff_ * 2);
+  retry_at_ = clock::now() + backoff_;
+  if (backoff_ == first_backoff) say("aggregator unreachable, training on: " + e.message);
+}
+
+status site_sync::start(std::span<float> params) {
+  const auto until = clock::now() + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(o_.join_wait_s));
+  std::string last = "not tried";
+  for (auto wait = std::chrono::milliseconds(200);; wait = std::min(wait * 2, std::chrono::milliseconds(2000))) {
+    if (stopped()) return make_error(errc::unavailable, "stopped while joining the aggregation " + o_.job);
+    auto where = o_.locate();
+    if (where) {
+      diloco::client_options co;
+      co.endpoint = where->endpoint;
+      co.server_public = where->public_key;
+      co.keys = o_.keys;
+      co.job = o_.job;
+      co.site = o_.site;
+      co.codec = o_.codec;
+      co.timeout = o_.timeout;
+      co.attempts = 1;
+      auto c = diloco::site_client::make(ctx_->ctx, co);
+      if (!c) return c.err();
+      std::vector<float> global;
+      if (auto st = (*c)->join(global); st) {
+        if (global.size() != params.size())
+          return make_error(errc::invalid_argument,
+                            "aggregation " + o_.job + " holds " + std::to_string(global.size()) +
+                                " parameters, this stage's model " + std::to_string(params.size()));
+        std::copy(global.begin(), global.end(), params.begin());
+        client_ = std::move(*c);
+        const auto p = static_cast<std::size_t>(client_->plan().fragments());
+        tokens_.assign(p, 0);
+        last_sync_.assign(p, 0);
+        sent_at_.assign(p, clock::now());
+        std::string versions;
+        for (std::size_t i = 0; i < p; ++i) versions += (i ? "," : "") + std::to_string(version(static_cast<int>(i)));
+        say("joined " + o_.job + " at " + where->endpoint + " (versions " + versions + ")");
+        return ok_status();
+      } else {
+        last = st.err().to_string();
+      }
+    } else {
+      last = where.err().to_string();  // e.g. site 0 has not written the initial snapshot yet
+    }
+    if (clock::now() + wait > until)
+      return make_error(errc::unavailable, "cannot join the aggregation " + o_.job + ": " + last);
+    std::this_thread::sleep_for(wait);
+  }
+}
+
+status site_sync::send(int p, std::span<float> params) {
+  auto ack = client_->send_delta(p, params, std::max<std::uint64_t>(1, tokens_[p]));
+  tokens_[p] = 0;  // counted in the delta (pending until its version comes, even when unanswered)
+  sent_at_[p] = clock::now();
+  ++stats_.syncs;
+  if (ack || ack.code() == errc::deadline_exceeded) {  // stale: dropped; the next poll catches up
+    backoff_ = std::chrono::milliseconds(0);
+    if (!ack) say("delta of fragment " + std::to_string(p) + " dropped as stale: " + ack.err().message);
+    return ok_status();
+  }
+  if (ack.code() == errc::unavailable) {
+    unreachable(ack.err());
+    return ok_status();
+  }
+  return make_error(ack.code(), "the aggregator refused the delta of fragment " + std::to_string(p) + ": " +
+                                    ack.err().message);
+}
+
+result<bool> site_sync::wait_merged(int p, std::span<float> params, clock::time_point until) {
+  while (client_->pending(p)) {
+    if (backing_off() || stopped()) return false;
+    auto got = client_->poll(p, params);
+    if (!got) {
+      if (got.code() != errc::unavailable) return got.err();
+      unreachable(got.err());
+      return false;
+    }
+    backoff_ = std::chrono::milliseconds(0);
+    if (*got) break;
+    if (clock::now() >= until) return false;
+    std::this_thread::sleep_for(poll_gap);
+  }
+  return true;
+}
+
+status site_sync::after_step(std::uint64_t step, std::span<float> params, std::uint64_t tokens) {
+  if (!client_) return make_error(errc::conflict, "site_sync: after_step before start");
+  const auto t0 = clock::now();
+  for (auto& t : tokens_) t += tokens;
+  const int due = client_->plan().due_after(step);
+  // Versions still to come from earlier syncs: one look each, merged when there.
+  for (int p = 0; p < fragments(); ++p)
+    if (p != due && client_->pending(p)) {
+      auto got = wait_merged(p, params, clock::now());
+      if (!got) return got.err();
+      if (*got) ++stats_.late_merges;
+    }
+  if (due >= 0) {
+    const auto wait = std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(o_.sync_wait_s));
+    bool ready = !client_->pending(due);
+    if (!ready) {  // the last round of this fragment is still open: give it the wait, once
+      auto got = wait_merged(due, params, clock::now() + wait);
+      if (!got) return got.err();
+      ready = *got;
+      if (ready) ++stats_.late_merges;
+    }
+    if (!ready) {
+      ++stats_.skipped;
+    } else if (!backing_off()) {
+      if (auto st = send(due, params); !st) return st;
+      last_sync_[due] = step;
+      auto got = wait_merged(due, params, clock::now() + wait);
+      if (!got) return got.err();
+      if (*got)
+        stats_.sync_ms.push_back(std::chrono::duration<double, std::milli>(clock::now() - sent_at_[due]).count());
+    } else {
+      ++stats_.skipped;  // unreachable a moment ago: this round goes on without us
+    }
+  }
+  stats_.stall_s += std::chrono::duration<double>(clock::now() - t0).count();
+  return ok_status();
+}
+
+status site_sync::finish(std::uint64_t step, std::span<float> params, bool take_global) {
+  if (!client_) return make_error(errc::conflict, "site_sync: finish before start");
+  const auto until = clock::now() + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(o_.final_wait_s));
+  // Every fragment's pending version, then a last delta where steps were
+  // trained since its last one, then those versions: through outages.
+  auto settle = [&](int p) -> status {
+    while (client_->pending(p)) {
+      if (stopped()) return make_error(errc::unavailable, "stopped while waiting for the aggregator");
+      if (clock::now() >= until)
+        return make_error(errc::unavailable, "no new global version of fragment " + std::to_string(p) + " within " +
+                                                 std::to_string(int(o_.final_wait_s)) + " s");
+      if (backing_off()) {
+        std::this_thread::sleep_for(poll_gap * 10);
+        continue;
+      }
+      auto got = wait_merged(p, params, until);
+      if (!got) return got.err();
+    }
+    return ok_status();
+  };
+  for (int p = 0; p < fragments(); ++p)
+    if (auto st = settle(p); !st) return st;
+  for (int p = 0; p < fragments(); ++p) {
+    if (last_sync_[p] == step) continue;
+    while (backing_off() && clock::now() < until && !stopped()) std::this_thread::sleep_for(poll_gap * 10);
+    if (auto st = send(p, params); !st) return st;
+    last_sync_[p] = step;
+  }
+  for (int p = 0; p < fragments(); ++p)
+    if (auto st = settle(p); !st) return st;
+  if (!take_global) return ok_status();
+  // The aggregator's θ itself, every fragment as parameters: the stage's final model.
+  std::vector<float> global;
+  for (;;) {
+    auto st = client_->join(global);
+    if (st) break;
+    if (st.code() != errc::unavailable || clock::now() >= until || stopped())
+      return make_error(st.code(), "fetching the global parameters: " + st.err().message);
+    std::this_thread::sleep_for(first_backoff);
+  }
+  if (global.size() != params.size())
+    return make_error(errc::internal, "the global parameters changed size");
+  std::copy(global.begin(), global.end(), params.begin());
+  std::string versions;
+  for (int p = 0; p < fragments(); ++p) versions += (p ? "," : "") + std::to_string(version(p));
+  say("took the global parameters (versions " + versions + ") as the final model");
+  return ok_status();
+}
+
+}  // namespace loom::trainer
