@@ -107,7 +107,7 @@ void publish(metrics::service_metrics* m, const site_sync_stats& s, std::uint64_
   m->set("diloco_payload_bytes_sent", {}, double(s.wire.payload_bytes_sent));
   m->set("diloco_payload_bytes_received", {}, double(s.wire.payload_bytes_received));
   m->set("diloco_deltas_sent", {}, double(s.syncs));
-  m->set("diloco_syncs_skipped", {}, double(s.skipped));
+  m->set("diloco_syncs_deferred", {}, double(s.deferred));
   m->set("diloco_unreachable", {}, double(s.unreachable));
   m->set("diloco_stall_seconds", {}, s.stall_s);
   m->set("diloco_round", {}, double(round));
@@ -119,11 +119,11 @@ std::string describe(const site_sync_stats& s) {
   auto at = [&](double q) { return ms.empty() ? 0.0 : ms[std::min(ms.size() - 1, std::size_t(q * double(ms.size())))]; };
   char buf[512];
   std::snprintf(buf, sizeof buf,
-                "diloco: %llu deltas sent (%llu re-sent, %llu skipped, %llu merged late), %llu payload bytes up, "
+                "diloco: %llu deltas sent (%llu re-sent, %llu deferred, %llu merged late), %llu payload bytes up, "
                 "%llu down, %llu updates and %llu parameter pulls applied, sync p50 %.1f ms p99 %.1f ms over %zu, "
                 "%.2f s stalled, aggregator unreachable %llu times",
                 static_cast<unsigned long long>(s.syncs), static_cast<unsigned long long>(s.wire.resent),
-                static_cast<unsigned long long>(s.skipped), static_cast<unsigned long long>(s.late_merges),
+                static_cast<unsigned long long>(s.deferred), static_cast<unsigned long long>(s.late_merges),
                 static_cast<unsigned long long>(s.wire.payload_bytes_sent),
                 static_cast<unsigned long long>(s.wire.payload_bytes_received),
                 static_cast<unsigned long long>(s.wire.updates_applied),

@@ -83,7 +83,7 @@ status site_sync::start(std::span<float> params) {
         client_ = std::move(*c);
         const auto p = static_cast<std::size_t>(client_->plan().fragments());
         tokens_.assign(p, 0);
-        last_sync_.assign(p, 0);
+        owed_.assign(p, 0);
         sent_at_.assign(p, clock::now());
         std::string versions;
         for (std::size_t i = 0; i < p; ++i) versions += (i ? "," : "") + std::to_string(version(static_cast<int>(i)));
@@ -102,9 +102,18 @@ status site_sync::start(std::span<float> params) {
 }
 
 status site_sync::send(int p, std::span<float> params) {
+  if (!client_->pending(p)) {  // a round closed without us (deadline, stale drop): merge it first
+    auto newer = client_->poll(p, params);
+    if (!newer && newer.code() == errc::unavailable) {
+      unreachable(newer.err());
+      return ok_status();
+    }
+    if (!newer) return newer.err();
+  }
   auto ack = client_->send_delta(p, params, std::max<std::uint64_t>(1, tokens_[p]));
   tokens_[p] = 0;  // counted in the delta (pending until its version comes, even when unanswered)
   sent_at_[p] = clock::now();
+  --owed_[p];
   ++stats_.syncs;
   if (ack || ack.code() == errc::deadline_exceeded) {  // stale: dropped; the next poll catches up
     backoff_ = std::chrono::milliseconds(0);
@@ -136,40 +145,32 @@ result<bool> site_sync::wait_merged(int p, std::span<float> params, clock::time_
   return true;
 }
 
+status site_sync::step_fragment(int p, bool due, std::span<float> params) {
+  const auto wait = std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(o_.sync_wait_s));
+  if (client_->pending(p)) {  // the version of an earlier delta: a look, or the wait when this one is due
+    auto got = wait_merged(p, params, due ? clock::now() + wait : clock::now());
+    if (!got) return got.err();
+    if (*got) ++stats_.late_merges;
+  }
+  if (owed_[p] == 0 || client_->pending(p) || backing_off()) {
+    if (due && owed_[p] > 0) ++stats_.deferred;
+    return ok_status();
+  }
+  if (auto st = send(p, params); !st) return st;
+  auto got = wait_merged(p, params, clock::now() + wait);
+  if (!got) return got.err();
+  if (*got) stats_.sync_ms.push_back(std::chrono::duration<double, std::milli>(clock::now() - sent_at_[p]).count());
+  return ok_status();
+}
+
 status site_sync::after_step(std::uint64_t step, std::span<float> params, std::uint64_t tokens) {
   if (!client_) return make_error(errc::conflict, "site_sync: after_step before start");
   const auto t0 = clock::now();
   for (auto& t : tokens_) t += tokens;
   const int due = client_->plan().due_after(step);
-  // Versions still to come from earlier syncs: one look each, merged when there.
+  if (due >= 0) ++owed_[due];
   for (int p = 0; p < fragments(); ++p)
-    if (p != due && client_->pending(p)) {
-      auto got = wait_merged(p, params, clock::now());
-      if (!got) return got.err();
-      if (*got) ++stats_.late_merges;
-    }
-  if (due >= 0) {
-    const auto wait = std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(o_.sync_wait_s));
-    bool ready = !client_->pending(due);
-    if (!ready) {  // the last round of this fragment is still open: give it the wait, once
-      auto got = wait_merged(due, params, clock::now() + wait);
-      if (!got) return got.err();
-      ready = *got;
-      if (ready) ++stats_.late_merges;
-    }
-    if (!ready) {
-      ++stats_.skipped;
-    } else if (!backing_off()) {
-      if (auto st = send(due, params); !st) return st;
-      last_sync_[due] = step;
-      auto got = wait_merged(due, params, clock::now() + wait);
-      if (!got) return got.err();
-      if (*got)
-        stats_.sync_ms.push_back(std::chrono::duration<double, std::milli>(clock::now() - sent_at_[due]).count());
-    } else {
-      ++stats_.skipped;  // unreachable a moment ago: this round goes on without us
-    }
-  }
+    if (auto st = step_fragment(p, p == due, params); !st) return st;
   stats_.stall_s += std::chrono::duration<double>(clock::now() - t0).count();
   return ok_status();
 }
@@ -177,33 +178,31 @@ status site_sync::after_step(std::uint64_t step, std::span<float> params, std::u
 status site_sync::finish(std::uint64_t step, std::span<float> params, bool take_global) {
   if (!client_) return make_error(errc::conflict, "site_sync: finish before start");
   const auto until = clock::now() + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(o_.final_wait_s));
-  // Every fragment's pending version, then a last delta where steps were
-  // trained since its last one, then those versions: through outages.
-  auto settle = [&](int p) -> status {
-    while (client_->pending(p)) {
-      if (stopped()) return make_error(errc::unavailable, "stopped while waiting for the aggregator");
+  // A last delta of every fragment not due at the final step (the same at
+  // every site, so every site sends as many deltas and every round can close
+  // by quorum), then every delta still owed and every version still to come.
+  const int due = client_->plan().due_after(step);
+  for (int p = 0; p < fragments(); ++p)
+    if (p != due) ++owed_[p];
+  for (;;) {
+    bool settled = true;
+    for (int p = 0; p < fragments(); ++p) {
+      if (!client_->pending(p) && owed_[p] == 0) continue;
+      settled = false;
+      if (stopped()) return make_error(errc::unavailable, "stopped while syncing the last rounds");
       if (clock::now() >= until)
-        return make_error(errc::unavailable, "no new global version of fragment " + std::to_string(p) + " within " +
+        return make_error(errc::unavailable, "the last rounds of fragment " + std::to_string(p) + " did not close within " +
                                                  std::to_string(int(o_.final_wait_s)) + " s");
-      if (backing_off()) {
-        std::this_thread::sleep_for(poll_gap * 10);
-        continue;
+      if (client_->pending(p)) {
+        auto got = wait_merged(p, params, until);
+        if (!got) return got.err();
+      } else if (!backing_off()) {
+        if (auto st = send(p, params); !st) return st;
       }
-      auto got = wait_merged(p, params, until);
-      if (!got) return got.err();
     }
-    return ok_status();
-  };
-  for (int p = 0; p < fragments(); ++p)
-    if (auto st = settle(p); !st) return st;
-  for (int p = 0; p < fragments(); ++p) {
-    if (last_sync_[p] == step) continue;
-    while (backing_off() && clock::now() < until && !stopped()) std::this_thread::sleep_for(poll_gap * 10);
-    if (auto st = send(p, params); !st) return st;
-    last_sync_[p] = step;
+    if (settled) break;
+    if (backing_off()) std::this_thread::sleep_for(poll_gap * 10);
   }
-  for (int p = 0; p < fragments(); ++p)
-    if (auto st = settle(p); !st) return st;
   if (!take_global) return ok_status();
   // The aggregator's θ itself, every fragment as parameters: the stage's final model.
   std::vector<float> global;
@@ -214,8 +213,7 @@ status site_sync::finish(std::uint64_t step, std::span<float> params, bool take_
       return make_error(st.code(), "fetching the global parameters: " + st.err().message);
     std::this_thread::sleep_for(first_backoff);
   }
-  if (global.size() != params.size())
-    return make_error(errc::internal, "the global parameters changed size");
+  if (global.size() != params.size()) return make_error(errc::internal, "the global parameters changed size");
   std::copy(global.begin(), global.end(), params.begin());
   std::string versions;
   for (int p = 0; p < fragments(); ++p) versions += (p ? "," : "") + std::to_string(version(p));

@@ -5,16 +5,20 @@
 //   start     join the aggregation: the model's parameters become the global ones
 //             (a fresh site, a restarted one, a site returning after a cut)
 //   after_step(t)   fragment p due after step t (fragment_plan::due_after):
-//             send Δ_p = θ_a[p] − θ[p], then wait up to sync_wait_s for the
-//             round's new version and merge it (keep_progress); not there in
-//             time, or the aggregator unreachable: train on, poll after each
-//             step (with backoff while it is unreachable), merge when it comes.
-//             Due again while the last delta is still pending: that sync is
-//             skipped (counted), the next one catches up.
-//   finish    a last delta for every fragment not synced at the final step,
-//             then every fragment's new version (retrying through outages, up
-//             to final_wait_s); with take_global the parameters become the
-//             aggregator's global θ (fetched whole), the stage's final model.
+//             the site owes one delta; it sends Δ_p = θ_a[p] − θ[p], then
+//             waits up to sync_wait_s for the round's new version and merges
+//             it (keep_progress). Not there in time, or the aggregator
+//             unreachable: it trains on, looks again after each step (with
+//             backoff while unreachable) and merges the version when it comes.
+//             Due while the last delta's version has not come: the delta is
+//             deferred (sent once it came), never skipped — every site sends
+//             one delta per due point, so the rounds stay aligned and close
+//             by quorum, also after an outage.
+//   finish    a last delta for every fragment not due at the final step, then
+//             every delta owed and every version to come (retrying through
+//             outages, up to final_wait_s); with take_global the parameters
+//             become the aggregator's global θ (fetched whole): the stage's
+//             final model.
 //
 // Owned by the training thread; not thread-safe. Its ZeroMQ context is its own.
 #pragma once
@@ -60,7 +64,7 @@ struct site_sync_options {
 
 struct site_sync_stats {
   std::uint64_t syncs = 0;         // deltas sent
-  std::uint64_t skipped = 0;       // due while the last delta was still pending
+  std::uint64_t deferred = 0;      // due while the last delta's version had not come
   std::uint64_t late_merges = 0;   // versions merged after sync_wait_s (overlapped with training)
   std::uint64_t unreachable = 0;   // requests that found no aggregator
   double stall_s = 0;              // time spent waiting on the aggregator in after_step
@@ -93,6 +97,8 @@ class site_sync {
   explicit site_sync(site_sync_options o);
   using clock = std::chrono::steady_clock;
   status send(int p, std::span<float> params);
+  // After a step: fragment p's version if it came, its owed delta if it can go.
+  status step_fragment(int p, bool due, std::span<float> params);
   // Polls fragment p until its pending delta's version is merged, `until`
   // passes or the aggregator does not answer. true when merged.
   result<bool> wait_merged(int p, std::span<float> params, clock::time_point until);
@@ -105,7 +111,7 @@ class site_sync {
   std::unique_ptr<struct site_sync_ctx> ctx_;
   std::unique_ptr<diloco::site_client> client_;
   std::vector<std::uint64_t> tokens_;     // per fragment, trained since its last delta
-  std::vector<std::uint64_t> last_sync_;  // per fragment, the step of its last delta
+  std::vector<std::uint64_t> owed_;       // per fragment, due points not yet sent
   std::vector<clock::time_point> sent_at_;
   clock::time_point retry_at_{};
   std::chrono::milliseconds backoff_{0};
