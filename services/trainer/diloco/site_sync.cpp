@@ -17,9 +17,10 @@ namespace {
 // takes well under a millisecond, so this is what a waiting site costs.
 constexpr std::chrono::milliseconds poll_gap{2};
 // After a request found no aggregator: the next one no sooner than this,
-// doubling to the cap, so a cut site trains at full speed and still notices
-// the aggregator within a few seconds of its return.
-constexpr std::chrono::milliseconds first_backoff{250}, max_backoff{2000};
+// doubling to the cap, so a cut site trains on (each try blocks it for the
+// request timeout: at the cap, a third of its time) and still notices the
+// aggregator within a few seconds of its return.
+constexpr std::chrono::milliseconds first_backoff{250}, max_backoff{4000};
 }  // namespace
 
 result<std::unique_ptr<site_sync>> site_sync::make(site_sync_options o) {

@@ -52,9 +52,11 @@ struct site_sync_options {
   // Starts the aggregation (or finds it: the same spec answers again) and
   // says where its delta server is. Called by start() until it succeeds.
   std::function<result<aggregator_address>()> locate;
-  // One request to the delta server: an answer takes well under a
-  // millisecond on loopback, an outer step of the tiny model about as long.
-  std::chrono::milliseconds timeout{1000};
+  // One request to the delta server. An answer takes a millisecond on
+  // loopback, but the server's thread also saves the job's state (O(model),
+  // with fsync) after each outer step: on a loaded 2-core box that took
+  // over a second, and a busy aggregator must not look unreachable.
+  std::chrono::milliseconds timeout{2000};
   double sync_wait_s = 10;     // at a sync, for the round's version (diloco.sync_wait_s)
   double join_wait_s = 180;    // start(): trying to join before the stage fails
   double final_wait_s = 300;   // finish(): for the last versions

@@ -1,0 +1,200 @@
+// Cross-process: a `diloco` stage through the real services (issue 15). One
+// `loom up --trainers 4` on loopback; four datasets imported through ingest
+// (four licence texts: each site's own data); `pretrain-diloco-tiny` with
+// four sites, site r on dataset r. The sites train, sync with the aggregator
+// (int8 deltas over its CURVE delta socket), the aggregator is killed with
+// -9 in the middle of the run and restarted by the watcher, and the job
+// still succeeds: its checkpoint is the aggregator's global θ bit for bit,
+// its loss finite and below the first, and the aggregator's data dir holds
+// its state and nothing of any site's data.
+#include "libs/ckpt/safetensors.hpp"
+#include "libs/files/files.hpp"
+#include "libs/model/gpt_config.hpp"
+#include "loom/v1/aggregator.pb.h"
+#include "tests/support/cluster.hpp"
+#include "tests/support/loom_json.hpp"
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include <csignal>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+
+using namespace loom;
+using namespace loom::test;
+using namespace std::chrono_literals;
+using json = nlohmann::json;
+
+namespace {
+
+const char* licences = "/usr/share/common-licenses";
+const std::vector<std::string> corpora{"GPL-3", "GPL-2", "LGPL-2.1", "MPL-2.0"};
+constexpr int sites = 4;
+constexpr int steps = 48;  // the template's
+
+std::string dataset_of(int s) { return "site" + std::to_string(s) + "-text"; }
+
+// The aggregator's status (its only job), or nullopt while it does not answer.
+std::optional<v1::AggregationStatus> aggregation(cluster& c) {
+  c.refresh();
+  auto cli = c.client("aggregator", 0, 1000ms);
+  if (!cli) return std::nullopt;
+  auto r = cli->call(wire::request{wire::new_request_id(), "loom.v1.AggregatorStatusRequest", "",
+                                   c.token(auth::role::viewer)});
+  v1::AggregatorStatusReply rep;
+  if (!r || !r->ok() || !rep.ParseFromString(r->body) || rep.jobs_size() != 1) return std::nullopt;
+  return rep.jobs(0);
+}
+
+json wait_done(cluster& c, const std::string& id, std::chrono::seconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  json j;
+  while (std::chrono::steady_clock::now() < deadline) {
+    j = loom_json(c.home.path(), {"job", "show", id});
+    const std::string st = j.value("state", "");
+    if (st == "succeeded" || st == "failed" || st == "cancelled") return j;
+    std::this_thread::sleep_for(250ms);
+  }
+  return j;
+}
+
+// θ from <data>/aggregator/<job>/state.bin: "LOOMAGG1" | u64 LE n | header | θ fp32 ...
+std::vector<float> global_theta(const std::string& path, v1::AggregationState& st) {
+  auto bytes = files::read_file(path);
+  REQUIRE(bytes.ok());
+  REQUIRE(bytes->size() > 16);
+  REQUIRE(bytes->compare(0, 8, "LOOMAGG1") == 0);
+  std::uint64_t n = 0;
+  std::memcpy(&n, bytes->data() + 8, 8);
+  REQUIRE(st.ParseFromArray(bytes->data() + 16, static_cast<int>(n)));
+  std::vector<float> theta(st.params());
+  REQUIRE(bytes->size() >= 16 + n + theta.size() * 4);
+  std::memcpy(theta.data(), bytes->data() + 16 + n, theta.size() * 4);
+  return theta;
+}
+
+// A snapshot's parameters in buffer order (libs/model's layout).
+std::vector<float> snapshot_params(const std::string& dir, const model::gpt2_config& cfg) {
+  auto file = ckpt::read_safetensors(dir + "/model.safetensors");
+  REQUIRE(file.ok());
+  const auto layout = model::make_param_layout(cfg);
+  std::vector<float> out(layout.total);
+  for (int i = 0; i < model::num_tensors; ++i) {
+    const auto t = static_cast<model::tensor_id>(i);
+    const auto* info = file->find(std::string(model::tensor_name(t)));
+    REQUIRE(info);
+    REQUIRE(info->data.size() == layout.size(t) * sizeof(float));
+    std::memcpy(out.data() + layout.offset(t), info->data.data(), info->data.size());
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("pretrain-diloco-tiny: four sites on their own datasets finish through the aggregator, a kill -9 of it included, and the job's model is its global snapshot") {
+  const auto t_start = std::chrono::steady_clock::now();
+  cluster c({"--trainers", "4", "--import-root", licences});
+  REQUIRE(c.up);
+  std::string list = "[";
+  for (int s = 0; s < sites; ++s) {
+    auto r = run_loom(c.home.path(), {"data", "import", std::string(licences) + "/" + corpora[s], "--dataset", dataset_of(s)}, 120s);
+    REQUIRE_MESSAGE(r.code == 0, r.err);
+    list += (s ? ", \"" : "\"") + dataset_of(s) + "\"";
+  }
+  list += "]";
+  auto sub = loom_json(c.home.path(), {"job", "submit", "--template", "pretrain-diloco-tiny", "--set",
+                                       "diloco.sites=" + std::to_string(sites), "--set", "diloco.datasets=" + list});
+  REQUIRE(sub.contains("id"));
+  const std::string id = sub["id"].get<std::string>();
+
+  // Mid-run: once fragment 0 has closed two rounds, kill -9 the aggregator.
+  long killed = 0;
+  std::uint64_t round_at_kill = 0;
+  for (auto until = std::chrono::steady_clock::now() + 120s; std::chrono::steady_clock::now() < until;) {
+    auto a = aggregation(c);
+    if (a && a->fragments_size() > 0 && a->fragments(0).round() >= 2) {
+      round_at_kill = a->fragments(0).round();
+      killed = c.ep("aggregator").pid;
+      break;
+    }
+    std::this_thread::sleep_for(100ms);
+  }
+  REQUIRE_MESSAGE(killed > 0, "no round closed: " << loom_json(c.home.path(), {"job", "show", id}).dump());
+  REQUIRE(::kill(static_cast<pid_t>(killed), SIGKILL) == 0);
+
+  json j = wait_done(c, id, 240s);
+  INFO(j.dump());
+  REQUIRE(j.value("state", "") == "succeeded");
+  const json& pre = j["stages"][0];
+  CHECK(pre["step"] == steps);
+  const double first = pre["first_loss"].get<double>(), last = pre["loss"].get<double>();
+  MESSAGE("loss " << first << " -> " << last << "; aggregator killed at round " << round_at_kill);
+  CHECK(std::isfinite(last));
+  CHECK(last < first - 1.0);  // ln(50257) = 10.8 at the start
+  const std::string ckpt_dir = pre["checkpoint"].get<std::string>();
+  CHECK(ckpt_dir.ends_with("/pretrain/checkpoints/step-000048"));
+
+  // The aggregator came back (another pid), reloaded the job and closed its rounds.
+  std::optional<v1::AggregationStatus> a;
+  for (int i = 0; i < 50 && !a; ++i, std::this_thread::sleep_for(200ms)) a = aggregation(c);
+  REQUIRE(a);
+  CHECK(c.ep("aggregator").pid != killed);
+  CHECK(a->restarts() == 1);
+  REQUIRE(a->fragments_size() == 2);
+  for (const auto& f : a->fragments()) CHECK(f.active_sites() == sites);
+  // Every site sent 6 deltas of fragment 0 (steps 8..48) and 7 of fragment 1
+  // (4..44, and 48 at the end), each after its last one's version came, so
+  // the k-th went to round k-1 or later. Rounds closed by a deadline (a
+  // loaded machine) may make more rounds than deltas per site, never fewer.
+  CHECK(a->fragments(0).round() >= 6);
+  CHECK(a->fragments(1).round() >= 7);
+  MESSAGE("rounds closed " << a->fragments(0).rounds_closed_total() << ", late folded "
+                           << a->fragments(0).late_folded_total() << ", dropped " << a->fragments(0).late_dropped_total()
+                           << ", last outer step " << a->fragments(0).last_outer_step_s() * 1000 << " ms");
+
+  // The stage's model is the aggregator's global θ, bit for bit.
+  model::gpt2_config cfg;
+  cfg.layers = 2;
+  cfg.heads = 2;
+  cfg.channels = 64;
+  cfg.max_seq_len = 64;
+  cfg.vocab = 50257;
+  cfg.padded_vocab = 50304;
+  const std::string agg_job = a->spec().job();
+  v1::AggregationState saved;
+  const auto theta = global_theta(c.home.path() + "/aggregator/" + agg_job + "/state.bin", saved);
+  MESSAGE("rounds closed by quorum " << saved.closed_by_quorum() << ", by deadline " << saved.closed_by_deadline()
+                                     << ", arrivals " << saved.arrivals() << ", late folded " << saved.late_folded()
+                                     << ", versions " << saved.versions(0) << "," << saved.versions(1));
+  const auto mine = snapshot_params(ckpt_dir, cfg);
+  REQUIRE(theta.size() == mine.size());
+  CHECK(std::memcmp(theta.data(), mine.data(), theta.size() * 4) == 0);
+
+  // Data stays home: the aggregator's directory holds its state, nothing of a site's data.
+  namespace fs = std::filesystem;
+  std::vector<std::string> held;
+  for (const auto& e : fs::recursive_directory_iterator(c.home.path() + "/aggregator"))
+    if (e.is_regular_file()) held.push_back(fs::relative(e.path(), c.home.path() + "/aggregator").string());
+  for (const auto& f : held) CHECK_MESSAGE((f == "delta_endpoint" || f == agg_job + "/state.bin"), f);
+  for (const auto& [reason, n] : a->fragments(0).rejected_total()) CHECK_MESSAGE(n == 0, reason);
+
+  // Each site's trainer says what it sent and waited (logs/trainer*.log).
+  int reported = 0;
+  for (const auto& e : fs::directory_iterator(c.home.path() + "/logs")) {
+    if (e.path().filename().string().rfind("trainer", 0) != 0) continue;
+    auto text = files::read_file(e.path().string());
+    if (!text) continue;
+    std::size_t at = 0;
+    while ((at = text->find(": diloco: ", at)) != std::string::npos) {
+      const std::size_t from = text->rfind('\n', at) + 1, to = text->find('\n', at);
+      MESSAGE(text->substr(from, to - from));
+      ++reported;
+      at = to;
+    }
+  }
+  CHECK(reported == sites);
+  MESSAGE("whole test " << std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count() << " s");
+}
