@@ -19,6 +19,7 @@
 
 #include <csignal>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <thread>
@@ -110,17 +111,20 @@ TEST_CASE("pretrain-diloco-tiny: four sites on their own datasets finish through
   REQUIRE(sub.contains("id"));
   const std::string id = sub["id"].get<std::string>();
 
-  // Mid-run: once fragment 0 has closed two rounds, kill -9 the aggregator.
+  // Mid-run: once fragment 0 has closed two rounds and a round holds a
+  // delta that is not inside a saved step yet, kill -9 the aggregator: that
+  // delta is lost with it and its site must send it again.
   long killed = 0;
   std::uint64_t round_at_kill = 0;
   for (auto until = std::chrono::steady_clock::now() + 120s; std::chrono::steady_clock::now() < until;) {
     auto a = aggregation(c);
-    if (a && a->fragments_size() > 0 && a->fragments(0).round() >= 2) {
+    if (a && a->fragments_size() == 2 && a->fragments(0).round() >= 2 &&
+        (a->fragments(0).arrived() > 0 || a->fragments(1).arrived() > 0)) {
       round_at_kill = a->fragments(0).round();
       killed = c.ep("aggregator").pid;
       break;
     }
-    std::this_thread::sleep_for(100ms);
+    std::this_thread::sleep_for(20ms);
   }
   REQUIRE_MESSAGE(killed > 0, "no round closed: " << loom_json(c.home.path(), {"job", "show", id}).dump());
   REQUIRE(::kill(static_cast<pid_t>(killed), SIGKILL) == 0);
@@ -182,7 +186,7 @@ TEST_CASE("pretrain-diloco-tiny: four sites on their own datasets finish through
   for (const auto& [reason, n] : a->fragments(0).rejected_total()) CHECK_MESSAGE(n == 0, reason);
 
   // Each site's trainer says what it sent and waited (logs/trainer*.log).
-  int reported = 0;
+  int reported = 0, resent = 0;
   for (const auto& e : fs::directory_iterator(c.home.path() + "/logs")) {
     if (e.path().filename().string().rfind("trainer", 0) != 0) continue;
     auto text = files::read_file(e.path().string());
@@ -190,11 +194,26 @@ TEST_CASE("pretrain-diloco-tiny: four sites on their own datasets finish through
     std::size_t at = 0;
     while ((at = text->find(": diloco: ", at)) != std::string::npos) {
       const std::size_t from = text->rfind('\n', at) + 1, to = text->find('\n', at);
-      MESSAGE(text->substr(from, to - from));
+      const std::string line = text->substr(from, to - from);
+      MESSAGE(line);
       ++reported;
+      resent += std::atoi(line.c_str() + line.find("sent (") + 6);
       at = to;
     }
   }
   CHECK(reported == sites);
+  CHECK(resent >= 1);  // the delta the kill lost, sent again to the restarted aggregator
+  // ... and on its /metrics: loom_trainer_diloco_* (13 deltas each).
+  int with_metrics = 0;
+  for (auto& sv : loom_json(c.home.path(), {"status"}).value("services", json::array())) {
+    if (sv.value("name", "").rfind("trainer", 0) != 0) continue;
+    std::string url = sv.value("metrics", "");
+    if (url.rfind("http://", 0) == 0) url = url.substr(7);
+    const std::string text = http_get(url.substr(0, url.find('/')), "/metrics");
+    if (text.find("loom_trainer_diloco_deltas_sent 13") != std::string::npos &&
+        text.find("loom_trainer_diloco_payload_bytes_sent ") != std::string::npos)
+      ++with_metrics;
+  }
+  CHECK(with_metrics == sites);
   MESSAGE("whole test " << std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count() << " s");
 }

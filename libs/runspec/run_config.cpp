@@ -27,7 +27,7 @@ const std::map<std::string, std::set<std::string>, std::less<>>& known_keys() {
       {"output", {"dir"}},
       {"parallel", {"trainers", "min_trainers", "max_trainers", "timeout_s"}},
       {"diloco", {"sites", "inner_steps", "codec", "fragments", "quorum", "outer_lr", "outer_momentum", "staleness",
-                  "datasets", "sync_wait_s"}},
+                  "deadline_min_s", "datasets", "sync_wait_s"}},
   };
   return k;
 }
@@ -204,10 +204,10 @@ std::string run_config::math_hash() const {
   // GPT-2 runs (and their snapshots) stay what they were.
   std::string text = tokenizer.empty() ? std::string(buf) : std::string(buf) + "|tokenizer=" + tokenizer;
   if (is_diloco()) {  // appended only for diloco stages, as the tokenizer
-    std::snprintf(buf, sizeof buf, "|diloco %u %llu %s %u %a %a %a %llu", diloco.sites,
+    std::snprintf(buf, sizeof buf, "|diloco %u %llu %s %u %a %a %a %llu %a", diloco.sites,
                   static_cast<unsigned long long>(diloco.inner_steps), diloco.codec.c_str(), diloco.fragments,
                   diloco.quorum, double(diloco.outer_lr), double(diloco.outer_momentum),
-                  static_cast<unsigned long long>(diloco.staleness));
+                  static_cast<unsigned long long>(diloco.staleness), diloco.deadline_min_s);
     text += buf;
   }
   return crypto::sha256_hex(text);
@@ -335,6 +335,7 @@ result<run_config> read_run_config(const toml::table& root, const std::string& o
   r.real("diloco", "outer_lr", d.outer_lr, 0.0, 10.0);
   r.real("diloco", "outer_momentum", d.outer_momentum, 0.0, 0.999);
   r.integer("diloco", "staleness", d.staleness, 0, 1000);
+  r.real("diloco", "deadline_min_s", d.deadline_min_s, 0.0, 3600.0);
   r.words("diloco", "datasets", d.datasets);
   r.real("diloco", "sync_wait_s", d.sync_wait_s, 0.0, 3600.0);
   if (r.first_error) return *r.first_error;

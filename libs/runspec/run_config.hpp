@@ -11,7 +11,7 @@
 //   kind          lm | sft | diloco (what the trainer runs); rm dpo rl hpo are
 //                 known kinds this trainer does not run yet: refused by name
 //   [diloco]      sites inner_steps codec fragments quorum outer_lr outer_momentum
-//                 staleness datasets sync_wait_s: a cross-site pretraining stage
+//                 staleness deadline_min_s datasets sync_wait_s: a cross-site pretraining stage
 //                 (kind = "diloco"; see diloco_settings below)
 //   [model]       layers heads channels max_seq_len vocab padded_vocab init_from
 //   [data]        shards | text | dataset | sft   format   shuffle   tokenizer
@@ -62,6 +62,9 @@ struct diloco_settings {
   float outer_lr = 0;               // 0: the aggregator's defaults (Nesterov 0.7 / 0.9)
   float outer_momentum = 0;         // with outer_lr set: μ (0 = none)
   std::uint64_t staleness = 2;      // S: a late delta up to S rounds old is folded in
+  // The least a round waits for the missing sites before it closes by its
+  // (adaptive) deadline; 0 = the aggregator's default (1 s).
+  double deadline_min_s = 0;
   // Per-site datasets (site r trains on datasets[r]); empty = data.* at every
   // site, in an order of its own (train.seed + r).
   std::vector<std::string> datasets;

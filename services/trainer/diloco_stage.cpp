@@ -70,6 +70,7 @@ result<aggregator_address> start_aggregation(runtime::service_env& env, const ru
   s->set_codec(cfg.diloco.codec);
   s->set_quorum_fraction(cfg.diloco.quorum);
   s->set_staleness_bound(cfg.diloco.staleness);
+  s->set_deadline_min_ms(static_cast<std::uint64_t>(cfg.diloco.deadline_min_s * 1000));
   s->set_outer_lr(cfg.diloco.outer_lr);
   s->set_outer_momentum(cfg.diloco.outer_momentum);
   s->set_init_snapshot(where.init_snapshot);

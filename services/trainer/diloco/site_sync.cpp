@@ -1,5 +1,7 @@
 #include "services/trainer/diloco/site_sync.hpp"
 
+#include "loom/v1/aggregator.pb.h"
+
 #include <zmq.hpp>
 
 #include <algorithm>
@@ -176,6 +178,41 @@ status site_sync::after_step(std::uint64_t step, std::span<float> params, std::u
   return ok_status();
 }
 
+result<std::chrono::milliseconds> site_sync::longest_deadline() {
+  loom::v1::RoundStatusQuery q;
+  q.set_job(o_.job);
+  auto raw = client_->request({"loom.v1.RoundStatusQuery", q.SerializeAsString()});
+  if (!raw) return raw.err();
+  loom::v1::RoundStatusList list;
+  if (raw->size() < 2 || (*raw)[0] != "loom.v1.RoundStatusList" || !list.ParseFromString((*raw)[1]))
+    return make_error(errc::corruption, "the aggregator's answer to RoundStatusQuery is not a RoundStatusList");
+  std::uint64_t ms = 0;
+  for (const auto& f : list.fragments()) ms = std::max(ms, f.deadline_ms());
+  return std::chrono::milliseconds(ms);
+}
+
+status site_sync::quiet(std::span<float> params, clock::time_point until) {
+  // A round closed by its deadline leaves the missing sites' deltas late:
+  // folded into the next round, which closes by its deadline once it holds
+  // them. So the global moves until no round can close any more; wait until
+  // no version has moved for the longest open deadline (+ a margin).
+  constexpr auto margin = std::chrono::milliseconds(250), cap = std::chrono::milliseconds(15000);
+  auto d = longest_deadline();
+  for (; !d && d.code() == errc::unavailable && clock::now() < until && !stopped(); d = longest_deadline())
+    std::this_thread::sleep_for(first_backoff);
+  if (!d) return make_error(d.code(), "the aggregator's rounds: " + d.err().message);
+  const auto span = std::min(cap, *d + margin);
+  for (auto quiet_until = clock::now() + span; clock::now() < quiet_until;) {
+    if (stopped() || clock::now() >= until) return make_error(errc::unavailable, "stopped while waiting for the last rounds");
+    for (int p = 0; p < fragments(); ++p) {
+      auto got = client_->poll(p, params);
+      if (got && *got) quiet_until = clock::now() + span;  // a late round closed: wait again
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return ok_status();
+}
+
 status site_sync::finish(std::uint64_t step, std::span<float> params, bool take_global) {
   if (!client_) return make_error(errc::conflict, "site_sync: finish before start");
   const auto until = clock::now() + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(o_.final_wait_s));
@@ -205,6 +242,7 @@ status site_sync::finish(std::uint64_t step, std::span<float> params, bool take_
     if (backing_off()) std::this_thread::sleep_for(poll_gap * 10);
   }
   if (!take_global) return ok_status();
+  if (auto st = quiet(params, until); !st) return st;
   // The aggregator's θ itself, every fragment as parameters: the stage's final model.
   std::vector<float> global;
   for (;;) {

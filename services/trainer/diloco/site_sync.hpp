@@ -16,9 +16,10 @@
 //             by quorum, also after an outage.
 //   finish    a last delta for every fragment not due at the final step, then
 //             every delta owed and every version to come (retrying through
-//             outages, up to final_wait_s); with take_global the parameters
-//             become the aggregator's global θ (fetched whole): the stage's
-//             final model.
+//             outages, up to final_wait_s); with take_global, once no version
+//             has moved for the longest round deadline (late deltas close
+//             rounds after the last quorum), the parameters become the
+//             aggregator's global θ (fetched whole): the stage's final model.
 //
 // Owned by the training thread; not thread-safe. Its ZeroMQ context is its own.
 #pragma once
@@ -104,6 +105,11 @@ class site_sync {
   // Polls fragment p until its pending delta's version is merged, `until`
   // passes or the aggregator does not answer. true when merged.
   result<bool> wait_merged(int p, std::span<float> params, clock::time_point until);
+  // The longest deadline of an open round (RoundStatusQuery).
+  result<std::chrono::milliseconds> longest_deadline();
+  // Until no version moved for the longest deadline: late deltas folded into
+  // a round that closes by deadline move the global after the last quorum.
+  status quiet(std::span<float> params, clock::time_point until);
   bool backing_off() const { return clock::now() < retry_at_; }
   void unreachable(const error& e);
   bool stopped() const { return o_.stop && o_.stop->load(); }
