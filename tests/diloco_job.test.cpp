@@ -4,9 +4,10 @@
 // four sites, site r on dataset r. The sites train, sync with the aggregator
 // (int8 deltas over its CURVE delta socket), the aggregator is killed with
 // -9 in the middle of the run and restarted by the watcher, and the job
-// still succeeds: its checkpoint is the aggregator's global θ bit for bit,
-// its loss finite and below the first, and the aggregator's data dir holds
-// its state and nothing of any site's data.
+// still succeeds: the stage's checkpoint is the aggregator's global θ bit for
+// bit, its loss finite and below the first, an SFT stage after it starts
+// from it, and the aggregator's data dir holds its state and nothing of any
+// site's data.
 #include "libs/ckpt/safetensors.hpp"
 #include "libs/files/files.hpp"
 #include "libs/model/gpt_config.hpp"
@@ -34,7 +35,7 @@ namespace {
 const char* licences = "/usr/share/common-licenses";
 const std::vector<std::string> corpora{"GPL-3", "GPL-2", "LGPL-2.1", "MPL-2.0"};
 constexpr int sites = 4;
-constexpr int steps = 48;  // the template's
+constexpr int steps = 32;  // 4 rounds of fragment 0 (the template trains 48: 6)
 
 std::string dataset_of(int s) { return "site" + std::to_string(s) + "-text"; }
 
@@ -95,7 +96,7 @@ std::vector<float> snapshot_params(const std::string& dir, const model::gpt2_con
 
 }  // namespace
 
-TEST_CASE("pretrain-diloco-tiny: four sites on their own datasets finish through the aggregator, a kill -9 of it included, and the job's model is its global snapshot") {
+TEST_CASE("pretrain-diloco-tiny: four sites on their own datasets finish through the aggregator, a kill -9 of it included, and the global snapshot is the stage's model that SFT starts from") {
   const auto t_start = std::chrono::steady_clock::now();
   cluster c({"--trainers", "4", "--import-root", licences});
   REQUIRE(c.up);
@@ -106,8 +107,20 @@ TEST_CASE("pretrain-diloco-tiny: four sites on their own datasets finish through
     list += (s ? ", \"" : "\"") + dataset_of(s) + "\"";
   }
   list += "]";
-  auto sub = loom_json(c.home.path(), {"job", "submit", "--template", "pretrain-diloco-tiny", "--set",
-                                       "diloco.sites=" + std::to_string(sites), "--set", "diloco.datasets=" + list});
+  // The template as it ships, plus an SFT stage that must start from the diloco stage's model.
+  auto shipped = files::read_file(std::string(LOOM_SOURCE_DIR) + "/templates/pretrain-diloco-tiny.toml");
+  REQUIRE(shipped.ok());
+  std::string tmpl = *shipped;
+  const std::string one_stage = "stages = [\"pretrain\"]";
+  REQUIRE(tmpl.find(one_stage) != std::string::npos);
+  tmpl.replace(tmpl.find(one_stage), one_stage.size(), "stages = [\"pretrain\", \"sft\"]");
+  tmpl += "\n[stage.sft]\nkind = \"sft\"\n\"data.dataset\" = \"" + dataset_of(0) +
+          "\"\n\"train.steps\" = 8\n\"optim.warmup_steps\" = 0\n\"checkpoint.every_steps\" = 0\n";
+  const std::string tmpl_path = c.home.path() + "/pretrain-diloco-sft.toml";
+  REQUIRE(files::write_atomic(tmpl_path, tmpl).ok());
+  auto sub = loom_json(c.home.path(), {"job", "submit", "--template", tmpl_path, "--set",
+                                       "diloco.sites=" + std::to_string(sites), "--set", "diloco.datasets=" + list,
+                                       "--set", "pretrain.steps=" + std::to_string(steps)});
   REQUIRE(sub.contains("id"));
   const std::string id = sub["id"].get<std::string>();
 
@@ -115,12 +128,13 @@ TEST_CASE("pretrain-diloco-tiny: four sites on their own datasets finish through
   // delta that is not inside a saved step yet, kill -9 the aggregator: that
   // delta is lost with it and its site must send it again.
   long killed = 0;
-  std::uint64_t round_at_kill = 0;
+  std::uint64_t round_at_kill = 0, arrived_at_kill = 0;
   for (auto until = std::chrono::steady_clock::now() + 120s; std::chrono::steady_clock::now() < until;) {
     auto a = aggregation(c);
     if (a && a->fragments_size() == 2 && a->fragments(0).round() >= 2 &&
         (a->fragments(0).arrived() > 0 || a->fragments(1).arrived() > 0)) {
       round_at_kill = a->fragments(0).round();
+      arrived_at_kill = std::max(a->fragments(0).arrived(), a->fragments(1).arrived());
       killed = c.ep("aggregator").pid;
       break;
     }
@@ -139,7 +153,15 @@ TEST_CASE("pretrain-diloco-tiny: four sites on their own datasets finish through
   CHECK(std::isfinite(last));
   CHECK(last < first - 1.0);  // ln(50257) = 10.8 at the start
   const std::string ckpt_dir = pre["checkpoint"].get<std::string>();
-  CHECK(ckpt_dir.ends_with("/pretrain/checkpoints/step-000048"));
+  CHECK(ckpt_dir.ends_with("/pretrain/checkpoints/step-0000" + std::to_string(steps)));
+  // The SFT stage ran on one trainer from that checkpoint (initialised from it).
+  REQUIRE(j["stages"].size() == 2);
+  CHECK(j["stages"][1]["state"] == "succeeded");
+  bool sft_from_global = false;
+  for (const auto& e : std::filesystem::directory_iterator(c.home.path() + "/logs"))
+    if (auto text = files::read_file(e.path().string()))
+      sft_from_global |= text->find("initialised from " + ckpt_dir) != std::string::npos;
+  CHECK(sft_from_global);
 
   // The aggregator came back (another pid), reloaded the job and closed its rounds.
   std::optional<v1::AggregationStatus> a;
@@ -149,12 +171,12 @@ TEST_CASE("pretrain-diloco-tiny: four sites on their own datasets finish through
   CHECK(a->restarts() == 1);
   REQUIRE(a->fragments_size() == 2);
   for (const auto& f : a->fragments()) CHECK(f.active_sites() == sites);
-  // Every site sent 6 deltas of fragment 0 (steps 8..48) and 7 of fragment 1
-  // (4..44, and 48 at the end), each after its last one's version came, so
+  // Every site sent 4 deltas of fragment 0 (steps 8..32) and 5 of fragment 1
+  // (4..28, and 32 at the end), each after its last one's version came, so
   // the k-th went to round k-1 or later. Rounds closed by a deadline (a
   // loaded machine) may make more rounds than deltas per site, never fewer.
-  CHECK(a->fragments(0).round() >= 6);
-  CHECK(a->fragments(1).round() >= 7);
+  CHECK(a->fragments(0).round() >= 4);
+  CHECK(a->fragments(1).round() >= 5);
   MESSAGE("rounds closed " << a->fragments(0).rounds_closed_total() << ", late folded "
                            << a->fragments(0).late_folded_total() << ", dropped " << a->fragments(0).late_dropped_total()
                            << ", last outer step " << a->fragments(0).last_outer_step_s() * 1000 << " ms");
@@ -202,15 +224,19 @@ TEST_CASE("pretrain-diloco-tiny: four sites on their own datasets finish through
     }
   }
   CHECK(reported == sites);
-  CHECK(resent >= 1);  // the delta the kill lost, sent again to the restarted aggregator
-  // ... and on its /metrics: loom_trainer_diloco_* (13 deltas each).
+  // The deltas the kill lost, sent again to the restarted aggregator (unless
+  // the round closed in the milliseconds between the status and the kill:
+  // with at most 2 of 4 in, that takes two more arrivals).
+  MESSAGE(resent << " deltas re-sent after the kill (" << arrived_at_kill << " in the open round at the kill)");
+  if (arrived_at_kill <= 2) CHECK(resent >= 1);
+  // ... and on its /metrics: loom_trainer_diloco_* (9 deltas each).
   int with_metrics = 0;
   for (auto& sv : loom_json(c.home.path(), {"status"}).value("services", json::array())) {
     if (sv.value("name", "").rfind("trainer", 0) != 0) continue;
     std::string url = sv.value("metrics", "");
     if (url.rfind("http://", 0) == 0) url = url.substr(7);
     const std::string text = http_get(url.substr(0, url.find('/')), "/metrics");
-    if (text.find("loom_trainer_diloco_deltas_sent 13") != std::string::npos &&
+    if (text.find("loom_trainer_diloco_deltas_sent 9") != std::string::npos &&
         text.find("loom_trainer_diloco_payload_bytes_sent ") != std::string::npos)
       ++with_metrics;
   }
