@@ -55,8 +55,9 @@ struct site_sync_options {
   std::function<result<aggregator_address>()> locate;
   // One request to the delta server. An answer takes a millisecond on
   // loopback, but the server's thread also saves the job's state (O(model),
-  // with fsync) after each outer step: on a loaded 2-core box that took
-  // over a second, and a busy aggregator must not look unreachable.
+  // with fsync: 43 MB for the tiny template, ~50 ms) after each outer step;
+  // on a box loaded to 4x its cores 1 s timed out, and a busy aggregator
+  // must not look unreachable.
   std::chrono::milliseconds timeout{2000};
   double sync_wait_s = 10;     // at a sync, for the round's version (diloco.sync_wait_s)
   double join_wait_s = 180;    // start(): trying to join before the stage fails
