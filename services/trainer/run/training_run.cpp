@@ -386,7 +386,12 @@ status run::loop() {
   if (outer) {
     if (o_.outer.write_initial && !resumed_ && step_ == 0)
       if (auto st = snapshot(0); !st) return st;
-    if (auto st = o_.outer.start(model_->params()); !st) return st;
+    if (auto st = o_.outer.start(model_->params()); !st) {
+      if (!(o_.stop && o_.stop->load())) return st;
+      sum_.stopped = true;  // stopped while joining: nothing trained
+      say(o_, "stopped while joining the aggregation: " + st.err().message);
+      return ok_status();
+    }
   }
   if (o_.on_started) o_.on_started();
   while (step_ < total_) {
