@@ -3,8 +3,9 @@
 // (four licence texts: each site's own data); `pretrain-diloco-tiny` with
 // four sites, site r on dataset r. The sites train, sync with the aggregator
 // (int8 deltas over its CURVE delta socket), the aggregator is killed with
-// -9 in the middle of the run and restarted by the watcher, and the job
-// still succeeds: the stage's checkpoint is the aggregator's global θ bit for
+// -9 in the middle of the run and restarted by the watcher, then site 2's
+// trainer (the group re-forms, every site resumes and joins again), and the
+// job still succeeds: the stage's checkpoint is the aggregator's global θ bit for
 // bit, its loss finite and below the first, an SFT stage after it starts
 // from it, and the aggregator's data dir holds its state and nothing of any
 // site's data.
@@ -49,6 +50,38 @@ std::optional<v1::AggregationStatus> aggregation(cluster& c) {
   v1::AggregatorStatusReply rep;
   if (!r || !r->ok() || !rep.ParseFromString(r->body) || rep.jobs_size() != 1) return std::nullopt;
   return rep.jobs(0);
+}
+
+// The pid of the trainer process that runs `site` (its log says it joined as it).
+long trainer_of(cluster& c, const std::string& site) {
+  for (auto& sv : loom_json(c.home.path(), {"status"}).value("services", json::array())) {
+    const std::string name = sv.value("name", "");
+    if (name.rfind("trainer", 0) != 0) continue;
+    auto text = files::read_file(c.home.path() + "/logs/" + name + ".log");
+    if (text && text->find("diloco " + site + ": joined") != std::string::npos) return sv.value("pid", 0L);
+  }
+  return 0;
+}
+
+// The loss of a model (a snapshot dir; "" = a random one) on site 0's text:
+// `loom-trainer train` for one step at lr 0 over 8 x 4 windows of 64 tokens.
+double eval_loss(cluster& c, const std::string& init) {
+  static int n = 0;
+  const std::string dir = c.home.path() + "/eval-" + std::to_string(n++);
+  REQUIRE(files::write_atomic(dir + ".toml",
+                              "[model]\nlayers = 2\nheads = 2\nchannels = 64\nmax_seq_len = 64\nvocab = 50257\n"
+                              "padded_vocab = 50304\n[data]\ntext = \"" + std::string(licences) + "/" + corpora[0] +
+                                  "\"\n[train]\nbatch = 8\nseq_len = 64\ngrad_accum = 4\nsteps = 1\nseed = 99\n"
+                                  "threads = 1\n[optim]\nlr = 0.0\nmin_lr = 0.0\n[checkpoint]\nevery_steps = 0\n")
+              .ok());
+  std::vector<std::string> args{bin("loom-trainer"), "train", "--config", dir + ".toml", "--data-dir",
+                                c.home.path(), "--out", dir, "--json"};
+  if (!init.empty()) args.insert(args.end(), {"--set", "model.init_from=" + init});
+  auto r = run(args, 120s);
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  auto j = json::parse(r.out, nullptr, false);
+  REQUIRE_MESSAGE(j.is_object(), r.out);
+  return j.value("loss", 0.0);
 }
 
 json wait_done(cluster& c, const std::string& id, std::chrono::seconds limit) {
@@ -96,7 +129,7 @@ std::vector<float> snapshot_params(const std::string& dir, const model::gpt2_con
 
 }  // namespace
 
-TEST_CASE("pretrain-diloco-tiny: four sites on their own datasets finish through the aggregator, a kill -9 of it included, and the global snapshot is the stage's model that SFT starts from") {
+TEST_CASE("pretrain-diloco-tiny: four sites on their own datasets finish through the aggregator, kill -9 of it and of a site's trainer included, and the global snapshot is the stage's model that SFT starts from") {
   const auto t_start = std::chrono::steady_clock::now();
   cluster c({"--trainers", "4", "--import-root", licences});
   REQUIRE(c.up);
@@ -143,20 +176,37 @@ TEST_CASE("pretrain-diloco-tiny: four sites on their own datasets finish through
   REQUIRE_MESSAGE(killed > 0, "no round closed: " << loom_json(c.home.path(), {"job", "show", id}).dump());
   REQUIRE(::kill(static_cast<pid_t>(killed), SIGKILL) == 0);
 
+  // Later, with the aggregator back: kill -9 the trainer that is site 2. The
+  // group re-forms; every site resumes its latest snapshot and joins again.
+  long site_pid = 0;
+  for (auto until = std::chrono::steady_clock::now() + 120s; std::chrono::steady_clock::now() < until && !site_pid;) {
+    auto a = aggregation(c);
+    if (a && a->fragments_size() == 2 && a->fragments(0).round() >= 3) site_pid = trainer_of(c, "site-2");
+    std::this_thread::sleep_for(50ms);
+  }
+  REQUIRE(site_pid > 0);
+  REQUIRE(::kill(static_cast<pid_t>(site_pid), SIGKILL) == 0);
+
   json j = wait_done(c, id, 240s);
   INFO(j.dump());
   REQUIRE(j.value("state", "") == "succeeded");
   const json& pre = j["stages"][0];
   CHECK(pre["step"] == steps);
+  CHECK(pre["generation"] == 2);  // re-formed once, after the trainer's kill
   const double first = pre["first_loss"].get<double>(), last = pre["loss"].get<double>();
   MESSAGE("loss " << first << " -> " << last << "; aggregator killed at round " << round_at_kill);
   CHECK(std::isfinite(last));
-  CHECK(last < first - 1.0);  // ln(50257) = 10.8 at the start
+  CHECK(last < first - 0.5);  // ln(50257) = 10.8 at the start; a kill costs each site up to 16 steps
   const std::string ckpt_dir = pre["checkpoint"].get<std::string>();
   CHECK(ckpt_dir.ends_with("/pretrain/checkpoints/step-0000" + std::to_string(steps)));
   // The SFT stage ran on one trainer from that checkpoint (initialised from it).
   REQUIRE(j["stages"].size() == 2);
   CHECK(j["stages"][1]["state"] == "succeeded");
+  // The global model learned: its loss on site 0's text (one step at lr 0)
+  // against a random model's.
+  const double global_loss = eval_loss(c, ckpt_dir), random_loss = eval_loss(c, "");
+  MESSAGE("loss on " << corpora[0] << ": the global model " << global_loss << ", a random one " << random_loss);
+  CHECK(global_loss < random_loss - 1.0);
   bool sft_from_global = false;
   for (const auto& e : std::filesystem::directory_iterator(c.home.path() + "/logs"))
     if (auto text = files::read_file(e.path().string()))
@@ -171,12 +221,12 @@ TEST_CASE("pretrain-diloco-tiny: four sites on their own datasets finish through
   CHECK(a->restarts() == 1);
   REQUIRE(a->fragments_size() == 2);
   for (const auto& f : a->fragments()) CHECK(f.active_sites() == sites);
-  // Every site sent 4 deltas of fragment 0 (steps 8..32) and 5 of fragment 1
-  // (4..28, and 32 at the end), each after its last one's version came, so
-  // the k-th went to round k-1 or later. Rounds closed by a deadline (a
-  // loaded machine) may make more rounds than deltas per site, never fewer.
+  // Fragment 0 was at round 3 (fragment 1 at 3 or more) when site 2's trainer
+  // was killed; every site then joined again and sent at least one more delta
+  // of each fragment (fragment 0 due at 32, fragment 1's last at 32), each
+  // after its previous one's version came: one round more, at least.
   CHECK(a->fragments(0).round() >= 4);
-  CHECK(a->fragments(1).round() >= 5);
+  CHECK(a->fragments(1).round() >= 4);
   MESSAGE("rounds closed " << a->fragments(0).rounds_closed_total() << ", late folded "
                            << a->fragments(0).late_folded_total() << ", dropped " << a->fragments(0).late_dropped_total()
                            << ", last outer step " << a->fragments(0).last_outer_step_s() * 1000 << " ms");
@@ -207,7 +257,7 @@ TEST_CASE("pretrain-diloco-tiny: four sites on their own datasets finish through
   for (const auto& f : held) CHECK_MESSAGE((f == "delta_endpoint" || f == agg_job + "/state.bin"), f);
   for (const auto& [reason, n] : a->fragments(0).rejected_total()) CHECK_MESSAGE(n == 0, reason);
 
-  // Each site's trainer says what it sent and waited (logs/trainer*.log).
+  // Each site's trainer says what it sent and waited, after every run (logs/trainer*.log).
   int reported = 0, resent = 0;
   for (const auto& e : fs::directory_iterator(c.home.path() + "/logs")) {
     if (e.path().filename().string().rfind("trainer", 0) != 0) continue;
@@ -223,20 +273,20 @@ TEST_CASE("pretrain-diloco-tiny: four sites on their own datasets finish through
       at = to;
     }
   }
-  CHECK(reported == sites);
+  CHECK(reported >= sites);  // a line per run: the re-formation ended one per site
   // The deltas the kill lost, sent again to the restarted aggregator (unless
   // the round closed in the milliseconds between the status and the kill:
   // with at most 2 of 4 in, that takes two more arrivals).
   MESSAGE(resent << " deltas re-sent after the kill (" << arrived_at_kill << " in the open round at the kill)");
   if (arrived_at_kill <= 2) CHECK(resent >= 1);
-  // ... and on its /metrics: loom_trainer_diloco_* (9 deltas each).
+  // ... and on its /metrics: loom_trainer_diloco_* (of its last run).
   int with_metrics = 0;
   for (auto& sv : loom_json(c.home.path(), {"status"}).value("services", json::array())) {
     if (sv.value("name", "").rfind("trainer", 0) != 0) continue;
     std::string url = sv.value("metrics", "");
     if (url.rfind("http://", 0) == 0) url = url.substr(7);
     const std::string text = http_get(url.substr(0, url.find('/')), "/metrics");
-    if (text.find("loom_trainer_diloco_deltas_sent 9") != std::string::npos &&
+    if (text.find("loom_trainer_diloco_deltas_sent ") != std::string::npos &&
         text.find("loom_trainer_diloco_payload_bytes_sent ") != std::string::npos)
       ++with_metrics;
   }

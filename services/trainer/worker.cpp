@@ -273,7 +273,6 @@ std::pair<std::string, std::string> worker::run_stage(stage_run& run_ref) {
     o.outer.finish = [&, take_global = run->rank == 0](std::uint64_t step, std::span<float> p) {
       auto st = site->finish(step, p, take_global);
       publish(env_.metrics, site->stats(), site->version(0));
-      log("trainer: %s\n", run->job + "/" + run->stage + ": " + describe(site->stats()));
       return st;
     };
   } else if (run->world > 1) {
@@ -304,6 +303,8 @@ std::pair<std::string, std::string> worker::run_stage(stage_run& run_ref) {
   for (;;) {
     try {
       auto sum = run_training(*cfg, o);
+      if (site)  // what this site sent and waited, however the run ended
+        log("trainer: %s\n", run->job + "/" + run->stage + ": " + describe(site->stats()));
       if (!sum && exchange_failed && !stop_training_)
         return outcome{"regroup", "the group's exchange failed: " + sum.err().to_string()};
       if (!sum) return failed(sum.err().message);
