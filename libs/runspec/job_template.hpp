@@ -6,7 +6,7 @@
 //
 //   [job]                     name, priority ("low" | "normal" | "high"),
 //                             stages = ["pretrain", "sft"]   (default ["pretrain"])
-//   [model] [data] [train] [optim] [checkpoint] [anomaly] [parallel]   shared by every stage
+//   [model] [data] [train] [optim] [checkpoint] [anomaly] [parallel] [diloco]   shared by every stage
 //   kind = "lm"               the stages' kind (run_config.hpp), also per stage
 //   [stage.sft]               "train.steps" = 100, kind = "sft", ...  (one stage)
 //

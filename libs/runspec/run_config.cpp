@@ -26,6 +26,8 @@ const std::map<std::string, std::set<std::string>, std::less<>>& known_keys() {
       {"anomaly", {"spike_zscore", "spike_window", "max_rollbacks"}},
       {"output", {"dir"}},
       {"parallel", {"trainers", "min_trainers", "max_trainers", "timeout_s"}},
+      {"diloco", {"sites", "inner_steps", "codec", "fragments", "quorum", "outer_lr", "outer_momentum", "staleness",
+                  "deadline_min_s", "datasets", "sync_wait_s"}},
   };
   return k;
 }
@@ -92,6 +94,20 @@ class reader {
     if (!v) return fail(*n, sec, key, "must be a string");
     out = *v;
   }
+  // An array of strings.
+  void words(std::string_view sec, std::string_view key, std::vector<std::string>& out) {
+    const toml::node* n = find(sec, key);
+    if (!n) return;
+    const toml::array* a = n->as_array();
+    if (!a) return fail(*n, sec, key, "must be an array of strings");
+    std::vector<std::string> v;
+    for (const toml::node& e : *a) {
+      auto w = e.value_exact<std::string>();
+      if (!w) return fail(*n, sec, key, "must be an array of strings");
+      v.push_back(*w);
+    }
+    out = std::move(v);
+  }
   // A path, resolved against the config file's folder when relative.
   void path(std::string_view sec, std::string_view key, std::string& out) {
     const toml::node* n = find(sec, key);
@@ -129,7 +145,7 @@ status check_known_keys(const toml::table& root, const std::string& origin, cons
     auto it = known_keys().find(sec.str());
     if (it == known_keys().end())
       return bad(where(origin, node), "[" + std::string(sec.str()) + "]",
-                 "is not a section (known: model, data, train, optim, checkpoint, anomaly, output, parallel)");
+                 "is not a section (known: model, data, train, optim, checkpoint, anomaly, output, parallel, diloco)");
     const toml::table* t = node.as_table();
     if (!t) return bad(where(origin, node), std::string(sec.str()), "must be a table");
     for (auto&& [key, value] : *t)
@@ -188,11 +204,19 @@ std::string run_config::math_hash() const {
                 double(grad_clip));
   // A tokenizer changes the numbers; appended only when set, so hashes of
   // GPT-2 runs (and their snapshots) stay what they were.
-  return crypto::sha256_hex(tokenizer.empty() ? std::string(buf) : std::string(buf) + "|tokenizer=" + tokenizer);
+  std::string text = tokenizer.empty() ? std::string(buf) : std::string(buf) + "|tokenizer=" + tokenizer;
+  if (is_diloco()) {  // appended only for diloco stages, as the tokenizer
+    std::snprintf(buf, sizeof buf, "|diloco %u %llu %s %u %a %a %a %llu %a", diloco.sites,
+                  static_cast<unsigned long long>(diloco.inner_steps), diloco.codec.c_str(), diloco.fragments,
+                  diloco.quorum, double(diloco.outer_lr), double(diloco.outer_momentum),
+                  static_cast<unsigned long long>(diloco.staleness), diloco.deadline_min_s);
+    text += buf;
+  }
+  return crypto::sha256_hex(text);
 }
 
 model::training_memory run_config::memory() const {
-  const std::uint64_t world = std::max<std::uint32_t>(1, min_trainers);
+  const std::uint64_t world = is_diloco() ? 1 : std::max<std::uint32_t>(1, min_trainers);  // a site does every micro-batch
   const std::uint64_t held = (std::uint64_t(grad_accum) + world - 1) / world;
   return model::estimate_training(model, std::uint64_t(batch), std::uint64_t(seq_len), held, format == "sft");
 }
@@ -205,7 +229,42 @@ std::vector<std::pair<std::string, std::string>> run_config::input_paths() const
 namespace {
 // Every kind the platform knows (ARCHITECTURE 8b), and the ones this trainer runs.
 constexpr std::string_view all_kinds[] = {"lm", "sft", "rm", "dpo", "rl", "diloco", "hpo"};
-constexpr std::string_view trainer_kinds[] = {"lm", "sft"};
+constexpr std::string_view trainer_kinds[] = {"lm", "sft", "diloco"};
+
+// The [diloco] section against the rest: the site count is the stage's group,
+// P fits the model and H, the codec is libs/codec's, one dataset per site.
+status check_diloco(const toml::table& root, run_config& c, const std::string& origin, const key_lines* lines) {
+  const diloco_settings& d = c.diloco;
+  auto at = [&](const char* key) {
+    const toml::table* t = root["diloco"].as_table();
+    const toml::node* n = t ? t->get(key) : nullptr;
+    return n ? where(origin, *n, std::string("diloco.") + key, lines) : origin;
+  };
+  static constexpr std::string_view codecs[] = {"fp32", "fp16", "bf16", "int8", "int4", "topk"};
+  if (std::find(std::begin(codecs), std::end(codecs), d.codec) == std::end(codecs))
+    return bad(at("codec"), "diloco.codec", "must be one of fp32, fp16, bf16, int8, int4, topk, got \"" + d.codec + "\"");
+  if (d.fragments > static_cast<std::uint32_t>(c.model.layers))
+    return bad(at("fragments"), "diloco.fragments",
+               "must not exceed model.layers (" + std::to_string(c.model.layers) + "): a fragment is a set of layers");
+  if (d.fragments > d.inner_steps)
+    return bad(at("fragments"), "diloco.fragments",
+               "must not exceed diloco.inner_steps (" + std::to_string(d.inner_steps) + "): fragments sync in turn within H");
+  if (!d.datasets.empty() && d.datasets.size() != d.sites)
+    return bad(at("datasets"), "diloco.datasets",
+               "names " + std::to_string(d.datasets.size()) + " datasets for " + std::to_string(d.sites) +
+                   " sites: one per site");
+  for (const auto& name : d.datasets)
+    if (name.empty() || name.find_first_of("/\\") != std::string::npos || name == "." || name == "..")
+      return bad(at("datasets"), "diloco.datasets", "must be dataset names, not paths: \"" + name + "\"");
+  const toml::table* par = root["parallel"].as_table();
+  if (par && !par->empty() && (c.min_trainers != d.sites || c.max_trainers != d.sites))
+    return bad(at("sites"), "diloco.sites",
+               std::to_string(d.sites) + " disagrees with [parallel]: a diloco stage runs one trainer per site; "
+                                         "leave [parallel] out");
+  if (c.format == "sft") return make_error(errc::invalid_argument, origin + ": kind \"diloco\" pretrains (data.format \"lm\")");
+  c.min_trainers = c.max_trainers = d.sites;
+  return ok_status();
+}
 }  // namespace
 
 bool known_kind(std::string_view kind) {
@@ -221,7 +280,7 @@ result<run_config> read_run_config(const toml::table& root, const std::string& o
   reader r(root, origin, lines);
   std::string kind;
   if (const toml::node* k = root.get("kind")) {
-    if (!k->is_string()) return bad(where(origin, *k, "kind", lines), "kind", "must be a string (lm or sft)");
+    if (!k->is_string()) return bad(where(origin, *k, "kind", lines), "kind", "must be a string (lm, sft or diloco)");
     kind = *k->value<std::string>();
   }
   r.integer("model", "layers", c.model.layers, 1, 256);
@@ -277,23 +336,45 @@ result<run_config> read_run_config(const toml::table& root, const std::string& o
   c.max_trainers = gang ? gang : c.min_trainers;
   r.integer("parallel", "max_trainers", c.max_trainers, 1, max_group);
   r.real("parallel", "timeout_s", c.parallel_timeout_s, 1.0, 86400.0);
+  diloco_settings& d = c.diloco;
+  r.integer("diloco", "sites", d.sites, 1, max_group);
+  r.integer("diloco", "inner_steps", d.inner_steps, 1, 1 << 30);
+  r.word("diloco", "codec", d.codec);
+  r.integer("diloco", "fragments", d.fragments, 1, 256);
+  r.real("diloco", "quorum", d.quorum, 0.01, 1.0);
+  r.real("diloco", "outer_lr", d.outer_lr, 0.0, 10.0);
+  r.real("diloco", "outer_momentum", d.outer_momentum, 0.0, 0.999);
+  r.integer("diloco", "staleness", d.staleness, 0, 1000);
+  r.real("diloco", "deadline_min_s", d.deadline_min_s, 0.0, 3600.0);
+  r.words("diloco", "datasets", d.datasets);
+  r.real("diloco", "sync_wait_s", d.sync_wait_s, 0.0, 3600.0);
   if (r.first_error) return *r.first_error;
 
   auto bad_cfg = [&](const std::string& why) { return make_error(errc::invalid_argument, origin + ": " + why); };
   if (auto st = c.model.validate(); !st) return bad_cfg(st.err().message);
   const int sources = !c.shards.empty() + !c.text.empty() + !c.dataset.empty() + !c.sft.empty();
-  if (sources != 1) return bad_cfg("set exactly one of data.shards, data.text, data.dataset and data.sft");
+  if (kind == "diloco" && !c.diloco.datasets.empty()) {  // per-site datasets are the stage's source
+    if (sources != 0)
+      return bad_cfg("diloco.datasets names each site's dataset: leave data.shards, data.text, data.dataset and "
+                     "data.sft unset");
+    c.dataset = c.diloco.datasets.front();  // site 0's; the trainer of site r takes datasets[r]
+  } else if (sources != 1) {
+    return bad_cfg("set exactly one of data.shards, data.text, data.dataset and data.sft");
+  }
   if (c.format != "lm" && c.format != "sft") return bad_cfg("data.format must be \"lm\" or \"sft\", got \"" + c.format + "\"");
   if (!c.sft.empty()) c.format = "sft";
   if (!kind.empty()) {
     if (!known_kind(kind))
       return bad_cfg("kind \"" + kind + "\" is not a stage kind (lm, sft, rm, dpo, rl, diloco, hpo)");
     if (!runnable_kind(kind))
-      return bad_cfg("kind \"" + kind + "\" is not run by this trainer yet (it runs lm and sft)");
+      return bad_cfg("kind \"" + kind + "\" is not run by this trainer yet (it runs lm, sft and diloco)");
     if (kind == "sft") c.format = "sft";
-    else if (c.format == "sft" && c.sft.empty()) return bad_cfg("kind \"lm\" with data.format \"sft\": choose one");
+    else if (c.format == "sft" && c.sft.empty())
+      return bad_cfg("kind \"" + kind + "\" with data.format \"sft\": choose one");
   }
-  c.kind = c.format;
+  c.kind = kind == "diloco" ? kind : c.format;
+  if (c.is_diloco())  // a [diloco] section of another kind's stage (a template's shared sections) is ignored
+    if (auto st = check_diloco(root, c, origin, lines); !st) return st.err();
   if (c.dataset.find_first_of("/\\") != std::string::npos || c.dataset == "." || c.dataset == "..")
     return bad_cfg("data.dataset must be a dataset name, not a path: " + c.dataset);
   if (c.seq_len > c.model.max_seq_len)
@@ -303,7 +384,7 @@ result<run_config> read_run_config(const toml::table& root, const std::string& o
   if (c.min_trainers > c.max_trainers)
     return bad_cfg("parallel.min_trainers " + std::to_string(c.min_trainers) + " exceeds parallel.max_trainers " +
                    std::to_string(c.max_trainers));
-  if (c.max_trainers > static_cast<std::uint32_t>(c.grad_accum))
+  if (!c.is_diloco() && c.max_trainers > static_cast<std::uint32_t>(c.grad_accum))
     return bad_cfg(std::to_string(c.max_trainers) + " trainers but train.grad_accum is " +
                    std::to_string(c.grad_accum) +
                    ": each trainer takes whole micro-batches of a step, so set train.grad_accum to at least " +

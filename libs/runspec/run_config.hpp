@@ -8,8 +8,11 @@
 // the config file's folder. Pure: no file is read (check_run_files does that,
 // where the files are). Plain values; no shared state.
 //
-//   kind          lm | sft (what the trainer runs); rm dpo rl diloco hpo are known
-//                 kinds this trainer does not run yet: refused by name
+//   kind          lm | sft | diloco (what the trainer runs); rm dpo rl hpo are
+//                 known kinds this trainer does not run yet: refused by name
+//   [diloco]      sites inner_steps codec fragments quorum outer_lr outer_momentum
+//                 staleness deadline_min_s datasets sync_wait_s: a cross-site pretraining stage
+//                 (kind = "diloco"; see diloco_settings below)
 //   [model]       layers heads channels max_seq_len vocab padded_vocab init_from
 //   [data]        shards | text | dataset | sft   format   shuffle   tokenizer
 //   [train]       batch seq_len grad_accum steps seed threads
@@ -44,8 +47,35 @@ struct adamw_settings {
   float weight_decay = 0.1f;  // matrices only
 };
 
+// A `diloco` stage (issue 15): `sites` trainers, one per site, each runs H
+// inner AdamW steps on its own data between syncs with the aggregator
+// (services/aggregator), which averages the sites' pseudo-gradients and takes
+// the outer step. Where the aggregator is: the deployment's (endpoints.json
+// and keys/curve/aggregator.pub, like every service a trainer calls); the
+// site's rank-0 trainer starts the aggregation (services/trainer/README.md).
+struct diloco_settings {
+  std::uint32_t sites = 2;          // trainers of the stage, one per site (the group's size)
+  std::uint64_t inner_steps = 50;   // H: inner steps between two syncs of a fragment
+  std::string codec = "int8";       // both directions (libs/codec name)
+  std::uint32_t fragments = 1;      // P (Streaming DiLoCo); 1 <= P <= min(layers, H)
+  double quorum = 1.0;              // fraction of the active sites that closes a round
+  float outer_lr = 0;               // 0: the aggregator's defaults (Nesterov 0.7 / 0.9)
+  float outer_momentum = 0;         // with outer_lr set: μ (0 = none)
+  std::uint64_t staleness = 2;      // S: a late delta up to S rounds old is folded in
+  // The least a round waits for the missing sites before it closes by its
+  // (adaptive) deadline; 0 = the aggregator's default (1 s).
+  double deadline_min_s = 0;
+  // Per-site datasets (site r trains on datasets[r]); empty = data.* at every
+  // site, in an order of its own (train.seed + r).
+  std::vector<std::string> datasets;
+  // How long a site waits at a sync for the round's new global version before
+  // it trains on (and merges the version when it comes): a slow or cut site
+  // holds the others up by the aggregator's deadline at most, and itself by this.
+  double sync_wait_s = 10;
+};
+
 struct run_config {
-  std::string kind = "lm";  // lm | sft
+  std::string kind = "lm";  // lm | sft | diloco (an lm stage synced across sites)
   model::gpt2_config model;
   // A snapshot root or step directory whose parameters start this run (an SFT
   // stage from pretrain's final checkpoint); "" = random init from train.seed.
@@ -96,6 +126,9 @@ struct run_config {
   // Data-parallel group: no word from the previous member for this long ends
   // the step with an error (the trainer then asks the scheduler to re-form the group).
   double parallel_timeout_s = 120;
+
+  diloco_settings diloco;  // read only for kind = "diloco"
+  bool is_diloco() const { return kind == "diloco"; }
 
   // SHA-256 hex over every field that changes the numbers (model, data source,
   // train, optim); not over checkpoint or output settings. A resumed run

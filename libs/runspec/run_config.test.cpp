@@ -144,3 +144,59 @@ TEST_CASE("wall-time snapshots default to every 10 minutes; every_minutes is the
   REQUIRE_FALSE(neg.ok());
   CHECK(neg.err().message.find("every_seconds") != std::string::npos);
 }
+
+TEST_CASE("a diloco stage reads its [diloco] section, runs one trainer per site and refuses bad settings by line") {
+  const std::string d = std::string("kind = \"diloco\"\n") + base +
+                        "\n[diloco]\nsites = 4\ninner_steps = 8\ncodec = \"int4\"\nfragments = 2\nquorum = 0.75\n"
+                        "staleness = 1\nsync_wait_s = 3\n";
+  auto c = parse_run_config(d, "run.toml");
+  REQUIRE_MESSAGE(c.ok(), c.err().message);
+  CHECK(c->kind == "diloco");
+  CHECK(c->is_diloco());
+  CHECK(c->diloco.sites == 4);
+  CHECK(c->diloco.inner_steps == 8);
+  CHECK(c->diloco.codec == "int4");
+  CHECK(c->diloco.fragments == 2);
+  CHECK(c->diloco.quorum == doctest::Approx(0.75));
+  CHECK(c->diloco.staleness == 1);
+  CHECK(c->diloco.sync_wait_s == doctest::Approx(3));
+  CHECK(c->min_trainers == 4);  // the group is the sites, whatever train.grad_accum is
+  CHECK(c->max_trainers == 4);
+  CHECK(c->math_hash() != parse_run_config(d, "run.toml", {"diloco.inner_steps=16"})->math_hash());
+
+  auto refused = [&](const std::vector<std::string>& set) {
+    auto r = parse_run_config(d, "run.toml", set);
+    REQUIRE(!r.ok());
+    return r.err().message;
+  };
+  CHECK(refused({"diloco.codec=\"int3\""}).find("diloco.codec must be one of") != std::string::npos);
+  CHECK(refused({"diloco.fragments=3"}).find("must not exceed model.layers (2)") != std::string::npos);
+  CHECK(refused({"diloco.quorum=1.5"}).find("diloco.quorum must be in [0.01, 1]") != std::string::npos);
+  CHECK(refused({"diloco.nope=1"}).find("diloco.nope is not a known key") != std::string::npos);
+  // A bad value in the file names its line.
+  std::string bad_line = d;
+  bad_line.replace(bad_line.find("codec = \"int4\""), 14, "codec = 4");
+  auto at = parse_run_config(bad_line, "run.toml");
+  REQUIRE(!at.ok());
+  CHECK(at.err().message.find("run.toml:") != std::string::npos);
+  CHECK(at.err().message.find("diloco.codec must be a string") != std::string::npos);
+}
+
+TEST_CASE("diloco.datasets gives every site its own dataset and replaces data.*") {
+  std::string d = std::string("kind = \"diloco\"\n") + base + "\n[diloco]\nsites = 2\ninner_steps = 4\n";
+  d.replace(d.find("text = \"corpus.txt\""), 19, "");
+  auto c = parse_run_config(d, "run.toml", {"diloco.datasets=[\"north\", \"south\"]"});
+  REQUIRE_MESSAGE(c.ok(), c.err().message);
+  CHECK(c->diloco.datasets == std::vector<std::string>{"north", "south"});
+  CHECK(c->dataset == "north");  // site 0's; the trainer of site r takes datasets[r]
+  auto both = parse_run_config(d, "run.toml", {"diloco.datasets=[\"north\", \"south\"]", "data.text=x.txt"});
+  REQUIRE(!both.ok());
+  CHECK(both.err().message.find("leave data.shards") != std::string::npos);
+  auto three = parse_run_config(d, "run.toml", {"diloco.datasets=[\"a\", \"b\", \"c\"]"});
+  REQUIRE(!three.ok());
+  CHECK(three.err().message.find("names 3 datasets for 2 sites: one per site") != std::string::npos);
+  // Another kind ignores a [diloco] section (a template's shared sections reach every stage).
+  auto lm = parse_run_config(std::string(base) + "\n[diloco]\nsites = 3\n", "run.toml");
+  REQUIRE(lm.ok());
+  CHECK(lm->min_trainers == 1);
+}

@@ -46,6 +46,11 @@ int train_main(int argc, char** argv) {
   if (a->help) return std::fputs(train_usage, stdout) < 0 ? 1 : 0;
   auto cfg = runspec::load_run_config(a->config, a->sets);
   if (!cfg) return fail(cfg.err());
+  if (cfg->is_diloco())  // its sites sync with an aggregator: only the service's group runs them
+    return fail(make_error(errc::invalid_argument,
+                           a->config + ": kind \"diloco\" runs as a job (`loom job submit --template "
+                           "pretrain-diloco-tiny`), one trainer per site against the aggregator; offline, "
+                           "train it as kind = \"lm\" (--set kind=lm)"));
   if (!a->out.empty()) cfg->out_dir = a->out;
 
   std::signal(SIGINT, on_stop_signal);

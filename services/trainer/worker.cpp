@@ -15,6 +15,7 @@
 #include "loom/v1/ingest.pb.h"
 #include "loom/v1/jobs.pb.h"
 #include "libs/runspec/run_config.hpp"
+#include "services/trainer/diloco_stage.hpp"
 #include "services/trainer/run/training_run.hpp"
 
 #include <nlohmann/json.hpp>
@@ -198,6 +199,7 @@ std::pair<std::string, std::string> worker::run_stage(stage_run& run_ref) {
   if (!cfg) return failed(cfg.err().message);
   cfg->out_dir = run->out_dir;
   if (!run->init_from.empty()) cfg->init_from = run->init_from;
+  if (cfg->is_diloco()) localize(*cfg, *run);  // this site's directory, data and data order
   if (auto st = confine_inputs(*cfg, *run); !st) return failed(st.err().message);
   if (auto st = runspec::check_run_files(*cfg, origin); !st) return failed(st.err().message);
   (void)board_->with([&](work_state& w) {
@@ -256,7 +258,24 @@ std::pair<std::string, std::string> worker::run_stage(stage_run& run_ref) {
   // a newer formation) ends the run with `regroup`, not `failed`.
   std::unique_ptr<collective::group> grp;
   std::atomic<bool> exchange_failed{false};
-  if (run->world > 1) {
+  std::unique_ptr<site_sync> site;
+  if (cfg->is_diloco()) {
+    auto made = make_site_sync(env_, *cfg, *run, &stop_training_);
+    if (!made) return failed(made.err().message);
+    site = std::move(*made);
+    o.outer.write_initial = run->rank == 0;
+    o.outer.start = [&](std::span<float> p) { return site->start(p); };
+    o.outer.after_step = [&](std::uint64_t step, std::span<float> p, std::uint64_t tokens) {
+      auto st = site->after_step(step, p, tokens);
+      publish(env_.metrics, site->stats(), site->version(0));
+      return st;
+    };
+    o.outer.finish = [&, take_global = run->rank == 0](std::uint64_t step, std::span<float> p) {
+      auto st = site->finish(step, p, take_global);
+      publish(env_.metrics, site->stats(), site->version(0));
+      return st;
+    };
+  } else if (run->world > 1) {
     if (!inbox_) return failed("this trainer has no collective inbox (see its log): it cannot join a group");
     collective::group_options go;
     go.rank = run->rank;
@@ -284,6 +303,8 @@ std::pair<std::string, std::string> worker::run_stage(stage_run& run_ref) {
   for (;;) {
     try {
       auto sum = run_training(*cfg, o);
+      if (site)  // what this site sent and waited, however the run ended
+        log("trainer: %s\n", run->job + "/" + run->stage + ": " + describe(site->stats()));
       if (!sum && exchange_failed && !stop_training_)
         return outcome{"regroup", "the group's exchange failed: " + sum.err().to_string()};
       if (!sum) return failed(sum.err().message);

@@ -15,6 +15,7 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <cmath>
@@ -372,4 +373,58 @@ TEST_CASE("out of memory halves the micro-batch and doubles accumulation, with t
   auto none = run_training(small_config(data, tmp.path() + "/none", 8), f);
   REQUIRE(!none.ok());
   CHECK(none.code() == errc::resource_exhausted);
+}
+
+TEST_CASE("a run with an outer loop (diloco) starts from what start gives, syncs after every step and snapshots what finish leaves") {
+  files::temp_dir tmp("loom-run-outer");
+  const std::string data = make_shards(tmp.path() + "/shards");
+  const std::string out = tmp.path() + "/site";
+  run_options o;
+  o.data_dir = tmp.path() + "/home";
+  std::vector<std::uint64_t> synced;
+  std::uint64_t tokens = 0;
+  bool initial_there = false;
+  o.outer.write_initial = true;
+  o.outer.start = [&](std::span<float> p) {
+    initial_there = fs::exists(out + "/checkpoints/step-000000/model.safetensors");
+    std::fill(p.begin(), p.end(), 0.01f);  // "the global parameters"
+    return ok_status();
+  };
+  o.outer.after_step = [&](std::uint64_t step, std::span<float>, std::uint64_t t) {
+    synced.push_back(step);
+    tokens += t;
+    return ok_status();
+  };
+  o.outer.finish = [&](std::uint64_t step, std::span<float> p) {
+    CHECK(step == 6);
+    std::fill(p.begin(), p.end(), 0.5f);  // "the aggregator's global model"
+    return ok_status();
+  };
+  auto r = run_training(small_config(data, out, 6), o);
+  REQUIRE_MESSAGE(r.ok(), r.err().message);
+  CHECK(initial_there);
+  CHECK(synced == std::vector<std::uint64_t>{1, 2, 3, 4, 5, 6});
+  CHECK(tokens == 6 * 2 * 8 * 2);  // steps x batch x seq_len x grad_accum
+  // The final snapshot is what finish left, not the last inner step's parameters.
+  REQUIRE(fs::exists(out + "/checkpoints/step-000006"));
+  auto model = engine::gpt2::create(small_config(data, out, 6).model, 1, 8);
+  REQUIRE(model.ok());
+  auto snap = open_snapshot(out + "/checkpoints/step-000006", checkpoint_key(o.data_dir, out + "/checkpoints").value());
+  REQUIRE(snap.ok());
+  REQUIRE(load_params(*snap, *model).ok());
+  CHECK(std::count(model->params().begin(), model->params().end(), 0.5f) ==
+        static_cast<std::ptrdiff_t>(model->params().size()));
+
+  // Resumed at its last step, the run has nothing to sync: no call at all.
+  synced.clear();
+  bool started = false;
+  o.outer.start = [&](std::span<float>) {
+    started = true;
+    return ok_status();
+  };
+  o.resume = true;
+  auto again = run_training(small_config(data, out, 6), o);
+  REQUIRE(again.ok());
+  CHECK(!started);
+  CHECK(synced.empty());
 }

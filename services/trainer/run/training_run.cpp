@@ -382,11 +382,31 @@ std::string run::anomaly(const engine::step_stats& s) const {
 
 status run::loop() {
   last_snapshot_time_ = clock_type::now();
+  const bool outer = o_.outer.start && step_ < total_;
+  if (outer) {
+    if (o_.outer.write_initial && !resumed_ && step_ == 0)
+      if (auto st = snapshot(0); !st) return st;
+    if (auto st = o_.outer.start(model_->params()); !st) {
+      if (!(o_.stop && o_.stop->load())) return st;
+      sum_.stopped = true;  // stopped while joining: nothing trained
+      say(o_, "stopped while joining the aggregation: " + st.err().message);
+      return ok_status();
+    }
+  }
   if (o_.on_started) o_.on_started();
   while (step_ < total_) {
     auto more = one_step();
     if (!more) return more.err();
     if (!*more) break;
+  }
+  if (outer && step_ == total_ && !sum_.stopped) {
+    if (auto st = o_.outer.finish(step_, model_->params()); !st) {
+      if (!(o_.stop && o_.stop->load())) return st;
+      sum_.stopped = true;  // stopped before the last sync: the next run trains from the last snapshot
+      say(o_, "stopped while taking the global parameters: " + st.err().message);
+      return ok_status();
+    }
+    if (auto st = snapshot(step_); !st) return st;
   }
   return ok_status();
 }
@@ -436,6 +456,8 @@ result<bool> run::one_step() {
   step_record rec{step_, s->loss, s->lr, s->grad_norm, double(bt_ * c_.grad_accum) / (ms / 1000.0), ms};
   if (lead_)
     if (auto st = metrics_.append(rec); !st) return st.err();
+  if (o_.outer.after_step)
+    if (auto st = o_.outer.after_step(step_, model_->params(), bt_ * std::size_t(c_.grad_accum)); !st) return st.err();
   if (o_.on_step) o_.on_step(rec);
   if (step_ % log_every_ == 0 || step_ == sum_.first_step + 1 || step_ == total_)
     say(o_, fmt("step %6llu/%llu  loss %.4f  lr %.2e  norm %.3f  %.0f tok/s  %.1f ms",
@@ -445,7 +467,8 @@ result<bool> run::one_step() {
   const bool by_steps = c_.every_steps > 0 && step_ % static_cast<std::uint64_t>(c_.every_steps) == 0;
   const bool by_time = c_.every_seconds > 0 && clock_type::now() - last_snapshot_time_ >=
                                                    std::chrono::duration<double>(c_.every_seconds);
-  if (lead_ && (by_steps || by_time || step_ == total_ || stopping)) {
+  const bool outer_last = o_.outer.finish && step_ == total_;  // its snapshot comes after finish (loop())
+  if (lead_ && !outer_last && (by_steps || by_time || step_ == total_ || stopping)) {
     if (auto st = snapshot(step_); !st) return st.err();
     last_snapshot_time_ = clock_type::now();
   }

@@ -64,6 +64,21 @@ struct run_options {
     std::function<status(std::span<float>)> all_reduce_sum;
   };
   group_member group;
+  // A diloco stage (issue 15): this run is one site of an aggregation. `start`
+  // once the model is built or resumed and the data ready (the parameters
+  // become the aggregator's global ones; with write_initial a fresh run first
+  // snapshots step 0, the aggregation's initial parameters); `after_step`
+  // after every inner step, with the step's tokens; `finish` after the last
+  // step, before the final snapshot, which therefore holds what finish left
+  // in the parameters (the global model). A run resumed at its last step has
+  // nothing left to sync and calls none of them.
+  struct outer_loop {
+    bool write_initial = false;
+    std::function<status(std::span<float> params)> start;
+    std::function<status(std::uint64_t step, std::span<float> params, std::uint64_t tokens)> after_step;
+    std::function<status(std::uint64_t step, std::span<float> params)> finish;
+  };
+  outer_loop outer;
   // Tests only: true = allocating a model of this micro-batch fails (out of memory).
   std::function<bool(int batch)> fail_alloc;
   // Tests only: replaces the loss of a step (1-based) to exercise the anomaly path.

@@ -1,0 +1,136 @@
+#include "services/trainer/diloco_stage.hpp"
+
+#include "libs/ckpt/snapshot.hpp"
+#include "libs/files/files.hpp"
+#include "libs/metrics/metrics.hpp"
+#include "libs/runtime/service.hpp"
+#include "libs/wire/client.hpp"
+#include "libs/wire/envelope_pb.hpp"
+#include "loom/v1/aggregator.pb.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+
+namespace loom::trainer {
+
+diloco_site site_of(const assigned_stage& a) {
+  diloco_site d;
+  d.site = "site-" + std::to_string(a.rank);
+  std::string name = a.job + "." + a.stage;
+  for (char& ch : name)
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '.' && ch != '_' && ch != '-') ch = '-';
+  d.aggregation = name.substr(0, 64);
+  d.init_snapshot = a.out_dir + "/checkpoints/" + ckpt::step_dir_name(0);
+  return d;
+}
+
+void localize(runspec::run_config& cfg, const assigned_stage& a) {
+  if (a.rank > 0) cfg.out_dir = a.out_dir + "/site-" + std::to_string(a.rank);
+  if (a.rank < cfg.diloco.datasets.size()) cfg.dataset = cfg.diloco.datasets[a.rank];
+  cfg.seed += a.rank;
+}
+
+result<wire::curve_keypair> site_identity(const layout::paths& paths, const std::string& site) {
+  const std::string dir = paths.state("trainer") + "/sites";
+  auto kp = wire::load_keypair(dir, site);
+  if (!kp && kp.code() == errc::not_found) {
+    if (auto st = wire::save_keypair(dir, site, wire::generate_keypair()); !st) return st.err();
+    kp = wire::load_keypair(dir, site);
+  }
+  if (!kp) return kp.err();
+  const std::string pub = paths.peers_dir() + "/" + site + ".pub";
+  auto published = files::read_file(pub);
+  if (!published || *published != kp->public_z85 + "\n") {
+    if (auto st = files::make_dirs(paths.peers_dir(), 0700); !st) return st.err();
+    if (auto st = files::write_atomic(pub, kp->public_z85 + "\n", 0644); !st) return st.err();
+  }
+  return kp;
+}
+
+result<aggregator_address> start_aggregation(runtime::service_env& env, const runspec::run_config& cfg,
+                                             const diloco_site& where) {
+  auto eps = layout::read_endpoints(env.paths.endpoints());  // fresh: a restarted aggregator may have moved
+  const auto* agg = eps ? eps->find("aggregator") : env.eps.find("aggregator");
+  if (!agg || agg->rpc.empty())
+    return make_error(errc::unavailable, "no aggregator endpoint in " + env.paths.endpoints());
+  auto key = wire::load_public_key(env.paths.curve_dir(), "aggregator");
+  if (!key) return key.err();
+  loom::v1::StartAggregationRequest req;
+  auto* s = req.mutable_spec();
+  s->set_job(where.aggregation);
+  s->set_gpt2_layers(static_cast<std::uint32_t>(cfg.model.layers));
+  s->set_gpt2_heads(static_cast<std::uint32_t>(cfg.model.heads));
+  s->set_gpt2_channels(static_cast<std::uint32_t>(cfg.model.channels));
+  s->set_gpt2_max_seq_len(static_cast<std::uint32_t>(cfg.model.max_seq_len));
+  s->set_gpt2_vocab(static_cast<std::uint32_t>(cfg.model.vocab));
+  s->set_gpt2_padded_vocab(static_cast<std::uint32_t>(cfg.model.padded_vocab));
+  s->set_fragments(cfg.diloco.fragments);
+  s->set_sync_every(cfg.diloco.inner_steps);
+  s->set_codec(cfg.diloco.codec);
+  s->set_quorum_fraction(cfg.diloco.quorum);
+  s->set_staleness_bound(cfg.diloco.staleness);
+  s->set_deadline_min_ms(static_cast<std::uint64_t>(cfg.diloco.deadline_min_s * 1000));
+  s->set_outer_lr(cfg.diloco.outer_lr);
+  s->set_outer_momentum(cfg.diloco.outer_momentum);
+  s->set_init_snapshot(where.init_snapshot);
+  wire::client cli(*env.ctx, agg->rpc, *key, env.keys, wire::client_options{std::chrono::milliseconds(2000), 0});
+  auto rep = wire::call_typed<loom::v1::StartAggregationReply>(cli, req, env.service_token());
+  if (!rep) return make_error(rep.code(), "StartAggregation " + where.aggregation + " at " + agg->rpc + ": " +
+                                              rep.err().message);
+  return aggregator_address{rep->delta_endpoint(), rep->public_key()};
+}
+
+result<std::unique_ptr<site_sync>> make_site_sync(runtime::service_env& env, const runspec::run_config& cfg,
+                                                  const assigned_stage& a, const std::atomic<bool>* stop) {
+  const diloco_site where = site_of(a);
+  auto keys = site_identity(env.paths, where.site);
+  if (!keys) return make_error(keys.code(), "the identity of " + where.site + ": " + keys.err().message);
+  auto codec = codec::codec_from_string(cfg.diloco.codec);
+  if (!codec) return make_error(errc::invalid_argument, "diloco.codec " + cfg.diloco.codec + " is not a codec");
+  site_sync_options o;
+  o.job = where.aggregation;
+  o.site = where.site;
+  o.keys = *keys;
+  o.codec = *codec;
+  o.locate = [&env, &cfg, where] { return start_aggregation(env, cfg, where); };
+  o.sync_wait_s = cfg.diloco.sync_wait_s;
+  o.stop = stop;
+  o.log = [](const std::string& line) {
+    std::fprintf(stderr, "trainer: %s\n", line.c_str());
+    std::fflush(stderr);
+  };
+  return site_sync::make(std::move(o));
+}
+
+void publish(metrics::service_metrics* m, const site_sync_stats& s, std::uint64_t round) {
+  if (!m) return;
+  m->set("diloco_payload_bytes_sent", {}, double(s.wire.payload_bytes_sent));
+  m->set("diloco_payload_bytes_received", {}, double(s.wire.payload_bytes_received));
+  m->set("diloco_deltas_sent", {}, double(s.syncs));
+  m->set("diloco_syncs_deferred", {}, double(s.deferred));
+  m->set("diloco_unreachable", {}, double(s.unreachable));
+  m->set("diloco_stall_seconds", {}, s.stall_s);
+  m->set("diloco_round", {}, double(round));
+}
+
+std::string describe(const site_sync_stats& s) {
+  std::vector<double> ms = s.sync_ms;
+  std::sort(ms.begin(), ms.end());
+  auto at = [&](double q) { return ms.empty() ? 0.0 : ms[std::min(ms.size() - 1, std::size_t(q * double(ms.size())))]; };
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "diloco: %llu deltas sent (%llu re-sent, %llu deferred, %llu merged late), %llu payload bytes up, "
+                "%llu down, %llu updates and %llu parameter pulls applied, sync p50 %.1f ms p99 %.1f ms over %zu, "
+                "%.2f s stalled, aggregator unreachable %llu times",
+                static_cast<unsigned long long>(s.syncs), static_cast<unsigned long long>(s.wire.resent),
+                static_cast<unsigned long long>(s.deferred), static_cast<unsigned long long>(s.late_merges),
+                static_cast<unsigned long long>(s.wire.payload_bytes_sent),
+                static_cast<unsigned long long>(s.wire.payload_bytes_received),
+                static_cast<unsigned long long>(s.wire.updates_applied),
+                static_cast<unsigned long long>(s.wire.params_applied), at(0.5), at(0.99), ms.size(), s.stall_s,
+                static_cast<unsigned long long>(s.unreachable));
+  return buf;
+}
+
+}  // namespace loom::trainer
