@@ -26,6 +26,7 @@ const std::map<std::string, std::set<std::string>, std::less<>>& known_keys() {
       {"anomaly", {"spike_zscore", "spike_window", "max_rollbacks"}},
       {"output", {"dir"}},
       {"parallel", {"trainers", "min_trainers", "max_trainers", "timeout_s"}},
+      {"export", {"max_loss"}},
   };
   return k;
 }
@@ -127,7 +128,7 @@ status check_known_keys(const toml::table& root, const std::string& origin, cons
     auto it = known_keys().find(sec.str());
     if (it == known_keys().end())
       return bad(where(origin, node), "[" + std::string(sec.str()) + "]",
-                 "is not a section (known: model, data, train, optim, checkpoint, anomaly, output, parallel)");
+                 "is not a section (known: model, data, train, optim, checkpoint, anomaly, output, parallel, export)");
     const toml::table* t = node.as_table();
     if (!t) return bad(where(origin, node), std::string(sec.str()), "must be a table");
     for (auto&& [key, value] : *t)
@@ -267,6 +268,7 @@ result<run_config> read_run_config(const toml::table& root, const std::string& o
   c.max_trainers = gang ? gang : c.min_trainers;
   r.integer("parallel", "max_trainers", c.max_trainers, 1, max_group);
   r.real("parallel", "timeout_s", c.parallel_timeout_s, 1.0, 86400.0);
+  r.real("export", "max_loss", c.export_max_loss, 0.0, 1e6);
   if (r.first_error) return *r.first_error;
 
   auto bad_cfg = [&](const std::string& why) { return make_error(errc::invalid_argument, origin + ": " + why); };

@@ -97,6 +97,11 @@ struct run_config {
   // the step with an error (the trainer then asks the scheduler to re-form the group).
   double parallel_timeout_s = 120;
 
+  // [export] max_loss: the highest held-out loss `loom model check` accepts
+  // for this stage's model (0 = unset: ln(vocab), a uniform guess's loss).
+  // Not in math_hash: it changes no number of the run.
+  double export_max_loss = 0;
+
   // SHA-256 hex over every field that changes the numbers (model, data source,
   // train, optim); not over checkpoint or output settings. A resumed run
   // must have the same hash to be bitwise-equal to an uninterrupted one.

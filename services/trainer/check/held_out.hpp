@@ -1,0 +1,46 @@
+// held_out: the loss a model gets on text it is checked against before an
+// export (`loom model check`, check held_out_loss). Tokens come from a file
+// the operator names (--held-out FILE: truly held out) or, by default, from
+// the tail of the version's own data source — text the model trained on, so
+// a sanity bound (the model learned and is not broken), not a score of how it
+// generalises. The loss is the CPU engine's forward over up to
+// max_windows windows of T tokens (T = the run's train.seq_len). Free
+// functions; one caller at a time (the engine uses every core).
+#pragma once
+
+#include "libs/model/gpt_config.hpp"
+#include "libs/status/status.hpp"
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace loom::modelcheck {
+
+// Windows of T tokens evaluated at most: 8 x 1024 tokens keep a d12 check
+// to a few seconds on a laptop's cores while averaging over enough text.
+inline constexpr int max_windows = 8;
+// Bytes read from the end of a text file: ample for 8 windows of 1024 GPT-2
+// tokens (about 4 bytes each), and a 10 GB corpus is not read whole.
+inline constexpr std::uint64_t tail_bytes = 256 * 1024;
+
+struct held_out_tokens {
+  std::vector<std::uint32_t> ids;
+  std::string source;  // what they are, for the report: "the last 64 KiB of text:/x (training data)"
+};
+
+// The last tail_bytes of a text file, tokenized with `tokenizer` ("gpt2" or
+// a tokenizer.json path); not_found naming the file.
+result<held_out_tokens> tokens_of_text_tail(const std::string& path, const std::string& tokenizer);
+// The last `count` tokens of a shard directory (a dataset, data.shards).
+result<held_out_tokens> tokens_of_shards_tail(const std::string& dir, std::uint64_t count);
+
+// Mean next-token loss of the model over the last windows of `ids`: B =
+// min(max_windows, (n-1)/T) windows of T tokens (T shrinks to n-1 for a
+// short text). invalid_argument for fewer than 2 tokens or an id >= vocab.
+// REQUIRES: params.size() == make_param_layout(cfg).total.
+result<double> mean_loss(const model::gpt2_config& cfg, std::span<const float> params,
+                         std::span<const std::uint32_t> ids, int seq_len);
+
+}  // namespace loom::modelcheck
