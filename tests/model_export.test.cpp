@@ -117,6 +117,17 @@ TEST_CASE("a trained version passes every check, exports as HF and q8_0 GGUF tha
   MESSAGE("check " << check_s << " s; hf export " << hf["export_seconds"] << " s, " << hf["output_bytes"]
                    << " bytes; gguf q8_0 export " << gg["export_seconds"] << " s, " << gg["output_bytes"] << " bytes");
 
+  // A held-out file and a bar it cannot meet: the check fails, saying both.
+  const std::string held = home + "/held-out.txt";
+  REQUIRE(files::write_atomic(held, "Everyone is permitted to copy and distribute verbatim copies of this license "
+                                    "document, but changing it is not allowed.\n").ok());
+  auto strict = loom_json(home, {"model", "check", pre, "--held-out", held, "--max-loss", "0.5"}, 60s, &code);
+  INFO(strict.dump(1));
+  CHECK(code == 1);
+  CHECK(status_of(strict, "held_out_loss") == "fail");
+  CHECK(detail_of(strict, "held_out_loss").find("above the threshold") != std::string::npos);
+  CHECK(detail_of(strict, "held_out_loss").find(held + " (--held-out), threshold 0.5000") != std::string::npos);
+
   // Refusals: an unknown version, a non-empty output directory.
   auto unknown = run_loom(home, {"model", "check", "mv-999999"});
   CHECK(unknown.code != 0);

@@ -44,7 +44,7 @@ result<held_out_tokens> tokens_of_shards_tail(const std::string& dir, std::uint6
   return out;
 }
 
-result<double> mean_loss(const model::gpt2_config& cfg, std::span<const float> params,
+result<scored> mean_loss(const model::gpt2_config& cfg, std::span<const float> params,
                          std::span<const std::uint32_t> ids, int seq_len) {
   if (ids.size() < 2) return make_error(errc::invalid_argument, "fewer than 2 held-out tokens");
   const int T = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(std::min(seq_len, cfg.max_seq_len)),
@@ -65,7 +65,7 @@ result<double> mean_loss(const model::gpt2_config& cfg, std::span<const float> p
   std::memcpy(m->params().data(), params.data(), params.size() * sizeof(float));
   auto loss = m->forward(inputs, targets);
   if (!loss) return loss.err();
-  return static_cast<double>(*loss);
+  return scored{static_cast<double>(*loss), static_cast<std::size_t>(B), inputs.size()};
 }
 
 }  // namespace loom::modelcheck

@@ -36,11 +36,16 @@ result<held_out_tokens> tokens_of_text_tail(const std::string& path, const std::
 // The last `count` tokens of a shard directory (a dataset, data.shards).
 result<held_out_tokens> tokens_of_shards_tail(const std::string& dir, std::uint64_t count);
 
+struct scored {
+  double loss = 0;           // mean next-token loss
+  std::size_t windows = 0;   // B
+  std::size_t tokens = 0;    // B x T targets scored
+};
 // Mean next-token loss of the model over the last windows of `ids`: B =
 // min(max_windows, (n-1)/T) windows of T tokens (T shrinks to n-1 for a
 // short text). invalid_argument for fewer than 2 tokens or an id >= vocab.
 // REQUIRES: params.size() == make_param_layout(cfg).total.
-result<double> mean_loss(const model::gpt2_config& cfg, std::span<const float> params,
+result<scored> mean_loss(const model::gpt2_config& cfg, std::span<const float> params,
                          std::span<const std::uint32_t> ids, int seq_len);
 
 }  // namespace loom::modelcheck

@@ -91,9 +91,11 @@ check_outcome held_out_loss(const check_request& r, const check_report& rep, con
   auto loss = mean_loss(*rep.cfg, rep.params, toks->ids, spec ? spec->seq_len : rep.cfg->max_seq_len);
   if (!loss) return {"held_out_loss", check_status::fail, "loss on " + toks->source + ": " + loss.err().message};
   const double limit = loss_threshold(spec ? spec->export_max_loss : 0, r.max_loss, rep.cfg->vocab);
-  const std::string what = "loss " + number(*loss) + " on " + toks->source + ", threshold " + number(limit);
-  if (!std::isfinite(*loss)) return {"held_out_loss", check_status::fail, "not finite: " + what};
-  if (*loss > limit) return {"held_out_loss", check_status::fail, "above the threshold: " + what};
+  const std::string what = "loss " + number(loss->loss) + " over " + std::to_string(loss->tokens) + " tokens (" +
+                           std::to_string(loss->windows) + " windows) of " + toks->source + ", threshold " +
+                           number(limit);
+  if (!std::isfinite(loss->loss)) return {"held_out_loss", check_status::fail, "not finite: " + what};
+  if (loss->loss > limit) return {"held_out_loss", check_status::fail, "above the threshold: " + what};
   return {"held_out_loss", check_status::pass, what};
 }
 
