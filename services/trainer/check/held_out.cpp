@@ -49,7 +49,8 @@ result<scored> mean_loss(const model::gpt2_config& cfg, std::span<const float> p
   if (ids.size() < 2) return make_error(errc::invalid_argument, "fewer than 2 held-out tokens");
   const int T = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(std::min(seq_len, cfg.max_seq_len)),
                                                        ids.size() - 1));
-  const int B = static_cast<int>(std::min<std::size_t>(max_windows, (ids.size() - 1) / static_cast<std::size_t>(T)));
+  const std::size_t cap = std::max<std::size_t>(1, std::min<std::size_t>(max_windows, max_scored_tokens / T));
+  const int B = static_cast<int>(std::min<std::size_t>(cap, (ids.size() - 1) / static_cast<std::size_t>(T)));
   const std::size_t first = ids.size() - (static_cast<std::size_t>(B) * T + 1);  // the last B*T+1 tokens
   std::vector<std::int32_t> inputs(static_cast<std::size_t>(B) * T), targets(inputs.size());
   for (std::size_t i = 0; i < inputs.size(); ++i) {
@@ -60,12 +61,17 @@ result<scored> mean_loss(const model::gpt2_config& cfg, std::span<const float> p
     inputs[i] = static_cast<std::int32_t>(ids[first + i]);
     targets[i] = static_cast<std::int32_t>(ids[first + i + 1]);
   }
-  auto m = engine::gpt2::create(cfg, B, T);
+  auto m = engine::gpt2::create(cfg, 1, T);  // one window at a time: memory of one, not B
   if (!m) return m.err();
   std::memcpy(m->params().data(), params.data(), params.size() * sizeof(float));
-  auto loss = m->forward(inputs, targets);
-  if (!loss) return loss.err();
-  return scored{static_cast<double>(*loss), static_cast<std::size_t>(B), inputs.size()};
+  double sum = 0;
+  for (int b = 0; b < B; ++b) {
+    const std::size_t at = static_cast<std::size_t>(b) * T;
+    auto loss = m->forward(std::span(inputs).subspan(at, T), std::span(targets).subspan(at, T));
+    if (!loss) return loss.err();
+    sum += static_cast<double>(*loss);
+  }
+  return scored{sum / B, static_cast<std::size_t>(B), inputs.size()};
 }
 
 }  // namespace loom::modelcheck

@@ -18,9 +18,12 @@
 
 namespace loom::modelcheck {
 
-// Windows of T tokens evaluated at most: 8 x 1024 tokens keep a d12 check
-// to a few seconds on a laptop's cores while averaging over enough text.
+// Windows evaluated at most, and tokens scored at most: a d12 forward over
+// 1024 tokens is ~0.3 TFLOP (several seconds on a laptop's cores), so a d12
+// check scores 2 windows of 1024; a tiny model 8 windows of its seq_len.
+// One window is held in memory at a time (a d12's logits: 200 MB each).
 inline constexpr int max_windows = 8;
+inline constexpr int max_scored_tokens = 2048;
 // Bytes read from the end of a text file: ample for 8 windows of 1024 GPT-2
 // tokens (about 4 bytes each), and a 10 GB corpus is not read whole.
 inline constexpr std::uint64_t tail_bytes = 256 * 1024;
@@ -42,8 +45,8 @@ struct scored {
   std::size_t tokens = 0;    // B x T targets scored
 };
 // Mean next-token loss of the model over the last windows of `ids`: B =
-// min(max_windows, (n-1)/T) windows of T tokens (T shrinks to n-1 for a
-// short text). invalid_argument for fewer than 2 tokens or an id >= vocab.
+// min(max_windows, max_scored_tokens / T, (n-1)/T), at least 1, windows of T
+// tokens (T shrinks to n-1 for a short text). invalid_argument for fewer than 2 tokens or an id >= vocab.
 // REQUIRES: params.size() == make_param_layout(cfg).total.
 result<scored> mean_loss(const model::gpt2_config& cfg, std::span<const float> params,
                          std::span<const std::uint32_t> ids, int seq_len);

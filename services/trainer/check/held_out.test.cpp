@@ -34,6 +34,10 @@ TEST_CASE("a freshly initialised model scores about ln(vocab) over the last whol
   REQUIRE(longer.ok());
   CHECK(longer->windows == 2);
   CHECK(longer->tokens == 16);
+  auto three = mean_loss(cfg, params, std::span(ids).subspan(0, 13), 4);  // 12 targets: 3 windows of 4
+  REQUIRE(three.ok());
+  CHECK(three->windows == 3);
+  CHECK(three->tokens == 12);
 }
 
 TEST_CASE("held-out tokens outside the vocabulary or too few of them are refused by name") {
