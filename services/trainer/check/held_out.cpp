@@ -7,11 +7,16 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 namespace loom::modelcheck {
 
 result<held_out_tokens> tokens_of_text_tail(const std::string& path, const std::string& tokenizer_name) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec))  // a device or a pipe may never end
+    return make_error(std::filesystem::exists(path, ec) ? errc::invalid_argument : errc::not_found,
+                      "held-out text " + path + (std::filesystem::exists(path, ec) ? " is not a regular file" : " is not there"));
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) return make_error(errc::not_found, "held-out text " + path + " cannot be opened");
   const std::uint64_t size = static_cast<std::uint64_t>(in.tellg());

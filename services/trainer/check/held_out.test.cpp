@@ -49,3 +49,10 @@ TEST_CASE("held-out tokens outside the vocabulary or too few of them are refused
   std::vector<std::uint32_t> one{1};
   CHECK(mean_loss(cfg, params, one, 2).code() == errc::invalid_argument);
 }
+
+TEST_CASE("held-out text that is a device or missing is refused by name, never read") {
+  auto dev = tokens_of_text_tail("/dev/zero", "gpt2");
+  REQUIRE_FALSE(dev.ok());
+  CHECK(dev.err().message == "held-out text /dev/zero is not a regular file");
+  CHECK(tokens_of_text_tail("/nonexistent/eval.txt", "gpt2").code() == errc::not_found);
+}
