@@ -16,6 +16,7 @@
 #include "libs/export/hf_dir.hpp"
 #include "libs/files/files.hpp"
 
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
