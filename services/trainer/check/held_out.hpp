@@ -18,12 +18,13 @@
 
 namespace loom::modelcheck {
 
-// Windows evaluated at most, and tokens scored at most: a d12 forward over
-// 1024 tokens is ~0.3 TFLOP (several seconds on a laptop's cores), so a d12
-// check scores 2 windows of 1024; a tiny model 8 windows of its seq_len.
-// One window is held in memory at a time (a d12's logits: 200 MB each).
+// Windows evaluated at most, and tokens scored at most: a forward costs
+// about 2 x params x tokens FLOP plus the LM head (a d6 over 1024 tokens:
+// ~0.1 TFLOP, 7.6 s on the loaded 2-core dev box; a d12: ~0.3 TFLOP), so a
+// d12 check scores 1 window of 1024, a d6 8 of 128, a tiny model 8 of its
+// seq_len. One window is held in memory at a time (a d12's logits: 200 MB).
 inline constexpr int max_windows = 8;
-inline constexpr int max_scored_tokens = 2048;
+inline constexpr int max_scored_tokens = 1024;
 // Bytes read from the end of a text file: ample for 8 windows of 1024 GPT-2
 // tokens (about 4 bytes each), and a 10 GB corpus is not read whole.
 inline constexpr std::uint64_t tail_bytes = 256 * 1024;
