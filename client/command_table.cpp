@@ -147,6 +147,26 @@ std::vector<command_spec> build() {
       row("model diff", "A B", 2, 2, {}, "what differs between two model versions"),
       row("model rollback", "VERSION", 1, 1, {text("reason", "TEXT", "why (kept in the audit record)")},
           "make an earlier version its model's current one again (operator; hash-checked; audited)"),
+      row("model check", "VERSION", 1, 1,
+          {path("held-out", "FILE", "text to score the loss on (default: the tail of the version's own data)"),
+           text("max-loss", "X", "the highest held-out loss accepted (with the template's export.max_loss: the lower)"),
+           flag("override-compliance", "admin: accept a lineage with quarantined licences or unredacted PII (audited)"),
+           text("reason", "TEXT", "why (with --override-compliance; kept in the audit record)")},
+          "every pre-export check; lists every failure, exit 1 on any",
+          "  signature (manifest HMAC, every file's SHA-256, params hash as recorded), finite\n"
+          "  (no NaN/Inf), shapes (checkpoint = config), tokenizer (size = vocab, <|endoftext|>),\n"
+          "  held_out_loss (finite, at most export.max_loss / --max-loss, else ln(vocab)),\n"
+          "  compliance (the lineage's import reports; raw files: not assessed).\n"
+          "  Runs on the deployment's machine: reads the checkpoint under the data dir."),
+      row("model export", "VERSION", 1, 1,
+          {required(choice("format", {"hf", "gguf"}, "a Hugging Face GPT-2 directory or a llama.cpp GGUF file")),
+           choice("type", {"f32", "f16", "q8_0"}, "GGUF tensor type (default f32)"),
+           required(path("out", "PATH", "hf: an absent or empty directory; gguf: the file, or a directory for it")),
+           path("held-out", "FILE", "as for `model check`"), text("max-loss", "X", "as for `model check`"),
+           flag("override-compliance", "as for `model check` (admin; audited)"),
+           text("reason", "TEXT", "why (with --override-compliance)")},
+          "check, then export a version (audited); a failed check exports nothing",
+          "  gguf --out DIR (or PATH/) writes DIR/<model>-<version>-<type>.gguf."),
       row("site enrol", "", 0, 0,
           {required(text("site", "NAME", "the name the token was issued for")),
            required(text("cloud", "tcp://HOST:PORT", "the cloud scheduler (`loom site token` prints it)")),

@@ -1,7 +1,9 @@
 // `loom model list|show|diff|rollback`: the scheduler's model registry
 // (services/scheduler/models). Every stage that succeeds leaves a version;
 // rollback needs the operator role and is audited there, the rest any viewer.
+// `check` and `export` are in model_check.cpp and model_export.cpp.
 #include "client/cli.hpp"
+#include "client/model_check.hpp"
 #include "client/typed_call.hpp"
 
 #include "loom/v1/models.pb.h"
@@ -139,11 +141,13 @@ int cmd_model_rollback(context& c) {
 
 int cmd_model(context& c) {
   static const std::map<std::string, int (*)(context&)> subcommands = {
-      {"list", cmd_model_list}, {"show", cmd_model_show}, {"diff", cmd_model_diff}, {"rollback", cmd_model_rollback}};
+      {"list", cmd_model_list},         {"show", cmd_model_show},    {"diff", cmd_model_diff},
+      {"rollback", cmd_model_rollback}, {"check", cmd_model_check}, {"export", cmd_model_export}};
   auto it = c.a.positional.size() < 2 ? subcommands.end() : subcommands.find(c.a.positional[1]);
   if (it == subcommands.end())
     return usage("usage: loom model list [--model NAME] [--limit N] | show VERSION | diff A B | rollback VERSION "
-                 "[--reason TEXT]");
+                 "[--reason TEXT] | check VERSION [--held-out FILE] [--max-loss X] [--override-compliance --reason TEXT] "
+                 "| export VERSION --format hf|gguf [--type f32|f16|q8_0] --out PATH");
   return it->second(c);
 }
 

@@ -73,6 +73,7 @@ mutating_call allowed_mutating(std::string_view type, int n) {
       {"loom.v1.RevokeSiteRequest", {"scheduler", "", errc::invalid_argument}},
       {"loom.v1.EnrolSiteRequest", {"scheduler", "", errc::invalid_argument}},
       {"loom.v1.RollbackModelRequest", {"scheduler", "", errc::invalid_argument}},  // no version
+      {"loom.v1.RecordModelExportRequest", {"scheduler", "", errc::invalid_argument}},  // no version
   };
   auto it = empty.find(type);
   REQUIRE_MESSAGE(it != empty.end(), "no safe call known for the mutating type " << type << ": add one here");

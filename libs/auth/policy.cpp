@@ -7,7 +7,7 @@ namespace {
 
 // THE single place to add a request type. A new message that services accept
 // needs a row here, or every call to it is denied ("no policy for request type").
-constexpr std::array<policy_entry, 38> table{{
+constexpr std::array<policy_entry, 39> table{{
     // type                             min role         mutating  what   service
     {"loom.v1.PingRequest",             role::viewer,    false, "echo a payload; liveness and latency probe", "*"},
     {"loom.v1.HealthRequest",           role::viewer,    false, "service health, restarts and sub-checks", "*"},
@@ -46,6 +46,8 @@ constexpr std::array<policy_entry, 38> table{{
     {"loom.v1.GetModelRequest",         role::viewer,    false, "one model version with its lineage", "scheduler"},
     {"loom.v1.DiffModelsRequest",       role::viewer,    false, "what differs between two model versions", "scheduler"},
     {"loom.v1.RollbackModelRequest",    role::operator_, true,  "make an earlier model version current again (hash-checked)", "scheduler"},
+    // Admin when it carries a compliance override (the scheduler checks that).
+    {"loom.v1.RecordModelExportRequest", role::operator_, true, "record a model export (or an overridden check) with its checks' outcomes", "scheduler"},
     // Token-free (token_free below): the enrolment token in the body is the credential.
     {"loom.v1.EnrolSiteRequest",        role::viewer,    true,  "an edge site enrols with a one-time token and its CURVE keys", "scheduler"},
 }};

@@ -10,7 +10,7 @@ namespace loom::runspec {
 namespace {
 
 const std::set<std::string, std::less<>> run_sections = {"model",      "data",    "train",   "optim",
-                                                         "checkpoint", "anomaly", "parallel", "diloco"};
+                                                         "checkpoint", "anomaly", "parallel", "diloco", "export"};
 
 const std::map<std::string, std::string, std::less<>> shortcuts = {
     {"dataset", "data.dataset"}, {"text", "data.text"},   {"sft", "data.sft"},       {"shards", "data.shards"},
@@ -111,7 +111,7 @@ result<job_plan> resolve_parsed(std::string_view tmpl, const toml::table& root,
         base_lines[key + "." + std::string(kk.str())] = static_cast<int>(vv.source().begin.line);
     } else {
       return bad(tmpl,
-                 "[" + key + "] is not a section (job, stage, model, data, train, optim, checkpoint, anomaly, parallel, diloco)");
+                 "[" + key + "] is not a section (job, stage, model, data, train, optim, checkpoint, anomaly, parallel, diloco, export)");
     }
   }
   if (stage_tables)

@@ -28,6 +28,7 @@ const std::map<std::string, std::set<std::string>, std::less<>>& known_keys() {
       {"parallel", {"trainers", "min_trainers", "max_trainers", "timeout_s"}},
       {"diloco", {"sites", "inner_steps", "codec", "fragments", "quorum", "outer_lr", "outer_momentum", "staleness",
                   "deadline_min_s", "datasets", "sync_wait_s"}},
+      {"export", {"max_loss"}},
   };
   return k;
 }
@@ -145,7 +146,7 @@ status check_known_keys(const toml::table& root, const std::string& origin, cons
     auto it = known_keys().find(sec.str());
     if (it == known_keys().end())
       return bad(where(origin, node), "[" + std::string(sec.str()) + "]",
-                 "is not a section (known: model, data, train, optim, checkpoint, anomaly, output, parallel, diloco)");
+                 "is not a section (known: model, data, train, optim, checkpoint, anomaly, output, parallel, diloco, export)");
     const toml::table* t = node.as_table();
     if (!t) return bad(where(origin, node), std::string(sec.str()), "must be a table");
     for (auto&& [key, value] : *t)
@@ -348,6 +349,7 @@ result<run_config> read_run_config(const toml::table& root, const std::string& o
   r.real("diloco", "deadline_min_s", d.deadline_min_s, 0.0, 3600.0);
   r.words("diloco", "datasets", d.datasets);
   r.real("diloco", "sync_wait_s", d.sync_wait_s, 0.0, 3600.0);
+  r.real("export", "max_loss", c.export_max_loss, 0.0, 1e6);
   if (r.first_error) return *r.first_error;
 
   auto bad_cfg = [&](const std::string& why) { return make_error(errc::invalid_argument, origin + ": " + why); };

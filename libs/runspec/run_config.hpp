@@ -129,6 +129,10 @@ struct run_config {
 
   diloco_settings diloco;  // read only for kind = "diloco"
   bool is_diloco() const { return kind == "diloco"; }
+  // [export] max_loss: the highest held-out loss `loom model check` accepts
+  // for this stage's model (0 = unset: ln(vocab), a uniform guess's loss).
+  // Not in math_hash: it changes no number of the run.
+  double export_max_loss = 0;
 
   // SHA-256 hex over every field that changes the numbers (model, data source,
   // train, optim); not over checkpoint or output settings. A resumed run

@@ -200,3 +200,19 @@ TEST_CASE("diloco.datasets gives every site its own dataset and replaces data.*"
   REQUIRE(lm.ok());
   CHECK(lm->min_trainers == 1);
 }
+
+TEST_CASE("export.max_loss is read, range-checked, and leaves the math hash alone") {
+  auto plain = parse_run_config(base, "run.toml");
+  auto bar = parse_run_config(base, "run.toml", {"export.max_loss=4.5"});
+  REQUIRE(plain.ok());
+  REQUIRE(bar.ok());
+  CHECK(plain->export_max_loss == 0);
+  CHECK(bar->export_max_loss == 4.5);
+  CHECK(plain->math_hash() == bar->math_hash());
+  auto negative = parse_run_config(base, "run.toml", {"export.max_loss=-1"});
+  REQUIRE_FALSE(negative.ok());
+  CHECK(negative.err().message.find("export.max_loss must be in [0, 1e+06]") != std::string::npos);
+  auto unknown = parse_run_config(base, "run.toml", {"export.min_loss=1"});
+  REQUIRE_FALSE(unknown.ok());
+  CHECK(unknown.err().message.find("export.min_loss is not a known key") != std::string::npos);
+}

@@ -161,6 +161,8 @@ void scheduler_logic::register_handlers() {
       .on<GetModelRequest>([this](const GetModelRequest& r, ctx_t) { return get_model(r); })
       .on<DiffModelsRequest>([this](const DiffModelsRequest& r, ctx_t) { return diff_models(r); })
       .on<RollbackModelRequest>([this](const RollbackModelRequest& r, ctx_t c) { return rollback_model(r, c); })
+      // A model export (or an overridden check) and its checks, for the audit log.
+      .on<RecordModelExportRequest>([this](const RecordModelExportRequest& r, ctx_t c) { return record_model_export(r, c); })
       // A site enrols with its token and keys (no bearer token: sites/site_handlers.cpp).
       .on<EnrolSiteRequest>([this](const EnrolSiteRequest& r, ctx_t) { return enrol_site(r); });
 }

@@ -53,6 +53,7 @@ class ListModelsRequest;
 class GetModelRequest;
 class DiffModelsRequest;
 class RollbackModelRequest;
+class RecordModelExportRequest;
 class ModelVersion;
 }  // namespace loom::v1
 
@@ -129,6 +130,7 @@ class scheduler_logic final : public runtime::service_logic {
   runtime::handled get_model(const loom::v1::GetModelRequest& req);
   runtime::handled diff_models(const loom::v1::DiffModelsRequest& req);
   runtime::handled rollback_model(const loom::v1::RollbackModelRequest& req, const runtime::call_context& ctx);
+  runtime::handled record_model_export(const loom::v1::RecordModelExportRequest& req, const runtime::call_context& ctx);
   void describe(const model_version_rec& v, bool current, loom::v1::ModelVersion* out) const;
   // A job as the wire shows it, with each queued stage's reason to wait.
   void describe(const job_rec& j, loom::v1::JobInfo* out) const;

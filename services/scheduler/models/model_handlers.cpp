@@ -1,8 +1,10 @@
-// The scheduler's model-registry requests (issue 16 item 5): list, show, diff
-// and rollback, and the hook that registers each succeeded stage. Part of
-// scheduler_logic; runs on the service actor's thread. The gateway audits
-// each request; a rollback's payload names the version, the one it replaced
-// and the reason.
+// The scheduler's model-registry requests (issue 16 items 5-7): list, show,
+// diff, rollback and the export record, and the hook that registers each
+// succeeded stage. Part of scheduler_logic; runs on the service actor's
+// thread. The gateway audits each mutating request; a rollback's payload
+// names the version, the one it replaced and the reason; an export record's
+// names the version, format, output, its hash, every check's outcome and any
+// compliance override with its reason (admin only).
 #include "services/scheduler/scheduler_logic.hpp"
 
 #include "libs/runtime/logic_pb.hpp"
@@ -28,6 +30,37 @@ handled refused_or_store(const error& e) {
 }
 
 constexpr std::uint32_t max_list = 10000;
+
+// What an export record must hold to be stored (the client ran the checks).
+status check_export_record(const loom::v1::RecordModelExportRequest& r, const std::string& role) {
+  auto bad = [](const std::string& why) { return make_error(errc::invalid_argument, "RecordModelExport: " + why); };
+  if (r.version().empty()) return bad("no version");
+  const bool is_check = r.action() == "check", is_export = r.action() == "export";
+  if (!is_check && !is_export) return bad("action must be check or export, got \"" + r.action() + "\"");
+  if (is_check && r.outcome() != "passed" && r.outcome() != "failed")
+    return bad("a check's outcome is passed or failed, got \"" + r.outcome() + "\"");
+  if (is_export && r.outcome() != "exported" && r.outcome() != "refused")
+    return bad("an export's outcome is exported or refused, got \"" + r.outcome() + "\"");
+  if (is_export && r.format() != "hf" && r.format() != "gguf") return bad("format must be hf or gguf");
+  if (r.checks_size() == 0) return bad("no checks: an export is recorded with the checks it passed");
+  bool compliance_overridden = false;
+  for (const auto& c : r.checks()) {
+    if (c.status() != "pass" && c.status() != "fail" && c.status() != "not_assessed" && c.status() != "overridden")
+      return bad("check " + c.name() + " has status \"" + c.status() + "\"");
+    if (c.status() == "overridden" && c.name() != "compliance") return bad("only compliance may be overridden");
+    if (c.status() == "fail" && (r.outcome() == "exported" || r.outcome() == "passed"))
+      return bad("outcome " + r.outcome() + " with the failed check " + c.name());
+    compliance_overridden = compliance_overridden || c.status() == "overridden";
+  }
+  if (compliance_overridden && !r.override_compliance()) return bad("a check says overridden but no override was asked");
+  if (r.override_compliance()) {
+    if (role != "admin")
+      return make_error(errc::permission_denied,
+                        "overriding the compliance check needs the admin role (this token's role: " + role + ")");
+    if (r.reason().empty()) return bad("a compliance override needs a reason (--reason TEXT)");
+  }
+  return ok_status();
+}
 }  // namespace
 
 void scheduler_logic::set_models(std::unique_ptr<model_registry> models) {
@@ -128,6 +161,31 @@ handled scheduler_logic::rollback_model(const loom::v1::RollbackModelRequest& re
   h.audit_payload = nlohmann::json{{"model", v->model}, {"version", v->version}, {"previous", *previous},
                                    {"params_sha256", v->params_sha256}, {"reason", req.reason()}}
                         .dump();
+  return h;
+}
+
+handled scheduler_logic::record_model_export(const loom::v1::RecordModelExportRequest& req,
+                                             const call_context& ctx) {
+  if (!models_) return no_models();
+  if (auto st = check_export_record(req, ctx.role); !st) return fail(st.err());
+  auto v = models_->get(req.version());
+  if (!v) return refused_or_store(v.err());
+  auto cur = models_->is_current(*v);
+  loom::v1::RecordModelExportReply rep;
+  describe(*v, cur.ok() && *cur, rep.mutable_version());
+  nlohmann::json checks = nlohmann::json::array();
+  for (const auto& c : req.checks())
+    checks.push_back({{"name", c.name()}, {"status", c.status()}, {"detail", c.detail()}});
+  auto h = reply(rep);
+  h.audit_job_id = v->job_id;
+  h.audit_payload = nlohmann::json{{"model", v->model},          {"version", v->version},
+                                   {"params_sha256", v->params_sha256}, {"action", req.action()},
+                                   {"outcome", req.outcome()},   {"format", req.format()},
+                                   {"type", req.type()},         {"out", req.out()},
+                                   {"output_sha256", req.output_sha256()}, {"output_bytes", req.output_bytes()},
+                                   {"checks", checks},           {"override_compliance", req.override_compliance()},
+                                   {"reason", req.reason()}}
+                        .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   return h;
 }
 

@@ -18,6 +18,7 @@
 #include "services/scheduler/schema.hpp"
 
 #include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
 
 #include <fstream>
 #include <vector>
@@ -200,4 +201,63 @@ TEST_CASE("the scheduler answers ListModels, GetModel, DiffModels and RollbackMo
   CHECK(g.version().current());
   gr.set_version("mv-000404");
   CHECK(call(gr).code == errc::not_found);
+}
+
+TEST_CASE("RecordModelExport keeps an export's checks in its audit payload and needs an admin for a compliance override") {
+  models_fixture f;
+  REQUIRE(f.reg->register_stage(f.stage("job-000001", "pretrain", f.snapshot(f.dir.path() + "/a", 100, 1.0f))).ok());
+  scheduler_logic logic(f.db.get());
+  logic.set_models(std::make_unique<model_registry>(f.db.get(), [&] { return f.now; }, verifying_inspector(f.key_path)));
+  runtime::call_context op{"r1", "op", "operator", "local", "default", ""};
+  runtime::call_context admin{"r2", "root", "admin", "local", "default", ""};
+  auto call = [&](const google::protobuf::Message& m, const runtime::call_context& ctx) {
+    return logic.handle(std::string(m.GetTypeName()), m.SerializeAsString(), ctx);
+  };
+  v1::RecordModelExportRequest r;
+  r.set_version("mv-000001");
+  r.set_action("export");
+  r.set_outcome("exported");
+  r.set_format("gguf");
+  r.set_type("q8_0");
+  r.set_out("/srv/m.gguf");
+  r.set_output_sha256("ab12");
+  for (const char* name : {"signature", "finite", "shapes", "tokenizer", "held_out_loss"}) {
+    auto* c = r.add_checks();
+    c->set_name(name);
+    c->set_status("pass");
+  }
+  auto* compliance = r.add_checks();
+  compliance->set_name("compliance");
+  compliance->set_status("not_assessed");
+  auto h = call(r, op);
+  REQUIRE_MESSAGE(h.code == errc::ok, h.message);
+  CHECK(h.audit_job_id == "job-000001");
+  auto payload = nlohmann::json::parse(h.audit_payload);
+  CHECK(payload["outcome"] == "exported");
+  CHECK(payload["type"] == "q8_0");
+  CHECK(payload["checks"].size() == 6);
+  CHECK(payload["checks"][5]["status"] == "not_assessed");
+
+  // "exported" with a failed check is refused; "refused" with it is recorded.
+  r.mutable_checks(1)->set_status("fail");
+  CHECK(call(r, op).code == errc::invalid_argument);
+  r.set_outcome("refused");
+  CHECK(call(r, op).code == errc::ok);
+
+  // An overridden compliance check: admin and a reason, or refused.
+  r.mutable_checks(1)->set_status("pass");
+  r.set_outcome("exported");
+  compliance->set_status("overridden");
+  r.set_override_compliance(true);
+  r.set_reason("cleared by legal");
+  h = call(r, op);
+  CHECK(h.code == errc::permission_denied);
+  CHECK(h.message.find("needs the admin role") != std::string::npos);
+  CHECK(call(r, admin).code == errc::ok);
+  r.set_reason("");
+  CHECK(call(r, admin).code == errc::invalid_argument);
+
+  r.set_reason("x");
+  r.set_version("mv-000404");
+  CHECK(call(r, admin).code == errc::not_found);
 }

@@ -1,0 +1,58 @@
+#include "services/trainer/check/held_out.hpp"
+
+#include "services/trainer/engine/model.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <vector>
+
+using namespace loom;
+using namespace loom::modelcheck;
+
+namespace {
+constexpr model::gpt2_config cfg{2, 2, 16, 8, 100, 128};
+
+std::vector<float> random_params() {
+  auto m = engine::gpt2::create(cfg, 1, 1);
+  REQUIRE(m.ok());
+  m->init_random(7);
+  return {m->params().begin(), m->params().end()};
+}
+}  // namespace
+
+TEST_CASE("a freshly initialised model scores about ln(vocab) over the last whole windows of the text") {
+  const auto params = random_params();
+  std::vector<std::uint32_t> ids(21);
+  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::uint32_t>((i * 37) % 100);
+  auto s = mean_loss(cfg, params, ids, 4);  // (21 - 1) / 4 = 5 windows of 4
+  REQUIRE(s.ok());
+  CHECK(s->windows == 5);
+  CHECK(s->tokens == 20);
+  CHECK(std::abs(s->loss - std::log(100.0)) < 0.3);
+  auto longer = mean_loss(cfg, params, ids, 64);  // T = min(64, maxT 8, 20)
+  REQUIRE(longer.ok());
+  CHECK(longer->windows == 2);
+  CHECK(longer->tokens == 16);
+  auto three = mean_loss(cfg, params, std::span(ids).subspan(0, 13), 4);  // 12 targets: 3 windows of 4
+  REQUIRE(three.ok());
+  CHECK(three->windows == 3);
+  CHECK(three->tokens == 12);
+}
+
+TEST_CASE("held-out tokens outside the vocabulary or too few of them are refused by name") {
+  const auto params = random_params();
+  std::vector<std::uint32_t> ids{1, 2, 300, 4};
+  auto s = mean_loss(cfg, params, ids, 2);
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.err().message == "held-out token id 300 is outside the model's vocabulary of 100");
+  std::vector<std::uint32_t> one{1};
+  CHECK(mean_loss(cfg, params, one, 2).code() == errc::invalid_argument);
+}
+
+TEST_CASE("held-out text that is a device or missing is refused by name, never read") {
+  auto dev = tokens_of_text_tail("/dev/zero", "gpt2");
+  REQUIRE_FALSE(dev.ok());
+  CHECK(dev.err().message == "held-out text /dev/zero is not a regular file");
+  CHECK(tokens_of_text_tail("/nonexistent/eval.txt", "gpt2").code() == errc::not_found);
+}
