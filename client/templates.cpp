@@ -41,7 +41,11 @@ std::vector<std::string> template_dirs(const context& c) {
 
 result<found_template> find_template(const context& c, const std::string& name) {
   std::error_code ec;
-  if (name.ends_with(".toml") || (name.find('/') != std::string::npos && fs::is_regular_file(name, ec))) {
+  // A path: a .toml file, or a name with '/' that is a file here (not a folder
+  // such as ./industry/legal, which is looked up as a template name below).
+  const bool path = name.ends_with(".toml") || name.starts_with("/") ||
+                    (name.find('/') != std::string::npos && fs::exists(name, ec) && !fs::is_directory(name, ec));
+  if (path) {
     auto text = read_template(name);
     if (!text) return text.err();
     const fs::path p(name);

@@ -150,9 +150,12 @@ int cmd_templates(context& c) {
   if (c.json) {
     print_json({{"templates", all}});
   } else {
-    for (const auto& t : all)
-      std::printf("%-28s %s\n", printable(t["name"].get<std::string>()).c_str(),
-                  printable(t["about"].get<std::string>()).c_str());
+    for (const auto& t : all) {
+      const std::string name = t["name"].get<std::string>();
+      std::string about = t["about"].get<std::string>();
+      if (about.rfind(name + ": ", 0) == 0) about.erase(0, name.size() + 2);  // the header names it: once is enough
+      std::printf("%-28s %s\n", printable(name).c_str(), printable(about).c_str());
+    }
   }
   return ok_exit;
 }

@@ -181,7 +181,7 @@ TEST_CASE("every training template is listed with its summary, shown, and runs t
   CHECK(d12["stages"][0]["data"]["dataset"] == "web");
   CHECK(d12["data_placeholder"] == false);
 
-  REQUIRE(run_loom(home.path(), {"up", "--trainers", "2"}, 60s).code == 0);
+  REQUIRE(run_loom(home.path(), {"up", "--import-root", "/usr/share/common-licenses", "--trainers", "2"}, 60s).code == 0);
   // Continued pretraining and SFT-only templates start from pretrain-tiny's result.
   auto from_checkpoint = [](const std::string& n) { return n.rfind("continued-", 0) == 0 || n.rfind("sft-", 0) == 0; };
   std::vector<std::pair<std::string, std::string>> jobs;
