@@ -27,6 +27,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// LOOM_SOURCE_DIR, not __FILE__ (relative under ccache's base_dir); passed as
+// --templates so the test does not depend on where the build dir lies.
 const std::string templates_dir = LOOM_SOURCE_DIR "/templates";
 const char* corpus = "/usr/share/common-licenses/GPL-3";
 
@@ -51,7 +53,7 @@ std::string slurp(const std::string& p) {
 }
 
 std::string submit(const std::string& home, const std::string& tmpl, std::vector<std::string> extra) {
-  std::vector<std::string> args = {"job", "submit", "--template", tmpl};
+  std::vector<std::string> args = {"job", "submit", "--templates", templates_dir, "--template", tmpl};
   args.insert(args.end(), extra.begin(), extra.end());
   auto j = loom_json(home, args);
   INFO(tmpl);
@@ -105,7 +107,9 @@ TEST_CASE("every industry template imports its sample with loom data import --te
     auto ingest = runspec::read_ingest_section("industry/" + n, slurp(dir + "/template.toml"));
     REQUIRE(ingest.ok());
     int code = -1;
-    auto j = loom_json(home.path(), {"data", "import", dir + "/sample", "--dataset", n, "--template", "industry/" + n},
+    auto j = loom_json(home.path(),
+                       {"data", "import", dir + "/sample", "--dataset", n, "--template", "industry/" + n, "--templates",
+                        templates_dir},
                        120s, &code);
     REQUIRE(code == 0);
     CHECK(j["state"] == "succeeded");
@@ -122,17 +126,19 @@ TEST_CASE("every industry template imports its sample with loom data import --te
   // An explicit flag overrides the template; a template without [ingest], or
   // files of a format the template does not accept, are refused before any import.
   int code = -1;
-  auto over = loom_json(home.path(), {"data", "import", templates_dir + "/industry/clinical-notes/sample", "--dataset",
-                                      "notes-raw", "--template", "industry/clinical-notes", "--no-pii"}, 120s, &code);
+  auto over = loom_json(home.path(),
+                        {"data", "import", templates_dir + "/industry/clinical-notes/sample", "--dataset", "notes-raw",
+                         "--template", "industry/clinical-notes", "--no-pii", "--templates", templates_dir},
+                        120s, &code);
   CHECK(code == 0);
   CHECK(over["report"]["options"]["pii"] == false);
   auto none = run_loom(home.path(), {"data", "import", templates_dir + "/industry/legal/sample", "--dataset", "x",
-                                     "--template", "pipeline-tiny"});
+                                     "--template", "pipeline-tiny", "--templates", templates_dir});
   CHECK(none.code != 0);
   CHECK(none.err.find("template pipeline-tiny") != std::string::npos);
   CHECK(none.err.find("has no [ingest] section") != std::string::npos);
   auto fmt = run_loom(home.path(), {"data", "import", templates_dir + "/industry/legal/sample", "--dataset", "x",
-                                    "--template", "industry/code"});
+                                    "--template", "industry/code", "--templates", templates_dir});
   CHECK(fmt.code != 0);
   CHECK(fmt.err.find("accepts only jsonl files") != std::string::npos);
   CHECK(fmt.err.find("clauses-01.txt (text)") != std::string::npos);
@@ -162,13 +168,13 @@ TEST_CASE("every training template is listed with its summary, shown, and runs t
 
   temp_dir home;
   up_guard guard{home.path()};
-  auto listed = loom_json(home.path(), {"templates"});
+  auto listed = loom_json(home.path(), {"templates", "--templates", templates_dir});
   REQUIRE(listed["templates"].size() >= names.size() + 10);
   for (const auto& t : listed["templates"]) {
     INFO(t.dump());
     CHECK(t["about"].get<std::string>().rfind(t["name"].get<std::string>() + ": ", 0) == 0);
   }
-  auto shown = loom_json(home.path(), {"templates", "show", "industry/legal"});
+  auto shown = loom_json(home.path(), {"templates", "show", "industry/legal", "--templates", templates_dir});
   CHECK(shown["header"].size() >= 3);
   CHECK(shown["ingest"]["pii"] == true);
   REQUIRE(shown["stages"].size() == 2);
@@ -176,7 +182,7 @@ TEST_CASE("every training template is listed with its summary, shown, and runs t
   CHECK(shown["stages"][0]["layers"] == 4);
   CHECK(shown["stages"][0]["config"].get<std::string>().find("[model]") != std::string::npos);
   CHECK(shown["data_placeholder"] == true);
-  auto d12 = loom_json(home.path(), {"templates", "show", "pipeline-d12", "--set", "dataset=web"});
+  auto d12 = loom_json(home.path(), {"templates", "show", "pipeline-d12", "--set", "dataset=web", "--templates", templates_dir});
   CHECK(d12["stages"][0]["parameters"].get<double>() > 120e6);
   CHECK(d12["stages"][0]["data"]["dataset"] == "web");
   CHECK(d12["data_placeholder"] == false);
