@@ -32,11 +32,12 @@ namespace {
 const std::string templates_dir = LOOM_SOURCE_DIR "/templates";
 const char* corpus = "/usr/share/common-licenses/GPL-3";
 
-// The pipeline-test shape, so that 37 stages fit in a few minutes on 2 cores.
+// The pipeline-test shape, so that ~40 stages fit in a few minutes on 2 cores; each
+// template keeps its own grad_accum and [parallel] group (loom up --trainers 2).
 std::vector<std::string> tiny(int steps) {
   std::vector<std::string> out;
   for (std::string kv : {"model.layers=2", "model.heads=2", "model.channels=64", "model.max_seq_len=64", "seq_len=32",
-                         "batch=2", "train.grad_accum=1", "threads=1", "checkpoint.every_steps=0"}) {
+                         "batch=2", "threads=1", "checkpoint.every_steps=0"}) {
     out.push_back("--set");
     out.push_back(kv);
   }
@@ -211,6 +212,11 @@ TEST_CASE("every training template is listed with its summary, shown, and runs t
       extra.insert(extra.end(), {"--set", std::string("text=") + corpus, "--set", "model.init_from=" + base});
       jobs.emplace_back(n, submit(home.path(), n, extra));
     }
-  for (const auto& [n, id] : jobs) check_succeeded(wait_done(home.path(), id, 240s), n, 2);
+  for (const auto& [n, id] : jobs) {
+    const json j = wait_done(home.path(), id, 240s);
+    check_succeeded(j, n, 2);
+    if (n == "pretrain-small-gang") CHECK(j["stages"][0]["min_trainers"] == 2);  // its [parallel] group held
+    if (n == "pretrain-tiny-elastic") CHECK(j["stages"][0]["max_trainers"] == 2);
+  }
   MESSAGE("training templates: " << names.size() << " jobs in " << seconds_since(t0) << " s");
 }
