@@ -6,7 +6,10 @@
 // cancelled, 3 when the path lies outside the import roots. verify hashes
 // every shard as a task: exit 0 intact, 1 damaged (naming the shards).
 #include "client/cli.hpp"
+#include "client/templates.hpp"
 #include "client/typed_call.hpp"
+
+#include "libs/runspec/template_info.hpp"
 
 #include "loom/v1/ingest.pb.h"
 
@@ -14,6 +17,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -57,6 +61,36 @@ std::string progress_line(const loom::v1::TaskInfo& t) {
                 static_cast<unsigned long long>(t.kept()), static_cast<unsigned long long>(t.rejected()),
                 static_cast<unsigned long long>(t.duplicates()), t.elapsed_s());
   return buf;
+}
+
+// Every file under `path` (hidden ones skipped, as the readers do) whose format
+// is not in `formats`: "name (format)" for the first few, "" when all are.
+std::string outside_formats(const std::filesystem::path& path, const std::vector<std::string>& formats) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> bad;
+  std::size_t n = 0;
+  auto check = [&](const fs::path& f) {
+    const std::string fmt = runspec::ingest_format_of(f.string());
+    if (std::find(formats.begin(), formats.end(), fmt) != formats.end()) return;
+    if (++n <= 5) bad.push_back(f.string() + " (" + (fmt.empty() ? std::string("unknown format") : fmt) + ")");
+  };
+  std::error_code ec;
+  if (!fs::is_directory(path, ec)) {
+    check(path);
+  } else {
+    for (auto it = fs::recursive_directory_iterator(path, ec); !ec && it != fs::recursive_directory_iterator();
+         it.increment(ec)) {
+      if (it->path().filename().string().starts_with(".")) {
+        if (it->is_directory()) it.disable_recursion_pending();
+        continue;
+      }
+      if (it->is_regular_file()) check(it->path());
+    }
+  }
+  std::string out;
+  for (const auto& b : bad) out += (out.empty() ? "" : ", ") + b;
+  if (n > bad.size()) out += " and " + std::to_string(n - bad.size()) + " more";
+  return out;
 }
 
 bool ended(const std::string& s) { return s == "succeeded" || s == "failed" || s == "cancelled"; }
@@ -113,20 +147,43 @@ int cmd_data_import(context& c) {
   auto dataset = c.a.get("dataset");
   if (pos.size() < 3 || !dataset)
     return usage("usage: loom data import PATH --dataset NAME [--profile default|web|code|minimal] [--memory 512MiB]\n"
-                 "       [--nodes n1,n2] [--deny GPL-3.0,CC-BY-NC-*] [--no-pii] [--no-dedup] [--field text] [--json]");
+                 "       [--nodes n1,n2] [--deny GPL-3.0,CC-BY-NC-*] [--no-pii] [--no-dedup] [--field text] [--template T]\n"
+                 "       [--json]");
   std::error_code ec;
   auto abs = std::filesystem::absolute(pos[2], ec);
   if (ec) return usage("loom data import: cannot resolve " + printable(pos[2]));
+  // --template T: the import options of T's [ingest] section; explicit flags override them.
+  runspec::ingest_settings g;
+  if (auto tn = c.a.get("template")) {
+    auto t = find_template(c, *tn);
+    if (!t) return fail(c, t.err());
+    auto s = runspec::read_ingest_section(t->name, t->text);
+    if (!s) return fail(c, s.err());
+    if (!s->present)
+      return fail(c, make_error(errc::invalid_argument, "template " + t->name + " (" + t->path +
+                                                            ") has no [ingest] section (industry templates have one: "
+                                                            "`loom templates`)"));
+    g = std::move(*s);
+    if (auto bad = g.formats.empty() ? std::string() : outside_formats(abs, g.formats); !bad.empty()) {
+      std::string accepted;
+      for (const auto& f : g.formats) accepted += (accepted.empty() ? "" : ", ") + f;
+      return fail(c, make_error(errc::invalid_argument, "template " + t->name + " accepts only " + accepted +
+                                                            " files (ingest.formats); refused before importing: " + bad));
+    }
+  }
   loom::v1::ImportDatasetRequest req;
   req.set_path(abs.lexically_normal().string());
   req.set_dataset(*dataset);
-  req.set_profile(c.a.get_or("profile", ""));
+  req.set_profile(c.a.get_or("profile", g.profile));
   if (auto m = c.a.number("memory")) req.set_memory_bytes(*m);  // checked by the table (kind size)
   for (auto& n : split_commas(c.a.get_or("nodes", ""))) req.add_nodes(n);
-  for (auto& d : split_commas(c.a.get_or("deny", ""))) req.add_deny_licences(d);
-  req.set_no_pii(c.a.flag("no-pii"));
-  req.set_no_dedup(c.a.flag("no-dedup"));
-  req.set_text_field(c.a.get_or("field", ""));
+  if (c.a.get("deny"))
+    for (auto& d : split_commas(c.a.get_or("deny", ""))) req.add_deny_licences(d);
+  else
+    for (auto& d : g.deny_licences) req.add_deny_licences(d);
+  req.set_no_pii(c.a.flag("no-pii") || (g.pii && !*g.pii));
+  req.set_no_dedup(c.a.flag("no-dedup") || (g.dedup && !*g.dedup));
+  req.set_text_field(c.a.get_or("field", g.text_field));
   auto rep = typed_call<loom::v1::ImportDatasetReply>(c, "ingest", req, 1);
   if (!rep) return fail(c, rep.err());
   if (!c.json) std::printf("importing %s into dataset %s (task %s)\n", printable(req.path()).c_str(),

@@ -1,11 +1,12 @@
-// `loom job submit|list|show|cancel|watch|logs` and `loom templates`: training
-// jobs at the scheduler. Templates are TOML files (templates/ in the source
-// tree, or --templates DIR / $LOOM_TEMPLATES); the client sends the template's
-// text, so the scheduler needs no access to this machine's files.
+// `loom job submit|list|show|cancel|watch|logs`: training jobs at the
+// scheduler. Templates are TOML files found by client/templates.hpp; the
+// client sends the template's text, so the scheduler needs no access to this
+// machine's files.
 #include "client/cli.hpp"
 #include "client/typed_call.hpp"
 
 #include "client/input.hpp"
+#include "client/templates.hpp"
 #include "libs/files/files.hpp"
 #include "loom/v1/jobs.pb.h"
 
@@ -30,53 +31,6 @@ using nlohmann::json;
 template <class M>
 result<M> scheduler_call(context& c, const google::protobuf::Message& req, const std::string& request_id = "") {
   return typed_call<M>(c, "scheduler", req, 1, request_id);
-}
-
-// --templates, $LOOM_TEMPLATES, <binary>/../../templates (a build tree), the install path.
-std::vector<std::string> template_dirs(const context& c) {
-  std::vector<std::string> dirs;
-  if (auto t = c.a.get("templates")) dirs.push_back(*t);
-  if (const char* e = std::getenv("LOOM_TEMPLATES"); e && *e) dirs.emplace_back(e);
-  std::error_code ec;
-  auto exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) dirs.push_back((exe.parent_path().parent_path().parent_path() / "templates").string());
-  dirs.emplace_back("/usr/local/share/edgeloom/templates");
-  return dirs;
-}
-
-// A template is a page of TOML; past this it is not one (and the scheduler would refuse it).
-constexpr std::uint64_t max_template_bytes = 1 << 20;
-
-result<std::string> read_template(const std::string& path) {
-  return read_capped(path, max_template_bytes, "`loom job submit --template`");
-}
-
-result<std::pair<std::string, std::string>> find_template(const context& c, const std::string& name) {
-  if (name.find('/') != std::string::npos || name.ends_with(".toml")) {
-    auto text = read_template(name);
-    if (!text) return text.err();
-    return std::pair{fs::path(name).stem().string(), *text};
-  }
-  std::string tried;
-  for (const auto& d : template_dirs(c)) {
-    auto text = read_template(d + "/" + name + ".toml");
-    if (text) return std::pair{name, *text};
-    if (text.code() != errc::not_found) return text.err();
-    tried += (tried.empty() ? "" : ", ") + d;
-  }
-  return make_error(errc::not_found, "no template " + name + " (looked in " + tried + "; `loom templates` lists them)");
-}
-
-// Path-valued overrides are made absolute: the trainer runs elsewhere.
-std::string absolutize(const std::string& kv) {
-  auto eq = kv.find('=');
-  if (eq == std::string::npos) return kv;
-  const std::string key = kv.substr(0, eq), value = kv.substr(eq + 1);
-  const std::string last = key.substr(key.rfind('.') == std::string::npos ? 0 : key.rfind('.') + 1);
-  const bool pathy = last == "text" || last == "sft" || last == "shards" || last == "init_from";
-  if (!pathy || value.empty() || value[0] == '/') return kv;
-  std::error_code ec;
-  return key + "=" + fs::absolute(value, ec).lexically_normal().string();
 }
 
 // A stage holds its text file whole (text=FILE, sft=FILE): past this it would
@@ -185,9 +139,9 @@ int job_submit(context& c) {
   auto t = find_template(c, *tname);
   if (!t) return fail(c, t.err());
   loom::v1::SubmitJobRequest req;
-  req.set_template_name(t->first);
-  req.set_template_toml(t->second);
-  for (const auto& kv : c.a.all("set")) req.add_overrides(absolutize(kv));
+  req.set_template_name(t->name);
+  req.set_template_toml(t->text);
+  for (const auto& kv : c.a.all("set")) req.add_overrides(absolute_override(kv));
   req.set_priority_class(c.a.get_or("priority", ""));
   req.set_tenant(c.a.get_or("tenant", ""));
   req.set_zone(c.a.get_or("zone", ""));
@@ -344,34 +298,6 @@ int cmd_job(context& c) {
   auto it = subs.find(c.a.positional[1]);
   if (it == subs.end()) return usage("loom job: unknown subcommand '" + printable(c.a.positional[1]) + "'\n" + line);
   return it->second(c);
-}
-
-int cmd_templates(context& c) {
-  json all = json::array();
-  std::set<std::string> seen;
-  for (const auto& d : template_dirs(c)) {
-    std::error_code ec;
-    std::vector<fs::path> files;
-    for (const auto& e : fs::directory_iterator(d, ec))
-      if (e.path().extension() == ".toml") files.push_back(e.path());
-    std::sort(files.begin(), files.end());
-    for (const auto& f : files) {
-      const std::string name = f.stem().string();
-      if (!seen.insert(name).second) continue;
-      auto text = read_template(f.string());
-      std::string about;
-      if (text && text->rfind("# ", 0) == 0) about = text->substr(2, text->find('\n') - 2);
-      all.push_back({{"name", name}, {"path", f.string()}, {"about", about}});
-    }
-  }
-  if (c.json) {
-    print_json({{"templates", all}});
-  } else {
-    for (const auto& t : all)
-      std::printf("%-16s %s\n", printable(t["name"].get<std::string>()).c_str(),
-                  printable(t["about"].get<std::string>()).c_str());
-  }
-  return ok_exit;
 }
 
 }  // namespace loom::cli

@@ -101,6 +101,8 @@ result<job_plan> resolve_parsed(std::string_view tmpl, const toml::table& root,
     } else if (key == "stage") {
       stage_tables = v.as_table();
       if (!stage_tables) return bad(tmpl, "[stage] must hold one table per stage");
+    } else if (key == "ingest") {  // import options (template_info.hpp): checked, not run
+      if (auto s = read_ingest_table(tmpl, v); !s) return s.err();
     } else if (key == "kind") {
       base.insert_or_assign("kind", v);
       base_lines["kind"] = static_cast<int>(v.source().begin.line);
@@ -111,7 +113,8 @@ result<job_plan> resolve_parsed(std::string_view tmpl, const toml::table& root,
         base_lines[key + "." + std::string(kk.str())] = static_cast<int>(vv.source().begin.line);
     } else {
       return bad(tmpl,
-                 "[" + key + "] is not a section (job, stage, model, data, train, optim, checkpoint, anomaly, parallel, diloco, export)");
+                 "[" + key + "] is not a section (job, stage, model, data, train, optim, checkpoint, anomaly, parallel, "
+                 "diloco, export, ingest)");
     }
   }
   if (stage_tables)

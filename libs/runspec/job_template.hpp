@@ -9,6 +9,8 @@
 //   [model] [data] [train] [optim] [checkpoint] [anomaly] [parallel] [diloco]   shared by every stage
 //   kind = "lm"               the stages' kind (run_config.hpp), also per stage
 //   [stage.sft]               "train.steps" = 100, kind = "sft", ...  (one stage)
+//   [ingest]                  import options for the job's data (template_info.hpp):
+//                             validated here, used by `loom data import --template`
 //
 // Overrides, applied last: "section.key=value" (every stage),
 // "stage.section.key=value" (one stage), "kind=K" / "stage.kind=K", or a

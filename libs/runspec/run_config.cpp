@@ -141,7 +141,8 @@ class reader {
 
 status check_known_keys(const toml::table& root, const std::string& origin, const key_lines* lines) {
   for (auto&& [sec, node] : root) {
-    if (sec.str() == "job" || sec.str() == "stage") continue;  // a job template's own sections
+    if (sec.str() == "job" || sec.str() == "stage" || sec.str() == "ingest")
+      continue;  // a job template's own sections (ingest: template_info.hpp)
     if (sec.str() == "kind") continue;                         // the stage's kind: read below
     auto it = known_keys().find(sec.str());
     if (it == known_keys().end())

@@ -24,7 +24,7 @@
 //                 (a gang of N, or elastic in a range); a run in a group of W
 //                 trainers computes grad_accum / W of each step's micro-batches,
 //                 so W may not exceed train.grad_accum
-// A job template's [job] and [stage.*] sections are ignored here (the
+// A job template's [job], [stage.*] and [ingest] sections are ignored here (the
 // scheduler reads them), so one template file serves both.
 #pragma once
 

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "libs/runspec/run_config.hpp"
+#include "libs/runspec/template_info.hpp"
 
 #include <toml++/toml.h>
 
@@ -29,5 +30,8 @@ result<run_config> read_run_config(const toml::table& root, const std::string& o
 
 // A TOML value from `--set` text: 3, 1e-3, true, "x"; a bare word is a string.
 std::unique_ptr<toml::node> override_value(const std::string& text);
+
+// A template's [ingest] section, already parsed (template_info.hpp's rules).
+result<ingest_settings> read_ingest_table(std::string_view template_name, const toml::node& section);
 
 }  // namespace loom::runspec
