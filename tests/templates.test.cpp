@@ -196,6 +196,11 @@ TEST_CASE("every training template is listed with its summary, shown, and runs t
     if (!from_checkpoint(n)) {
       auto extra = tiny(2);
       extra.insert(extra.end(), {"--set", std::string("text=") + corpus});
+      // DiLoCo ones: as many sites as this deployment has trainers, one fragment
+      // per shrunk layer at most (the aggregator runs them through the real rounds).
+      if (n.find("diloco") != std::string::npos)
+        extra.insert(extra.end(), {"--set", "diloco.sites=2", "--set", "diloco.fragments=1", "--set",
+                                   "diloco.inner_steps=1"});
       jobs.emplace_back(n, submit(home.path(), n, extra));
     }
   std::string base;
