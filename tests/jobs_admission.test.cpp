@@ -167,8 +167,13 @@ TEST_CASE("a stage that resumes past a corrupt snapshot says so in the job's log
   const std::string ckpts = home.path() + "/jobs/" + id + "/pretrain/checkpoints";
   // Two snapshots, then freeze the trainer so it writes nothing more.
   const auto deadline = std::chrono::steady_clock::now() + 120s;
-  while (std::chrono::steady_clock::now() < deadline && !fs::exists(ckpts + "/step-000040/MANIFEST.json"))
-    std::this_thread::sleep_for(20ms);
+  // Until LATEST names step 40 (it moves after the rename: a trainer stopped in
+  // between would leave step 40 uncommitted and step 20 the only snapshot).
+  auto latest_is_40 = [&] {
+    auto l = files::read_file(ckpts + "/LATEST");
+    return l.ok() && l->rfind("step-000040", 0) == 0;
+  };
+  while (std::chrono::steady_clock::now() < deadline && !latest_is_40()) std::this_thread::sleep_for(20ms);
   auto eps = json::parse(*files::read_file(home.path() + "/endpoints.json"));
   const long pid = eps["services"]["trainer"]["pid"].get<long>();
   REQUIRE(pid > 0);

@@ -9,6 +9,9 @@
 //   <data>/keys/curve/<n>.pub    CURVE public keys (the ZAP allow-list)
 //   <data>/keys/curve/<n>.key    CURVE secret keys (0600)
 //   <data>/keys/peers/<n>.pub    other sites' keys trusted by this site's dataset sync server
+//                                (and by the aggregator's delta server, as sites)
+//   <data>/keys/diloco/<s>.pub   a diloco stage's site keys, made by this deployment's trainers:
+//                                admitted by the aggregator's delta server only
 //   <data>/keys/sites/<s>.<n>.pub  a cloud: enrolled edge site s's service n (written by the
 //                                scheduler from its sites registry; every service admits them)
 //   <data>/keys/cloud/<n>.pub    an edge site: the cloud's service keys (from its enrolment)
@@ -64,6 +67,7 @@ struct paths {
   std::string endpoints() const { return root + "/endpoints.json"; }
   std::string curve_dir() const { return root + "/keys/curve"; }
   std::string peers_dir() const { return root + "/keys/peers"; }
+  std::string diloco_sites_dir() const { return root + "/keys/diloco"; }
   std::string sites_dir() const { return root + "/keys/sites"; }
   std::string cloud_keys_dir() const { return root + "/keys/cloud"; }
   std::string cloud() const { return root + "/cloud.json"; }

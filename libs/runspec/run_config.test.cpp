@@ -123,7 +123,7 @@ TEST_CASE("math_hash changes with the numbers, not with checkpoint or output set
   CHECK(a->math_hash().size() == 64);
 }
 
-TEST_CASE("wall-time snapshots default to every 10 minutes; every_minutes is the older spelling of every_seconds") {
+TEST_CASE("wall-time snapshots default to every 10 minutes, and every_minutes is the older spelling of every_seconds") {
   auto dflt = parse_run_config(base, "/cfg/run.toml");
   REQUIRE(dflt.ok());
   CHECK(dflt->every_seconds == doctest::Approx(600));

@@ -75,12 +75,16 @@ status delta_server::impl::reload_keys() {
   auto own = wire::load_allow_list(paths.curve_dir());
   if (!own) return own.err();
   keys = *own;
-  auto theirs = wire::load_allow_list(paths.peers_dir());
-  if (!theirs && theirs.code() != errc::not_found) return theirs.err();
+  // Sites: other deployments' keys (keys/peers) and this deployment's diloco
+  // stages' site keys (keys/diloco, which the dataset sync server does not trust).
   std::set<std::string> names;
-  if (theirs)
-    for (auto& [key, principal] : *theirs)
-      if (keys.emplace(key, principal).second) names.insert(principal);
+  for (const std::string& dir : {paths.peers_dir(), paths.diloco_sites_dir()}) {
+    auto theirs = wire::load_allow_list(dir);
+    if (!theirs && theirs.code() != errc::not_found) return theirs.err();
+    if (theirs)
+      for (auto& [key, principal] : *theirs)
+        if (keys.emplace(key, principal).second) names.insert(principal);
+  }
   zap->set_allow_list(std::move(keys));
   peers = std::move(names);
   return ok_status();
@@ -88,7 +92,7 @@ status delta_server::impl::reload_keys() {
 
 frames delta_server::impl::join(const loom::v1::DeltaJoin& r, const std::string& principal) {
   if (!peers.count(principal))
-    return fail(make_error(errc::permission_denied, "key '" + principal + "' is not a site's (keys/peers)"));
+    return fail(make_error(errc::permission_denied, "key '" + principal + "' is not a site's (keys/peers, keys/diloco)"));
   auto a = o.jobs->join(r.job(), r.site(), principal);
   if (!a) return fail(a.err());
   auto spec = o.jobs->spec(r.job());

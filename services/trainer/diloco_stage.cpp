@@ -39,10 +39,11 @@ result<wire::curve_keypair> site_identity(const layout::paths& paths, const std:
     kp = wire::load_keypair(dir, site);
   }
   if (!kp) return kp.err();
-  const std::string pub = paths.peers_dir() + "/" + site + ".pub";
+  // Not keys/peers: those the dataset sync server trusts too.
+  const std::string pub = paths.diloco_sites_dir() + "/" + site + ".pub";
   auto published = files::read_file(pub);
   if (!published || *published != kp->public_z85 + "\n") {
-    if (auto st = files::make_dirs(paths.peers_dir(), 0700); !st) return st.err();
+    if (auto st = files::make_dirs(paths.diloco_sites_dir(), 0700); !st) return st.err();
     if (auto st = files::write_atomic(pub, kp->public_z85 + "\n", 0644); !st) return st.err();
   }
   return kp;

@@ -43,7 +43,7 @@ diloco_site site_of(const assigned_stage& a);
 void localize(runspec::run_config& cfg, const assigned_stage& a);
 
 // The site's CURVE identity: <data>/trainer/sites/<site>.key, made once; its
-// public key is published as <data>/keys/peers/<site>.pub, which the
+// public key is published as <data>/keys/diloco/<site>.pub, which the
 // aggregator's delta server admits as site <site> (within a second).
 result<wire::curve_keypair> site_identity(const layout::paths& paths, const std::string& site);
 

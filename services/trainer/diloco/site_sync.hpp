@@ -47,7 +47,7 @@ struct aggregator_address {
 
 struct site_sync_options {
   std::string job;             // the aggregation's name
-  std::string site;            // this site's name (its key is keys/peers/<site>.pub at the aggregator)
+  std::string site;            // this site's name (its key is keys/diloco/<site>.pub, or keys/peers/ for another deployment, at the aggregator)
   wire::curve_keypair keys;    // the site's identity
   codec::codec_id codec = codec::codec_id::int8;  // uplink
   // Starts the aggregation (or finds it: the same spec answers again) and
