@@ -2,6 +2,10 @@
 
 #include <doctest/doctest.h>
 
+#include <fstream>
+#include <map>
+#include <sstream>
+
 using namespace loom;
 using namespace loom::runspec;
 
@@ -248,4 +252,32 @@ TEST_CASE("reward.model naming no earlier rm stage, and an unknown stage kind, a
   const std::string unknown = msg(resolve_template("rlhf", rlhf, {"text=/data/c.txt", "rm.kind=ppo"}));
   CHECK(unknown.find("stage rm") != std::string::npos);
   CHECK(unknown.find("kind \"ppo\" is not a stage kind") != std::string::npos);
+}
+
+TEST_CASE("every template under templates/ resolves, the alignment ones into rm, dpo and rl stages") {
+  const std::string dir = std::string(LOOM_SOURCE_DIR) + "/templates/";
+  std::map<std::string, std::vector<std::string>> kinds;
+  for (const char* name : {"pretrain-tiny", "pipeline-tiny", "pipeline-test", "sft-tiny", "rm-tiny", "dpo-tiny",
+                           "rl-tiny", "pipeline-dpo-tiny", "pipeline-rlhf-tiny"}) {
+    std::ifstream in(dir + name + ".toml");
+    REQUIRE_MESSAGE(in.good(), name);
+    std::stringstream text;
+    text << in.rdbuf();
+    std::vector<std::string> sets = {"text=/data/c.txt"};
+    if (std::string(name) == "dpo-tiny" || std::string(name) == "rl-tiny")
+      sets.push_back("model.init_from=/runs/sft/checkpoints");
+    if (std::string(name) == "sft-tiny") sets = {"sft=/data/chat.jsonl"};
+    auto p = resolve_template(name, text.str(), sets);
+    REQUIRE_MESSAGE(p.ok(), name << ": " << p.err().message);
+    for (const auto& s : p->stages) kinds[name].push_back(s.spec.kind);
+  }
+  CHECK(kinds["rm-tiny"] == std::vector<std::string>{"rm"});
+  CHECK(kinds["pipeline-dpo-tiny"] == std::vector<std::string>{"lm", "sft", "dpo"});
+  CHECK(kinds["pipeline-rlhf-tiny"] == std::vector<std::string>{"lm", "sft", "rm", "rl"});
+  std::ifstream in(dir + "dpo-tiny.toml");
+  std::stringstream text;
+  text << in.rdbuf();
+  auto orphan = resolve_template("dpo-tiny", text.str(), {});
+  REQUIRE_FALSE(orphan.ok());  // no SFT parent
+  CHECK(orphan.err().message.find("a dpo stage starts from an SFT checkpoint") != std::string::npos);
 }

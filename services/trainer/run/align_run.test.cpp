@@ -6,6 +6,8 @@
 #include "services/trainer/run/training_run.hpp"
 
 #include "libs/files/files.hpp"
+#include "libs/files/temp_dir.hpp"
+#include "libs/ckpt/snapshot.hpp"
 #include "libs/runspec/run_config.hpp"
 #include "services/trainer/engine/model.hpp"
 #include "services/trainer/engine/optimizer.hpp"
@@ -27,7 +29,7 @@ constexpr const char* model_toml =
 
 // A random tiny byte-level model saved as a signed snapshot: the "SFT parent".
 std::string make_parent(const std::string& root, const std::string& data_dir) {
-  auto cfg = runspec::parse_run_config(std::string(model_toml) + "[data]\ntext = \"x\"\n", "/t/p.toml");
+  auto cfg = runspec::parse_run_config(std::string(model_toml) + "[data]\ntext = \"x\"\n[train]\nseq_len = 8\n", "/t/p.toml");
   REQUIRE(cfg.ok());
   auto m = engine::gpt2::create(cfg->model, 2, 8);
   REQUIRE(m.ok());
@@ -118,9 +120,9 @@ TEST_CASE("an rm stage trains a reward head beside the backbone, keeps it in eac
   o.data_dir = tmp.path() + "/home";
   const std::string parent = make_parent(tmp.path() + "/sft/checkpoints", o.data_dir);
   check_resume_bitwise("rm", parent, tmp.path(), o);
-  const std::string a = tmp.path() + "/rm-a/checkpoints/step-6/reward_head.safetensors";
+  const std::string a = tmp.path() + "/rm-a/checkpoints/" + ckpt::step_dir_name(6) + "/reward_head.safetensors";
   CHECK(bytes_of(a).size() > 32 * 4);
-  CHECK(bytes_of(a) == bytes_of(tmp.path() + "/rm-b/checkpoints/step-6/reward_head.safetensors"));
+  CHECK(bytes_of(a) == bytes_of(tmp.path() + "/rm-b/checkpoints/" + ckpt::step_dir_name(6) + "/reward_head.safetensors"));
   const auto l = lines(tmp.path() + "/rm-a");
   REQUIRE(l.size() == 6);
   CHECK(l[0].find("\"accuracy\":") != std::string::npos);
