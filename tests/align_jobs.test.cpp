@@ -1,10 +1,11 @@
 // Cross-process: the pipeline-dpo-tiny template (pretrain -> SFT -> DPO) through
 // `loom up`, with kill -9 of the trainer during the DPO stage: the job succeeds,
-// the DPO stage ran more than once and resumed from its snapshot, and its held-out
-// preference accuracy rose (eval.json, before -> after). The stage switch (the
-// last SFT step to the first DPO step, seen in the stages' metrics logs) is
-// measured and printed. Bitwise resume of the DPO stage is checked at the
-// trainer level (services/trainer/run/align_run.test.cpp).
+// the DPO stage ran more than once and resumed from its snapshot, its final
+// parameters equal an uninterrupted job's bitwise, and its held-out preference
+// accuracy rose (eval.json, before -> after). The stage switch (the last SFT
+// step to the first DPO step, seen in the stages' metrics logs) is measured
+// and printed.
+#include "libs/crypto/hash.hpp"
 #include "libs/files/files.hpp"
 #include "tests/support/harness.hpp"
 #include "tests/support/loom_json.hpp"
@@ -95,4 +96,23 @@ TEST_CASE("pipeline-dpo-tiny survives kill -9 of the trainer in the dpo stage an
   auto log = files::read_file(dpo_log);
   REQUIRE(log.ok());
   CHECK(std::count(log->begin(), log->end(), '\n') == 30);
+
+  // An uninterrupted job of the same template ends with the same parameters, bitwise.
+  auto ref = loom_json(home.path(), {"job", "submit", "--template", "pipeline-dpo-tiny", "--set",
+                                     "text=/usr/share/common-licenses/GPL-3"});
+  REQUIRE(ref.contains("id"));
+  json r;
+  while (std::chrono::steady_clock::now() < deadline + 60s) {
+    r = loom_json(home.path(), {"job", "show", ref["id"].get<std::string>()});
+    const std::string st = r.value("state", "");
+    if (st == "succeeded" || st == "failed" || st == "cancelled") break;
+    std::this_thread::sleep_for(250ms);
+  }
+  REQUIRE(r.value("state", "") == "succeeded");
+  auto params = [](const json& job) {
+    auto bytes = files::read_file(job["stages"][2]["checkpoint"].get<std::string>() + "/model.safetensors");
+    REQUIRE(bytes.ok());
+    return crypto::sha256_hex(*bytes);
+  };
+  CHECK(params(j) == params(r));
 }

@@ -241,14 +241,16 @@ model::training_memory run_config::memory() const {
 }
 
 std::vector<std::pair<std::string, std::string>> run_config::input_paths() const {
+  // "${stage.NAME.checkpoint}" is no path yet (the scheduler fills it at placement).
+  auto path = [](const std::string& p) { return p.rfind("${", 0) == 0 ? std::string() : p; };
   return {{"data.text", text},
           {"data.sft", sft},
           {"data.prefs", prefs},
           {"data.shards", shards},
           {"data.tokenizer", tokenizer == "bytes" ? std::string() : tokenizer},
-          {"model.init_from", init_from},
-          {"align.reference", align.reference},
-          {"reward.model", align.reward_model.rfind("${", 0) == 0 ? std::string() : align.reward_model}};
+          {"model.init_from", path(init_from)},
+          {"align.reference", path(align.reference)},
+          {"reward.model", path(align.reward_model)}};
 }
 
 namespace {

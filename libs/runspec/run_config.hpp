@@ -151,7 +151,7 @@ struct run_config {
   model::training_memory memory() const;
   bool alignment() const { return kind == "rm" || kind == "dpo" || kind == "rl"; }
   // The paths the run reads (text, sft, prefs, shards, tokenizer, init_from,
-  // align.reference, reward.model), set or not.
+  // align.reference, reward.model), set or not; a "${stage.NAME.checkpoint}" reference counts as not set.
   std::vector<std::pair<std::string, std::string>> input_paths() const;  // (key, path)
 };
 

@@ -229,7 +229,8 @@ status align_run::open_log() {
     if (auto st = files::write_atomic(before_path, j.dump() + "\n"); !st) return st;
   } else if (auto text = files::read_file(before_path); text) {
     try {
-      for (auto& [k, v] : nlohmann::json::parse(*text).items()) before_.emplace_back(k, v.get<double>());
+      const nlohmann::json j = nlohmann::json::parse(*text);
+      for (const auto& [k, v] : j.items()) before_.emplace_back(k, v.get<double>());
     } catch (const std::exception&) {
       before_.clear();  // a missing or torn file only loses the "before" figures
     }
