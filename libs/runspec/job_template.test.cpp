@@ -221,7 +221,7 @@ kind = "rl"
 )";
 }  // namespace
 
-TEST_CASE("an alignment stage after sft needs no init_from; as a job's first stage a dpo stage is refused") {
+TEST_CASE("an alignment stage after sft needs no init_from, and as a job's first stage a dpo stage is refused") {
   auto p = resolve_template("rlhf", rlhf, {"text=/data/c.txt"});
   REQUIRE_MESSAGE(p.ok(), p.err().message);
   REQUIRE(p->stages.size() == 4);
@@ -234,7 +234,7 @@ TEST_CASE("an alignment stage after sft needs no init_from; as a job's first sta
   CHECK(first.err().message.find("a dpo stage starts from an SFT checkpoint: set model.init_from") != std::string::npos);
 }
 
-TEST_CASE("the scheduler fills ${stage.rm.checkpoint} with that stage's checkpoint root at placement") {
+TEST_CASE("the scheduler fills a stage.rm.checkpoint reference with that stage's checkpoint root at placement") {
   auto p = resolve_template("rlhf", rlhf, {"text=/data/c.txt"});
   REQUIRE(p.ok());
   const std::string filled = fill_stage_references(p->stages[3].config_toml, "/jobs/j-1");

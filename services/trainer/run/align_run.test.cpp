@@ -151,7 +151,7 @@ TEST_CASE("a dpo stage trains a policy against a frozen reference from init_from
   CHECK(has_kl);
 }
 
-TEST_CASE("an rl stage with a rule reward resumes bitwise; with a reward model it needs an rm checkpoint") {
+TEST_CASE("an rl stage with a rule reward resumes bitwise, and with a reward model it needs an rm checkpoint") {
   files::temp_dir tmp("loom-align-rl");
   run_options o;
   o.data_dir = tmp.path() + "/home";

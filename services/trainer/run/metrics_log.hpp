@@ -23,7 +23,7 @@ struct step_record {
   double tokens_per_s = 0, ms_per_step = 0;
   // A stage's own metrics (alignment: accuracy, margin, kl, mean_reward, ...),
   // appended to the line in this order as "name":value (9 significant digits).
-  std::vector<std::pair<std::string, double>> extra;
+  std::vector<std::pair<std::string, double>> extra = {};  // "= {}": aggregate inits may leave it out
 };
 
 std::string to_jsonl(const step_record& r);  // one line, with '\n'

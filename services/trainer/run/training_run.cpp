@@ -434,7 +434,7 @@ result<bool> run::one_step() {
   const double ms = std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
   tokens_seen_ += bt_ * std::size_t(c_.grad_accum);
   sum_.last_loss = s->loss;
-  step_record rec{step_, s->loss, s->lr, s->grad_norm, double(bt_ * c_.grad_accum) / (ms / 1000.0), ms, {}};
+  step_record rec{step_, s->loss, s->lr, s->grad_norm, double(bt_ * c_.grad_accum) / (ms / 1000.0), ms};
   if (lead_)
     if (auto st = metrics_.append(rec); !st) return st.err();
   if (o_.on_step) o_.on_step(rec);
