@@ -9,8 +9,9 @@
 namespace loom::runspec {
 namespace {
 
-const std::set<std::string, std::less<>> run_sections = {"model",      "data",    "train",   "optim",
-                                                         "checkpoint", "anomaly", "parallel", "diloco", "export"};
+const std::set<std::string, std::less<>> run_sections = {"model",    "data",     "train",  "optim", "checkpoint",
+                                                         "anomaly",  "parallel", "diloco", "export", "align",
+                                                         "reward"};
 
 const std::map<std::string, std::string, std::less<>> shortcuts = {
     {"dataset", "data.dataset"}, {"text", "data.text"},   {"sft", "data.sft"},       {"shards", "data.shards"},
@@ -56,6 +57,27 @@ result<std::shared_ptr<const toml::table>> parse_template(std::string_view tmpl,
   } catch (const toml::parse_error& e) {
     return bad(tmpl, "line " + std::to_string(e.source().begin.line) + ": " + std::string(e.description()));
   }
+}
+
+// "${stage.NAME.checkpoint}" in reward.model or align.reference must name an
+// earlier stage (an rm stage for reward.model); anything else starting "${" is refused.
+status check_stage_reference(const std::string& ref, const std::string& key, const std::string& stage,
+                             const job_plan& earlier, std::string_view tmpl) {
+  if (ref.rfind("${", 0) != 0) return ok_status();
+  const std::string open = "${stage.", close = ".checkpoint}";
+  const bool shaped = ref.size() > open.size() + close.size() && ref.rfind(open, 0) == 0 &&
+                      ref.compare(ref.size() - close.size(), close.size(), close) == 0;
+  const std::string name = shaped ? ref.substr(open.size(), ref.size() - open.size() - close.size()) : "";
+  const stage_plan* found = nullptr;
+  for (const auto& s : earlier.stages)
+    if (s.name == name) found = &s;
+  if (!found)
+    return bad(tmpl, "stage " + stage + ": " + key + " \"" + ref +
+                         "\" must be \"${stage.NAME.checkpoint}\" naming an earlier stage of this job");
+  if (key == "reward.model" && found->spec.kind != "rm")
+    return bad(tmpl, "stage " + stage + ": reward.model names stage " + name + " of kind \"" + found->spec.kind +
+                         "\", not an rm stage");
+  return ok_status();
 }
 
 result<job_plan> resolve_parsed(std::string_view tmpl, const toml::table& root,
@@ -114,7 +136,7 @@ result<job_plan> resolve_parsed(std::string_view tmpl, const toml::table& root,
     } else {
       return bad(tmpl,
                  "[" + key + "] is not a section (job, stage, model, data, train, optim, checkpoint, anomaly, parallel, "
-                 "diloco, export, ingest)");
+                 "diloco, export, align, reward, ingest)");
     }
   }
   if (stage_tables)
@@ -154,7 +176,8 @@ result<job_plan> resolve_parsed(std::string_view tmpl, const toml::table& root,
     }
   }
 
-  for (const std::string& name : stage_names) {
+  for (std::size_t index = 0; index < stage_names.size(); ++index) {
+    const std::string& name = stage_names[index];
     toml::table cfg = base;
     key_lines lines = base_lines;
     if (stage_tables)
@@ -173,10 +196,14 @@ result<job_plan> resolve_parsed(std::string_view tmpl, const toml::table& root,
       lines.erase(dotted);
     }
     const std::string origin = std::string(tmpl) + ".toml";
-    auto spec = read_run_config(cfg, origin, &lines);
+    auto spec = read_run_config(cfg, origin, &lines, index > 0);
     if (!spec) return bad(tmpl, "stage " + name + ": " + spec.err().message);
+    for (const auto& [key, ref] : {std::pair{"reward.model", spec->align.reward_model},
+                                    {"align.reference", spec->align.reference},
+                                    {"model.init_from", spec->init_from}})
+      if (auto st = check_stage_reference(ref, key, name, plan, tmpl); !st) return st.err();
     for (const auto& [key, path] : spec->input_paths())
-      if (!path.empty() && path.front() != '/')
+      if (!path.empty() && path.front() != '/' && path.rfind("${", 0) != 0)
         return bad(tmpl, "stage " + name + ": " + key + " " + path +
                              " must be an absolute path (the trainer reads it on its own machine)");
     stage_plan sp;
@@ -191,6 +218,20 @@ result<job_plan> resolve_parsed(std::string_view tmpl, const toml::table& root,
 }
 
 }  // namespace
+
+std::string fill_stage_references(std::string_view config_toml, const std::string& job_out_dir) {
+  std::string out(config_toml);
+  const std::string open = "${stage.", close = ".checkpoint}";
+  for (std::size_t at = out.find(open); at != std::string::npos; at = out.find(open, at)) {
+    const std::size_t end = out.find(close, at);
+    if (end == std::string::npos) break;
+    const std::string stage = out.substr(at + open.size(), end - at - open.size());
+    const std::string path = job_out_dir + "/" + stage + "/checkpoints";
+    out.replace(at, end + close.size() - at, path);
+    at += path.size();
+  }
+  return out;
+}
 
 result<job_plan> resolve_template(std::string_view tmpl, std::string_view text,
                                   const std::vector<std::string>& overrides) {

@@ -19,6 +19,11 @@
 // Paths must be absolute (the trainer runs elsewhere; the CLI makes --set paths
 // absolute). A stage after the first starts from its predecessor's final
 // checkpoint (the scheduler fills model.init_from when it places the stage).
+// reward.model, align.reference and model.init_from may name another
+// earlier stage's final checkpoint as "${stage.NAME.checkpoint}"
+// (reward.model: an rm stage; init_from: e.g. an rl stage starting from sft,
+// not from the rm stage before it); the scheduler fills it at placement
+// (fill_stage_references) and then leaves that stage's init_from as given.
 #pragma once
 
 #include "libs/runspec/run_config.hpp"
@@ -73,6 +78,10 @@ class template_cache {
   std::map<std::string, std::shared_ptr<entry>, std::less<>> parsed_;  // name '\0' text -> parsed
   std::uint64_t hits_ = 0, misses_ = 0;
 };
+
+// config_toml with every "${stage.NAME.checkpoint}" replaced by
+// <job_out_dir>/NAME/checkpoints (the scheduler, placing a stage).
+std::string fill_stage_references(std::string_view config_toml, const std::string& job_out_dir);
 
 // low 0, normal 1, high 2; -1 unknown.
 int priority_of(std::string_view cls);

@@ -2,6 +2,10 @@
 
 #include <doctest/doctest.h>
 
+#include <fstream>
+#include <map>
+#include <sstream>
+
 using namespace loom;
 using namespace loom::runspec;
 
@@ -134,7 +138,7 @@ TEST_CASE("a bad override is refused at resolution naming the key, the stage and
 
 TEST_CASE("a stage kind the trainer lacks is refused by name, a known one is taken") {
   auto msg = [](result<job_plan> r) { return r.ok() ? std::string("ok") : r.err().message; };
-  CHECK(msg(resolve_template("p", pipeline, {"text=/data/c.txt", "sft.kind=dpo"})).find("kind \"dpo\" is not run by this trainer") !=
+  CHECK(msg(resolve_template("p", pipeline, {"text=/data/c.txt", "sft.kind=diloco"})).find("kind \"diloco\" is not run by this trainer") !=
         std::string::npos);
   CHECK(msg(resolve_template("p", pipeline, {"text=/data/c.txt", "kind=magic"})).find("kind \"magic\" is not a stage kind") !=
         std::string::npos);
@@ -184,4 +188,96 @@ TEST_CASE("the template cache parses a text once and resolves each submit's over
   CHECK(cache.misses() == 3);
   REQUIRE(cache.resolve("pipeline-z", pipeline, {"text=/data/a.txt"}).ok());
   CHECK(cache.hits() == 5);
+}
+
+namespace {
+constexpr const char* rlhf = R"(
+[job]
+stages = ["pretrain", "sft", "rm", "rl"]
+
+[model]
+layers = 2
+vocab = 256
+padded_vocab = 256
+
+[train]
+steps = 10
+batch = 8
+
+[stage.sft]
+"data.format" = "sft"
+
+[stage.rm]
+kind = "rm"
+"data.synthetic_prefs" = true
+"data.tokenizer" = "bytes"
+
+[stage.rl]
+kind = "rl"
+"data.synthetic_prefs" = true
+"data.tokenizer" = "bytes"
+"align.samples_per_prompt" = 4
+"reward.model" = "${stage.rm.checkpoint}"
+)";
+}  // namespace
+
+TEST_CASE("an alignment stage after sft needs no init_from, and as a job's first stage a dpo stage is refused") {
+  auto p = resolve_template("rlhf", rlhf, {"text=/data/c.txt"});
+  REQUIRE_MESSAGE(p.ok(), p.err().message);
+  REQUIRE(p->stages.size() == 4);
+  CHECK(p->stages[2].spec.kind == "rm");
+  CHECK(p->stages[3].spec.kind == "rl");
+  CHECK(p->stages[3].spec.align.reward_model == "${stage.rm.checkpoint}");
+  CHECK(p->stages[3].spec.format == "preference");
+  auto first = resolve_template("d", "kind = \"dpo\"\n[data]\nsynthetic_prefs = true\n", {});
+  REQUIRE_FALSE(first.ok());
+  CHECK(first.err().message.find("a dpo stage starts from an SFT checkpoint: set model.init_from") != std::string::npos);
+}
+
+TEST_CASE("the scheduler fills a stage.rm.checkpoint reference with that stage's checkpoint root at placement") {
+  auto p = resolve_template("rlhf", rlhf, {"text=/data/c.txt"});
+  REQUIRE(p.ok());
+  const std::string filled = fill_stage_references(p->stages[3].config_toml, "/jobs/j-1");
+  CHECK(filled.find("model = '/jobs/j-1/rm/checkpoints'") != std::string::npos);
+  CHECK(filled.find("${") == std::string::npos);
+  CHECK(fill_stage_references("a = 1\n", "/x") == "a = 1\n");
+}
+
+TEST_CASE("reward.model naming no earlier rm stage, and an unknown stage kind, are refused by name") {
+  auto msg = [](result<job_plan> r) { return r.ok() ? std::string("ok") : r.err().message; };
+  CHECK(msg(resolve_template("rlhf", rlhf, {"text=/data/c.txt", "rl.reward.model=${stage.sft.checkpoint}"}))
+            .find("reward.model names stage sft of kind \"sft\", not an rm stage") != std::string::npos);
+  CHECK(msg(resolve_template("rlhf", rlhf, {"text=/data/c.txt", "rl.reward.model=${stage.later.checkpoint}"}))
+            .find("must be \"${stage.NAME.checkpoint}\" naming an earlier stage") != std::string::npos);
+  const std::string unknown = msg(resolve_template("rlhf", rlhf, {"text=/data/c.txt", "rm.kind=ppo"}));
+  CHECK(unknown.find("stage rm") != std::string::npos);
+  CHECK(unknown.find("kind \"ppo\" is not a stage kind") != std::string::npos);
+}
+
+TEST_CASE("every template under templates/ resolves, the alignment ones into rm, dpo and rl stages") {
+  const std::string dir = std::string(LOOM_SOURCE_DIR) + "/templates/";
+  std::map<std::string, std::vector<std::string>> kinds;
+  for (const char* name : {"pretrain-tiny", "pipeline-tiny", "pipeline-test", "sft-tiny", "rm-tiny", "dpo-tiny",
+                           "rl-tiny", "pipeline-dpo-tiny", "pipeline-rlhf-tiny"}) {
+    std::ifstream in(dir + name + ".toml");
+    REQUIRE_MESSAGE(in.good(), name);
+    std::stringstream text;
+    text << in.rdbuf();
+    std::vector<std::string> sets = {"text=/data/c.txt"};
+    if (std::string(name) == "dpo-tiny" || std::string(name) == "rl-tiny")
+      sets.push_back("model.init_from=/runs/sft/checkpoints");
+    if (std::string(name) == "sft-tiny") sets = {"sft=/data/chat.jsonl"};
+    auto p = resolve_template(name, text.str(), sets);
+    REQUIRE_MESSAGE(p.ok(), name << ": " << p.err().message);
+    for (const auto& s : p->stages) kinds[name].push_back(s.spec.kind);
+  }
+  CHECK(kinds["rm-tiny"] == std::vector<std::string>{"rm"});
+  CHECK(kinds["pipeline-dpo-tiny"] == std::vector<std::string>{"lm", "sft", "dpo"});
+  CHECK(kinds["pipeline-rlhf-tiny"] == std::vector<std::string>{"lm", "sft", "rm", "rl"});
+  std::ifstream in(dir + "dpo-tiny.toml");
+  std::stringstream text;
+  text << in.rdbuf();
+  auto orphan = resolve_template("dpo-tiny", text.str(), {});
+  REQUIRE_FALSE(orphan.ok());  // no SFT parent
+  CHECK(orphan.err().message.find("a dpo stage starts from an SFT checkpoint") != std::string::npos);
 }

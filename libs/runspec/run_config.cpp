@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <regex>
 #include <set>
 
 namespace loom::runspec {
@@ -19,7 +20,8 @@ namespace {
 const std::map<std::string, std::set<std::string>, std::less<>>& known_keys() {
   static const std::map<std::string, std::set<std::string>, std::less<>> k{
       {"model", {"layers", "heads", "channels", "max_seq_len", "vocab", "padded_vocab", "init_from"}},
-      {"data", {"shards", "text", "dataset", "sft", "format", "shuffle", "tokenizer"}},
+      {"data", {"shards", "text", "dataset", "sft", "prefs", "synthetic_prefs", "held_out", "format", "shuffle",
+                "tokenizer"}},
       {"train", {"batch", "seq_len", "grad_accum", "steps", "seed", "threads"}},
       {"optim", {"lr", "min_lr", "warmup_steps", "weight_decay", "beta1", "beta2", "eps", "grad_clip"}},
       {"checkpoint", {"every_steps", "every_seconds", "every_minutes", "keep"}},
@@ -29,6 +31,9 @@ const std::map<std::string, std::set<std::string>, std::less<>>& known_keys() {
       {"diloco", {"sites", "inner_steps", "codec", "fragments", "quorum", "outer_lr", "outer_momentum", "staleness",
                   "deadline_min_s", "datasets", "sync_wait_s"}},
       {"export", {"max_loss"}},
+      {"align", {"beta", "loss", "reference", "samples_per_prompt", "max_new_tokens", "kl_coef", "temperature",
+                 "top_k", "kl_bound", "eval_every"}},
+      {"reward", {"model", "keywords", "min_len", "max_len", "regex"}},
   };
   return k;
 }
@@ -116,9 +121,27 @@ class reader {
     auto v = n->value_exact<std::string>();
     if (!v) return fail(*n, sec, key, "must be a string");
     std::filesystem::path p(*v);
+    if (v->rfind("${", 0) == 0) {  // a reference the scheduler fills at placement (job_template.hpp)
+      out = *v;
+      return;
+    }
     if (!v->empty() && p.is_relative())
       p = std::filesystem::path(origin_).parent_path() / p;
     out = v->empty() ? std::string() : p.lexically_normal().string();
+  }
+
+  // An array of strings.
+  void words(std::string_view sec, std::string_view key, std::vector<std::string>& out) {
+    const toml::node* n = find(sec, key);
+    if (!n) return;
+    const toml::array* a = n->as_array();
+    if (!a) return fail(*n, sec, key, "must be an array of strings");
+    out.clear();
+    for (auto&& e : *a) {
+      auto v = e.value_exact<std::string>();
+      if (!v || v->empty()) return fail(*n, sec, key, "must be an array of non-empty strings");
+      out.push_back(*v);
+    }
   }
 
   bool has(std::string_view sec, std::string_view key) const { return find(sec, key) != nullptr; }
@@ -147,7 +170,8 @@ status check_known_keys(const toml::table& root, const std::string& origin, cons
     auto it = known_keys().find(sec.str());
     if (it == known_keys().end())
       return bad(where(origin, node), "[" + std::string(sec.str()) + "]",
-                 "is not a section (known: model, data, train, optim, checkpoint, anomaly, output, parallel, diloco, export)");
+                 "is not a section (known: model, data, train, optim, checkpoint, anomaly, output, parallel, "
+                 "diloco, export, align, reward)");
     const toml::table* t = node.as_table();
     if (!t) return bad(where(origin, node), std::string(sec.str()), "must be a table");
     for (auto&& [key, value] : *t)
@@ -206,32 +230,58 @@ std::string run_config::math_hash() const {
                 double(grad_clip));
   // A tokenizer changes the numbers; appended only when set, so hashes of
   // GPT-2 runs (and their snapshots) stay what they were.
-  std::string text = tokenizer.empty() ? std::string(buf) : std::string(buf) + "|tokenizer=" + tokenizer;
+  std::string all = tokenizer.empty() ? std::string(buf) : std::string(buf) + "|tokenizer=" + tokenizer;
   if (is_diloco()) {  // appended only for diloco stages, as the tokenizer
     std::snprintf(buf, sizeof buf, "|diloco %u %llu %s %u %a %a %a %llu %a", diloco.sites,
                   static_cast<unsigned long long>(diloco.inner_steps), diloco.codec.c_str(), diloco.fragments,
                   diloco.quorum, double(diloco.outer_lr), double(diloco.outer_momentum),
                   static_cast<unsigned long long>(diloco.staleness), diloco.deadline_min_s);
-    text += buf;
+    all += buf;
   }
-  return crypto::sha256_hex(text);
+  // Alignment settings likewise only for the kinds that read them.
+  if (alignment()) {
+    const align_settings& a = align;
+    std::snprintf(buf, sizeof buf, "|%s prefs=%s synth=%d held=%a|align %a %s ref=%s k=%d new=%d kl=%a t=%a top=%d",
+                  kind.c_str(), prefs.c_str(), synthetic_prefs ? 1 : 0, held_out, double(a.beta), a.loss.c_str(),
+                  a.reference.c_str(), a.samples_per_prompt, a.max_new_tokens, double(a.kl_coef),
+                  double(a.temperature), a.top_k);
+    all += buf;
+    all += "|reward model=" + a.reward_model + " min=" + std::to_string(a.min_len) + " max=" +
+           std::to_string(a.max_len) + " regex=" + a.regex;
+    for (const auto& k : a.keywords) all += " kw=" + k;
+  }
+  return crypto::sha256_hex(all);
 }
 
 model::training_memory run_config::memory() const {
   const std::uint64_t world = is_diloco() ? 1 : std::max<std::uint32_t>(1, min_trainers);  // a site does every micro-batch
   const std::uint64_t held = (std::uint64_t(grad_accum) + world - 1) / world;
+  if (alignment()) {  // a policy of 2P rows (rm, dpo) or B rows (rl), and a reference or reward model of the same
+    const std::uint64_t rows = kind == "rl" ? std::uint64_t(batch) : 2 * std::uint64_t(batch);
+    auto m = model::estimate_training(model, rows, std::uint64_t(seq_len), held, false);
+    if (kind != "rm") m = model::estimate_training(model, 2 * rows, std::uint64_t(seq_len), held, false);
+    return m;
+  }
   return model::estimate_training(model, std::uint64_t(batch), std::uint64_t(seq_len), held, format == "sft");
 }
 
 std::vector<std::pair<std::string, std::string>> run_config::input_paths() const {
-  return {{"data.text", text},   {"data.sft", sft},             {"data.shards", shards},
-          {"data.tokenizer", tokenizer}, {"model.init_from", init_from}};
+  // "${stage.NAME.checkpoint}" is no path yet (the scheduler fills it at placement).
+  auto path = [](const std::string& p) { return p.rfind("${", 0) == 0 ? std::string() : p; };
+  return {{"data.text", text},
+          {"data.sft", sft},
+          {"data.prefs", prefs},
+          {"data.shards", shards},
+          {"data.tokenizer", tokenizer == "bytes" ? std::string() : tokenizer},
+          {"model.init_from", path(init_from)},
+          {"align.reference", path(align.reference)},
+          {"reward.model", path(align.reward_model)}};
 }
 
 namespace {
 // Every kind the platform knows (ARCHITECTURE 8b), and the ones this trainer runs.
 constexpr std::string_view all_kinds[] = {"lm", "sft", "rm", "dpo", "rl", "diloco", "hpo"};
-constexpr std::string_view trainer_kinds[] = {"lm", "sft", "diloco"};
+constexpr std::string_view trainer_kinds[] = {"lm", "sft", "rm", "dpo", "rl", "diloco"};
 
 // The [diloco] section against the rest: the site count is the stage's group,
 // P fits the model and H, the codec is libs/codec's, one dataset per site.
@@ -276,13 +326,52 @@ bool runnable_kind(std::string_view kind) {
   return std::find(std::begin(trainer_kinds), std::end(trainer_kinds), kind) != std::end(trainer_kinds);
 }
 
-result<run_config> read_run_config(const toml::table& root, const std::string& origin, const key_lines* lines) {
+namespace {
+
+// The [align] and [reward] settings of an rm, dpo or rl stage.
+template <typename Bad>
+status check_align(run_config& c, const std::string& kind, bool has_parent, const Bad& bad_cfg) {
+  const align_settings& a = c.align;
+  if (a.loss != "dpo" && a.loss != "ipo") return bad_cfg("align.loss must be \"dpo\" or \"ipo\", got \"" + a.loss + "\"");
+  if (kind != "rm" && c.init_from.empty() && !has_parent)
+    return bad_cfg("a " + kind + " stage starts from an SFT checkpoint: set model.init_from (or put an sft stage "
+                   "before it in the job), got none");
+  if (c.tokenizer == "bytes" && c.model.vocab < 256)
+    return bad_cfg("data.tokenizer \"bytes\" needs model.vocab >= 256, got " + std::to_string(c.model.vocab));
+  if (kind != "rl") {
+    if (!a.reward_model.empty() || a.has_rule()) return bad_cfg("[reward] is read by rl stages only");
+    return ok_status();
+  }
+  if (a.reward_model.empty() == !a.has_rule())
+    return bad_cfg("an rl stage needs one reward: reward.model (an rm checkpoint) or a rule (reward.keywords, "
+                   "reward.min_len, reward.max_len, reward.regex)");
+  if (a.max_len > 0 && a.min_len > a.max_len) return bad_cfg("reward.min_len exceeds reward.max_len");
+  if (c.batch % a.samples_per_prompt != 0)
+    return bad_cfg("rl: train.batch " + std::to_string(c.batch) + " (completions per step) must be a multiple of "
+                   "align.samples_per_prompt " + std::to_string(a.samples_per_prompt));
+  if (c.grad_accum != 1) return bad_cfg("rl: train.grad_accum must be 1 (one on-policy batch per step)");
+  if (a.max_new_tokens >= c.seq_len)
+    return bad_cfg("rl: align.max_new_tokens must be below train.seq_len (the prompt needs room)");
+  if (!a.regex.empty()) {
+    try {
+      std::regex re(a.regex);
+    } catch (const std::regex_error& e) {
+      return bad_cfg("reward.regex \"" + a.regex + "\" is not a regular expression: " + e.what());
+    }
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+result<run_config> read_run_config(const toml::table& root, const std::string& origin, const key_lines* lines,
+                                   bool has_parent) {
   if (auto st = check_known_keys(root, origin, lines); !st) return st.err();
   run_config c;
   reader r(root, origin, lines);
   std::string kind;
   if (const toml::node* k = root.get("kind")) {
-    if (!k->is_string()) return bad(where(origin, *k, "kind", lines), "kind", "must be a string (lm, sft or diloco)");
+    if (!k->is_string()) return bad(where(origin, *k, "kind", lines), "kind", "must be a string (lm, sft, rm, dpo, rl, diloco)");
     kind = *k->value<std::string>();
   }
   r.integer("model", "layers", c.model.layers, 1, 256);
@@ -297,10 +386,18 @@ result<run_config> read_run_config(const toml::table& root, const std::string& o
   r.path("data", "shards", c.shards);
   r.path("data", "text", c.text);
   r.path("data", "sft", c.sft);
+  r.path("data", "prefs", c.prefs);
+  r.boolean("data", "synthetic_prefs", c.synthetic_prefs);
+  r.real("data", "held_out", c.held_out, 0.01, 0.9);
   r.word("data", "dataset", c.dataset);
   r.word("data", "format", c.format);
   r.boolean("data", "shuffle", c.shuffle);
-  r.path("data", "tokenizer", c.tokenizer);
+  if (r.has("data", "tokenizer")) {
+    std::string t;
+    r.word("data", "tokenizer", t);
+    if (t == "bytes") c.tokenizer = t;
+    else r.path("data", "tokenizer", c.tokenizer);
+  }
   r.integer("train", "batch", c.batch, 1, 1 << 16);
   r.integer("train", "seq_len", c.seq_len, 1, 1 << 20);
   r.integer("train", "grad_accum", c.grad_accum, 1, 1 << 16);
@@ -351,31 +448,71 @@ result<run_config> read_run_config(const toml::table& root, const std::string& o
   r.words("diloco", "datasets", d.datasets);
   r.real("diloco", "sync_wait_s", d.sync_wait_s, 0.0, 3600.0);
   r.real("export", "max_loss", c.export_max_loss, 0.0, 1e6);
+  align_settings& a = c.align;
+  r.real("align", "beta", a.beta, 1e-6, 1e3);
+  r.word("align", "loss", a.loss);
+  r.path("align", "reference", a.reference);
+  r.integer("align", "samples_per_prompt", a.samples_per_prompt, 2, 1024);
+  r.integer("align", "max_new_tokens", a.max_new_tokens, 1, 1 << 16);
+  r.real("align", "kl_coef", a.kl_coef, 0.0, 1e3);
+  r.real("align", "temperature", a.temperature, 1e-3, 100.0);
+  r.integer("align", "top_k", a.top_k, 0, 1 << 24);
+  r.real("align", "kl_bound", a.kl_bound, 0.0, 1e6);
+  r.integer("align", "eval_every", a.eval_every, 0, 1 << 30);
+  r.path("reward", "model", a.reward_model);
+  r.words("reward", "keywords", a.keywords);
+  r.integer("reward", "min_len", a.min_len, 0, 1 << 20);
+  r.integer("reward", "max_len", a.max_len, 0, 1 << 20);
+  r.word("reward", "regex", a.regex);
   if (r.first_error) return *r.first_error;
 
   auto bad_cfg = [&](const std::string& why) { return make_error(errc::invalid_argument, origin + ": " + why); };
   if (auto st = c.model.validate(); !st) return bad_cfg(st.err().message);
-  const int sources = !c.shards.empty() + !c.text.empty() + !c.dataset.empty() + !c.sft.empty();
+  if (!kind.empty()) {
+    if (!known_kind(kind))
+      return bad_cfg("kind \"" + kind + "\" is not a stage kind (lm, sft, rm, dpo, rl, diloco, hpo)");
+    if (!runnable_kind(kind))
+      return bad_cfg("kind \"" + kind + "\" is not run by this trainer (it runs lm, sft, rm, dpo, rl and diloco)");
+  }
+  // An alignment stage reads its pairs only: a job's shared data.text (its
+  // pretrain and sft stages') does not count as a second source there.
+  if ((kind == "rm" || kind == "dpo" || kind == "rl") && (!c.prefs.empty() || c.synthetic_prefs)) {
+    c.shards.clear();
+    c.text.clear();
+    c.dataset.clear();
+    c.sft.clear();
+  }
+  const int sources = !c.shards.empty() + !c.text.empty() + !c.dataset.empty() + !c.sft.empty() +
+                      !c.prefs.empty() + c.synthetic_prefs;
   if (kind == "diloco" && !c.diloco.datasets.empty()) {  // per-site datasets are the stage's source
     if (sources != 0)
       return bad_cfg("diloco.datasets names each site's dataset: leave data.shards, data.text, data.dataset and "
                      "data.sft unset");
     c.dataset = c.diloco.datasets.front();  // site 0's; the trainer of site r takes datasets[r]
   } else if (sources != 1) {
-    return bad_cfg("set exactly one of data.shards, data.text, data.dataset and data.sft");
+    return bad_cfg("set exactly one of data.shards, data.text, data.dataset, data.sft, data.prefs and "
+                   "data.synthetic_prefs");
   }
-  if (c.format != "lm" && c.format != "sft") return bad_cfg("data.format must be \"lm\" or \"sft\", got \"" + c.format + "\"");
+  if (c.format != "lm" && c.format != "sft" && c.format != "preference")
+    return bad_cfg("data.format must be \"lm\", \"sft\" or \"preference\", got \"" + c.format + "\"");
   if (!c.sft.empty()) c.format = "sft";
-  if (!kind.empty()) {
-    if (!known_kind(kind))
-      return bad_cfg("kind \"" + kind + "\" is not a stage kind (lm, sft, rm, dpo, rl, diloco, hpo)");
-    if (!runnable_kind(kind))
-      return bad_cfg("kind \"" + kind + "\" is not run by this trainer yet (it runs lm, sft and diloco)");
+  if (!c.prefs.empty() || c.synthetic_prefs) c.format = "preference";
+  const bool aligning = kind == "rm" || kind == "dpo" || kind == "rl";
+  if (aligning) {
+    if (c.format != "preference" || (c.prefs.empty() && !c.synthetic_prefs))
+      return bad_cfg("kind \"" + kind + "\" reads preference pairs: set data.prefs (JSONL {\"prompt\",\"chosen\","
+                     "\"rejected\"}) or data.synthetic_prefs = true");
+    if (auto st = check_align(c, kind, has_parent, bad_cfg); !st) return st.err();
+    c.kind = kind;
+  } else {
+    if (c.format == "preference")
+      return bad_cfg("data.format \"preference\" is read by the alignment kinds: set kind = \"rm\", \"dpo\" or \"rl\"");
+    if (c.tokenizer == "bytes") return bad_cfg("data.tokenizer \"bytes\" applies to preference data only");
     if (kind == "sft") c.format = "sft";
-    else if (c.format == "sft" && c.sft.empty())
+    else if (!kind.empty() && c.format == "sft" && c.sft.empty())
       return bad_cfg("kind \"" + kind + "\" with data.format \"sft\": choose one");
+    c.kind = kind == "diloco" ? kind : c.format;
   }
-  c.kind = kind == "diloco" ? kind : c.format;
   if (c.is_diloco())  // a [diloco] section of another kind's stage (a template's shared sections) is ignored
     if (auto st = check_diloco(root, c, origin, lines); !st) return st.err();
   if (c.dataset.find_first_of("/\\") != std::string::npos || c.dataset == "." || c.dataset == "..")
@@ -411,7 +548,7 @@ result<run_config> parse_run_config(std::string_view text, const std::string& or
 }
 
 status check_run_files(const run_config& c, const std::string& origin) {
-  if (c.tokenizer.empty()) return ok_status();
+  if (c.tokenizer.empty() || c.tokenizer == "bytes") return ok_status();
   auto tok = tokenizer::load_hf_json(c.tokenizer);
   if (!tok) return make_error(tok.code(), origin + ": data.tokenizer: " + tok.err().message);
   if (static_cast<std::size_t>(c.model.vocab) < tok->vocab_size())

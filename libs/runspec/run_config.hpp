@@ -8,13 +8,17 @@
 // the config file's folder. Pure: no file is read (check_run_files does that,
 // where the files are). Plain values; no shared state.
 //
-//   kind          lm | sft | diloco (what the trainer runs); rm dpo rl hpo are
-//                 known kinds this trainer does not run yet: refused by name
+//   kind          lm | sft | rm | dpo | rl | diloco (what the trainer runs); hpo is a
+//                 known kind this trainer does not run: refused by name
 //   [diloco]      sites inner_steps codec fragments quorum outer_lr outer_momentum
 //                 staleness deadline_min_s datasets sync_wait_s: a cross-site pretraining stage
 //                 (kind = "diloco"; see diloco_settings below)
 //   [model]       layers heads channels max_seq_len vocab padded_vocab init_from
-//   [data]        shards | text | dataset | sft   format   shuffle   tokenizer
+//   [data]        shards | text | dataset | sft | prefs | synthetic_prefs   format
+//                 shuffle   tokenizer   held_out
+//   [align]       (rm dpo rl) beta loss reference samples_per_prompt max_new_tokens
+//                 kl_coef temperature top_k kl_bound eval_every
+//   [reward]      (rl) model | keywords min_len max_len regex
 //   [train]       batch seq_len grad_accum steps seed threads
 //   [optim]       lr min_lr warmup_steps weight_decay beta1 beta2 eps grad_clip
 //   [checkpoint]  every_steps every_seconds (every_minutes: older spelling) keep
@@ -24,6 +28,21 @@
 //                 (a gang of N, or elastic in a range); a run in a group of W
 //                 trainers computes grad_accum / W of each step's micro-batches,
 //                 so W may not exceed train.grad_accum
+// Alignment stages (rm, dpo, rl) read preference pairs: data.format =
+// "preference" with data.prefs (JSONL {"prompt","chosen","rejected"}) or
+// data.synthetic_prefs = true (the built-in synthetic set from train.seed;
+// services/trainer/align/synthetic_prefs.hpp); data.held_out (default 0.1) is
+// the share of pairs (by prompt) kept for evaluation. data.tokenizer = "bytes"
+// tokenizes them byte by byte (model.vocab >= 256; the tiny templates).
+// dpo and rl need model.init_from (the SFT parent: a stage after the first has
+// it from the scheduler): refused without one. align.reference (default: the
+// init_from checkpoint) is the frozen reference. rl's reward is either
+// reward.model, an rm stage's checkpoint (in a job: "${stage.NAME.checkpoint}",
+// filled by the scheduler at placement; refused when it opens if it holds no
+// reward head), or a rule: the mean of the parts given — reward.keywords (the
+// share present), reward.min_len / max_len (1 inside the bounds, in bytes),
+// reward.regex (1 on a full match). align.kl_bound (0 = none) fails the stage's
+// final evaluation when KL to the reference exceeds it.
 // A job template's [job], [stage.*] and [ingest] sections are ignored here (the
 // scheduler reads them), so one template file serves both.
 #pragma once
@@ -74,8 +93,28 @@ struct diloco_settings {
   double sync_wait_s = 10;
 };
 
+// The alignment stages' settings ([align] and [reward]).
+struct align_settings {
+  float beta = 0.1f;              // DPO/IPO β
+  std::string loss = "dpo";       // dpo | ipo
+  std::string reference;          // frozen reference checkpoint; "" = init_from
+  int samples_per_prompt = 8;     // rl: k completions per prompt (train.batch must be a multiple)
+  int max_new_tokens = 10;        // rl
+  float kl_coef = 0.05f;          // rl: β_kl
+  float temperature = 1.0f;       // rl sampling
+  int top_k = 0;                  // rl sampling; 0 = whole vocabulary
+  double kl_bound = 0;            // max KL to the reference at the final evaluation; 0 = no bound
+  int eval_every = 0;             // held-out evaluation every N steps besides the end; 0 = end only
+  // rl reward: a reward model's checkpoint, or a rule (any of the parts below).
+  std::string reward_model;
+  std::vector<std::string> keywords;
+  int min_len = 0, max_len = 0;   // 0 = unbounded
+  std::string regex;
+  bool has_rule() const { return !keywords.empty() || min_len > 0 || max_len > 0 || !regex.empty(); }
+};
+
 struct run_config {
-  std::string kind = "lm";  // lm | sft | diloco (an lm stage synced across sites)
+  std::string kind = "lm";  // lm | sft | rm | dpo | rl | diloco (an lm stage synced across sites)
   model::gpt2_config model;
   // A snapshot root or step directory whose parameters start this run (an SFT
   // stage from pretrain's final checkpoint); "" = random init from train.seed.
@@ -85,9 +124,13 @@ struct run_config {
   std::string shards;   // a shard directory with manifest.json,
   std::string text;     // a text file the trainer tokenizes (GPT-2) itself,
   std::string dataset;  // an ingested dataset's name (run_options::dataset_root/<name>), or
-  std::string sft;      // a JSONL file of chat records {"messages":[{"role","content"}…]}
+  std::string sft;      // a JSONL file of chat records {"messages":[{"role","content"}…]}, or
+  std::string prefs;    // a JSONL file of preference pairs {"prompt","chosen","rejected"}, or
+  bool synthetic_prefs = false;  // the built-in synthetic preference set (seeded by train.seed)
+  double held_out = 0.1;         // preference data: the share of pairs kept for evaluation
   // "lm": every token is a target. "sft": only the assistant's tokens are
   // (sft_data.hpp); from data.text, records are generated from its paragraphs.
+  // "preference": pairs (rm, dpo, rl).
   std::string format = "lm";
   bool shuffle = true;
   // A tokenizer.json (`loom data train-tokenizer`; tokenizer::load_hf_json) that
@@ -123,6 +166,8 @@ struct run_config {
 
   // The stage's group: min..max trainers (a gang when equal).
   std::uint32_t min_trainers = 1, max_trainers = 1;
+
+  align_settings align;
   // Data-parallel group: no word from the previous member for this long ends
   // the step with an error (the trainer then asks the scheduler to re-form the group).
   double parallel_timeout_s = 120;
@@ -141,7 +186,9 @@ struct run_config {
   // What one member of the stage's group needs in memory (it holds
   // grad_accum / min_trainers micro-batches of each step, rounded up).
   model::training_memory memory() const;
-  // The paths the run reads (text, sft, shards, tokenizer, init_from), set or not.
+  bool alignment() const { return kind == "rm" || kind == "dpo" || kind == "rl"; }
+  // The paths the run reads (text, sft, prefs, shards, tokenizer, init_from,
+  // align.reference, reward.model), set or not; a "${stage.NAME.checkpoint}" reference counts as not set.
   std::vector<std::pair<std::string, std::string>> input_paths() const;  // (key, path)
 };
 
@@ -152,6 +199,7 @@ bool runnable_kind(std::string_view kind);
 // Parses TOML text; `origin` (a path) names it in errors and anchors relative paths.
 // `overrides` are "section.key=value" strings applied on top (value in TOML
 // syntax; a bare word is a string).
+// A dpo or rl config without model.init_from is refused (no SFT parent).
 result<run_config> parse_run_config(std::string_view toml, const std::string& origin,
                                     const std::vector<std::string>& overrides = {});
 // What the config names on this machine: the tokenizer loads and its

@@ -86,7 +86,7 @@ TEST_CASE("run_config refuses wrong types, out-of-range values and inconsistent 
   CHECK(c.err().message.find("multiple of heads") != std::string::npos);
   c = with("text = \"corpus.txt\"", "text = \"a\"\nshards = \"b\"");
   REQUIRE(!c.ok());
-  CHECK(c.err().message.find("exactly one of data.shards, data.text, data.dataset and data.sft") != std::string::npos);
+  CHECK(c.err().message.find("exactly one of data.shards, data.text, data.dataset, data.sft, data.prefs and data.synthetic_prefs") != std::string::npos);
   c = with("lr = 1e-3", "lr = 1e-5");
   REQUIRE(!c.ok());
   CHECK(c.err().message.find("min_lr") != std::string::npos);
@@ -215,4 +215,75 @@ TEST_CASE("export.max_loss is read, range-checked, and leaves the math hash alon
   auto unknown = parse_run_config(base, "run.toml", {"export.min_loss=1"});
   REQUIRE_FALSE(unknown.ok());
   CHECK(unknown.err().message.find("export.min_loss is not a known key") != std::string::npos);
+}
+
+namespace {
+constexpr const char* dpo_cfg = R"(
+kind = "dpo"
+[model]
+layers = 2
+heads = 2
+channels = 32
+max_seq_len = 32
+vocab = 256
+padded_vocab = 256
+init_from = "/runs/sft/checkpoints"
+[data]
+prefs = "prefs.jsonl"
+held_out = 0.2
+tokenizer = "bytes"
+[train]
+batch = 4
+seq_len = 24
+[align]
+beta = 0.2
+loss = "ipo"
+[output]
+dir = "out"
+)";
+}  // namespace
+
+TEST_CASE("a dpo config reads preference data and [align], its reference defaulting to init_from") {
+  auto c = parse_run_config(dpo_cfg, "/etc/loom/dpo.toml");
+  REQUIRE_MESSAGE(c.ok(), c.err().message);
+  CHECK(c->kind == "dpo");
+  CHECK(c->format == "preference");
+  CHECK(c->prefs == "/etc/loom/prefs.jsonl");
+  CHECK(c->held_out == doctest::Approx(0.2));
+  CHECK(c->tokenizer == "bytes");
+  CHECK(c->align.beta == doctest::Approx(0.2f));
+  CHECK(c->align.loss == "ipo");
+  CHECK(c->align.reference.empty());
+  auto other = parse_run_config(dpo_cfg, "/etc/loom/dpo.toml", {"align.beta=0.5"});
+  REQUIRE(other.ok());
+  CHECK(other->math_hash() != c->math_hash());  // alignment settings change the numbers
+}
+
+TEST_CASE("a dpo config without model.init_from is refused: it has no SFT parent") {
+  auto c = parse_run_config(dpo_cfg, "/etc/loom/dpo.toml", {"model.init_from=\"\""});
+  REQUIRE_FALSE(c.ok());
+  CHECK(c.err().message.find("/etc/loom/dpo.toml: a dpo stage starts from an SFT checkpoint") != std::string::npos);
+  auto rm = parse_run_config(dpo_cfg, "/etc/loom/dpo.toml", {"model.init_from=\"\"", "kind=rm"});
+  CHECK(rm.ok());  // a reward model may start from scratch
+}
+
+TEST_CASE("bad [align] and [reward] settings are refused naming the key and the line") {
+  auto msg = [](const std::vector<std::string>& o) {
+    auto c = parse_run_config(dpo_cfg, "/etc/loom/dpo.toml", o);
+    return c.ok() ? std::string("ok") : c.err().message;
+  };
+  CHECK(msg({"align.loss=\"kto\""}).find("align.loss must be \"dpo\" or \"ipo\", got \"kto\"") != std::string::npos);
+  CHECK(msg({"align.bogus=1"}).find("align.bogus is not a known key") != std::string::npos);
+  CHECK(msg({"reward.min_len=2"}).find("[reward] is read by rl stages only") != std::string::npos);
+  CHECK(msg({"kind=rl"}).find("an rl stage needs one reward") != std::string::npos);
+  CHECK(msg({"kind=rl", "reward.keywords=[\"A\"]", "align.samples_per_prompt=3"})
+            .find("train.batch 4 (completions per step) must be a multiple of align.samples_per_prompt 3") !=
+        std::string::npos);
+  CHECK(msg({"kind=rl", "reward.regex=\"([\"", "align.samples_per_prompt=4"}).find("reward.regex") !=
+        std::string::npos);
+  CHECK(msg({"kind=rl", "reward.keywords=[\"A\"]", "align.samples_per_prompt=4"}) == "ok");
+  CHECK(msg({"kind=lm"}).find("data.format \"preference\" is read by the alignment kinds") != std::string::npos);
+  auto line = parse_run_config("kind = \"dpo\"\n[align]\nbeta = -1\n", "/x/a.toml");
+  REQUIRE_FALSE(line.ok());
+  CHECK(line.err().message.find("/x/a.toml:3: align.beta must be in") != std::string::npos);
 }

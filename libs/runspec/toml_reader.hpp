@@ -25,8 +25,9 @@ using key_lines = std::map<std::string, int, std::less<>>;
 
 // The checks of parse_run_config on a table (overrides already applied);
 // `lines`, when given, names the template line of a value that was copied.
+// has_parent: a stage after the first, whose model.init_from the scheduler fills.
 result<run_config> read_run_config(const toml::table& root, const std::string& origin,
-                                   const key_lines* lines = nullptr);
+                                   const key_lines* lines = nullptr, bool has_parent = false);
 
 // A TOML value from `--set` text: 3, 1e-3, true, "x"; a bare word is a string.
 std::unique_ptr<toml::node> override_value(const std::string& text);

@@ -195,7 +195,11 @@ std::pair<std::string, std::string> worker::run_stage(stage_run& run_ref) {
   if (auto st = files::make_dirs(run->out_dir); !st) return failed(st.err().message);
   const std::string origin = run->out_dir + "/config.toml";
   (void)files::write_atomic(origin, run->config_toml);
-  auto cfg = runspec::parse_run_config(run->config_toml, origin);
+  // The scheduler's init_from (the previous stage's checkpoint) is part of the
+  // config as parsed: a dpo or rl stage is refused without one.
+  std::vector<std::string> placed;
+  if (!run->init_from.empty()) placed.push_back("model.init_from=\"" + run->init_from + "\"");
+  auto cfg = runspec::parse_run_config(run->config_toml, origin, placed);
   if (!cfg) return failed(cfg.err().message);
   cfg->out_dir = run->out_dir;
   if (!run->init_from.empty()) cfg->init_from = run->init_from;

@@ -1,6 +1,7 @@
 // job_manager's trainer groups: a stage's members by rank, their slots, the
 // group's generation, and the assignment each member is given.
 #include "services/scheduler/jobs/job_manager.hpp"
+#include "libs/runspec/job_template.hpp"
 
 namespace loom::scheduler {
 
@@ -60,9 +61,13 @@ std::optional<assignment> job_manager::assignment_of(const job_rec& j, std::size
   assignment a;
   a.job = j.id;
   a.stage = s.name;
-  a.config_toml = s.config_toml;
+  // "${stage.NAME.checkpoint}" (an rl stage's reward model) names that stage's final checkpoint.
+  a.config_toml = runspec::fill_stage_references(s.config_toml, j.out_dir);
   a.out_dir = j.out_dir + "/" + s.name;
-  if (i > 0) a.init_from = j.out_dir + "/" + j.stages[i - 1].name + "/checkpoints";
+  // The previous stage's checkpoint, unless the stage names its own start
+  // ("${stage.NAME.checkpoint}", filled into its config above).
+  if (i > 0 && s.config_toml.find("init_from = '${stage.") == std::string::npos)
+    a.init_from = j.out_dir + "/" + j.stages[i - 1].name + "/checkpoints";
   a.attempt = s.attempts;
   a.rank = rank;
   a.world = static_cast<std::uint32_t>(std::max<std::size_t>(1, s.members.size()));

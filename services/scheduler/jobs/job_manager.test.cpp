@@ -385,3 +385,27 @@ TEST_CASE_FIXTURE(fixture, "a stage that ends between two polls keeps the rate i
   CHECK(j->stages[0].state == "succeeded");
   CHECK(j->stages[0].tokens_per_s == 1234.5);
 }
+
+TEST_CASE_FIXTURE(fixture, "an rl stage gets the checkpoints its stage references name, not the previous stage's") {
+  constexpr const char* rlhf =
+      "[job]\nstages = [\"pretrain\", \"rm\", \"rl\"]\n[train]\nsteps = 10\nbatch = 8\n"
+      "[stage.rm]\nkind = \"rm\"\n\"data.synthetic_prefs\" = true\n"
+      "[stage.rl]\nkind = \"rl\"\n\"data.synthetic_prefs\" = true\n\"align.samples_per_prompt\" = 4\n"
+      "\"model.init_from\" = \"${stage.pretrain.checkpoint}\"\n\"reward.model\" = \"${stage.rm.checkpoint}\"\n";
+  add_trainer("trainer@a");
+  jobs.tick(nodes, now);
+  const job_rec* j = submit("r-rlhf", rlhf);
+  REQUIRE(poll("trainer@a", "idle").work);
+  poll("trainer@a", "succeeded", j->id, "pretrain", 10);
+  auto rm = poll("trainer@a", "idle");
+  REQUIRE(rm.work);
+  CHECK(rm.work->init_from == "/jobs/job-000001/pretrain/checkpoints");  // the previous stage's, as ever
+  poll("trainer@a", "succeeded", j->id, "rm", 10);
+  auto rl = poll("trainer@a", "idle");
+  REQUIRE(rl.work);
+  CHECK(rl.work->stage == "rl");
+  CHECK(rl.work->init_from.empty());  // the config names its start itself
+  CHECK(rl.work->config_toml.find("init_from = '/jobs/job-000001/pretrain/checkpoints'") != std::string::npos);
+  CHECK(rl.work->config_toml.find("model = '/jobs/job-000001/rm/checkpoints'") != std::string::npos);
+  CHECK(rl.work->config_toml.find("${") == std::string::npos);
+}

@@ -15,7 +15,12 @@ std::string to_jsonl(const step_record& r) {
                 "\"ms_per_step\":%.3f}\n",
                 static_cast<unsigned long long>(r.step), double(r.loss), double(r.lr), double(r.grad_norm),
                 r.tokens_per_s, r.ms_per_step);
-  return buf;
+  std::string line = buf;
+  for (const auto& [name, value] : r.extra) {
+    std::snprintf(buf, sizeof buf, ",\"%s\":%.9g", name.c_str(), value);
+    line.insert(line.size() - 2, buf);  // before "}\n"
+  }
+  return line;
 }
 
 metrics_log::~metrics_log() {

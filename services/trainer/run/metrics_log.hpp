@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace loom::trainer {
@@ -20,6 +21,9 @@ struct step_record {
   std::uint64_t step = 0;
   float loss = 0, lr = 0, grad_norm = 0;
   double tokens_per_s = 0, ms_per_step = 0;
+  // A stage's own metrics (alignment: accuracy, margin, kl, mean_reward, ...),
+  // appended to the line in this order as "name":value (9 significant digits).
+  std::vector<std::pair<std::string, double>> extra = {};  // "= {}": aggregate inits may leave it out
 };
 
 std::string to_jsonl(const step_record& r);  // one line, with '\n'

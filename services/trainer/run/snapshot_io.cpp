@@ -130,7 +130,8 @@ result<std::string> existing_checkpoint_key(const std::string& data_dir) {
 }
 
 result<std::string> save_snapshot(const std::string& root, const engine::gpt2& model, const engine::adamw& opt,
-                                  const train_state& st, std::string_view key, int keep) {
+                                  const train_state& st, std::string_view key, int keep,
+                                  std::span<const extra_file> extras) {
   ckpt::snapshot_writer w;
   if (auto r = w.begin(root, st.step); !r) return r.err();
   const model::gpt2_config& cfg = model.config();
@@ -162,6 +163,10 @@ result<std::string> save_snapshot(const std::string& root, const engine::gpt2& m
   for (const auto& c : st.skipped) state["skipped"].push_back({{"epoch", c.epoch}, {"position", c.position}});
   for (auto name : {model_file, optimizer_file})
     if (auto r = w.add_existing(name); !r) return r.err();
+  for (const extra_file& e : extras) {
+    if (auto r = ckpt::write_safetensors(w.dir() + "/" + e.name, e.tensors, e.meta); !r) return r.err();
+    if (auto r = w.add_existing(e.name); !r) return r.err();
+  }
   if (auto r = w.add_file(state_file, state.dump(1) + "\n"); !r) return r.err();
   const auto now = std::chrono::duration_cast<std::chrono::seconds>(
                        std::chrono::system_clock::now().time_since_epoch()).count();
@@ -220,13 +225,33 @@ status load_optimizer(const opened_snapshot& s, engine::adamw& opt) {
   const std::string file = s.where.dir + "/" + optimizer_file;
   auto f = ckpt::read_safetensors(file);
   if (!f) return f.err();
+  return load_optimizer(*f, file, opt, "adamw");
+}
+
+result<ckpt::safetensors_file> read_extra(const opened_snapshot& s, const std::string& name) {
+  const std::string file = s.where.dir + "/" + name;
+  if (!fs::exists(file)) return make_error(errc::not_found, s.where.dir + " has no " + name);
+  return ckpt::read_safetensors(file);
+}
+
+void add_optimizer(extra_file& f, const engine::adamw& opt, const std::string& prefix) {
   const std::uint64_t n = opt.m().size();
-  auto m = f32_tensor(*f, "adamw.m", {n}, file);
+  f.tensors.push_back({prefix + ".m", ckpt::dtype::F32, {n}, opt.m().data(), n * sizeof(float)});
+  f.tensors.push_back({prefix + ".v", ckpt::dtype::F32, {n}, opt.v().data(), n * sizeof(float)});
+  f.meta[prefix + ".steps_taken"] = std::to_string(opt.steps_taken());
+}
+
+status load_optimizer(const ckpt::safetensors_file& fr, const std::string& file, engine::adamw& opt,
+                      const std::string& prefix) {
+  const ckpt::safetensors_file* f = &fr;
+  const std::uint64_t n = opt.m().size();
+  auto m = f32_tensor(*f, prefix + ".m", {n}, file);
   if (!m) return m.err();
-  auto v = f32_tensor(*f, "adamw.v", {n}, file);
+  auto v = f32_tensor(*f, prefix + ".v", {n}, file);
   if (!v) return v.err();
   int t = -1;  // all of the value a count, or the file is corrupt
-  if (auto it = f->meta().find("steps_taken"); it != f->meta().end()) {
+  const std::string steps_key = prefix == "adamw" ? "steps_taken" : prefix + ".steps_taken";
+  if (auto it = f->meta().find(steps_key); it != f->meta().end()) {
     const std::string& v = it->second;
     const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), t);
     if (ec != std::errc() || end != v.data() + v.size()) t = -1;

@@ -2,7 +2,8 @@
 // through libs/ckpt — model.safetensors (the 16 parameter tensors, the model
 // shape in its metadata), optimizer.safetensors (AdamW's m and v, flat, and the
 // step count), trainer_state.json (step, LR schedule, RNG seed, data cursor,
-// config hash, thread count) under an HMAC-signed MANIFEST.json.
+// config hash, thread count) under an HMAC-signed MANIFEST.json; a stage
+// may add files of its own (a reward model's head: extra_file).
 // Stateless functions; one writer per snapshot root at a time.
 #pragma once
 
@@ -14,6 +15,7 @@
 #include "services/trainer/engine/optimizer.hpp"
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -45,10 +47,19 @@ result<std::string> checkpoint_key(const std::string& data_dir, const std::strin
 // `loom-trainer sample`). not_found naming the path when there is none.
 result<std::string> existing_checkpoint_key(const std::string& data_dir);
 
+// A further safetensors file of a snapshot, signed with the rest (e.g.
+// reward_head.safetensors: the head's tensors and its optimiser's moments).
+struct extra_file {
+  std::string name;  // a plain file name
+  std::vector<ckpt::tensor_view> tensors;
+  ckpt::metadata meta;
+};
+
 // Publishes root/step-N (N = st.step) and keeps the newest `keep` verified
 // snapshots. Any failed write or fsync fails the snapshot (LATEST untouched).
 result<std::string> save_snapshot(const std::string& root, const engine::gpt2& model, const engine::adamw& opt,
-                                  const train_state& st, std::string_view key, int keep);
+                                  const train_state& st, std::string_view key, int keep,
+                                  std::span<const extra_file> extras = {});
 
 // A verified snapshot with its model shape and state, ready to load from.
 struct opened_snapshot {
@@ -68,5 +79,12 @@ result<opened_snapshot> open_snapshot(const std::string& path, std::string_view 
 status load_params(const opened_snapshot& s, engine::gpt2& model);
 // Puts AdamW's moments and step count back.
 status load_optimizer(const opened_snapshot& s, engine::adamw& opt);
+// An extra_file of the snapshot (verified with it); not_found when it has none of that name.
+result<ckpt::safetensors_file> read_extra(const opened_snapshot& s, const std::string& name);
+// AdamW's moments and step count as tensors "<prefix>.m", "<prefix>.v" and
+// metadata "<prefix>.steps_taken" of an extra_file, and back (views: valid while opt lives).
+void add_optimizer(extra_file& f, const engine::adamw& opt, const std::string& prefix);
+status load_optimizer(const ckpt::safetensors_file& f, const std::string& file, engine::adamw& opt,
+                      const std::string& prefix);
 
 }  // namespace loom::trainer

@@ -1,4 +1,5 @@
 #include "services/trainer/run/training_run.hpp"
+#include "services/trainer/run/align_run.hpp"
 #include "services/trainer/run/run_support.hpp"
 
 #include "libs/ckpt/snapshot.hpp"
@@ -490,6 +491,7 @@ run_summary run::finish() {
 }  // namespace
 
 result<run_summary> run_training(const runspec::run_config& c, const run_options& o) {
+  if (c.alignment()) return run_alignment(c, o);
   run r(c, o);
   return r.go();
 }

@@ -23,6 +23,8 @@
 #include <ostream>
 #include <span>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace loom::trainer {
 
@@ -92,8 +94,12 @@ struct run_summary {
   std::string snapshot;          // the last published snapshot directory
   std::string params_sha256;     // of the final parameters' bytes
   bool stopped = false;          // ended by *stop before config.steps
+  // Alignment kinds (rm, dpo, rl; align_run.hpp): the held-out metrics at the end.
+  std::vector<std::pair<std::string, double>> eval;
 };
 
+// Kinds rm, dpo and rl run align_run.hpp's loop (same snapshots, metrics
+// log and resume; no anomaly rollback: a non-finite loss is an error).
 // Anomalies (a non-finite loss or a loss spike, see run_config) roll back to
 // the last snapshot and skip the batch; when the model does not fit in memory
 // the micro-batch halves and accumulation doubles (tokens per step unchanged).
