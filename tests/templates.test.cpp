@@ -191,10 +191,16 @@ TEST_CASE("every training template is listed with its summary, shown, and runs t
   REQUIRE(run_loom(home.path(), {"up", "--import-root", "/usr/share/common-licenses", "--trainers", "2"}, 60s).code == 0);
   // Continued pretraining and SFT-only templates start from pretrain-tiny's result.
   auto from_checkpoint = [](const std::string& n) { return n.rfind("continued-", 0) == 0 || n.rfind("sft-", 0) == 0; };
+  // dpo and rl templates start from a byte-level model (vocab 256): rm-tiny's
+  // backbone stands in for the SFT parent a user would name.
+  auto from_byte_model = [](const std::string& n) { return n.rfind("dpo-", 0) == 0 || n.rfind("rl-", 0) == 0; };
+  // rl: train.batch must hold whole groups of samples_per_prompt.
+  auto rl_group = [](std::vector<std::string>& extra) { extra.insert(extra.end(), {"--set", "align.samples_per_prompt=2"}); };
   std::vector<std::pair<std::string, std::string>> jobs;
   for (const auto& n : names)
-    if (!from_checkpoint(n)) {
+    if (!from_checkpoint(n) && !from_byte_model(n)) {
       auto extra = tiny(2);
+      if (n.find("rl") != std::string::npos) rl_group(extra);
       extra.insert(extra.end(), {"--set", std::string("text=") + corpus});
       // DiLoCo ones: as many sites as this deployment has trainers, one fragment
       // per shrunk layer at most (the aggregator runs them through the real rounds).
@@ -203,14 +209,22 @@ TEST_CASE("every training template is listed with its summary, shown, and runs t
                                    "diloco.inner_steps=1"});
       jobs.emplace_back(n, submit(home.path(), n, extra));
     }
-  std::string base;
+  std::string base, bytes_base;
   for (const auto& [n, id] : jobs)
-    if (n == "pretrain-tiny") {
+    if (n == "pretrain-tiny" || n == "rm-tiny") {
       auto j = wait_done(home.path(), id, 240s);
       check_succeeded(j, n, 2);
-      base = j["stages"][0]["checkpoint"].get<std::string>();
+      (n == "rm-tiny" ? bytes_base : base) = j["stages"][0]["checkpoint"].get<std::string>();
     }
   REQUIRE(!base.empty());
+  REQUIRE(!bytes_base.empty());
+  for (const auto& n : names)
+    if (from_byte_model(n)) {
+      auto extra = tiny(2);
+      extra.insert(extra.end(), {"--set", "model.init_from=" + bytes_base});
+      if (n.rfind("rl-", 0) == 0) rl_group(extra);
+      jobs.emplace_back(n, submit(home.path(), n, extra));
+    }
   for (const auto& n : names)
     if (from_checkpoint(n)) {
       auto extra = tiny(2);

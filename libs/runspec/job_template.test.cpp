@@ -138,7 +138,7 @@ TEST_CASE("a bad override is refused at resolution naming the key, the stage and
 
 TEST_CASE("a stage kind the trainer lacks is refused by name, a known one is taken") {
   auto msg = [](result<job_plan> r) { return r.ok() ? std::string("ok") : r.err().message; };
-  CHECK(msg(resolve_template("p", pipeline, {"text=/data/c.txt", "sft.kind=diloco"})).find("kind \"diloco\" is not run by this trainer") !=
+  CHECK(msg(resolve_template("p", pipeline, {"text=/data/c.txt", "sft.kind=hpo"})).find("kind \"hpo\" is not run by this trainer") !=
         std::string::npos);
   CHECK(msg(resolve_template("p", pipeline, {"text=/data/c.txt", "kind=magic"})).find("kind \"magic\" is not a stage kind") !=
         std::string::npos);

@@ -109,7 +109,7 @@ class reader {
     std::vector<std::string> v;
     for (const toml::node& e : *a) {
       auto w = e.value_exact<std::string>();
-      if (!w) return fail(*n, sec, key, "must be an array of strings");
+      if (!w || w->empty()) return fail(*n, sec, key, "must be an array of non-empty strings");
       v.push_back(*w);
     }
     out = std::move(v);
@@ -128,20 +128,6 @@ class reader {
     if (!v->empty() && p.is_relative())
       p = std::filesystem::path(origin_).parent_path() / p;
     out = v->empty() ? std::string() : p.lexically_normal().string();
-  }
-
-  // An array of strings.
-  void words(std::string_view sec, std::string_view key, std::vector<std::string>& out) {
-    const toml::node* n = find(sec, key);
-    if (!n) return;
-    const toml::array* a = n->as_array();
-    if (!a) return fail(*n, sec, key, "must be an array of strings");
-    out.clear();
-    for (auto&& e : *a) {
-      auto v = e.value_exact<std::string>();
-      if (!v || v->empty()) return fail(*n, sec, key, "must be an array of non-empty strings");
-      out.push_back(*v);
-    }
   }
 
   bool has(std::string_view sec, std::string_view key) const { return find(sec, key) != nullptr; }

@@ -55,7 +55,10 @@ TEST_CASE("every template under templates/ resolves, with a data source, and ope
     const auto header = template_header(text);
     REQUIRE(header.size() >= 2);  // a summary line and at least one line on how to use it
     CHECK(template_summary(text).rfind(name + ":", 0) == 0);  // "name: when to use it"
-    auto plan = resolve_template(name, text, {"text=/data/corpus.txt"});
+    // dpo and rl templates start from an SFT checkpoint the user names.
+    std::vector<std::string> set = {"text=/data/corpus.txt"};
+    if (name.rfind("dpo-", 0) == 0 || name.rfind("rl-", 0) == 0) set.push_back("model.init_from=/data/sft/checkpoints");
+    auto plan = resolve_template(name, text, set);
     INFO((plan.ok() ? std::string() : plan.err().message));
     REQUIRE(plan.ok());
     CHECK(!plan->stages.empty());
