@@ -97,9 +97,9 @@ TEST_CASE("a job no trainer could run is refused at submit naming what is wrong,
   auto key = refused({"--set", "train.lr=0.1"});
   CHECK(key.code == 1);
   CHECK(has(key, "train.lr is not a known key"));
-  auto kind = refused({"--set", "sft.kind=diloco"});
+  auto kind = refused({"--set", "sft.kind=hpo"});
   CHECK(kind.code == 1);
-  CHECK(has(kind, "kind \"diloco\" is not run by this trainer"));
+  CHECK(has(kind, "kind \"hpo\" is not run by this trainer"));
 
   // Files outside the import roots and the job outputs: refused, also a key of the deployment.
   auto shadow = run_loom(home.path(), {"job", "submit", "--template", "pipeline-test", "--set", "text=/etc/passwd"});
