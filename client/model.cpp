@@ -18,16 +18,6 @@ namespace loom::cli {
 namespace {
 using nlohmann::json;
 
-std::string when(std::uint64_t unix_ns) {
-  if (unix_ns == 0) return "-";
-  std::time_t t = static_cast<std::time_t>(unix_ns / 1'000'000'000ULL);
-  std::tm tm{};
-  ::gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%SZ", &tm);
-  return buf;
-}
-
 json version_json(const loom::v1::ModelVersion& v) {
   json metrics = json::object(), datasets = json::array();
   for (const auto& [k, x] : v.metrics()) metrics[k] = x;

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
+#include <ctime>
 #include <iostream>
 
 namespace loom::cli {
@@ -100,5 +101,15 @@ std::string json_text(const nlohmann::json& j) {
 }
 
 void print_json(const nlohmann::json& j) { std::cout << json_text(j) << std::endl; }
+
+std::string when(std::uint64_t unix_ns) {
+  if (unix_ns == 0) return "-";
+  std::time_t t = static_cast<std::time_t>(unix_ns / 1'000'000'000ULL);
+  std::tm tm{};
+  ::gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%SZ", &tm);
+  return buf;
+}
 
 }  // namespace loom::cli

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -18,6 +19,9 @@ namespace loom::cli {
 // UTF-8, and the backslash itself (\\, so an escape can't be forged). Valid
 // UTF-8 text otherwise passes unchanged.
 std::string printable(std::string_view s);
+
+// A unix time in ns as "2026-12-03 18:20:00Z" (UTC), or "-" for 0.
+std::string when(std::uint64_t unix_ns);
 
 // printable() for our own error messages: the same, but a backslash passes as
 // it is. Services and libraries already escape the outside text they quote

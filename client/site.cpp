@@ -24,17 +24,6 @@ result<M> scheduler_call(context& c, const google::protobuf::Message& req) {
   return typed_call<M>(c, "scheduler", req, 0);
 }
 
-// "2026-12-03 18:20:00Z", or "-" for 0.
-std::string when(std::uint64_t unix_ns) {
-  if (unix_ns == 0) return "-";
-  std::time_t t = static_cast<std::time_t>(unix_ns / 1'000'000'000ULL);
-  std::tm tm{};
-  ::gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%SZ", &tm);
-  return buf;
-}
-
 json site_json(const loom::v1::SiteInfo& s) {
   json keys = json::object(), trainers = json::array(), datasets = nullptr, link = nullptr;
   for (const auto& [service, key] : s.public_keys()) keys[service] = key;

@@ -9,17 +9,8 @@
 namespace loom::align {
 namespace {
 
-// splitmix64 per row: each row's draws depend on (seed, row) only.
-struct rng64 {
-  std::uint64_t s;
-  std::uint64_t next() {
-    std::uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  double uniform() { return double(next() >> 11) * 0x1.0p-53; }
-};
+// Each row draws from its own rng64 (sampler.hpp), seeded from (seed, row) only.
+using trainer::rng64;
 
 // Mean policy entropy over masked rows of logits (N, Vp).
 double mean_entropy(std::span<const float> logits, std::span<const float> mask, int V, int Vp) {

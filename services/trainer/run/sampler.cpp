@@ -7,18 +7,6 @@
 namespace loom::trainer {
 namespace {
 
-// splitmix64: a small, well-mixed generator whose sequence we control.
-struct rng64 {
-  std::uint64_t s;
-  std::uint64_t next() {
-    std::uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  double uniform() { return double(next() >> 11) * 0x1.0p-53; }
-};
-
 }  // namespace
 
 std::size_t pick(std::span<const float> logits, float temperature, int top_k, double u,
