@@ -81,7 +81,7 @@ result<loom::v1::AuditQueryReply> query(context& c, const loom::v1::AuditQueryRe
 
 int verify(context& c) {
   const std::uint64_t from = c.a.number("from").value_or(1);
-  std::string url = c.a.get_or("database", store::resolve_url(c.paths.root));
+  std::string url = c.a.get_or("database", auditchain::store_url(c.paths.root));
   auto db = store::database::open(url);
   if (!db) return fail(c, db.err());
   auditchain::verify_options o;

@@ -294,9 +294,10 @@ TEST_CASE("token issue and key rotation are audited, old payloads still decrypt,
     CHECK(metrics.find(secret) == std::string::npos);
     CHECK(spools.find(secret) == std::string::npos);
   }
-  auto dbfile = files::read_file(home + "/loom.db");
-  auto wal = files::read_file(home + "/loom.db-wal");
-  std::string store = (dbfile ? *dbfile : "") + (wal ? *wal : "");
+  // Every store file: the services' loom.db and the audit chain's audit.db, with their WALs.
+  std::string store;
+  for (const char* f : {"/loom.db", "/loom.db-wal", "/audit.db", "/audit.db-wal"})
+    if (auto bytes = files::read_file(home + f)) store += *bytes;
   REQUIRE(!store.empty());
   for (auto& [what, secret] : canaries) CHECK_MESSAGE(store.find(secret) == std::string::npos, what);
   CHECK_MESSAGE(store.find("canary-payload-7f3a91") == std::string::npos, "a sealed payload is in clear in the store");
@@ -349,7 +350,7 @@ TEST_CASE("loom audit verify: exit 0 on the live chain, exit 1 naming the seq on
     REQUIRE(std::filesystem::file_size(anchor_file) > 0);
     if (t.file == anchors::emptied) std::filesystem::resize_file(anchor_file, 0);
     if (t.file == anchors::deleted) std::filesystem::remove(anchor_file);
-    auto db = store::database::open(copy.path() + "/loom.db");
+    auto db = store::database::open(layout::paths{copy.path()}.audit_store());
     REQUIRE(db.ok());
     auto st = (*db)->with_transaction([&](store::transaction& tx) -> status {
       return tx.exec_script(std::string("DROP TRIGGER audit_events_append_only_update; "

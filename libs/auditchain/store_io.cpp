@@ -3,6 +3,8 @@
 #include "libs/auditchain/anchor_file.hpp"
 #include "libs/store/database.hpp"
 
+#include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <variant>
 
@@ -333,6 +335,22 @@ result<verify_report> verify_store(store::database& db, const verify_options& o)
     }
   }
   return rep;
+}
+
+std::string store_url(const std::string& data_dir) {
+  const char* env = std::getenv("LOOM_DATABASE_URL");
+  if (env != nullptr && *env != '\0') return env;
+  const std::string own = data_dir + "/audit.db", shared = data_dir + "/loom.db";
+  std::error_code ec;
+  if (std::filesystem::exists(own, ec) || !std::filesystem::exists(shared, ec)) return own;
+  auto db = store::database::open(shared);
+  if (!db) return own;  // the audit service reports its own store's errors, not loom.db's
+  auto has = (*db)->with_read_transaction([](store::transaction& tx) -> result<bool> {
+    auto rows = tx.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'audit_events'");
+    if (!rows) return rows.err();
+    return !rows->empty();
+  });
+  return has && *has ? shared : own;
 }
 
 }  // namespace loom::auditchain

@@ -79,6 +79,15 @@ struct verify_options {
 // chain is an ok result whose report is !ok().
 result<verify_report> verify_store(store::database& db, const verify_options& o);
 
+// Where the chain is stored: $LOOM_DATABASE_URL when set (PostgreSQL: one
+// server for every service), else its own SQLite file <data_dir>/audit.db —
+// not the services' loom.db, because SQLite has one write lock and one WAL
+// per file: the audit writer's commits would queue behind the scheduler's and
+// reset its page cache on every commit. A data dir written before audit.db
+// existed (no audit.db, loom.db holding audit_events) keeps its chain in loom.db.
+// The audit service and `loom audit verify` both ask here.
+std::string store_url(const std::string& data_dir);
+
 // The same inside the caller's transaction, with keys and external
 // checkpoints already loaded (tests tamper and verify in one transaction).
 result<verify_report> verify_in(store::transaction& tx, std::uint64_t from_seq, const anchor_keys& keys,

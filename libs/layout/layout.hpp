@@ -6,6 +6,8 @@
 //                                operator's import roots (`loom up --import-root DIR`)
 //   <data>/loom.lock             flock: held by the watcher (and `loom up` while it starts one)
 //   <data>/loom.db               the state store (SQLite) unless $LOOM_DATABASE_URL says otherwise
+//   <data>/audit.db              the audit chain's own SQLite file (auditchain::store_url; a data dir
+//                                from before it keeps the chain in loom.db)
 //   <data>/keys/curve/<n>.pub    CURVE public keys (the ZAP allow-list)
 //   <data>/keys/curve/<n>.key    CURVE secret keys (0600)
 //   <data>/keys/peers/<n>.pub    other sites' keys trusted by this site's dataset sync server
@@ -84,6 +86,7 @@ struct paths {
   std::string imports() const { return root + "/imports"; }
   std::string lock() const { return root + "/loom.lock"; }
   std::string store() const { return root + "/loom.db"; }
+  std::string audit_store() const { return root + "/audit.db"; }
   std::string jobs() const { return root + "/jobs"; }
 };
 

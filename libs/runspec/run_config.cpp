@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <regex>
@@ -189,6 +190,12 @@ status apply_override(toml::table& root, const std::string& kv) {
 }  // namespace
 
 std::unique_ptr<toml::node> override_value(const std::string& text) {
+  // A TOML value starts with a quote, bracket, sign, digit or the t/f/i/n of
+  // true, false, inf and nan: anything else (a path, a name) is a plain string,
+  // known without a parse that would throw.
+  const auto first = text.find_first_not_of(" \t");
+  if (first == std::string::npos || !std::strchr("\"'[{+-0123456789tfin", text[first]))
+    return std::make_unique<toml::value<std::string>>(text);
   try {
     const std::string doc = "v = " + text;
     toml::table t = toml::parse(std::string_view(doc), std::string_view("--set"));

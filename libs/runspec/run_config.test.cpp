@@ -1,6 +1,10 @@
 #include "libs/runspec/run_config.hpp"
+#include "libs/runspec/toml_reader.hpp"
 
 #include <doctest/doctest.h>
+
+#include <cmath>
+#include <optional>
 
 using namespace loom;
 using namespace loom::runspec;
@@ -109,6 +113,32 @@ TEST_CASE("run_config overrides are typed TOML values and may add sections") {
   CHECK(bad.err().message.find("--set") != std::string::npos);
   CHECK(!parse_run_config(base, "run.toml", {"steps=3"}).ok());
   CHECK(!parse_run_config(base, "run.toml", {"train.nope=3"}).ok());
+}
+
+TEST_CASE("an override's value is the TOML value it spells, else its text as a string") {
+  auto str = [](const std::string& t) {
+    auto v = override_value(t);
+    return v->is_string() ? std::optional<std::string>(v->as_string()->get()) : std::nullopt;
+  };
+  CHECK(override_value("300")->as_integer()->get() == 300);
+  CHECK(override_value(" -1")->as_integer()->get() == -1);
+  CHECK(override_value("+2.5e-3")->as_floating_point()->get() == doctest::Approx(2.5e-3));
+  CHECK(std::isinf(override_value("inf")->as_floating_point()->get()));
+  CHECK(std::isnan(override_value("nan")->as_floating_point()->get()));
+  CHECK(override_value("true")->as_boolean()->get());
+  CHECK_FALSE(override_value("false")->as_boolean()->get());
+  CHECK(override_value("[1, 2]")->as_array()->size() == 2);
+  CHECK(str("\"quoted text\"") == "quoted text");
+  CHECK(str("'literal'") == "literal");
+  // Not TOML values: the text itself, whether or not it starts like one.
+  CHECK(str("/usr/share/common-licenses/GPL-3") == "/usr/share/common-licenses/GPL-3");
+  CHECK(str("pipeline") == "pipeline");
+  CHECK(str("t5-small") == "t5-small");
+  CHECK(str("fp16") == "fp16");
+  CHECK(str("nano") == "nano");
+  CHECK(str("12 monkeys") == "12 monkeys");
+  CHECK(str("") == "");
+  CHECK(str("  ") == "  ");
 }
 
 TEST_CASE("math_hash changes with the numbers, not with checkpoint or output settings") {

@@ -51,7 +51,7 @@ struct service_env {
   metrics::service_metrics* metrics = nullptr;
   audit::emitter* audit = nullptr;
   // The state store (services with migrations only): $LOOM_DATABASE_URL
-  // (PostgreSQL), else <data dir>/loom.db (SQLite). `db` is this process's
+  // (PostgreSQL), else <data dir>/loom.db (SQLite) or spec.store_url's. `db` is this process's
   // connection for the service actor; other threads open their own from the URL.
   std::string database_url;
   store::database* db = nullptr;
@@ -69,6 +69,9 @@ struct service_spec {
   // The service's own tables; non-empty = the service uses the state store,
   // opened (retrying while unreachable) and migrated before anything starts.
   std::function<std::span<const store::migration>()> migrations;
+  // Optional: the store's URL when neither --database nor $LOOM_DATABASE_URL
+  // name one (default <data dir>/loom.db): the audit service's own audit.db.
+  std::function<std::string(const std::string& data_dir)> store_url;
   // Optional, started before the gateway; the returned handle's destructor stops it.
   std::function<result<std::shared_ptr<void>>(service_env&)> start_extra;
   // The ROUTER also admits keys it does not know (enrol_zap_domain), which

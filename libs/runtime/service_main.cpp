@@ -211,7 +211,8 @@ int service_main(int argc, char** argv, const service_spec& spec) {
     const char* env_url = std::getenv("LOOM_DATABASE_URL");
     env.database_url = !opt.database.empty() ? opt.database
                        : env_url && *env_url ? std::string(env_url)
-                                             : env.paths.root + "/loom.db";
+                       : spec.store_url                ? spec.store_url(env.paths.root)
+                                                       : env.paths.store();
     auto opened = store::database::open_with_retry(
         env.database_url, std::chrono::steady_clock::now() + std::chrono::seconds(database_deadline_s()));
     if (!opened) {

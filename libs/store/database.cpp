@@ -183,12 +183,6 @@ std::string mask_url(std::string_view url) {
   return out;
 }
 
-std::string resolve_url(const std::string& data_dir) {
-  const char* env = std::getenv("LOOM_DATABASE_URL");
-  if (env != nullptr && *env != '\0') return env;
-  return data_dir + "/loom.db";
-}
-
 namespace detail {
 
 int placeholder_number(std::string_view name) {

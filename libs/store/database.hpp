@@ -154,10 +154,6 @@ class database {
 std::string mask_url(std::string_view url);
 bool is_postgres_url(std::string_view url);
 
-// The database EdgeLoom uses: $LOOM_DATABASE_URL when set and non-empty,
-// else <data_dir>/loom.db.
-std::string resolve_url(const std::string& data_dir);
-
 template <class F>
 auto transaction::nested(F&& fn) -> std::invoke_result_t<F&, transaction&> {
   using R = std::invoke_result_t<F&, transaction&>;

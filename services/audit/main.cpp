@@ -4,6 +4,7 @@
 // rotates the key-encryption key and issues tokens (both audited).
 // Wiring only: config.hpp reads the settings, audit_service.hpp builds the
 // parts, libs/runtime runs them.
+#include "libs/auditchain/store_io.hpp"
 #include "libs/runtime/service.hpp"
 #include "services/audit/audit_service.hpp"
 #include "services/audit/config.hpp"
@@ -24,6 +25,7 @@ int main(int argc, char** argv) {
   runtime::service_spec spec;
   spec.name = "audit";
   spec.migrations = audit_service::audit_migrations;
+  spec.store_url = auditchain::store_url;  // <data>/audit.db: not the scheduler's SQLite file
   spec.start_extra = [&log, &c = *cfg](runtime::service_env& env) {
     return audit_service::start_receiver(env, c, log);
   };

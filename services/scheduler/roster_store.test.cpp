@@ -1,5 +1,6 @@
 // The roster survives its actor and its process: the same suite on SQLite
 // and PostgreSQL (CTest names end in [sqlite] / [postgres]).
+#include "libs/crypto/hash.hpp"
 #include "libs/runtime/logic_pb.hpp"
 #include "libs/store/database.hpp"
 #include "libs/store/migrate.hpp"
@@ -164,4 +165,60 @@ TEST_CASE("a failed group commit fails its reply's ticket and the next call rest
   scheduler::scheduler_logic b(db->get(), [&] { return now; });
   scheduler::caller admin;  // every tenant's jobs
   CHECK(b.jobs().list("", admin).empty());
+}
+
+TEST_CASE("a submit's request id outlives a restart on its job row, and one recorded by v4-v6 in job_requests too") {
+  auto scratch = store::testing::scratch::make(engine, "requests");
+  REQUIRE(scratch.ok());
+  auto db = store::database::open(scratch->url());
+  REQUIRE(db.ok());
+  REQUIRE(store::migrate(**db, scheduler::scheduler_migrations()).ok());
+  scheduler::time_point now{std::chrono::seconds(1'700'000'000)};
+  auto job_of = [](const runtime::handled& h) {
+    v1::SubmitJobReply r;
+    REQUIRE(r.ParseFromString(h.body));
+    return std::pair{r.job().id(), r.existed()};
+  };
+  auto other_body = [&](scheduler::scheduler_logic& l, const std::string& request_id) {
+    auto s = small_job();
+    s.add_overrides("steps=4");
+    return l.handle(s.GetDescriptor()->full_name(), s.SerializeAsString(), {request_id, "alice", "operator", "local"});
+  };
+  {
+    scheduler::scheduler_logic a(db->get(), [&] { return now; });
+    REQUIRE(submit(a, "req-1").code == errc::ok);
+    REQUIRE(submit(a, "req-2").code == errc::ok);
+  }
+  auto exec = [&](const std::string& sql, const std::vector<store::value>& args) {
+    auto st = (*db)->with_transaction([&](store::transaction& tx) -> status {
+      auto r = tx.exec(sql, args);
+      if (!r) return r.err();
+      return ok_status();
+    });
+    REQUIRE_MESSAGE(st.ok(), st.err().to_string());
+  };
+  auto count = [&](const std::string& sql) {
+    auto rows = (*db)->with_read_transaction([&](store::transaction& tx) { return tx.query(sql); });
+    REQUIRE(rows.ok());
+    return *(*rows)[0].get_i64(0);
+  };
+  CHECK(count("SELECT COUNT(*) FROM job_requests") == 0);  // the job row is the submit's record
+  // job-000002 as v4-v6 wrote it: the body's hash in a job_requests row.
+  exec("UPDATE jobs SET body_sha256 = '' WHERE id = $1", {std::string("job-000002")});
+  exec("INSERT INTO job_requests (principal, request_id, kind, body_sha256, job_id, unix_ns) "
+       "VALUES ($1, $2, $3, $4, $5, $6)",
+       {std::string("alice"), std::string("req-2"), std::string("submit"),
+        crypto::sha256_hex(small_job().SerializeAsString()), std::string("job-000002"), std::int64_t{1}});
+
+  scheduler::scheduler_logic b(db->get(), [&] { return now; });
+  for (auto [rid, id] : {std::pair{"req-1", "job-000001"}, std::pair{"req-2", "job-000002"}}) {
+    INFO(rid);
+    auto again = submit(b, rid);
+    REQUIRE(again.code == errc::ok);
+    CHECK(job_of(again) == std::pair{std::string(id), true});
+    auto conflict = other_body(b, rid);
+    CHECK(conflict.code == errc::conflict);
+    CHECK(conflict.message.find(std::string("request id ") + rid + " was used by alice") != std::string::npos);
+  }
+  CHECK(count("SELECT COUNT(*) FROM jobs") == 2);
 }

@@ -38,6 +38,7 @@ CREATE INDEX nodes_by_zone ON nodes (zone);
       spec_migration(),
       sites_migration(),
       models_migration(),
+      submit_request_migration(),
   };
   return all;
 }

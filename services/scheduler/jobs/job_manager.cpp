@@ -93,10 +93,15 @@ status job_manager::load(const roster& nodes, time_point now) {
   for (auto& r : *requests) by_request_[request_key(r.principal, r.request_id)] = r;
   for (auto& j : *loaded) {
     next_seq_ = std::max(next_seq_, j.seq + 1);
-    // A job from before v4: its request id was global, its key the bare id.
-    if (j.request_id.find('\n') == std::string::npos)
+    // The submit's request record is the job row (from v7; job_requests held
+    // it in v4-v6). A job from before v4: its request id was global, its key the bare id.
+    const auto nl = j.request_id.find('\n');
+    if (nl == std::string::npos)
       by_request_.try_emplace(request_key(j.principal, j.request_id),
                               request_rec{j.principal, j.request_id, "submit", "", j.id, j.submitted_ns});
+    else
+      by_request_.try_emplace(j.request_id, request_rec{j.request_id.substr(0, nl), j.request_id.substr(nl + 1),
+                                                        "submit", j.body_sha256, j.id, j.submitted_ns});
     for (auto& s : j.stages)
       if (s.min_trainers == 0) {  // a row from before v4: its figures from the resolved spec, once
         auto spec = runspec::parse_run_config(s.config_toml, j.id + "/" + s.name);

@@ -98,6 +98,7 @@ result<std::pair<const job_rec*, bool>> job_manager::submit(const submit_args& a
   j.out_dir = root_ + "/" + j.id;
   j.overrides = a.overrides;
   j.submitted_ns = j.updated_ns = ns(now);
+  j.body_sha256 = who.body_sha256;
   for (const auto& sp : plan->stages) {
     stage_rec s;
     s.name = sp.name;
@@ -112,12 +113,11 @@ result<std::pair<const job_rec*, bool>> job_manager::submit(const submit_args& a
   std::string names;
   for (const auto& s : j.stages) names += (names.empty() ? "" : " -> ") + s.name;
   const request_rec req{who.principal, who.request_id, "submit", who.body_sha256, j.id, ns(now)};
-  auto st = persist([j, req, e = job_event{1, ns(now), "", "submitted",
+  auto st = persist([j, e = job_event{1, ns(now), "", "submitted",
                                             "template " + a.template_name + ", stages " + names + ", by " +
                                                 who.principal + " (tenant " + tenant + ")"}](
                         store::transaction& tx) -> status {
-    if (auto s = save_job(tx, j); !s) return s;
-    if (auto s = add_request(tx, req); !s) return s;
+    if (auto s = save_job(tx, j); !s) return s;  // the row is also the request's record
     return add_event(tx, j.id, e);
   });
   if (!st) return st.err();

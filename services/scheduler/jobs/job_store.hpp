@@ -42,7 +42,8 @@ struct stage_rec {
 struct job_rec {
   std::string id;          // job-000001
   std::uint64_t seq = 0;   // 1, 2, ...: arrival order
-  std::string request_id;  // the submit's request id (idempotency)
+  std::string request_id;  // the submit's request key, principal "\n" request id (idempotency)
+  std::string body_sha256; // of the submit's request message ("" before v7: job_requests holds it)
   std::string name, template_name, state = "queued", tenant, priority_class, zone, principal, message, out_dir;
   std::vector<std::string> overrides;
   std::int64_t submitted_ns = 0, updated_ns = 0;
@@ -73,6 +74,7 @@ struct job_event {
 const store::migration& jobs_migration();
 const store::migration& groups_migration();
 const store::migration& spec_migration();
+const store::migration& submit_request_migration();
 
 result<std::vector<job_rec>> load_jobs(store::transaction& tx);
 // Inserts or updates the job row and all its stage rows.
