@@ -11,7 +11,6 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
-#include <regex>
 #include <set>
 
 namespace loom::runspec {
@@ -39,10 +38,10 @@ const std::map<std::string, std::set<std::string>, std::less<>>& known_keys() {
   return k;
 }
 
-// Where a value came from: its line in the parsed text, else its line in the
-// template it was copied from (`lines`, by "section.key"), else an override.
-std::string where(const std::string& origin, const toml::node& n, const std::string& dotted = "",
-                  const key_lines* lines = nullptr) {
+}  // namespace
+
+std::string where(const std::string& origin, const toml::node& n, const std::string& dotted,
+                  const key_lines* lines) {
   const auto& src = n.source();
   if (src.begin.line == 0 && lines)
     if (auto it = lines->find(dotted); it != lines->end()) return origin + ":" + std::to_string(it->second);
@@ -53,6 +52,8 @@ std::string where(const std::string& origin, const toml::node& n, const std::str
 error bad(const std::string& at, const std::string& key, const std::string& why) {
   return make_error(errc::invalid_argument, at + ": " + key + " " + why);
 }
+
+namespace {
 
 // Reads typed values out of one parsed document, remembering the first error.
 class reader {
@@ -271,92 +272,6 @@ std::vector<std::pair<std::string, std::string>> run_config::input_paths() const
           {"reward.model", path(align.reward_model)}};
 }
 
-namespace {
-// Every kind the platform knows (ARCHITECTURE 8b), and the ones this trainer runs.
-constexpr std::string_view all_kinds[] = {"lm", "sft", "rm", "dpo", "rl", "diloco", "hpo"};
-constexpr std::string_view trainer_kinds[] = {"lm", "sft", "rm", "dpo", "rl", "diloco"};
-
-// The [diloco] section against the rest: the site count is the stage's group,
-// P fits the model and H, the codec is libs/codec's, one dataset per site.
-status check_diloco(const toml::table& root, run_config& c, const std::string& origin, const key_lines* lines) {
-  const diloco_settings& d = c.diloco;
-  auto at = [&](const char* key) {
-    const toml::table* t = root["diloco"].as_table();
-    const toml::node* n = t ? t->get(key) : nullptr;
-    return n ? where(origin, *n, std::string("diloco.") + key, lines) : origin;
-  };
-  static constexpr std::string_view codecs[] = {"fp32", "fp16", "bf16", "int8", "int4", "topk"};
-  if (std::find(std::begin(codecs), std::end(codecs), d.codec) == std::end(codecs))
-    return bad(at("codec"), "diloco.codec", "must be one of fp32, fp16, bf16, int8, int4, topk, got \"" + d.codec + "\"");
-  if (d.fragments > static_cast<std::uint32_t>(c.model.layers))
-    return bad(at("fragments"), "diloco.fragments",
-               "must not exceed model.layers (" + std::to_string(c.model.layers) + "): a fragment is a set of layers");
-  if (d.fragments > d.inner_steps)
-    return bad(at("fragments"), "diloco.fragments",
-               "must not exceed diloco.inner_steps (" + std::to_string(d.inner_steps) + "): fragments sync in turn within H");
-  if (!d.datasets.empty() && d.datasets.size() != d.sites)
-    return bad(at("datasets"), "diloco.datasets",
-               "names " + std::to_string(d.datasets.size()) + " datasets for " + std::to_string(d.sites) +
-                   " sites: one per site");
-  for (const auto& name : d.datasets)
-    if (name.empty() || name.find_first_of("/\\") != std::string::npos || name == "." || name == "..")
-      return bad(at("datasets"), "diloco.datasets", "must be dataset names, not paths: \"" + name + "\"");
-  const toml::table* par = root["parallel"].as_table();
-  if (par && !par->empty() && (c.min_trainers != d.sites || c.max_trainers != d.sites))
-    return bad(at("sites"), "diloco.sites",
-               std::to_string(d.sites) + " disagrees with [parallel]: a diloco stage runs one trainer per site; "
-                                         "leave [parallel] out");
-  if (c.format == "sft") return make_error(errc::invalid_argument, origin + ": kind \"diloco\" pretrains (data.format \"lm\")");
-  c.min_trainers = c.max_trainers = d.sites;
-  return ok_status();
-}
-}  // namespace
-
-bool known_kind(std::string_view kind) {
-  return std::find(std::begin(all_kinds), std::end(all_kinds), kind) != std::end(all_kinds);
-}
-bool runnable_kind(std::string_view kind) {
-  return std::find(std::begin(trainer_kinds), std::end(trainer_kinds), kind) != std::end(trainer_kinds);
-}
-
-namespace {
-
-// The [align] and [reward] settings of an rm, dpo or rl stage.
-template <typename Bad>
-status check_align(run_config& c, const std::string& kind, bool has_parent, const Bad& bad_cfg) {
-  const align_settings& a = c.align;
-  if (a.loss != "dpo" && a.loss != "ipo") return bad_cfg("align.loss must be \"dpo\" or \"ipo\", got \"" + a.loss + "\"");
-  if (kind != "rm" && c.init_from.empty() && !has_parent)
-    return bad_cfg("a " + kind + " stage starts from an SFT checkpoint: set model.init_from (or put an sft stage "
-                   "before it in the job), got none");
-  if (c.tokenizer == "bytes" && c.model.vocab < 256)
-    return bad_cfg("data.tokenizer \"bytes\" needs model.vocab >= 256, got " + std::to_string(c.model.vocab));
-  if (kind != "rl") {
-    if (!a.reward_model.empty() || a.has_rule()) return bad_cfg("[reward] is read by rl stages only");
-    return ok_status();
-  }
-  if (a.reward_model.empty() == !a.has_rule())
-    return bad_cfg("an rl stage needs one reward: reward.model (an rm checkpoint) or a rule (reward.keywords, "
-                   "reward.min_len, reward.max_len, reward.regex)");
-  if (a.max_len > 0 && a.min_len > a.max_len) return bad_cfg("reward.min_len exceeds reward.max_len");
-  if (c.batch % a.samples_per_prompt != 0)
-    return bad_cfg("rl: train.batch " + std::to_string(c.batch) + " (completions per step) must be a multiple of "
-                   "align.samples_per_prompt " + std::to_string(a.samples_per_prompt));
-  if (c.grad_accum != 1) return bad_cfg("rl: train.grad_accum must be 1 (one on-policy batch per step)");
-  if (a.max_new_tokens >= c.seq_len)
-    return bad_cfg("rl: align.max_new_tokens must be below train.seq_len (the prompt needs room)");
-  if (!a.regex.empty()) {
-    try {
-      std::regex re(a.regex);
-    } catch (const std::regex_error& e) {
-      return bad_cfg("reward.regex \"" + a.regex + "\" is not a regular expression: " + e.what());
-    }
-  }
-  return ok_status();
-}
-
-}  // namespace
-
 result<run_config> read_run_config(const toml::table& root, const std::string& origin, const key_lines* lines,
                                    bool has_parent) {
   if (auto st = check_known_keys(root, origin, lines); !st) return st.err();
@@ -459,7 +374,7 @@ result<run_config> read_run_config(const toml::table& root, const std::string& o
   r.word("reward", "regex", a.regex);
   if (r.first_error) return *r.first_error;
 
-  auto bad_cfg = [&](const std::string& why) { return make_error(errc::invalid_argument, origin + ": " + why); };
+  const config_error bad_cfg = [&](const std::string& why) { return make_error(errc::invalid_argument, origin + ": " + why); };
   if (auto st = c.model.validate(); !st) return bad_cfg(st.err().message);
   if (!kind.empty()) {
     if (!known_kind(kind))

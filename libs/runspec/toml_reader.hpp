@@ -1,4 +1,4 @@
-// toml_reader: what run_config.cpp and job_template.cpp share inside
+// toml_reader: what run_config.cpp, stage_kinds.cpp and job_template.cpp share inside
 // libs/runspec — reading a run config out of an already parsed TOML table
 // (so a template's values keep their template line numbers) and turning
 // override text into a TOML value. Private to the library: it includes
@@ -10,6 +10,7 @@
 
 #include <toml++/toml.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -28,6 +29,21 @@ using key_lines = std::map<std::string, int, std::less<>>;
 // has_parent: a stage after the first, whose model.init_from the scheduler fills.
 result<run_config> read_run_config(const toml::table& root, const std::string& origin,
                                    const key_lines* lines = nullptr, bool has_parent = false);
+
+// Where a value came from: its line in the parsed text, else its line in the
+// template it was copied from (`lines`, by "section.key"), else an override.
+std::string where(const std::string& origin, const toml::node& n, const std::string& dotted = "",
+                  const key_lines* lines = nullptr);
+// invalid_argument "AT: KEY WHY".
+error bad(const std::string& at, const std::string& key, const std::string& why);
+// invalid_argument "ORIGIN: WHY", for checks that span several keys.
+using config_error = std::function<error(const std::string& why)>;
+
+// The kind-specific checks (stage_kinds.cpp), after the common sections are read:
+// [diloco] against the rest (fixes the stage's group to one trainer per site),
+// and [align]/[reward] of an rm, dpo or rl stage.
+status check_diloco(const toml::table& root, run_config& c, const std::string& origin, const key_lines* lines);
+status check_align(run_config& c, const std::string& kind, bool has_parent, const config_error& bad_cfg);
 
 // A TOML value from `--set` text: 3, 1e-3, true, "x"; a bare word is a string.
 std::unique_ptr<toml::node> override_value(const std::string& text);
