@@ -1,10 +1,12 @@
-// Cross-process: the pipeline-dpo-tiny template (pretrain -> SFT -> DPO) through
-// `loom up`, with kill -9 of the trainer during the DPO stage: the job succeeds,
-// the DPO stage ran more than once and resumed from its snapshot, its final
-// parameters equal an uninterrupted job's bitwise, and its held-out preference
-// accuracy rose (eval.json, before -> after). The stage switch (the last SFT
-// step to the first DPO step, seen in the stages' metrics logs) is measured
-// and printed.
+// Cross-process: the alignment pipelines through `loom up`, each with kill -9
+// of the trainer during its alignment stage. pipeline-dpo-tiny (pretrain ->
+// SFT -> DPO): the job succeeds, the DPO stage ran more than once and resumed
+// from its snapshot, its final parameters equal an uninterrupted job's bitwise,
+// and its held-out preference accuracy rose (eval.json, before -> after); the
+// stage switch (the last SFT step to the first DPO step, seen in the stages'
+// metrics logs) is measured and printed. pipeline-rlhf-tiny (pretrain -> SFT ->
+// RM -> RL): the same for the rl stage, rewarded by the rm stage's checkpoint,
+// with its held-out mean reward rising and its KL within the template's bound.
 #include "libs/files/files.hpp"
 #include "tests/support/harness.hpp"
 #include "tests/support/job_watch.hpp"
