@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <thread>
 
 using namespace loom;
@@ -76,6 +77,8 @@ TEST_CASE("pipeline-dpo-tiny survives kill -9 of the trainer in the dpo stage an
                                               << eval["before"]["policy_accuracy"] << " -> "
                                               << eval["after"]["policy_accuracy"] << ", KL " << eval["after"]["kl"]);
   CHECK(after > before);
+  // `loom job show` gives the same figures (the model registry's version of the stage).
+  CHECK(j["stages"][2]["eval"]["after"]["accuracy"].get<double>() == after);
   // The resumed stage's log reads as one run: steps 1..30, each once.
   auto log = files::read_file(dpo_log);
   REQUIRE(log.ok());
@@ -135,6 +138,24 @@ TEST_CASE("pipeline-rlhf-tiny survives kill -9 of the trainer in the rl stage, r
                                      << ", response length " << before["mean_length"] << " -> " << after["mean_length"]);
   CHECK(after["mean_reward"].get<double>() > before["mean_reward"].get<double>());
   CHECK(eval.value("kl_within_bound", false));
+  // `loom job show` gives the alignment stages' evals from the model registry, in JSON and in words.
+  CHECK(j["stages"][3]["eval"]["before"]["mean_reward"].get<double>() == before["mean_reward"].get<double>());
+  CHECK(j["stages"][3]["eval"]["after"]["kl"].get<double>() == after["kl"].get<double>());
+  const json& rm_eval = j["stages"][2]["eval"];
+  MESSAGE("rm held-out accuracy " << rm_eval["before"]["accuracy"] << " -> " << rm_eval["after"]["accuracy"]);
+  CHECK(rm_eval["after"]["accuracy"].get<double>() > rm_eval["before"]["accuracy"].get<double>());
+  CHECK_FALSE(j["stages"][1].contains("eval"));  // sft writes none
+  auto text = run_loom(home.path(), {"job", "show", id});
+  INFO(text.out);
+  char rl_line[160];
+  std::snprintf(rl_line, sizeof rl_line, "    rl: mean reward %.3f -> %.3f (initial std %.3f), KL ",
+                before["mean_reward"].get<double>(), after["mean_reward"].get<double>(),
+                before["reward_std"].get<double>());
+  const std::size_t at = text.out.find("  held-out eval (before -> after):\n");
+  REQUIRE(at != std::string::npos);
+  MESSAGE("loom job show:\n" << text.out.substr(at));
+  CHECK(text.out.find(rl_line) != std::string::npos);
+  CHECK(text.out.find("    rm: reward-model accuracy ") != std::string::npos);
 
   // An uninterrupted job of the same template ends with the same parameters, bitwise.
   auto ref = loom_json(home.path(), submit);
