@@ -1,7 +1,8 @@
 // `loom job submit|list|show|cancel|watch|logs`: training jobs at the
 // scheduler. Templates are TOML files found by client/templates.hpp; the
 // client sends the template's text, so the scheduler needs no access to this
-// machine's files.
+// machine's files. `job show` adds each alignment stage's held-out eval
+// (before -> after) from the model registry's versions of the job.
 #include "client/cli.hpp"
 #include "client/typed_call.hpp"
 
@@ -9,6 +10,7 @@
 #include "client/templates.hpp"
 #include "libs/files/files.hpp"
 #include "loom/v1/jobs.pb.h"
+#include "loom/v1/models.pb.h"
 
 #include <nlohmann/json.hpp>
 
@@ -21,6 +23,7 @@
 #include <filesystem>
 #include <map>
 #include <thread>
+#include <utility>
 
 namespace loom::cli {
 namespace {
@@ -188,12 +191,94 @@ result<loom::v1::GetJobReply> get_job(context& c, const std::string& id, std::ui
   return scheduler_call<loom::v1::GetJobReply>(c, req);
 }
 
+// A stage's held-out evaluation as the model registry holds it (its version's
+// eval_before_K / eval_after_K metrics, from the eval.json an alignment stage
+// writes): figure K -> {before, after}; NaN where one side is missing.
+struct stage_eval {
+  std::string kind;
+  std::map<std::string, std::pair<double, double>> figures;
+};
+
+// The held-out evals of `j`'s registered stages, by stage name. Empty when the
+// registry has none or cannot be asked (an older scheduler, a role without
+// model access): `job show` then shows the job without them.
+std::map<std::string, stage_eval> stage_evals(context& c, const loom::v1::JobInfo& j) {
+  std::map<std::string, stage_eval> out;
+  loom::v1::ListModelsRequest req;
+  req.set_model(j.name());
+  auto rep = typed_call<loom::v1::ListModelsReply>(c, "scheduler", req, 1);
+  if (!rep) return out;
+  const double none = std::nan("");
+  for (const auto& v : rep->versions()) {
+    if (v.job_id() != j.id()) continue;
+    for (const auto& [k, x] : v.metrics()) {
+      const bool before = k.starts_with("eval_before_"), after = k.starts_with("eval_after_");
+      if (!before && !after) continue;
+      stage_eval& e = out[v.stage()];
+      e.kind = v.kind();
+      auto& f = e.figures.try_emplace(k.substr(before ? 12 : 11), none, none).first->second;
+      (before ? f.first : f.second) = x;
+    }
+  }
+  return out;
+}
+
+// One line for a stage's eval, in the words of its kind: "dpo: preference
+// accuracy 0.50 -> 0.75, KL 0.228"; other kinds list every figure.
+std::string eval_line(const std::string& stage, const stage_eval& e) {
+  auto num = [](double v, const char* f) {
+    char b[32];
+    if (std::isnan(v)) return std::string("-");
+    std::snprintf(b, sizeof b, f, v);
+    return std::string(b);
+  };
+  auto has = [&](const std::string& k) { return e.figures.count(k) > 0; };
+  auto move = [&](const std::string& k, const char* f) {
+    const auto& [b, a] = e.figures.at(k);
+    return num(b, f) + " -> " + num(a, f);
+  };
+  std::string line = printable(stage) + ": ";
+  if (e.kind == "dpo" && has("accuracy")) {
+    line += "preference accuracy " + move("accuracy", "%.2f");
+    if (has("kl")) line += ", KL " + num(e.figures.at("kl").second, "%.3g");
+  } else if (e.kind == "rm" && has("accuracy")) {
+    line += "reward-model accuracy " + move("accuracy", "%.2f");
+    if (has("margin")) line += ", margin " + move("margin", "%.3g");
+  } else if (e.kind == "rl" && has("mean_reward")) {
+    line += "mean reward " + move("mean_reward", "%.3f");
+    if (has("reward_std")) line += " (initial std " + num(e.figures.at("reward_std").first, "%.3f") + ")";
+    if (has("kl")) line += ", KL " + num(e.figures.at("kl").second, "%.3g");
+  } else {
+    std::string sep;
+    for (const auto& [k, f] : e.figures) line += std::exchange(sep, ", ") + printable(k) + " " + move(k, "%.4g");
+  }
+  return line;
+}
+
 int job_show(context& c) {
   if (c.a.positional.size() < 3) return usage(usage_line(*c.a.command));
   auto rep = get_job(c, c.a.positional[2]);
   if (!rep) return fail(c, rep.err());
-  if (c.json) print_json(to_json(rep->job()));
-  else print_job(rep->job());
+  const auto evals = stage_evals(c, rep->job());
+  if (c.json) {
+    json j = to_json(rep->job());
+    for (auto& s : j["stages"]) {
+      const auto it = evals.find(s["name"].get<std::string>());
+      if (it == evals.end()) continue;
+      json before = json::object(), after = json::object();
+      for (const auto& [k, f] : it->second.figures) {
+        if (!std::isnan(f.first)) before[k] = f.first;
+        if (!std::isnan(f.second)) after[k] = f.second;
+      }
+      s["eval"] = {{"before", before}, {"after", after}};
+    }
+    print_json(j);
+    return ok_exit;
+  }
+  print_job(rep->job());
+  if (!evals.empty()) std::printf("  held-out eval (before -> after):\n");
+  for (const auto& s : rep->job().stages())
+    if (auto it = evals.find(s.name()); it != evals.end()) std::printf("    %s\n", eval_line(s.name(), it->second).c_str());
   return ok_exit;
 }
 

@@ -5,9 +5,9 @@
 // loses and duplicates nothing; a pretrain stage on a gang of two trainer
 // processes survives kill -9 of each member. The corpus is the GPL-3 text Debian ships
 // (imported through ingest for the pipeline test, data.text for the others).
-#include "libs/crypto/hash.hpp"
 #include "libs/files/files.hpp"
 #include "tests/support/harness.hpp"
+#include "tests/support/job_watch.hpp"
 #include "tests/support/loom_json.hpp"
 
 #include <doctest/doctest.h>
@@ -30,12 +30,6 @@ namespace {
 
 const char* corpus = "/usr/share/common-licenses/GPL-3";
 
-long pid_of(const std::string& home, const std::string& service) {
-  for (auto& s : loom_json(home, {"status"}).value("services", json::array()))
-    if (s.value("name", "") == service && s.value("healthy", false)) return s.value("pid", 0L);
-  return 0;
-}
-
 // `data`: the job's data override (default the corpus file as data.text).
 std::string submit(const std::string& home, std::vector<std::string> extra = {},
                    const std::string& data = std::string("text=") + corpus) {
@@ -48,30 +42,6 @@ std::string submit(const std::string& home, std::vector<std::string> extra = {},
 }
 
 json show(const std::string& home, const std::string& id) { return loom_json(home, {"job", "show", id}); }
-
-// Waits until the job ends (or `limit` passes); returns its final JSON.
-json wait_done(const std::string& home, const std::string& id, std::chrono::seconds limit = 240s) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  json j;
-  while (std::chrono::steady_clock::now() < deadline) {
-    j = show(home, id);
-    const std::string st = j.value("state", "");
-    if (st == "succeeded" || st == "failed" || st == "cancelled") return j;
-    std::this_thread::sleep_for(250ms);
-  }
-  return j;
-}
-
-std::string final_params_sha(const json& job, const std::string& stage) {
-  for (const auto& s : job["stages"])
-    if (s["name"] == stage) {
-      auto bytes = files::read_file(s["checkpoint"].get<std::string>() + "/model.safetensors");
-      REQUIRE(bytes.ok());
-      return crypto::sha256_hex(*bytes);
-    }
-  FAIL("no stage " << stage);
-  return "";
-}
 
 // Kills the service by pid and waits for the watcher's replacement to answer.
 void kill_and_wait(const std::string& home, const std::string& service) {
@@ -87,16 +57,6 @@ void kill_and_wait(const std::string& home, const std::string& service) {
   }
   REQUIRE(now != 0);
   REQUIRE(now != old);
-}
-
-// The step of the last line of a stage's metrics.jsonl (it moves every step;
-// the scheduler hears of progress only once a second); 0 before the first.
-std::uint64_t last_logged_step(const std::string& metrics) {
-  auto text = files::read_file(metrics);
-  if (!text || text->empty()) return 0;
-  const std::size_t end = text->rfind('\n', text->size() - 2);
-  auto j = json::parse(text->substr(end == std::string::npos ? 0 : end + 1), nullptr, false);
-  return j.is_object() ? j.value("step", std::uint64_t{0}) : 0;
 }
 
 }  // namespace
@@ -216,13 +176,9 @@ TEST_CASE("kill -9 of the trainer at 3 steps from seed 7: the job succeeds, bitw
   // The stage's metrics log moves every step (the scheduler hears of progress
   // once a second, ~16 steps here), so kills land at their drawn steps.
   const std::string metrics = show(home.path(), id)["out_dir"].get<std::string>() + "/pretrain/metrics.jsonl";
-  auto logged_step = [&] { return last_logged_step(metrics); };
   int killed = 0;
   for (std::uint64_t k : kills) {
-    const auto deadline = std::chrono::steady_clock::now() + 120s;
-    std::uint64_t at = 0;
-    while (std::chrono::steady_clock::now() < deadline && (at = logged_step()) < k)
-      std::this_thread::sleep_for(2ms);
+    const std::uint64_t at = wait_logged_step(metrics, k, std::chrono::steady_clock::now() + 120s);
     if (show(home.path(), id)["stages"][0]["state"] != "running") break;
     kill_and_wait(home.path(), "trainer");
     MESSAGE("killed the trainer at pretrain step >= " << k << " (logged " << at << ")");
@@ -258,9 +214,7 @@ TEST_CASE("a pretrain stage on a gang of two trainers survives kill -9 of each m
   // Rank 1's process at step >= 23, then rank 0's at step >= 51 (rank 0 writes the log).
   int killed = 0;
   for (auto [step, rank] : {std::pair<std::uint64_t, int>{23, 1}, {51, 0}}) {
-    const auto deadline = std::chrono::steady_clock::now() + 120s;
-    while (std::chrono::steady_clock::now() < deadline && last_logged_step(metrics) < step)
-      std::this_thread::sleep_for(2ms);
+    wait_logged_step(metrics, step, std::chrono::steady_clock::now() + 120s);
     json now = show(home.path(), id);
     if (now["stages"][0]["state"] != "running") break;
     const std::string node = now["stages"][0]["members"][rank].get<std::string>();
@@ -328,9 +282,7 @@ TEST_CASE("a high-priority job preempts a running low-priority one, which checkp
 
   const std::string victim = submit(home.path(), low);
   const std::string metrics = show(home.path(), victim)["out_dir"].get<std::string>() + "/pretrain/metrics.jsonl";
-  const auto deadline = std::chrono::steady_clock::now() + 120s;
-  while (std::chrono::steady_clock::now() < deadline && last_logged_step(metrics) < 40)
-    std::this_thread::sleep_for(5ms);
+  wait_logged_step(metrics, 40, std::chrono::steady_clock::now() + 120s, 5ms);
   REQUIRE(last_logged_step(metrics) >= 40);
   const std::string urgent = submit(home.path(), {"--priority", "high"});
   json urgent_done = wait_done(home.path(), urgent);

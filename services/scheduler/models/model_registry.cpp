@@ -8,6 +8,8 @@
 #include "libs/store/database.hpp"
 #include "services/scheduler/jobs/job_store.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include <array>
 #include <cstdio>
 #include <filesystem>
@@ -53,6 +55,26 @@ std::string joined(const std::vector<std::string>& v) {
 
 }  // namespace
 
+std::map<std::string, double> stage_eval_beside(const std::string& dir) {
+  constexpr std::uintmax_t max_eval_bytes = 64 * 1024;  // a few dozen figures; more is not an eval.json
+  std::map<std::string, double> out;
+  const auto path = std::filesystem::path(dir).parent_path().parent_path() / "eval.json";
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  if (ec || size > max_eval_bytes) return out;
+  auto text = files::read_file(path.string());
+  if (!text) return out;
+  const auto j = nlohmann::json::parse(*text, nullptr, false);
+  if (!j.is_object()) return out;
+  for (const char* when : {"before", "after"}) {
+    const auto it = j.find(when);
+    if (it == j.end() || !it->is_object()) continue;
+    for (const auto& [k, v] : it->items())
+      if (v.is_number()) out["eval_" + std::string(when) + "_" + k] = v.get<double>();
+  }
+  return out;
+}
+
 checkpoint_inspector verifying_inspector(std::string key_path) {
   return [key_path = std::move(key_path)](const std::string& dir) -> result<checkpoint_facts> {
     // Read at each call: the trainer makes the key on its first snapshot,
@@ -75,7 +97,7 @@ checkpoint_inspector verifying_inspector(std::string key_path) {
       return make_error(errc::corruption, "checkpoint " + dir + " lists no model.safetensors");
     auto manifest = files::read_file(dir + "/MANIFEST.json");
     if (!manifest) return manifest.err();
-    return checkpoint_facts{*step, crypto::sha256_hex(*manifest), model->second.sha256_hex};
+    return checkpoint_facts{*step, crypto::sha256_hex(*manifest), model->second.sha256_hex, stage_eval_beside(dir)};
   };
 }
 
@@ -146,6 +168,7 @@ result<model_version_rec> model_registry::register_stage(const stage_outcome& s)
     v.datasets = s.datasets;
     v.tokenizer = s.tokenizer;
     v.metrics = s.metrics;
+    v.metrics.insert(facts->eval.begin(), facts->eval.end());
     v.config_toml = s.config_toml;
     v.created_ns = now;
     if (auto w = insert_model_version(tx, v); !w) return w;

@@ -31,7 +31,15 @@ struct checkpoint_facts {
   std::uint64_t step = 0;
   std::string manifest_sha256;  // of MANIFEST.json's bytes
   std::string params_sha256;    // model.safetensors, as the verified manifest lists it
+  // The stage's held-out evaluation, from the eval.json an alignment stage
+  // writes beside its snapshots (<stage>/eval.json for <stage>/checkpoints/
+  // step-N): "eval_before_K" and "eval_after_K" for each figure K; empty when
+  // there is none (not signed: figures to show, never to trust).
+  std::map<std::string, double> eval;
 };
+// The figures of <dir>/../../eval.json as checkpoint_facts::eval names them;
+// empty when the file is missing, larger than 64 KiB or not such JSON.
+std::map<std::string, double> stage_eval_beside(const std::string& dir);
 // Verifies a snapshot directory; corruption naming every problem, not_found
 // when it is not there.
 using checkpoint_inspector = std::function<result<checkpoint_facts>(const std::string& dir)>;

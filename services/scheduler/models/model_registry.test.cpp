@@ -124,6 +124,29 @@ TEST_CASE("a checkpoint that does not verify is not registered, and the error na
   CHECK(f.reg->list("", 0)->empty());
 }
 
+TEST_CASE("an alignment stage's held-out eval beside its snapshots joins its version's metrics") {
+  models_fixture f;
+  // <stage>/checkpoints/step-N, and the eval.json the trainer writes at <stage>/.
+  const std::string stage_dir = f.dir.path() + "/j1/dpo";
+  const std::string d = f.snapshot(stage_dir + "/checkpoints", 30, 1.0f);
+  REQUIRE(files::write_atomic(stage_dir + "/eval.json",
+                              R"({"kind":"dpo","step":30,"before":{"accuracy":0.5,"kl":0},)"
+                              R"("after":{"accuracy":0.9,"kl":0.03,"note":"x"},"kl_within_bound":true})")
+              .ok());
+  auto v = f.reg->register_stage(f.stage("job-000001", "dpo", d));
+  REQUIRE_MESSAGE(v.ok(), v.err().message);
+  CHECK(v->metrics.at("loss") == doctest::Approx(2.0));
+  CHECK(v->metrics.at("eval_before_accuracy") == doctest::Approx(0.5));
+  CHECK(v->metrics.at("eval_after_accuracy") == doctest::Approx(0.9));
+  CHECK(v->metrics.at("eval_after_kl") == doctest::Approx(0.03));
+  CHECK(v->metrics.size() == 5);  // loss and four figures: no string, no bool, nothing outside before/after
+  CHECK(f.reg->list("", 0)->at(0).metrics.at("eval_after_accuracy") == doctest::Approx(0.9));
+  // A stage without one (or with a torn one) has no eval figures.
+  CHECK(stage_eval_beside(f.dir.path() + "/nothing/checkpoints/step-000001").empty());
+  REQUIRE(files::write_atomic(stage_dir + "/eval.json", "{\"before\": {\"accuracy\": 0.").ok());
+  CHECK(stage_eval_beside(d).empty());
+}
+
 TEST_CASE("rollback makes an earlier version current only while its checkpoint hashes as recorded") {
   models_fixture f;
   auto a = f.reg->register_stage(f.stage("job-000001", "pretrain", f.snapshot(f.dir.path() + "/a", 100, 1.0f)));

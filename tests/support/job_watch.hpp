@@ -1,0 +1,102 @@
+// Watching a training job from a cross-process test: the pid of a running
+// service, the last step a stage's metrics log holds, waiting for a step or
+// for the job's end, and a stage's final parameters' hash. Header-only (it
+// brings doctest and nlohmann/json only to the tests that use it); tests only,
+// one thread.
+#pragma once
+
+#include "libs/crypto/hash.hpp"
+#include "libs/files/files.hpp"
+#include "tests/support/loom_json.hpp"
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace loom::test {
+
+// The pid `loom status` gives a healthy `service` of the deployment at `home`; 0 when none.
+inline long pid_of(const std::string& home, const std::string& service) {
+  for (auto& s : loom_json(home, {"status"}).value("services", nlohmann::json::array()))
+    if (s.value("name", "") == service && s.value("healthy", false)) return s.value("pid", 0L);
+  return 0;
+}
+
+// The step of the last line of a stage's metrics.jsonl (it moves every step;
+// the scheduler hears of progress only once a second); 0 before the first.
+inline std::uint64_t last_logged_step(const std::string& metrics) {
+  auto text = files::read_file(metrics);
+  if (!text || text->empty()) return 0;
+  const std::size_t end = text->rfind('\n', text->size() - 2);
+  auto j = nlohmann::json::parse(text->substr(end == std::string::npos ? 0 : end + 1), nullptr, false);
+  return j.is_object() ? j.value("step", std::uint64_t{0}) : 0;
+}
+
+// The steps of every line of a stage's metrics.jsonl, in file order (0 for a
+// line that is not a JSON object with a step).
+inline std::vector<std::uint64_t> logged_steps(const std::string& metrics) {
+  std::vector<std::uint64_t> steps;
+  auto text = files::read_file(metrics);
+  if (!text) return steps;
+  for (std::size_t at = 0; at < text->size();) {
+    std::size_t end = text->find('\n', at);
+    if (end == std::string::npos) end = text->size();
+    auto j = nlohmann::json::parse(text->substr(at, end - at), nullptr, false);
+    steps.push_back(j.is_object() ? j.value("step", std::uint64_t{0}) : 0);
+    at = end + 1;
+  }
+  return steps;
+}
+
+// 1, 2, ..., n: what logged_steps() reads for a run of n steps logged once each.
+inline std::vector<std::uint64_t> steps_up_to(std::uint64_t n) {
+  std::vector<std::uint64_t> v(n);
+  for (std::uint64_t i = 0; i < n; ++i) v[i] = i + 1;
+  return v;
+}
+
+// Polls `metrics` every `poll` until it has logged `step` or `deadline`
+// passes; returns the last step seen (below `step` on a timeout).
+inline std::uint64_t wait_logged_step(const std::string& metrics, std::uint64_t step,
+                                      std::chrono::steady_clock::time_point deadline,
+                                      std::chrono::milliseconds poll = std::chrono::milliseconds(2)) {
+  std::uint64_t at = 0;
+  while (std::chrono::steady_clock::now() < deadline && (at = last_logged_step(metrics)) < step)
+    std::this_thread::sleep_for(poll);
+  return at;
+}
+
+// `loom job show ID` until the job is succeeded, failed or cancelled (or
+// `limit` passes): its last JSON.
+inline nlohmann::json wait_done(const std::string& home, const std::string& id,
+                                std::chrono::seconds limit = std::chrono::seconds(240)) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  nlohmann::json j;
+  while (std::chrono::steady_clock::now() < deadline) {
+    j = loom_json(home, {"job", "show", id});
+    const std::string st = j.value("state", "");
+    if (st == "succeeded" || st == "failed" || st == "cancelled") return j;
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  }
+  return j;
+}
+
+// sha256 of the model.safetensors in the final checkpoint of `job`'s stage
+// `stage` (a `loom job show --json` object); fails the test when there is none.
+inline std::string final_params_sha(const nlohmann::json& job, const std::string& stage) {
+  for (const auto& s : job["stages"])
+    if (s["name"] == stage) {
+      auto bytes = files::read_file(s["checkpoint"].get<std::string>() + "/model.safetensors");
+      REQUIRE(bytes.ok());
+      return crypto::sha256_hex(*bytes);
+    }
+  FAIL("no stage " << stage);
+  return "";
+}
+
+}  // namespace loom::test
