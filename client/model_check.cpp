@@ -69,6 +69,7 @@ result<checked> check_version(context& c, const std::string& id) {
       return make_error(errc::corruption, "the lineage of " + id + " is longer than 256 versions (a cycle?)");
     auto p = get_version(c, parent);
     if (!p) return make_error(p.code(), "lineage of " + id + ": " + p.err().message);
+    if (hops == 0) r.parent_checkpoint = p->checkpoint();
     r.lineage.insert(r.lineage.end(), p->datasets().begin(), p->datasets().end());
     parent = p->parent();
   }

@@ -5,7 +5,8 @@
 // refusals: an unknown version, a non-empty output directory, a corrupted
 // checkpoint (every failure listed, nothing exported, the refusal audited),
 // and a lineage from a dataset imported with PII redaction off (refused for an
-// operator, exported under an admin's audited override).
+// operator, exported under an admin's audited override), and a DPO version
+// (no init_from in its recorded config, no data of its own) that passes.
 #include "libs/export/gguf.hpp"
 #include "libs/files/files.hpp"
 #include "tests/support/audit_events.hpp"
@@ -216,4 +217,30 @@ TEST_CASE("a model trained on a dataset imported with PII redaction off is refus
     if (p["outcome"] == "exported")
       audited = p["override_compliance"] == true && p["reason"] == "licence reviewed by legal" && e.role() == "admin";
   CHECK(audited);
+}
+
+TEST_CASE("a DPO version, started from its job's SFT stage on generated pairs, passes every check on its ancestors' text") {
+  cluster c({"--import-root", "/usr/share/common-licenses"});
+  REQUIRE(c.up);
+  const std::string home = c.home.path();
+  auto j = loom_json(home, {"job", "submit", "--template", "pipeline-dpo-tiny", "--set", std::string("text=") + corpus,
+                            "--set", "pretrain.train.steps=10", "--set", "sft.train.steps=5", "--set", "dpo.train.steps=5"});
+  REQUIRE(j.contains("id"));
+  auto watch = run_loom(home, {"job", "watch", j["id"].get<std::string>()}, 120s);
+  INFO(watch.out << watch.err);
+  REQUIRE(watch.code == 0);
+  auto list = loom_json(home, {"model", "list", "--model", "pipeline-dpo-tiny"});
+  REQUIRE(list["versions"].size() == 3);
+  const json& dpo = list["versions"][0];
+  REQUIRE(dpo["stage"] == "dpo");
+  CHECK(dpo["datasets"].empty());  // the synthetic pairs: no recorded data source
+  // Its recorded config has no model.init_from (the scheduler passes the SFT
+  // checkpoint beside it): the parent's checkpoint stands in.
+  CHECK(dpo["config_toml"].get<std::string>().find("init_from") == std::string::npos);
+  int code = -1;
+  auto report = loom_json(home, {"model", "check", dpo["version"]}, 60s, &code);
+  INFO(report.dump(1));
+  CHECK(code == 0);
+  for (const char* name : {"signature", "finite", "shapes", "tokenizer", "held_out_loss"}) CHECK(status_of(report, name) == "pass");
+  CHECK(detail_of(report, "held_out_loss").find("an ancestor's training data") != std::string::npos);
 }

@@ -17,6 +17,14 @@ const char* const sample_usage =
     "                           [--data-dir D] [--json]\n"
     "  --tokenizer: the run's data.tokenizer (default GPT-2)\n";
 
+const char* const logits_usage =
+    "usage: loom-trainer logits --checkpoint DIR --prompt TEXT [--prompt TEXT ...] --out FILE\n"
+    "                           [--tokens N] [--tokenizer tokenizer.json] [--data-dir D] [--threads N]\n"
+    "  Writes our engine's logits for the first N tokens of each prompt as safetensors:\n"
+    "  tokens (B, N) I32 and logits (B, N, vocab) F32 (default N: the shortest prompt's\n"
+    "  token count, at most the model's max_seq_len). scripts/check-export compares them\n"
+    "  with a PyTorch GPT-2 reading the Hugging Face export.\n";
+
 namespace {
 
 error bad(const std::string& why) { return make_error(errc::invalid_argument, why); }
@@ -25,6 +33,7 @@ error bad(const std::string& why) { return make_error(errc::invalid_argument, wh
 struct scanned {
   std::map<std::string, std::string> values;
   std::vector<std::string> sets;  // every --set
+  std::vector<std::string> prompts;  // every --prompt (logits takes several)
   std::set<std::string> flags;
 };
 
@@ -54,6 +63,7 @@ result<scanned> scan(const std::vector<std::string>& argv, const std::set<std::s
     if (value.empty()) return bad("--" + name + " needs a non-empty value");
     if (name == "set") s.sets.push_back(value);
     else s.values[name] = value;
+    if (name == "prompt") s.prompts.push_back(value);
   }
   return s;
 }
@@ -133,6 +143,33 @@ result<sample_args> parse_sample_args(const std::vector<std::string>& argv) {
     if (end != t.c_str() + t.size() || !std::isfinite(x) || x < 0 || x > 100)
       return bad("--temperature takes a number in [0, 100] (0 = greedy), not '" + t + "'");
     a.sampling.temperature = static_cast<float>(x);
+  }
+  return a;
+}
+
+result<logits_args> parse_logits_args(const std::vector<std::string>& argv) {
+  auto s = scan(argv, {"checkpoint", "prompt", "out", "tokens", "tokenizer", "data-dir", "threads"}, {"help"});
+  if (!s) return s.err();
+  logits_args a;
+  a.help = s->flags.count("help") > 0;
+  if (a.help) return a;
+  if (!s->values.count("checkpoint") || s->prompts.empty() || !s->values.count("out"))
+    return bad("--checkpoint, --prompt and --out are required");
+  a.checkpoint = s->values["checkpoint"];
+  a.out = s->values["out"];
+  a.prompts = s->prompts;
+  a.tokenizer = s->values["tokenizer"];
+  a.data_dir = s->values["data-dir"];
+  auto& v = s->values;
+  if (v.count("tokens")) {
+    auto n = whole("tokens", v["tokens"], 1, 1 << 20);
+    if (!n) return n.err();
+    a.tokens = static_cast<int>(*n);
+  }
+  if (v.count("threads")) {
+    auto n = whole("threads", v["threads"], 1, 1024);
+    if (!n) return n.err();
+    a.threads = static_cast<int>(*n);
   }
   return a;
 }

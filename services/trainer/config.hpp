@@ -1,4 +1,4 @@
-// config: the command lines of `loom-trainer train` and `loom-trainer sample`,
+// config: the command lines of `loom-trainer train`, `sample` and `logits`,
 // parsed strictly into typed options — an unknown option, a missing or empty
 // value, a malformed or out-of-range number is invalid_argument naming the
 // option (exit 2), never a silent default. (`loom-trainer serve` takes the
@@ -30,11 +30,22 @@ struct sample_args {
   bool json = false, help = false;
 };
 
+struct logits_args {
+  std::string checkpoint, out;       // required
+  std::vector<std::string> prompts;  // every --prompt, in order (at least one)
+  int tokens = 0;                    // --tokens 1..1048576; 0 = the shortest prompt's (capped at max_seq_len)
+  std::string tokenizer, data_dir;
+  int threads = 0;                   // --threads 1..1024; 0 = every core
+  bool help = false;
+};
+
 // argv: the words after the subcommand's name.
 result<train_args> parse_train_args(const std::vector<std::string>& argv);
 result<sample_args> parse_sample_args(const std::vector<std::string>& argv);
+result<logits_args> parse_logits_args(const std::vector<std::string>& argv);
 
 extern const char* const train_usage;
 extern const char* const sample_usage;
+extern const char* const logits_usage;
 
 }  // namespace loom::trainer

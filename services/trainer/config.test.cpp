@@ -58,3 +58,20 @@ TEST_CASE("loom-trainer sample parses numbers strictly and within their ranges")
   CHECK(msg({"--threads", "1000000"}).find("--threads must be in [1, 1024]") != std::string::npos);
   CHECK(parse_sample_args({"--prompt", "p"}).err().message == "--checkpoint and --prompt are required");
 }
+
+TEST_CASE("loom-trainer logits keeps every --prompt in order and needs a checkpoint, a prompt and --out") {
+  auto a = parse_logits_args({"--checkpoint", "/c", "--prompt", "one", "--out", "/o.safetensors", "--prompt=two",
+                              "--tokens", "16", "--threads", "1"});
+  REQUIRE(a.ok());
+  CHECK(a->prompts == std::vector<std::string>{"one", "two"});
+  CHECK(a->checkpoint == "/c");
+  CHECK(a->out == "/o.safetensors");
+  CHECK(a->tokens == 16);
+  CHECK(a->threads == 1);
+  CHECK(parse_logits_args({"--checkpoint", "/c", "--out", "/o"}).err().message ==
+        "--checkpoint, --prompt and --out are required");
+  CHECK(parse_logits_args({"--checkpoint", "/c", "--prompt", "p", "--out", "/o", "--tokens", "0"})
+            .err().message.find("--tokens must be in [1,") != std::string::npos);
+  CHECK(parse_logits_args({"--checkpoint", "/c", "--prompt", "p", "--out", "/o", "--max-tokens", "3"})
+            .err().message == "unknown option --max-tokens");
+}

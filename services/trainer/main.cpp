@@ -1,5 +1,5 @@
 // loom-trainer: one binary, subcommands. `serve` runs the trainer service
-// (what `loom up` starts); `train` and `sample` run offline (train_cli.hpp).
+// (what `loom up` starts); `train`, `sample` and `logits` run offline (train_cli.hpp).
 #include "libs/runtime/service.hpp"
 #include "services/trainer/train_cli.hpp"
 #include "services/trainer/trainer_logic.hpp"
@@ -24,9 +24,11 @@ int main(int argc, char** argv) {
   }
   if (cmd == "train") return loom::trainer::train_main(argc - 2, argv + 2);
   if (cmd == "sample") return loom::trainer::sample_main(argc - 2, argv + 2);
+  if (cmd == "logits") return loom::trainer::logits_main(argc - 2, argv + 2);
   std::fprintf(stderr,
                "usage: loom-trainer serve [--data-dir D] [--zone Z] ...   run the trainer service\n"
                "       loom-trainer train --config FILE [--resume] ...    train a model (offline)\n"
-               "       loom-trainer sample --checkpoint DIR --prompt TEXT  generate text (offline)\n");
+               "       loom-trainer sample --checkpoint DIR --prompt TEXT  generate text (offline)\n"
+               "       loom-trainer logits --checkpoint DIR --prompt TEXT... --out FILE  our logits (offline)\n");
   return cmd == "--help" || cmd == "-h" ? 0 : 2;
 }

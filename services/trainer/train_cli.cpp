@@ -10,10 +10,13 @@
 #include "services/trainer/run/snapshot_io.hpp"
 #include "services/trainer/run/text_data.hpp"
 #include "services/trainer/run/training_run.hpp"
+#include "libs/ckpt/safetensors.hpp"
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <csignal>
 #include <cstdlib>
 #include <cstdio>
@@ -33,6 +36,28 @@ extern "C" void on_stop_signal(int) { g_stop.store(true); }
 int fail(const error& e) {
   std::fprintf(stderr, "loom-trainer: %s\n", e.message.c_str());
   return exit_code(e.code);
+}
+
+// The checkpoint at `checkpoint`, verified with the key that signed it: the
+// key lives in the data dir of the run that wrote it, looked up (--data-dir,
+// else $LOOM_HOME, else the default data dir), never created — a new key
+// would call every valid checkpoint tampered. `verb` names the caller.
+result<opened_snapshot> open_signed(const std::string& checkpoint, const std::string& data_dir_opt, const std::string& verb) {
+  if (std::error_code ec; !std::filesystem::exists(checkpoint, ec))
+    return make_error(errc::not_found, "no checkpoint at " + checkpoint);
+  const std::string data_dir = files::resolve_data_dir(data_dir_opt);
+  auto key = existing_checkpoint_key(data_dir);
+  if (!key) {
+    if (key.code() != errc::not_found) return key.err();
+    const char* from = !data_dir_opt.empty() ? "--data-dir"
+                       : std::getenv("LOOM_HOME") && *std::getenv("LOOM_HOME") ? "$LOOM_HOME"
+                                                                               : "the default data dir";
+    return make_error(errc::not_found,
+                      verb + " " + checkpoint + " needs the checkpoint signing key of the data dir "
+                      "whose run wrote it (keys/checkpoint.key); looked in " + data_dir + " (" + from +
+                      "): " + key.err().message + ". Pass --data-dir DIR of that deployment");
+  }
+  return open_snapshot(checkpoint, *key);
 }
 
 }  // namespace
@@ -86,24 +111,7 @@ int sample_main(int argc, char** argv) {
   const sample_args& a = *parsed;
   sample_options so = a.sampling;
   engine::kernels::set_threads(a.threads > 0 ? a.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
-  // The key that signed the checkpoint lives in the data dir of the run that
-  // wrote it: looked up (--data-dir, else $LOOM_HOME, else the default data
-  // dir), never created — a new key would call every valid checkpoint tampered.
-  if (std::error_code ec; !std::filesystem::exists(a.checkpoint, ec))
-    return fail(make_error(errc::not_found, "no checkpoint at " + a.checkpoint));
-  const std::string data_dir = files::resolve_data_dir(a.data_dir);
-  auto key = existing_checkpoint_key(data_dir);
-  if (!key) {
-    if (key.code() != errc::not_found) return fail(key.err());
-    const char* from = !a.data_dir.empty() ? "--data-dir"
-                       : std::getenv("LOOM_HOME") && *std::getenv("LOOM_HOME") ? "$LOOM_HOME"
-                                                                               : "the default data dir";
-    return fail(make_error(errc::not_found,
-                           "sampling " + a.checkpoint + " needs the checkpoint signing key of the data dir "
-                           "whose run wrote it (keys/checkpoint.key); looked in " + data_dir + " (" + from +
-                           "): " + key.err().message + ". Pass --data-dir DIR of that deployment"));
-  }
-  auto snap = open_snapshot(a.checkpoint, *key);
+  auto snap = open_signed(a.checkpoint, a.data_dir, "sampling");
   if (!snap) return fail(snap.err());
   for (const auto& w : snap->where.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
   const std::string& tok_path = a.tokenizer;
@@ -138,6 +146,61 @@ int sample_main(int argc, char** argv) {
   } else {
     std::cout << a.prompt << text << "\n";
   }
+  return 0;
+}
+
+// Our engine's logits on fixed prompts, for an outside reader of an export to
+// recompute (scripts/check-export): the same file export_dump writes.
+int logits_main(int argc, char** argv) {
+  auto parsed = parse_logits_args(std::vector<std::string>(argv, argv + argc));
+  if (!parsed) {
+    std::fprintf(stderr, "loom-trainer logits: %s\n%s", parsed.err().message.c_str(), logits_usage);
+    return 2;
+  }
+  if (parsed->help) return std::fputs(logits_usage, stdout) < 0 ? 1 : 0;
+  const logits_args& a = *parsed;
+  engine::kernels::set_threads(a.threads > 0 ? a.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  auto snap = open_signed(a.checkpoint, a.data_dir, "computing logits of");
+  if (!snap) return fail(snap.err());
+  auto bpe = load_run_tokenizer(a.tokenizer);
+  if (!bpe) return fail(bpe.err());
+  const model::gpt2_config& mc = snap->model;
+  std::vector<std::vector<std::int32_t>> ids;
+  std::size_t shortest = SIZE_MAX;
+  for (const auto& p : a.prompts) {
+    const auto e = bpe->encode(p);
+    for (auto id : e)
+      if (id >= static_cast<std::uint32_t>(mc.vocab))
+        return fail(make_error(errc::invalid_argument, "the tokenizer gives id " + std::to_string(id) +
+                                                           ", beyond the checkpoint's model.vocab " + std::to_string(mc.vocab)));
+    ids.emplace_back(e.begin(), e.end());
+    shortest = std::min(shortest, e.size());
+  }
+  const std::size_t T = a.tokens > 0 ? std::size_t(a.tokens) : std::min(shortest, std::size_t(mc.max_seq_len));
+  if (T == 0 || T > shortest || T > std::size_t(mc.max_seq_len))
+    return fail(make_error(errc::invalid_argument, "--tokens " + std::to_string(T) + ": the shortest prompt has " +
+                                                       std::to_string(shortest) + " tokens and the model's max_seq_len is " +
+                                                       std::to_string(mc.max_seq_len)));
+  const int B = static_cast<int>(ids.size());
+  std::vector<std::int32_t> tokens;
+  for (const auto& e : ids) tokens.insert(tokens.end(), e.begin(), e.begin() + T);
+  auto model = engine::gpt2::create(mc, B, static_cast<int>(T));
+  if (!model) return fail(model.err());
+  if (auto st = load_params(*snap, *model); !st) return fail(st.err());
+  if (auto r = model->forward(tokens); !r) return fail(r.err());
+  // (B, T, Vp) -> (B, T, V): the padding columns are ours, not the model's.
+  std::vector<float> logits;
+  const auto all = model->logits();
+  for (std::size_t row = 0; row < std::size_t(B) * T; ++row)
+    logits.insert(logits.end(), all.begin() + row * mc.padded_vocab, all.begin() + row * mc.padded_vocab + mc.vocab);
+  const std::vector<ckpt::tensor_view> views = {
+      {"tokens", ckpt::dtype::I32, {std::uint64_t(B), T}, tokens.data(), tokens.size() * 4},
+      {"logits", ckpt::dtype::F32, {std::uint64_t(B), T, std::uint64_t(mc.vocab)}, logits.data(), logits.size() * 4},
+  };
+  const ckpt::metadata meta = {{"checkpoint", snap->where.dir}, {"step", std::to_string(snap->where.step)}};
+  if (auto st = ckpt::write_safetensors(a.out, views, meta); !st) return fail(st.err());
+  std::printf("logits of %s (step %llu): %d prompts x %zu tokens -> %s\n", snap->where.dir.c_str(),
+              static_cast<unsigned long long>(snap->where.step), B, T, a.out.c_str());
   return 0;
 }
 

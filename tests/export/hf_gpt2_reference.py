@@ -12,6 +12,9 @@ in float64 with the ones our CPU engine computed (export_dump) on the same
 prompts: the bound is 1e-4 (max abs).
 
   hf_gpt2_reference.py DUMP_DIR                 check an existing dump
+  hf_gpt2_reference.py --hf HF_DIR --ours FILE   check an export against logits our
+      engine wrote for its checkpoint (`loom-trainer logits`; scripts/check-export
+      imports this module and calls load() and compare_logits() itself)
   hf_gpt2_reference.py --export-dump BIN        run BIN into a temp dir, check it
   hf_gpt2_reference.py --export-dump BIN --perturb NAME
       negative control: BIN moves one element of exported tensor NAME by 0.05;
@@ -147,7 +150,7 @@ class GPT2LMHeadModel(nn.Module):
         return self.lm_head(t.ln_f(x))
 
 
-def load(hf_dir):
+def load(hf_dir, verbose=True):
     """The model from config.json + model.safetensors; raises ValueError on any mismatch."""
     with open(os.path.join(hf_dir, "config.json")) as f:
         c = json.load(f)
@@ -166,35 +169,46 @@ def load(hf_dir):
         raise ValueError(f"model.safetensors: missing tensors: {sorted(set(missing) - {'lm_head.weight'})}")
     if model.lm_head.weight.data_ptr() != model.transformer.wte.weight.data_ptr():
         raise ValueError("lm_head is not tied to transformer.wte")
-    print(f"  loaded {len(tensors)} tensors: n_layer {c['n_layer']} n_head {c['n_head']} n_embd {c['n_embd']} "
-          f"n_positions {c['n_positions']} vocab_size {c['vocab_size']}")
+    if verbose:
+        print(f"  loaded {len(tensors)} tensors: n_layer {c['n_layer']} n_head {c['n_head']} n_embd {c['n_embd']} "
+              f"n_positions {c['n_positions']} vocab_size {c['vocab_size']}")
     return model
 
 
-def check_dir(d):
-    """0 when every prompt's logits are within TOL, 1 on the first prompt over it."""
-    try:
-        model = load(os.path.join(d, "hf"))
-    except (ValueError, RuntimeError, KeyError, OSError) as e:
-        print(f"hf_gpt2_reference.py: {e}")
-        return 1
-    _, ours = read_safetensors(os.path.join(d, "ours.safetensors"))
+def compare_logits(model, ours_path):
+    """Per prompt of OURS (tokens (B,T) I32, logits (B,T,V) F32): (max|ref logit|, max abs err,
+    token, vocab index) against the model's float64 logits; ValueError on a shape mismatch."""
+    _, ours = read_safetensors(ours_path)
     ids = torch.from_numpy(ours["tokens"].astype(np.int64))
     with torch.no_grad():
         ref = model(ids).numpy()
     got = ours["logits"].astype(np.float64)
     if got.shape != ref.shape:
-        print(f"  logits shape {got.shape} != reference {ref.shape}  FAIL")
-        return 1
-    worst = 0.0
+        raise ValueError(f"logits shape {got.shape} != reference {ref.shape}")
+    rows = []
     for b in range(got.shape[0]):
         err = np.abs(got[b] - ref[b])
-        e = float(err.max())
-        worst = max(worst, e)
         t, v = np.unravel_index(int(err.argmax()), err.shape)
-        print(f"  prompt {b}: max|logit| {np.abs(ref[b]).max():.3f}  max abs err {e:.3e} (token {t}, vocab {v})"
+        rows.append((float(np.abs(ref[b]).max()), float(err.max()), int(t), int(v)))
+    return rows
+
+
+def check(hf_dir, ours_path):
+    """0 when every prompt's logits are within TOL, 1 when one is over it (or the export does not load)."""
+    try:
+        model = load(hf_dir)
+        rows = compare_logits(model, ours_path)
+    except (ValueError, RuntimeError, KeyError, OSError) as e:
+        print(f"hf_gpt2_reference.py: {e}")
+        return 1
+    for b, (top, e, t, v) in enumerate(rows):
+        print(f"  prompt {b}: max|logit| {top:.3f}  max abs err {e:.3e} (token {t}, vocab {v})"
               f"{'' if e <= TOL else f'  FAIL (> {TOL:g})'}")
-    return 0 if worst <= TOL else 1
+    return 0 if max(r[1] for r in rows) <= TOL else 1
+
+
+def check_dir(d):
+    return check(os.path.join(d, "hf"), os.path.join(d, "ours.safetensors"))
 
 
 def main():
@@ -202,8 +216,14 @@ def main():
     ap.add_argument("dump_dir", nargs="?")
     ap.add_argument("--export-dump", metavar="BIN")
     ap.add_argument("--perturb", metavar="NAME")
+    ap.add_argument("--hf", metavar="HF_DIR")
+    ap.add_argument("--ours", metavar="FILE")
     a = ap.parse_args()
     torch.set_num_threads(1)
+    if a.hf or a.ours:
+        if not (a.hf and a.ours) or a.dump_dir or a.export_dump or a.perturb:
+            ap.error("--hf HF_DIR and --ours FILE go together, alone")
+        return check(a.hf, a.ours)
     if a.export_dump is None:
         if a.dump_dir is None or a.perturb:
             ap.error("give DUMP_DIR, or --export-dump BIN [--perturb NAME]")

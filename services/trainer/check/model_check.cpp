@@ -74,7 +74,10 @@ check_outcome held_out_loss(const check_request& r, const check_report& rep, con
     toks = tokens_of_text_tail(r.held_out_file, r.tokenizer);
     if (toks) toks->source += " (--held-out)";
   } else {
-    const std::string src = r.data.empty() ? "" : r.data.front();
+    // A stage that read no text (dpo or rl on generated pairs or prompts) is
+    // held to the text its nearest ancestor trained on.
+    const bool inherited = r.data.empty() && !r.lineage.empty();
+    const std::string src = !r.data.empty() ? r.data.front() : inherited ? r.lineage.front() : "";
     const auto colon = src.find(':');
     const std::string kind = src.substr(0, colon), what = colon == std::string::npos ? "" : src.substr(colon + 1);
     const std::uint64_t want = std::uint64_t(max_windows) * std::uint64_t(spec ? spec->seq_len : 64) + 1;
@@ -85,7 +88,9 @@ check_outcome held_out_loss(const check_request& r, const check_report& rep, con
       return {"held_out_loss", check_status::fail,
               "no text to evaluate on: the version read " + (src.empty() ? std::string("nothing recorded") : src) +
                   "; give --held-out FILE"};
-    if (toks) toks->source += " (training data: a sanity bound, not a held-out score; --held-out FILE for one)";
+    if (toks)
+      toks->source += std::string(inherited ? " (an ancestor's " : " (") +
+                      "training data: a sanity bound, not a held-out score; --held-out FILE for one)";
   }
   if (!toks) return {"held_out_loss", check_status::fail, "held-out text: " + toks.err().message};
   auto loss = mean_loss(*rep.cfg, rep.params, toks->ids, spec ? spec->seq_len : rep.cfg->max_seq_len);
@@ -158,6 +163,11 @@ check_report run_checks(const check_request& r) {
   result<ckpt::safetensors_file> file = bytes ? ckpt::parse_safetensors(std::move(*bytes), mfile) : bytes.err();
 
   auto spec = runspec::parse_run_config(r.config_toml, "the version's config");
+  // The scheduler hands a stage its previous stage's checkpoint beside the
+  // config, so a dpo or rl stage's recorded config has no model.init_from.
+  if (!spec && !r.parent_checkpoint.empty() && r.parent_checkpoint.find('\'') == std::string::npos)
+    spec = runspec::parse_run_config(r.config_toml, "the version's config",
+                                     {"model.init_from='" + r.parent_checkpoint + "'"});
   timed([&]() -> check_outcome {
     if (!file) return {"finite", check_status::fail, "not scanned: " + file.err().message};
     return outcome("finite", non_finite(*file), std::to_string(file->tensors().size()) + " tensors, every value finite");

@@ -11,7 +11,9 @@
 //   tokenizer      the tokenizer ("gpt2" or a tokenizer.json) fits the model:
 //                  its size equals model.vocab (what the exports write), it
 //                  has <|endoftext|>, its merges name real tokens
-//   held_out_loss  finite and at most the threshold (held_out.hpp)
+//   held_out_loss  finite and at most the threshold (held_out.hpp), on
+//                  --held-out, else the version's training text, else (a
+//                  dpo or rl stage on generated data) its nearest ancestor's
 //   compliance     the lineage's import reports (compliance.hpp)
 // The report keeps what an export needs (config, parameters, tokenizer) once
 // they loaded. Plain values; one caller at a time.
@@ -31,10 +33,12 @@ struct check_request {
   std::string checkpoint;        // the version's step-N directory
   std::string params_sha256;     // as the registry recorded it
   std::string config_toml;       // the version's resolved run config
+  std::string parent_checkpoint; // the parent version's: stands in for a model.init_from the config
+                                 // lacks (a dpo or rl stage the job started from its previous stage)
   std::string tokenizer;         // "gpt2" or a tokenizer.json path
   std::vector<std::string> data;     // this version's own data sources ("text:/x", "dataset:N")
   std::vector<std::string> lineage;  // every data source of it and its ancestors
-  std::string held_out_file;     // "" = the tail of the first of `data`
+  std::string held_out_file;     // "" = the tail of the first of `data` (none: of `lineage`)
   std::optional<double> max_loss;  // --max-loss
   bool override_compliance = false;
 };
