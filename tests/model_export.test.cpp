@@ -233,7 +233,8 @@ TEST_CASE("a DPO version, started from its job's SFT stage on generated pairs, p
   REQUIRE(list["versions"].size() == 3);
   const json& dpo = list["versions"][0];
   REQUIRE(dpo["stage"] == "dpo");
-  CHECK(dpo["datasets"].empty());  // the synthetic pairs: no recorded data source
+  CHECK(dpo["kind"] == "dpo");
+  CHECK(dpo["datasets"] == json::array({"prefs:synthetic(seed 7)"}));  // the built-in pairs, seeded
   // Its recorded config has no model.init_from (the scheduler passes the SFT
   // checkpoint beside it): the parent's checkpoint stands in.
   CHECK(dpo["config_toml"].get<std::string>().find("init_from") == std::string::npos);

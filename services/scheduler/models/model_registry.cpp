@@ -112,7 +112,12 @@ stage_outcome outcome_of(const job_rec& j, std::size_t i) {
   o.parent_stage = i > 0 ? j.stages[i - 1].name : "";
   o.metrics = {{"loss", s.loss}, {"first_loss", s.first_loss}, {"tokens_per_s", s.tokens_per_s},
                {"steps", static_cast<double>(s.step)}};
-  auto spec = runspec::parse_run_config(s.config_toml, j.id + "/" + s.name);
+  // A later stage's stored config has no model.init_from (the scheduler
+  // hands the previous stage's checkpoint over at placement): read it with that
+  // checkpoint, or an alignment stage would not parse and be recorded as lm.
+  std::vector<std::string> parent;
+  if (i > 0 && !j.stages[i - 1].checkpoint.empty()) parent.push_back("model.init_from=" + j.stages[i - 1].checkpoint);
+  auto spec = runspec::parse_run_config(s.config_toml, j.id + "/" + s.name, parent);
   o.kind = spec ? spec->kind : "lm";
   o.tokenizer = spec && !spec->tokenizer.empty() ? spec->tokenizer : "gpt2";
   if (spec) {
@@ -121,6 +126,8 @@ stage_outcome outcome_of(const job_rec& j, std::size_t i) {
     if (!spec->text.empty()) o.datasets.push_back("text:" + spec->text);
     if (!spec->sft.empty()) o.datasets.push_back("sft:" + spec->sft);
     if (!spec->shards.empty()) o.datasets.push_back("shards:" + spec->shards);
+    if (!spec->prefs.empty()) o.datasets.push_back("prefs:" + spec->prefs);
+    if (spec->synthetic_prefs) o.datasets.push_back("prefs:synthetic(seed " + std::to_string(spec->seed) + ")");
   }
   return o;
 }

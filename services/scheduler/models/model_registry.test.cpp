@@ -7,6 +7,7 @@
 #include "libs/ckpt/snapshot.hpp"
 #include "libs/files/files.hpp"
 #include "libs/files/temp_dir.hpp"
+#include "libs/runspec/job_template.hpp"
 #include "libs/runtime/logic_pb.hpp"
 #include "libs/store/database.hpp"
 #include "libs/store/migrate.hpp"
@@ -104,6 +105,56 @@ TEST_CASE("a succeeded stage becomes a model version with its lineage, current f
   CHECK((*all)[0].version == "mv-000003");  // newest first
   CHECK((*all)[2].datasets == std::vector<std::string>{"dataset:licenses"});
   CHECK((*all)[2].metrics.at("loss") == doctest::Approx(2.0));
+}
+
+TEST_CASE("a stage's lineage comes from its resolved config: an alignment stage is recorded with its kind, parent and pairs") {
+  // The stored config of a later stage has no model.init_from (the scheduler
+  // hands the previous checkpoint over at placement).
+  constexpr const char* tmpl = R"(
+[job]
+stages = ["pretrain", "sft", "dpo"]
+[model]
+layers = 2
+heads = 2
+channels = 32
+max_seq_len = 32
+vocab = 50257
+[train]
+seq_len = 16
+steps = 10
+seed = 7
+[data]
+text = "/data/corpus.txt"
+[stage.sft]
+"data.format" = "sft"
+[stage.dpo]
+kind = "dpo"
+"data.text" = ""
+"data.synthetic_prefs" = true
+)";
+  auto plan = runspec::resolve_template("t", tmpl, {});
+  REQUIRE_MESSAGE(plan.ok(), plan.err().message);
+  job_rec j;
+  j.id = "job-000001";
+  j.name = "t";
+  for (const auto& sp : plan->stages) {
+    stage_rec s;
+    s.name = sp.name;
+    s.config_toml = sp.config_toml;
+    s.checkpoint = "/jobs/job-000001/" + sp.name + "/checkpoints/step-000010";
+    j.stages.push_back(s);
+  }
+  CHECK(j.stages[2].config_toml.find("init_from") == std::string::npos);
+  const auto pre = outcome_of(j, 0), sft = outcome_of(j, 1), dpo = outcome_of(j, 2);
+  CHECK(pre.kind == "lm");
+  CHECK(pre.init_from.empty());
+  CHECK(pre.datasets == std::vector<std::string>{"text:/data/corpus.txt"});
+  CHECK(sft.kind == "sft");
+  CHECK(sft.init_from == j.stages[0].checkpoint);
+  CHECK(dpo.kind == "dpo");
+  CHECK(dpo.parent_stage == "sft");
+  CHECK(dpo.init_from == j.stages[1].checkpoint);
+  CHECK(dpo.datasets == std::vector<std::string>{"prefs:synthetic(seed 7)"});
 }
 
 TEST_CASE("a checkpoint that does not verify is not registered, and the error names the file") {

@@ -42,6 +42,7 @@ compliance_finding assess_lineage(const std::vector<std::string>& lineage, const
     if (!seen.insert(entry).second) continue;
     const auto colon = entry.find(':');
     const std::string kind = entry.substr(0, colon), what = colon == std::string::npos ? "" : entry.substr(colon + 1);
+    if (kind == "prefs" && what.rfind("synthetic", 0) == 0) continue;  // generated here: no outside data
     if (kind != "dataset") {
       out.not_assessed.push_back(entry + " (a raw file, not an ingested dataset: no licence or PII report)");
       continue;

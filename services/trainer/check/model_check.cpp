@@ -12,6 +12,7 @@
 #include "services/trainer/check/held_out.hpp"
 #include "services/trainer/check/tensor_checks.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -74,10 +75,19 @@ check_outcome held_out_loss(const check_request& r, const check_report& rep, con
     toks = tokens_of_text_tail(r.held_out_file, r.tokenizer);
     if (toks) toks->source += " (--held-out)";
   } else {
-    // A stage that read no text (dpo or rl on generated pairs or prompts) is
-    // held to the text its nearest ancestor trained on.
-    const bool inherited = r.data.empty() && !r.lineage.empty();
-    const std::string src = !r.data.empty() ? r.data.front() : inherited ? r.lineage.front() : "";
+    // A stage that read no text (dpo or rl on preference pairs or prompts) is
+    // held to the text its nearest ancestor trained on (r.lineage lists the
+    // version's own sources first, then its parent's, and so on).
+    auto texty = [](const std::string& e) {
+      return e.rfind("text:", 0) == 0 || e.rfind("dataset:", 0) == 0 || e.rfind("shards:", 0) == 0;
+    };
+    auto own = std::find_if(r.data.begin(), r.data.end(), texty);
+    auto any = std::find_if(r.lineage.begin(), r.lineage.end(), texty);
+    const bool inherited = own == r.data.end() && any != r.lineage.end();
+    const std::string src = own != r.data.end() ? *own
+                            : inherited         ? *any
+                            : !r.data.empty()   ? r.data.front()
+                                                : "";
     const auto colon = src.find(':');
     const std::string kind = src.substr(0, colon), what = colon == std::string::npos ? "" : src.substr(colon + 1);
     const std::uint64_t want = std::uint64_t(max_windows) * std::uint64_t(spec ? spec->seq_len : 64) + 1;
