@@ -19,15 +19,17 @@ namespace {
 using nlohmann::json;
 
 json version_json(const loom::v1::ModelVersion& v) {
-  json metrics = json::object(), datasets = json::array();
+  json metrics = json::object(), datasets = json::array(), hashes = json::object();
   for (const auto& [k, x] : v.metrics()) metrics[k] = x;
+  for (const auto& [d, h] : v.data_sha256()) hashes[d] = h;
   for (const auto& d : v.datasets()) datasets.push_back(d);
   return {{"version", v.version()},           {"model", v.model()},
           {"job_id", v.job_id()},             {"stage", v.stage()},
           {"kind", v.kind()},                 {"checkpoint", v.checkpoint()},
           {"step", v.step()},                 {"manifest_sha256", v.manifest_sha256()},
           {"params_sha256", v.params_sha256()}, {"parent", v.parent()},
-          {"datasets", datasets},             {"tokenizer", v.tokenizer()},
+          {"datasets", datasets},             {"data_sha256", hashes},
+          {"tokenizer", v.tokenizer()},
           {"metrics", metrics},               {"created_unix_ns", v.created_unix_ns()},
           {"current", v.current()},           {"config_toml", v.config_toml()}};
 }
@@ -83,7 +85,12 @@ int cmd_model_show(context& c) {
               printable(v.params_sha256()).c_str(), printable(v.manifest_sha256()).c_str(),
               v.parent().empty() ? "- (fresh initialisation)" : printable(v.parent()).c_str(),
               printable(v.tokenizer()).c_str(), when(v.created_unix_ns()).c_str());
-  for (const auto& d : v.datasets()) std::printf("read        %s\n", printable(d).c_str());
+  for (const auto& d : v.datasets()) {
+    auto h = v.data_sha256().find(d);
+    std::string pin = h == v.data_sha256().end() ? "" : h->second;
+    if (pin.size() == 64) pin = (d.rfind("dataset:", 0) == 0 || d.rfind("shards:", 0) == 0 ? "manifest sha256 " : "sha256 ") + pin;
+    std::printf("read        %s%s\n", printable(d).c_str(), pin.empty() ? "" : ("  (" + printable(pin) + ")").c_str());
+  }
   std::map<std::string, double> metrics(v.metrics().begin(), v.metrics().end());
   for (const auto& [k, x] : metrics) std::printf("metric      %s = %.6g\n", printable(k).c_str(), x);
   std::printf("config:\n%s", indented_lines(v.config_toml(), "  ").c_str());

@@ -86,7 +86,8 @@ std::unique_ptr<runtime::service_logic> make_logic(runtime::service_env& env, co
   logic->set_read_roots(layout::job_read_roots(env.paths, env.eps));
   if (env.db)
     logic->set_models(std::make_unique<model_registry>(
-        env.db, [] { return std::chrono::system_clock::now(); }, verifying_inspector(env.paths.checkpoint_key())));
+        env.db, [] { return std::chrono::system_clock::now(); }, verifying_inspector(env.paths.checkpoint_key()),
+        env.paths.root));
   if (env.db)
     logic->set_sites(make_sites(env), [em, zone](const scheduler_logic::site_event& e) {
       audit::record r;

@@ -39,6 +39,7 @@ CREATE INDEX nodes_by_zone ON nodes (zone);
       sites_migration(),
       models_migration(),
       submit_request_migration(),
+      data_hashes_migration(),
   };
   return all;
 }

@@ -93,6 +93,7 @@ void scheduler_logic::describe(const model_version_rec& v, bool current, loom::v
   o->set_params_sha256(v.params_sha256);
   o->set_parent(v.parent);
   for (const auto& d : v.datasets) o->add_datasets(d);
+  for (const auto& [d, h] : v.data_sha256) (*o->mutable_data_sha256())[d] = h;
   o->set_tokenizer(v.tokenizer);
   for (const auto& [k, x] : v.metrics) (*o->mutable_metrics())[k] = x;
   o->set_created_unix_ns(v.created_ns > 0 ? static_cast<std::uint64_t>(v.created_ns) : 0);

@@ -7,6 +7,7 @@
 #include "libs/runspec/run_config.hpp"
 #include "libs/store/database.hpp"
 #include "services/scheduler/jobs/job_store.hpp"
+#include "services/scheduler/models/data_hashes.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -132,14 +133,15 @@ stage_outcome outcome_of(const job_rec& j, std::size_t i) {
   return o;
 }
 
-model_registry::model_registry(store::database* db, clock_fn now, checkpoint_inspector inspect)
-    : db_(db), now_(std::move(now)), inspect_(std::move(inspect)) {}
+model_registry::model_registry(store::database* db, clock_fn now, checkpoint_inspector inspect, std::string data_dir)
+    : db_(db), now_(std::move(now)), inspect_(std::move(inspect)), data_dir_(std::move(data_dir)) {}
 
 result<model_version_rec> model_registry::register_stage(const stage_outcome& s) {
   if (s.checkpoint.empty())
     return make_error(errc::not_found, "stage " + s.stage + " of " + s.job_id + " reported no final checkpoint");
   auto facts = inspect_(s.checkpoint);  // outside the transaction: it reads files
   if (!facts) return facts.err();
+  const auto hashes = data_dir_.empty() ? std::map<std::string, std::string>{} : data_hashes(s.datasets, data_dir_);
   const auto now = std::chrono::duration_cast<std::chrono::nanoseconds>(now_().time_since_epoch()).count();
   model_version_rec v;
   auto st = db_->with_transaction([&](store::transaction& tx) -> status {
@@ -173,6 +175,7 @@ result<model_version_rec> model_registry::register_stage(const stage_outcome& s)
     v.params_sha256 = facts->params_sha256;
     v.parent = parent ? parent->version : "";
     v.datasets = s.datasets;
+    v.data_sha256 = hashes;
     v.tokenizer = s.tokenizer;
     v.metrics = s.metrics;
     v.metrics.insert(facts->eval.begin(), facts->eval.end());
@@ -216,6 +219,12 @@ result<std::vector<std::array<std::string, 3>>> model_registry::diff(const model
   field("step", std::to_string(a.step), std::to_string(b.step));
   field("parent", a.parent, b.parent);
   field("datasets", joined(a.datasets), joined(b.datasets));
+  auto pins = [](const model_version_rec& v) {
+    std::vector<std::string> out;
+    for (const auto& [d, h] : v.data_sha256) out.push_back(d + "=" + h);
+    return joined(out);
+  };
+  field("data_sha256", pins(a), pins(b));
   field("tokenizer", a.tokenizer, b.tokenizer);
   field("params_sha256", a.params_sha256, b.params_sha256);
   field("manifest_sha256", a.manifest_sha256, b.manifest_sha256);

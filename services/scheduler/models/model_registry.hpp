@@ -61,7 +61,8 @@ stage_outcome outcome_of(const job_rec& j, std::size_t i);
 class model_registry {
  public:
   using clock_fn = std::function<std::chrono::system_clock::time_point()>;
-  model_registry(store::database* db, clock_fn now, checkpoint_inspector inspect);
+  // data_dir: where datasets/NAME/ live, for the lineage's hashes (data_hashes.hpp); "" = none taken.
+  model_registry(store::database* db, clock_fn now, checkpoint_inspector inspect, std::string data_dir = "");
 
   // Verifies the stage's checkpoint and stores it as the next version, current
   // for its model. already_exists when this stage was registered before (the
@@ -81,6 +82,7 @@ class model_registry {
   store::database* db_;
   clock_fn now_;
   checkpoint_inspector inspect_;
+  std::string data_dir_;
 };
 
 }  // namespace loom::scheduler

@@ -3,6 +3,7 @@
 // becomes a version with its lineage, rollback is hash-checked, and the
 // scheduler's requests answer from it.
 #include "libs/auth/token.hpp"
+#include "libs/crypto/hash.hpp"
 #include "libs/ckpt/safetensors.hpp"
 #include "libs/ckpt/snapshot.hpp"
 #include "libs/files/files.hpp"
@@ -21,6 +22,7 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
 #include <fstream>
 #include <vector>
 
@@ -155,6 +157,41 @@ kind = "dpo"
   CHECK(dpo.parent_stage == "sft");
   CHECK(dpo.init_from == j.stages[1].checkpoint);
   CHECK(dpo.datasets == std::vector<std::string>{"prefs:synthetic(seed 7)"});
+}
+
+TEST_CASE("a version pins the data it read: a dataset's manifest hash, a file's hash, or why there is none") {
+  models_fixture f;
+  const std::string data = f.dir.path() + "/data", manifest = "{\"shards\": [\"shard-000000.bin\"]}";
+  std::filesystem::create_directories(data + "/datasets/lic");
+  REQUIRE(files::write_atomic(data + "/datasets/lic/manifest.json", manifest).ok());
+  REQUIRE(files::write_atomic(f.dir.path() + "/corpus.txt", "some text\n").ok());
+  model_registry reg(f.db.get(), [&] { return f.now; }, verifying_inspector(f.key_path), data);
+  auto s = f.stage("job-000001", "pretrain", f.snapshot(f.dir.path() + "/j1/pretrain", 10, 1.0f));
+  s.datasets = {"dataset:lic", "text:" + f.dir.path() + "/corpus.txt", "text:/nonexistent/corpus.txt",
+                "prefs:synthetic(seed 7)"};
+  auto v = reg.register_stage(s);
+  REQUIRE_MESSAGE(v.ok(), v.err().message);
+  auto listed = reg.list("", 0);
+  REQUIRE(listed.ok());
+  REQUIRE(listed->size() == 1);
+  const auto& pins = (*listed)[0].data_sha256;  // as stored and read back
+  CHECK(pins.size() == 3);
+  CHECK(pins.at("dataset:lic") == crypto::sha256_hex(manifest));
+  CHECK(pins.at("text:" + f.dir.path() + "/corpus.txt") == crypto::sha256_hex("some text\n"));
+  CHECK(pins.at("text:/nonexistent/corpus.txt").rfind("missing: ", 0) == 0);
+  CHECK(pins.count("prefs:synthetic(seed 7)") == 0);
+  // Another version of the same data differs in its pin once the data changes.
+  REQUIRE(files::write_atomic(data + "/datasets/lic/manifest.json", manifest + " ").ok());
+  auto s2 = f.stage("job-000002", "pretrain", f.snapshot(f.dir.path() + "/j2/pretrain", 10, 2.0f));
+  s2.datasets = {"dataset:lic"};
+  auto v2 = reg.register_stage(s2);
+  REQUIRE(v2.ok());
+  CHECK(v2->data_sha256.at("dataset:lic") != pins.at("dataset:lic"));
+  bool differs = false;
+  auto d = reg.diff(*v, *v2);
+  REQUIRE(d.ok());
+  for (const auto& x : *d) differs |= x[0] == "data_sha256";
+  CHECK(differs);
 }
 
 TEST_CASE("a checkpoint that does not verify is not registered, and the error names the file") {

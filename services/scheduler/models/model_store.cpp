@@ -10,7 +10,7 @@ namespace {
 
 constexpr const char* version_columns =
     "SELECT version, seq, model, job_id, stage, kind, checkpoint, step, manifest_sha256, params_sha256, parent, "
-    "datasets, tokenizer, metrics, config_toml, created_unix_ns FROM model_versions";
+    "datasets, tokenizer, metrics, config_toml, created_unix_ns, data_sha256 FROM model_versions";
 
 model_version_rec version_of(const store::row& r) {
   auto t = [&](std::size_t i) { return r.get_text(i).ok() ? *r.get_text(i) : std::string(); };
@@ -38,6 +38,10 @@ model_version_rec version_of(const store::row& r) {
       if (it->is_number()) v.metrics[it.key()] = it->get<double>();
   v.config_toml = t(14);
   v.created_ns = i(15);
+  auto hs = nlohmann::json::parse(t(16), nullptr, false);
+  if (hs.is_object())
+    for (auto it = hs.begin(); it != hs.end(); ++it)
+      if (it->is_string()) v.data_sha256[it.key()] = it->get<std::string>();
   return v;
 }
 
@@ -88,16 +92,27 @@ CREATE TABLE model_current (
   return m;
 }
 
+const store::migration& data_hashes_migration() {
+  // A JSON object: lineage entry -> SHA-256 hex (or why there is none).
+  static const store::migration m{
+      .owner = "scheduler",
+      .version = 8,
+      .description = "model_versions.data_sha256: the hashes of the data each version read",
+      .sql = "ALTER TABLE model_versions ADD COLUMN data_sha256 TEXT NOT NULL DEFAULT '{}';\n"};
+  return m;
+}
+
 status insert_model_version(store::transaction& tx, const model_version_rec& v) {
   nlohmann::json metrics = nlohmann::json::object();
   for (const auto& [k, x] : v.metrics) metrics[k] = x;
   auto w = tx.exec(
       "INSERT INTO model_versions (version, seq, model, job_id, stage, kind, checkpoint, step, manifest_sha256, "
-      "params_sha256, parent, datasets, tokenizer, metrics, config_toml, created_unix_ns) "
-      "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
+      "params_sha256, parent, datasets, tokenizer, metrics, config_toml, created_unix_ns, data_sha256) "
+      "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)",
       {v.version, static_cast<std::int64_t>(v.seq), v.model, v.job_id, v.stage, v.kind, v.checkpoint,
        static_cast<std::int64_t>(v.step), v.manifest_sha256, v.params_sha256, v.parent,
-       nlohmann::json(v.datasets).dump(), v.tokenizer, metrics.dump(), v.config_toml, v.created_ns});
+       nlohmann::json(v.datasets).dump(), v.tokenizer, metrics.dump(), v.config_toml, v.created_ns,
+       nlohmann::json(v.data_sha256).dump()});
   if (!w) return w.err();
   return ok_status();
 }

@@ -27,6 +27,7 @@ struct model_version_rec {
   std::uint64_t step = 0;
   std::string manifest_sha256, params_sha256, parent;
   std::vector<std::string> datasets;  // "dataset:NAME", "text:/path", "sft:/path", "shards:/path"
+  std::map<std::string, std::string> data_sha256;  // per datasets entry (data_hashes.hpp); v8
   std::string tokenizer;
   std::map<std::string, double> metrics;
   std::string config_toml;
@@ -40,6 +41,8 @@ struct model_current_rec {
 
 // v6: model_versions (append-only), model_current.
 const store::migration& models_migration();
+// v8: model_versions.data_sha256, what each lineage entry hashed to.
+const store::migration& data_hashes_migration();
 
 status insert_model_version(store::transaction& tx, const model_version_rec& v);
 // Newest first; `model` "" = all; `limit` 0 = no limit.
