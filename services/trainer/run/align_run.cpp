@@ -110,7 +110,9 @@ status align_run::build() {
     m->emplace(std::move(*made));
   }
   if (o_.stop)
-    model_->set_interrupt([this, stop = o_.stop] { return stop->load() && clock_type::now() - step_started_ > interrupt_grace; });
+    model_->set_interrupt([this, stop = o_.stop, grace = o_.interrupt_grace] {
+      return stop->load() && clock_type::now() - step_started_ > grace;
+    });
   opt_.emplace(model_->params().size(), adam_of(c_), model_->layout().ranges());
   schedule_ = schedule_of(c_);
   if (c_.kind == "rm") {

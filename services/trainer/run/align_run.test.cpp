@@ -86,6 +86,7 @@ void check_resume_bitwise(const std::string& kind, const std::string& parent, co
   std::atomic<bool> stop{true};
   run_options ob = o;
   ob.stop = &stop;
+  ob.interrupt_grace = std::chrono::hours(1);  // stops land between steps, however slow a step is here
   auto b1 = run_training(align_config(kind, parent, b, extra), ob);
   REQUIRE_MESSAGE(b1.ok(), b1.err().message);
   CHECK(b1->stopped);

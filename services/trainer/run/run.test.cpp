@@ -61,6 +61,7 @@ TEST_CASE("a run is deterministic and stop + resume is bitwise equal to an unint
   std::atomic<bool> stop{true};
   run_options ob = o;
   ob.stop = &stop;
+  ob.interrupt_grace = std::chrono::hours(1);  // stops land between steps, however slow a step is here
   auto b1 = run_training(small_config(data, b), ob);
   REQUIRE(b1.ok());
   CHECK(b1->stopped);
@@ -293,6 +294,7 @@ TEST_CASE("a NaN loss rolls back to the last snapshot and skips the batch, deter
   std::atomic<bool> stop{false};
   run_options g = f;
   g.stop = &stop;
+  g.interrupt_grace = std::chrono::hours(1);
   g.fault = [&](std::uint64_t step) -> std::optional<float> {
     if (step == 9) stop = true;
     if (step != 7 || fired) return std::nullopt;

@@ -18,10 +18,6 @@
 
 namespace loom::trainer {
 
-// How long a step may go on after a stop request before it is interrupted:
-// shorter steps finish (and are kept), a long one ends within about a second.
-constexpr std::chrono::milliseconds interrupt_grace{300};
-
 inline std::string fmt(const char* f, auto... args) {
   char buf[512];
   std::snprintf(buf, sizeof buf, f, args...);

@@ -17,6 +17,7 @@
 #include "libs/runspec/run_config.hpp"
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -35,6 +36,10 @@ struct run_options {
   // Checked between layers of every step (gpt2::set_interrupt): true ends the
   // run within about a layer's time, with a snapshot of the last whole step.
   const std::atomic<bool>* stop = nullptr;
+  // How long a step may go on after a stop request before it is interrupted:
+  // shorter steps finish (and are kept), a long one ends within about a second.
+  // Tests that stop at step boundaries on a loaded machine give it more.
+  std::chrono::milliseconds interrupt_grace{300};
   // Where data.dataset names live: <dataset_root>/<name>/manifest.json.
   std::string dataset_root;
   // Called once the data is ready and the model built or resumed, before the first step.
