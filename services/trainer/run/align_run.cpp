@@ -110,9 +110,7 @@ status align_run::build() {
     m->emplace(std::move(*made));
   }
   if (o_.stop)
-    model_->set_interrupt([this, stop = o_.stop, grace = o_.interrupt_grace] {
-      return stop->load() && clock_type::now() - step_started_ > grace;
-    });
+    model_->set_interrupt(stop_interrupt(o_, step_started_));
   opt_.emplace(model_->params().size(), adam_of(c_), model_->layout().ranges());
   schedule_ = schedule_of(c_);
   if (c_.kind == "rm") {

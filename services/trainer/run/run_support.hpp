@@ -14,9 +14,20 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <string>
 
 namespace loom::trainer {
+
+// The engine's interrupt check for a run (gpt2::set_interrupt): true once a
+// stop was asked and the step that started at `step_started` has gone on
+// longer than o.interrupt_grace. REQUIRES: o.stop; both outlive the model.
+inline std::function<bool()> stop_interrupt(const run_options& o,
+                                            const std::chrono::steady_clock::time_point& step_started) {
+  return [stop = o.stop, grace = o.interrupt_grace, &step_started] {
+    return stop->load() && std::chrono::steady_clock::now() - step_started > grace;
+  };
+}
 
 inline std::string fmt(const char* f, auto... args) {
   char buf[512];

@@ -198,9 +198,7 @@ status run::build_model() {
   // A stop request lets a short step finish (its work is kept) and interrupts
   // a long one after interrupt_grace, within about a layer's time.
   if (o_.stop)
-    model_->set_interrupt([this, stop = o_.stop, grace = o_.interrupt_grace] {
-      return stop->load() && clock_type::now() - step_started_ > grace;
-    });
+    model_->set_interrupt(stop_interrupt(o_, step_started_));
   opt_.emplace(model_->params().size(), adam_of(c_), model_->layout().ranges());
   return ok_status();
 }
