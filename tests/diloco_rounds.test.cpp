@@ -19,6 +19,8 @@
 #include <algorithm>
 #include <barrier>
 #include <cmath>
+#include <filesystem>
+#include <map>
 #include <csignal>
 #include <thread>
 
@@ -157,6 +159,37 @@ std::set<std::string> audited_refusals(cluster& c) {
   return reasons;
 }
 
+// Data stays home (issue 15 §2): every message the delta socket received is
+// a delta or a control message (join, pull, round status), never data; the
+// number of each. A data frame would show under its own type or "unknown".
+std::map<std::string, std::uint64_t> frames_received(cluster& c) {
+  auto cli = c.client("aggregator", 3, 10000ms);
+  auto st = send(*cli, "loom.v1.AggregatorStatusRequest", "", c.token(auth::role::viewer), wire::new_request_id());
+  v1::AggregatorStatusReply status;
+  CHECK(st.ok());  // CHECK: called while the sites wait at a barrier for this thread
+  CHECK(status.ParseFromString(st.body));
+  std::map<std::string, std::uint64_t> by_type(status.frames_received().begin(), status.frames_received().end());
+  for (const auto& [type, n] : by_type)
+    CHECK_MESSAGE((type == "DeltaHeader" || type == "DeltaJoin" || type == "GlobalPull" || type == "RoundStatusQuery"),
+                  "the aggregator received " << n << " frame(s) of type " << type);
+  return by_type;
+}
+
+// Ingest's artefacts anywhere under the cloud's data dir: dataset shards and
+// manifests, rejects, imports, fetched datasets.
+std::vector<std::string> ingest_artefacts(const std::string& root) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> found;
+  for (const auto& e : fs::recursive_directory_iterator(root, fs::directory_options::skip_permission_denied)) {
+    const std::string name = e.path().filename().string(), rel = fs::relative(e.path(), root).string();
+    if ((e.is_regular_file() && ((name.starts_with("shard-") && name.ends_with(".bin")) || name == "manifest.json" ||
+                                 name == "rejects.jsonl")) ||
+        rel.starts_with("imports/") || rel.starts_with("trainer/datasets/") || rel.starts_with("ingest/datasets/"))
+      found.push_back(rel);
+  }
+  return found;
+}
+
 }  // namespace
 
 TEST_CASE("four sites run DiLoCo rounds through the aggregator, bad deltas are refused and audited, and a kill -9 loses no round") {
@@ -242,6 +275,7 @@ TEST_CASE("four sites run DiLoCo rounds through the aggregator, bad deltas are r
   }
 
   diloco::client_stats before_kill[sites];
+  std::map<std::string, std::uint64_t> frames_before_kill;
   long killed_pid = 0;
   for (int r = 0; r < rounds; ++r) {
     if (r == bad_input_round) {
@@ -280,8 +314,10 @@ TEST_CASE("four sites run DiLoCo rounds through the aggregator, bad deltas are r
       // Durable before the kill below: each refusal is in the audit log.
       CHECK(audited_refusals(c) == expected_refusals);
     }
-    if (r == kill_round)
+    if (r == kill_round) {
       for (int s = 0; s < sites; ++s) before_kill[s] = clients[s]->stats();
+      frames_before_kill = frames_received(c);  // the counts are the process's: the kill resets them
+    }
     sync.arrive_and_wait();
     if (r == kill_round) {
       std::this_thread::sleep_for(3ms);  // in the middle of the round's deltas
@@ -368,6 +404,23 @@ TEST_CASE("four sites run DiLoCo rounds through the aggregator, bad deltas are r
   CHECK(metrics.find("loom_aggregator_quorum_size{job=\"tiny-diloco\"} 4") != std::string::npos);
   CHECK(metrics.find("loom_aggregator_outer_step_seconds{job=\"tiny-diloco\"}") != std::string::npos);
   CHECK(metrics.find("loom_aggregator_bytes_received_total{job=\"tiny-diloco\",site=\"") != std::string::npos);
+
+  // Only deltas and control messages crossed: before the kill (joins, the
+  // deltas of 5 rounds and the bad ones, pulls) and after it (the restarted
+  // process's). The metric says the same.
+  MESSAGE("frames before the kill: DeltaHeader " << frames_before_kill["DeltaHeader"] << ", DeltaJoin "
+                                                  << frames_before_kill["DeltaJoin"] << ", GlobalPull "
+                                                  << frames_before_kill["GlobalPull"]);
+  CHECK(frames_before_kill["DeltaHeader"] >= kill_round * fragments * sites + 5);
+  CHECK(frames_before_kill["DeltaJoin"] >= sites);
+  CHECK(frames_before_kill["GlobalPull"] >= sites * fragments);
+  auto frames_after = frames_received(c);
+  CHECK(frames_after["DeltaHeader"] >= (rounds - kill_round - 1) * fragments * sites);
+  CHECK(metrics.find("loom_aggregator_frames_received_total{type=\"DeltaHeader\"}") != std::string::npos);
+  CHECK(metrics.find("loom_aggregator_frames_received_total{type=\"unknown\"}") == std::string::npos);
+  // ... and the cloud's data dir holds nothing of a site's data.
+  const auto artefacts = ingest_artefacts(c.home.path());
+  for (const auto& f : artefacts) CHECK_MESSAGE(false, "an ingest artefact in the cloud's data dir: " << f);
 
   // Still audited after the kill: each refusal with its reason, and the unknown key's handshakes.
   CHECK(audited_refusals(c) == expected_refusals);

@@ -1,5 +1,7 @@
 #include "libs/wire/link_spec.hpp"
 
+#include "libs/wire/link_random.hpp"
+
 #include <cmath>
 #include <charconv>
 #include <set>
@@ -222,6 +224,47 @@ result<std::optional<link_config>> link_config_from_env(const std::function<cons
   if (!c.ok())
     return make_error(c.code(), std::string(link_shape_env) + ": " + c.err().message);
   return std::optional<link_config>{std::move(*c)};
+}
+
+std::string link_shape_env_for(std::string_view site) {
+  std::string name = std::string(link_shape_env) + "_";
+  for (char ch : site) {
+    const char up = (ch >= 'a' && ch <= 'z') ? static_cast<char>(ch - 'a' + 'A') : ch;
+    name += ((up >= 'A' && up <= 'Z') || (up >= '0' && up <= '9')) ? up : '_';
+  }
+  return name;
+}
+
+result<std::optional<link_config>> link_config_for_site(const std::function<const char*(const char*)>& env,
+                                                        std::string_view site) {
+  const std::string own = link_shape_env_for(site);
+  if (const char* v = env ? env(own.c_str()) : nullptr; v != nullptr && !trim(v).empty()) {
+    auto c = parse_link_spec(v);
+    if (!c.ok()) return make_error(c.code(), own + ": " + c.err().message);
+    return std::optional<link_config>{std::move(*c)};
+  }
+  auto shared = link_config_from_env(env);
+  if (!shared.ok() || !*shared) return shared;
+  // FNV-1a of the name, then one splitmix64 step: independent, reproducible streams per site.
+  std::uint64_t h = 0xcbf29ce484222325ULL;
+  for (char ch : site) h = (h ^ static_cast<unsigned char>(ch)) * 0x100000001b3ULL;
+  (*shared)->seed = link_random((*shared)->seed, h).next();
+  return shared;
+}
+
+status check_link_shape_env(const char* const* envp) {
+  const std::string_view prefix = link_shape_env;
+  for (; envp && *envp; ++envp) {
+    const std::string_view item = *envp;
+    const auto eq = item.find('=');
+    if (eq == std::string_view::npos) continue;
+    const std::string_view name = item.substr(0, eq);
+    if (name != prefix && !(name.size() > prefix.size() + 1 && name.starts_with(prefix) && name[prefix.size()] == '_'))
+      continue;
+    if (auto c = parse_link_spec(item.substr(eq + 1)); !c.ok())
+      return make_error(c.code(), std::string(name) + ": " + c.err().message);
+  }
+  return ok_status();
 }
 
 }  // namespace loom::wire

@@ -10,6 +10,7 @@
 
 #include <functional>
 #include <optional>
+#include <string>
 #include <string_view>
 
 namespace loom::wire {
@@ -33,5 +34,19 @@ result<link_config> parse_link_spec(std::string_view spec);
 // nullopt; a bad spec -> the parse error, which should stop start-up.
 inline constexpr const char* link_shape_env = "LOOM_LINK_SHAPE";
 result<std::optional<link_config>> link_config_from_env(const std::function<const char*(const char*)>& env);
+
+// Per site (issue 15): LOOM_LINK_SHAPE_<SITE> (SITE = the site's name upper
+// case, every character not A-Z or 0-9 as '_': site-2 -> LOOM_LINK_SHAPE_SITE_2)
+// shapes that site's link with its seed as given ("none" exempts the site);
+// else LOOM_LINK_SHAPE shapes every site's link, its seed mixed with the site
+// name so that sites lose different messages and go down at different times
+// (still a pure function of the spec and the name). Errors name the variable.
+std::string link_shape_env_for(std::string_view site);
+result<std::optional<link_config>> link_config_for_site(const std::function<const char*(const char*)>& env,
+                                                        std::string_view site);
+// Every LOOM_LINK_SHAPE and LOOM_LINK_SHAPE_* in `envp` (NAME=VALUE, null-
+// terminated, like environ) parses: a service checks this at start-up and
+// refuses to start with the first bad one (variable and field named).
+status check_link_shape_env(const char* const* envp);
 
 }  // namespace loom::wire

@@ -124,3 +124,43 @@ TEST_CASE("LOOM_LINK_SHAPE is read through the caller's env lookup") {
   REQUIRE_FALSE(bad.ok());
   CHECK(bad.err().message.rfind("LOOM_LINK_SHAPE: link spec \"bw=fast\"", 0) == 0);
 }
+
+TEST_CASE("a site's link comes from LOOM_LINK_SHAPE_<SITE>, else from LOOM_LINK_SHAPE with the site mixed into the seed") {
+  CHECK(link_shape_env_for("site-2") == "LOOM_LINK_SHAPE_SITE_2");
+  CHECK(link_shape_env_for("edge.Lyon") == "LOOM_LINK_SHAPE_EDGE_LYON");
+  std::map<std::string, std::string> env;
+  auto lookup = [&](const char* k) -> const char* {
+    auto it = env.find(k);
+    return it == env.end() ? nullptr : it->second.c_str();
+  };
+  CHECK_FALSE(link_config_for_site(lookup, "site-0").value().has_value());
+  env["LOOM_LINK_SHAPE"] = "lat=5ms,outage=20%/1-2s,seed=7";
+  const auto a = link_config_for_site(lookup, "site-0").value().value();
+  const auto b = link_config_for_site(lookup, "site-1").value().value();
+  CHECK(a.latency == 5ms);
+  CHECK(a.seed != 7);
+  CHECK(a.seed != b.seed);                                          // sites go down at different times
+  CHECK(a.seed == link_config_for_site(lookup, "site-0").value()->seed);  // and always at the same ones
+  env["LOOM_LINK_SHAPE_SITE_1"] = "down=10s-12s,seed=3";
+  const auto own = link_config_for_site(lookup, "site-1").value().value();
+  CHECK(own.seed == 3);  // as given
+  CHECK(own.latency == 0ms);
+  REQUIRE(own.outages.size() == 1);
+  env["LOOM_LINK_SHAPE_SITE_1"] = "none";
+  CHECK_FALSE(link_config_for_site(lookup, "site-1").value()->shapes());
+  env["LOOM_LINK_SHAPE_SITE_1"] = "lat=5";
+  auto bad = link_config_for_site(lookup, "site-1");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.err().message.rfind("LOOM_LINK_SHAPE_SITE_1: link spec \"lat=5\": lat", 0) == 0);
+}
+
+TEST_CASE("a service's start-up check names the first LOOM_LINK_SHAPE variable that does not parse") {
+  const char* good[] = {"PATH=/bin", "LOOM_LINK_SHAPE=bw=10mbit", "LOOM_LINK_SHAPE_SITE_0=none",
+                        "LOOM_LINK_SHAPEX=ignored", nullptr};
+  CHECK(check_link_shape_env(good).ok());
+  const char* bad[] = {"LOOM_LINK_SHAPE=bw=10mbit", "LOOM_LINK_SHAPE_SITE_3=loss=2", nullptr};
+  auto s = check_link_shape_env(bad);
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.code() == errc::invalid_argument);
+  CHECK(s.err().message.rfind("LOOM_LINK_SHAPE_SITE_3: link spec \"loss=2\": loss", 0) == 0);
+}

@@ -177,7 +177,9 @@ void delta_server::impl::run() {
       zmq::poll(&item, 1, poll_every);
       if (item.revents & ZMQ_POLLIN) {
         std::vector<zmq::message_t> in;
-        if (zmq::recv_multipart(router, std::back_inserter(in), zmq::recv_flags::dontwait) && in.size() >= 2) {
+        const bool got = zmq::recv_multipart(router, std::back_inserter(in), zmq::recv_flags::dontwait).has_value();
+        if (got) o.jobs->frame_received(in.size() >= 2 ? in[1].to_string_view() : std::string_view{});
+        if (got && in.size() >= 2) {
           const std::string principal = wire::peer_user_id(in[1]);
           frames out = handle(in[1].to_string(), in, principal);
           // dontwait: a peer over its HWM loses this answer and retries; the thread never blocks on one site.

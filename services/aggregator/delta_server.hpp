@@ -12,6 +12,9 @@
 //   answers: DeltaJoinReply, DeltaReply, GlobalPullReply, RoundStatusList,
 //            [GlobalUpdateHeader][payload], or a loom.v1.Status (an error)
 //
+// Every message received is counted by its type (engine::frame_received):
+// what crossed from the sites is visible as deltas and control messages.
+//
 // Frames of up to 1 GiB (a fragment's fp32 parameters); the peers are
 // authenticated, and the cap still bounds what one can make us allocate.
 // start/stop from one thread (the service's main); endpoint() from any.

@@ -235,8 +235,25 @@ void engine::refused_connections(std::uint64_t n) {
        "", static_cast<int>(audit::decision::deny));
 }
 
+void engine::frame_received(std::string_view type) {
+  // The types the delta socket answers; anything else is counted as "unknown"
+  // (a label per name a peer could choose would let it grow the metrics).
+  constexpr std::string_view known[] = {"DeltaHeader", "DeltaJoin", "GlobalPull", "RoundStatusQuery"};
+  std::string_view name = "unknown";
+  constexpr std::string_view prefix = "loom.v1.";
+  if (type.starts_with(prefix))
+    for (auto k : known)
+      if (type.substr(prefix.size()) == k) name = k;
+  count("frames_received_total", {{"type", std::string(name)}});
+  std::lock_guard lock(mu_);
+  auto it = frames_.find(name);
+  if (it == frames_.end()) it = frames_.emplace(std::string(name), 0).first;
+  ++it->second;
+}
+
 void engine::describe(loom::v1::AggregatorStatusReply* out) {
   std::lock_guard lock(mu_);
+  for (const auto& [type, n] : frames_) (*out->mutable_frames_received())[type] = n;
   for (auto& [job, a] : jobs_) {
     auto* j = out->add_jobs();
     to_wire(a->spec(), j->mutable_spec());

@@ -74,6 +74,9 @@ class engine {
   void refuse_header(const std::string& principal, const error& e);
   // Audits a refused CURVE handshake (an unknown key) seen by the ZAP handler.
   void refused_connections(std::uint64_t n);
+  // Counts a message the delta socket received, by its type frame
+  // (loom_aggregator_frames_received_total{type}; AggregatorStatusReply.frames_received).
+  void frame_received(std::string_view type);
 
   void describe(loom::v1::AggregatorStatusReply* out);
 
@@ -87,6 +90,7 @@ class engine {
   engine_options o_;
   std::mutex mu_;
   std::map<std::string, std::unique_ptr<aggregation>> jobs_;
+  std::map<std::string, std::uint64_t, std::less<>> frames_;  // by type, since start
 };
 
 }  // namespace loom::aggregator

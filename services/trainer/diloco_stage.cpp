@@ -6,11 +6,13 @@
 #include "libs/runtime/service.hpp"
 #include "libs/wire/client.hpp"
 #include "libs/wire/envelope_pb.hpp"
+#include "libs/wire/link_spec.hpp"
 #include "loom/v1/aggregator.pb.h"
 
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <cstdlib>
 
 namespace loom::trainer {
 
@@ -89,7 +91,11 @@ result<std::unique_ptr<site_sync>> make_site_sync(runtime::service_env& env, con
   if (!keys) return make_error(keys.code(), "the identity of " + where.site + ": " + keys.err().message);
   auto codec = codec::codec_from_string(cfg.diloco.codec);
   if (!codec) return make_error(errc::invalid_argument, "diloco.codec " + cfg.diloco.codec + " is not a codec");
+  // Checked at start-up (main.cpp); read again here, so a stage gets the link its site is given.
+  auto link = wire::link_config_for_site([](const char* k) { return std::getenv(k); }, where.site);
+  if (!link) return link.err();
   site_sync_options o;
+  o.link = *link;
   o.job = where.aggregation;
   o.site = where.site;
   o.keys = *keys;

@@ -2,6 +2,7 @@
 
 #include "libs/crypto/hash.hpp"
 #include "libs/wire/limits.hpp"
+#include "libs/wire/shaped_link.hpp"
 #include "loom/v1/aggregator.pb.h"
 #include "loom/v1/common.pb.h"
 
@@ -46,7 +47,9 @@ result<fragment_plan> plan_of(const loom::v1::AggregationSpec& s) {
 
 }  // namespace
 
-site_client::site_client(zmq::context_t& ctx, client_options o) : ctx_(ctx), o_(std::move(o)) {}
+site_client::site_client(zmq::context_t& ctx, client_options o) : ctx_(ctx), o_(std::move(o)) {
+  if (o_.link && o_.link->shapes()) link_ = std::make_unique<wire::shaped_link>(*o_.link, std::chrono::steady_clock::now());
+}
 site_client::~site_client() = default;
 
 result<std::unique_ptr<site_client>> site_client::make(zmq::context_t& ctx, client_options o) {
@@ -57,7 +60,36 @@ result<std::unique_ptr<site_client>> site_client::make(zmq::context_t& ctx, clie
     return make_error(errc::invalid_argument, "site client: job, site and endpoint are required");
   if (o.attempts < 1 || o.timeout.count() <= 0)
     return make_error(errc::invalid_argument, "site client: attempts and timeout must be positive");
+  if (o.link)
+    if (auto s = wire::validate(*o.link); !s) return make_error(errc::invalid_argument, "site client: link: " + s.err().message);
   return std::unique_ptr<site_client>(new site_client(ctx, std::move(o)));
+}
+
+std::optional<std::vector<std::string>> site_client::exchange(const std::vector<std::string>& frames) {
+  using clock = std::chrono::steady_clock;
+  wire::multipart msg;
+  for (const auto& f : frames) msg.emplace_back(f.data(), f.size());
+  if (link_) {
+    wire::send_message(*sock_, link_.get(), std::move(msg));
+  } else {
+    for (std::size_t i = 0; i < msg.size(); ++i)
+      if (!sock_->send(msg[i], i + 1 < msg.size() ? zmq::send_flags::sndmore : zmq::send_flags::none)) return std::nullopt;
+  }
+  // The timeout starts once the request is on the wire (after its serialisation on a shaped uplink).
+  auto deadline = clock::now() + o_.timeout;
+  if (link_)
+    if (auto due = link_->uplink().next_due()) deadline = std::max(deadline, *due + o_.timeout);
+  for (;;) {
+    if (auto in = wire::recv_message(*sock_, link_.get(), deadline)) {
+      std::vector<std::string> out;
+      for (auto& m : *in) out.push_back(m.to_string());
+      return out;
+    }
+    // An answer that reached the socket but still crosses the emulated downlink is coming.
+    auto due = link_ ? link_->downlink().next_due() : std::nullopt;
+    if (!due) return std::nullopt;
+    deadline = *due;
+  }
 }
 
 result<std::vector<std::string>> site_client::request(const std::vector<std::string>& frames) {
@@ -70,23 +102,12 @@ result<std::vector<std::string>> site_client::request(const std::vector<std::str
         wire::make_curve_client(*sock_, o_.keys, o_.server_public);
         sock_->connect(o_.endpoint);
       }
-      bool sent = true;
-      for (std::size_t i = 0; sent && i < frames.size(); ++i)
-        sent = sock_->send(zmq::buffer(frames[i]), i + 1 < frames.size() ? zmq::send_flags::sndmore
-                                                                          : zmq::send_flags::none).has_value();
-      zmq::pollitem_t item{sock_->handle(), 0, ZMQ_POLLIN, 0};
-      if (sent && zmq::poll(&item, 1, o_.timeout) > 0) {
-        std::vector<zmq::message_t> in;
-        if (zmq::recv_multipart(*sock_, std::back_inserter(in))) {
-          std::vector<std::string> out;
-          for (auto& m : in) out.push_back(m.to_string());
-          return out;
-        }
-      }
+      if (auto in = exchange(frames)) return std::move(*in);
     } catch (const zmq::error_t& e) {
       if (e.num() == ETERM) return make_error(errc::unavailable, "site client: the ZeroMQ context was shut down");
     }
     sock_.reset();  // Lazy Pirate: a fresh socket, so a late answer is never read as the next one's
+    if (link_) link_->forget();  // what was on the emulated wire went with it
   }
   return make_error(errc::unavailable, "no answer from the aggregator at " + o_.endpoint + " after " +
                                            std::to_string(o_.attempts) + " attempts of " +

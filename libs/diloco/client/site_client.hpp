@@ -14,6 +14,13 @@
 // again, byte for byte; a copy it already holds is refused as a duplicate,
 // which counts as delivered. So a delta is counted once whatever is lost.
 //
+// With `link` set, every request and answer crosses an emulated link
+// (libs/wire shaped_link: requests on its uplink, answers on its downlink,
+// time zero = the client's construction): a dropped message is an attempt
+// that times out, an outage makes the aggregator unreachable. The link
+// outlives reconnects (its outage schedule goes on); what was on the wire is
+// forgotten with the socket.
+//
 // Owned by one thread (a trainer's sync loop); not thread-safe. The ZeroMQ
 // context is the caller's and must outlive the client.
 #pragma once
@@ -22,6 +29,7 @@
 #include "libs/diloco/site_state.hpp"
 #include "libs/status/status.hpp"
 #include "libs/wire/curve.hpp"
+#include "libs/wire/link_shaper.hpp"
 
 #include <chrono>
 #include <cstdint>
@@ -35,6 +43,9 @@ namespace zmq {
 class context_t;
 class socket_t;
 }  // namespace zmq
+namespace loom::wire {
+class shaped_link;
+}
 
 namespace loom::diloco {
 
@@ -49,6 +60,11 @@ struct client_options {
   std::chrono::milliseconds timeout{2000};
   int attempts = 3;
   site_options merge;
+  // Shapes both directions (LOOM_LINK_SHAPE, libs/wire/README.md); nullopt or
+  // a perfect link: the real socket only. An attempt's timeout is counted
+  // after the request has crossed the uplink and extended while an answer is
+  // still crossing the downlink, so bandwidth alone never times one out.
+  std::optional<wire::link_config> link;
 };
 
 struct client_stats {
@@ -91,6 +107,8 @@ class site_client {
   const fragment_plan& plan() const { return state_->plan(); }
   const client_stats& stats() const { return stats_; }
   bool pending(int p) const { return pending_[p].has_value(); }
+  // The emulated link (null without one): what it dropped, held, forgot.
+  const wire::shaped_link* link() const { return link_.get(); }
 
   // One raw request ([type][frames...]) and its answer's frames (tests of bad input).
   result<std::vector<std::string>> request(const std::vector<std::string>& frames);
@@ -102,11 +120,14 @@ class site_client {
   };
   site_client(zmq::context_t& ctx, client_options o);
   result<delta_ack> deliver(int p, const sent& s);
+  // One attempt on sock_: the answer, or nullopt (timed out, dropped, refused by the socket).
+  std::optional<std::vector<std::string>> exchange(const std::vector<std::string>& frames);
   status apply(const std::vector<std::string>& reply, int p, std::span<float> local);
 
   zmq::context_t& ctx_;
   client_options o_;
   std::unique_ptr<zmq::socket_t> sock_;
+  std::unique_ptr<wire::shaped_link> link_;
   std::optional<site_state> state_;
   std::vector<codec::error_feedback> uplink_;    // per fragment
   std::vector<std::optional<sent>> pending_;     // per fragment

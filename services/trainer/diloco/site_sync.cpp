@@ -74,6 +74,7 @@ status site_sync::start(std::span<float> params) {
       co.codec = o_.codec;
       co.timeout = o_.timeout;
       co.attempts = 1;
+      co.link = o_.link;
       auto c = diloco::site_client::make(ctx_->ctx, co);
       if (!c) return c.err();
       std::vector<float> global;

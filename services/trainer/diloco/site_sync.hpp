@@ -34,6 +34,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -64,6 +65,8 @@ struct site_sync_options {
   double final_wait_s = 300;   // finish(): for the last versions
   const std::atomic<bool>* stop = nullptr;
   std::function<void(const std::string&)> log;
+  // The site's link to the aggregator, emulated (LOOM_LINK_SHAPE[_<SITE>]): diloco::client_options::link.
+  std::optional<wire::link_config> link;
 };
 
 struct site_sync_stats {
