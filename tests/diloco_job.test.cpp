@@ -131,6 +131,13 @@ std::vector<float> snapshot_params(const std::string& dir, const model::gpt2_con
 
 TEST_CASE("pretrain-diloco-tiny: four sites on their own datasets finish through the aggregator, kill -9 of it and of a site's trainer included, and the global snapshot is the stage's model that SFT starts from") {
   const auto t_start = std::chrono::steady_clock::now();
+  // The shaper on (libs/wire): every site's link to the aggregator has 2 ms
+  // of latency and 1 ms of jitter each way, seeded per site; `loom up` hands
+  // the variable to its trainers.
+  struct shaped_env {
+    shaped_env() { ::setenv("LOOM_LINK_SHAPE", "lat=2ms,jitter=1ms,seed=3", 1); }
+    ~shaped_env() { ::unsetenv("LOOM_LINK_SHAPE"); }
+  } shaped;
   cluster c({"--trainers", "4", "--import-root", licences});
   REQUIRE(c.up);
   std::string list = "[";
@@ -256,13 +263,27 @@ TEST_CASE("pretrain-diloco-tiny: four sites on their own datasets finish through
     if (e.is_regular_file()) held.push_back(fs::relative(e.path(), c.home.path() + "/aggregator").string());
   for (const auto& f : held) CHECK_MESSAGE((f == "delta_endpoint" || f == agg_job + "/state.bin"), f);
   for (const auto& [reason, n] : a->fragments(0).rejected_total()) CHECK_MESSAGE(n == 0, reason);
+  // ... and received deltas and control messages only (this process's, since the kill).
+  {
+    auto cli = c.client("aggregator", 3, 10000ms);
+    REQUIRE(cli);
+    auto r = cli->call(wire::request{wire::new_request_id(), "loom.v1.AggregatorStatusRequest", "",
+                                     c.token(auth::role::viewer)});
+    v1::AggregatorStatusReply rep;
+    REQUIRE((r && r->ok() && rep.ParseFromString(r->body)));
+    for (const auto& [type, n] : rep.frames_received())
+      CHECK_MESSAGE((type == "DeltaHeader" || type == "DeltaJoin" || type == "GlobalPull" || type == "RoundStatusQuery"),
+                    n << " frame(s) of type " << type);
+    CHECK(rep.frames_received().count("DeltaHeader") == 1);
+  }
 
   // Each site's trainer says what it sent and waited, after every run (logs/trainer*.log).
-  int reported = 0, late = 0;
+  int reported = 0, late = 0, shaped_sites = 0;
   for (const auto& e : fs::directory_iterator(c.home.path() + "/logs")) {
     if (e.path().filename().string().rfind("trainer", 0) != 0) continue;
     auto text = files::read_file(e.path().string());
     if (!text) continue;
+    if (text->find("link to the aggregator shaped by LOOM_LINK_SHAPE") != std::string::npos) ++shaped_sites;
     std::size_t at = 0;
     while ((at = text->find(": diloco: ", at)) != std::string::npos) {
       const std::size_t from = text->rfind('\n', at) + 1, to = text->find('\n', at);
@@ -278,6 +299,7 @@ TEST_CASE("pretrain-diloco-tiny: four sites on their own datasets finish through
     }
   }
   CHECK(reported >= sites);  // a line per run: the re-formation ended one per site
+  CHECK(shaped_sites == sites);  // every site's link went through the shaper
   // The deltas the kill lost or held back reach the restarted aggregator later:
   // re-sent, deferred while it was down, or merged into the site's next delta
   // (unless the round closed in the milliseconds between the status and the

@@ -94,6 +94,12 @@ result<std::unique_ptr<site_sync>> make_site_sync(runtime::service_env& env, con
   // Checked at start-up (main.cpp); read again here, so a stage gets the link its site is given.
   auto link = wire::link_config_for_site([](const char* k) { return std::getenv(k); }, where.site);
   if (!link) return link.err();
+  if (*link && (*link)->shapes()) {
+    const std::string own = wire::link_shape_env_for(where.site);
+    const char* v = std::getenv(own.c_str());
+    std::fprintf(stderr, "trainer: diloco %s: link to the aggregator shaped by %s\n", where.site.c_str(),
+                 v && *v ? own.c_str() : "LOOM_LINK_SHAPE (its seed mixed with the site's name)");
+  }
   site_sync_options o;
   o.link = *link;
   o.job = where.aggregation;
