@@ -5,7 +5,7 @@
 // link cut 20% of the time in bursts of 1-2 s (libs/wire link shaper, seeded).
 //
 //   diloco_link_bench [--steps N] [--step-ms MS] [--h H] [--values N] [--seed S] [--timeout-ms MS]
-//   (defaults 1500 steps of 20 ms, H = 25, 100000 values, seed 11, 100 ms)
+//   (defaults 1500 steps of 20 ms, H = 25, 2000 values, seed 11, 100 ms)
 // Last lines, one per case:
 //   case=<name> sites=4 continuity=… sync_p50_ms=… sync_p99_ms=… catch_up_max_s=… offline=… seconds=…
 // continuity = Σ productive inner-step time / (sites × wall); sync = a
@@ -45,7 +45,7 @@ std::uint64_t version_at(const site_result& r, double t) {
 int main(int argc, char** argv) {
   const int steps = arg_int(argc, argv, "--steps", 1500);
   const int step_ms = arg_int(argc, argv, "--step-ms", 20);
-  const int values = arg_int(argc, argv, "--values", 100000);
+  const int values = arg_int(argc, argv, "--values", 2000);
   const int seed = arg_int(argc, argv, "--seed", 11);
   const int h = arg_int(argc, argv, "--h", 25);
   const int timeout_ms = arg_int(argc, argv, "--timeout-ms", 100);

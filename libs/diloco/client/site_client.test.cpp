@@ -3,6 +3,9 @@
 // The protocol itself is tested across processes (tests/diloco_rounds.test.cpp).
 #include "libs/diloco/client/site_client.hpp"
 
+#include "libs/wire/link_spec.hpp"
+#include "libs/wire/shaped_link.hpp"
+
 #include <doctest/doctest.h>
 #include <zmq.hpp>
 
@@ -53,4 +56,31 @@ TEST_CASE("a join nobody answers fails with unavailable after its attempts, in a
   CHECK(took < 2s);
   std::vector<float> x(4);
   CHECK(c->poll(0, x).code() == errc::conflict);  // not joined
+}
+
+TEST_CASE("a site client refuses an emulated link that is not valid, naming the field") {
+  zmq::context_t ctx(1);
+  auto o = good();
+  o.link = wire::link_config{};
+  o.link->bandwidth = -1;
+  auto c = diloco::site_client::make(ctx, o);
+  REQUIRE_FALSE(c.ok());
+  CHECK(c.code() == errc::invalid_argument);
+  CHECK(c.err().message.find("site client: link: ") == 0);
+  o.link = wire::link_config{};  // a perfect link: the real socket only
+  auto plain = diloco::site_client::make(ctx, o).value();
+  CHECK(plain->link() == nullptr);
+  o.link->latency = std::chrono::milliseconds(5);
+  CHECK(diloco::site_client::make(ctx, o).value()->link() != nullptr);
+}
+
+TEST_CASE("a site client whose link is down drops its requests on the emulated wire and gives up like a dead peer") {
+  zmq::context_t ctx(1);
+  auto o = good();
+  o.link = wire::parse_link_spec("down=0s-1h").value();
+  auto c = diloco::site_client::make(ctx, o).value();
+  std::vector<float> local;
+  CHECK(c->join(local).code() == errc::unavailable);
+  REQUIRE(c->link() != nullptr);
+  CHECK(c->link()->uplink().held() == 0);  // dropped at once, never sent
 }
