@@ -16,7 +16,9 @@
 
 #include <doctest/doctest.h>
 
+#include <cerrno>
 #include <csignal>
+#include <cstdlib>
 #include <fcntl.h>
 #include <sys/wait.h>
 #include <thread>
@@ -80,6 +82,21 @@ struct netns_link {
   }
 };
 
+// Namespaces and veth pairs of earlier runs of this test that were killed
+// (SIGKILL skips destructors): loom-links-<pid> whose process is gone.
+void remove_leftovers() {
+  auto r = run({"/usr/sbin/ip", "netns", "list"}, 20s);
+  std::size_t at = 0;
+  const std::string prefix = "loom-links-";
+  while ((at = r.out.find(prefix, at)) != std::string::npos) {
+    const long pid = std::atol(r.out.c_str() + at + prefix.size());
+    at += prefix.size();
+    if (pid <= 0 || ::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
+    ip({"link", "del", "lkh" + std::to_string(pid)});
+    ip({"netns", "del", prefix + std::to_string(pid)});
+  }
+}
+
 // argv in the namespace, stdout to `out`; the child's pid.
 pid_t spawn_in(const std::string& ns, std::vector<std::string> argv, const std::string& out) {
   argv.insert(argv.begin(), {"/usr/sbin/ip", "netns", "exec", ns});
@@ -141,6 +158,7 @@ TEST_CASE("a site in a network namespace whose veth link is cut for 3 s trains o
     MESSAGE("LOOM_TEST_SKIPPED: needs root and /usr/sbin/ip (iproute2) for a network namespace and a veth pair");
     return;
   }
+  remove_leftovers();
   netns_link link(static_cast<int>(::getpid()));
   if (const std::string why = link.make(); !why.empty()) {
     MESSAGE("LOOM_TEST_SKIPPED: cannot make a network namespace and veth pair here: " << why);
