@@ -40,19 +40,19 @@ std::string slurp(const std::string& p) {
 TEST_CASE("the hpo-lr-tiny template resolves to a search of 8 learning rates, each trial an lm run to R") {
   const std::string text = slurp(LOOM_SOURCE_DIR "/templates/hpo-lr-tiny.toml");
   auto plan = resolve_template("hpo-lr-tiny", text, {"text=/data/c.txt"});
-  REQUIRE_MESSAGE(plan.ok(), plan.err().message);
+  REQUIRE_MESSAGE(plan.ok(), (plan.ok() ? std::string() : plan.err().message));
   REQUIRE(plan->stages.size() == 1);
   const stage_plan& st = plan->stages[0];
   CHECK(st.spec.kind == "hpo");
   auto search = read_hpo_stage(st.config_toml, "x", st.spec);
-  REQUIRE_MESSAGE(search.ok(), search.err().message);
+  REQUIRE_MESSAGE(search.ok(), (search.ok() ? std::string() : search.err().message));
   CHECK(search->trials.size() == 8);
   CHECK(search->spec.asha.min_steps == 30);
   CHECK(search->spec.asha.max_steps == 300);
   auto trial = trial_config_toml(st.config_toml, *search, 5);
-  REQUIRE_MESSAGE(trial.ok(), trial.err().message);
+  REQUIRE_MESSAGE(trial.ok(), (trial.ok() ? std::string() : trial.err().message));
   auto cfg = parse_run_config(*trial, "trial");
-  REQUIRE_MESSAGE(cfg.ok(), cfg.err().message);
+  REQUIRE_MESSAGE(cfg.ok(), (cfg.ok() ? std::string() : cfg.err().message));
   CHECK(cfg->kind == "lm");
   CHECK(cfg->steps == 300);
   CHECK(cfg->tokenizer == "bytes");
@@ -62,7 +62,7 @@ TEST_CASE("the hpo-lr-tiny template resolves to a search of 8 learning rates, ea
 
 TEST_CASE("an hpo stage's search is changed by --set like any section, and max_steps defaults to train.steps") {
   auto plan = resolve_template("s", search("trials = 4\nmin_steps = 10\n"), {"text=/d/c.txt", "hpo.trials=2"});
-  REQUIRE_MESSAGE(plan.ok(), plan.err().message);
+  REQUIRE_MESSAGE(plan.ok(), (plan.ok() ? std::string() : plan.err().message));
   auto s = read_hpo_stage(plan->stages[0].config_toml, "x", plan->stages[0].spec);
   REQUIRE(s.ok());
   CHECK(s->trials.size() == 2);
@@ -103,7 +103,7 @@ TEST_CASE("the stage after a search takes the best values as overrides of its ow
   auto out = with_overrides("[optim]\nlr = 0.1\n[train]\nsteps = 5\n", {"optim.lr=0.00233", "train.batch=16"});
   REQUIRE(out.ok());
   auto c = parse_run_config(*out + "[data]\ntext = \"/d/c.txt\"\n", "x");
-  REQUIRE_MESSAGE(c.ok(), c.err().message);
+  REQUIRE_MESSAGE(c.ok(), (c.ok() ? std::string() : c.err().message));
   CHECK(double(c->lr) == doctest::Approx(0.00233));
   CHECK(c->batch == 16);
   CHECK(c->steps == 5);
