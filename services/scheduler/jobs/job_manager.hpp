@@ -20,7 +20,8 @@
 // resumes from the stage's latest verified snapshot.
 // Owned by the scheduler actor; not thread-safe; no CAF, no ZeroMQ; clock passed in.
 // Code: job_manager.cpp (load, placement, polls, ticks), job_requests.cpp
-// (submit, cancel, views), job_groups.cpp (trainer groups).
+// (submit, cancel, views), job_groups.cpp (trainer groups), hpo_stage.cpp
+// (hpo stages: ASHA trial segments placed like one-trainer stages, any zone).
 #pragma once
 
 #include "libs/files/confine.hpp"
