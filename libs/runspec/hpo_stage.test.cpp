@@ -47,14 +47,14 @@ TEST_CASE("the hpo-lr-tiny template resolves to a search of 8 learning rates, ea
   auto search = read_hpo_stage(st.config_toml, "x", st.spec);
   REQUIRE_MESSAGE(search.ok(), (search.ok() ? std::string() : search.err().message));
   CHECK(search->trials.size() == 8);
-  CHECK(search->spec.asha.min_steps == 30);
-  CHECK(search->spec.asha.max_steps == 300);
+  CHECK(search->spec.asha.min_steps == 100);
+  CHECK(search->spec.asha.max_steps == 900);
   auto trial = trial_config_toml(st.config_toml, *search, 5);
   REQUIRE_MESSAGE(trial.ok(), (trial.ok() ? std::string() : trial.err().message));
   auto cfg = parse_run_config(*trial, "trial");
   REQUIRE_MESSAGE(cfg.ok(), (cfg.ok() ? std::string() : cfg.err().message));
   CHECK(cfg->kind == "lm");
-  CHECK(cfg->steps == 300);
+  CHECK(cfg->steps == 900);
   CHECK(cfg->tokenizer == "bytes");
   CHECK(double(cfg->lr) == doctest::Approx(*search->trials[5].number("optim.lr")).epsilon(1e-6));
   CHECK(trial->find("[hpo") == std::string::npos);
@@ -97,6 +97,18 @@ TEST_CASE("a bad hpo section is refused at submit naming the template's file and
   // Not an lm search: an hpo stage trains pretraining trials.
   CHECK(msg(resolve_template("s", search(), {"text=/d/c.txt", "data.format=sft"})).find("data.format") !=
         std::string::npos);
+}
+
+TEST_CASE("a stage after a search is refused at submit when some trial's values would make its config invalid") {
+  std::string two = search("min_steps = 10\n", "\"train.batch\" = {choice = [4, 6]}\n");
+  two.replace(two.find("stages = [\"search\"]"), 19, "stages = [\"search\", \"rl\"]");
+  two.replace(0, 13, "");  // kind = "hpo" for the search stage only
+  two += "[stage.search]\nkind = \"hpo\"\n[stage.rl]\nkind = \"rl\"\n\"data.synthetic_prefs\" = true\n"
+         "\"align.samples_per_prompt\" = 4\n\"reward.keywords\" = [\"a\"]\n";
+  const std::string m = msg(resolve_template("s", two, {"text=/d/c.txt"}));
+  CHECK(m.find("stage rl runs with the best values of hpo stage search") != std::string::npos);
+  CHECK(m.find("train.batch=6") != std::string::npos);
+  CHECK(msg(resolve_template("s", two, {"text=/d/c.txt", "rl.align.samples_per_prompt=2"})) == "ok");
 }
 
 TEST_CASE("the stage after a search takes the best values as overrides of its own config") {

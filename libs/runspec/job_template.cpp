@@ -95,6 +95,23 @@ status check_hpo_stage(std::string_view tmpl, std::string_view text, const stage
   return ok_status();
 }
 
+// The stage after an hpo stage runs with the best trial's values: any trial
+// may be the best, so each one's values must make a config that stage takes.
+status check_inherited(std::string_view tmpl, const stage_plan& search, const stage_plan& next) {
+  auto plan = read_hpo_stage(search.config_toml, std::string(tmpl) + ".toml", search.spec);
+  if (!plan) return plan.err();
+  for (std::size_t t = 0; t < plan->trials.size(); ++t) {
+    auto text = with_overrides(next.config_toml, plan->trials[t].overrides());
+    auto c = text ? parse_run_config(*text, std::string(tmpl) + ".toml", {"model.init_from=\"/placed\""})
+                  : result<run_config>(text.err());
+    if (!c)
+      return bad(tmpl, "stage " + next.name + " runs with the best values of hpo stage " + search.name +
+                           ", and trial " + std::to_string(t) + "'s (" + plan->trials[t].text() +
+                           ") make a config it refuses: " + c.err().message);
+  }
+  return ok_status();
+}
+
 result<job_plan> resolve_parsed(std::string_view tmpl, const toml::table& root,
                                 const std::vector<std::string>& overrides, std::string_view text) {
   job_plan plan;
@@ -231,6 +248,9 @@ result<job_plan> resolve_parsed(std::string_view tmpl, const toml::table& root,
       if (auto st = check_hpo_stage(tmpl, text, sp); !st) return st.err();
     plan.stages.push_back(std::move(sp));
   }
+  for (std::size_t i = 0; i + 1 < plan.stages.size(); ++i)
+    if (plan.stages[i].spec.kind == "hpo")
+      if (auto st = check_inherited(tmpl, plan.stages[i], plan.stages[i + 1]); !st) return st.err();
   return plan;
 }
 

@@ -181,3 +181,23 @@ TEST_CASE_FIXTURE(fixture, "a failed trial stops for good, and cancelling the jo
   }
   CHECK(j->state == "cancelled");
 }
+
+TEST_CASE_FIXTURE(fixture, "trials of a job in one zone are placed on free trainers of every zone") {
+  add_trainer("trainer@a");  // zone "local", the job's
+  node edge;
+  edge.id = "trainer@b";
+  edge.service = "trainer";
+  edge.zone = "edge-1";  // an edge site's trainer
+  edge.resources.cpu_cores = 8;
+  edge.resources.memory_bytes = 16ull << 30;
+  nodes.register_node(edge, now);
+  jobs.tick(nodes, now);
+  auto a = args(search_then_sft);
+  a.zone = "local";
+  auto r = jobs.submit(a, as("z1"), nodes, now);
+  REQUIRE(r.ok());
+  round();
+  CHECK(held.count("trainer@a") == 1);
+  CHECK(held.count("trainer@b") == 1);
+  CHECK(held["trainer@a"].stage != held["trainer@b"].stage);
+}
