@@ -80,7 +80,8 @@ void job_manager::start_search(job_rec& j, std::size_t i, time_point now) {
   for (auto r : made->rungs()) rungs += (rungs.empty() ? "" : ", ") + std::to_string(r);
   const std::size_t n = made->trials();
   const std::int64_t sweep = made->sweep_steps();
-  searches_.emplace(search_key(j.id, i), search_state{std::move(*made), std::vector<std::string>(n)});
+  searches_.emplace(search_key(j.id, i),
+                    search_state{std::move(*made), std::vector<std::string>(n), std::vector<std::string>(n)});
   (void)record(j, s.name, "hpo_started",
                std::to_string(n) + " trials, ASHA rungs at steps " + rungs + " (a full sweep: " +
                    std::to_string(sweep) + " steps); trials run on any free trainer",
@@ -183,6 +184,7 @@ poll_answer job_manager::trial_ended(policy::job_id pid, const poll_report& r, t
                       std::isfinite(r.val_loss);
   const double loss = scored ? r.val_loss : std::numeric_limits<double>::quiet_NaN();
   if (!r.checkpoint.empty()) st.checkpoints[std::size_t(t.seg.trial)] = r.checkpoint;
+  st.nodes[std::size_t(t.seg.trial)] = t.node;
   hpo::action a = hpo::action::stop;
   auto next = st.search.report(t.seg.trial, t.seg.to, loss, &a);
   if (!next) {  // a broken invariant of this file: end the search rather than loop
@@ -230,6 +232,7 @@ void job_manager::end_search(job_rec& j, std::size_t i, time_point now) {
   const int b = *best;
   const double spent = double(st.search.steps_granted()) / double(st.search.sweep_steps());
   s.checkpoint = st.checkpoints[std::size_t(b)];
+  s.node = st.nodes[std::size_t(b)];  // who trained the result (to R)
   s.loss = st.search.loss_of(b);
   s.config_toml = st.search.config_of(b);  // the stage's result: the best trial's run config
   std::string values;

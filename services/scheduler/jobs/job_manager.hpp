@@ -185,6 +185,7 @@ class job_manager {
   struct search_state {
     hpo_search search;
     std::vector<std::string> checkpoints;  // by trial: its last snapshot
+    std::vector<std::string> nodes;        // by trial: the trainer of its last segment
   };
   // One trial segment in the policy: a one-trainer job of its own, any zone.
   struct trial_run {
