@@ -255,13 +255,25 @@ std::string eval_line(const std::string& stage, const stage_eval& e) {
   return line;
 }
 
+// An hpo stage's result, by stage name: its last hpo_best event's text
+// ("best trial 3 (optim.lr=0.00233): validation loss 2.7251 at step 300, ...").
+std::map<std::string, std::string> hpo_results(const loom::v1::GetJobReply& rep) {
+  std::map<std::string, std::string> out;
+  for (const auto& e : rep.events())
+    if (e.kind() == "hpo_best") out[e.stage()] = e.text();
+  return out;
+}
+
 int job_show(context& c) {
   if (c.a.positional.size() < 3) return usage(usage_line(*c.a.command));
   auto rep = get_job(c, c.a.positional[2]);
   if (!rep) return fail(c, rep.err());
   const auto evals = stage_evals(c, rep->job());
+  const auto searches = hpo_results(*rep);
   if (c.json) {
     json j = to_json(rep->job());
+    for (auto& s : j["stages"])
+      if (auto it = searches.find(s["name"].get<std::string>()); it != searches.end()) s["hpo_best"] = it->second;
     for (auto& s : j["stages"]) {
       const auto it = evals.find(s["name"].get<std::string>());
       if (it == evals.end()) continue;
@@ -276,6 +288,8 @@ int job_show(context& c) {
     return ok_exit;
   }
   print_job(rep->job());
+  for (const auto& [stage, text] : searches)
+    std::printf("  %s (hpo): %s\n", printable(stage).c_str(), printable(text).c_str());
   if (!evals.empty()) std::printf("  held-out eval (before -> after):\n");
   for (const auto& s : rep->job().stages())
     if (auto it = evals.find(s.name()); it != evals.end()) std::printf("    %s\n", eval_line(s.name(), it->second).c_str());

@@ -97,9 +97,12 @@ TEST_CASE("a job no trainer could run is refused at submit naming what is wrong,
   auto key = refused({"--set", "train.lr=0.1"});
   CHECK(key.code == 1);
   CHECK(has(key, "train.lr is not a known key"));
-  auto kind = refused({"--set", "sft.kind=hpo"});
+  auto kind = refused({"--set", "sft.kind=magic"});
   CHECK(kind.code == 1);
-  CHECK(has(kind, "kind \"hpo\" is not run by this trainer"));
+  CHECK(has(kind, "kind \"magic\" is not a stage kind"));
+  auto search = refused({"--set", "pretrain.kind=hpo"});  // an hpo stage needs its [hpo] search
+  CHECK(search.code == 1);
+  CHECK(has(search, "no [hpo] table"));
 
   // Files outside the import roots and the job outputs: refused, also a key of the deployment.
   auto shadow = run_loom(home.path(), {"job", "submit", "--template", "pipeline-test", "--set", "text=/etc/passwd"});

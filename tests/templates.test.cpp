@@ -207,6 +207,9 @@ TEST_CASE("every training template is listed with its summary, shown, and runs t
       if (n.find("diloco") != std::string::npos)
         extra.insert(extra.end(), {"--set", "diloco.sites=2", "--set", "diloco.fragments=1", "--set",
                                    "diloco.inner_steps=1"});
+      // hpo ones: one trial of 2 steps (a search of one trial is a run to R).
+      if (n.rfind("hpo-", 0) == 0)
+        extra.insert(extra.end(), {"--set", "hpo.trials=1", "--set", "hpo.min_steps=2", "--set", "hpo.max_steps=2"});
       jobs.emplace_back(n, submit(home.path(), n, extra));
     }
   std::string base, bytes_base;

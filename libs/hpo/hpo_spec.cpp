@@ -107,16 +107,22 @@ result<hpo_spec> parse_hpo(std::string_view text, const std::string& origin) {
     else
       out = static_cast<std::remove_reference_t<decltype(out)>>(*v);
   };
-  static const std::set<std::string, std::less<>> known{"method", "trials", "seed", "grid_points",
-                                                        "min_steps", "max_steps", "eta", "space"};
+  static const std::set<std::string, std::less<>> known{"method",    "trials",    "seed", "grid_points", "min_steps",
+                                                        "max_steps", "eta",       "space", "validation"};
   for (auto&& [k, n] : *h)
     if (!known.count(std::string(k.str())))
       return bad(at(origin, n), "hpo." + std::string(k.str()),
-                 "is not a known key (known: method, trials, seed, grid_points, min_steps, max_steps, eta, space)");
+                 "is not a known key (known: method, trials, seed, grid_points, min_steps, max_steps, eta, validation, space)");
   if (const toml::node* m = h->get("method")) {
     auto v = m->value_exact<std::string>();
     if (!v || (*v != "random" && *v != "grid")) return bad(at(origin, *m), "hpo.method", "must be \"random\" or \"grid\"");
     s.method = *v;
+  }
+  if (const toml::node* v = h->get("validation")) {
+    auto path = v->value_exact<std::string>();
+    if (!path || path->empty() || path->front() != '/')
+      return bad(at(origin, *v), "hpo.validation", "must be an absolute path to a held-out text file");
+    s.validation = *path;
   }
   integer("trials", s.trials, 1, 10'000);
   integer("seed", s.seed, 0, INT64_MAX);

@@ -10,6 +10,7 @@
 //   min_steps = 30           # ASHA's r
 //   max_steps = 300          # ASHA's R (0 or absent: the stage's train.steps)
 //   eta = 3
+//   validation = "/abs/held-out.txt"   # the trials' held-out text (default: the data's tail)
 //   [hpo.space]
 //   "optim.lr" = {log_uniform = [1e-4, 1e-2]}
 //   "optim.warmup_steps" = {choice = [0, 10, 50]}
@@ -36,6 +37,9 @@ struct hpo_spec {
   std::uint64_t seed = 1;
   int grid_points = 3;
   asha_options asha;  // max_steps 0: the caller sets it from the stage's train.steps
+  // A held-out text file every trial is scored on (absolute); "" = the tail
+  // of the stage's own data source (text it trains on: a weaker measure).
+  std::string validation;
 
   // The trials, in order: space.sample(trials, seed) or space.grid(grid_points).
   result<std::vector<trial_config>> trial_configs() const;

@@ -1,4 +1,5 @@
 #include "libs/runspec/job_template.hpp"
+#include "libs/runspec/hpo_stage.hpp"
 #include "libs/runspec/toml_reader.hpp"
 
 #include <algorithm>
@@ -11,7 +12,7 @@ namespace {
 
 const std::set<std::string, std::less<>> run_sections = {"model",    "data",     "train",  "optim", "checkpoint",
                                                          "anomaly",  "parallel", "diloco", "export", "align",
-                                                         "reward"};
+                                                         "reward",   "hpo"};
 
 const std::map<std::string, std::string, std::less<>> shortcuts = {
     {"dataset", "data.dataset"}, {"text", "data.text"},   {"sft", "data.sft"},       {"shards", "data.shards"},
@@ -80,8 +81,39 @@ status check_stage_reference(const std::string& ref, const std::string& key, con
   return ok_status();
 }
 
+// An hpo stage: its [hpo] as the template wrote it (errors at the template's
+// lines), then as resolved (after --set), and every trial's run config.
+status check_hpo_stage(std::string_view tmpl, std::string_view text, const stage_plan& sp) {
+  const std::string origin = std::string(tmpl) + ".toml";
+  if (text.find("[hpo") != std::string_view::npos)
+    if (auto p = read_hpo_stage(text, origin, sp.spec); !p) return bad(tmpl, "stage " + sp.name + ": " + p.err().message);
+  auto plan = read_hpo_stage(sp.config_toml, origin + " (stage " + sp.name + ", resolved)", sp.spec);
+  if (!plan) return bad(tmpl, "stage " + sp.name + ": " + plan.err().message);
+  for (std::size_t t = 0; t < plan->trials.size(); ++t)
+    if (auto c = trial_config_toml(sp.config_toml, *plan, t); !c)
+      return bad(tmpl, "stage " + sp.name + ": " + c.err().message);
+  return ok_status();
+}
+
+// The stage after an hpo stage runs with the best trial's values: any trial
+// may be the best, so each one's values must make a config that stage takes.
+status check_inherited(std::string_view tmpl, const stage_plan& search, const stage_plan& next) {
+  auto plan = read_hpo_stage(search.config_toml, std::string(tmpl) + ".toml", search.spec);
+  if (!plan) return plan.err();
+  for (std::size_t t = 0; t < plan->trials.size(); ++t) {
+    auto text = with_overrides(next.config_toml, plan->trials[t].overrides());
+    auto c = text ? parse_run_config(*text, std::string(tmpl) + ".toml", {"model.init_from=\"/placed\""})
+                  : result<run_config>(text.err());
+    if (!c)
+      return bad(tmpl, "stage " + next.name + " runs with the best values of hpo stage " + search.name +
+                           ", and trial " + std::to_string(t) + "'s (" + plan->trials[t].text() +
+                           ") make a config it refuses: " + c.err().message);
+  }
+  return ok_status();
+}
+
 result<job_plan> resolve_parsed(std::string_view tmpl, const toml::table& root,
-                                const std::vector<std::string>& overrides) {
+                                const std::vector<std::string>& overrides, std::string_view text) {
   job_plan plan;
   plan.name = std::string(tmpl);
   plan.priority_class = "normal";
@@ -136,7 +168,7 @@ result<job_plan> resolve_parsed(std::string_view tmpl, const toml::table& root,
     } else {
       return bad(tmpl,
                  "[" + key + "] is not a section (job, stage, model, data, train, optim, checkpoint, anomaly, parallel, "
-                 "diloco, export, align, reward, ingest)");
+                 "diloco, export, align, reward, hpo, ingest)");
     }
   }
   if (stage_tables)
@@ -212,8 +244,13 @@ result<job_plan> resolve_parsed(std::string_view tmpl, const toml::table& root,
     std::ostringstream os;
     os << toml::toml_formatter(cfg);
     sp.config_toml = os.str() + "\n";
+    if (sp.spec.kind == "hpo")
+      if (auto st = check_hpo_stage(tmpl, text, sp); !st) return st.err();
     plan.stages.push_back(std::move(sp));
   }
+  for (std::size_t i = 0; i + 1 < plan.stages.size(); ++i)
+    if (plan.stages[i].spec.kind == "hpo")
+      if (auto st = check_inherited(tmpl, plan.stages[i], plan.stages[i + 1]); !st) return st.err();
   return plan;
 }
 
@@ -237,7 +274,7 @@ result<job_plan> resolve_template(std::string_view tmpl, std::string_view text,
                                   const std::vector<std::string>& overrides) {
   auto root = parse_template(tmpl, text);
   if (!root) return root.err();
-  return resolve_parsed(tmpl, **root, overrides);
+  return resolve_parsed(tmpl, **root, overrides, text);
 }
 
 struct template_cache::entry {
@@ -265,7 +302,7 @@ result<job_plan> template_cache::resolve(std::string_view tmpl, std::string_view
   } else {
     ++hits_;
   }
-  return resolve_parsed(tmpl, *it->second->root, overrides);
+  return resolve_parsed(tmpl, *it->second->root, overrides, text);
 }
 
 }  // namespace loom::runspec

@@ -6,7 +6,9 @@
 //
 //   [job]                     name, priority ("low" | "normal" | "high"),
 //                             stages = ["pretrain", "sft"]   (default ["pretrain"])
-//   [model] [data] [train] [optim] [checkpoint] [anomaly] [parallel] [diloco]   shared by every stage
+//   [model] [data] [train] [optim] [checkpoint] [anomaly] [parallel] [diloco] [hpo]   shared by every stage
+//                             ([hpo], [hpo.space]: a kind = "hpo" stage's search, hpo_stage.hpp;
+//                             checked at submit with the template's lines)
 //   kind = "lm"               the stages' kind (run_config.hpp), also per stage
 //   [stage.sft]               "train.steps" = 100, kind = "sft", ...  (one stage)
 //   [ingest]                  import options for the job's data (template_info.hpp):

@@ -136,9 +136,9 @@ TEST_CASE("a bad override is refused at resolution naming the key, the stage and
         std::string::npos);
 }
 
-TEST_CASE("a stage kind the trainer lacks is refused by name, a known one is taken") {
+TEST_CASE("an unknown stage kind is refused by name, an hpo stage without its search too, a known one is taken") {
   auto msg = [](result<job_plan> r) { return r.ok() ? std::string("ok") : r.err().message; };
-  CHECK(msg(resolve_template("p", pipeline, {"text=/data/c.txt", "sft.kind=hpo"})).find("kind \"hpo\" is not run by this trainer") !=
+  CHECK(msg(resolve_template("p", pipeline, {"text=/data/c.txt", "pretrain.kind=hpo"})).find("no [hpo] table") !=
         std::string::npos);
   CHECK(msg(resolve_template("p", pipeline, {"text=/data/c.txt", "kind=magic"})).find("kind \"magic\" is not a stage kind") !=
         std::string::npos);

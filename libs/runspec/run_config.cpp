@@ -154,6 +154,7 @@ status check_known_keys(const toml::table& root, const std::string& origin, cons
   for (auto&& [sec, node] : root) {
     if (sec.str() == "job" || sec.str() == "stage" || sec.str() == "ingest")
       continue;  // a job template's own sections (ingest: template_info.hpp)
+    if (sec.str() == "hpo") continue;  // an hpo stage's search: libs/hpo reads it (hpo_stage.hpp)
     if (sec.str() == "kind") continue;                         // the stage's kind: read below
     auto it = known_keys().find(sec.str());
     if (it == known_keys().end())
@@ -379,7 +380,7 @@ result<run_config> read_run_config(const toml::table& root, const std::string& o
   if (!kind.empty()) {
     if (!known_kind(kind))
       return bad_cfg("kind \"" + kind + "\" is not a stage kind (lm, sft, rm, dpo, rl, diloco, hpo)");
-    if (!runnable_kind(kind))
+    if (!runnable_kind(kind) && kind != "hpo")
       return bad_cfg("kind \"" + kind + "\" is not run by this trainer (it runs lm, sft, rm, dpo, rl and diloco)");
   }
   // An alignment stage reads its pairs only: a job's shared data.text (its
@@ -415,11 +416,15 @@ result<run_config> read_run_config(const toml::table& root, const std::string& o
   } else {
     if (c.format == "preference")
       return bad_cfg("data.format \"preference\" is read by the alignment kinds: set kind = \"rm\", \"dpo\" or \"rl\"");
-    if (c.tokenizer == "bytes") return bad_cfg("data.tokenizer \"bytes\" applies to preference data only");
+    if (c.tokenizer == "bytes" && (c.format != "lm" || c.text.empty() || c.model.vocab < 256))
+      return bad_cfg("data.tokenizer \"bytes\" applies to preference data and to data.text with data.format \"lm\" "
+                     "(model.vocab >= 256)");
     if (kind == "sft") c.format = "sft";
     else if (!kind.empty() && c.format == "sft" && c.sft.empty())
       return bad_cfg("kind \"" + kind + "\" with data.format \"sft\": choose one");
-    c.kind = kind == "diloco" ? kind : c.format;
+    c.kind = kind == "diloco" || kind == "hpo" ? kind : c.format;
+    if (kind == "hpo" && c.format != "lm")
+      return bad_cfg("kind \"hpo\" searches over pretraining runs (data.format \"lm\"), got \"" + c.format + "\"");
   }
   if (c.is_diloco())  // a [diloco] section of another kind's stage (a template's shared sections) is ignored
     if (auto st = check_diloco(root, c, origin, lines); !st) return st.err();

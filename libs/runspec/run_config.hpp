@@ -8,14 +8,15 @@
 // the config file's folder. Pure: no file is read (check_run_files does that,
 // where the files are). Plain values; no shared state.
 //
-//   kind          lm | sft | rm | dpo | rl | diloco (what the trainer runs); hpo is a
-//                 known kind this trainer does not run: refused by name
+//   kind          lm | sft | rm | dpo | rl | diloco (what the trainer runs); hpo: a
+//                 search over lm trials that the scheduler runs (hpo_stage.hpp; its
+//                 [hpo] section is libs/hpo's and skipped here)
 //   [diloco]      sites inner_steps codec fragments quorum outer_lr outer_momentum
 //                 staleness deadline_min_s datasets sync_wait_s: a cross-site pretraining stage
 //                 (kind = "diloco"; see diloco_settings below)
 //   [model]       layers heads channels max_seq_len vocab padded_vocab init_from
 //   [data]        shards | text | dataset | sft | prefs | synthetic_prefs   format
-//                 shuffle   tokenizer   held_out
+//                 shuffle   tokenizer ("bytes": preference data, or data.text as lm)   held_out
 //   [align]       (rm dpo rl) beta loss reference samples_per_prompt max_new_tokens
 //                 kl_coef temperature top_k kl_bound eval_every
 //   [reward]      (rl) model | keywords min_len max_len regex
@@ -114,7 +115,7 @@ struct align_settings {
 };
 
 struct run_config {
-  std::string kind = "lm";  // lm | sft | rm | dpo | rl | diloco (an lm stage synced across sites)
+  std::string kind = "lm";  // lm | sft | rm | dpo | rl | diloco (an lm stage synced across sites) | hpo (a search)
   model::gpt2_config model;
   // A snapshot root or step directory whose parameters start this run (an SFT
   // stage from pretrain's final checkpoint); "" = random init from train.seed.

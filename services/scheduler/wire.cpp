@@ -82,6 +82,8 @@ poll_report from_wire(const loom::v1::PollWorkRequest& q) {
   r.generation = q.generation();
   r.peer_endpoint = q.peer_endpoint();
   r.peer_public_key = q.peer_public_key();
+  r.val_loss = q.val_loss();
+  r.val_step = q.val_step();
   for (const auto& n : q.notices()) r.notices.push_back({n.seq(), n.kind(), n.text()});
   return r;
 }
@@ -100,6 +102,8 @@ void to_wire(const poll_answer& a, loom::v1::PollWorkReply* rep) {
   w->set_rank(a.work->rank);
   w->set_world(a.work->world);
   w->set_generation(a.work->generation);
+  w->set_stop_at_step(a.work->stop_at);
+  w->set_eval_text(a.work->eval_text);
   for (const auto& p : a.work->peers) {
     auto* q = w->add_peers();
     q->set_node(p.node);

@@ -18,6 +18,8 @@ assigned_stage from_wire(const loom::v1::Assignment& a) {
   s.rank = a.rank();
   s.world = std::max<std::uint32_t>(1, a.world());
   s.generation = a.generation();
+  s.stop_at = a.stop_at_step();
+  s.eval_text = a.eval_text();
   for (const auto& p : a.peers()) s.peers.push_back({p.endpoint(), p.public_key()});
   return s;
 }
@@ -42,6 +44,8 @@ void to_wire(const poll_facts& f, loom::v1::PollWorkRequest* out) {
   out->set_checkpoint(v.checkpoint);
   out->set_message(v.message);
   out->set_generation(v.generation);
+  out->set_val_loss(v.val_loss);
+  out->set_val_step(v.val_step);
   for (const auto& n : f.notices) {
     auto* q = out->add_notices();
     q->set_seq(n.seq);

@@ -26,6 +26,8 @@ struct assigned_stage {
   std::uint32_t rank = 0, world = 1;
   std::uint64_t generation = 0;
   std::vector<collective::member> peers;  // by rank
+  std::uint64_t stop_at = 0;  // an hpo trial's rung: score and end at this step (0: none)
+  std::string eval_text;      // its held-out text ("" = the tail of data.text)
 };
 
 // Something the job's log and audit trail must show (rollback, snapshot_fallback).

@@ -95,6 +95,12 @@ void work_state::set_total_steps(std::uint64_t n) {
   if (v_.phase != work_phase::idle) v_.total_steps = n;
 }
 
+void work_state::scored(std::uint64_t step, double val_loss) {
+  if (v_.phase == work_phase::idle) return;
+  v_.val_step = step;
+  v_.val_loss = val_loss;
+}
+
 void work_state::snapshot(const std::string& dir) {
   if (v_.phase != work_phase::idle) v_.checkpoint = dir;
 }

@@ -38,6 +38,8 @@ struct work_view {
   std::uint64_t step = 0, total_steps = 0;
   double loss = 0, first_loss = 0, tokens_per_s = 0;
   std::string checkpoint, message;
+  double val_loss = 0;          // an hpo trial's held-out loss at val_step (0: not scored)
+  std::uint64_t val_step = 0;
 };
 
 class work_state {
@@ -65,6 +67,7 @@ class work_state {
   // Progress of the step loop (running or stopping); ignored otherwise.
   void progress(std::uint64_t step, double loss, double tokens_per_s);
   void snapshot(const std::string& dir);
+  void scored(std::uint64_t step, double val_loss);  // an hpo trial's held-out loss (any state but idle)
 
   const work_view& view() const { return v_; }
   // What PollWork says: idle; running while preparing, running or stopping;

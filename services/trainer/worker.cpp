@@ -16,6 +16,7 @@
 #include "loom/v1/jobs.pb.h"
 #include "libs/runspec/run_config.hpp"
 #include "services/trainer/diloco_stage.hpp"
+#include "services/trainer/hpo/trial_score.hpp"
 #include "services/trainer/run/training_run.hpp"
 
 #include <nlohmann/json.hpp>
@@ -263,6 +264,31 @@ std::pair<std::string, std::string> worker::run_stage(stage_run& run_ref) {
   std::unique_ptr<collective::group> grp;
   std::atomic<bool> exchange_failed{false};
   std::unique_ptr<site_sync> site;
+  // An hpo trial (the scheduler's search): at its rung the training thread
+  // scores the held-out text, and the run ends there with a snapshot (the
+  // schedule runs over train.steps: a promoted trial resumes from it).
+  std::optional<trial_scorer> scorer;
+  bool rung_reached = false;
+  if (run->stop_at > 0) {
+    if (cfg->is_diloco() || run->world > 1) return failed("an hpo trial runs on one trainer, not a group");
+    auto made = trial_scorer::make(*cfg, run->eval_text);
+    if (!made) return failed(made.err().message);
+    scorer = std::move(*made);
+    o.outer.after_step = [&](std::uint64_t step, std::span<float> p, std::uint64_t) -> status {
+      if (step != run->stop_at) return ok_status();
+      auto loss = scorer->score(p);
+      if (!loss) return loss.err();
+      log("trainer: %s\n", run->job + "/" + run->stage + ": validation loss " + std::to_string(*loss) + " at step " +
+                               std::to_string(step));
+      (void)board_->with([&](work_state& w) {
+        w.scored(step, *loss);
+        return ok_status();
+      });
+      rung_reached = true;
+      if (step < static_cast<std::uint64_t>(cfg->steps)) stop_training_ = true;  // ends after this step's snapshot
+      return ok_status();
+    };
+  }
   if (cfg->is_diloco()) {
     auto made = make_site_sync(env_, *cfg, *run, &stop_training_);
     if (!made) return failed(made.err().message);
@@ -317,6 +343,7 @@ std::pair<std::string, std::string> worker::run_stage(stage_run& run_ref) {
         if (!sum->snapshot.empty()) w.snapshot(sum->snapshot);
         return ok_status();
       });
+      if (rung_reached && sum->steps == run->stop_at) return outcome{"succeeded", ""};  // an hpo trial's rung
       return outcome{sum->stopped ? "stopped" : "succeeded", ""};
     } catch (const std::exception& e) {
       // A member cannot restart alone: the others are inside the same step.

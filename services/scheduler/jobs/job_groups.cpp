@@ -66,8 +66,7 @@ std::optional<assignment> job_manager::assignment_of(const job_rec& j, std::size
   a.out_dir = j.out_dir + "/" + s.name;
   // The previous stage's checkpoint, unless the stage names its own start
   // ("${stage.NAME.checkpoint}", filled into its config above).
-  if (i > 0 && s.config_toml.find("init_from = '${stage.") == std::string::npos)
-    a.init_from = j.out_dir + "/" + j.stages[i - 1].name + "/checkpoints";
+  if (i > 0 && s.config_toml.find("init_from = '${stage.") == std::string::npos) a.init_from = checkpoints_of(j, i - 1);
   a.attempt = s.attempts;
   a.rank = rank;
   a.world = static_cast<std::uint32_t>(std::max<std::size_t>(1, s.members.size()));

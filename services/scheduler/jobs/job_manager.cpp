@@ -117,6 +117,22 @@ status job_manager::load(const roster& nodes, time_point now) {
     for (std::size_t i = 0; i < j.stages.size(); ++i) {
       stage_rec& s = j.stages[i];
       by_pid_[pid_of(j, i)] = {id, i};
+      if (is_hpo(s) && (s.state == "running" || s.state == "queued")) {
+        if (s.state == "queued") {
+          start_search(j, i, now);
+          continue;
+        }
+        // ASHA's state is in memory only: a search that was running does not
+        // survive a restart (its trials' directories stay for inspection).
+        s.state = "failed";
+        s.finished_ns = ns(now);
+        j.state = "failed";
+        j.message = "stage " + s.name + ": the scheduler restarted during its hpo search (a search does not resume "
+                    "yet); submit the job again";
+        for (std::size_t k = i + 1; k < j.stages.size(); ++k) j.stages[k].state = "cancelled";
+        (void)record(j, s.name, "stage_failed", j.message, now);
+        break;
+      }
       if (s.state == "running") {
         if (s.members.empty()) s.members = {s.node};  // a row from before groups (migration v3)
         std::vector<policy::node_id> held;
@@ -151,6 +167,10 @@ status job_manager::load(const roster& nodes, time_point now) {
 
 void job_manager::apply(const policy::policy::decisions& ds, time_point now) {
   for (const auto& d : ds) {
+    if (auto t = trials_.find(d.job); t != trials_.end()) {  // an hpo trial's segment
+      apply_trial(t->second, d.job, d, now);
+      continue;
+    }
     auto it = by_pid_.find(d.job);
     if (it == by_pid_.end()) continue;
     job_rec& j = jobs_.at(it->second.first);
@@ -219,6 +239,11 @@ void job_manager::stage_done(job_rec& j, std::size_t i, bool ok, const std::stri
   stage_rec& s = j.stages[i];
   s.state = ok ? "succeeded" : "failed";
   s.finished_ns = ns(now);
+  const bool search = searches_.count(search_key(j.id, i)) > 0;  // an hpo stage: not in the policy itself
+  if (search) {
+    cancel_trials(j.id, now);
+    searches_.erase(search_key(j.id, i));
+  }
   take_slots(j, i);  // members stay on the stage: who ran it
   if (!ok) {
     j.state = "failed";
@@ -241,11 +266,22 @@ void job_manager::stage_done(job_rec& j, std::size_t i, bool ok, const std::stri
     j.stages[i + 1].state = "queued";
     (void)record(j, j.stages[i + 1].name, "queued",
                  "starts from " + s.name + "'s final checkpoint " + s.checkpoint, now);
-    auto d = policy_.finish_and_submit(pid_of(j, i), spec_of(j, i + 1), ms(now));
-    if (d) apply(*d, now);
+    queue_stage(j, i + 1, search ? std::nullopt : std::optional<policy::job_id>(pid_of(j, i)), now);
     return;
   }
+  if (search) return;
   auto d = policy_.finish(pid_of(j, i), ms(now));
+  if (d) apply(*d, now);
+}
+
+void job_manager::queue_stage(job_rec& j, std::size_t i, std::optional<policy::job_id> after, time_point now) {
+  if (is_hpo(j.stages[i])) {
+    if (after)
+      if (auto d = policy_.finish(*after, ms(now))) apply(*d, now);
+    start_search(j, i, now);
+    return;
+  }
+  auto d = after ? policy_.finish_and_submit(*after, spec_of(j, i), ms(now)) : policy_.submit(spec_of(j, i), ms(now));
   if (d) apply(*d, now);
 }
 
@@ -258,6 +294,7 @@ poll_answer job_manager::poll(const poll_report& r, time_point now) {
     return out;
   }
   slot& sl = slot_it->second;
+  if (sl.trial != 0) return trial_poll(r, sl, now);
   job_rec& j = jobs_.at(sl.job);
   const std::size_t i = sl.stage;
   stage_rec& s = j.stages[i];

@@ -20,13 +20,15 @@
 // resumes from the stage's latest verified snapshot.
 // Owned by the scheduler actor; not thread-safe; no CAF, no ZeroMQ; clock passed in.
 // Code: job_manager.cpp (load, placement, polls, ticks), job_requests.cpp
-// (submit, cancel, views), job_groups.cpp (trainer groups).
+// (submit, cancel, views), job_groups.cpp (trainer groups), hpo_stage.cpp
+// (hpo stages: ASHA trial segments placed like one-trainer stages, any zone).
 #pragma once
 
 #include "libs/files/confine.hpp"
 #include "libs/runspec/job_template.hpp"
 #include "libs/status/status.hpp"
 #include "services/scheduler/jobs/admission.hpp"
+#include "services/scheduler/jobs/hpo_search.hpp"
 #include "services/scheduler/dataset_probe.hpp"
 #include "services/scheduler/jobs/job_store.hpp"
 #include "services/scheduler/policy/policy.hpp"
@@ -74,6 +76,8 @@ struct assignment {
   std::uint32_t rank = 0, world = 1;
   std::uint64_t generation = 0;
   std::vector<peer_info> peers;  // by rank; empty for a group of one
+  std::uint64_t stop_at = 0;     // an hpo trial's segment: train to this step, score, end (0: none)
+  std::string eval_text;         // its held-out text ("" = the tail of data.text)
 };
 
 // What a trainer reports in each poll.
@@ -91,6 +95,8 @@ struct poll_report {
     std::string kind, text;
   };
   std::vector<notice> notices;  // rollbacks, snapshot fallbacks: job events
+  double val_loss = 0;          // an hpo trial's validation loss at val_step (0: none)
+  std::uint64_t val_step = 0;
 };
 
 struct poll_answer {
@@ -173,6 +179,21 @@ class job_manager {
     std::uint64_t running_gen = 0;   // the generation it reported running
     bool finished = false;           // rank > 0 finished its part; rank 0 ends the stage
     std::uint64_t notices_acked = 0; // the trainer's notices recorded as job events
+    policy::job_id trial = 0;        // an hpo trial's segment (trials_), 0: a stage
+  };
+  // An hpo stage's search (hpo_stage.cpp): ASHA's state and each trial's last checkpoint.
+  struct search_state {
+    hpo_search search;
+    std::vector<std::string> checkpoints;  // by trial: its last snapshot
+    std::vector<std::string> nodes;        // by trial: the trainer of its last segment
+  };
+  // One trial segment in the policy: a one-trainer job of its own, any zone.
+  struct trial_run {
+    std::string job;
+    std::size_t stage = 0;
+    hpo_segment seg;
+    std::string node;     // while placed
+    std::uint32_t attempts = 0;
   };
 
   // Runs `fn` in a transaction now, or queues it with the async writer (then ok).
@@ -201,6 +222,26 @@ class job_manager {
   // cancelled; conflict when it came with another request.
   result<const request_rec*> seen_request(const caller& who, const std::string& kind) const;
   void fail_lost_stage(job_rec& j, std::size_t i, time_point now);
+  // Stage i is queued: into the policy, or (an hpo stage) its search starts.
+  // `after` (a stage that just finished, non-hpo) hands its queue place over.
+  void queue_stage(job_rec& j, std::size_t i, std::optional<policy::job_id> after, time_point now);
+  // hpo stages (hpo_stage.cpp).
+  static bool is_hpo(const stage_rec& s);
+  static std::string search_key(const std::string& job, std::size_t stage);
+  void start_search(job_rec& j, std::size_t i, time_point now);
+  void fill_search(job_rec& j, std::size_t i, time_point now);  // queue segments while ASHA has some
+  void queue_segment(job_rec& j, std::size_t i, const hpo_segment& seg, time_point now);
+  void apply_trial(trial_run& t, policy::job_id pid, const policy::decision& d, time_point now);
+  poll_answer trial_poll(const poll_report& r, slot& sl, time_point now);
+  // A segment's end: ASHA decides; a promoted trial's next segment goes back
+  // to the same trainer in this reply, else whatever the freed trainer got.
+  poll_answer trial_ended(policy::job_id pid, const poll_report& r, time_point now);
+  void end_search(job_rec& j, std::size_t i, time_point now);
+  void cancel_trials(const std::string& job, time_point now);  // frees their trainers (stop at the next poll)
+  std::string trial_stage(const job_rec& j, const trial_run& t) const;  // "search.t3": what the trainer runs
+  assignment trial_assignment(const job_rec& j, const trial_run& t) const;
+  // The directory of stage i's final checkpoints (an hpo stage: its best trial's).
+  std::string checkpoints_of(const job_rec& j, std::size_t i) const;
 
   store::database* db_;
   std::string root_;
@@ -215,6 +256,10 @@ class job_manager {
   std::map<std::string, bool> cordoned_;                   // node -> draining in the policy
   std::map<std::string, slot> slots_;                      // node -> its assignment
   std::map<std::string, peer_info> peers_;                 // node -> its collective inbox (from polls)
+  std::map<std::string, search_state> searches_;           // search_key -> a running hpo stage's search
+  std::map<policy::job_id, trial_run> trials_;             // trial segments in the policy
+  // Trial segments' policy ids, above every stage's (seq * 64 + stage).
+  policy::job_id next_trial_pid_ = policy::job_id(1) << 52;
   std::uint64_t next_seq_ = 1;
   event_sink sink_;
   stage_hook on_succeeded_;

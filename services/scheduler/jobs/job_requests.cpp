@@ -127,8 +127,7 @@ result<std::pair<const job_rec*, bool>> job_manager::submit(const submit_args& a
   by_request_[request_key(who.principal, who.request_id)] = req;
   job_rec& stored = jobs_[id] = std::move(j);
   for (std::size_t i = 0; i < stored.stages.size(); ++i) by_pid_[pid_of(stored, i)] = {id, i};
-  auto d = policy_.submit(spec_of(stored, 0), ms(now));
-  if (d) apply(*d, now);
+  queue_stage(stored, 0, std::nullopt, now);
   return std::pair<const job_rec*, bool>{&stored, false};
 }
 
@@ -152,6 +151,7 @@ result<const job_rec*> job_manager::cancel(const std::string& id, const std::str
     if (s.state == "running" || s.state == "queued") {
       clear_members(j, i);  // the trainers' next polls are told to stop
       (void)policy_.cancel(pid_of(j, i), ms(now));
+      if (searches_.erase(search_key(j.id, i))) cancel_trials(j.id, now);  // an hpo stage's trials, likewise
     }
     if (s.state != "succeeded" && s.state != "failed") s.state = "cancelled";
   }

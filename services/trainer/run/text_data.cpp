@@ -46,6 +46,18 @@ result<std::string> tokenizer_stamp(const std::string& path) {
 
 result<std::string> prepare_text_dataset(const std::string& text_path, const std::string& cache_dir,
                                          const std::string& tokenizer_path) {
+  if (tokenizer_path == "bytes")  // one token per byte (vocab 256): the tiny byte-level models
+    return cached_shards(text_path, "data.text", "bytes", cache_dir, [&](const std::string& text) -> status {
+      std::vector<std::uint32_t> ids(text.begin(), text.end());
+      for (auto& id : ids) id &= 0xffu;  // char may be signed
+      shards::writer_options opt;
+      opt.dir = cache_dir;
+      auto w = shards::shard_writer::create(opt);
+      if (!w) return w.err();
+      if (auto st = w->append(ids); !st) return st;
+      if (auto m = w->finish(); !m) return m.err();
+      return ok_status();
+    });
   auto stamp = tokenizer_stamp(tokenizer_path);
   if (!stamp) return stamp.err();
   return cached_shards(text_path, "data.text", *stamp, cache_dir, [&](const std::string& text) -> status {

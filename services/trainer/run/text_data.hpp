@@ -30,7 +30,7 @@ result<std::string> tokenizer_stamp(const std::string& path);
 
 // Writes (or reuses) shards of `text_path` in `cache_dir`; returns cache_dir.
 // not_found when the file or the vocabulary is missing. `tokenizer_path`:
-// data.tokenizer ("" = GPT-2).
+// data.tokenizer ("" = GPT-2; "bytes" = one token per byte, no <|endoftext|>).
 result<std::string> prepare_text_dataset(const std::string& text_path, const std::string& cache_dir,
                                          const std::string& tokenizer_path = "");
 

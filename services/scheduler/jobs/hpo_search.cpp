@@ -1,0 +1,39 @@
+#include "services/scheduler/jobs/hpo_search.hpp"
+
+namespace loom::scheduler {
+
+result<hpo_search> hpo_search::make(const std::string& stage_toml, const runspec::run_config& spec) {
+  auto plan = runspec::read_hpo_stage(stage_toml, "hpo stage", spec);
+  if (!plan) return plan.err();
+  std::vector<std::string> configs;
+  for (std::size_t t = 0; t < plan->trials.size(); ++t) {
+    auto c = runspec::trial_config_toml(stage_toml, *plan, t);
+    if (!c) return c.err();
+    configs.push_back(std::move(*c));
+  }
+  auto a = hpo::asha::make(plan->spec.asha, plan->trials);
+  if (!a) return a.err();
+  return hpo_search(std::move(*plan), std::move(*a), std::move(configs));
+}
+
+std::optional<hpo_segment> hpo_search::next() {
+  const hpo::suggestion s = asha_.suggest();
+  if (s.what != hpo::suggestion::kind::start && s.what != hpo::suggestion::kind::resume) return std::nullopt;
+  return hpo_segment{s.trial, s.from_step, s.to_step};
+}
+
+result<std::optional<hpo_segment>> hpo_search::report(int trial, std::int64_t step, double loss,
+                                                      hpo::action* decision) {
+  if (auto st = asha_.report(trial, step, loss); !st) return st.err();
+  const hpo::action a = asha_.next_action(trial);
+  if (decision) *decision = a;
+  if (a != hpo::action::promote) return std::optional<hpo_segment>{};
+  const int rung = asha_.rung_of(trial);
+  return std::optional<hpo_segment>{hpo_segment{trial, step, asha_.rungs()[std::size_t(rung) + 1]}};
+}
+
+std::string hpo_search::describe(int trial) const {
+  return "trial " + std::to_string(trial) + " (" + plan_.trials[std::size_t(trial)].text() + ")";
+}
+
+}  // namespace loom::scheduler

@@ -1,0 +1,71 @@
+// hpo_search: the search of one `hpo` stage in the scheduler (issue 15 item 7).
+// libs/hpo's ASHA over the stage's trials; the job manager runs each trial
+// as segments — train trial t from its last step to a rung, then score it —
+// placed on any free trainer like a one-trainer stage (jobs/hpo_stage.cpp).
+// A segment's end brings the trial's validation loss and ASHA decides at once:
+//
+//   promote   the trial's next segment (to the next rung) is queued now;
+//   stop      pruned: nothing more is queued for it, its trainer is free
+//             (a later next() may still promote it, once more trials reach its rung);
+//   complete  it reached R.
+//
+// The search ends when ASHA is done (finish_best: the best trial is trained to
+// R); best() is its result. Pure: no clock, no policy, no store; deterministic
+// (the same reports in the same order, the same segments). Owned by the job
+// manager (the scheduler actor's thread).
+#pragma once
+
+#include "libs/hpo/asha.hpp"
+#include "libs/runspec/hpo_stage.hpp"
+#include "libs/status/status.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace loom::scheduler {
+
+struct hpo_segment {
+  int trial = -1;
+  std::int64_t from = 0, to = 0;  // train from -> to, then score
+};
+
+class hpo_search {
+ public:
+  // invalid_argument: the stage's [hpo] (checked at submit, so only a stored
+  // row edited since) or a trial's config.
+  static result<hpo_search> make(const std::string& stage_toml, const runspec::run_config& spec);
+
+  // A segment to queue now (a new trial, or a paused one promoted late);
+  // nullopt while ASHA waits on running segments, or when it is done.
+  std::optional<hpo_segment> next();
+  // Segment `trial` ended at `step` with validation loss `loss` (NaN: it
+  // failed; the trial stops for good). Returns the trial's next segment when
+  // promoted; `decision` says what ASHA decided (promote, stop, complete).
+  // invalid_argument: a trial not running, a step beyond its target.
+  result<std::optional<hpo_segment>> report(int trial, std::int64_t step, double loss, hpo::action* decision);
+  bool done() const { return asha_.done(); }
+
+  std::optional<int> best() const { return asha_.best_trial(); }
+  double loss_of(int trial) const { return asha_.loss_of(trial); }
+  std::size_t trials() const { return plan_.trials.size(); }
+  // Trial t's run config (kind lm, train.steps = R, its values) and overrides.
+  const std::string& config_of(int trial) const { return configs_[std::size_t(trial)]; }
+  std::vector<std::string> overrides_of(int trial) const { return plan_.trials[std::size_t(trial)].overrides(); }
+  std::string describe(int trial) const;  // "trial 3 (optim.lr=0.00233)"
+  const std::string& eval_text() const { return plan_.spec.validation; }
+  std::int64_t steps_granted() const { return asha_.steps_granted(); }
+  std::int64_t sweep_steps() const { return std::int64_t(trials()) * plan_.spec.asha.max_steps; }
+  std::int64_t max_steps() const { return plan_.spec.asha.max_steps; }
+  const std::vector<std::int64_t>& rungs() const { return asha_.rungs(); }
+
+ private:
+  hpo_search(runspec::hpo_stage_plan plan, hpo::asha a, std::vector<std::string> configs)
+      : plan_(std::move(plan)), asha_(std::move(a)), configs_(std::move(configs)) {}
+  runspec::hpo_stage_plan plan_;
+  hpo::asha asha_;
+  std::vector<std::string> configs_;
+};
+
+}  // namespace loom::scheduler
