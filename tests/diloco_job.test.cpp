@@ -292,8 +292,12 @@ TEST_CASE("pretrain-diloco-tiny: four sites on their own datasets finish through
     std::string url = sv.value("metrics", "");
     if (url.rfind("http://", 0) == 0) url = url.substr(7);
     const std::string text = http_get(url.substr(0, url.find('/')), "/metrics");
-    if (text.find("loom_trainer_diloco_deltas_sent ") != std::string::npos &&
-        text.find("loom_trainer_diloco_payload_bytes_sent ") != std::string::npos)
+    // Per site, labelled by job and site (services/trainer/README.md).
+    if (text.find("loom_trainer_diloco_deltas_sent{") != std::string::npos &&
+        text.find("loom_trainer_diloco_payload_bytes_sent{") != std::string::npos &&
+        text.find("loom_trainer_diloco_stall_seconds{") != std::string::npos &&
+        text.find("loom_trainer_diloco_compression_error{") != std::string::npos &&
+        text.find("site=\"site-") != std::string::npos)
       ++with_metrics;
   }
   CHECK(with_metrics == sites);

@@ -1,0 +1,177 @@
+// site_sync, the sync thread's side: it takes the fragments the training
+// thread handed over, sends their deltas, polls until their round's version
+// comes and hands the new global fragments back. Every network wait, retry
+// and backoff of a diloco stage happens here (site_sync.hpp).
+#include "services/trainer/diloco/site_sync.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace loom::trainer {
+
+namespace {
+// Between two polls of a fragment whose round is open: a loopback answer
+// takes well under a millisecond and a round closes within milliseconds of
+// its last delta, so the first `fast_for` polls closely; a round that waits
+// for a slow site is then looked at every `slow_gap` (20 requests a second
+// per site at most, and a version at most that late).
+constexpr std::chrono::milliseconds fast_gap{2}, slow_gap{50}, fast_for{250};
+// After a request found no aggregator: the next one no sooner than this,
+// doubling to the cap (each try costs the sync thread the request timeout),
+// so a returning aggregator is noticed within a few seconds.
+constexpr std::chrono::milliseconds first_backoff{250}, max_backoff{4000};
+
+double rel_error(std::span<const float> x, std::span<const float> y) {
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    num += double(x[i] - y[i]) * double(x[i] - y[i]);
+    den += double(x[i]) * double(x[i]);
+  }
+  return den > 0 ? std::sqrt(num / den) : 0.0;
+}
+}  // namespace
+
+void site_sync::unreachable(const error& e) {
+  backoff_ = backoff_.count() == 0 ? first_backoff : std::min(max_backoff, backoff_ * 2);
+  retry_at_ = clock::now() + backoff_;
+  {
+    std::lock_guard lock(mu_);
+    ++stats_.unreachable;
+  }
+  if (backoff_ == first_backoff) say("aggregator unreachable, training on: " + e.message);
+}
+
+site_sync::clock::time_point site_sync::wake_at() const {
+  auto at = clock::time_point::max();
+  for (const auto& j : jobs_)
+    if (j.held) at = std::min(at, j.sent ? j.next_poll : clock::now());
+  return std::max(at, retry_at_);
+}
+
+void site_sync::loop() {
+  for (;;) {
+    {
+      std::unique_lock lock(mu_);
+      auto handed = [&] {
+        return std::any_of(slots_.begin(), slots_.end(), [](const slot& s) { return s.at == slot::phase::queued; });
+      };
+      const auto at = wake_at();
+      if (at == clock::time_point::max())
+        wake_.wait(lock, [&] { return quit_ || handed(); });
+      else
+        wake_.wait_until(lock, at, [&] { return quit_ || (handed() && clock::now() >= retry_at_); });
+      if (quit_) return;
+      if (!fatal_) {  // a refusal retrying cannot fix: the training thread reports it
+        wake_.wait(lock, [&] { return quit_; });
+        return;
+      }
+      for (int p = 0; p < frags_; ++p)
+        if (slots_[p].at == slot::phase::queued) {
+          jobs_[p] = hold{true, false, false, slots_[p].sent, slots_[p].tokens};
+          slots_[p].at = slot::phase::out;
+        }
+    }
+    if (clock::now() < retry_at_) continue;
+    for (int p = 0; p < frags_ && clock::now() >= retry_at_; ++p) {
+      if (!jobs_[p].held) continue;
+      if (auto st = work(p, jobs_[p]); !st) {
+        std::lock_guard lock(mu_);
+        fatal_ = st;
+        break;
+      }
+    }
+    std::lock_guard lock(mu_);
+    stats_.wire = client_->stats();
+  }
+}
+
+status site_sync::work(int p, hold& j) {
+  if (!j.sent) return send(p, j);
+  if (clock::now() < j.next_poll) return ok_status();
+  auto got = client_->poll(p, shadow_);  // re-sends what a restarted aggregator lost
+  if (!got) {
+    if (got.code() != errc::unavailable) return got.err();
+    unreachable(got.err());
+    return ok_status();
+  }
+  backoff_ = std::chrono::milliseconds(0);
+  if (*got && !client_->pending(p)) {
+    returned(p, j);
+    return ok_status();
+  }
+  j.next_poll = clock::now() + (clock::now() - j.sent_at < fast_for ? fast_gap : slow_gap);
+  return ok_status();
+}
+
+status site_sync::send(int p, hold& j) {
+  // θ_sent[p] into the scratch: Δ_p = θ_a[p] − θ_sent[p] is taken from it.
+  client_->plan().scatter(p, *j.source, shadow_);
+  if (!client_->pending(p)) {  // a round closed without us (deadline, stale drop): its version first
+    auto newer = client_->poll(p, shadow_);
+    if (!newer && newer.code() == errc::unavailable) {
+      unreachable(newer.err());
+      return ok_status();
+    }
+    if (!newer) return newer.err();
+  }
+  measure_codec(p);
+  auto ack = client_->send_delta(p, shadow_, j.tokens);
+  j.sent = true;  // pending in the client from here, answered or not: a poll re-sends it
+  j.sent_at = clock::now();
+  j.next_poll = j.sent_at + fast_gap;
+  {
+    std::lock_guard lock(mu_);
+    ++stats_.syncs;
+    if (ack && ack->late) ++stats_.late;
+    if (!ack && ack.code() == errc::deadline_exceeded) ++stats_.dropped;
+  }
+  if (ack || ack.code() == errc::deadline_exceeded) {  // stale: dropped; the next poll catches up
+    backoff_ = std::chrono::milliseconds(0);
+    j.dropped = !ack;
+    if (!ack) say("delta of fragment " + std::to_string(p) + " dropped as stale: " + ack.err().message);
+    return ok_status();
+  }
+  if (ack.code() == errc::unavailable) {
+    unreachable(ack.err());
+    return ok_status();
+  }
+  return make_error(ack.code(), "the aggregator refused the delta of fragment " + std::to_string(p) + ": " +
+                                    ack.err().message);
+}
+
+void site_sync::returned(int p, hold& j) {
+  // site_state merged θ_new into the scratch and made it the anchor: hand it back.
+  std::vector<float> global(client_->plan().size(p));
+  client_->plan().gather(p, client_->state().anchor(), global);
+  const double ms = std::chrono::duration<double, std::milli>(clock::now() - j.sent_at).count();
+  {
+    std::lock_guard lock(mu_);
+    slot& s = slots_[p];
+    s.global = std::move(global);
+    s.version = client_->state().version(p);
+    s.at = slot::phase::back;
+    stats_.sync_ms.push_back(ms);
+    if (ms > o_.sync_wait_s * 1000) ++stats_.late_merges;
+    if (!j.dropped) ++stats_.rounds_joined;
+  }
+  j = hold{};
+  came_back_.notify_all();
+}
+
+void site_sync::measure_codec(int p) {
+  // The uplink codec's own error on this delta (without the residual error
+  // feedback adds): one more encode and decode of model/P values, here and
+  // not on the training thread.
+  std::vector<float> anchor(client_->plan().size(p)), local(anchor.size());
+  client_->plan().gather(p, client_->state().anchor(), anchor);
+  client_->plan().gather(p, shadow_, local);
+  for (std::size_t i = 0; i < anchor.size(); ++i) anchor[i] -= local[i];
+  auto q = codec::encode(o_.codec, anchor);
+  if (!q) return;
+  if (!codec::decode(*q, local)) return;
+  const double e = rel_error(anchor, local);
+  std::lock_guard lock(mu_);
+  stats_.compression_error = e;
+}
+
+}  // namespace loom::trainer
