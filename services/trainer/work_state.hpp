@@ -27,6 +27,16 @@ namespace loom::trainer {
 enum class work_phase { idle, preparing, running, stopping, regrouping, done };
 std::string_view to_string(work_phase p);
 
+// A diloco stage's site: what its sync sent and waited (site_sync's stats),
+// reported with each poll so that `loom job watch` shows every site.
+struct site_report {
+  std::string site;  // "" = not a diloco stage
+  std::uint64_t bytes_sent = 0, bytes_received = 0;
+  double stall_s = 0;
+  std::uint64_t round = 0;  // fragment 0's merged version
+  std::uint64_t deltas_sent = 0, deferred = 0, late = 0, dropped = 0;
+};
+
 // The stage a trainer holds and where it is in it.
 struct work_view {
   work_phase phase = work_phase::idle;
@@ -38,6 +48,7 @@ struct work_view {
   std::uint64_t step = 0, total_steps = 0;
   double loss = 0, first_loss = 0, tokens_per_s = 0;
   std::string checkpoint, message;
+  site_report site;
 };
 
 class work_state {
@@ -65,6 +76,8 @@ class work_state {
   // Progress of the step loop (running or stopping); ignored otherwise.
   void progress(std::uint64_t step, double loss, double tokens_per_s);
   void snapshot(const std::string& dir);
+  // A diloco site's sync figures (any state but idle; the last stay with the outcome).
+  void site(const site_report& r);
 
   const work_view& view() const { return v_; }
   // What PollWork says: idle; running while preparing, running or stopping;

@@ -272,11 +272,19 @@ std::pair<std::string, std::string> worker::run_stage(stage_run& run_ref) {
     o.outer.after_step = [&](std::uint64_t step, std::span<float> p, std::uint64_t tokens) {
       auto st = site->after_step(step, p, tokens);  // a copy and a lock: the network is the sync thread's
       publish(env_.metrics, *site);
+      (void)board_->with([&](work_state& w) {
+        w.site(report_of(*site));
+        return ok_status();
+      });
       return st;
     };
     o.outer.finish = [&, take_global = run->rank == 0](std::uint64_t step, std::span<float> p) {
       auto st = site->finish(step, p, take_global);
       publish(env_.metrics, *site);
+      (void)board_->with([&](work_state& w) {
+        w.site(report_of(*site));
+        return ok_status();
+      });
       return st;
     };
   } else if (run->world > 1) {

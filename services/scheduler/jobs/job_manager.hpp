@@ -91,6 +91,7 @@ struct poll_report {
     std::string kind, text;
   };
   std::vector<notice> notices;  // rollbacks, snapshot fallbacks: job events
+  site_line site;               // a diloco stage's site (site.site empty otherwise)
 };
 
 struct poll_answer {

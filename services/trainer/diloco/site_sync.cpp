@@ -116,6 +116,7 @@ status site_sync::start(std::span<float> params) {
   owed_.assign(p, 0);
   tokens_.assign(p, 0);
   jobs_.assign(p, hold{});
+  fresh_.assign(p, true);
   shadow_.assign(params.begin(), params.end());
   retry_at_ = {};
   backoff_ = std::chrono::milliseconds(0);

@@ -155,6 +155,9 @@ class site_sync {
   status send(int p, hold& j);
   void returned(int p, hold& j);         // its version came: hand θ_new[p] back
   void measure_codec(int p);            // compression_error of the delta about to go
+  // Whether the open round of p already holds this site's delta: one sent
+  // before this run (re)joined, which a second send would duplicate.
+  result<bool> already_in(int p);
   void unreachable(const error& e);
   clock::time_point wake_at() const;    // the sync thread's next poll or retry
   bool stopped() const { return o_.stop && o_.stop->load(); }
@@ -175,6 +178,7 @@ class site_sync {
 
   std::vector<std::uint64_t> owed_, tokens_;     // training thread: due points not handed, tokens since
   std::vector<hold> jobs_;                        // sync thread
+  std::vector<bool> fresh_;                      // sync thread: no delta of p sent since joining
   clock::time_point retry_at_{};                 // sync thread
   std::chrono::milliseconds backoff_{0};         // sync thread
   std::thread thread_;

@@ -4,6 +4,8 @@
 // and backoff of a diloco stage happens here (site_sync.hpp).
 #include "services/trainer/diloco/site_sync.hpp"
 
+#include "loom/v1/aggregator.pb.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -114,6 +116,23 @@ status site_sync::send(int p, hold& j) {
     }
     if (!newer) return newer.err();
   }
+  if (fresh_[p]) {  // the first delta of p since joining: is this round's in already?
+    auto in = already_in(p);
+    if (!in) {
+      if (in.code() != errc::unavailable) return in.err();
+      unreachable(in.err());
+      return ok_status();
+    }
+    fresh_[p] = false;
+    if (*in) {  // sent before this run restarted: the round holds it; wait for its version
+      say("fragment " + std::to_string(p) + ": this site's delta for round " +
+          std::to_string(client_->state().version(p)) + " is in already (sent before a restart)");
+      j.sent = true;
+      j.sent_at = clock::now();
+      j.next_poll = j.sent_at + fast_gap;
+      return ok_status();
+    }
+  }
   measure_codec(p);
   auto ack = client_->send_delta(p, shadow_, j.tokens);
   j.sent = true;  // pending in the client from here, answered or not: a poll re-sends it
@@ -156,6 +175,20 @@ void site_sync::returned(int p, hold& j) {
   }
   j = hold{};
   came_back_.notify_all();
+}
+
+result<bool> site_sync::already_in(int p) {
+  loom::v1::GlobalPull q;
+  q.set_job(o_.job);
+  q.set_site(o_.site);
+  q.set_fragment(static_cast<std::uint32_t>(p));
+  q.set_have_version(client_->state().version(p));
+  auto raw = client_->request({"loom.v1.GlobalPull", q.SerializeAsString()});
+  if (!raw) return raw.err();
+  loom::v1::GlobalPullReply rep;
+  if (raw->size() >= 2 && (*raw)[0] == "loom.v1.GlobalPullReply" && rep.ParseFromString((*raw)[1]))
+    return rep.last_round() >= static_cast<std::int64_t>(client_->state().version(p));
+  return false;  // a newer version (the next poll applies it) or an error status: not in this round
 }
 
 void site_sync::measure_codec(int p) {
