@@ -80,6 +80,16 @@ json to_json(const loom::v1::SiteProgress& x) {
           {"deltas_late", x.deltas_late()}, {"deltas_dropped", x.deltas_dropped()}};
 }
 
+// Bytes as the site lines show them: "812 B", "8.6 MB".
+std::string bytes_text(std::uint64_t b) {
+  char buf[32];
+  if (b < 1000) std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(b));
+  else if (b < 1000 * 1000) std::snprintf(buf, sizeof buf, "%.1f kB", double(b) / 1e3);
+  else if (b < 1000ull * 1000 * 1000) std::snprintf(buf, sizeof buf, "%.1f MB", double(b) / 1e6);
+  else std::snprintf(buf, sizeof buf, "%.2f GB", double(b) / 1e9);
+  return buf;
+}
+
 // One line per site of a diloco stage, under a header: site, step, loss,
 // bytes sent, stall seconds, outer round (fragment 0's version), trainer.
 std::string site_lines(const loom::v1::StageInfo& s, const char* indent) {
@@ -90,7 +100,7 @@ std::string site_lines(const loom::v1::StageInfo& s, const char* indent) {
   std::string out = buf;
   for (const auto& x : s.sites()) {
     std::snprintf(buf, sizeof buf, "%s%-10s %7llu %9.4f %11s %8.2f %6llu  %s\n", indent, printable(x.site()).c_str(),
-                  static_cast<unsigned long long>(x.step()), x.loss(), size_text(x.bytes_sent()).c_str(), x.stall_s(),
+                  static_cast<unsigned long long>(x.step()), x.loss(), bytes_text(x.bytes_sent()).c_str(), x.stall_s(),
                   static_cast<unsigned long long>(x.round()), x.node().empty() ? "-" : printable(x.node()).c_str());
     out += buf;
   }

@@ -146,7 +146,7 @@ std::string describe(const site_sync_stats& s) {
                 "diloco: %llu deltas sent (%llu re-sent, %llu deferred, %llu merged late), %llu payload bytes up, "
                 "%llu down, %llu updates and %llu parameter pulls applied, sync p50 %.1f ms p99 %.1f ms over %zu, "
                 "%.3f s stalled, %.2f s in finish, %llu late, %llu dropped, %llu rounds joined, "
-                "codec error %.4f, aggregator unreachable %llu times",
+                "codec error %.3g, aggregator unreachable %llu times",
                 static_cast<unsigned long long>(s.syncs), static_cast<unsigned long long>(s.wire.resent),
                 static_cast<unsigned long long>(s.deferred), static_cast<unsigned long long>(s.late_merges),
                 static_cast<unsigned long long>(s.wire.payload_bytes_sent),

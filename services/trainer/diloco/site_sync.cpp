@@ -194,10 +194,25 @@ status site_sync::after_step(std::uint64_t step, std::span<float> params, std::u
   const int due = client_->plan().due_after(step);
   if (due >= 0) ++owed_[due];
   exchange(params);
+  if (due >= 0 && owed_[due] > 0) {  // its last delta is still out: a round ahead
+    wait_lead(due, t0);
+    exchange(params);
+  }
   std::lock_guard lock(mu_);
-  if (due >= 0 && owed_[due] > 0) ++stats_.deferred;  // its last delta is still out
+  if (due >= 0 && owed_[due] > 0) ++stats_.deferred;  // trains on; handed once the version is merged
   stats_.stall_s += seconds_since(t0);
   return fatal_;
+}
+
+void site_sync::wait_lead(int p, clock::time_point t0) {
+  constexpr std::chrono::milliseconds slice{10};  // the patience test is a clock, not an event
+  const auto until = t0 + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(o_.sync_wait_s));
+  std::unique_lock lock(mu_);
+  auto done = [&] {
+    const bool swamped = asking_since_ != clock::time_point{} && clock::now() - asking_since_ > o_.patience;
+    return slots_[p].at == slot::phase::back || !reachable_ || swamped || !fatal_ || stopped();
+  };
+  while (!done() && clock::now() < until) came_back_.wait_for(lock, slice);
 }
 
 bool site_sync::settled() {

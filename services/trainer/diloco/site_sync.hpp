@@ -12,11 +12,15 @@
 //                trained since the delta left are kept; bitwise θ_new when none)
 //             2. fragment p due after step t (fragment_plan::due_after): copy
 //                θ[p] (the delta's source, θ_sent) and hand it over. Due
-//                while its last delta is still out: deferred (handed once its
-//                version is merged), never skipped — every site sends one
-//                delta per due point, so the rounds stay aligned and close by
-//                quorum, also after an outage.
-//             A copy and a lock: the training thread never waits on a socket.
+//                while its last delta is still out (this site is a round
+//                ahead of the quorum): it waits for that version, up to
+//                sync_wait_s, but only while the aggregator answers — a
+//                request unanswered for `patience`, or an outage, and it
+//                trains on: the delta is deferred (handed once its version
+//                is merged), never skipped — every site sends one delta per
+//                due point, so the rounds stay aligned and close by quorum.
+//             A copy and a lock: the training thread never waits on a socket,
+//             retry or backoff; at most on the other sites (a bounded lead).
 //   sync thread   per handed fragment: Δ_p = θ_a[p] − θ_sent[p] (site_state),
 //             sent with error feedback; polls until the round's version comes
 //             (re-sending what a restarted aggregator lost), then hands θ_new[p]
@@ -73,7 +77,14 @@ struct site_sync_options {
   // on a box loaded to 4x its cores 1 s timed out, and a busy aggregator
   // must not look unreachable. Blocks only the sync thread.
   std::chrono::milliseconds timeout{2000};
-  double sync_wait_s = 10;     // a version later than this after its delta counts as a late merge
+  // A site a round ahead of the others waits this long at most, at a due
+  // point, for its last delta's version (bounded lead, diloco.sync_wait_s);
+  // a version later than this after its delta counts as a late merge.
+  double sync_wait_s = 10;
+  // That wait ends when a request of the sync thread is unanswered for this
+  // long: a loopback or LAN answer takes milliseconds (a state save ~50 ms),
+  // so the aggregator is then gone or swamped, and training goes on.
+  std::chrono::milliseconds patience{250};
   double join_wait_s = 180;    // start(): trying to join before the stage fails
   double final_wait_s = 300;   // finish(): for the last versions
   const std::atomic<bool>* stop = nullptr;
@@ -88,7 +99,7 @@ struct site_sync_stats {
   std::uint64_t late_merges = 0;    // versions that came more than sync_wait_s after their delta
   std::uint64_t rounds_joined = 0;  // versions merged that held a delta of this site
   std::uint64_t unreachable = 0;    // requests that found no aggregator
-  double stall_s = 0;               // training thread inside after_step (copies, merges, the lock)
+  double stall_s = 0;               // training thread inside after_step (copies, merges, the lock, the lead wait)
   double finish_s = 0;              // training thread inside finish (the stage's end)
   double compression_error = 0;     // last delta: ‖Δ − decode(encode(Δ))‖ / ‖Δ‖ of the uplink codec
   std::vector<double> sync_ms;      // delta sent -> its round's version received (sync thread)
@@ -146,6 +157,9 @@ class site_sync {
   void exchange(std::span<float> params);
   void merge(int p, std::span<const float> global, const std::vector<float>& sent, std::span<float> params) const;
   bool settled();
+  // At a due point whose last delta is out: until it is back, the aggregator
+  // looks gone (patience), sync_wait_s passed, an error, or a stop.
+  void wait_lead(int p, clock::time_point t0);
   void stop_thread();
   status quiet(std::span<float> params, clock::time_point until);
   result<std::chrono::milliseconds> longest_deadline();
@@ -159,6 +173,8 @@ class site_sync {
   // before this run (re)joined, which a second send would duplicate.
   result<bool> already_in(int p);
   void unreachable(const error& e);
+  void asking(bool on);                 // a request of the sync thread begins / ends
+  void answered();                      // the aggregator answered one
   clock::time_point wake_at() const;    // the sync thread's next poll or retry
   bool stopped() const { return o_.stop && o_.stop->load(); }
   void say(const std::string& line) const;
@@ -173,6 +189,8 @@ class site_sync {
   std::condition_variable wake_, came_back_;
   std::vector<slot> slots_;
   bool quit_ = false;
+  bool reachable_ = true;                        // the last request was answered
+  clock::time_point asking_since_{};             // a request in flight since (epoch: none)
   status fatal_ = ok_status();                   // met by the sync thread
   site_sync_stats stats_;
 

@@ -67,6 +67,7 @@ struct bench {
       return trainer::aggregator_address{endpoint, agg.public_z85};
     };
     o.timeout = 300ms;
+    o.patience = 50ms;  // a due point's wait for the last round ends this soon after the cut
     o.final_wait_s = 20;
     return trainer::site_sync::make(std::move(o)).value();
   }
@@ -101,6 +102,7 @@ TEST_CASE("a site trains at its own pace while the aggregator is gone and sends 
   CHECK(before.syncs >= 3);
   CHECK(s->version(0) >= 2);
   CHECK(before.unreachable == 0);
+  MESSAGE("int8 relative error on the last delta: " << before.compression_error);
   CHECK(before.compression_error > 0);
   CHECK(before.compression_error < 0.05);  // int8 blockwise on a smooth delta
 
@@ -116,7 +118,7 @@ TEST_CASE("a site trains at its own pace while the aggregator is gone and sends 
   const auto gone = s->stats();
   CHECK(gone.unreachable >= 1);
   CHECK(gone.deferred >= 5);  // due every 2 steps per fragment pair, each still out
-  CHECK(gone.stall_s < 0.1);
+  CHECK(gone.stall_s < 0.15);  // one patience wait at most: then it knows
 
   // Back: the deltas it owed go out, one per due point (aligned rounds), and
   // their versions are merged; finish takes the aggregator's θ.

@@ -29,7 +29,7 @@ double rel_error(std::span<const float> x, std::span<const float> y) {
     num += double(x[i] - y[i]) * double(x[i] - y[i]);
     den += double(x[i]) * double(x[i]);
   }
-  return den > 0 ? std::sqrt(num / den) : 0.0;
+  return den > 0 ? std::sqrt(num / den) : -1.0;  // -1: a zero delta (nothing trained since the last)
 }
 }  // namespace
 
@@ -39,8 +39,21 @@ void site_sync::unreachable(const error& e) {
   {
     std::lock_guard lock(mu_);
     ++stats_.unreachable;
+    reachable_ = false;
   }
+  came_back_.notify_all();  // a training thread waiting for a version trains on
   if (backoff_ == first_backoff) say("aggregator unreachable, training on: " + e.message);
+}
+
+void site_sync::answered() {
+  backoff_ = std::chrono::milliseconds(0);
+  std::lock_guard lock(mu_);
+  reachable_ = true;
+}
+
+void site_sync::asking(bool on) {
+  std::lock_guard lock(mu_);
+  asking_since_ = on ? clock::now() : clock::time_point{};
 }
 
 site_sync::clock::time_point site_sync::wake_at() const {
@@ -90,13 +103,15 @@ void site_sync::loop() {
 status site_sync::work(int p, hold& j) {
   if (!j.sent) return send(p, j);
   if (clock::now() < j.next_poll) return ok_status();
+  asking(true);
   auto got = client_->poll(p, shadow_);  // re-sends what a restarted aggregator lost
+  asking(false);
   if (!got) {
     if (got.code() != errc::unavailable) return got.err();
     unreachable(got.err());
     return ok_status();
   }
-  backoff_ = std::chrono::milliseconds(0);
+  answered();
   if (*got && !client_->pending(p)) {
     returned(p, j);
     return ok_status();
@@ -109,15 +124,20 @@ status site_sync::send(int p, hold& j) {
   // θ_sent[p] into the scratch: Δ_p = θ_a[p] − θ_sent[p] is taken from it.
   client_->plan().scatter(p, *j.source, shadow_);
   if (!client_->pending(p)) {  // a round closed without us (deadline, stale drop): its version first
+    asking(true);
     auto newer = client_->poll(p, shadow_);
+    asking(false);
     if (!newer && newer.code() == errc::unavailable) {
       unreachable(newer.err());
       return ok_status();
     }
     if (!newer) return newer.err();
+    answered();
   }
   if (fresh_[p]) {  // the first delta of p since joining: is this round's in already?
+    asking(true);
     auto in = already_in(p);
+    asking(false);
     if (!in) {
       if (in.code() != errc::unavailable) return in.err();
       unreachable(in.err());
@@ -134,7 +154,9 @@ status site_sync::send(int p, hold& j) {
     }
   }
   measure_codec(p);
+  asking(true);
   auto ack = client_->send_delta(p, shadow_, j.tokens);
+  asking(false);
   j.sent = true;  // pending in the client from here, answered or not: a poll re-sends it
   j.sent_at = clock::now();
   j.next_poll = j.sent_at + fast_gap;
@@ -145,7 +167,7 @@ status site_sync::send(int p, hold& j) {
     if (!ack && ack.code() == errc::deadline_exceeded) ++stats_.dropped;
   }
   if (ack || ack.code() == errc::deadline_exceeded) {  // stale: dropped; the next poll catches up
-    backoff_ = std::chrono::milliseconds(0);
+    answered();
     j.dropped = !ack;
     if (!ack) say("delta of fragment " + std::to_string(p) + " dropped as stale: " + ack.err().message);
     return ok_status();
@@ -203,6 +225,7 @@ void site_sync::measure_codec(int p) {
   if (!q) return;
   if (!codec::decode(*q, local)) return;
   const double e = rel_error(anchor, local);
+  if (e < 0) return;
   std::lock_guard lock(mu_);
   stats_.compression_error = e;
 }
