@@ -11,7 +11,7 @@ build=${1:-build}; sites=${2:-2}; steps=${3:-48}
 loom="$build/bin/loom"
 templates="$(cd "$(dirname "$0")/.." && pwd)/templates"
 home=$(mktemp -d /tmp/loom-diloco-stage-XXXXXX)
-trap '"$loom" down --data-dir "$home" >/dev/null 2>&1 || true; rm -rf "$home"' EXIT
+trap '"$loom" down --data-dir "$home" >/dev/null 2>&1 || true; [ -n "${KEEP:-}" ] && echo "kept $home" >&2 || rm -rf "$home"' EXIT
 corpora=(GPL-3 GPL-2 LGPL-2.1 MPL-2.0)
 "$loom" up --data-dir "$home" --trainers "$sites" --import-root /usr/share/common-licenses >/dev/null
 list=""

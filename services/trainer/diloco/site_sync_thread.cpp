@@ -12,12 +12,15 @@
 namespace loom::trainer {
 
 namespace {
-// Between two polls of a fragment whose round is open: a loopback answer
-// takes well under a millisecond and a round closes within milliseconds of
-// its last delta, so the first `fast_for` polls closely; a round that waits
-// for a slow site is then looked at every `slow_gap` (20 requests a second
-// per site at most, and a version at most that late).
-constexpr std::chrono::milliseconds fast_gap{2}, slow_gap{50}, fast_for{250};
+// Between two polls of a fragment whose round is open: a round closes within
+// milliseconds of its last delta, and its version is merged only at the next
+// step boundary (tens of ms at least), so polling faster than 10 ms buys
+// nothing; after `fast_for` the round waits for a slower site and a look every
+// `slow_gap` will do. Every site polls the one aggregator thread, which also
+// runs the outer steps and saves the job's state: on a box where the sites
+// and the aggregator share two cores, 2 ms polls from four sites (2000
+// requests a second) starved it into 2 s timeouts.
+constexpr std::chrono::milliseconds fast_gap{10}, slow_gap{50}, fast_for{200};
 // After a request found no aggregator: the next one no sooner than this,
 // doubling to the cap (each try costs the sync thread the request timeout),
 // so a returning aggregator is noticed within a few seconds.
