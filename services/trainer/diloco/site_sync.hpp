@@ -74,9 +74,12 @@ struct site_sync_options {
   // One request to the delta server. An answer takes a millisecond on
   // loopback, but the server's thread also saves the job's state (O(model),
   // with fsync: 43 MB for the tiny template, ~50 ms) after each outer step;
-  // on a box loaded to 4x its cores 1 s timed out, and a busy aggregator
-  // must not look unreachable. Blocks only the sync thread.
-  std::chrono::milliseconds timeout{2000};
+  // on a box loaded to 4x its cores 1 s, and with four sites sharing two
+  // cores with it 2 s, timed out — and a request given up whose message the
+  // aggregator still takes later makes the re-send a duplicate. It blocks
+  // only the sync thread (the training thread's wait ends after `patience`),
+  // so it can be long.
+  std::chrono::milliseconds timeout{5000};
   // A site a round ahead of the others waits this long at most, at a due
   // point, for its last delta's version (bounded lead, diloco.sync_wait_s);
   // a version later than this after its delta counts as a late merge.
