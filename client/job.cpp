@@ -70,11 +70,49 @@ std::string fmt_time(std::uint64_t ns) {
   return buf;
 }
 
+// A diloco stage's site as its trainer last reported it.
+json to_json(const loom::v1::SiteProgress& x) {
+  return {{"site", x.site()},           {"node", x.node()},
+          {"step", x.step()},           {"loss", x.loss()},
+          {"bytes_sent", x.bytes_sent()}, {"bytes_received", x.bytes_received()},
+          {"stall_s", x.stall_s()},     {"round", x.round()},
+          {"deltas_sent", x.deltas_sent()}, {"deltas_deferred", x.deltas_deferred()},
+          {"deltas_late", x.deltas_late()}, {"deltas_dropped", x.deltas_dropped()}};
+}
+
+// Bytes as the site lines show them: "812 B", "8.6 MB".
+std::string bytes_text(std::uint64_t b) {
+  char buf[32];
+  if (b < 1000) std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(b));
+  else if (b < 1000 * 1000) std::snprintf(buf, sizeof buf, "%.1f kB", double(b) / 1e3);
+  else if (b < 1000ull * 1000 * 1000) std::snprintf(buf, sizeof buf, "%.1f MB", double(b) / 1e6);
+  else std::snprintf(buf, sizeof buf, "%.2f GB", double(b) / 1e9);
+  return buf;
+}
+
+// One line per site of a diloco stage, under a header: site, step, loss,
+// bytes sent, stall seconds, outer round (fragment 0's version), trainer.
+std::string site_lines(const loom::v1::StageInfo& s, const char* indent) {
+  if (s.sites().empty()) return "";
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "%s%-10s %7s %9s %11s %8s %6s  %s\n", indent, "site", "step", "loss", "bytes sent",
+                "stall s", "round", "trainer");
+  std::string out = buf;
+  for (const auto& x : s.sites()) {
+    std::snprintf(buf, sizeof buf, "%s%-10s %7llu %9.4f %11s %8.2f %6llu  %s\n", indent, printable(x.site()).c_str(),
+                  static_cast<unsigned long long>(x.step()), x.loss(), bytes_text(x.bytes_sent()).c_str(), x.stall_s(),
+                  static_cast<unsigned long long>(x.round()), x.node().empty() ? "-" : printable(x.node()).c_str());
+    out += buf;
+  }
+  return out;
+}
+
 json to_json(const loom::v1::JobInfo& j) {
   json stages = json::array();
   for (const auto& s : j.stages()) {
-    json members = json::array();
+    json members = json::array(), sites = json::array();
     for (const auto& m : s.members()) members.push_back(m);
+    for (const auto& x : s.sites()) sites.push_back(to_json(x));
     stages.push_back({{"name", s.name()},
                       {"state", s.state()},
                       {"step", s.step()},
@@ -92,7 +130,8 @@ json to_json(const loom::v1::JobInfo& j) {
                       {"max_trainers", s.max_trainers()},
                       {"generation", s.generation()},
                       {"waiting", s.waiting()},
-                      {"memory_bytes", s.memory_bytes()}});
+                      {"memory_bytes", s.memory_bytes()},
+                      {"sites", sites}});
   }
   return {{"id", j.id()},
           {"name", j.name()},
@@ -131,6 +170,7 @@ void print_job(const loom::v1::JobInfo& j) {
                 static_cast<unsigned long long>(s.total_steps()), s.loss(), s.first_loss(), s.tokens_per_s(),
                 s.node().empty() ? "-" : printable(s.node()).c_str(), group, s.attempts());
     if (!s.waiting().empty()) std::printf("  %-10s waiting: %s\n", "", printable(s.waiting()).c_str());
+    std::fputs(site_lines(s, "    ").c_str(), stdout);
   }
 }
 
@@ -338,10 +378,13 @@ int job_watch(context& c) {
   const bool tty = ::isatty(1) && !c.json;
   std::uint64_t seen = 0;
   std::map<std::string, std::uint64_t> shown;  // not a terminal: a stage's line only when its step moved
+  int site_rows = 0;                             // a terminal: the site lines under the bar, redrawn
   for (;;) {
     auto rep = get_job(c, id, seen);
     if (!rep) return fail(c, rep.err());
-    if (tty) std::printf("\r\033[K");
+    if (tty && site_rows > 0) std::printf("\033[%dF", site_rows);  // back to the bar's line
+    if (tty) std::printf("\r\033[J");                               // and clear it and what is under it
+    site_rows = 0;
     for (const auto& e : rep->events()) {
       seen = std::max(seen, e.seq());
       if (c.json) {
@@ -359,8 +402,10 @@ int job_watch(context& c) {
                                 double(s.started_unix_ns()) / 1e9) * (1 - frac) / frac
                              : 0;
       if (c.json) {
+        json sites = json::array();
+        for (const auto& x : s.sites()) sites.push_back(to_json(x));
         print_json({{"stage", s.name()}, {"step", s.step()}, {"total_steps", s.total_steps()},
-                    {"loss", s.loss()}, {"tokens_per_s", s.tokens_per_s()}});
+                    {"loss", s.loss()}, {"tokens_per_s", s.tokens_per_s()}, {"sites", sites}});
       } else {
         if (!tty) {
           auto it = shown.find(s.name());
@@ -374,11 +419,25 @@ int job_watch(context& c) {
                     std::string(static_cast<std::size_t>(width - fill), '.').c_str(),
                     static_cast<unsigned long long>(s.step()), static_cast<unsigned long long>(s.total_steps()),
                     s.loss(), s.tokens_per_s(), eta, tty ? "" : "\n");
+        std::string lines = site_lines(s, "  ");  // a diloco stage: one line per site
+        if (tty && !lines.empty()) {  // under the bar; the cursor stays at the end of the last
+          lines.pop_back();
+          std::string drawn;
+          for (std::size_t at = 0; at <= lines.size();) {
+            const std::size_t end = std::min(lines.find('\n', at), lines.size());
+            drawn += "\n" + lines.substr(at, end - at);
+            ++site_rows;
+            at = end + 1;
+          }
+          lines = drawn;
+        }
+        std::fputs(lines.c_str(), stdout);
       }
     }
     std::fflush(stdout);
     if (terminal(j.state())) {
-      if (tty) std::printf("\r\033[K");
+      if (tty && site_rows > 0) std::printf("\033[%dF", site_rows);
+      if (tty) std::printf("\r\033[J");
       if (!c.json) print_job(j);
       return j.state() == "succeeded" ? ok_exit : error_exit;
     }

@@ -204,6 +204,24 @@ TEST_CASE("pretrain-diloco-tiny: four sites on their own datasets finish through
   MESSAGE("loss " << first << " -> " << last << "; aggregator killed at round " << round_at_kill);
   CHECK(std::isfinite(last));
   CHECK(last < first - 0.5);  // ln(50257) = 10.8 at the start; a kill costs each site up to 16 steps
+  // `loom job show` / `loom job watch`: one line per site, as its trainer reported it.
+  REQUIRE(pre["sites"].size() == sites);
+  for (int r = 0; r < sites; ++r) {
+    const json& x = pre["sites"][r];
+    INFO(x.dump());
+    CHECK(x["site"] == "site-" + std::to_string(r));
+    CHECK(x["step"] == steps);
+    CHECK(x["loss"].get<double>() > 0);
+    CHECK(x["bytes_sent"].get<std::uint64_t>() > 0);
+    CHECK(x["round"].get<std::uint64_t>() >= 1);
+    CHECK(x["stall_s"].get<double>() >= 0);
+    CHECK(x["node"].get<std::string>().rfind("trainer", 0) == 0);
+  }
+  auto watched = run_loom(c.home.path(), {"job", "watch", id}, 30s);
+  CHECK(watched.code == 0);
+  CHECK(watched.out.find("bytes sent") != std::string::npos);
+  for (int r = 0; r < sites; ++r) CHECK(watched.out.find("site-" + std::to_string(r) + " ") != std::string::npos);
+  MESSAGE("loom job watch:\n" << watched.out);
   const std::string ckpt_dir = pre["checkpoint"].get<std::string>();
   CHECK(ckpt_dir.ends_with("/pretrain/checkpoints/step-0000" + std::to_string(steps)));
   // The SFT stage ran on one trainer from that checkpoint (initialised from it).
@@ -314,8 +332,12 @@ TEST_CASE("pretrain-diloco-tiny: four sites on their own datasets finish through
     std::string url = sv.value("metrics", "");
     if (url.rfind("http://", 0) == 0) url = url.substr(7);
     const std::string text = http_get(url.substr(0, url.find('/')), "/metrics");
-    if (text.find("loom_trainer_diloco_deltas_sent ") != std::string::npos &&
-        text.find("loom_trainer_diloco_payload_bytes_sent ") != std::string::npos)
+    // Per site, labelled by job and site (services/trainer/README.md).
+    if (text.find("loom_trainer_diloco_deltas_sent{") != std::string::npos &&
+        text.find("loom_trainer_diloco_payload_bytes_sent{") != std::string::npos &&
+        text.find("loom_trainer_diloco_stall_seconds{") != std::string::npos &&
+        text.find("loom_trainer_diloco_compression_error{") != std::string::npos &&
+        text.find("site=\"site-") != std::string::npos)
       ++with_metrics;
   }
   CHECK(with_metrics == sites);

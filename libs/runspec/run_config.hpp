@@ -88,9 +88,11 @@ struct diloco_settings {
   // Per-site datasets (site r trains on datasets[r]); empty = data.* at every
   // site, in an order of its own (train.seed + r).
   std::vector<std::string> datasets;
-  // How long a site waits at a sync for the round's new global version before
-  // it trains on (and merges the version when it comes): a slow or cut site
-  // holds the others up by the aggregator's deadline at most, and itself by this.
+  // A site a round ahead of the others (a fragment due while its last delta's
+  // version has not come) waits at most this long for it before it trains on
+  // (the sync itself runs on a thread of its own; an unreachable aggregator
+  // is never waited for): a slow or cut site holds the others up by the
+  // aggregator's deadline at most, and a fast one itself by this.
   double sync_wait_s = 10;
 };
 

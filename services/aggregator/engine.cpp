@@ -90,6 +90,13 @@ std::vector<std::string> engine::load_saved(nanos now) {
   std::lock_guard lock(mu_);
   for (const auto& job : saved_jobs(o_.data_dir)) {
     const std::string path = state_path(o_.data_dir, job);
+    // A save cut short by a kill -9 leaves its temp file (write_atomic's
+    // <file>.tmp.<pid>.<n>); one aggregator runs per data dir, so any there now is such a one.
+    std::error_code ec;
+    const auto dir = std::filesystem::path(path).parent_path();
+    const std::string stem = std::filesystem::path(path).filename().string() + ".tmp.";
+    for (const auto& e : std::filesystem::directory_iterator(dir, ec))
+      if (e.path().filename().string().rfind(stem, 0) == 0) std::filesystem::remove(e.path(), ec);
     auto st = load_state(path);
     auto a = st ? aggregation::restore(std::move(*st), path, now) : result<std::unique_ptr<aggregation>>(st.err());
     if (!a) {

@@ -13,6 +13,7 @@
 #include <doctest/doctest.h>
 
 #include <filesystem>
+#include <fstream>
 
 using namespace loom;
 using namespace loom::aggregator;
@@ -86,4 +87,31 @@ TEST_CASE("an aggregation starts from a signed snapshot's parameters and refuses
   auto outside = e.start(from("outside", "/usr/share"), nanos(0));
   CHECK(outside.code() == errc::permission_denied);
   CHECK_FALSE(std::filesystem::exists(dir.path() + "/aggregator/altered"));
+}
+
+TEST_CASE("a reloaded job's directory loses the temp file of a save that a kill -9 cut short") {
+  files::temp_dir dir;
+  aggregation_spec s;
+  s.job = "j";
+  s.flat_size = 64;
+  s.fragments = 2;
+  s.sync_every = 2;
+  {
+    engine first(engine_options{dir.path(), "agg", "", {}, nullptr});
+    REQUIRE(first.start(s, nanos{1}).ok());
+  }
+  const std::string job_dir = dir.path() + "/aggregator/j";
+  REQUIRE(std::filesystem::exists(job_dir + "/state.bin"));
+  REQUIRE(files::write_atomic(job_dir + "/other.txt", "kept").ok());
+  {
+    std::ofstream cut(job_dir + "/state.bin.tmp.4242.7");
+    cut << "half a save";
+  }
+  engine second(engine_options{dir.path(), "agg", "", {}, nullptr});
+  const auto loaded = second.load_saved(nanos{2});
+  REQUIRE(loaded.size() == 1);
+  CHECK(loaded[0] == "j");
+  CHECK(!std::filesystem::exists(job_dir + "/state.bin.tmp.4242.7"));
+  CHECK(std::filesystem::exists(job_dir + "/state.bin"));
+  CHECK(std::filesystem::exists(job_dir + "/other.txt"));
 }

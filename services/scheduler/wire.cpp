@@ -43,6 +43,21 @@ void to_wire(const job_rec& j, loom::v1::JobInfo* o) {
     p->set_max_trainers(s.max_trainers);
     p->set_generation(s.generation);
     p->set_memory_bytes(s.memory_bytes);
+    for (const auto& x : s.sites) {
+      auto* q = p->add_sites();
+      q->set_site(x.site);
+      q->set_node(x.node);
+      q->set_step(x.step);
+      q->set_loss(x.loss);
+      q->set_bytes_sent(x.bytes_sent);
+      q->set_bytes_received(x.bytes_received);
+      q->set_stall_s(x.stall_s);
+      q->set_round(x.round);
+      q->set_deltas_sent(x.deltas_sent);
+      q->set_deltas_deferred(x.deferred);
+      q->set_deltas_late(x.late);
+      q->set_deltas_dropped(x.dropped);
+    }
   }
 }
 
@@ -85,6 +100,11 @@ poll_report from_wire(const loom::v1::PollWorkRequest& q) {
   r.val_loss = q.val_loss();
   r.val_step = q.val_step();
   for (const auto& n : q.notices()) r.notices.push_back({n.seq(), n.kind(), n.text()});
+  if (q.has_site()) {
+    const auto& x = q.site();
+    r.site = {x.site(), q.node().value(), x.step(), x.loss(), x.bytes_sent(), x.bytes_received(), x.stall_s(),
+              x.round(), x.deltas_sent(), x.deltas_deferred(), x.deltas_late(), x.deltas_dropped()};
+  }
   return r;
 }
 

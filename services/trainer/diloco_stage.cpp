@@ -13,6 +13,7 @@
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 
 namespace loom::trainer {
 
@@ -107,7 +108,7 @@ result<std::unique_ptr<site_sync>> make_site_sync(runtime::service_env& env, con
   o.keys = *keys;
   o.codec = *codec;
   o.locate = [&env, &cfg, where] { return start_aggregation(env, cfg, where); };
-  o.sync_wait_s = cfg.diloco.sync_wait_s;
+  o.sync_wait_s = cfg.diloco.sync_wait_s;  // now: when a version counts as merged late
   o.stop = stop;
   o.log = [](const std::string& line) {
     std::fprintf(stderr, "trainer: %s\n", line.c_str());
@@ -116,32 +117,56 @@ result<std::unique_ptr<site_sync>> make_site_sync(runtime::service_env& env, con
   return site_sync::make(std::move(o));
 }
 
-void publish(metrics::service_metrics* m, const site_sync_stats& s, std::uint64_t round) {
+void publish(metrics::service_metrics* m, const site_sync& site) {
   if (!m) return;
-  m->set("diloco_payload_bytes_sent", {}, double(s.wire.payload_bytes_sent));
-  m->set("diloco_payload_bytes_received", {}, double(s.wire.payload_bytes_received));
-  m->set("diloco_deltas_sent", {}, double(s.syncs));
-  m->set("diloco_syncs_deferred", {}, double(s.deferred));
-  m->set("diloco_unreachable", {}, double(s.unreachable));
-  m->set("diloco_stall_seconds", {}, s.stall_s);
-  m->set("diloco_round", {}, double(round));
+  const auto s = site.stats();
+  const std::map<std::string, std::string> l{{"job", site.job()}, {"site", site.site()}};
+  m->set("diloco_payload_bytes_sent", l, double(s.wire.payload_bytes_sent));
+  m->set("diloco_payload_bytes_received", l, double(s.wire.payload_bytes_received));
+  m->set("diloco_deltas_sent", l, double(s.syncs));
+  m->set("diloco_deltas_late", l, double(s.late));
+  m->set("diloco_deltas_deferred", l, double(s.deferred));
+  m->set("diloco_deltas_dropped", l, double(s.dropped));
+  m->set("diloco_rounds_joined", l, double(s.rounds_joined));
+  m->set("diloco_unreachable", l, double(s.unreachable));
+  m->set("diloco_stall_seconds", l, s.stall_s);
+  m->set("diloco_compression_error", l, s.compression_error);
+  m->set("diloco_round", l, double(site.version(0)));
+}
+
+site_report report_of(const site_sync& site) {
+  const auto s = site.stats();
+  site_report r;
+  r.site = site.site();
+  r.bytes_sent = s.wire.payload_bytes_sent;
+  r.bytes_received = s.wire.payload_bytes_received;
+  r.stall_s = s.stall_s;
+  r.round = site.version(0);
+  r.deltas_sent = s.syncs;
+  r.deferred = s.deferred;
+  r.late = s.late;
+  r.dropped = s.dropped;
+  return r;
 }
 
 std::string describe(const site_sync_stats& s) {
   std::vector<double> ms = s.sync_ms;
   std::sort(ms.begin(), ms.end());
   auto at = [&](double q) { return ms.empty() ? 0.0 : ms[std::min(ms.size() - 1, std::size_t(q * double(ms.size())))]; };
-  char buf[512];
+  char buf[768];
   std::snprintf(buf, sizeof buf,
                 "diloco: %llu deltas sent (%llu re-sent, %llu deferred, %llu merged late), %llu payload bytes up, "
                 "%llu down, %llu updates and %llu parameter pulls applied, sync p50 %.1f ms p99 %.1f ms over %zu, "
-                "%.2f s stalled, aggregator unreachable %llu times",
+                "%.3f s stalled, %.2f s in finish, %llu late, %llu dropped, %llu rounds joined, "
+                "codec error %.3g, aggregator unreachable %llu times",
                 static_cast<unsigned long long>(s.syncs), static_cast<unsigned long long>(s.wire.resent),
                 static_cast<unsigned long long>(s.deferred), static_cast<unsigned long long>(s.late_merges),
                 static_cast<unsigned long long>(s.wire.payload_bytes_sent),
                 static_cast<unsigned long long>(s.wire.payload_bytes_received),
                 static_cast<unsigned long long>(s.wire.updates_applied),
                 static_cast<unsigned long long>(s.wire.params_applied), at(0.5), at(0.99), ms.size(), s.stall_s,
+                s.finish_s, static_cast<unsigned long long>(s.late), static_cast<unsigned long long>(s.dropped),
+                static_cast<unsigned long long>(s.rounds_joined), s.compression_error,
                 static_cast<unsigned long long>(s.unreachable));
   return buf;
 }

@@ -17,6 +17,7 @@
 #include "libs/wire/curve.hpp"
 #include "services/trainer/diloco/site_sync.hpp"
 #include "services/trainer/wire.hpp"
+#include "services/trainer/work_state.hpp"
 
 #include <atomic>
 #include <memory>
@@ -57,9 +58,13 @@ result<aggregator_address> start_aggregation(runtime::service_env& env, const ru
 result<std::unique_ptr<site_sync>> make_site_sync(runtime::service_env& env, const runspec::run_config& cfg,
                                                   const assigned_stage& a, const std::atomic<bool>* stop);
 
-// loom_trainer_diloco_*: payload bytes each way, deltas sent, syncs skipped,
-// the aggregator unreachable, stall seconds, fragment 0's version (the round).
-void publish(metrics::service_metrics* m, const site_sync_stats& s, std::uint64_t round);
+// loom_trainer_diloco_*{job, site} (services/trainer/README.md): payload
+// bytes each way, deltas sent, late, deferred and dropped, rounds joined,
+// the aggregator unreachable, stall seconds, the uplink codec's relative
+// error on the last delta, fragment 0's merged version (the outer round).
+void publish(metrics::service_metrics* m, const site_sync& s);
+// What the site's trainer reports with each poll (`loom job watch`).
+site_report report_of(const site_sync& s);
 // One line for the log: syncs, bytes, sync latency p50/p99, stalls.
 std::string describe(const site_sync_stats& s);
 

@@ -91,6 +91,10 @@ void work_state::progress(std::uint64_t step, double loss, double tokens_per_s) 
   v_.tokens_per_s = tokens_per_s;
 }
 
+void work_state::site(const site_report& r) {
+  if (v_.phase != work_phase::idle) v_.site = r;
+}
+
 void work_state::set_total_steps(std::uint64_t n) {
   if (v_.phase != work_phase::idle) v_.total_steps = n;
 }

@@ -27,6 +27,16 @@ namespace loom::trainer {
 enum class work_phase { idle, preparing, running, stopping, regrouping, done };
 std::string_view to_string(work_phase p);
 
+// A diloco stage's site: what its sync sent and waited (site_sync's stats),
+// reported with each poll so that `loom job watch` shows every site.
+struct site_report {
+  std::string site;  // "" = not a diloco stage
+  std::uint64_t bytes_sent = 0, bytes_received = 0;
+  double stall_s = 0;
+  std::uint64_t round = 0;  // fragment 0's merged version
+  std::uint64_t deltas_sent = 0, deferred = 0, late = 0, dropped = 0;
+};
+
 // The stage a trainer holds and where it is in it.
 struct work_view {
   work_phase phase = work_phase::idle;
@@ -40,6 +50,7 @@ struct work_view {
   std::string checkpoint, message;
   double val_loss = 0;          // an hpo trial's held-out loss at val_step (0: not scored)
   std::uint64_t val_step = 0;
+  site_report site;
 };
 
 class work_state {
@@ -68,6 +79,8 @@ class work_state {
   void progress(std::uint64_t step, double loss, double tokens_per_s);
   void snapshot(const std::string& dir);
   void scored(std::uint64_t step, double val_loss);  // an hpo trial's held-out loss (any state but idle)
+  // A diloco site's sync figures (any state but idle; the last stay with the outcome).
+  void site(const site_report& r);
 
   const work_view& view() const { return v_; }
   // What PollWork says: idle; running while preparing, running or stopping;

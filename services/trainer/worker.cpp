@@ -296,13 +296,21 @@ std::pair<std::string, std::string> worker::run_stage(stage_run& run_ref) {
     o.outer.write_initial = run->rank == 0;
     o.outer.start = [&](std::span<float> p) { return site->start(p); };
     o.outer.after_step = [&](std::uint64_t step, std::span<float> p, std::uint64_t tokens) {
-      auto st = site->after_step(step, p, tokens);
-      publish(env_.metrics, site->stats(), site->version(0));
+      auto st = site->after_step(step, p, tokens);  // a copy and a lock: the network is the sync thread's
+      publish(env_.metrics, *site);
+      (void)board_->with([&](work_state& w) {
+        w.site(report_of(*site));
+        return ok_status();
+      });
       return st;
     };
     o.outer.finish = [&, take_global = run->rank == 0](std::uint64_t step, std::span<float> p) {
       auto st = site->finish(step, p, take_global);
-      publish(env_.metrics, site->stats(), site->version(0));
+      publish(env_.metrics, *site);
+      (void)board_->with([&](work_state& w) {
+        w.site(report_of(*site));
+        return ok_status();
+      });
       return st;
     };
   } else if (run->world > 1) {

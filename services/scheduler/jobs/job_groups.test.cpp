@@ -187,3 +187,29 @@ TEST_CASE_FIXTURE(group_fixture, "a gang loses a member: the whole stage goes ba
   CHECK(j->stages[0].generation == 2);
   CHECK(j->stages[0].attempts == 2);
 }
+
+TEST_CASE_FIXTURE(group_fixture, "each member's site line (a diloco stage) is kept by site name, in order, for job watch") {
+  const job_rec* j = gang_on_two();
+  const std::uint64_t gen = j->stages[0].generation;
+  auto site_poll = [&](int member, const std::string& site, std::uint64_t step, std::uint64_t sent) {
+    poll_report r;
+    r.node = j->stages[0].members[member];
+    r.state = "running";
+    r.job = j->id;
+    r.stage = "pretrain";
+    r.generation = gen;
+    r.step = step;
+    r.site = {site, r.node, step, 5.0, sent, 2 * sent, 0.01, 3, 4, 1, 0, 0};
+    jobs.poll(r, now);
+  };
+  site_poll(1, "site-1", 7, 100);
+  site_poll(0, "site-0", 8, 200);
+  site_poll(1, "site-1", 9, 300);  // replaces its line
+  REQUIRE(j->stages[0].sites.size() == 2);
+  CHECK(j->stages[0].sites[0].site == "site-0");
+  CHECK(j->stages[0].sites[0].bytes_sent == 200);
+  CHECK(j->stages[0].sites[1].step == 9);
+  CHECK(j->stages[0].sites[1].bytes_sent == 300);
+  CHECK(j->stages[0].sites[1].node == j->stages[0].members[1]);
+  CHECK(j->stages[0].sites[1].round == 3);
+}

@@ -318,6 +318,16 @@ poll_answer job_manager::poll(const poll_report& r, time_point now) {
       sl.notices_acked = n.seq;
     }
   out.notices_acked = sl.notices_acked;
+  if (mine && current && !r.site.site.empty()) {  // a diloco site's line for `loom job watch`
+    auto same = [&](const site_line& x) { return x.site == r.site.site; };
+    auto it = std::find_if(s.sites.begin(), s.sites.end(), same);
+    if (it != s.sites.end()) {
+      *it = r.site;
+    } else {
+      s.sites.push_back(r.site);
+      std::sort(s.sites.begin(), s.sites.end(), [](const site_line& a, const site_line& b) { return a.site < b.site; });
+    }
+  }
   if (mine && r.state == "running") {
     if (!current) return deliver();  // the new formation: the trainer stops this one and starts it
     sl.delivered = true;

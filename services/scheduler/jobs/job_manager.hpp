@@ -97,6 +97,7 @@ struct poll_report {
   std::vector<notice> notices;  // rollbacks, snapshot fallbacks: job events
   double val_loss = 0;          // an hpo trial's validation loss at val_step (0: none)
   std::uint64_t val_step = 0;
+  site_line site;               // a diloco stage's site (site.site empty otherwise)
 };
 
 struct poll_answer {

@@ -16,6 +16,17 @@ struct migration;
 
 namespace loom::scheduler {
 
+// A diloco stage's site as its trainer last reported it (PollWork): live
+// progress for `loom job watch`, kept in memory only.
+struct site_line {
+  std::string site, node;
+  std::uint64_t step = 0;
+  double loss = 0;
+  std::uint64_t bytes_sent = 0, bytes_received = 0;
+  double stall_s = 0;
+  std::uint64_t round = 0, deltas_sent = 0, deferred = 0, late = 0, dropped = 0;
+};
+
 struct stage_rec {
   std::string name;
   std::string config_toml;
@@ -37,6 +48,7 @@ struct stage_rec {
   std::string checkpoint;  // latest snapshot reported
   std::uint32_t attempts = 0;
   std::int64_t started_ns = 0, finished_ns = 0;
+  std::vector<site_line> sites;  // diloco: by site name (not stored; the next polls refill it)
 };
 
 struct job_rec {

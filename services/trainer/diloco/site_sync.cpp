@@ -1,3 +1,6 @@
+// site_sync, the training thread's side: joining, handing fragments over at
+// step boundaries, merging what came back, and the blocking end of the stage.
+// The sync thread's side is site_sync_thread.cpp.
 #include "services/trainer/diloco/site_sync.hpp"
 
 #include "loom/v1/aggregator.pb.h"
@@ -5,8 +8,6 @@
 #include <zmq.hpp>
 
 #include <algorithm>
-#include <cstdio>
-#include <thread>
 
 namespace loom::trainer {
 
@@ -15,14 +16,14 @@ struct site_sync_ctx {
 };
 
 namespace {
-// Between two polls of a fragment whose round is open: a loopback answer
-// takes well under a millisecond, so this is what a waiting site costs.
-constexpr std::chrono::milliseconds poll_gap{2};
-// After a request found no aggregator: the next one no sooner than this,
-// doubling to the cap, so a cut site trains on (each try blocks it for the
-// request timeout: at the cap, a third of its time) and still notices the
-// aggregator within a few seconds of its return.
-constexpr std::chrono::milliseconds first_backoff{250}, max_backoff{4000};
+// finish(): how often it looks at what came back while the last versions come.
+constexpr std::chrono::milliseconds finish_look{20};
+// quiet(): retry gap while the aggregator does not answer.
+constexpr std::chrono::milliseconds quiet_retry{250};
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
 }  // namespace
 
 result<std::unique_ptr<site_sync>> site_sync::make(site_sync_options o) {
@@ -36,6 +37,13 @@ result<std::unique_ptr<site_sync>> site_sync::make(site_sync_options o) {
 site_sync::site_sync(site_sync_options o) : o_(std::move(o)), ctx_(std::make_unique<site_sync_ctx>()) {}
 
 site_sync::~site_sync() {
+  {
+    std::lock_guard lock(mu_);
+    quit_ = true;
+  }
+  wake_.notify_all();
+  ctx_->ctx.shutdown();  // a request in flight ends now (ETERM: unavailable)
+  if (thread_.joinable()) thread_.join();
   client_.reset();  // its socket before the context
 }
 
@@ -43,22 +51,30 @@ void site_sync::say(const std::string& line) const {
   if (o_.log) o_.log("diloco " + o_.site + ": " + line);
 }
 
-const site_sync_stats& site_sync::stats() {
-  if (client_) stats_.wire = client_->stats();
+site_sync_stats site_sync::stats() const {
+  std::lock_guard lock(mu_);
   return stats_;
 }
 
-std::uint64_t site_sync::version(int p) const { return client_ ? client_->state().version(p) : 0; }
-int site_sync::fragments() const { return client_ ? client_->plan().fragments() : 0; }
+std::uint64_t site_sync::version(int p) const {
+  std::lock_guard lock(mu_);
+  return p >= 0 && p < static_cast<int>(slots_.size()) ? slots_[p].merged : 0;
+}
 
-void site_sync::unreachable(const error& e) {
-  ++stats_.unreachable;
-  backoff_ = backoff_.count() == 0 ? first_backoff : std::min(max_backoff, backoff_ * 2);
-  retry_at_ = clock::now() + backoff_;
-  if (backoff_ == first_backoff) say("aggregator unreachable, training on: " + e.message);
+void site_sync::stop_thread() {
+  {
+    std::lock_guard lock(mu_);
+    quit_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  std::lock_guard lock(mu_);
+  quit_ = false;
 }
 
 status site_sync::start(std::span<float> params) {
+  stop_thread();  // a restarted run joins anew
+  client_.reset();
   const auto until = clock::now() + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(o_.join_wait_s));
   std::string last = "not tried";
   for (auto wait = std::chrono::milliseconds(200);; wait = std::min(wait * 2, std::chrono::milliseconds(2000))) {
@@ -85,14 +101,7 @@ status site_sync::start(std::span<float> params) {
                                 " parameters, this stage's model " + std::to_string(params.size()));
         std::copy(global.begin(), global.end(), params.begin());
         client_ = std::move(*c);
-        const auto p = static_cast<std::size_t>(client_->plan().fragments());
-        tokens_.assign(p, 0);
-        owed_.assign(p, 0);
-        sent_at_.assign(p, clock::now());
-        std::string versions;
-        for (std::size_t i = 0; i < p; ++i) versions += (i ? "," : "") + std::to_string(version(static_cast<int>(i)));
-        say("joined " + o_.job + " at " + where->endpoint + " (versions " + versions + ")");
-        return ok_status();
+        break;
       } else {
         last = st.err().to_string();
       }
@@ -103,68 +112,80 @@ status site_sync::start(std::span<float> params) {
       return make_error(errc::unavailable, "cannot join the aggregation " + o_.job + ": " + last);
     std::this_thread::sleep_for(wait);
   }
-}
-
-status site_sync::send(int p, std::span<float> params) {
-  if (!client_->pending(p)) {  // a round closed without us (deadline, stale drop): merge it first
-    auto newer = client_->poll(p, params);
-    if (!newer && newer.code() == errc::unavailable) {
-      unreachable(newer.err());
-      return ok_status();
+  frags_ = client_->plan().fragments();
+  const auto p = static_cast<std::size_t>(frags_);
+  owed_.assign(p, 0);
+  tokens_.assign(p, 0);
+  jobs_.assign(p, hold{});
+  fresh_.assign(p, true);
+  shadow_.assign(params.begin(), params.end());
+  retry_at_ = {};
+  backoff_ = std::chrono::milliseconds(0);
+  std::string versions;
+  {
+    std::lock_guard lock(mu_);
+    slots_.assign(p, slot{});
+    for (std::size_t i = 0; i < p; ++i) {
+      slots_[i].merged = client_->state().version(static_cast<int>(i));
+      versions += (i ? "," : "") + std::to_string(slots_[i].merged);
     }
-    if (!newer) return newer.err();
+    fatal_ = ok_status();
+    stats_.wire = client_->stats();
   }
-  auto ack = client_->send_delta(p, params, std::max<std::uint64_t>(1, tokens_[p]));
-  tokens_[p] = 0;  // counted in the delta (pending until its version comes, even when unanswered)
-  sent_at_[p] = clock::now();
-  --owed_[p];
-  ++stats_.syncs;
-  if (ack || ack.code() == errc::deadline_exceeded) {  // stale: dropped; the next poll catches up
-    backoff_ = std::chrono::milliseconds(0);
-    if (!ack) say("delta of fragment " + std::to_string(p) + " dropped as stale: " + ack.err().message);
-    return ok_status();
-  }
-  if (ack.code() == errc::unavailable) {
-    unreachable(ack.err());
-    return ok_status();
-  }
-  return make_error(ack.code(), "the aggregator refused the delta of fragment " + std::to_string(p) + ": " +
-                                    ack.err().message);
-}
-
-result<bool> site_sync::wait_merged(int p, std::span<float> params, clock::time_point until) {
-  while (client_->pending(p)) {
-    if (backing_off() || stopped()) return false;
-    auto got = client_->poll(p, params);
-    if (!got) {
-      if (got.code() != errc::unavailable) return got.err();
-      unreachable(got.err());
-      return false;
-    }
-    backoff_ = std::chrono::milliseconds(0);
-    if (*got) break;
-    if (clock::now() >= until) return false;
-    std::this_thread::sleep_for(poll_gap);
-  }
-  return true;
-}
-
-status site_sync::step_fragment(int p, bool due, std::span<float> params) {
-  const auto wait = std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(o_.sync_wait_s));
-  if (client_->pending(p)) {  // the version of an earlier delta: a look, or the wait when this one is due
-    auto got = wait_merged(p, params, due ? clock::now() + wait : clock::now());
-    if (!got) return got.err();
-    if (*got) ++stats_.late_merges;
-  }
-  if (owed_[p] == 0 || client_->pending(p) || backing_off()) {
-    if (due && owed_[p] > 0) ++stats_.deferred;
-    return ok_status();
-  }
-  if (auto st = send(p, params); !st) return st;
-  auto got = wait_merged(p, params, clock::now() + wait);
-  if (!got) return got.err();
-  if (*got) stats_.sync_ms.push_back(std::chrono::duration<double, std::milli>(clock::now() - sent_at_[p]).count());
+  say("joined " + o_.job + " (versions " + versions + "); syncing on a thread of its own");
+  thread_ = std::thread([this] { loop(); });
   return ok_status();
+}
+
+// θ[p] = θ_new + (θ[p] − θ_sent[p]) over fragment p's ranges, in the order
+// and with the expression of site_state's keep_progress.
+void site_sync::merge(int p, std::span<const float> global, const std::vector<float>& sent,
+                      std::span<float> params) const {
+  std::size_t k = 0;
+  for (const auto& r : client_->plan().ranges(p)) {
+    float* x = params.data() + r.offset;
+    for (std::size_t i = 0; i < r.count; ++i, ++k) x[i] = global[k] + (x[i] - sent[k]);
+  }
+}
+
+void site_sync::exchange(std::span<float> params) {
+  // 1. What came back. The plan is immutable, so reading it here is safe
+  // while the sync thread uses the client.
+  for (int p = 0; p < frags_; ++p) {
+    std::vector<float> global;
+    values sent;
+    {
+      std::lock_guard lock(mu_);
+      slot& s = slots_[p];
+      if (s.at != slot::phase::back) continue;
+      global.swap(s.global);
+      sent = std::move(s.sent);
+      s.merged = s.version;
+      s.at = slot::phase::idle;
+    }
+    merge(p, global, *sent, params);
+  }
+  // 2. What is owed, for fragments that are idle (only this thread moves
+  // them out of idle, so the copy is made outside the lock).
+  for (int p = 0; p < frags_; ++p) {
+    if (owed_[p] == 0) continue;
+    {
+      std::lock_guard lock(mu_);
+      if (slots_[p].at != slot::phase::idle) continue;
+    }
+    auto copy = std::make_shared<std::vector<float>>(client_->plan().size(p));
+    client_->plan().gather(p, params, *copy);
+    {
+      std::lock_guard lock(mu_);
+      slot& s = slots_[p];
+      s.sent = std::move(copy);
+      s.tokens = std::max<std::uint64_t>(1, tokens_[p]);
+      s.at = slot::phase::queued;
+    }
+    tokens_[p] = 0;
+    --owed_[p];
+    wake_.notify_one();
+  }
 }
 
 status site_sync::after_step(std::uint64_t step, std::span<float> params, std::uint64_t tokens) {
@@ -173,10 +194,33 @@ status site_sync::after_step(std::uint64_t step, std::span<float> params, std::u
   for (auto& t : tokens_) t += tokens;
   const int due = client_->plan().due_after(step);
   if (due >= 0) ++owed_[due];
-  for (int p = 0; p < fragments(); ++p)
-    if (auto st = step_fragment(p, p == due, params); !st) return st;
-  stats_.stall_s += std::chrono::duration<double>(clock::now() - t0).count();
-  return ok_status();
+  exchange(params);
+  if (due >= 0 && owed_[due] > 0) {  // its last delta is still out: a round ahead
+    wait_lead(due, t0);
+    exchange(params);
+  }
+  std::lock_guard lock(mu_);
+  if (due >= 0 && owed_[due] > 0) ++stats_.deferred;  // trains on; handed once the version is merged
+  stats_.stall_s += seconds_since(t0);
+  return fatal_;
+}
+
+void site_sync::wait_lead(int p, clock::time_point t0) {
+  constexpr std::chrono::milliseconds slice{10};  // the patience test is a clock, not an event
+  const auto until = t0 + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(o_.sync_wait_s));
+  std::unique_lock lock(mu_);
+  auto done = [&] {
+    const bool swamped = asking_since_ != clock::time_point{} && clock::now() - asking_since_ > o_.patience;
+    return slots_[p].at == slot::phase::back || !reachable_ || swamped || !fatal_ || stopped();
+  };
+  while (!done() && clock::now() < until) came_back_.wait_for(lock, slice);
+}
+
+bool site_sync::settled() {
+  std::lock_guard lock(mu_);
+  for (int p = 0; p < frags_; ++p)
+    if (owed_[p] > 0 || slots_[p].at != slot::phase::idle) return false;
+  return true;
 }
 
 result<std::chrono::milliseconds> site_sync::longest_deadline() {
@@ -200,12 +244,12 @@ status site_sync::quiet(std::span<float> params, clock::time_point until) {
   constexpr auto margin = std::chrono::milliseconds(250), cap = std::chrono::milliseconds(15000);
   auto d = longest_deadline();
   for (; !d && d.code() == errc::unavailable && clock::now() < until && !stopped(); d = longest_deadline())
-    std::this_thread::sleep_for(first_backoff);
+    std::this_thread::sleep_for(quiet_retry);
   if (!d) return make_error(d.code(), "the aggregator's rounds: " + d.err().message);
   const auto span = std::min(cap, *d + margin);
   for (auto quiet_until = clock::now() + span; clock::now() < quiet_until;) {
     if (stopped() || clock::now() >= until) return make_error(errc::unavailable, "stopped while waiting for the last rounds");
-    for (int p = 0; p < fragments(); ++p) {
+    for (int p = 0; p < frags_; ++p) {
       auto got = client_->poll(p, params);
       if (got && *got) quiet_until = clock::now() + span;  // a late round closed: wait again
     }
@@ -216,47 +260,73 @@ status site_sync::quiet(std::span<float> params, clock::time_point until) {
 
 status site_sync::finish(std::uint64_t step, std::span<float> params, bool take_global) {
   if (!client_) return make_error(errc::conflict, "site_sync: finish before start");
-  const auto until = clock::now() + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(o_.final_wait_s));
+  const auto t0 = clock::now();
+  const auto until = t0 + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(o_.final_wait_s));
+  auto spent = [&] {
+    std::lock_guard lock(mu_);
+    stats_.finish_s += seconds_since(t0);
+  };
   // A last delta of every fragment not due at the final step (the same at
   // every site, so every site sends as many deltas and every round can close
   // by quorum), then every delta still owed and every version still to come.
   const int due = client_->plan().due_after(step);
-  for (int p = 0; p < fragments(); ++p)
+  for (int p = 0; p < frags_; ++p)
     if (p != due) ++owed_[p];
   for (;;) {
-    bool settled = true;
-    for (int p = 0; p < fragments(); ++p) {
-      if (!client_->pending(p) && owed_[p] == 0) continue;
-      settled = false;
-      if (stopped()) return make_error(errc::unavailable, "stopped while syncing the last rounds");
-      if (clock::now() >= until)
-        return make_error(errc::unavailable, "the last rounds of fragment " + std::to_string(p) + " did not close within " +
-                                                 std::to_string(int(o_.final_wait_s)) + " s");
-      if (client_->pending(p)) {
-        auto got = wait_merged(p, params, until);
-        if (!got) return got.err();
-      } else if (!backing_off()) {
-        if (auto st = send(p, params); !st) return st;
-      }
+    exchange(params);
+    if (settled()) break;
+    std::unique_lock lock(mu_);
+    if (!fatal_) {
+      auto st = fatal_;
+      lock.unlock();
+      spent();
+      return st;
     }
-    if (settled) break;
-    if (backing_off()) std::this_thread::sleep_for(poll_gap * 10);
+    if (stopped() || clock::now() >= until) {
+      lock.unlock();
+      spent();
+      return make_error(errc::unavailable, stopped() ? "stopped while syncing the last rounds"
+                                                     : "the last rounds did not close within " +
+                                                           std::to_string(int(o_.final_wait_s)) + " s");
+    }
+    came_back_.wait_for(lock, finish_look);
   }
-  if (!take_global) return ok_status();
-  if (auto st = quiet(params, until); !st) return st;
+  stop_thread();  // the client is this thread's again
+  {
+    std::lock_guard lock(mu_);
+    stats_.wire = client_->stats();
+  }
+  if (!take_global) {
+    spent();
+    return ok_status();
+  }
+  if (auto st = quiet(params, until); !st) {
+    spent();
+    return st;
+  }
   // The aggregator's θ itself, every fragment as parameters: the stage's final model.
   std::vector<float> global;
   for (;;) {
     auto st = client_->join(global);
     if (st) break;
-    if (st.code() != errc::unavailable || clock::now() >= until || stopped())
+    if (st.code() != errc::unavailable || clock::now() >= until || stopped()) {
+      spent();
       return make_error(st.code(), "fetching the global parameters: " + st.err().message);
-    std::this_thread::sleep_for(first_backoff);
+    }
+    std::this_thread::sleep_for(quiet_retry);
   }
   if (global.size() != params.size()) return make_error(errc::internal, "the global parameters changed size");
   std::copy(global.begin(), global.end(), params.begin());
   std::string versions;
-  for (int p = 0; p < fragments(); ++p) versions += (p ? "," : "") + std::to_string(version(p));
+  {
+    std::lock_guard lock(mu_);
+    for (int p = 0; p < frags_; ++p) {
+      slots_[p].merged = client_->state().version(p);
+      versions += (p ? "," : "") + std::to_string(slots_[p].merged);
+    }
+    stats_.wire = client_->stats();
+  }
+  spent();
   say("took the global parameters (versions " + versions + ") as the final model");
   return ok_status();
 }
