@@ -1,5 +1,7 @@
 #include "services/aggregator/engine.hpp"
 
+#include "libs/model/init.hpp"
+
 #include "libs/audit/record.hpp"
 #include "libs/auth/token.hpp"
 #include "libs/ckpt/safetensors.hpp"
@@ -105,6 +107,13 @@ std::vector<std::string> engine::load_saved(nanos now) {
 }
 
 result<std::vector<float>> engine::initial_params(const aggregation_spec& s, std::size_t total) {
+  // A GPT-2 job from a seed (an edge-site stage: no site's snapshot is readable
+  // here) starts from GPT-2's own initialisation, as a trainer would.
+  if (s.init_snapshot.empty() && s.flat_size == 0 && s.init_seed != 0) {
+    std::vector<float> p(total);
+    model::init_params(s.gpt2, p, s.init_seed);
+    return p;
+  }
   if (s.init_snapshot.empty()) return seeded_params(total, s.init_seed);
   if (s.flat_size > 0) return make_error(errc::invalid_argument, "init_snapshot needs the GPT-2 shape, not flat_size");
   return snapshot_params(o_.data_dir, s.init_snapshot, s.gpt2);

@@ -35,6 +35,7 @@ struct diloco_site {
   std::string site;           // "site-<rank>"
   std::string aggregation;    // the aggregation's name: "<job>.<stage>", [A-Za-z0-9._-]{1,64}
   std::string init_snapshot;  // <stage dir>/checkpoints/step-000000 (member 0's)
+  std::uint64_t init_seed = 0;  // edge sites: the aggregator's init from train.seed instead of a snapshot
 };
 diloco_site site_of(const assigned_stage& a);
 
@@ -48,7 +49,10 @@ void localize(runspec::run_config& cfg, const assigned_stage& a);
 result<wire::curve_keypair> site_identity(const layout::paths& paths, const std::string& site);
 
 // StartAggregationRequest at the deployment's aggregator (endpoints.json,
-// keys/curve/aggregator.pub) as this trainer (its operator service token).
+// keys/curve/aggregator.pub) as this trainer (its operator service token); at
+// an edge site the cloud's (keys/cloud/aggregator.pub, the site's token).
+// Edge sites (diloco.sites names them): member r is site sites[r], its key is
+// the trainer's own (enrolled), and the aggregation starts from init_seed.
 result<aggregator_address> start_aggregation(runtime::service_env& env, const runspec::run_config& cfg,
                                              const diloco_site& where);
 

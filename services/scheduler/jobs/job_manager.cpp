@@ -117,6 +117,12 @@ status job_manager::load(const roster& nodes, time_point now) {
     for (std::size_t i = 0; i < j.stages.size(); ++i) {
       stage_rec& s = j.stages[i];
       by_pid_[pid_of(j, i)] = {id, i};
+      if (s.state == "running" && is_site_stage(j, i)) {  // its members again; lost ones are re-placed by tick
+        for (std::uint32_t r = 0; r < s.members.size(); ++r)
+          if (node_ids_.count(s.members[r]) && in_policy_[s.members[r]]) slots_[s.members[r]] = {id, i, r, false, 0, false};
+        (void)record(j, s.name, "reattached", "scheduler restarted; stage still on " + member_list(s.members), now, false);
+        continue;
+      }
       if (s.state == "running") {
         if (s.members.empty()) s.members = {s.node};  // a row from before groups (migration v3)
         std::vector<policy::node_id> held;
@@ -140,10 +146,7 @@ status job_manager::load(const roster& nodes, time_point now) {
         (void)record(j, s.name, "requeued",
                      "scheduler restarted; trainer " + (dead.empty() ? s.node : member_list(dead)) + " is not alive", now);
       }
-      if (s.state == "queued") {
-        auto d = policy_.submit(spec_of(j, i), ms(now));
-        if (d) apply(*d, now);
-      }
+      if (s.state == "queued") queue_stage(j, i, now);
     }
   }
   return ok_status();
@@ -241,10 +244,17 @@ void job_manager::stage_done(job_rec& j, std::size_t i, bool ok, const std::stri
     j.stages[i + 1].state = "queued";
     (void)record(j, j.stages[i + 1].name, "queued",
                  "starts from " + s.name + "'s final checkpoint " + s.checkpoint, now);
+    if (is_site_stage(j, i) || is_site_stage(j, i + 1)) {  // one side is not the policy's
+      if (!is_site_stage(j, i))
+        if (auto d = policy_.finish(pid_of(j, i), ms(now))) apply(*d, now);
+      queue_stage(j, i + 1, now);
+      return;
+    }
     auto d = policy_.finish_and_submit(pid_of(j, i), spec_of(j, i + 1), ms(now));
     if (d) apply(*d, now);
     return;
   }
+  if (is_site_stage(j, i)) return;  // never the policy's
   auto d = policy_.finish(pid_of(j, i), ms(now));
   if (d) apply(*d, now);
 }
@@ -363,10 +373,11 @@ void job_manager::tick(const roster& nodes, time_point now) {
   }
   // Drained trainers finish what they run and are given nothing new.
   for (const auto& [id, live] : alive) {
-    if (!live || !in_policy_[id] || cordoned_[id] == draining[id]) continue;
-    auto d = policy_.set_draining(node_ids_.at(id), draining[id], ms(now));
+    const bool cordon = draining[id] || site_held(id);  // an edge-site stage's member: not the policy's to give
+    if (!live || !in_policy_[id] || cordoned_[id] == cordon) continue;
+    auto d = policy_.set_draining(node_ids_.at(id), cordon, ms(now));
     if (!d) continue;
-    cordoned_[id] = draining[id];
+    cordoned_[id] = cordon;
     apply(*d, now);
   }
   for (auto& [id, present] : in_policy_) {
@@ -379,6 +390,13 @@ void job_manager::tick(const roster& nodes, time_point now) {
     if (d) apply(*d, now);
   }
   apply(policy_.tick(ms(now)), now);
+  place_site_stages(nodes, now);
+}
+
+void job_manager::queue_stage(job_rec& j, std::size_t i, time_point now) {
+  if (is_site_stage(j, i)) return;  // place_site_stages, at the next tick
+  auto d = policy_.submit(spec_of(j, i), ms(now));
+  if (d) apply(*d, now);
 }
 
 result<std::vector<job_event>> job_manager::events(const std::string& id, std::uint64_t after) const {
