@@ -114,7 +114,17 @@ TEST_CASE("a cloud and two edge sites run a diloco job on each site's own data, 
     REQUIRE(log.ok());
     CHECK(log->find("diloco " + names[s] + ": joined") != std::string::npos);
   }
-  CHECK(layout::find_snapshot(c.home.path() + "/jobs") == "");  // the cloud ran no member
+  // The stage's model is the aggregator's global θ, in the cloud's own stage
+  // dir (signed with the cloud's key), the same tensors as member 0's final snapshot.
+  const std::string ckpt_dir = pre["checkpoint"].get<std::string>();
+  CHECK(ckpt_dir == c.home.path() + "/jobs/" + id + "/pretrain/checkpoints/step-000016");
+  auto cloud_model = files::read_file(ckpt_dir + "/model.safetensors");
+  auto site_model = files::read_file(sites[0]->home.path() + "/jobs/" + id + "/pretrain/checkpoints/step-000016/model.safetensors");
+  REQUIRE(cloud_model.ok());
+  REQUIRE(site_model.ok());
+  CHECK(*cloud_model == *site_model);
+  auto models = loom_json(c.home.path(), {"model", "list"});
+  CHECK_MESSAGE(models.dump().find(ckpt_dir) != std::string::npos, models.dump());
 
   // Data stays home: no file of the cloud is one of a site's dataset files,
   // and none holds a line of a site's text.

@@ -177,17 +177,17 @@ TEST_CASE("find_snapshot finds a published step directory and ignores unpublishe
 }
 
 TEST_CASE("an edge site runs no scheduler or aggregator and reaches the cloud's with keys/cloud") {
-  layout::endpoints e;
+  loom::layout::endpoints e;
   e.role = "site";
   e.zone = "north";
   e.trainers = 2;
-  CHECK(layout::process_names(e) == std::vector<std::string>{"audit", "ingest", "trainer", "trainer-2"});
-  const layout::paths p{"/d"};
-  CHECK(layout::reach(p, e, "scheduler").key_dir == "/d/keys/cloud");
-  CHECK(layout::reach(p, e, "aggregator").token_file == "/d/keys/cloud/token");
-  CHECK(layout::reach(p, e, "ingest").key_dir == "/d/keys/curve");
-  CHECK(layout::reach(p, e, "ingest").token_file.empty());
-  layout::endpoints cloud;
-  CHECK(layout::reach(p, cloud, "scheduler").key_dir == "/d/keys/curve");
-  CHECK(layout::process_names(cloud).size() == 5);
+  CHECK(loom::layout::process_names(e) == std::vector<std::string>{"audit", "ingest", "trainer", "trainer-2"});
+  const loom::layout::paths p{"/d"};
+  CHECK(loom::layout::reach(p, e, "scheduler").key_dir == "/d/keys/cloud");
+  CHECK(loom::layout::reach(p, e, "aggregator").token_file == "/d/keys/cloud/token");
+  CHECK(loom::layout::reach(p, e, "ingest").key_dir == "/d/keys/curve");
+  CHECK(loom::layout::reach(p, e, "ingest").token_file.empty());
+  loom::layout::endpoints cloud;
+  CHECK(loom::layout::reach(p, cloud, "scheduler").key_dir == "/d/keys/curve");
+  CHECK(loom::layout::process_names(cloud).size() == 5);
 }

@@ -1,6 +1,7 @@
 #include "services/aggregator/engine.hpp"
 
 #include "libs/model/init.hpp"
+#include "services/aggregator/global_export.hpp"
 
 #include "libs/audit/record.hpp"
 #include "libs/auth/token.hpp"
@@ -117,6 +118,19 @@ result<std::vector<float>> engine::initial_params(const aggregation_spec& s, std
   if (s.init_snapshot.empty()) return seeded_params(total, s.init_seed);
   if (s.flat_size > 0) return make_error(errc::invalid_argument, "init_snapshot needs the GPT-2 shape, not flat_size");
   return snapshot_params(o_.data_dir, s.init_snapshot, s.gpt2);
+}
+
+result<std::string> engine::export_global(const std::string& job, const std::string& stage_dir, std::uint64_t step,
+                                          const std::string& trainer_state) {
+  std::lock_guard lock(mu_);
+  aggregation* a = find(job);
+  if (!a) return make_error(errc::not_found, "no aggregation " + job);
+  if (a->spec().flat_size > 0) return make_error(errc::invalid_argument, "aggregation " + job + " is not a GPT-2 model");
+  auto out = write_global_snapshot(o_.data_dir, a->spec().gpt2, a->rounds().optimizer().params(), stage_dir, step,
+                                   trainer_state);
+  if (out) emit("aggregation.export", job, "", "snapshot=" + *out);
+  else emit("aggregation.export", job, out.err().message, "stage_dir=" + stage_dir, 3);
+  return out;
 }
 
 result<started> engine::start(const aggregation_spec& spec, nanos now) {

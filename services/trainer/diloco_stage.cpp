@@ -117,6 +117,29 @@ result<std::unique_ptr<site_sync>> make_site_sync(runtime::service_env& env, con
   return site_sync::make(std::move(o));
 }
 
+result<std::string> export_global(runtime::service_env& env, const assigned_stage& a,
+                                  const std::string& cloud_stage_dir, const std::string& snapshot) {
+  const std::string base = snapshot.substr(snapshot.find_last_of('/') + 1);
+  const auto step = ckpt::parse_step_dir(base);
+  auto state = files::read_file(snapshot + "/trainer_state.json");
+  if (!step || !state) return make_error(errc::not_found, snapshot + " is not a snapshot with a trainer_state.json");
+  auto eps = layout::read_endpoints(env.paths.endpoints());
+  const layout::endpoints& e = eps ? *eps : env.eps;
+  const auto* agg = e.find("aggregator");
+  auto key = wire::load_public_key(layout::reach(env.paths, e, "aggregator").key_dir, "aggregator");
+  if (!agg || agg->rpc.empty() || !key) return make_error(errc::unavailable, "no aggregator endpoint or key");
+  loom::v1::ExportGlobalRequest req;
+  req.set_job(site_of(a).aggregation);
+  req.set_stage_dir(cloud_stage_dir);
+  req.set_step(*step);
+  req.set_trainer_state(*state);
+  // Retried through a short outage: the stage's end waits on it.
+  wire::client cli(*env.ctx, agg->rpc, *key, env.keys, wire::client_options{std::chrono::milliseconds(10000), 2});
+  auto rep = wire::call_typed<loom::v1::ExportGlobalReply>(cli, req, runtime::token_for(env, "aggregator"));
+  if (!rep) return make_error(rep.code(), "ExportGlobal at " + agg->rpc + ": " + rep.err().message);
+  return rep->snapshot();
+}
+
 void publish(metrics::service_metrics* m, const site_sync_stats& s, std::uint64_t round) {
   if (!m) return;
   m->set("diloco_payload_bytes_sent", {}, double(s.wire.payload_bytes_sent));

@@ -61,6 +61,13 @@ result<aggregator_address> start_aggregation(runtime::service_env& env, const ru
 result<std::unique_ptr<site_sync>> make_site_sync(runtime::service_env& env, const runspec::run_config& cfg,
                                                   const assigned_stage& a, const std::atomic<bool>* stop);
 
+// An edge site's member 0, its stage done: asks the cloud's aggregator to
+// write the job's global θ (what `snapshot`, its own final snapshot, holds)
+// as the cloud's checkpoint under `cloud_stage_dir` (the stage directory the
+// scheduler named); returns that snapshot's path, which the stage reports.
+result<std::string> export_global(runtime::service_env& env, const assigned_stage& a,
+                                  const std::string& cloud_stage_dir, const std::string& snapshot);
+
 // loom_trainer_diloco_*: payload bytes each way, deltas sent, syncs skipped,
 // the aggregator unreachable, stall seconds, fragment 0's version (the round).
 void publish(metrics::service_metrics* m, const site_sync_stats& s, std::uint64_t round);

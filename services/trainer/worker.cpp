@@ -192,6 +192,7 @@ std::pair<std::string, std::string> worker::run_stage(stage_run& run_ref) {
   stage_run* run = &run_ref;
   using outcome = std::pair<std::string, std::string>;
   auto failed = [](const std::string& why) { return outcome{"failed", why}; };
+  const std::string cloud_dir = run->out_dir;  // the stage dir the scheduler named
   if (env_.eps.is_site()) {
     // An edge site's trainer: the cloud names its own jobs/ dir; the stage's
     // files stay in this site's (and a diloco stage starts from the
@@ -319,6 +320,12 @@ std::pair<std::string, std::string> worker::run_stage(stage_run& run_ref) {
       if (!sum && exchange_failed && !stop_training_)
         return outcome{"regroup", "the group's exchange failed: " + sum.err().to_string()};
       if (!sum) return failed(sum.err().message);
+      if (site && env_.eps.is_site() && run->rank == 0 && !sum->stopped && !sum->snapshot.empty()) {
+        auto exported = export_global(env_, *run, cloud_dir, sum->snapshot);  // the stage's model, at the cloud
+        if (!exported) return failed("the global model into the cloud's stage dir: " + exported.err().message);
+        log("trainer: %s\n", run->job + "/" + run->stage + ": the global model is the cloud's " + *exported);
+        sum->snapshot = *exported;
+      }
       (void)board_->with([&](work_state& w) {
         w.progress(sum->steps, sum->last_loss, w.view().tokens_per_s);  // the last step's rate stays
         if (!sum->snapshot.empty()) w.snapshot(sum->snapshot);
