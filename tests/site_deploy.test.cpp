@@ -7,7 +7,8 @@
 // is placed on site r's trainer, which trains on its own data and syncs with
 // the cloud's aggregator. Then: the job succeeded, each site's stage files are
 // in its own data dir, no file of the cloud's data dir is a site's shard or
-// holds its text, `loom site list` shows both sites with their trainer, link
+// holds its text, the cloud's scheduler stopped and then killed mid-run
+// leaves the sites training (they find it again), `loom site list` shows both sites with their trainer, link
 // state and datasets, and after `loom site revoke south` south's trainer is
 // refused by the cloud scheduler.
 #include "libs/files/files.hpp"
@@ -17,6 +18,7 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
+#include <csignal>
 #include <cmath>
 #include <filesystem>
 #include <set>
@@ -92,7 +94,23 @@ TEST_CASE("a cloud and two edge sites run a diloco job on each site's own data, 
                                        "pretrain.steps=16"});
   REQUIRE(sub.contains("id"));
   const std::string id = sub["id"].get<std::string>();
+  // The cloud goes away mid-run (its scheduler stopped for 4 s, then killed
+  // with -9 and started again by its watcher on the same port): the sites
+  // train on and find it again.
   json j;
+  REQUIRE(eventually(
+      [&] {
+        j = loom_json(c.home.path(), {"job", "show", id});
+        return j.contains("stages") && j["stages"][0].value("step", 0) >= 4;
+      },
+      90s));
+  c.refresh();
+  const long cloud_scheduler = c.ep("scheduler").pid;
+  REQUIRE(::kill(static_cast<pid_t>(cloud_scheduler), SIGSTOP) == 0);  // a cut: 4 s without answers
+  std::this_thread::sleep_for(4s);
+  REQUIRE(::kill(static_cast<pid_t>(cloud_scheduler), SIGCONT) == 0);
+  std::this_thread::sleep_for(1s);
+  REQUIRE(::kill(static_cast<pid_t>(cloud_scheduler), SIGKILL) == 0);  // then a crash: the watcher restarts it
   const bool done = eventually(
       [&] {
         j = loom_json(c.home.path(), {"job", "show", id});
@@ -109,11 +127,23 @@ TEST_CASE("a cloud and two edge sites run a diloco job on each site's own data, 
   REQUIRE(pre["members"].size() == 2);
   for (std::size_t s = 0; s < names.size(); ++s) {
     CHECK(pre["members"][s].get<std::string>().rfind("trainer@", 0) == 0);
-    CHECK(layout::find_snapshot(sites[s]->home.path() + "/jobs/" + id + "/pretrain") != "");
     auto log = files::read_file(sites[s]->home.path() + "/logs/trainer.log");
     REQUIRE(log.ok());
+    CHECK_MESSAGE(layout::find_snapshot(sites[s]->home.path() + "/jobs/" + id + "/pretrain") != "",
+                  names[s] << "'s trainer log:\n" << *log << "\njob: " << loom_json(c.home.path(), {"job", "logs", id}).dump());
     CHECK(log->find("diloco " + names[s] + ": joined") != std::string::npos);
   }
+  // Both sites noticed the cloud's scheduler gone and back, and kept training meanwhile.
+  c.refresh();
+  CHECK(c.ep("scheduler").pid != cloud_scheduler);
+  for (auto& st : sites) {
+    auto log = files::read_file(st->home.path() + "/logs/trainer.log");
+    REQUIRE(log.ok());
+    const auto lost = log->find("lost the cloud scheduler");
+    CHECK(lost != std::string::npos);
+    CHECK(log->find("answers again", lost) != std::string::npos);
+  }
+
   // The stage's model is the aggregator's global θ, in the cloud's own stage
   // dir (signed with the cloud's key), the same tensors as member 0's final snapshot.
   const std::string ckpt_dir = pre["checkpoint"].get<std::string>();

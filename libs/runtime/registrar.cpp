@@ -85,6 +85,7 @@ void registrar::run() {
   const bool reports_datasets = site && env_.name == "trainer";
   int beats = 0;
   std::string last_refusal;
+  bool lost = false;  // the last heartbeat found no cloud scheduler
   while (!stop_) {
     if (!registered_) {
       loom::v1::RegisterNodeRequest req;
@@ -129,6 +130,12 @@ void registrar::run() {
       if (reports_datasets && beats++ % datasets_every == 0) hb.set_datasets_known(site_datasets(env_, hb));
     }
     auto rep = wire::call_typed<loom::v1::NodeHeartbeatReply>(cli, hb, token_for(env_, "scheduler"));
+    if (site && !rep != lost) {  // an edge site says when it loses the cloud and when it has it back
+      lost = !rep;
+      std::fprintf(stderr, lost ? "%s: lost the cloud scheduler at %s (%s); working on, trying again\n"
+                                : "%s: the cloud scheduler at %s answers again%s\n",
+                   env_.name.c_str(), sched->rpc.c_str(), lost ? rep.err().to_string().c_str() : "");
+    }
     if (!rep || !rep->known()) registered_ = false;
   }
 }
