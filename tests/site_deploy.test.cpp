@@ -192,7 +192,8 @@ TEST_CASE("a cloud and two edge sites run a diloco job on each site's own data, 
   for (const auto& s : list.value("sites", json::array())) {
     CHECK(s["state"] == "enrolled");
     CHECK(s["link"].value("rtt_ms", 0.0) > 0.0);
-    CHECK(s["link"].value("state", "") == "up");
+    const std::string state = s["link"].value("state", "");
+    CHECK_MESSAGE((state == "up" || state == "degraded"), state);  // degraded: the outage above is recent
     CHECK(s.value("last_contact_unix_ns", std::uint64_t{0}) > 0);
   }
 

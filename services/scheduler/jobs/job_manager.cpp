@@ -263,6 +263,7 @@ poll_answer job_manager::poll(const poll_report& r, time_point now) {
   poll_answer out;
   if (!r.peer_endpoint.empty()) peers_[r.node] = {r.node, r.peer_endpoint, r.peer_public_key};
   auto slot_it = slots_.find(r.node);
+  if (slot_it == slots_.end() && readopt(r, now)) slot_it = slots_.find(r.node);
   if (slot_it == slots_.end()) {
     out.stop = r.state == "running";  // cancelled or moved elsewhere: stop it
     return out;

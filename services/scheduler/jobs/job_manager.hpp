@@ -210,6 +210,9 @@ class job_manager {
                            time_point now) const;
   void hold(const std::string& node, const std::string& job, std::size_t stage, std::uint32_t rank, time_point now);
   void place_site_stages(const roster& nodes, time_point now);
+  // A trainer running its member of an edge-site stage that has no slot here
+  // (the scheduler restarted): its slot again, as running. False: not one.
+  bool readopt(const poll_report& r, time_point now);
   // Queues stage `i` with the policy unless it is an edge-site stage (placed by place_site_stages).
   void queue_stage(job_rec& j, std::size_t i, time_point now);
 

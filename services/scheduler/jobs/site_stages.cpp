@@ -6,6 +6,8 @@
 //   queued ──(every site has a free live trainer)──▶ running, member r on a trainer of sites[r]
 //   running, member r's trainer lost ──▶ another free trainer of sites[r] (or the same one
 //            when it returns) takes rank r; the other members train on meanwhile
+//   a member's trainer polls `running` with no slot here (this scheduler restarted and did
+//            not see it alive yet) ──▶ taken back as it is (readopt), never told to stop
 //
 // A trainer that holds such a member is cordoned in the policy (tick), so no
 // policy job lands on it; it is released when the stage ends. Runs on the
@@ -59,6 +61,25 @@ void job_manager::hold(const std::string& node, const std::string& job, std::siz
       apply(*d, now);
     }
   }
+}
+
+bool job_manager::readopt(const poll_report& r, time_point now) {
+  auto jt = jobs_.find(r.job);
+  if (r.state != "running" || jt == jobs_.end() || jt->second.terminal()) return false;
+  job_rec& j = jt->second;
+  for (std::size_t i = 0; i < j.stages.size(); ++i) {
+    const stage_rec& s = j.stages[i];
+    if (s.name != r.stage || s.state != "running" || s.generation != r.generation || !is_site_stage(j, i)) continue;
+    for (std::uint32_t rank = 0; rank < s.members.size(); ++rank) {
+      if (s.members[rank] != r.node) continue;
+      hold(r.node, j.id, i, rank, now);
+      slot& sl = slots_.at(r.node);
+      sl.delivered = true;  // it runs this formation: no restart
+      sl.running_gen = s.generation;
+      return true;
+    }
+  }
+  return false;
 }
 
 void job_manager::place_site_stages(const roster& nodes, time_point now) {

@@ -89,3 +89,25 @@ TEST_CASE_FIXTURE(fixture, "an edge-site stage waits, saying which site has no f
   jobs.tick(nodes, now);
   CHECK(j->stages[0].state == "running");
 }
+
+TEST_CASE_FIXTURE(fixture, "a restarted scheduler takes back a site member that is still running, without stopping it") {
+  add("trainer@north.a", "north");
+  add("trainer@south.a", "south");
+  jobs.tick(nodes, now);
+  const job_rec* j = submit_template("r1", sited);
+  REQUIRE(j->stages[0].state == "running");
+  // North's trainer went unseen (a cut, the scheduler's restart): its slot is gone.
+  now += 10s;
+  nodes.heartbeat("trainer@south.a", now);
+  jobs.tick(nodes, now);
+  poll_report r;
+  r.node = "trainer@north.a";
+  r.state = "running";
+  r.job = j->id;
+  r.stage = "pretrain";
+  r.generation = j->stages[0].generation;
+  nodes.heartbeat("trainer@north.a", now);
+  auto a = jobs.poll(r, now);
+  CHECK_FALSE(a.stop);  // trains on
+  CHECK(j->stages[0].members == std::vector<std::string>{"trainer@north.a", "trainer@south.a"});
+}
