@@ -13,11 +13,15 @@
 // refuses, rather than leave the watcher and the file disagreeing. The same
 // holds for the import roots (`--import-root DIR`, repeatable: the
 // directories ingest may import from besides <data>/imports).
+// `--site NAME --cloud EP [--enrol-token T]` makes it an edge site of a cloud
+// (up_site.cpp): audit, ingest and the trainers (zone NAME) run here and
+// register with the cloud's scheduler; no scheduler or aggregator runs here.
 // Everything runs under umask 077: the data dir is the owner's alone.
 #include "client/cli.hpp"
 #include "client/dir_lock.hpp"
 #include "client/lifecycle.hpp"
 #include "client/procs.hpp"
+#include "client/site_enrol.hpp"
 
 #include "libs/files/files.hpp"
 
@@ -270,10 +274,18 @@ int cmd_up(context& c) {
   }
   who = *admin;
   if (auto st = files::make_dirs(c.paths.root + "/logs", 0700); !st) return fail(c, st.err());
+  // An edge site (--site, or a data dir that ran as one): the cloud's scheduler and aggregator.
+  auto site = plan_site(c, e, who);
+  if (!site) {
+    if (site.code() == errc::invalid_argument) return usage("loom up: " + site.err().message);
+    return fail(c, site.err());
+  }
 
   // Ports: one ROUTER and one metrics port per process, plus audit's PULL.
   // Kept across restarts so a restarted service is found where it was.
   if (auto z = c.a.get("zone")) e.zone = *z;
+  e.role = *site ? std::string(layout::role_site) : std::string(layout::role_cloud);
+  if (*site) e.zone = (*site)->site;
   if (want_trainers) e.trainers = *want_trainers;
   if (!roots->empty()) e.import_roots = *roots;
   auto names = layout::process_names(e);
@@ -291,6 +303,8 @@ int cmd_up(context& c) {
     s.metrics = "127.0.0.1:" + std::to_string(ports[k++]);
     s.pull = name == "audit" ? "tcp://127.0.0.1:" + std::to_string(ports[k++]) : "";
   }
+  if (*site)  // not this deployment's processes: no pid, never started or stopped here
+    for (const auto& [name, rpc] : (*site)->cloud_rpc) e.services[name] = layout::service_endpoint{rpc, "", "", 0};
   e.watcher_pid = 0;
   if (auto st = layout::write_endpoints(c.paths.endpoints(), e); !st) return fail(c, st.err());
   // The watcher inherits the lock (the same open file): it is never free in between.

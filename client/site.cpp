@@ -58,8 +58,11 @@ std::string trainers_text(const loom::v1::SiteInfo& s) {
 std::string link_text(const loom::v1::SiteInfo& s) {
   if (!s.has_link()) return "-";
   char buf[96];
-  std::snprintf(buf, sizeof buf, "%s %.1fms %.1fMB/s", s.link().state().c_str(), s.link().rtt_ms(),
-                s.link().bandwidth_bytes_per_s() / 1e6);
+  if (s.link().bandwidth_bytes_per_s() <= 0)  // not measured: heartbeats are too small to tell
+    std::snprintf(buf, sizeof buf, "%s %.1fms", s.link().state().c_str(), s.link().rtt_ms());
+  else
+    std::snprintf(buf, sizeof buf, "%s %.1fms %.1fMB/s", s.link().state().c_str(), s.link().rtt_ms(),
+                  s.link().bandwidth_bytes_per_s() / 1e6);
   return buf;
 }
 
@@ -67,7 +70,9 @@ std::string datasets_text(const loom::v1::SiteInfo& s) {
   if (!s.datasets_known()) return "-";
   std::string out;
   for (const auto& d : s.datasets())
-    out += (out.empty() ? "" : ", ") + d.name() + " " + std::to_string(d.bytes() / 1048576) + "MiB";
+    out += (out.empty() ? "" : ", ") + d.name() + " " +
+           (d.bytes() < 1048576 ? std::to_string((d.bytes() + 1023) / 1024) + "KiB"
+                                : std::to_string(d.bytes() / 1048576) + "MiB");
   return out.empty() ? "(none)" : out;
 }
 

@@ -7,13 +7,16 @@
 //   3. EnrolSiteRequest {site, token, every keys/curve/*.pub} goes to the
 //      cloud scheduler, presenting the site's client key, which the cloud does
 //      not know yet (it admits it as "unenrolled", for this request only);
-//   4. the reply's cloud keys go to <data>/keys/cloud/<service>.pub and its
-//      endpoints and zone to <data>/cloud.json, for `loom up --site` (next).
+//   4. the reply's cloud keys go to <data>/keys/cloud/<service>.pub, its
+//      bearer token to <data>/keys/cloud/token, and its endpoints and zone to
+//      <data>/cloud.json, for `loom up --site` (launcher.cpp, which enrols
+//      through enrol_site when cloud.json is missing and --enrol-token is given).
 //
 // Sent once, never retried: the token is one-time, so a lost reply is said
 // to be one (ask for a new token) rather than answered "used already".
 #include "client/cli.hpp"
 #include "client/lifecycle.hpp"
+#include "client/site_enrol.hpp"
 
 #include "libs/auth/site_token.hpp"
 #include "libs/files/files.hpp"
@@ -57,6 +60,8 @@ status save_cloud(const layout::paths& p, const loom::v1::EnrolSiteReply& rep, c
       return st;
     services[s.name()] = {{"endpoint", s.endpoint()}, {"pull", s.pull()}};
   }
+  if (!rep.token().empty())  // the site's bearer token for the cloud's services (layout::reach)
+    if (auto st = files::write_atomic(p.cloud_token(), rep.token() + "\n", 0600); !st) return st;
   json doc = {{"version", 1}, {"site", rep.site()}, {"cloud_zone", rep.cloud_zone()}, {"cloud", cloud_ep},
               {"services", services}};
   return files::write_atomic(p.cloud(), doc.dump(2) + "\n", 0600);
@@ -84,46 +89,53 @@ result<loom::v1::EnrolSiteReply> send_enrolment(context& c, const std::string& e
 
 }  // namespace
 
+result<enrolment> enrol_site(context& c, const std::string& site, const std::string& endpoint,
+                             const std::string& token_text, const caller& admin) {
+  if (auto st = auth::validate_site_name(site); !st) return make_error(errc::invalid_argument, "--site: " + st.err().message);
+  if (!wire::valid_tcp_endpoint(endpoint, wire::endpoint_use::connect))
+    return make_error(errc::invalid_argument, "--cloud " + endpoint + " is not tcp://HOST:PORT");
+  auto token = auth::parse_enrol_token(token_text);
+  if (!token) return make_error(errc::invalid_argument, "--enrol-token: " + token.err().message);
+  auto cloud_key = wire::key_z85(token->cloud_key_raw);
+  if (!cloud_key) return cloud_key.err();
+  if (auto st = check_previous(c.paths, site); !st) return st.err();
+  auto own = wire::load_allow_list(c.paths.curve_dir());
+  if (!own) return own.err();
+
+  loom::v1::EnrolSiteRequest req;
+  req.set_site(site);
+  req.set_token(token_text);
+  for (const auto& [key, name] : *own) (*req.mutable_public_keys())[name] = key;
+  if (c.a.get("timeout") == std::nullopt) c.timeout = std::chrono::milliseconds(10000);
+  auto rep = send_enrolment(c, endpoint, *cloud_key, req);
+  if (!rep) {
+    audit_local(c, {"site.enrol", admin, audit::decision::error, rep.err().message, "site " + site + " at " + endpoint});
+    return rep.err();
+  }
+  if (auto st = save_cloud(c.paths, *rep, endpoint); !st) return st.err();
+  audit_local(c, {"site.enrol", admin, audit::decision::allow, "", "site " + site + " at " + endpoint});
+  enrolment out{rep->site(), rep->cloud_zone(), {}};
+  for (const auto& s : rep->services()) out.services.push_back(s.name());
+  return out;
+}
+
 int cmd_site_enrol(context& c) {
   const std::string site = *c.a.get("site"), endpoint = *c.a.get("cloud");
-  if (auto st = auth::validate_site_name(site); !st) return usage("loom site enrol: " + printable(st.err().message));
-  if (!wire::valid_tcp_endpoint(endpoint, wire::endpoint_use::connect))
-    return usage("loom site enrol: --cloud " + printable(endpoint) + " is not tcp://HOST:PORT");
-  auto token = auth::parse_enrol_token(*c.a.get("enrol-token"));
-  if (!token) return usage("loom site enrol: --enrol-token: " + token.err().message);
-  auto cloud_key = wire::key_z85(token->cloud_key_raw);
-  if (!cloud_key) return fail(c, cloud_key.err());
-
   ::umask(077);
   if (auto st = files::make_dirs(c.paths.root, 0700); !st) return fail(c, st.err());
   if (auto st = ensure_keys(c.paths); !st) return fail(c, st.err());
   auto admin = require_admin(c, "loom site enrol");
   if (!admin) return fail(c, admin.err());
-  if (auto st = check_previous(c.paths, site); !st) return fail(c, st.err());
-  auto own = wire::load_allow_list(c.paths.curve_dir());
-  if (!own) return fail(c, own.err());
-
-  loom::v1::EnrolSiteRequest req;
-  req.set_site(site);
-  req.set_token(*c.a.get("enrol-token"));
-  for (const auto& [key, name] : *own) (*req.mutable_public_keys())[name] = key;
-  if (c.a.get("timeout") == std::nullopt) c.timeout = std::chrono::milliseconds(10000);
-  auto rep = send_enrolment(c, endpoint, *cloud_key, req);
-  if (!rep) {
-    audit_local(c, {"site.enrol", *admin, audit::decision::error, rep.err().message, "site " + site + " at " + endpoint});
-    return fail(c, rep.err());
-  }
-  if (auto st = save_cloud(c.paths, *rep, endpoint); !st) return fail(c, st.err());
-  audit_local(c, {"site.enrol", *admin, audit::decision::allow, "", "site " + site + " at " + endpoint});
+  auto done = enrol_site(c, site, endpoint, *c.a.get("enrol-token"), *admin);
+  if (!done && done.code() == errc::invalid_argument) return usage("loom site enrol: " + printable(done.err().message));
+  if (!done) return fail(c, done.err());
   if (c.json) {
-    json services = json::array();
-    for (const auto& s : rep->services()) services.push_back(s.name());
-    print_json({{"site", rep->site()}, {"cloud_zone", rep->cloud_zone()}, {"cloud", endpoint},
-                {"services", services}, {"cloud_json", c.paths.cloud()}});
+    print_json({{"site", done->site}, {"cloud_zone", done->cloud_zone}, {"cloud", endpoint},
+                {"services", done->services}, {"cloud_json", c.paths.cloud()}});
   } else {
     std::printf("enrolled %s as site %s of the cloud at %s (zone %s); its keys are in %s\n",
-                printable(c.paths.root).c_str(), printable(rep->site()).c_str(), printable(endpoint).c_str(),
-                printable(rep->cloud_zone()).c_str(), printable(c.paths.cloud_keys_dir()).c_str());
+                printable(c.paths.root).c_str(), printable(done->site).c_str(), printable(endpoint).c_str(),
+                printable(done->cloud_zone).c_str(), printable(c.paths.cloud_keys_dir()).c_str());
   }
   return ok_exit;
 }

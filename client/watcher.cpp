@@ -92,9 +92,14 @@ std::vector<std::string> command_of(const std::string& name, const layout::endpo
   std::vector<std::string> argv{bin_dir() + "/" + layout::binary_of(kind)};
   if (kind == "trainer") argv.push_back("serve");
   argv.insert(argv.end(), {"--data-dir", root});
+  // An edge site's nodes live in the cloud's roster beside the cloud's own and
+  // other sites' (on one machine too): <name>@<site>.<host>, unique per site.
+  const std::string host = eps.is_site() ? eps.zone + "." + host_name() : host_name();
   if (name != kind) {
     const auto* ep = eps.find(name);
-    argv.insert(argv.end(), {"--node-id", name + "@" + host_name(), "--bind", ep->rpc, "--metrics", ep->metrics});
+    argv.insert(argv.end(), {"--node-id", name + "@" + host, "--bind", ep->rpc, "--metrics", ep->metrics});
+  } else if (eps.is_site()) {
+    argv.insert(argv.end(), {"--node-id", name + "@" + host});
   }
   return argv;
 }

@@ -7,7 +7,7 @@ namespace {
 
 // THE single place to add a request type. A new message that services accept
 // needs a row here, or every call to it is denied ("no policy for request type").
-constexpr std::array<policy_entry, 39> table{{
+constexpr std::array<policy_entry, 40> table{{
     // type                             min role         mutating  what   service
     {"loom.v1.PingRequest",             role::viewer,    false, "echo a payload; liveness and latency probe", "*"},
     {"loom.v1.HealthRequest",           role::viewer,    false, "service health, restarts and sub-checks", "*"},
@@ -33,6 +33,7 @@ constexpr std::array<policy_entry, 39> table{{
     {"loom.v1.TrainerStatusRequest",    role::viewer,    false, "trainer progress and state", "trainer"},
     {"loom.v1.AggregatorStatusRequest", role::viewer,    false, "aggregator rounds and state", "aggregator"},
     {"loom.v1.StartAggregationRequest", role::operator_, true,  "start a cross-site DiLoCo aggregation (idempotent for the same spec)", "aggregator"},
+    {"loom.v1.ExportGlobalRequest",     role::operator_, true,  "write an aggregation's global model as the cloud's signed stage checkpoint", "aggregator"},
     {"loom.v1.AuditWatermarkRequest",   role::operator_, false, "highest audit seq stored for a source", "audit"},
     {"loom.v1.AuditQueryRequest",       role::operator_, false, "read stored audit events", "audit"},
     {"loom.v1.BulkOffer",               role::operator_, true,  "announce a chunked bulk transfer", "*"},

@@ -35,9 +35,17 @@ std::string instance_name(std::string_view kind, int k) {
   return k <= 1 ? std::string(kind) : std::string(kind) + "-" + std::to_string(k);
 }
 
+bool cloud_service(std::string_view service) { return service == "scheduler" || service == "aggregator"; }
+
+service_reach reach(const paths& p, const endpoints& e, std::string_view service) {
+  if (e.is_site() && cloud_service(service)) return {p.cloud_keys_dir(), p.cloud_token()};
+  return {p.curve_dir(), ""};
+}
+
 std::vector<std::string> process_names(const endpoints& e) {
   std::vector<std::string> out;
   for (auto s : service_names) {
+    if (e.is_site() && cloud_service(s)) continue;
     int n = s == "trainer" ? e.trainers : 1;
     for (int k = 1; k <= n; ++k) out.push_back(instance_name(s, k));
   }
@@ -105,6 +113,9 @@ result<endpoints> read_endpoints(const std::string& path) {
     auto j = nlohmann::json::parse(*text);
     endpoints e;
     e.version = j.value("version", 1);
+    e.role = j.value("role", std::string(role_cloud));
+    if (e.role != role_cloud && e.role != role_site)
+      return make_error(errc::corruption, path + ": \"role\" is " + e.role + ", expected cloud or site");
     e.zone = j.value("zone", std::string("local"));
     e.watcher_pid = j.value("watcher_pid", std::int64_t{0});
     e.trainers = j.value("trainers", 1);  // absent in files written before --trainers
@@ -132,6 +143,7 @@ result<endpoints> read_endpoints(const std::string& path) {
 status write_endpoints(const std::string& path, const endpoints& e) {
   nlohmann::json j;
   j["version"] = e.version;
+  j["role"] = e.role;
   j["zone"] = e.zone;
   j["watcher_pid"] = e.watcher_pid;
   j["trainers"] = e.trainers;

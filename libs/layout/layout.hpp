@@ -17,6 +17,7 @@
 //   <data>/keys/sites/<s>.<n>.pub  a cloud: enrolled edge site s's service n (written by the
 //                                scheduler from its sites registry; every service admits them)
 //   <data>/keys/cloud/<n>.pub    an edge site: the cloud's service keys (from its enrolment)
+//   <data>/keys/cloud/token      an edge site: its bearer token for the cloud's services (0600)
 //   <data>/cloud.json            an edge site: its name, the cloud's zone and endpoints
 //   <data>/keys/token.key        HMAC key for tokens = the admin key (0600)
 //   <data>/keys/epoch            token revocation epoch
@@ -73,6 +74,7 @@ struct paths {
   std::string sites_dir() const { return root + "/keys/sites"; }
   std::string cloud_keys_dir() const { return root + "/keys/cloud"; }
   std::string cloud() const { return root + "/cloud.json"; }
+  std::string cloud_token() const { return root + "/keys/cloud/token"; }
   std::string token_key() const { return root + "/keys/token.key"; }
   std::string epoch() const { return root + "/keys/epoch"; }
   std::string checkpoint_key() const { return root + "/keys/checkpoint.key"; }
@@ -110,9 +112,19 @@ struct service_endpoint {
   std::string last_error{};
 };
 
+// What a deployment is (issue 15): a cloud runs every service; an edge site
+// (`loom up --site NAME --cloud EP`) runs audit, ingest and its trainers, and
+// reaches the cloud's scheduler and aggregator, whose entries in `services`
+// are the cloud's (from cloud.json, pid 0: not this deployment's processes).
+inline constexpr std::string_view role_cloud = "cloud";
+inline constexpr std::string_view role_site = "site";
+// The services an edge site does not run: it uses the cloud's.
+bool cloud_service(std::string_view service);
+
 struct endpoints {
   int version = 1;
-  std::string zone = "local";
+  std::string role = "cloud";  // "cloud" or "site"; "cloud" when the file has no "role"
+  std::string zone = "local";  // an edge site's zone is its site name
   std::int64_t watcher_pid = 0;
   int trainers = 1;  // trainer processes (`loom up --trainers N`); 1 when the file has no "trainers"
   // Directories ingest may import from besides paths::imports() (`loom up
@@ -121,10 +133,23 @@ struct endpoints {
   std::map<std::string, service_endpoint> services;  // by process name: "trainer", "trainer-2", ...
 
   const service_endpoint* find(std::string_view service) const;
+  bool is_site() const { return role == role_site; }
 };
 
+// How this deployment reaches service `service` (a kind: "scheduler"): the
+// directory holding its CURVE public key <service>.pub, and the bearer token
+// file for calls to it ("" = this deployment mints its own service tokens).
+// An edge site reaches the cloud's scheduler and aggregator with
+// keys/cloud/ and keys/cloud/token; everything else is its own (keys/curve).
+struct service_reach {
+  std::string key_dir;
+  std::string token_file;
+};
+service_reach reach(const paths& p, const endpoints& e, std::string_view service);
+
 // Every process this deployment runs, in start order: the services in
-// service_names order with trainer-2 ... trainer-N right after "trainer".
+// service_names order with trainer-2 ... trainer-N right after "trainer"; an
+// edge site leaves out the cloud's services (cloud_service).
 std::vector<std::string> process_names(const endpoints& e);
 
 // Whether `dir` may be an import root of the deployment at `p`: an absolute

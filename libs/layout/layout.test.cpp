@@ -175,3 +175,19 @@ TEST_CASE("find_snapshot finds a published step directory and ignores unpublishe
   CHECK(loom::layout::find_snapshot(jobs, 2) == "");  // deeper than asked
   std::filesystem::remove_all(tmpl);
 }
+
+TEST_CASE("an edge site runs no scheduler or aggregator and reaches the cloud's with keys/cloud") {
+  loom::layout::endpoints e;
+  e.role = "site";
+  e.zone = "north";
+  e.trainers = 2;
+  CHECK(loom::layout::process_names(e) == std::vector<std::string>{"audit", "ingest", "trainer", "trainer-2"});
+  const loom::layout::paths p{"/d"};
+  CHECK(loom::layout::reach(p, e, "scheduler").key_dir == "/d/keys/cloud");
+  CHECK(loom::layout::reach(p, e, "aggregator").token_file == "/d/keys/cloud/token");
+  CHECK(loom::layout::reach(p, e, "ingest").key_dir == "/d/keys/curve");
+  CHECK(loom::layout::reach(p, e, "ingest").token_file.empty());
+  loom::layout::endpoints cloud;
+  CHECK(loom::layout::reach(p, cloud, "scheduler").key_dir == "/d/keys/curve");
+  CHECK(loom::layout::process_names(cloud).size() == 5);
+}

@@ -133,6 +133,10 @@ class reader {
   }
 
   bool has(std::string_view sec, std::string_view key) const { return find(sec, key) != nullptr; }
+  bool is_array(std::string_view sec, std::string_view key) const {
+    const toml::node* n = find(sec, key);
+    return n && n->is_array();
+  }
 
   std::optional<error> first_error;
 
@@ -232,6 +236,7 @@ std::string run_config::math_hash() const {
                   diloco.quorum, double(diloco.outer_lr), double(diloco.outer_momentum),
                   static_cast<unsigned long long>(diloco.staleness), diloco.deadline_min_s);
     all += buf;
+    for (const auto& site : diloco.site_names) all += " " + site;  // named sites only: counts hash as before
   }
   // Alignment settings likewise only for the kinds that read them.
   if (alignment()) {
@@ -345,7 +350,13 @@ result<run_config> read_run_config(const toml::table& root, const std::string& o
   r.integer("parallel", "max_trainers", c.max_trainers, 1, max_group);
   r.real("parallel", "timeout_s", c.parallel_timeout_s, 1.0, 86400.0);
   diloco_settings& d = c.diloco;
-  r.integer("diloco", "sites", d.sites, 1, max_group);
+  // sites = N (N sites of this deployment) or sites = ["north", "south"] (edge sites by name).
+  if (r.is_array("diloco", "sites")) {
+    r.words("diloco", "sites", d.site_names);
+    d.sites = static_cast<std::uint32_t>(d.site_names.size());
+  } else {
+    r.integer("diloco", "sites", d.sites, 1, max_group);
+  }
   r.integer("diloco", "inner_steps", d.inner_steps, 1, 1 << 30);
   r.word("diloco", "codec", d.codec);
   r.integer("diloco", "fragments", d.fragments, 1, 256);

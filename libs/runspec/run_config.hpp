@@ -75,6 +75,11 @@ struct adamw_settings {
 // site's rank-0 trainer starts the aggregation (services/trainer/README.md).
 struct diloco_settings {
   std::uint32_t sites = 2;          // trainers of the stage, one per site (the group's size)
+  // sites = ["north", "south"]: member r is placed on a trainer of edge site
+  // site_names[r] (its zone), re-placed inside it only, trains on that site's
+  // data and joins the cloud's aggregator as that site. Empty (sites = N): the
+  // N members are trainers of this deployment, named site-0 ... site-(N-1).
+  std::vector<std::string> site_names;
   std::uint64_t inner_steps = 50;   // H: inner steps between two syncs of a fragment
   std::string codec = "int8";       // both directions (libs/codec name)
   std::uint32_t fragments = 1;      // P (Streaming DiLoCo); 1 <= P <= min(layers, H)

@@ -231,6 +231,32 @@ TEST_CASE("diloco.datasets gives every site its own dataset and replaces data.*"
   CHECK(lm->min_trainers == 1);
 }
 
+TEST_CASE("diloco.sites names edge sites as an array, one member each, and refuses bad names by line") {
+  const std::string d = std::string("kind = \"diloco\"\n") + base + "\n[diloco]\nsites = [\"north\", \"south\"]\ninner_steps = 4\n";
+  auto c = parse_run_config(d, "run.toml");
+  REQUIRE_MESSAGE(c.ok(), c.err().message);
+  CHECK(c->diloco.site_names == std::vector<std::string>{"north", "south"});
+  CHECK(c->diloco.sites == 2);
+  CHECK(c->min_trainers == 2);
+  CHECK(c->math_hash() != parse_run_config(d, "run.toml", {"diloco.sites=[\"north\", \"east\"]"})->math_hash());
+  auto counted = parse_run_config(d, "run.toml", {"diloco.sites=2"});  // the count form still works
+  REQUIRE(counted.ok());
+  CHECK(counted->diloco.site_names.empty());
+  auto refused = [&](const std::string& set) {
+    auto r = parse_run_config(d, "run.toml", {set});
+    REQUIRE(!r.ok());
+    return r.err().message;
+  };
+  CHECK(refused("diloco.sites=[\"North\"]").find("must be site names") != std::string::npos);
+  CHECK(refused("diloco.sites=[\"a\", \"a\"]").find("names site \"a\" twice") != std::string::npos);
+  CHECK(refused("diloco.sites=[]").find("must name 1 to 64 sites") != std::string::npos);
+  std::string bad_line = d;
+  bad_line.replace(bad_line.find("\"south\""), 7, "\"So/uth\"");
+  auto at = parse_run_config(bad_line, "run.toml");
+  REQUIRE(!at.ok());
+  CHECK(at.err().message.find("run.toml:") != std::string::npos);
+}
+
 TEST_CASE("export.max_loss is read, range-checked, and leaves the math hash alone") {
   auto plain = parse_run_config(base, "run.toml");
   auto bar = parse_run_config(base, "run.toml", {"export.max_loss=4.5"});

@@ -37,6 +37,17 @@ status check_diloco(const toml::table& root, run_config& c, const std::string& o
     return bad(at("datasets"), "diloco.datasets",
                "names " + std::to_string(d.datasets.size()) + " datasets for " + std::to_string(d.sites) +
                    " sites: one per site");
+  if (d.sites < 1 || d.sites > 64)  // site_names read as an array: the integer's bounds again
+    return bad(at("sites"), "diloco.sites", "must name 1 to 64 sites, got " + std::to_string(d.sites));
+  for (std::size_t i = 0; i < d.site_names.size(); ++i) {
+    const std::string& n = d.site_names[i];
+    const bool shaped = n.size() <= 63 && std::regex_match(n, std::regex("[a-z0-9][a-z0-9-]*"));
+    if (!shaped)
+      return bad(at("sites"), "diloco.sites",
+                 "must be site names ([a-z0-9][a-z0-9-]*, at most 63 characters, as `loom site token`), got \"" + n + "\"");
+    for (std::size_t k = 0; k < i; ++k)
+      if (d.site_names[k] == n) return bad(at("sites"), "diloco.sites", "names site \"" + n + "\" twice");
+  }
   for (const auto& name : d.datasets)
     if (name.empty() || name.find_first_of("/\\") != std::string::npos || name == "." || name == "..")
       return bad(at("datasets"), "diloco.datasets", "must be dataset names, not paths: \"" + name + "\"");

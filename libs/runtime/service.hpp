@@ -57,10 +57,19 @@ struct service_env {
   store::database* db = nullptr;
   // A short-lived operator token for this service's calls to other services.
   std::function<std::string()> service_token;
+  // The bearer token for calls to `service` (a kind): service_token's, or at
+  // an edge site the cloud's token for the cloud's services (layout::reach).
+  std::function<std::string(std::string_view service)> token_for;
   // The keys this process admits (own and enrolled sites'); refresh() after
   // changing keys/sites/ makes it take effect at once.
   runtime::admission* admission = nullptr;
 };
+
+// env.token_for(service), or service_token when unset (tests' envs).
+inline std::string token_for(const service_env& env, std::string_view service) {
+  if (env.token_for) return env.token_for(service);
+  return env.service_token ? env.service_token() : std::string();
+}
 
 struct service_spec {
   std::string name;

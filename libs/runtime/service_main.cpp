@@ -144,6 +144,14 @@ int service_main(int argc, char** argv, const service_spec& spec) {
   }
   token_source tokens("svc:" + spec.name, *token_key, env.paths.epoch());
   env.service_token = [&tokens] { return tokens.get(); };
+  env.token_for = [&env, &tokens](std::string_view service) {
+    const auto r = layout::reach(env.paths, env.eps, service);
+    if (r.token_file.empty()) return tokens.get();
+    auto t = files::read_file(r.token_file);  // read each time: enrolling again renews it
+    std::string out = t ? *t : std::string();
+    while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+    return out;
+  };
 
   // Signals: handled by waking the gateway loop; SIGPIPE never kills us.
   ::signal(SIGPIPE, SIG_IGN);

@@ -17,6 +17,14 @@ aggregator_logic::aggregator_logic(std::shared_ptr<engine> jobs, delta_endpoint 
   // Starts a DiLoCo aggregation, or answers again for the same spec (operator).
   table_.on<StartAggregationRequest>(
       [this](const StartAggregationRequest& r, const runtime::call_context&) { return start(r); });
+  // An edge-site stage's final model into the cloud's stage dir (operator).
+  table_.on<ExportGlobalRequest>([this](const ExportGlobalRequest& r, const runtime::call_context&) {
+    auto out = jobs_->export_global(r.job(), r.stage_dir(), r.step(), r.trainer_state());
+    if (!out) return runtime::fail(out.err());
+    loom::v1::ExportGlobalReply rep;
+    rep.set_snapshot(*out);
+    return runtime::reply(rep);
+  });
 }
 
 runtime::handled aggregator_logic::status(const loom::v1::AggregatorStatusRequest&) {

@@ -58,6 +58,7 @@ struct delta_server::impl {
   zmq::socket_t router;
   std::string endpoint;
   std::set<std::string> peers;  // principals from keys/peers (thread only)
+  std::set<std::string> admitted;  // every principal of the allow-list now (thread only)
   std::atomic<bool> stop{false};
   std::thread thread;
 
@@ -85,6 +86,19 @@ status delta_server::impl::reload_keys() {
       for (auto& [key, principal] : *theirs)
         if (keys.emplace(key, principal).second) names.insert(principal);
   }
+  // Enrolled edge sites (keys/sites/<site>.<service>.pub, written by the
+  // scheduler from its registry; a revoked site's files are gone): a site's
+  // trainer key speaks for the site, principal = the site's name.
+  auto enrolled = wire::load_allow_list(paths.sites_dir());
+  if (!enrolled && enrolled.code() != errc::not_found) return enrolled.err();
+  if (enrolled)
+    for (auto& [key, stem] : *enrolled) {
+      const auto dot = stem.rfind('.');
+      if (dot == std::string::npos || stem.substr(dot + 1) != "trainer") continue;
+      if (keys.emplace(key, stem.substr(0, dot)).second) names.insert(stem.substr(0, dot));
+    }
+  admitted.clear();
+  for (const auto& [key, principal] : keys) admitted.insert(principal);
   zap->set_allow_list(std::move(keys));
   peers = std::move(names);
   return ok_status();
@@ -92,7 +106,7 @@ status delta_server::impl::reload_keys() {
 
 frames delta_server::impl::join(const loom::v1::DeltaJoin& r, const std::string& principal) {
   if (!peers.count(principal))
-    return fail(make_error(errc::permission_denied, "key '" + principal + "' is not a site's (keys/peers, keys/diloco)"));
+    return fail(make_error(errc::permission_denied, "key '" + principal + "' is not a site's (keys/peers, keys/diloco, keys/sites)"));
   auto a = o.jobs->join(r.job(), r.site(), principal);
   if (!a) return fail(a.err());
   auto spec = o.jobs->spec(r.job());
@@ -148,6 +162,10 @@ frames delta_server::impl::pull(const loom::v1::GlobalPull& r, const std::string
 
 frames delta_server::impl::handle(const std::string& type, std::vector<zmq::message_t>& in,
                                   const std::string& principal) {
+  // ZAP vets a connection once, at its handshake: a key that left the
+  // allow-list since (a revoked site) is refused here, on its open connection.
+  if (!admitted.count(principal))
+    return fail(make_error(errc::permission_denied, "key '" + principal + "' is no longer admitted (a revoked site?)"));
   if (type == "loom.v1.DeltaHeader") return delta(in, principal);
   auto parse = [&](auto& msg) { return in.size() >= 3 && msg.ParseFromArray(in[2].data(), static_cast<int>(in[2].size())); };
   if (type == "loom.v1.DeltaJoin") {

@@ -1,5 +1,8 @@
 #include "services/aggregator/engine.hpp"
 
+#include "libs/model/init.hpp"
+#include "services/aggregator/global_export.hpp"
+
 #include "libs/audit/record.hpp"
 #include "libs/auth/token.hpp"
 #include "libs/ckpt/safetensors.hpp"
@@ -112,9 +115,29 @@ std::vector<std::string> engine::load_saved(nanos now) {
 }
 
 result<std::vector<float>> engine::initial_params(const aggregation_spec& s, std::size_t total) {
+  // A GPT-2 job from a seed (an edge-site stage: no site's snapshot is readable
+  // here) starts from GPT-2's own initialisation, as a trainer would.
+  if (s.init_snapshot.empty() && s.flat_size == 0 && s.init_seed != 0) {
+    std::vector<float> p(total);
+    model::init_params(s.gpt2, p, s.init_seed);
+    return p;
+  }
   if (s.init_snapshot.empty()) return seeded_params(total, s.init_seed);
   if (s.flat_size > 0) return make_error(errc::invalid_argument, "init_snapshot needs the GPT-2 shape, not flat_size");
   return snapshot_params(o_.data_dir, s.init_snapshot, s.gpt2);
+}
+
+result<std::string> engine::export_global(const std::string& job, const std::string& stage_dir, std::uint64_t step,
+                                          const std::string& trainer_state) {
+  std::lock_guard lock(mu_);
+  aggregation* a = find(job);
+  if (!a) return make_error(errc::not_found, "no aggregation " + job);
+  if (a->spec().flat_size > 0) return make_error(errc::invalid_argument, "aggregation " + job + " is not a GPT-2 model");
+  auto out = write_global_snapshot(o_.data_dir, a->spec().gpt2, a->rounds().optimizer().params(), stage_dir, step,
+                                   trainer_state);
+  if (out) emit("aggregation.export", job, "", "snapshot=" + *out);
+  else emit("aggregation.export", job, out.err().message, "stage_dir=" + stage_dir, 3);
+  return out;
 }
 
 result<started> engine::start(const aggregation_spec& spec, nanos now) {

@@ -67,6 +67,9 @@ class engine {
   result<pull_answer> pull(const std::string& job, const std::string& site, std::uint32_t p,
                            std::uint64_t have_version, bool want_params);
   result<aggregation_spec> spec(const std::string& job);
+  // The job's global θ as the cloud's checkpoint snapshot (global_export.hpp).
+  result<std::string> export_global(const std::string& job, const std::string& stage_dir, std::uint64_t step,
+                                    const std::string& trainer_state);
   status round_status(const std::string& job, loom::v1::RoundStatusList* out);
   // Closes rounds whose deadline passed, in every job.
   void tick(nanos now);

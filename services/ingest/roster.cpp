@@ -24,11 +24,11 @@ status check_nodes(const std::vector<std::string>& asked, const std::vector<std:
 result<std::vector<std::string>> trainer_nodes(runtime::service_env& env) {
   auto eps = layout::read_endpoints(env.paths.endpoints());  // fresh: the scheduler may have moved
   const auto* sched = eps ? eps->find("scheduler") : env.eps.find("scheduler");
-  auto key = wire::load_public_key(env.paths.curve_dir(), "scheduler");
+  auto key = wire::load_public_key(layout::reach(env.paths, eps ? *eps : env.eps, "scheduler").key_dir, "scheduler");
   if (!sched || sched->rpc.empty() || !key)
     return make_error(errc::unavailable, "cannot check nodes: no scheduler endpoint or key in " + env.paths.root);
   wire::client cli(*env.ctx, sched->rpc, *key, env.keys, wire::client_options{std::chrono::milliseconds(1000), 0});
-  auto rep = wire::call_typed<loom::v1::ListNodesReply>(cli, loom::v1::ListNodesRequest{}, env.service_token());
+  auto rep = wire::call_typed<loom::v1::ListNodesReply>(cli, loom::v1::ListNodesRequest{}, runtime::token_for(env, "scheduler"));
   if (!rep)
     return make_error(errc::unavailable,
                       "cannot check nodes against the scheduler's roster at " + sched->rpc + ": " + rep.err().message);

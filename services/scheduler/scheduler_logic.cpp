@@ -180,6 +180,7 @@ handled scheduler_logic::heartbeat(const loom::v1::NodeHeartbeatRequest& req, co
   auto now = now_();
   rep.set_known(roster_.heartbeat(req.node().value(), now));
   if (rep.known()) seen_[req.node().value()] = now;
+  if (rep.known()) site_report(req, ctx.peer);
   return reply(rep);
 }
 

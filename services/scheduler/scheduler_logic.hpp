@@ -125,6 +125,8 @@ class scheduler_logic final : public runtime::service_logic {
   runtime::handled list_sites(const loom::v1::ListSitesRequest& req);
   runtime::handled enrol_site(const loom::v1::EnrolSiteRequest& req);
   void describe(const site_rec& s, loom::v1::SiteInfo* out) const;  // with its trainers from the roster
+  // A site node's heartbeat report (link, datasets) into the registry; `peer` is its CURVE principal.
+  void site_report(const loom::v1::NodeHeartbeatRequest& req, const std::string& peer);
   // The model registry (models/model_handlers.cpp).
   runtime::handled list_models(const loom::v1::ListModelsRequest& req);
   runtime::handled get_model(const loom::v1::GetModelRequest& req);

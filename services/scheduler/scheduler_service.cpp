@@ -8,6 +8,7 @@
 #include "services/scheduler/dataset_probe.hpp"
 #include "services/scheduler/scheduler_logic.hpp"
 #include "services/scheduler/models/model_registry.hpp"
+#include "libs/auth/token.hpp"
 #include "services/scheduler/sites/site_registry.hpp"
 
 #include <nlohmann/json.hpp>
@@ -41,7 +42,8 @@ std::unique_ptr<store::database> open_writer(const std::string& url) {
 // What an enrolled site is told: where the cloud's scheduler, audit and
 // aggregator listen (as endpoints.json says) and their public keys.
 cloud_info cloud_of(const runtime::service_env& env) {
-  cloud_info c{env.zone, env.keys.public_z85, env.rpc_endpoint, {}};
+  cloud_info c{env.zone, env.keys.public_z85, env.rpc_endpoint, {}, "", env.paths.epoch()};
+  if (auto k = auth::load_token_key(env.paths.token_key())) c.token_key = *k;
   for (const char* name : {"scheduler", "audit", "aggregator"}) {
     const auto* ep = env.eps.find(name);
     auto key = wire::load_public_key(env.paths.curve_dir(), name);

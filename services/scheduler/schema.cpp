@@ -40,6 +40,7 @@ CREATE INDEX nodes_by_zone ON nodes (zone);
       models_migration(),
       submit_request_migration(),
       data_hashes_migration(),
+      site_reports_migration(),
   };
   return all;
 }

@@ -29,7 +29,8 @@ diloco_site site_of(const assigned_stage& a) {
 }
 
 void localize(runspec::run_config& cfg, const assigned_stage& a) {
-  if (a.rank > 0) cfg.out_dir = a.out_dir + "/site-" + std::to_string(a.rank);
+  // Named edge sites each write under their own data dir (worker: out_dir is already the site's).
+  if (a.rank > 0 && cfg.diloco.site_names.empty()) cfg.out_dir = a.out_dir + "/site-" + std::to_string(a.rank);
   if (a.rank < cfg.diloco.datasets.size()) cfg.dataset = cfg.diloco.datasets[a.rank];
   cfg.seed += a.rank;
 }
@@ -58,7 +59,8 @@ result<aggregator_address> start_aggregation(runtime::service_env& env, const ru
   const auto* agg = eps ? eps->find("aggregator") : env.eps.find("aggregator");
   if (!agg || agg->rpc.empty())
     return make_error(errc::unavailable, "no aggregator endpoint in " + env.paths.endpoints());
-  auto key = wire::load_public_key(env.paths.curve_dir(), "aggregator");
+  // An edge site's aggregator is the cloud's (keys/cloud, its bearer token).
+  auto key = wire::load_public_key(layout::reach(env.paths, eps ? *eps : env.eps, "aggregator").key_dir, "aggregator");
   if (!key) return key.err();
   loom::v1::StartAggregationRequest req;
   auto* s = req.mutable_spec();
@@ -77,9 +79,12 @@ result<aggregator_address> start_aggregation(runtime::service_env& env, const ru
   s->set_deadline_min_ms(static_cast<std::uint64_t>(cfg.diloco.deadline_min_s * 1000));
   s->set_outer_lr(cfg.diloco.outer_lr);
   s->set_outer_momentum(cfg.diloco.outer_momentum);
-  s->set_init_snapshot(where.init_snapshot);
+  // Edge sites: no site's snapshot is readable at the cloud; every member
+  // names the same seed and the aggregator draws GPT-2's init from it.
+  if (where.init_seed != 0) s->set_init_seed(where.init_seed);
+  else s->set_init_snapshot(where.init_snapshot);
   wire::client cli(*env.ctx, agg->rpc, *key, env.keys, wire::client_options{std::chrono::milliseconds(2000), 0});
-  auto rep = wire::call_typed<loom::v1::StartAggregationReply>(cli, req, env.service_token());
+  auto rep = wire::call_typed<loom::v1::StartAggregationReply>(cli, req, runtime::token_for(env, "aggregator"));
   if (!rep) return make_error(rep.code(), "StartAggregation " + where.aggregation + " at " + agg->rpc + ": " +
                                               rep.err().message);
   return aggregator_address{rep->delta_endpoint(), rep->public_key()};
@@ -87,8 +92,16 @@ result<aggregator_address> start_aggregation(runtime::service_env& env, const ru
 
 result<std::unique_ptr<site_sync>> make_site_sync(runtime::service_env& env, const runspec::run_config& cfg,
                                                   const assigned_stage& a, const std::atomic<bool>* stop) {
-  const diloco_site where = site_of(a);
-  auto keys = site_identity(env.paths, where.site);
+  diloco_site where = site_of(a);
+  result<wire::curve_keypair> keys = env.keys;
+  if (a.rank < cfg.diloco.site_names.size()) {
+    // An edge site: its trainer key, enrolled with the cloud, speaks for it
+    // (the delta server admits keys/sites/<site>.trainer.pub as <site>).
+    where.site = cfg.diloco.site_names[a.rank];
+    where.init_seed = std::max<std::uint64_t>(1, cfg.seed - a.rank);  // localize added the rank
+  } else {
+    keys = site_identity(env.paths, where.site);
+  }
   if (!keys) return make_error(keys.code(), "the identity of " + where.site + ": " + keys.err().message);
   auto codec = codec::codec_from_string(cfg.diloco.codec);
   if (!codec) return make_error(errc::invalid_argument, "diloco.codec " + cfg.diloco.codec + " is not a codec");
@@ -115,6 +128,29 @@ result<std::unique_ptr<site_sync>> make_site_sync(runtime::service_env& env, con
     std::fflush(stderr);
   };
   return site_sync::make(std::move(o));
+}
+
+result<std::string> export_global(runtime::service_env& env, const assigned_stage& a,
+                                  const std::string& cloud_stage_dir, const std::string& snapshot) {
+  const std::string base = snapshot.substr(snapshot.find_last_of('/') + 1);
+  const auto step = ckpt::parse_step_dir(base);
+  auto state = files::read_file(snapshot + "/trainer_state.json");
+  if (!step || !state) return make_error(errc::not_found, snapshot + " is not a snapshot with a trainer_state.json");
+  auto eps = layout::read_endpoints(env.paths.endpoints());
+  const layout::endpoints& e = eps ? *eps : env.eps;
+  const auto* agg = e.find("aggregator");
+  auto key = wire::load_public_key(layout::reach(env.paths, e, "aggregator").key_dir, "aggregator");
+  if (!agg || agg->rpc.empty() || !key) return make_error(errc::unavailable, "no aggregator endpoint or key");
+  loom::v1::ExportGlobalRequest req;
+  req.set_job(site_of(a).aggregation);
+  req.set_stage_dir(cloud_stage_dir);
+  req.set_step(*step);
+  req.set_trainer_state(*state);
+  // Retried through a short outage: the stage's end waits on it.
+  wire::client cli(*env.ctx, agg->rpc, *key, env.keys, wire::client_options{std::chrono::milliseconds(10000), 2});
+  auto rep = wire::call_typed<loom::v1::ExportGlobalReply>(cli, req, runtime::token_for(env, "aggregator"));
+  if (!rep) return make_error(rep.code(), "ExportGlobal at " + agg->rpc + ": " + rep.err().message);
+  return rep->snapshot();
 }
 
 void publish(metrics::service_metrics* m, const site_sync& site) {

@@ -36,6 +36,7 @@ struct diloco_site {
   std::string site;           // "site-<rank>"
   std::string aggregation;    // the aggregation's name: "<job>.<stage>", [A-Za-z0-9._-]{1,64}
   std::string init_snapshot;  // <stage dir>/checkpoints/step-000000 (member 0's)
+  std::uint64_t init_seed = 0;  // edge sites: the aggregator's init from train.seed instead of a snapshot
 };
 diloco_site site_of(const assigned_stage& a);
 
@@ -49,7 +50,10 @@ void localize(runspec::run_config& cfg, const assigned_stage& a);
 result<wire::curve_keypair> site_identity(const layout::paths& paths, const std::string& site);
 
 // StartAggregationRequest at the deployment's aggregator (endpoints.json,
-// keys/curve/aggregator.pub) as this trainer (its operator service token).
+// keys/curve/aggregator.pub) as this trainer (its operator service token); at
+// an edge site the cloud's (keys/cloud/aggregator.pub, the site's token).
+// Edge sites (diloco.sites names them): member r is site sites[r], its key is
+// the trainer's own (enrolled), and the aggregation starts from init_seed.
 result<aggregator_address> start_aggregation(runtime::service_env& env, const runspec::run_config& cfg,
                                              const diloco_site& where);
 
@@ -57,6 +61,13 @@ result<aggregator_address> start_aggregation(runtime::service_env& env, const ru
 // as its locate). `cfg` (localized) and `env` must outlive it.
 result<std::unique_ptr<site_sync>> make_site_sync(runtime::service_env& env, const runspec::run_config& cfg,
                                                   const assigned_stage& a, const std::atomic<bool>* stop);
+
+// An edge site's member 0, its stage done: asks the cloud's aggregator to
+// write the job's global θ (what `snapshot`, its own final snapshot, holds)
+// as the cloud's checkpoint under `cloud_stage_dir` (the stage directory the
+// scheduler named); returns that snapshot's path, which the stage reports.
+result<std::string> export_global(runtime::service_env& env, const assigned_stage& a,
+                                  const std::string& cloud_stage_dir, const std::string& snapshot);
 
 // loom_trainer_diloco_*{job, site} (services/trainer/README.md): payload
 // bytes each way, deltas sent, late, deferred and dropped, rounds joined,

@@ -193,6 +193,14 @@ std::pair<std::string, std::string> worker::run_stage(stage_run& run_ref) {
   stage_run* run = &run_ref;
   using outcome = std::pair<std::string, std::string>;
   auto failed = [](const std::string& why) { return outcome{"failed", why}; };
+  const std::string cloud_dir = run->out_dir;  // the stage dir the scheduler named
+  if (env_.eps.is_site()) {
+    // An edge site's trainer: the cloud names its own jobs/ dir; the stage's
+    // files stay in this site's (and a diloco stage starts from the
+    // aggregator's global parameters, not a cloud checkpoint path).
+    run->out_dir = env_.paths.jobs() + "/" + run->job + "/" + run->stage;
+    run->init_from.clear();
+  }
   if (auto st = files::make_dirs(run->out_dir); !st) return failed(st.err().message);
   const std::string origin = run->out_dir + "/config.toml";
   (void)files::write_atomic(origin, run->config_toml);
@@ -346,6 +354,12 @@ std::pair<std::string, std::string> worker::run_stage(stage_run& run_ref) {
       if (!sum && exchange_failed && !stop_training_)
         return outcome{"regroup", "the group's exchange failed: " + sum.err().to_string()};
       if (!sum) return failed(sum.err().message);
+      if (site && env_.eps.is_site() && run->rank == 0 && !sum->stopped && !sum->snapshot.empty()) {
+        auto exported = export_global(env_, *run, cloud_dir, sum->snapshot);  // the stage's model, at the cloud
+        if (!exported) return failed("the global model into the cloud's stage dir: " + exported.err().message);
+        log("trainer: %s\n", run->job + "/" + run->stage + ": the global model is the cloud's " + *exported);
+        sum->snapshot = *exported;
+      }
       (void)board_->with([&](work_state& w) {
         w.progress(sum->steps, sum->last_loss, w.view().tokens_per_s);  // the last step's rate stays
         if (!sum->snapshot.empty()) w.snapshot(sum->snapshot);
@@ -371,7 +385,7 @@ std::pair<std::string, std::string> worker::run_stage(stage_run& run_ref) {
 
 void worker::poll_loop() {
   const auto* sched = env_.eps.find("scheduler");
-  auto sched_key = wire::load_public_key(env_.paths.curve_dir(), "scheduler");
+  auto sched_key = wire::load_public_key(layout::reach(env_.paths, env_.eps, "scheduler").key_dir, "scheduler");
   if (!sched || sched->rpc.empty() || !sched_key) {
     log("trainer: no scheduler endpoint or key in %s; not taking work\n", env_.paths.root);
     return;
@@ -396,7 +410,7 @@ void worker::poll_loop() {
     if (cur) facts.holding = &v;
     loom::v1::PollWorkRequest req;
     to_wire(facts, &req);
-    auto rep = wire::call_typed<loom::v1::PollWorkReply>(cli, req, env_.service_token());
+    auto rep = wire::call_typed<loom::v1::PollWorkReply>(cli, req, runtime::token_for(env_, "scheduler"));
     if (rep) {
       if (rep->stop()) request_stop();
       if (cur && rep->notices_acked()) {

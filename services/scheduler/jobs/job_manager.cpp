@@ -133,6 +133,12 @@ status job_manager::load(const roster& nodes, time_point now) {
         (void)record(j, s.name, "stage_failed", j.message, now);
         break;
       }
+      if (s.state == "running" && is_site_stage(j, i)) {  // its members again; lost ones are re-placed by tick
+        for (std::uint32_t r = 0; r < s.members.size(); ++r)
+          if (node_ids_.count(s.members[r]) && in_policy_[s.members[r]]) slots_[s.members[r]] = {id, i, r, false, 0, false};
+        (void)record(j, s.name, "reattached", "scheduler restarted; stage still on " + member_list(s.members), now, false);
+        continue;
+      }
       if (s.state == "running") {
         if (s.members.empty()) s.members = {s.node};  // a row from before groups (migration v3)
         std::vector<policy::node_id> held;
@@ -156,10 +162,7 @@ status job_manager::load(const roster& nodes, time_point now) {
         (void)record(j, s.name, "requeued",
                      "scheduler restarted; trainer " + (dead.empty() ? s.node : member_list(dead)) + " is not alive", now);
       }
-      if (s.state == "queued") {
-        auto d = policy_.submit(spec_of(j, i), ms(now));
-        if (d) apply(*d, now);
-      }
+      if (s.state == "queued") queue_stage(j, i, std::nullopt, now);
     }
   }
   return ok_status();
@@ -266,19 +269,20 @@ void job_manager::stage_done(job_rec& j, std::size_t i, bool ok, const std::stri
     j.stages[i + 1].state = "queued";
     (void)record(j, j.stages[i + 1].name, "queued",
                  "starts from " + s.name + "'s final checkpoint " + s.checkpoint, now);
-    queue_stage(j, i + 1, search ? std::nullopt : std::optional<policy::job_id>(pid_of(j, i)), now);
+    const bool outside = search || is_site_stage(j, i);  // an hpo or edge-site stage is not the policy's
+    queue_stage(j, i + 1, outside ? std::nullopt : std::optional<policy::job_id>(pid_of(j, i)), now);
     return;
   }
-  if (search) return;
+  if (search || is_site_stage(j, i)) return;  // never in the policy
   auto d = policy_.finish(pid_of(j, i), ms(now));
   if (d) apply(*d, now);
 }
 
 void job_manager::queue_stage(job_rec& j, std::size_t i, std::optional<policy::job_id> after, time_point now) {
-  if (is_hpo(j.stages[i])) {
+  if (is_hpo(j.stages[i]) || is_site_stage(j, i)) {  // not the policy's: the stage before leaves it
     if (after)
       if (auto d = policy_.finish(*after, ms(now))) apply(*d, now);
-    start_search(j, i, now);
+    if (is_hpo(j.stages[i])) start_search(j, i, now);  // an edge-site stage: place_site_stages, at the next tick
     return;
   }
   auto d = after ? policy_.finish_and_submit(*after, spec_of(j, i), ms(now)) : policy_.submit(spec_of(j, i), ms(now));
@@ -289,6 +293,7 @@ poll_answer job_manager::poll(const poll_report& r, time_point now) {
   poll_answer out;
   if (!r.peer_endpoint.empty()) peers_[r.node] = {r.node, r.peer_endpoint, r.peer_public_key};
   auto slot_it = slots_.find(r.node);
+  if (slot_it == slots_.end() && readopt(r, now)) slot_it = slots_.find(r.node);
   if (slot_it == slots_.end()) {
     out.stop = r.state == "running";  // cancelled or moved elsewhere: stop it
     return out;
@@ -410,10 +415,11 @@ void job_manager::tick(const roster& nodes, time_point now) {
   }
   // Drained trainers finish what they run and are given nothing new.
   for (const auto& [id, live] : alive) {
-    if (!live || !in_policy_[id] || cordoned_[id] == draining[id]) continue;
-    auto d = policy_.set_draining(node_ids_.at(id), draining[id], ms(now));
+    const bool cordon = draining[id] || site_held(id);  // an edge-site stage's member: not the policy's to give
+    if (!live || !in_policy_[id] || cordoned_[id] == cordon) continue;
+    auto d = policy_.set_draining(node_ids_.at(id), cordon, ms(now));
     if (!d) continue;
-    cordoned_[id] = draining[id];
+    cordoned_[id] = cordon;
     apply(*d, now);
   }
   for (auto& [id, present] : in_policy_) {
@@ -426,7 +432,9 @@ void job_manager::tick(const roster& nodes, time_point now) {
     if (d) apply(*d, now);
   }
   apply(policy_.tick(ms(now)), now);
+  place_site_stages(nodes, now);
 }
+
 
 result<std::vector<job_event>> job_manager::events(const std::string& id, std::uint64_t after) const {
   if (!jobs_.count(id)) return make_error(errc::not_found, "no job " + id);

@@ -223,7 +223,8 @@ class job_manager {
   // cancelled; conflict when it came with another request.
   result<const request_rec*> seen_request(const caller& who, const std::string& kind) const;
   void fail_lost_stage(job_rec& j, std::size_t i, time_point now);
-  // Stage i is queued: into the policy, or (an hpo stage) its search starts.
+  // Stage i is queued: into the policy, or (an hpo stage) its search starts,
+  // or (an edge-site stage) place_site_stages places it at the next tick.
   // `after` (a stage that just finished, non-hpo) hands its queue place over.
   void queue_stage(job_rec& j, std::size_t i, std::optional<policy::job_id> after, time_point now);
   // hpo stages (hpo_stage.cpp).
@@ -243,6 +244,18 @@ class job_manager {
   assignment trial_assignment(const job_rec& j, const trial_run& t) const;
   // The directory of stage i's final checkpoints (an hpo stage: its best trial's).
   std::string checkpoints_of(const job_rec& j, std::size_t i) const;
+  // Edge-site stages (site_stages.cpp): a diloco stage naming sites, placed
+  // here member by member in each site's zone rather than by the policy.
+  const std::vector<std::string>& site_zones(const job_rec& j, std::size_t stage) const;  // empty: not one
+  bool is_site_stage(const job_rec& j, std::size_t stage) const { return !site_zones(j, stage).empty(); }
+  bool site_held(const std::string& node) const;  // runs a member of an edge-site stage
+  std::string free_trainer(const roster& nodes, const std::string& zone, const std::string& prefer,
+                           time_point now) const;
+  void hold(const std::string& node, const std::string& job, std::size_t stage, std::uint32_t rank, time_point now);
+  void place_site_stages(const roster& nodes, time_point now);
+  // A trainer running its member of an edge-site stage that has no slot here
+  // (the scheduler restarted): its slot again, as running. False: not one.
+  bool readopt(const poll_report& r, time_point now);
 
   store::database* db_;
   std::string root_;
@@ -268,6 +281,7 @@ class job_manager {
   dataset_probe probe_;
   files::root_set read_roots_;
   runspec::template_cache templates_;  // parsed template texts, reused across submits
+  mutable std::map<std::string, std::vector<std::string>> site_zones_;  // "<job>/<stage>" -> diloco.sites names
 };
 
 }  // namespace loom::scheduler

@@ -77,7 +77,8 @@ result<std::pair<const job_rec*, bool>> job_manager::submit(const submit_args& a
   if (probe_) {
     std::set<std::string> asked;
     for (const auto& sp : plan->stages)
-      if (!sp.spec.dataset.empty() && asked.insert(sp.spec.dataset).second)
+      // An edge-site stage's data lives at its sites: their trainers check it there (the cloud never sees it).
+      if (!sp.spec.dataset.empty() && sp.spec.diloco.site_names.empty() && asked.insert(sp.spec.dataset).second)
         if (auto st = probe_(sp.spec.dataset); !st) {
           const std::string by = override_naming(a.overrides, sp.name, sp.spec.dataset);
           return make_error(st.code(), (by.empty() ? "stage " + sp.name : by) + ": " + st.err().message);
@@ -128,6 +129,7 @@ result<std::pair<const job_rec*, bool>> job_manager::submit(const submit_args& a
   job_rec& stored = jobs_[id] = std::move(j);
   for (std::size_t i = 0; i < stored.stages.size(); ++i) by_pid_[pid_of(stored, i)] = {id, i};
   queue_stage(stored, 0, std::nullopt, now);
+  place_site_stages(nodes, now);
   return std::pair<const job_rec*, bool>{&stored, false};
 }
 
@@ -201,6 +203,12 @@ std::vector<trainer_view> job_manager::trainers(const roster& nodes, time_point 
 std::string job_manager::waiting(const job_rec& j, std::size_t i, const roster& nodes, time_point now) const {
   const stage_rec& s = j.stages[i];
   if (s.state != "queued") return "";
+  if (is_site_stage(j, i)) {
+    std::string none;
+    for (const auto& zone : site_zones(j, i))
+      if (free_trainer(nodes, zone, "", now).empty()) none += (none.empty() ? "" : ", ") + zone;
+    return none.empty() ? "placing it on a trainer of each site" : "no free live trainer at site(s) " + none;
+  }
   return waiting_reason(j.zone, s.min_trainers, s.memory_bytes, trainers(nodes, now));
 }
 

@@ -9,10 +9,13 @@
 #include "libs/auth/token.hpp"
 #include "libs/runtime/admission.hpp"
 #include "libs/runtime/logic_pb.hpp"
+#include "loom/v1/scheduler.pb.h"
 #include "loom/v1/sites.pb.h"
 #include "services/scheduler/sites/site_registry.hpp"
 
 #include <nlohmann/json.hpp>
+
+#include <cstdio>
 
 namespace loom::scheduler {
 namespace {
@@ -22,6 +25,10 @@ std::uint64_t ns(time_point t) {
   auto v = std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
   return v > 0 ? static_cast<std::uint64_t>(v) : 0;
 }
+
+// An enrolled site's bearer token: long, as its CURVE key is what binds it
+// (a revoked site's key is refused before any token is read); enrolling again renews it.
+constexpr auto site_token_ttl = std::chrono::hours(24 * 30);
 
 handled no_sites() {
   return fail(errc::unimplemented, "this scheduler keeps no sites registry (no state store)");
@@ -87,8 +94,41 @@ void scheduler_logic::describe(const site_rec& s, loom::v1::SiteInfo* o) const {
     t->set_last_seen_unix_ns(ns(n.last_seen));
   }
   o->set_last_contact_unix_ns(ns(last));
-  // Link state and datasets: not reported by sites yet (issue 15, later items).
-  o->set_datasets_known(false);
+  // Link state and datasets: what the site's nodes reported with their heartbeats (site_report).
+  if (auto l = nlohmann::json::parse(s.link_json, nullptr, false); l.is_object()) {
+    auto* link = o->mutable_link();
+    link->set_rtt_ms(l.value("rtt_ms", 0.0));
+    link->set_bandwidth_bytes_per_s(l.value("bandwidth_bytes_per_s", 0.0));
+    // Reported "up" but silent for longer than the roster's death: the cloud sees it down.
+    const bool silent = now - last > 3 * roster_.interval() + std::chrono::seconds(2);
+    link->set_state(silent ? "down" : l.value("state", std::string("unknown")));
+  }
+  auto ds = nlohmann::json::parse(s.datasets_json, nullptr, false);
+  o->set_datasets_known(ds.is_array());
+  if (ds.is_array())
+    for (const auto& d : ds) {
+      auto* x = o->add_datasets();
+      x->set_name(d.value("name", std::string()));
+      x->set_bytes(d.value("bytes", std::uint64_t{0}));
+    }
+}
+
+void scheduler_logic::site_report(const loom::v1::NodeHeartbeatRequest& req, const std::string& peer) {
+  const std::string_view prefix = runtime::site_principal_prefix;
+  if (!sites_ || !peer.starts_with(prefix) || !req.has_link()) return;
+  const auto end = peer.find(':', prefix.size());
+  const std::string site = peer.substr(prefix.size(), end == std::string::npos ? end : end - prefix.size());
+  const auto link = nlohmann::json{{"rtt_ms", req.link().rtt_ms()},
+                                   {"bandwidth_bytes_per_s", req.link().bandwidth_bytes_per_s()},
+                                   {"state", auth::printable(req.link().state())}};
+  std::string datasets;
+  if (req.datasets_known()) {
+    auto arr = nlohmann::json::array();
+    for (const auto& d : req.datasets()) arr.push_back({{"name", auth::printable(d.name())}, {"bytes", d.bytes()}});
+    datasets = arr.dump();
+  }
+  if (auto st = sites_->report(site, link.dump(), datasets); !st)
+    std::fprintf(stderr, "loom-scheduler: site %s's report: %s\n", site.c_str(), st.err().to_string().c_str());
 }
 
 handled scheduler_logic::issue_site_token(const loom::v1::IssueSiteTokenRequest& req, const call_context& ctx) {
@@ -147,6 +187,20 @@ handled scheduler_logic::enrol_site(const loom::v1::EnrolSiteRequest& req) {
   loom::v1::EnrolSiteReply rep;
   rep.set_site(r->name);
   rep.set_cloud_zone(sites_->cloud().zone);
+  // The site's bearer token for the cloud's services: its keys are already
+  // bound to its zone (zone_binding); the token lets its calls through the
+  // gateways' role policy (operator) in its zone and the cloud's.
+  if (!sites_->cloud().token_key.empty()) {
+    const auto unix_now = std::chrono::duration_cast<std::chrono::seconds>(now_().time_since_epoch()).count();
+    auto epoch = auth::read_epoch(sites_->cloud().epoch_file);
+    const std::int64_t expires = unix_now + std::chrono::duration_cast<std::chrono::seconds>(site_token_ttl).count();
+    auth::claims cl{"site:" + r->name, auth::role::operator_, {r->name, sites_->cloud().zone}, expires,
+                    epoch ? *epoch : 0, unix_now};
+    if (auto t = auth::issue_token(cl, sites_->cloud().token_key)) {
+      rep.set_token(*t);
+      rep.set_token_expires_unix_ns(static_cast<std::uint64_t>(expires) * 1'000'000'000ull);
+    }
+  }
   for (const auto& c : sites_->cloud().services) {
     auto* s = rep.add_services();
     s->set_name(c.name);

@@ -166,6 +166,19 @@ result<site_rec> site_registry::revoke(const std::string& site, const std::strin
   return rec;
 }
 
+status site_registry::report(const std::string& site, const std::string& link_json, const std::string& datasets_json) {
+  const auto now = now_();
+  auto& last = reported_[site];
+  const bool new_datasets = !datasets_json.empty() && datasets_json != last.datasets_json;
+  if (!new_datasets && now - last.at < report_every) return ok_status();
+  auto st = db_->with_transaction(
+      [&](store::transaction& tx) { return save_site_report(tx, site, link_json, new_datasets ? datasets_json : "", now); });
+  if (!st) return st;
+  last.at = now;
+  if (new_datasets) last.datasets_json = datasets_json;
+  return ok_status();
+}
+
 result<bool> site_registry::has_site(const std::string& name) {
   if (!names_) {
     auto all = list();

@@ -43,6 +43,8 @@ struct cloud_info {
   std::string scheduler_key;       // Z85: named in every token
   std::string scheduler_endpoint;  // where sites enrol
   std::vector<cloud_service> services;
+  std::string token_key{};         // the cloud's token key: signs the sites' bearer tokens ("" = none)
+  std::string epoch_file{};        // keys/epoch: the tokens' revocation epoch
 };
 
 class site_registry {
@@ -79,6 +81,11 @@ class site_registry {
   // zone stays its own). Answered from memory after the first call.
   result<bool> has_site(const std::string& name);
 
+  // What site `site`'s nodes reported (site_store::save_site_report). Written
+  // at most every report_every per site unless the datasets changed.
+  static constexpr std::chrono::seconds report_every{10};
+  status report(const std::string& site, const std::string& link_json, const std::string& datasets_json);
+
   const cloud_info& cloud() const { return cloud_; }
 
  private:
@@ -92,6 +99,11 @@ class site_registry {
   wire::allow_list own_keys_;
   std::function<void()> keys_changed_;
   std::optional<std::set<std::string>> names_;  // every site's name, once loaded
+  struct last_report {
+    time_point at{};
+    std::string datasets_json;
+  };
+  std::map<std::string, last_report> reported_;
 };
 
 }  // namespace loom::scheduler

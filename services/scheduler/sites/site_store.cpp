@@ -13,13 +13,13 @@ time_point from_ns(std::int64_t v) {
 }
 
 constexpr const char* site_columns =
-    "SELECT name, state, created_unix_ns, enrolled_unix_ns, revoked_unix_ns, last_contact_unix_ns, revoke_reason "
-    "FROM sites";
+    "SELECT name, state, created_unix_ns, enrolled_unix_ns, revoked_unix_ns, last_contact_unix_ns, revoke_reason, "
+    "link_json, datasets_json FROM sites";
 
 site_rec site_of(const store::row& r) {
   auto t = [&](std::size_t i) { return r.get_text(i).ok() ? *r.get_text(i) : std::string(); };
   auto i = [&](std::size_t k) { return r.get_i64(k).ok() ? *r.get_i64(k) : 0; };
-  return site_rec{t(0), t(1), {}, from_ns(i(2)), from_ns(i(3)), from_ns(i(4)), from_ns(i(5)), t(6)};
+  return site_rec{t(0), t(1), {}, from_ns(i(2)), from_ns(i(3)), from_ns(i(4)), from_ns(i(5)), t(6), t(7), t(8)};
 }
 
 status keys_into(store::transaction& tx, std::vector<site_rec>& sites) {
@@ -73,6 +73,29 @@ CREATE TABLE site_tokens (
 CREATE INDEX site_tokens_by_site ON site_tokens (site);
 )sql"};
   return m;
+}
+
+const store::migration& site_reports_migration() {
+  static const store::migration m{
+      .owner = "scheduler",
+      .version = 9,
+      .description = "sites.link_json, sites.datasets_json: link state and datasets reported by edge sites",
+      .sql = R"sql(
+ALTER TABLE sites ADD COLUMN link_json TEXT NOT NULL DEFAULT '';
+ALTER TABLE sites ADD COLUMN datasets_json TEXT NOT NULL DEFAULT '';
+)sql"};
+  return m;
+}
+
+status save_site_report(store::transaction& tx, const std::string& site, const std::string& link_json,
+                        const std::string& datasets_json, time_point now) {
+  auto r = datasets_json.empty()
+               ? tx.exec("UPDATE sites SET link_json = $1, last_contact_unix_ns = $2 WHERE name = $3",
+                         {link_json, ns(now), site})
+               : tx.exec("UPDATE sites SET link_json = $1, datasets_json = $2, last_contact_unix_ns = $3 "
+                         "WHERE name = $4",
+                         {link_json, datasets_json, ns(now), site});
+  return one_row(std::move(r), site);
 }
 
 result<std::vector<site_rec>> load_sites(store::transaction& tx) {

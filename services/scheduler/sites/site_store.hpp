@@ -25,6 +25,9 @@ struct site_rec {
   std::map<std::string, std::string> keys;  // service -> Z85 public key
   time_point created{}, enrolled{}, revoked{}, last_contact{};
   std::string revoke_reason;
+  // What the site reported (v9), as JSON text; "" = never reported.
+  // link: {"rtt_ms", "bandwidth_bytes_per_s", "state"}; datasets: [{"name", "bytes"}].
+  std::string link_json, datasets_json;
 };
 
 struct site_token_rec {
@@ -35,6 +38,9 @@ struct site_token_rec {
 
 // v5: sites, site_keys (a key belongs to one site: PRIMARY KEY), site_tokens.
 const store::migration& sites_migration();
+
+// v9: sites.link_json and sites.datasets_json, what a site's nodes report with their heartbeats.
+const store::migration& site_reports_migration();
 
 result<std::vector<site_rec>> load_sites(store::transaction& tx);  // by name, keys included
 result<std::optional<site_rec>> find_site(store::transaction& tx, const std::string& name);
@@ -49,6 +55,9 @@ result<bool> use_site_token(store::transaction& tx, const std::string& token_sha
 status replace_site_keys(store::transaction& tx, const std::string& site,
                          const std::map<std::string, std::string>& keys);
 status mark_site_enrolled(store::transaction& tx, const std::string& site, time_point now);
+// The site's latest report; an empty datasets_json keeps the stored one.
+status save_site_report(store::transaction& tx, const std::string& site, const std::string& link_json,
+                        const std::string& datasets_json, time_point now);
 status mark_site_revoked(store::transaction& tx, const std::string& site, const std::string& reason, time_point now);
 
 }  // namespace loom::scheduler

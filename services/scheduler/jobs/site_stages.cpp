@@ -1,0 +1,131 @@
+// job_manager's edge-site stages (issue 15): a diloco stage whose [diloco]
+// names sites (sites = ["north", "south"]) has member r on a trainer of zone
+// sites[r]. The policy places a gang inside one zone, so these stages are
+// placed here instead, outside it:
+//
+//   queued ──(every site has a free live trainer)──▶ running, member r on a trainer of sites[r]
+//   running, member r's trainer lost ──▶ another free trainer of sites[r] (or the same one
+//            when it returns) takes rank r; the other members train on meanwhile
+//   a member's trainer polls `running` with no slot here (this scheduler restarted and did
+//            not see it alive yet) ──▶ taken back as it is (readopt), never told to stop
+//
+// A trainer that holds such a member is cordoned in the policy (tick), so no
+// policy job lands on it; it is released when the stage ends. Runs on the
+// scheduler actor's thread, like the rest of job_manager.
+#include "services/scheduler/jobs/job_manager.hpp"
+
+#include "libs/runspec/run_config.hpp"
+
+#include <algorithm>
+
+namespace loom::scheduler {
+
+const std::vector<std::string>& job_manager::site_zones(const job_rec& j, std::size_t i) const {
+  const std::string key = j.id + "/" + j.stages[i].name;
+  auto it = site_zones_.find(key);
+  if (it != site_zones_.end()) return it->second;
+  std::vector<std::string> zones;
+  if (j.stages[i].config_toml.find("diloco") != std::string::npos) {  // most stages: no parse
+    auto spec = runspec::parse_run_config(j.stages[i].config_toml, key);
+    if (spec && spec->is_diloco()) zones = spec->diloco.site_names;
+  }
+  return site_zones_.emplace(key, std::move(zones)).first->second;
+}
+
+bool job_manager::site_held(const std::string& node) const {
+  auto sl = slots_.find(node);
+  if (sl == slots_.end()) return false;
+  const job_rec& j = jobs_.at(sl->second.job);
+  return is_site_stage(j, sl->second.stage);
+}
+
+std::string job_manager::free_trainer(const roster& nodes, const std::string& zone, const std::string& prefer,
+                                      time_point now) const {
+  auto usable = [&](const node& n) {
+    return n.service == "trainer" && n.zone == zone && !n.draining && nodes.state(n, now) != node_state::dead &&
+           !slots_.count(n.id);
+  };
+  if (const node* p = prefer.empty() ? nullptr : nodes.find(prefer); p && usable(*p)) return p->id;
+  for (const auto& [id, n] : nodes.all())
+    if (usable(n)) return n.id;
+  return "";
+}
+
+void job_manager::hold(const std::string& node, const std::string& job, std::size_t stage, std::uint32_t rank,
+                       time_point now) {
+  slots_[node] = slot{job, stage, rank, false, 0, false, 0};
+  if (auto id = node_ids_.find(node); id != node_ids_.end() && in_policy_[node] && !cordoned_[node]) {
+    auto d = policy_.set_draining(id->second, true, ms(now));
+    if (d) {
+      cordoned_[node] = true;
+      apply(*d, now);
+    }
+  }
+}
+
+bool job_manager::readopt(const poll_report& r, time_point now) {
+  auto jt = jobs_.find(r.job);
+  if (r.state != "running" || jt == jobs_.end() || jt->second.terminal()) return false;
+  job_rec& j = jt->second;
+  for (std::size_t i = 0; i < j.stages.size(); ++i) {
+    const stage_rec& s = j.stages[i];
+    if (s.name != r.stage || s.state != "running" || s.generation != r.generation || !is_site_stage(j, i)) continue;
+    for (std::uint32_t rank = 0; rank < s.members.size(); ++rank) {
+      if (s.members[rank] != r.node) continue;
+      hold(r.node, j.id, i, rank, now);
+      slot& sl = slots_.at(r.node);
+      sl.delivered = true;  // it runs this formation: no restart
+      sl.running_gen = s.generation;
+      return true;
+    }
+  }
+  return false;
+}
+
+void job_manager::place_site_stages(const roster& nodes, time_point now) {
+  for (auto& [id, j] : jobs_) {
+    if (j.terminal()) continue;
+    for (std::size_t i = 0; i < j.stages.size(); ++i) {
+      stage_rec& s = j.stages[i];
+      if ((s.state != "queued" && s.state != "running") || !is_site_stage(j, i)) continue;
+      const auto& zones = site_zones(j, i);
+      if (s.state == "queued") {
+        std::vector<std::string> members;
+        for (const auto& zone : zones) {
+          std::string n = free_trainer(nodes, zone, "", now);
+          if (n.empty() || std::find(members.begin(), members.end(), n) != members.end()) break;
+          members.push_back(n);
+        }
+        if (members.size() != zones.size()) continue;  // waiting(): which site has none free
+        s.state = "running";
+        ++s.attempts;
+        if (s.started_ns == 0) s.started_ns = ns(now);
+        j.state = "running";
+        set_members(j, i, members);
+        for (std::uint32_t r = 0; r < members.size(); ++r) hold(members[r], j.id, i, r, now);
+        std::string where;
+        for (std::size_t r = 0; r < members.size(); ++r)
+          where += (r ? ", " : "") + members[r] + " (site " + zones[r] + ")";
+        (void)record(j, s.name, "placed", "on " + where + " (attempt " + std::to_string(s.attempts) + ")", now);
+        continue;
+      }
+      // Running: a member whose trainer was lost is re-placed inside its own site only.
+      for (std::uint32_t r = 0; r < s.members.size() && r < zones.size(); ++r) {
+        auto sl = slots_.find(s.members[r]);
+        if (sl != slots_.end() && sl->second.job == j.id && sl->second.stage == i) continue;
+        const std::string n = free_trainer(nodes, zones[r], s.members[r], now);
+        if (n.empty()) continue;  // the site has no trainer now: the others train on
+        const std::string was = s.members[r];
+        s.members[r] = n;
+        if (r == 0) s.node = n;
+        hold(n, j.id, i, r, now);
+        (void)record(j, s.name, "replaced",
+                     "site " + zones[r] + "'s member " + std::to_string(r) + ": " +
+                         (n == was ? n + " is back" : was + " lost, now on " + n + " (same site)"),
+                     now);
+      }
+    }
+  }
+}
+
+}  // namespace loom::scheduler

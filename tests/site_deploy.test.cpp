@@ -1,0 +1,216 @@
+// Cross-process, on loopback (issue 15 items 1 and 6): a cloud (`loom up`,
+// data dir C) and two edge sites (`loom up --site north|south --cloud EP
+// --enrol-token T`, data dirs N and S: each its own store, audit, ingest and
+// one trainer in zone north|south, no scheduler or aggregator). Each site
+// imports its own text under the same dataset name. `pretrain-diloco-tiny`
+// with diloco.sites = ["north", "south"] is submitted to the cloud: member r
+// is placed on site r's trainer, which trains on its own data and syncs with
+// the cloud's aggregator. Then: the job succeeded, each site's stage files are
+// in its own data dir, no file of the cloud's data dir is a site's shard or
+// holds its text, the cloud's scheduler stopped and then killed mid-run
+// leaves the sites training (they find it again), `loom site list` shows both sites with their trainer, link
+// state and datasets, and after `loom site revoke south` south's trainer is
+// refused by the cloud scheduler.
+#include "libs/files/files.hpp"
+#include "tests/support/cluster.hpp"
+#include "tests/support/loom_json.hpp"
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include <csignal>
+#include <cmath>
+#include <filesystem>
+#include <set>
+#include <thread>
+
+using namespace loom;
+using namespace loom::test;
+using namespace std::chrono_literals;
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* licences = "/usr/share/common-licenses";
+const std::vector<std::string> names{"north", "south"};
+const std::vector<std::string> corpora{"GPL-3", "GPL-2"};
+
+// Every regular file under `dir`, by path.
+std::vector<std::string> files_under(const std::string& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    if (it->is_regular_file(ec)) out.push_back(it->path().string());
+  return out;
+}
+
+// An edge site: its data dir, and `loom down` of it at the end.
+struct site {
+  temp_dir home{"loom-site"};
+  up_guard guard{home.path()};
+};
+
+// Waits until `pred` holds, up to `limit`.
+template <class Pred>
+bool eventually(Pred pred, std::chrono::seconds limit) {
+  for (auto until = std::chrono::steady_clock::now() + limit; std::chrono::steady_clock::now() < until;) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(250ms);
+  }
+  return pred();
+}
+
+}  // namespace
+
+TEST_CASE("a cloud and two edge sites run a diloco job on each site's own data, and no site data reaches the cloud") {
+  const auto t0 = std::chrono::steady_clock::now();
+  cluster c;
+  REQUIRE(c.up);
+  std::vector<std::unique_ptr<site>> sites;
+  for (std::size_t s = 0; s < names.size(); ++s) {
+    auto tok = loom_json(c.home.path(), {"site", "token", "--site", names[s]});
+    REQUIRE(tok.contains("token"));
+    sites.push_back(std::make_unique<site>());
+    auto r = run_loom(sites[s]->home.path(),
+                      {"up", "--site", names[s], "--cloud", tok.value("cloud", ""), "--enrol-token",
+                       tok.value("token", ""), "--import-root", licences},
+                      60s);
+    REQUIRE_MESSAGE(r.code == 0, r.out << r.err);
+    auto eps = layout::read_endpoints(sites[s]->home.path() + "/endpoints.json");
+    REQUIRE(eps.ok());
+    CHECK(eps->role == "site");
+    CHECK(eps->zone == names[s]);
+    CHECK(eps->find("scheduler")->rpc == c.ep("scheduler").rpc);  // the cloud's
+    CHECK(eps->find("scheduler")->pid == 0);                      // not run here
+    auto imp = run_loom(sites[s]->home.path(),
+                        {"data", "import", std::string(licences) + "/" + corpora[s], "--dataset", "text"}, 120s);
+    REQUIRE_MESSAGE(imp.code == 0, imp.err);
+  }
+  MESSAGE("cloud and sites up, data imported: " << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s");
+
+  auto sub = loom_json(c.home.path(), {"job", "submit", "--template", "pretrain-diloco-tiny", "--set",
+                                       "diloco.sites=[\"north\", \"south\"]", "--set", "dataset=text", "--set",
+                                       "pretrain.steps=16"});
+  REQUIRE(sub.contains("id"));
+  const std::string id = sub["id"].get<std::string>();
+  // The cloud goes away mid-run (its scheduler stopped for 4 s, then killed
+  // with -9 and started again by its watcher on the same port): the sites
+  // train on and find it again.
+  json j;
+  REQUIRE(eventually(
+      [&] {
+        j = loom_json(c.home.path(), {"job", "show", id});
+        return j.contains("stages") && j["stages"][0].value("step", 0) >= 4;
+      },
+      90s));
+  c.refresh();
+  const long cloud_scheduler = c.ep("scheduler").pid;
+  REQUIRE(::kill(static_cast<pid_t>(cloud_scheduler), SIGSTOP) == 0);  // a cut: 4 s without answers
+  std::this_thread::sleep_for(4s);
+  REQUIRE(::kill(static_cast<pid_t>(cloud_scheduler), SIGCONT) == 0);
+  std::this_thread::sleep_for(1s);
+  REQUIRE(::kill(static_cast<pid_t>(cloud_scheduler), SIGKILL) == 0);  // then a crash: the watcher restarts it
+  const bool done = eventually(
+      [&] {
+        j = loom_json(c.home.path(), {"job", "show", id});
+        const std::string st = j.value("state", "");
+        return st == "succeeded" || st == "failed" || st == "cancelled";
+      },
+      150s);
+  REQUIRE_MESSAGE(done, j.dump());
+  REQUIRE_MESSAGE(j.value("state", "") == "succeeded", j.dump());
+  const json& pre = j["stages"][0];
+  CHECK(pre["step"] == 16);
+  CHECK(std::isfinite(pre["loss"].get<double>()));
+  // Member r ran on site r's trainer, and wrote under that site's data dir.
+  REQUIRE(pre["members"].size() == 2);
+  for (std::size_t s = 0; s < names.size(); ++s) {
+    CHECK(pre["members"][s].get<std::string>().rfind("trainer@", 0) == 0);
+    auto log = files::read_file(sites[s]->home.path() + "/logs/trainer.log");
+    REQUIRE(log.ok());
+    CHECK_MESSAGE(layout::find_snapshot(sites[s]->home.path() + "/jobs/" + id + "/pretrain") != "",
+                  names[s] << "'s trainer log:\n" << *log << "\njob: " << loom_json(c.home.path(), {"job", "logs", id}).dump());
+    CHECK(log->find("diloco " + names[s] + ": joined") != std::string::npos);
+  }
+  // Both sites noticed the cloud's scheduler gone and back, and kept training meanwhile.
+  c.refresh();
+  CHECK(c.ep("scheduler").pid != cloud_scheduler);
+  for (auto& st : sites) {
+    auto log = files::read_file(st->home.path() + "/logs/trainer.log");
+    REQUIRE(log.ok());
+    const auto lost = log->find("lost the cloud scheduler");
+    CHECK(lost != std::string::npos);
+    CHECK(log->find("answers again", lost) != std::string::npos);
+  }
+
+  // The stage's model is the aggregator's global θ, in the cloud's own stage
+  // dir (signed with the cloud's key), the same tensors as member 0's final snapshot.
+  const std::string ckpt_dir = pre["checkpoint"].get<std::string>();
+  CHECK(ckpt_dir == c.home.path() + "/jobs/" + id + "/pretrain/checkpoints/step-000016");
+  auto cloud_model = files::read_file(ckpt_dir + "/model.safetensors");
+  auto site_model = files::read_file(sites[0]->home.path() + "/jobs/" + id + "/pretrain/checkpoints/step-000016/model.safetensors");
+  REQUIRE(cloud_model.ok());
+  REQUIRE(site_model.ok());
+  CHECK(*cloud_model == *site_model);
+  auto models = loom_json(c.home.path(), {"model", "list"});
+  CHECK_MESSAGE(models.dump().find(ckpt_dir) != std::string::npos, models.dump());
+
+  // Data stays home: no file of the cloud is one of a site's dataset files,
+  // and none holds a line of a site's text.
+  std::set<std::string> site_files;
+  for (auto& st : sites)
+    for (const auto& f : files_under(st->home.path() + "/datasets"))
+      if (auto bytes = files::read_file(f); bytes && bytes->size() > 64) site_files.insert(*bytes);
+  REQUIRE(!site_files.empty());
+  const std::vector<std::string> lines{"Everyone is permitted to copy and distribute verbatim copies",
+                                       "When we speak of free software, we are referring to freedom"};
+  std::size_t scanned = 0;
+  for (const auto& f : files_under(c.home.path())) {
+    auto bytes = files::read_file(f);
+    if (!bytes) continue;
+    ++scanned;
+    CHECK_MESSAGE(!site_files.count(*bytes), f << " is a site's dataset file");
+    for (const auto& l : lines) CHECK_MESSAGE(bytes->find(l) == std::string::npos, f << " holds site text");
+  }
+  MESSAGE(scanned << " cloud files scanned, " << site_files.size() << " site dataset files");
+
+  // `loom site list`: both sites with their trainer, link state and datasets.
+  json list;
+  const bool reported = eventually(
+      [&] {
+        list = loom_json(c.home.path(), {"site", "list"});
+        int good = 0;
+        for (const auto& s : list.value("sites", json::array()))
+          good += !s["trainers"].empty() && s["link"].is_object() && s["datasets"].is_array() &&
+                  !s["datasets"].empty() && s["datasets"][0].value("name", "") == "text" &&
+                  s["datasets"][0].value("bytes", 0) > 0;
+        return good == 2;
+      },
+      30s);
+  CHECK_MESSAGE(reported, list.dump());
+  for (const auto& s : list.value("sites", json::array())) {
+    CHECK(s["state"] == "enrolled");
+    CHECK(s["link"].value("rtt_ms", 0.0) > 0.0);
+    const std::string state = s["link"].value("state", "");
+    CHECK_MESSAGE((state == "up" || state == "degraded"), state);  // degraded: the outage above is recent
+    CHECK(s.value("last_contact_unix_ns", std::uint64_t{0}) > 0);
+  }
+
+  // A revoked site's trainer is refused by the cloud (its open connection too).
+  const std::string south_log = sites[1]->home.path() + "/logs/trainer.log";
+  const std::size_t before = files::read_file(south_log)->size();
+  REQUIRE(run_loom(c.home.path(), {"site", "revoke", "south", "--reason", "test"}, 30s).code == 0);
+  std::string refusal;
+  CHECK(eventually(
+      [&] {
+        auto t = files::read_file(south_log);
+        const auto at = t ? t->find("not registered with the cloud scheduler", before) : std::string::npos;
+        if (at != std::string::npos) refusal = t->substr(at, t->find('\n', at) - at);
+        return !refusal.empty();
+      },
+      20s));
+  MESSAGE("south after its revocation: " << refusal);
+  CHECK(refusal.find("permission") != std::string::npos);
+  MESSAGE("total " << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s");
+}
