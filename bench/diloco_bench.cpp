@@ -10,6 +10,7 @@
 //   case=<arm> loss=… loss_ratio=… bytes_per_site=… vs_fp32_sync=… syncs=… seconds=…
 #include "bench/bench_util.hpp"
 #include "services/trainer/diloco/local_rounds.hpp"
+#include "services/trainer/local/byte_text.hpp"
 
 #include <chrono>
 #include <cstdio>
@@ -48,8 +49,19 @@ int main(int argc, char** argv) {
       if (std::strcmp(argv[i], name) == 0) return std::stof(argv[i + 1]);
     return fallback;
   };
-  std::string text;
-  for (const auto& f : bench::debian_prose_files()) text += bench::slurp(f);
+  std::string text;  // --licences: the CI test's corpus (/usr/share/common-licenses only)
+  bool licences = false;
+  for (int i = 1; i < argc; ++i) licences = licences || std::strcmp(argv[i], "--licences") == 0;
+  if (licences) {
+    auto t = licence_corpus();
+    if (!t) {
+      std::fprintf(stderr, "diloco_bench: %s\n", t.err().to_string().c_str());
+      return 1;
+    }
+    text = std::move(*t);
+  } else {
+    for (const auto& f : bench::debian_prose_files()) text += bench::slurp(f);
+  }
   const local_data data = bytes_as_sites(text, 4, 0.05, static_cast<std::size_t>(block));
 
   local_config base;
@@ -63,9 +75,14 @@ int main(int argc, char** argv) {
   base.outer.momentum = f("--momentum", base.outer.momentum);
   base.batch = arg_int(argc, argv, "--batch", base.batch);
   base.grad_clip = f("--clip", base.grad_clip);
+  base.min_lr_ratio = f("--min-lr-ratio", base.min_lr_ratio);
+  base.warmup = arg_int(argc, argv, "--lr-warmup", base.warmup);
+  const int warm = arg_int(argc, argv, "--warm", 0);  // shared sync-DP warm-up steps before both arms
+  local_config dp_cfg = base;
+  dp_cfg.lr = f("--dp-lr", base.lr);
 
   std::vector<arm> arms;
-  arms.push_back({"sync_dp", base, true});
+  arms.push_back({"sync_dp", dp_cfg, true});
   arms.push_back({"diloco_fp32", base});
   auto with = [&](const char* name, auto change) {
     local_config c = base;
@@ -96,13 +113,25 @@ int main(int argc, char** argv) {
   });
   with("plain_average_fp32", [](local_config& c) { c.outer = diloco::outer_options::plain_average(); });
 
+  local_checkpoint start;
+  if (warm > 0) {
+    local_config warm_cfg = dp_cfg;
+    warm_cfg.lr = f("--warm-lr", 3e-3f);  // the checkpoint does not move with the arms' lr
+    auto cp = run_warm_up(warm_cfg, data, warm);
+    if (!cp) {
+      std::fprintf(stderr, "diloco_bench: warm-up: %s\n", cp.err().to_string().c_str());
+      return 1;
+    }
+    start = std::move(*cp);
+    std::printf("warm-up: %d sync-DP steps, validation loss %.4f\n", warm, start.validation_loss);
+  }
   float dp_loss = 0;
   double dp_bytes = 0;
   std::vector<std::string> lines;
   for (const auto& a : arms) {
     if (!only.empty() && !a.dp && only.find("," + a.name + ",") == std::string::npos) continue;
     const auto t0 = std::chrono::steady_clock::now();
-    auto r = a.dp ? run_sync_dp(a.cfg, data) : run_diloco(a.cfg, data);
+    auto r = a.dp ? run_sync_dp(a.cfg, data, start) : run_diloco(a.cfg, data, start);
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (!r) {
       std::fprintf(stderr, "diloco_bench: %s: %s\n", a.name.c_str(), r.err().to_string().c_str());
