@@ -8,7 +8,7 @@
 //   diloco_bench --parity   the full-size loss-parity test (local_rounds_parity.test.cpp):
 //                           non-IID, L=2, a shared warm start of --warm sync-DP steps,
 //                           then --steps at equal tokens; sync DP, DiLoCo fp32 and int8
-//   other knobs: --warm N --warm-lr --dp-lr --lr --outer-lr --momentum --h --batch
+//   other knobs: --warm N --warm-lr --dp-lr --lr --outer-lr --momentum --h --batch --seed
 //                --block B (0: one contiguous piece per site) --licences (the CI corpus)
 // Last lines, one per case:
 //   case=<arm> loss=… loss_ratio=… bytes_per_site=… vs_fp32_sync=… syncs=… seconds=…
@@ -91,6 +91,7 @@ int main(int argc, char** argv) {
   base.seq_len = 32;
   base.steps = steps;
   base.sync_every = arg_int(argc, argv, "--h", 50);
+  base.seed = static_cast<std::uint64_t>(arg_int(argc, argv, "--seed", static_cast<int>(base.seed)));
   base.lr = f("--lr", parity ? kParityLr : base.lr);
   base.outer.lr = f("--outer-lr", base.outer.lr);
   base.outer.momentum = f("--momentum", parity ? kParityMomentum : base.outer.momentum);
