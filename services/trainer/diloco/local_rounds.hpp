@@ -15,6 +15,10 @@
 //             takes the outer step, encodes U (downlink codec, EF on the cloud),
 //             and the sites apply it `overlap` inner steps later.
 // Equal tokens: both arms see M × batch × seq_len tokens per step.
+// Warm start (as DiLoCo, which starts from a pretrained model): run_warm_up
+// trains one model by sync DP for W steps; both arms then continue from that
+// same checkpoint (parameters, AdamW moments, the lr schedule's step), so
+// the warm-up's tokens and bytes are the same for both.
 // Single-threaded driver (the engine's kernels use OpenMP inside).
 #pragma once
 
@@ -73,15 +77,31 @@ struct local_result {
   std::uint64_t params = 0;
 };
 
+// Where both arms start. Empty params: θ0 = init_random(seed), fresh AdamW,
+// step 0 (a cold start).
+struct local_checkpoint {
+  std::vector<float> params;
+  std::vector<float> adam_m, adam_v;  // the warm-up's AdamW moments, each site gets a copy
+  int step = 0;                       // schedule steps taken; total = step + cfg.steps
+  float validation_loss = 0;          // of params, on the data's validation tokens
+  std::uint64_t bytes_per_site = 0;   // the warm-up's ring all-reduce, sent + received
+};
+
 // The tokens of `text` as bytes (vocab 256) for `sites` sites, the last
 // `validation_fraction` held out. block > 0: blocks of that many bytes dealt
 // round-robin (each site sees every part of the text: an IID split); block 0:
 // one contiguous piece per site (each its own licences: non-IID).
 local_data bytes_as_sites(std::string_view text, int sites, double validation_fraction, std::size_t block = 0);
 
-// invalid_argument for a bad config (sizes, H < P, data too short for a window).
-result<local_result> run_sync_dp(const local_config& cfg, const local_data& data);
-result<local_result> run_diloco(const local_config& cfg, const local_data& data);
+// invalid_argument for a bad config (sizes, H < P, data too short for a
+// window, a checkpoint of another model's size).
+result<local_result> run_sync_dp(const local_config& cfg, const local_data& data, const local_checkpoint& from = {});
+result<local_result> run_diloco(const local_config& cfg, const local_data& data, const local_checkpoint& from = {});
+// `steps` steps of sync DP on `data` (window streams seeded apart from the
+// arms', so the arms see fresh windows), under the schedule of a run of
+// steps + cfg.steps: the shared start of both arms. invalid_argument as above
+// or for steps < 1.
+result<local_checkpoint> run_warm_up(const local_config& cfg, const local_data& data, int steps);
 
 // Bytes one site sends and receives per step with fp32 gradients through a
 // ring all-reduce of M members (2·(M−1)/M of the buffer each way), for

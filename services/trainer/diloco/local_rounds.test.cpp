@@ -1,5 +1,7 @@
-// The loss-parity tests of issue 15 at CI size: a byte-level tiny GPT on the
-// licence texts every Debian machine ships, split across four sites.
+// DiLoCo in one process from a cold start at CI size (a byte-level tiny GPT on
+// the licence texts every Debian machine ships, split across four sites):
+// codecs, outages, determinism, bad configs. The loss-parity test of issue 15
+// (warm start, against sync DP) is local_rounds_parity.test.cpp.
 #include "services/trainer/diloco/local_rounds.hpp"
 #include "services/trainer/local/byte_text.hpp"
 
@@ -32,15 +34,6 @@ const local_data& data() {
   return d;
 }
 
-const local_result& sync_dp() {
-  static const local_result r = [] {
-    auto x = run_sync_dp(tiny(), data());
-    REQUIRE(x.ok());
-    return *x;
-  }();
-  return r;
-}
-
 const local_result& diloco_fp32() {
   static const local_result r = [] {
     auto x = run_diloco(tiny(), data());
@@ -52,39 +45,12 @@ const local_result& diloco_fp32() {
 
 }  // namespace
 
-// The issue asks for 2% of sync DP. At this size (118k parameters, 400 steps
-// from scratch, 8 outer steps) DiLoCo measures 1.13x sync DP's loss; H = 1
-// with plain averaging is already 1.07x in diloco_bench (four Adams on batch 8 each do not
-// add up to one Adam on batch 32). diloco_bench reports the ratio for longer
-// runs; this test guards what we have: learning, and no regression past 1.3x
-// (measured 1.22x here: the licence texts alone, held-out tail of MPL-2.0).
-TEST_CASE("DiLoCo on four sites with H = 50 learns, and ends within 1.3x of synchronous data parallelism's loss") {
+TEST_CASE("DiLoCo on four sites with H = 50 learns from a cold start with eight outer steps") {
   const local_result& r = diloco_fp32();
-  const float dp = sync_dp().validation_loss;
-  MESSAGE("sync DP " << dp << ", DiLoCo fp32 " << r.validation_loss << " (" << r.syncs << " outer steps)");
-  CHECK(dp < sync_dp().train_loss.front() * 0.7f);  // DP learned
-  CHECK(r.validation_loss < r.train_loss.front() * 0.7f);  // DiLoCo learned
+  MESSAGE("DiLoCo fp32 from a cold start: first train loss " << r.train_loss.front() << ", validation "
+                                                               << r.validation_loss);
+  CHECK(r.validation_loss < r.train_loss.front() * 0.7f);
   CHECK(r.syncs == 400 / 50);
-  CHECK(r.validation_loss <= dp * 1.3f);
-}
-
-TEST_CASE("int8 deltas both ways with error feedback stay within 0.5% of fp32 DiLoCo and move 200 times fewer bytes") {
-  const local_result* fp32 = &diloco_fp32();
-  local_config c = tiny();
-  c.uplink = c.downlink = codec::codec_id::int8;
-  auto int8 = run_diloco(c, data());
-  REQUIRE(int8.ok());
-  // Bytes every site sent and received: a ring all-reduce of fp32 gradients
-  // every step against int8 deltas and updates every H steps.
-  const double dp_bytes = double(sync_dp().bytes_up + sync_dp().bytes_down);
-  const double bytes = double(int8->bytes_up + int8->bytes_down);
-  MESSAGE("fp32 " << fp32->validation_loss << ", int8 " << int8->validation_loss << "; bytes per site: ring fp32 "
-                  << dp_bytes / 4 << ", int8 DiLoCo " << bytes / 4 << " (" << dp_bytes / bytes << "x fewer)");
-  CHECK(int8->validation_loss <= fp32->validation_loss * 1.005f);
-  // Exactly the codec's size per sync: 8 outer steps, four sites, both ways.
-  CHECK(int8->bytes_up == 8u * 4u * codec::encoded_bytes(codec::codec_id::int8, int8->params));
-  CHECK(int8->bytes_down == int8->bytes_up);
-  CHECK(dp_bytes / bytes >= 200.0);
 }
 
 TEST_CASE("two DiLoCo runs with the same seed end with the same loss, bit for bit") {
