@@ -11,55 +11,24 @@
 // leaves the sites training (they find it again), `loom site list` shows both sites with their trainer, link
 // state and datasets, and after `loom site revoke south` south's trainer is
 // refused by the cloud scheduler.
-#include "libs/files/files.hpp"
-#include "tests/support/cluster.hpp"
-#include "tests/support/loom_json.hpp"
+#include "tests/support/edge_sites.hpp"
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
 #include <csignal>
 #include <cmath>
-#include <filesystem>
 #include <set>
-#include <thread>
 
 using namespace loom;
 using namespace loom::test;
 using namespace std::chrono_literals;
 using json = nlohmann::json;
-namespace fs = std::filesystem;
 
 namespace {
 
-const char* licences = "/usr/share/common-licenses";
 const std::vector<std::string> names{"north", "south"};
 const std::vector<std::string> corpora{"GPL-3", "GPL-2"};
-
-// Every regular file under `dir`, by path.
-std::vector<std::string> files_under(const std::string& dir) {
-  std::vector<std::string> out;
-  std::error_code ec;
-  for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
-    if (it->is_regular_file(ec)) out.push_back(it->path().string());
-  return out;
-}
-
-// An edge site: its data dir, and `loom down` of it at the end.
-struct site {
-  temp_dir home{"loom-site"};
-  up_guard guard{home.path()};
-};
-
-// Waits until `pred` holds, up to `limit`.
-template <class Pred>
-bool eventually(Pred pred, std::chrono::seconds limit) {
-  for (auto until = std::chrono::steady_clock::now() + limit; std::chrono::steady_clock::now() < until;) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(250ms);
-  }
-  return pred();
-}
 
 }  // namespace
 
@@ -67,26 +36,8 @@ TEST_CASE("a cloud and two edge sites run a diloco job on each site's own data, 
   const auto t0 = std::chrono::steady_clock::now();
   cluster c;
   REQUIRE(c.up);
-  std::vector<std::unique_ptr<site>> sites;
-  for (std::size_t s = 0; s < names.size(); ++s) {
-    auto tok = loom_json(c.home.path(), {"site", "token", "--site", names[s]});
-    REQUIRE(tok.contains("token"));
-    sites.push_back(std::make_unique<site>());
-    auto r = run_loom(sites[s]->home.path(),
-                      {"up", "--site", names[s], "--cloud", tok.value("cloud", ""), "--enrol-token",
-                       tok.value("token", ""), "--import-root", licences},
-                      60s);
-    REQUIRE_MESSAGE(r.code == 0, r.out << r.err);
-    auto eps = layout::read_endpoints(sites[s]->home.path() + "/endpoints.json");
-    REQUIRE(eps.ok());
-    CHECK(eps->role == "site");
-    CHECK(eps->zone == names[s]);
-    CHECK(eps->find("scheduler")->rpc == c.ep("scheduler").rpc);  // the cloud's
-    CHECK(eps->find("scheduler")->pid == 0);                      // not run here
-    auto imp = run_loom(sites[s]->home.path(),
-                        {"data", "import", std::string(licences) + "/" + corpora[s], "--dataset", "text"}, 120s);
-    REQUIRE_MESSAGE(imp.code == 0, imp.err);
-  }
+  std::vector<std::unique_ptr<edge_site>> sites;
+  for (std::size_t s = 0; s < names.size(); ++s) sites.push_back(start_edge_site(c, names[s], corpora[s]));
   MESSAGE("cloud and sites up, data imported: " << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s");
 
   auto sub = loom_json(c.home.path(), {"job", "submit", "--template", "pretrain-diloco-tiny", "--set",
@@ -111,14 +62,7 @@ TEST_CASE("a cloud and two edge sites run a diloco job on each site's own data, 
   REQUIRE(::kill(static_cast<pid_t>(cloud_scheduler), SIGCONT) == 0);
   std::this_thread::sleep_for(1s);
   REQUIRE(::kill(static_cast<pid_t>(cloud_scheduler), SIGKILL) == 0);  // then a crash: the watcher restarts it
-  const bool done = eventually(
-      [&] {
-        j = loom_json(c.home.path(), {"job", "show", id});
-        const std::string st = j.value("state", "");
-        return st == "succeeded" || st == "failed" || st == "cancelled";
-      },
-      150s);
-  REQUIRE_MESSAGE(done, j.dump());
+  j = wait_job_done(c.home.path(), id, 150s);
   REQUIRE_MESSAGE(j.value("state", "") == "succeeded", j.dump());
   const json& pre = j["stages"][0];
   CHECK(pre["step"] == 16);
