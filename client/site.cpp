@@ -58,7 +58,7 @@ std::string trainers_text(const loom::v1::SiteInfo& s) {
 std::string link_text(const loom::v1::SiteInfo& s) {
   if (!s.has_link()) return "-";
   char buf[96];
-  if (s.link().bandwidth_bytes_per_s() <= 0)  // not measured: heartbeats are too small to tell
+  if (s.link().bandwidth_bytes_per_s() <= 0)  // not measured yet: only its diloco trainer's deltas measure it
     std::snprintf(buf, sizeof buf, "%s %.1fms", s.link().state().c_str(), s.link().rtt_ms());
   else
     std::snprintf(buf, sizeof buf, "%s %.1fms %.1fMB/s", s.link().state().c_str(), s.link().rtt_ms(),

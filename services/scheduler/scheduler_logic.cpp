@@ -4,6 +4,7 @@
 
 #include "libs/auth/token.hpp"
 #include "libs/crypto/hash.hpp"
+#include "libs/runtime/admission.hpp"
 #include "libs/runtime/commit_ticket.hpp"
 #include "libs/runtime/logic_pb.hpp"
 #include "services/scheduler/wire.hpp"
@@ -17,6 +18,7 @@
 #include "services/scheduler/models/model_registry.hpp"
 #include "services/scheduler/sites/site_registry.hpp"
 
+#include <cstdio>
 #include <stdexcept>
 
 namespace loom::scheduler {
@@ -239,6 +241,13 @@ handled scheduler_logic::poll_work(const loom::v1::PollWorkRequest& req, const c
   if (!n) return fail(errc::not_found, "node " + r.node + " is not registered");
   if (auto st = zone_binding(ctx.peer, n->zone); !st) return fail(st.err());
   roster_.heartbeat(r.node, now_());
+  // A diloco site's uplink, measured by its trainer: kept in that site's link
+  // record. Only the site's own key speaks for its zone (zone_binding above),
+  // so the site is the node's zone and no other.
+  if (sites_ && req.has_site() && req.site().up_bytes_per_s() > 0 &&
+      ctx.peer.starts_with(runtime::site_principal_prefix))
+    if (auto st = sites_->report_bandwidth(n->zone, req.site().up_bytes_per_s()); !st)
+      std::fprintf(stderr, "loom-scheduler: site %s's bandwidth: %s\n", n->zone.c_str(), st.err().to_string().c_str());
   loom::v1::PollWorkReply rep;
   to_wire(jobs_.poll(r, now_()), &rep);
   return reply(rep);

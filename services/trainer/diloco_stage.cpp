@@ -182,6 +182,7 @@ site_report report_of(const site_sync& site) {
   r.deferred = s.deferred;
   r.late = s.late;
   r.dropped = s.dropped;
+  r.up_bytes_per_s = s.up_bytes_per_s;
   return r;
 }
 

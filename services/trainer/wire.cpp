@@ -59,6 +59,7 @@ void to_wire(const poll_facts& f, loom::v1::PollWorkRequest* out) {
     s->set_deltas_deferred(v.site.deferred);
     s->set_deltas_late(v.site.late);
     s->set_deltas_dropped(v.site.dropped);
+    s->set_up_bytes_per_s(v.site.up_bytes_per_s);
   }
   for (const auto& n : f.notices) {
     auto* q = out->add_notices();

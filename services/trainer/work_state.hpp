@@ -35,6 +35,7 @@ struct site_report {
   double stall_s = 0;
   std::uint64_t round = 0;  // fragment 0's merged version
   std::uint64_t deltas_sent = 0, deferred = 0, late = 0, dropped = 0;
+  double up_bytes_per_s = 0;  // the site's measured uplink (site_sync_stats); the scheduler keeps it in the site's link
 };
 
 // The stage a trainer holds and where it is in it.

@@ -5,6 +5,9 @@
 #include "libs/files/files.hpp"
 #include "libs/store/database.hpp"
 
+#include <nlohmann/json.hpp>
+
+#include <cmath>
 #include <filesystem>
 #include <set>
 
@@ -25,6 +28,16 @@ status check_service_name(const std::string& s) {
     if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '-'))
       return make_error(errc::invalid_argument, "service name " + auth::printable(s) + ": use a-z, 0-9 and -");
   return ok_status();
+}
+
+// A link record's bandwidth (0 when none), and the record with `bw` in it.
+double bandwidth_of(const std::string& link_json) {
+  auto l = nlohmann::json::parse(link_json, nullptr, false);
+  return l.is_object() ? l.value("bandwidth_bytes_per_s", 0.0) : 0.0;
+}
+std::string with_bandwidth(nlohmann::json link, double bw) {
+  link["bandwidth_bytes_per_s"] = bw;
+  return link.dump();
 }
 }  // namespace
 
@@ -171,11 +184,50 @@ status site_registry::report(const std::string& site, const std::string& link_js
   auto& last = reported_[site];
   const bool new_datasets = !datasets_json.empty() && datasets_json != last.datasets_json;
   if (!new_datasets && now - last.at < report_every) return ok_status();
-  auto st = db_->with_transaction(
-      [&](store::transaction& tx) { return save_site_report(tx, site, link_json, new_datasets ? datasets_json : "", now); });
+  // Heartbeats are too small to measure bandwidth: keep the one the site's
+  // trainer measured (report_bandwidth), from memory or, after a restart, the store.
+  auto link = nlohmann::json::parse(link_json, nullptr, false);
+  const bool keep_bandwidth = link.is_object() && !(link.value("bandwidth_bytes_per_s", 0.0) > 0);
+  auto st = db_->with_transaction([&](store::transaction& tx) -> status {
+    std::string merged = link_json;
+    if (keep_bandwidth) {
+      double bw = last.bandwidth;
+      if (!(bw > 0)) {
+        auto cur = find_site(tx, site);
+        if (!cur) return cur.err();
+        if (*cur) bw = bandwidth_of((*cur)->link_json);
+      }
+      if (bw > 0) merged = with_bandwidth(link, bw);
+    }
+    return save_site_report(tx, site, merged, new_datasets ? datasets_json : "", now);
+  });
   if (!st) return st;
   last.at = now;
   if (new_datasets) last.datasets_json = datasets_json;
+  return ok_status();
+}
+
+status site_registry::report_bandwidth(const std::string& site, double bytes_per_s) {
+  if (!(bytes_per_s > 0) || !std::isfinite(bytes_per_s))
+    return make_error(errc::invalid_argument, "site " + site + "'s bandwidth must be a positive number of bytes/s");
+  const auto now = now_();
+  if (auto it = reported_.find(site); it != reported_.end() && it->second.bandwidth > 0 &&
+                                      now - it->second.bandwidth_at < report_every) {
+    it->second.bandwidth = bytes_per_s;  // written with the next write
+    return ok_status();
+  }
+  auto st = db_->with_transaction([&](store::transaction& tx) -> status {
+    auto cur = find_site(tx, site);
+    if (!cur) return cur.err();
+    if (!*cur) return make_error(errc::not_found, "no site " + site);
+    auto link = nlohmann::json::parse((*cur)->link_json, nullptr, false);
+    if (!link.is_object()) link = {{"rtt_ms", 0.0}, {"state", "unknown"}};  // no heartbeat report yet
+    return save_site_report(tx, site, with_bandwidth(link, bytes_per_s), "", now);
+  });
+  if (!st) return st;
+  auto& last = reported_[site];  // a known site only
+  last.bandwidth = bytes_per_s;
+  last.bandwidth_at = now;
   return ok_status();
 }
 

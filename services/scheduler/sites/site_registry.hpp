@@ -84,7 +84,13 @@ class site_registry {
   // What site `site`'s nodes reported (site_store::save_site_report). Written
   // at most every report_every per site unless the datasets changed.
   static constexpr std::chrono::seconds report_every{10};
+  // A heartbeat's link without a bandwidth keeps the site's measured one.
   status report(const std::string& site, const std::string& link_json, const std::string& datasets_json);
+  // Site `site`'s uplink as its own trainer measured it (SiteProgress
+  // up_bytes_per_s): stored in its link record as "bandwidth_bytes_per_s",
+  // at most every report_every. invalid_argument unless positive and finite;
+  // not_found for an unknown site.
+  status report_bandwidth(const std::string& site, double bytes_per_s);
 
   const cloud_info& cloud() const { return cloud_; }
 
@@ -102,6 +108,8 @@ class site_registry {
   struct last_report {
     time_point at{};
     std::string datasets_json;
+    double bandwidth = 0;  // the last report_bandwidth; 0 = none since this process started
+    time_point bandwidth_at{};
   };
   std::map<std::string, last_report> reported_;
 };

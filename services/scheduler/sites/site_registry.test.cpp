@@ -238,3 +238,64 @@ TEST_CASE_FIXTURE(registry_fixture, "a site's keys speak only for nodes in its z
   CHECK(call(hb, as("client")).code == errc::permission_denied);
   CHECK(call(hb, as("site:plant-a:trainer")).code == errc::ok);
 }
+
+TEST_CASE_FIXTURE(registry_fixture, "a site's trainer's measured uplink becomes its link's bandwidth and heartbeats keep it") {
+  CHECK(reg->report_bandwidth("plant-a", 1e6).code() == errc::not_found);
+  CHECK(reg->report_bandwidth("plant-a", -1).code() == errc::invalid_argument);
+  scheduler_logic logic(db.get(), [this] { return now; });
+  REQUIRE(reg->issue_token("plant-a", 0ms, "admin").ok());
+  REQUIRE(reg->issue_token("plant-b", 0ms, "admin").ok());
+  logic.set_sites(std::move(reg), {});
+  auto as = [](const std::string& peer) {
+    runtime::call_context c{"r", "svc", "operator", "local"};
+    c.peer = peer;
+    return c;
+  };
+  auto call = [&](const google::protobuf::Message& m, const runtime::call_context& ctx) {
+    return logic.handle(m.GetDescriptor()->full_name(), m.SerializeAsString(), ctx);
+  };
+  auto link_of = [&](const std::string& site) {
+    v1::ListSitesReply ls;
+    REQUIRE(ls.ParseFromString(call(v1::ListSitesRequest{}, as("client")).body));
+    for (const auto& s : ls.sites())
+      if (s.name() == site) return s.link();
+    FAIL("no site " << site);
+    return v1::SiteLink{};
+  };
+  v1::RegisterNodeRequest rn;
+  rn.mutable_node()->set_value("t@plant-a");
+  rn.set_service("trainer");
+  rn.set_zone("plant-a");
+  REQUIRE(call(rn, as("site:plant-a:trainer")).code == errc::ok);
+  v1::NodeHeartbeatRequest hb;
+  hb.mutable_node()->set_value("t@plant-a");
+  hb.mutable_link()->set_rtt_ms(22.4);
+  hb.mutable_link()->set_state("up");
+  REQUIRE(call(hb, as("site:plant-a:trainer")).code == errc::ok);
+  CHECK(link_of("plant-a").bandwidth_bytes_per_s() == 0);  // heartbeats alone measure none
+  v1::PollWorkRequest poll;
+  poll.mutable_node()->set_value("t@plant-a");
+  poll.mutable_site()->set_site("site-0");
+  poll.mutable_site()->set_up_bytes_per_s(3.1e6);
+  REQUIRE(call(poll, as("site:plant-a:trainer")).code == errc::ok);
+  auto l = link_of("plant-a");
+  CHECK(l.bandwidth_bytes_per_s() == doctest::Approx(3.1e6));
+  CHECK(l.rtt_ms() == doctest::Approx(22.4));
+  CHECK(l.state() == "up");
+  CHECK(link_of("plant-b").bandwidth_bytes_per_s() == 0);  // only the reporting trainer's own site
+  now += 11s;  // the next heartbeat is written, without a bandwidth: the measured one stays
+  hb.mutable_link()->set_rtt_ms(30.0);
+  REQUIRE(call(hb, as("site:plant-a:trainer")).code == errc::ok);
+  l = link_of("plant-a");
+  CHECK(l.rtt_ms() == doctest::Approx(30.0));
+  CHECK(l.bandwidth_bytes_per_s() == doctest::Approx(3.1e6));
+  // A restarted scheduler keeps it from the store.
+  scheduler_logic again(db.get(), [this] { return now; });
+  again.set_sites(make(), {});
+  REQUIRE(again.handle(rn.GetDescriptor()->full_name(), rn.SerializeAsString(), as("site:plant-a:trainer")).code == errc::ok);
+  REQUIRE(again.handle(hb.GetDescriptor()->full_name(), hb.SerializeAsString(), as("site:plant-a:trainer")).code == errc::ok);
+  v1::ListSitesReply ls;
+  REQUIRE(ls.ParseFromString(again.handle("loom.v1.ListSitesRequest", "", as("client")).body));
+  REQUIRE(ls.sites_size() == 2);
+  CHECK(ls.sites(0).link().bandwidth_bytes_per_s() == doctest::Approx(3.1e6));
+}

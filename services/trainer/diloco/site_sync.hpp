@@ -43,6 +43,7 @@
 #include "libs/diloco/client/site_client.hpp"
 #include "libs/status/status.hpp"
 #include "libs/wire/curve.hpp"
+#include "services/trainer/diloco/transfer_rate.hpp"
 
 #include <atomic>
 #include <chrono>
@@ -109,6 +110,7 @@ struct site_sync_stats {
   double finish_s = 0;              // training thread inside finish (the stage's end)
   double compression_error = 0;     // last delta: ‖Δ − decode(encode(Δ))‖ / ‖Δ‖ of the uplink codec
   std::vector<double> sync_ms;      // delta sent -> its round's version received (sync thread)
+  double up_bytes_per_s = 0;        // uplink: EWMA of acknowledged delta payload bytes / send time (transfer_rate)
   diloco::client_stats wire;        // bytes and messages (site_client)
 };
 
@@ -199,6 +201,7 @@ class site_sync {
   clock::time_point asking_since_{};             // a request in flight since (epoch: none)
   status fatal_ = ok_status();                   // met by the sync thread
   site_sync_stats stats_;
+  transfer_rate up_rate_;  // under mu_, fed by the sync thread
 
   std::vector<std::uint64_t> owed_, tokens_;     // training thread: due points not handed, tokens since
   std::vector<hold> jobs_;                        // sync thread

@@ -158,7 +158,10 @@ status site_sync::send(int p, hold& j) {
   }
   measure_codec(p);
   asking(true);
+  const auto bytes_before = client_->stats().payload_bytes_sent;
+  const auto send_at = clock::now();
   auto ack = client_->send_delta(p, shadow_, j.tokens);
+  const double send_s = std::chrono::duration<double>(clock::now() - send_at).count();
   asking(false);
   j.sent = true;  // pending in the client from here, answered or not: a poll re-sends it
   j.sent_at = clock::now();
@@ -166,6 +169,10 @@ status site_sync::send(int p, hold& j) {
   {
     std::lock_guard lock(mu_);
     ++stats_.syncs;
+    if (ack) {  // acknowledged: the payload crossed the link in send_s (RTT included)
+      up_rate_.add(client_->stats().payload_bytes_sent - bytes_before, send_s);
+      stats_.up_bytes_per_s = up_rate_.bytes_per_s();
+    }
     if (ack && ack->late) ++stats_.late;
     if (!ack && ack.code() == errc::deadline_exceeded) ++stats_.dropped;
   }
