@@ -119,7 +119,8 @@ TEST_CASE("a cloud and two edge sites run a diloco job on each site's own data, 
   }
   MESSAGE(scanned << " cloud files scanned, " << site_files.size() << " site dataset files");
 
-  // `loom site list`: both sites with their trainer, link state and datasets.
+  // `loom site list`: both sites with their trainer, link state (RTT and the
+  // uplink their diloco trainer measured) and datasets.
   json list;
   const bool reported = eventually(
       [&] {
@@ -128,7 +129,7 @@ TEST_CASE("a cloud and two edge sites run a diloco job on each site's own data, 
         for (const auto& s : list.value("sites", json::array()))
           good += !s["trainers"].empty() && s["link"].is_object() && s["datasets"].is_array() &&
                   !s["datasets"].empty() && s["datasets"][0].value("name", "") == "text" &&
-                  s["datasets"][0].value("bytes", 0) > 0;
+                  s["datasets"][0].value("bytes", 0) > 0 && s["link"].value("bandwidth_bytes_per_s", 0.0) > 0.0;
         return good == 2;
       },
       30s);
@@ -136,6 +137,8 @@ TEST_CASE("a cloud and two edge sites run a diloco job on each site's own data, 
   for (const auto& s : list.value("sites", json::array())) {
     CHECK(s["state"] == "enrolled");
     CHECK(s["link"].value("rtt_ms", 0.0) > 0.0);
+    CHECK(s["link"].value("bandwidth_bytes_per_s", 0.0) > 0.0);  // measured by its trainer's deltas
+    MESSAGE(s.value("name", "") << "'s link: " << s["link"].dump());
     const std::string state = s["link"].value("state", "");
     CHECK_MESSAGE((state == "up" || state == "degraded"), state);  // degraded: the outage above is recent
     CHECK(s.value("last_contact_unix_ns", std::uint64_t{0}) > 0);
