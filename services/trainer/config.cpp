@@ -1,6 +1,9 @@
 #include "services/trainer/config.hpp"
 
+#include "libs/wire/link_spec.hpp"
+
 #include <charconv>
+#include <cstdio>
 #include <cmath>
 #include <cstdlib>
 #include <map>
@@ -172,6 +175,12 @@ result<logits_args> parse_logits_args(const std::vector<std::string>& argv) {
     a.threads = static_cast<int>(*n);
   }
   return a;
+}
+
+bool serve_env_ok(char** env) {
+  auto st = wire::check_link_shape_env(env);
+  if (!st) std::fprintf(stderr, "loom-trainer: %s\n", st.err().message.c_str());
+  return st.ok();
 }
 
 }  // namespace loom::trainer

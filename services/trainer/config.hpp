@@ -48,4 +48,9 @@ extern const char* const train_usage;
 extern const char* const sample_usage;
 extern const char* const logits_usage;
 
+// `loom-trainer serve`'s environment: every LOOM_LINK_SHAPE[_<SITE>] must be a
+// link spec (libs/wire/link_spec; services/trainer/README.md, "Weak links").
+// False after printing the first bad one, naming the variable and the field.
+bool serve_env_ok(char** env);
+
 }  // namespace loom::trainer

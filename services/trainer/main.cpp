@@ -1,10 +1,10 @@
 // loom-trainer: one binary, subcommands. `serve` runs the trainer service
 // (what `loom up` starts); `train`, `sample` and `logits` run offline (train_cli.hpp).
 #include "libs/runtime/service.hpp"
+#include "services/trainer/config.hpp"
 #include "services/trainer/train_cli.hpp"
 #include "services/trainer/trainer_logic.hpp"
 #include "services/trainer/worker.hpp"
-#include "libs/wire/link_spec.hpp"
 
 #include <cstdio>
 #include <string>
@@ -14,11 +14,7 @@ extern char** environ;
 int main(int argc, char** argv) {
   std::string cmd = argc > 1 ? argv[1] : "";
   if (cmd == "serve") {
-    // LOOM_LINK_SHAPE[_<SITE>] shapes the diloco sites' links (services/trainer/README.md): a bad one stops us here.
-    if (auto st = loom::wire::check_link_shape_env(environ); !st) {
-      std::fprintf(stderr, "loom-trainer: %s\n", st.err().message.c_str());
-      return 2;
-    }
+    if (!loom::trainer::serve_env_ok(environ)) return 2;  // a bad LOOM_LINK_SHAPE* (config.cpp)
     loom::runtime::service_spec spec;
     spec.name = "trainer";
     // One board: the worker changes it, the logic (TrainerStatus) reads it.
