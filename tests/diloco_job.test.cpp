@@ -14,6 +14,7 @@
 #include "libs/model/gpt_config.hpp"
 #include "loom/v1/aggregator.pb.h"
 #include "tests/support/cluster.hpp"
+#include "tests/support/edge_sites.hpp"
 #include "tests/support/loom_json.hpp"
 
 #include <doctest/doctest.h>
@@ -33,24 +34,11 @@ using json = nlohmann::json;
 
 namespace {
 
-const char* licences = "/usr/share/common-licenses";
 const std::vector<std::string> corpora{"GPL-3", "GPL-2", "LGPL-2.1", "MPL-2.0"};
 constexpr int sites = 4;
 constexpr int steps = 32;  // 4 rounds of fragment 0 (the template trains 48: 6)
 
 std::string dataset_of(int s) { return "site" + std::to_string(s) + "-text"; }
-
-// The aggregator's status (its only job), or nullopt while it does not answer.
-std::optional<v1::AggregationStatus> aggregation(cluster& c) {
-  c.refresh();
-  auto cli = c.client("aggregator", 0, 1000ms);
-  if (!cli) return std::nullopt;
-  auto r = cli->call(wire::request{wire::new_request_id(), "loom.v1.AggregatorStatusRequest", "",
-                                   c.token(auth::role::viewer)});
-  v1::AggregatorStatusReply rep;
-  if (!r || !r->ok() || !rep.ParseFromString(r->body) || rep.jobs_size() != 1) return std::nullopt;
-  return rep.jobs(0);
-}
 
 // The pid of the trainer process that runs `site` (its log says it joined as it).
 long trainer_of(cluster& c, const std::string& site) {
@@ -61,70 +49,6 @@ long trainer_of(cluster& c, const std::string& site) {
     if (text && text->find("diloco " + site + ": joined") != std::string::npos) return sv.value("pid", 0L);
   }
   return 0;
-}
-
-// The loss of a model (a snapshot dir; "" = a random one) on site 0's text:
-// `loom-trainer train` for one step at lr 0 over 8 x 4 windows of 64 tokens.
-double eval_loss(cluster& c, const std::string& init) {
-  static int n = 0;
-  const std::string dir = c.home.path() + "/eval-" + std::to_string(n++);
-  REQUIRE(files::write_atomic(dir + ".toml",
-                              "[model]\nlayers = 2\nheads = 2\nchannels = 64\nmax_seq_len = 64\nvocab = 50257\n"
-                              "padded_vocab = 50304\n[data]\ntext = \"" + std::string(licences) + "/" + corpora[0] +
-                                  "\"\n[train]\nbatch = 8\nseq_len = 64\ngrad_accum = 4\nsteps = 1\nseed = 99\n"
-                                  "threads = 1\n[optim]\nlr = 0.0\nmin_lr = 0.0\n[checkpoint]\nevery_steps = 0\n")
-              .ok());
-  std::vector<std::string> args{bin("loom-trainer"), "train", "--config", dir + ".toml", "--data-dir",
-                                c.home.path(), "--out", dir, "--json"};
-  if (!init.empty()) args.insert(args.end(), {"--set", "model.init_from=" + init});
-  auto r = run(args, 120s);
-  REQUIRE_MESSAGE(r.code == 0, r.err);
-  auto j = json::parse(r.out, nullptr, false);
-  REQUIRE_MESSAGE(j.is_object(), r.out);
-  return j.value("loss", 0.0);
-}
-
-json wait_done(cluster& c, const std::string& id, std::chrono::seconds limit) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  json j;
-  while (std::chrono::steady_clock::now() < deadline) {
-    j = loom_json(c.home.path(), {"job", "show", id});
-    const std::string st = j.value("state", "");
-    if (st == "succeeded" || st == "failed" || st == "cancelled") return j;
-    std::this_thread::sleep_for(250ms);
-  }
-  return j;
-}
-
-// θ from <data>/aggregator/<job>/state.bin: "LOOMAGG1" | u64 LE n | header | θ fp32 ...
-std::vector<float> global_theta(const std::string& path, v1::AggregationState& st) {
-  auto bytes = files::read_file(path);
-  REQUIRE(bytes.ok());
-  REQUIRE(bytes->size() > 16);
-  REQUIRE(bytes->compare(0, 8, "LOOMAGG1") == 0);
-  std::uint64_t n = 0;
-  std::memcpy(&n, bytes->data() + 8, 8);
-  REQUIRE(st.ParseFromArray(bytes->data() + 16, static_cast<int>(n)));
-  std::vector<float> theta(st.params());
-  REQUIRE(bytes->size() >= 16 + n + theta.size() * 4);
-  std::memcpy(theta.data(), bytes->data() + 16 + n, theta.size() * 4);
-  return theta;
-}
-
-// A snapshot's parameters in buffer order (libs/model's layout).
-std::vector<float> snapshot_params(const std::string& dir, const model::gpt2_config& cfg) {
-  auto file = ckpt::read_safetensors(dir + "/model.safetensors");
-  REQUIRE(file.ok());
-  const auto layout = model::make_param_layout(cfg);
-  std::vector<float> out(layout.total);
-  for (int i = 0; i < model::num_tensors; ++i) {
-    const auto t = static_cast<model::tensor_id>(i);
-    const auto* info = file->find(std::string(model::tensor_name(t)));
-    REQUIRE(info);
-    REQUIRE(info->data.size() == layout.size(t) * sizeof(float));
-    std::memcpy(out.data() + layout.offset(t), info->data.data(), info->data.size());
-  }
-  return out;
 }
 
 }  // namespace
@@ -194,7 +118,7 @@ TEST_CASE("pretrain-diloco-tiny: four sites on their own datasets finish through
   REQUIRE(site_pid > 0);
   REQUIRE(::kill(static_cast<pid_t>(site_pid), SIGKILL) == 0);
 
-  json j = wait_done(c, id, 240s);
+  json j = wait_job_done(c.home.path(), id, 240s);
   INFO(j.dump());
   REQUIRE(j.value("state", "") == "succeeded");
   const json& pre = j["stages"][0];
@@ -229,7 +153,8 @@ TEST_CASE("pretrain-diloco-tiny: four sites on their own datasets finish through
   CHECK(j["stages"][1]["state"] == "succeeded");
   // The global model learned: its loss on site 0's text (one step at lr 0)
   // against a random model's.
-  const double global_loss = eval_loss(c, ckpt_dir), random_loss = eval_loss(c, "");
+  const std::string site0_text = std::string(licences) + "/" + corpora[0];
+  const double global_loss = model_loss(c.home.path(), site0_text, ckpt_dir), random_loss = model_loss(c.home.path(), site0_text, "");
   MESSAGE("loss on " << corpora[0] << ": the global model " << global_loss << ", a random one " << random_loss);
   CHECK(global_loss < random_loss - 1.0);
   bool sft_from_global = false;
@@ -257,13 +182,7 @@ TEST_CASE("pretrain-diloco-tiny: four sites on their own datasets finish through
                            << ", last outer step " << a->fragments(0).last_outer_step_s() * 1000 << " ms");
 
   // The stage's model is the aggregator's global θ, bit for bit.
-  model::gpt2_config cfg;
-  cfg.layers = 2;
-  cfg.heads = 2;
-  cfg.channels = 64;
-  cfg.max_seq_len = 64;
-  cfg.vocab = 50257;
-  cfg.padded_vocab = 50304;
+  const model::gpt2_config cfg = tiny_config();
   const std::string agg_job = a->spec().job();
   v1::AggregationState saved;
   const auto theta = global_theta(c.home.path() + "/aggregator/" + agg_job + "/state.bin", saved);
