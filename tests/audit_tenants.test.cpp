@@ -206,7 +206,7 @@ TEST_CASE("a tenant's operator reads only its tenant's audit records and sees an
   // refusal (answered by the audit service's logic) is audited under acme-ci.
   auto audit = c.client("audit");
   v1::AuditWatermarkRequest w;
-  w.set_source("scheduler@" + std::string("x"));
+  w.set_source("scheduler@x");
   const auto wm_rid = wire::new_request_id();
   auto wm = call(*audit, w, acme, wm_rid);
   CHECK(wm.code == errc::permission_denied);

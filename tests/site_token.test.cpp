@@ -3,9 +3,10 @@
 // site data dir (B, not running) enrolled as "north" whose token the cloud
 // scheduler minted (B/keys/cloud/token, principal site:north). Over the site's
 // own trainer key the token tries what it once could as a full cloud operator
-// — cancel the admin's job, drain a cloud node, submit in the cloud zone, read
-// another tenant's audit trail — and is refused, each refusal audited under
-// site:north with its key; over any other key it is refused too. Its business
+// — cancel the admin's job, submit in the cloud zone, read another tenant's
+// audit trail (the gateway: not site business), drain a cloud node (the
+// scheduler: not its zone; its own case below) — and is refused, each refusal
+// audited under site:north with its key; over any other key it is refused too. Its business
 // (ping, register and heartbeat its own node) passes, and is audited with the
 // key. After `loom site revoke north` the same token is dead: refused on the
 // connection opened before (whose key is no longer admitted) and over a key
@@ -72,57 +73,70 @@ void denied_and_audited(cluster& a, const std::string& rid, const wire::reply& r
 
 }  // namespace
 
-TEST_CASE("a site's token does only its site's business over its own keys, is audited under site:<S>, and dies with the site") {
-  cluster a({"--import-root", "/usr/share/common-licenses"});
-  REQUIRE(a.up);
-  // The admin's job, and a cloud trainer node.
-  auto job = loom_json(a.home.path(), {"job", "submit", "--template", "pipeline-test", "--set",
-                                       std::string("text=") + corpus, "--request-id", "admin-submit-1"});
-  REQUIRE(job.contains("id"));
-  const std::string job_id = job["id"].get<std::string>();
-  std::string cloud_node;
-  auto admin_sched = a.client("scheduler");
-  for (int i = 0; i < 100 && cloud_node.empty(); ++i) {
-    auto r = call(*admin_sched, v1::ListNodesRequest{}, a.admin(), wire::new_request_id());
-    v1::ListNodesReply nodes;
-    REQUIRE(nodes.ParseFromString(r.body));
-    for (const auto& n : nodes.nodes())
-      if (n.service() == "trainer") cloud_node = n.node().value();
-    if (cloud_node.empty()) std::this_thread::sleep_for(100ms);
-  }
-  REQUIRE_FALSE(cloud_node.empty());
-
-  // Site north enrols from its own data dir; the cloud minted its token.
-  temp_dir b("loom-site-north");
-  auto st = loom_json(a.home.path(), {"site", "token", "--site", "north"});
-  REQUIRE(st.contains("token"));
-  auto enrolled = run_loom(b.path(), {"site", "enrol", "--site", "north", "--cloud", st.value("cloud", ""),
-                                      "--enrol-token", st.value("token", ""), "--json"},
-                           30s);
-  REQUIRE_MESSAGE(enrolled.code == 0, enrolled.err);
-  const layout::paths site{b.path()};
-  auto site_token = files::read_file(site.cloud_token());
-  REQUIRE(site_token.ok());
-  std::string token = *site_token;
-  while (!token.empty() && token.back() == '\n') token.pop_back();
-  auto claims = auth::verify_token(token, a.token_key, {std::time(nullptr), 0});
-  REQUIRE(claims.ok());
-  REQUIRE(claims->principal == "site:north");
-  const auto trainer_key = wire::load_keypair(site.curve_dir(), "trainer").value();
+// A cloud `loom up` with the admin's job, and site north enrolled from a data
+// dir of its own (not running): its token and its trainer's key, admitted.
+struct cloud_and_site {
+  cluster a{std::vector<std::string>{"--import-root", "/usr/share/common-licenses"}};
+  temp_dir b{"loom-site-north"};
+  std::string job_id, cloud_node, token;
   const std::string key = "site:north:trainer";
-  auto sched = client_as(a, "scheduler", trainer_key);
-  auto audit = client_as(a, "audit", trainer_key);
+  std::unique_ptr<wire::client> admin_sched, sched, audit;
 
-  // Its business passes once the cloud admits its keys (about a second).
+  cloud_and_site() {
+    REQUIRE(a.up);
+    auto job = loom_json(a.home.path(), {"job", "submit", "--template", "pipeline-test", "--set",
+                                         std::string("text=") + corpus, "--request-id", "admin-submit-1"});
+    REQUIRE(job.contains("id"));
+    job_id = job["id"].get<std::string>();
+    admin_sched = a.client("scheduler");
+    for (int i = 0; i < 100 && cloud_node.empty(); ++i) {
+      auto r = call(*admin_sched, v1::ListNodesRequest{}, a.admin(), wire::new_request_id());
+      v1::ListNodesReply nodes;
+      REQUIRE(nodes.ParseFromString(r.body));
+      for (const auto& n : nodes.nodes())
+        if (n.service() == "trainer") cloud_node = n.node().value();
+      if (cloud_node.empty()) std::this_thread::sleep_for(100ms);
+    }
+    REQUIRE_FALSE(cloud_node.empty());
+    // Site north enrols from its own data dir; the cloud minted its token.
+    auto st = loom_json(a.home.path(), {"site", "token", "--site", "north"});
+    REQUIRE(st.contains("token"));
+    auto enrolled = run_loom(b.path(), {"site", "enrol", "--site", "north", "--cloud", st.value("cloud", ""),
+                                        "--enrol-token", st.value("token", ""), "--json"},
+                             30s);
+    REQUIRE_MESSAGE(enrolled.code == 0, enrolled.err);
+    const layout::paths site{b.path()};
+    auto site_token = files::read_file(site.cloud_token());
+    REQUIRE(site_token.ok());
+    token = *site_token;
+    while (!token.empty() && token.back() == '\n') token.pop_back();
+    auto claims = auth::verify_token(token, a.token_key, {std::time(nullptr), 0});
+    REQUIRE(claims.ok());
+    REQUIRE(claims->principal == "site:north");
+    const auto trainer_key = wire::load_keypair(site.curve_dir(), "trainer").value();
+    sched = client_as(a, "scheduler", trainer_key);
+    audit = client_as(a, "audit", trainer_key);
+    // Its business passes once the cloud admits its keys (about a second).
+    errc pinged = errc::unavailable;
+    for (int i = 0; i < 50 && pinged != errc::ok; ++i) {
+      auto r = sched->call(wire::request{wire::new_request_id(), "loom.v1.PingRequest", "", token});
+      pinged = r ? r->code : r.code();
+      if (pinged != errc::ok) std::this_thread::sleep_for(200ms);
+    }
+    REQUIRE(pinged == errc::ok);
+  }
+};
+
+TEST_CASE("a site's token does only its site's business over its own keys, is audited under site:<S>, and dies with the site") {
+  cloud_and_site s;
+  auto& a = s.a;
+  const std::string& token = s.token;
+  const std::string& key = s.key;
+  auto& sched = s.sched;
+  auto& audit = s.audit;
+  const std::string& job_id = s.job_id;
   v1::PingRequest ping;
   ping.set_payload("north");
-  errc pinged = errc::unavailable;
-  for (int i = 0; i < 50 && pinged != errc::ok; ++i) {
-    auto r = sched->call(wire::request{wire::new_request_id(), "loom.v1.PingRequest", ping.SerializeAsString(), token});
-    pinged = r ? r->code : r.code();
-    if (pinged != errc::ok) std::this_thread::sleep_for(200ms);
-  }
-  REQUIRE(pinged == errc::ok);
   v1::RegisterNodeRequest reg;
   reg.mutable_node()->set_value("trainer@north-1");
   reg.set_service("trainer");
@@ -167,20 +181,22 @@ TEST_CASE("a site's token does only its site's business over its own keys, is au
   CHECK(rep.body.empty());
   denied_and_audited(a, rid, rep, key);
 
-  // Draining is its business for its own zone's nodes only: a cloud node is
-  // refused by the scheduler's zone check (the nodes part of issue 24).
-  v1::DrainNodeRequest drain;
-  drain.mutable_node()->set_value(cloud_node);
-  rid = wire::new_request_id();
-  rep = call(*sched, drain, token, rid);
-  denied_and_audited(a, rid, rep, key);
-
   // The token over a key that is not the site's own: refused, even for a ping.
-  auto& cloud_client = admin_sched;
+  auto& cloud_client = s.admin_sched;
   rid = wire::new_request_id();
   rep = call(*cloud_client, ping, token, rid);
   CHECK(rep.message.find("is accepted only over that site's own CURVE keys, not client") != std::string::npos);
   denied_and_audited(a, rid, rep, "client");
+
+  // No one issues a token that passes for the site's, online or offline.
+  for (bool offline : {false, true}) {
+    std::vector<std::string> args = {"token", "issue", "--role", "operator", "--principal", "site:north"};
+    if (offline) args.push_back("--offline");
+    auto issued = run_loom(a.home.path(), args, 30s);
+    CHECK_MESSAGE(issued.code == 3, issued.err);
+    CHECK(issued.err.find("principal site:north is reserved") != std::string::npos);
+    CHECK(issued.out.empty());
+  }
 
   // The admin's job was not touched.
   auto shown = loom_json(a.home.path(), {"job", "show", job_id});
@@ -213,4 +229,16 @@ TEST_CASE("a site's token does only its site's business over its own keys, is au
   auto refused = events_of(a, rid);
   REQUIRE(refused.size() == 1);
   CHECK(refused[0].peer_key() == key);
+}
+
+TEST_CASE("a site's token drains only its own zone's nodes: a cloud node is refused, audited under site:<S>") {
+  // The gateway lets DrainNode through as site business; the scheduler
+  // refuses a node outside the site's zone (the nodes part of issue 24).
+  cloud_and_site s;
+  v1::DrainNodeRequest drain;
+  drain.mutable_node()->set_value(s.cloud_node);
+  const auto rid = wire::new_request_id();
+  auto rep = call(*s.sched, drain, s.token, rid);
+  denied_and_audited(s.a, rid, rep, s.key);
+  CHECK(rep.message.find(s.cloud_node) != std::string::npos);
 }
