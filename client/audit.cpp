@@ -2,7 +2,8 @@
 // verify reads the state store and the anchor file directly (libs/auditchain):
 // it works with the services down and needs no data key, only the anchor
 // public keys. trail and tail ask the audit service, which decrypts payloads
-// for the roles allowed to read them.
+// for the roles allowed to read them: an admin every record, a tenant's
+// operator only its tenant's (another tenant's job id finds nothing: not_found).
 #include "client/cli.hpp"
 #include "client/typed_call.hpp"
 
@@ -55,7 +56,7 @@ json event_json(const loom::v1::AuditEvent& e) {
          {"source", e.source()},     {"source_seq", e.source_seq()}, {"service", e.service()},
          {"principal", e.principal()}, {"role", e.role()},           {"zone", e.zone()},
          {"action", e.action()},     {"job_id", e.job_id()},         {"request_id", e.request_id()},
-         {"decision", decision_name(e.decision())}, {"reason", e.reason()}};
+         {"decision", decision_name(e.decision())}, {"reason", e.reason()}, {"tenant", e.tenant()}};
   auto text = payload_text(e);
   if (!e.payload().empty()) j["payload"] = json::parse(e.payload(), nullptr, false).is_discarded() ? json(text) : json::parse(e.payload());
   if (!e.payload_state().empty()) j["payload_state"] = e.payload_state();

@@ -9,6 +9,7 @@
 #include "client/lifecycle.hpp"
 #include "client/typed_call.hpp"
 
+#include "libs/auth/identity.hpp"
 #include "libs/auth/token.hpp"
 #include "libs/files/files.hpp"
 #include "libs/wire/curve.hpp"
@@ -118,6 +119,9 @@ int cmd_token(context& c) {
     std::string principal = c.a.get_or("principal", std::string(auth::to_string(*r)) + "-" + std::to_string(now));
     auth::claims cl{principal, *r, zones, now + ttl, 0, now, c.a.get_or("tenant", std::string(auth::default_tenant))};
     std::string tok;
+    // A site's, a service's or the enrolment socket's principal is never issued
+    // (identity.hpp); through the audit service it says so itself, audited.
+    const auto issuable = auth::issuable_principal(principal);
     if (!c.a.flag("offline")) {
       // Through the audit service: the issue is an audited request.
       auto key = admin_key(c.paths);  // the caller must hold the admin key either way
@@ -149,6 +153,10 @@ int cmd_token(context& c) {
         audit_local(c, {"loom.token.issue_offline", presented_caller(c), audit::decision::deny,
                         admin.err().message, ""});
         return fail(c, admin.err());
+      }
+      if (!issuable.ok) {
+        audit_local(c, {"loom.token.issue_offline", *admin, audit::decision::deny, issuable.why, ""});
+        return fail(c, make_error(errc::permission_denied, issuable.why));
       }
       auto key = admin_key(c.paths);
       if (!key) return fail(c, key.err());

@@ -37,6 +37,7 @@ std::string encode(const record& r) {
   e.set_payload(r.payload);
   e.set_service(r.service);
   e.set_peer_key(r.peer);
+  e.set_tenant(r.tenant);
   return e.SerializeAsString();
 }
 

@@ -22,6 +22,9 @@ struct record {
   std::string payload;    // request-specific detail (bytes)
   std::string service;    // emitting service
   std::string peer;       // CURVE principal of the connection
+  // The tenant whose trail the record belongs to (a request's token tenant, a
+  // job event's job tenant); "" = no tenant's: admins only.
+  std::string tenant;
   std::uint64_t unix_ns = 0;  // 0 = now
 };
 

@@ -12,7 +12,8 @@
 namespace loom::auditchain {
 namespace {
 
-constexpr std::string_view row_tag = "loom.auditchain.row.v1";
+constexpr std::string_view row_tag_v1 = "loom.auditchain.row.v1";
+constexpr std::string_view row_tag_v2 = "loom.auditchain.row.v2";
 
 [[noreturn]] void die(const char* what) {
   std::fprintf(stderr, "fatal: OpenSSL %s failed\n", what);
@@ -39,7 +40,8 @@ void put_str(std::string& out, std::string_view s) {
 }  // namespace
 
 void append_canonical(const chain_row& r, std::string& out) {
-  put_str(out, row_tag);
+  const bool v1 = r.version == row_version_v1;
+  put_str(out, v1 ? row_tag_v1 : row_tag_v2);
   put_u64(out, r.seq);
   put_u64(out, static_cast<std::uint64_t>(r.unix_ns));
   put_str(out, r.source);
@@ -50,6 +52,7 @@ void append_canonical(const chain_row& r, std::string& out) {
   put_u32(out, static_cast<std::uint32_t>(r.decision));
   put_str(out, r.reason);
   put_str(out, r.payload);
+  if (!v1) put_str(out, r.tenant);
 }
 
 std::string canonical_bytes(const chain_row& r) {
@@ -60,9 +63,15 @@ std::string canonical_bytes(const chain_row& r) {
 
 status valid_row(const chain_row& r) {
   if (r.seq == 0) return make_error(errc::invalid_argument, "audit row: seq must be at least 1");
+  if (r.version != row_version_v1 && r.version != current_row_version)
+    return make_error(errc::invalid_argument, "audit row " + std::to_string(r.seq) + ": unknown row version " +
+                                                  std::to_string(r.version));
+  if (r.version == row_version_v1 && !r.tenant.empty())
+    return make_error(errc::invalid_argument,
+                      "audit row " + std::to_string(r.seq) + ": a version 1 row carries no tenant");
   constexpr std::size_t limit = std::numeric_limits<std::uint32_t>::max();
   for (const std::string* s : {&r.source, &r.service, &r.peer_key, &r.principal, &r.role, &r.zone, &r.action,
-                               &r.job_id, &r.request_id, &r.reason, &r.payload}) {
+                               &r.job_id, &r.request_id, &r.reason, &r.payload, &r.tenant}) {
     if (s->size() >= limit)
       return make_error(errc::invalid_argument, "audit row " + std::to_string(r.seq) + ": a field of 4 GiB or more");
   }

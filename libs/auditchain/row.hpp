@@ -22,6 +22,12 @@ using hash32 = std::array<std::uint8_t, 32>;
 // prev_hash of the first row (seq 1).
 inline constexpr hash32 genesis_hash{};
 
+// The canonical encoding a row is hashed with (below). New rows are written
+// with the current one; a row keeps the version it was written with, so
+// rows stored before tenants existed (version 1) verify as they always did.
+inline constexpr std::int32_t row_version_v1 = 1;        // no tenant
+inline constexpr std::int32_t current_row_version = 2;   // + tenant
+
 // One row of audit_events (store_io.hpp has the DDL). Field order here is the
 // order of the canonical encoding.
 struct chain_row {
@@ -40,25 +46,32 @@ struct chain_row {
   std::int32_t decision = 0;     // loom.v1.Decision number (1 allow, 2 deny, 3 error)
   std::string reason;
   std::string payload;           // sealed payload: header || ciphertext || tag
+  std::string tenant;            // v2: whose trail it is ("" = no tenant's: admins only)
+  std::int32_t version = current_row_version;  // which canonical encoding (not itself a field of it)
   hash32 prev_hash{};            // row_hash of seq - 1 (genesis_hash for seq 1)
   hash32 row_hash{};
 };
 
-// Canonical encoding, version 1. Unambiguous by construction: a fixed field
-// sequence in which every integer has a fixed width (big-endian) and every
-// string is preceded by its length:
+// Canonical encoding, by r.version. Unambiguous by construction: a fixed
+// field sequence in which every integer has a fixed width (big-endian) and
+// every string is preceded by its length:
+//   version 1:
 //   str("loom.auditchain.row.v1")
 //   u64 seq, i64 unix_ns, str source, u64 source_seq, str service, str peer_key,
 //   str principal, str role, str zone, str action, str job_id, str request_id,
 //   i32 decision, str reason, str payload
-// where str(x) = u32 length || bytes. prev_hash and row_hash are not part of it
-// (prev_hash is hashed in front of it). Appends to `out`.
-// REQUIRES: every string shorter than 4 GiB (valid_row checks).
+//   version 2: the same with the tag "loom.auditchain.row.v2", then str tenant
+// where str(x) = u32 length || bytes. The tag names the version, so a row
+// relabelled to another version no longer hashes to its row_hash. prev_hash
+// and row_hash are not part of it (prev_hash is hashed in front of it).
+// Appends to `out`.
+// REQUIRES: every string shorter than 4 GiB and a known version (valid_row checks).
 void append_canonical(const chain_row& r, std::string& out);
 std::string canonical_bytes(const chain_row& r);
 
-// invalid_argument when a field cannot be encoded (a string of 4 GiB or more)
-// or seq is 0.
+// invalid_argument when a field cannot be encoded (a string of 4 GiB or
+// more), seq is 0, the version is unknown, or a version 1 row has a tenant
+// (version 1 cannot encode one: it would not be covered by the hash).
 status valid_row(const chain_row& r);
 
 // SHA-256 over prev_hash || canonical(row), reusing one digest context and one

@@ -35,6 +35,7 @@ chain_row sample() {
 
 TEST_CASE("a known row has a known canonical encoding and hash (format v1 is frozen)") {
   chain_row r = sample();
+  r.version = row_version_v1;  // rows stored before tenants
   std::string enc = canonical_bytes(r);
   // Tag, then seq as 8 big-endian bytes.
   CHECK(enc.substr(0, 26) == std::string("\0\0\0\x16loom.auditchain.row.v1", 26));
@@ -45,6 +46,36 @@ TEST_CASE("a known row has a known canonical encoding and hash (format v1 is fro
   // the layout documented in row.hpp. Changing the encoding breaks every stored chain.
   CHECK(to_hex(compute_row_hash(genesis_hash, r)) ==
         "218cbd7692b3669192b8f85383bfd7fccdc2809814365c3ec7e83c8415ebc92f");
+}
+
+TEST_CASE("a version 2 row appends its tenant and names its version in the tag (format v2 is frozen)") {
+  chain_row r = sample();
+  CHECK(r.version == current_row_version);
+  r.tenant = "acme";
+  std::string enc = canonical_bytes(r);
+  CHECK(enc.substr(0, 26) == std::string("\0\0\0\x16loom.auditchain.row.v2", 26));
+  CHECK(enc.substr(enc.size() - 8) == std::string("\0\0\0\x04" "acme", 8));
+  // Golden values, computed independently (Python: struct.pack + hashlib).
+  CHECK(to_hex(compute_row_hash(genesis_hash, r)) ==
+        "adfbf46eac3163d7d203b64d36ebc1f1b9bdd79d59d0a4faae9ecb0852b97157");
+  r.tenant.clear();
+  CHECK(to_hex(compute_row_hash(genesis_hash, r)) ==
+        "37d5523da38974070ea6f61edec7cb870e867d038844cc4943bef39737dc6ae1");
+  // Relabelled as version 1 (the tenant dropped to fit), it no longer hashes the same.
+  chain_row old = r;
+  old.version = row_version_v1;
+  CHECK(compute_row_hash(genesis_hash, old) != compute_row_hash(genesis_hash, r));
+}
+
+TEST_CASE("a version 1 row cannot carry a tenant and an unknown version is refused") {
+  chain_row r = sample();
+  r.version = row_version_v1;
+  CHECK(valid_row(r).ok());
+  r.tenant = "acme";  // not covered by a v1 hash: someone wrote it in afterwards
+  CHECK(valid_row(r).code() == loom::errc::invalid_argument);
+  r = sample();
+  r.version = 3;
+  CHECK(valid_row(r).code() == loom::errc::invalid_argument);
 }
 
 TEST_CASE("row_hash is SHA-256 of prev_hash followed by the canonical row") {
@@ -91,6 +122,8 @@ TEST_CASE("every field of the row is covered by its hash") {
       [](chain_row& r) { r.decision = 2; },
       [](chain_row& r) { r.reason += "x"; },
       [](chain_row& r) { r.payload[5] ^= 1; },
+      [](chain_row& r) { r.tenant += "x"; },
+      [](chain_row& r) { r.version = row_version_v1; },
   };
   std::set<hash32> seen{h};
   for (auto& change : changes) {

@@ -15,7 +15,7 @@ using store::value;
 
 constexpr const char* row_columns =
     "seq, unix_ns, source, source_seq, service, peer_key, principal, role, zone, action, job_id, request_id, "
-    "decision, reason, payload, prev_hash, row_hash";
+    "decision, reason, payload, prev_hash, row_hash, tenant, row_version";
 
 std::int64_t i64(std::uint64_t v) { return static_cast<std::int64_t>(v); }
 
@@ -69,6 +69,9 @@ const char* decode(const store::row& r, chain_row& out) {
   if (!get_bytes(r, 14, out.payload)) return "payload";
   if (!get_hash(r, 15, out.prev_hash)) return "prev_hash";
   if (!get_hash(r, 16, out.row_hash)) return "row_hash";
+  if (!get_bytes(r, 17, out.tenant)) return "tenant";
+  if (!get_int(r, 18, v)) return "row_version";
+  out.version = static_cast<std::int32_t>(v);
   return nullptr;
 }
 
@@ -98,9 +101,12 @@ std::string schema_sql(store::backend engine, const tables& t) {
   peer_key TEXT NOT NULL DEFAULT '',
   prev_hash BYTEA NOT NULL,
   row_hash BYTEA NOT NULL,
+  tenant TEXT NOT NULL DEFAULT '',
+  row_version INTEGER NOT NULL DEFAULT 1,
   UNIQUE (source, source_seq)
 );
-CREATE INDEX )sql" + t.events + "_by_job ON " + t.events + " (job_id);\nCREATE TABLE " + t.checkpoints + " (\n  seq " + key + R"sql( NOT NULL PRIMARY KEY,
+CREATE INDEX )sql" + t.events + "_by_job ON " + t.events + " (job_id);\nCREATE INDEX " + t.events + "_by_tenant ON " +
+         t.events + " (tenant);\nCREATE TABLE " + t.checkpoints + " (\n  seq " + key + R"sql( NOT NULL PRIMARY KEY,
   row_hash BYTEA NOT NULL,
   unix_ns BIGINT NOT NULL,
   key_id TEXT NOT NULL,
@@ -114,7 +120,7 @@ status insert_row(store::transaction& tx, const chain_row& r, const tables& t) {
   // Built one by one: GCC 12 warns falsely (-Wmaybe-uninitialized) on a
   // braced list of std::variant holding strings.
   std::vector<value> p;
-  p.reserve(17);
+  p.reserve(19);
   p.emplace_back(i64(r.seq));
   p.emplace_back(r.unix_ns);
   p.emplace_back(r.source);
@@ -127,8 +133,11 @@ status insert_row(store::transaction& tx, const chain_row& r, const tables& t) {
   p.emplace_back(store::blob{r.payload});
   p.emplace_back(store::blob{std::string(as_view(r.prev_hash))});
   p.emplace_back(store::blob{std::string(as_view(r.row_hash))});
+  p.emplace_back(r.tenant);
+  p.emplace_back(std::int64_t{r.version});
   auto done = tx.exec("INSERT INTO " + t.events + " (" + row_columns +
-                          ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)",
+                          ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, "
+                          "$19)",
                       p);
   if (!done) return done.err();
   return ok_status();

@@ -35,13 +35,15 @@ struct tables {
 
 // DDL for both tables; both belong in migrate.hpp's append_only_tables. The
 // events table keeps the v1 columns of services/audit/schema.cpp and adds
-// prev_hash and row_hash; payload holds the sealed payload and is NOT NULL.
+// prev_hash and row_hash; payload holds the sealed payload and is NOT NULL;
+// tenant and row_version (chain_row::version; 1 for rows stored before
+// tenants, the column's default) came later (the audit service's v3).
 // On SQLite seq is INTEGER PRIMARY KEY (the 64-bit rowid itself: one B-tree
 // instead of table + index, which nearly doubles verification speed); on
 // PostgreSQL BIGINT. A migration must carry this text literally (sql_sqlite /
 // sql_postgres): a released migration never changes.
 // Indexes: job_id (`loom audit trail JOB`; few distinct values, so inserts
-// touch few pages). No index on request_id, unlike v1: request ids are random
+// touch few pages), tenant (a tenant's own trail and tail; fewer still). No index on request_id, unlike v1: request ids are random
 // 128-bit values, and a B-tree on them dirties one random page per event —
 // measured on SQLite (bench/audit_bench): 15k events/s with it, 50k without.
 // Look-ups by request id scan instead (rare: tests, operators).

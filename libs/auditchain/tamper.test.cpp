@@ -33,7 +33,8 @@ constexpr anchor_policy trial_policy{.every_records = 50, .every = std::chrono::
 
 const char* const columns[] = {"seq",     "unix_ns", "source",     "source_seq", "service", "peer_key",
                                "principal", "role",  "zone",       "action",     "job_id",  "request_id",
-                               "decision", "reason", "payload",    "prev_hash",  "row_hash"};
+                               "decision", "reason", "payload",    "prev_hash",  "row_hash",   "tenant",
+                               "row_version"};
 
 std::int64_t i64(std::uint64_t v) { return static_cast<std::int64_t>(v); }
 
@@ -97,11 +98,14 @@ status overwrite(transaction& tx, std::uint64_t seq, const chain_row& c) {
   p.emplace_back(store::blob{c.payload});
   p.emplace_back(store::blob{std::string(as_view(c.prev_hash))});
   p.emplace_back(store::blob{std::string(as_view(c.row_hash))});
+  p.emplace_back(c.tenant);
+  p.emplace_back(std::int64_t{c.version});
   p.emplace_back(i64(seq));
   auto r = tx.exec(
       "UPDATE audit_events SET unix_ns = $1, source = $2, source_seq = $3, service = $4, peer_key = $5, "
       "principal = $6, role = $7, zone = $8, action = $9, job_id = $10, request_id = $11, decision = $12, "
-      "reason = $13, payload = $14, prev_hash = $15, row_hash = $16 WHERE seq = $17",
+      "reason = $13, payload = $14, prev_hash = $15, row_hash = $16, tenant = $17, row_version = $18 "
+      "WHERE seq = $19",
       p);
   if (!r) return r.err();
   return *r == 1 ? loom::ok_status() : status(loom::make_error(errc::internal, "row not found"));
@@ -213,10 +217,20 @@ TEST_CASE("a flipped byte in any column is found at its row") {
   for (int trial = 0; trial < trials_per_kind; ++trial) {
     const std::uint64_t k = c.pick_seq();
     const chain_row& row = c.f.rows[k - 1];
-    int col = static_cast<int>(c.rng() % 17);
+    int col = static_cast<int>(c.rng() % 19);
     std::function<status(transaction&)> attack;
     fault expect = col == 15 ? fault::prev_mismatch : fault::hash_mismatch;
-    if (col == 0 || col == 1 || col == 3 || col == 12) {
+    if (col == 17) {
+      // The tenant: written into a row (moving it into a tenant's trail) or changed.
+      std::string t = row.tenant.empty() ? "acme" : row.tenant + "x";
+      if (row.version == row_version_v1) expect = fault::malformed;  // v1 hashes no tenant: refused as such
+      attack = [&, t](transaction& tx) { return set_column(tx, k, "tenant", t); };
+    } else if (col == 18) {
+      // Relabelled to the other encoding: v2 → v1 with a tenant is malformed, else the hash differs.
+      const std::int64_t v = row.version == row_version_v1 ? current_row_version : row_version_v1;
+      if (v == row_version_v1 && !row.tenant.empty()) expect = fault::malformed;
+      attack = [&, v](transaction& tx) { return set_column(tx, k, "row_version", v); };
+    } else if (col == 0 || col == 1 || col == 3 || col == 12) {
       // Integer columns: flip one bit of the stored value, avoiding
       // collisions with the primary and unique keys (the database would
       // refuse those, so an attacker cannot make them either).

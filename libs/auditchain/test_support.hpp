@@ -64,6 +64,13 @@ struct event_source {
     r.request_id = random_text(rng, 16, 32);
     r.decision = static_cast<std::int32_t>(1 + rng() % 3);
     r.reason = random_text(rng, 1, 60);
+    // A quarter of the rows as stored before tenants (version 1, no tenant);
+    // the rest a tenant's, or no tenant's (admins only).
+    if (rng() % 4 == 0) {
+      r.version = row_version_v1;
+    } else if (rng() % 3 != 0) {
+      r.tenant = random_text(rng, 3, 12);
+    }
     return {std::move(r), random_bytes(rng, 0, 300)};
   }
 };

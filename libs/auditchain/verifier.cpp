@@ -88,6 +88,15 @@ bool chain_verifier::feed(const chain_row& r) {
              to_hex(prev_) + ")");
     return false;
   }
+  if (r.version != row_version_v1 && r.version != current_row_version) {
+    fail(fault::malformed, r.seq, "unknown row version " + std::to_string(r.version));
+    return false;
+  }
+  if (r.version == row_version_v1 && !r.tenant.empty()) {
+    // Version 1 hashes no tenant: one written into an old row would move it into a tenant's trail unseen.
+    fail(fault::malformed, r.seq, "a version 1 row carries tenant '" + r.tenant + "': version 1 rows have none");
+    return false;
+  }
   hash32 h = hasher_.hash(prev_, r);
   if (h != r.row_hash) {
     fail(fault::hash_mismatch, r.seq,

@@ -1,8 +1,11 @@
 #include "libs/auth/identity.hpp"
 
+#include "libs/auth/token.hpp"
+
 namespace loom::auth {
 namespace {
 constexpr std::string_view site_prefix = "site:";
+constexpr std::string_view service_prefix = "svc:";
 }
 
 peer_id parse_peer(std::string_view principal) {
@@ -44,5 +47,25 @@ std::optional<std::string> site_of_token(std::string_view token_principal) {
 }
 
 std::string site_token_principal(std::string_view site) { return std::string(site_prefix) + std::string(site); }
+
+bool is_service_token(std::string_view token_principal) { return token_principal.starts_with(service_prefix); }
+
+issuable_result issuable_principal(std::string_view principal) {
+  if (principal.starts_with(site_prefix))
+    return {false, "principal " + printable(principal) +
+                       " is reserved: a site's token is minted only by the cloud scheduler when the site enrols "
+                       "(`loom site enrol`), bound to the site's own keys and dead once it is revoked"};
+  if (principal.starts_with(service_prefix))
+    return {false, "principal " + printable(principal) +
+                       " is reserved: svc:* names the services' own tokens, which they mint themselves"};
+  if (principal == "unenrolled")
+    return {false, "principal unenrolled is reserved: it names an unknown key on the enrolment socket"};
+  return {};
+}
+
+std::string record_tenant(std::string_view token_principal, std::string_view token_tenant) {
+  if (token_principal.starts_with(site_prefix) || is_service_token(token_principal)) return "";
+  return std::string(token_tenant);
+}
 
 }  // namespace loom::auth

@@ -45,4 +45,24 @@ std::optional<std::string> site_of_token(std::string_view token_principal);
 // The token principal a site's enrolment token carries.
 std::string site_token_principal(std::string_view site);
 
+// A token a service minted for its own calls with the deployment's token key
+// (libs/runtime/service_main.cpp; the CLI's audit spool): principal "svc:<name>".
+bool is_service_token(std::string_view token_principal);
+
+// Whether an operator may issue a token for `principal` (`loom token issue`,
+// IssueTokenRequest, `--offline`): ok, or permission_denied saying why.
+// Reserved are "site:*" (a site's token is minted by the cloud scheduler at
+// enrolment, bound to the site's keys and revoked with them), "svc:*" (the
+// services' own tokens) and "unenrolled" (the enrolment socket's principal
+// for unknown keys): a token issued under one of them would pass for it.
+struct issuable_result {
+  bool ok = true;
+  std::string why;  // when !ok
+};
+issuable_result issuable_principal(std::string_view principal);
+
+// The tenant a request's audit record belongs to: the token's tenant, or ""
+// (admins only) for tokens that act for no tenant: a site's and a service's.
+std::string record_tenant(std::string_view token_principal, std::string_view token_tenant);
+
 }  // namespace loom::auth

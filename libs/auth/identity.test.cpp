@@ -41,3 +41,23 @@ TEST_CASE("a site token's principal is site:<name>, nothing else speaks for a si
   CHECK_FALSE(site_of_token("site:north:trainer"));
   CHECK_FALSE(site_of_token("north"));
 }
+
+TEST_CASE("site, service and enrolment principals cannot be issued as tokens, others can") {
+  for (const char* reserved : {"site:north", "site:north:trainer", "site:", "svc:scheduler", "unenrolled"}) {
+    CAPTURE(reserved);
+    auto r = issuable_principal(reserved);
+    CHECK_FALSE(r.ok);
+    CHECK(r.why.find("is reserved") != std::string::npos);
+  }
+  CHECK(issuable_principal("site:north").why.find("minted only by the cloud scheduler") != std::string::npos);
+  for (const char* fine : {"alice", "ci@acme", "sites", "unenrolled2", "north:site"}) CHECK_MESSAGE(issuable_principal(fine).ok, fine);
+}
+
+TEST_CASE("a request's audit record belongs to its token's tenant unless the token acts for no tenant") {
+  CHECK(record_tenant("alice", "acme") == "acme");
+  CHECK(record_tenant("site:north", "default").empty());
+  CHECK(record_tenant("svc:trainer", "default").empty());
+  CHECK(record_tenant("", "").empty());
+  CHECK(is_service_token("svc:cli"));
+  CHECK_FALSE(is_service_token("service"));
+}

@@ -7,20 +7,24 @@ namespace {
 
 // THE single place to add a request type. A new message that services accept
 // needs a row here, or every call to it is denied ("no policy for request type").
+// `site` marks a site's business (policy_entry::site_business): the types an
+// edge site's token may send over its own keys. UndrainNodeRequest, when it
+// exists, is site business too (a site undrains its own zone's nodes).
+constexpr bool site = true;
 constexpr std::array<policy_entry, 40> table{{
-    // type                             min role         mutating  what   service
-    {"loom.v1.PingRequest",             role::viewer,    false, "echo a payload; liveness and latency probe", "*"},
-    {"loom.v1.HealthRequest",           role::viewer,    false, "service health, restarts and sub-checks", "*"},
+    // type                             min role         mutating  what   service  [site business]
+    {"loom.v1.PingRequest",             role::viewer,    false, "echo a payload; liveness and latency probe", "*", site},
+    {"loom.v1.HealthRequest",           role::viewer,    false, "service health, restarts and sub-checks", "*", site},
     {"loom.v1.CrashRequest",            role::admin,     true,  "crash the service actor (test/ops hook for supervision)", "*"},
-    {"loom.v1.RegisterNodeRequest",     role::operator_, true,  "register a node with the scheduler", "scheduler"},
-    {"loom.v1.NodeHeartbeatRequest",    role::operator_, false, "node liveness heartbeat to the scheduler", "scheduler"},
+    {"loom.v1.RegisterNodeRequest",     role::operator_, true,  "register a node with the scheduler", "scheduler", site},
+    {"loom.v1.NodeHeartbeatRequest",    role::operator_, false, "node liveness heartbeat to the scheduler", "scheduler", site},
     {"loom.v1.ListNodesRequest",        role::viewer,    false, "list registered nodes", "scheduler"},
-    {"loom.v1.DrainNodeRequest",        role::operator_, true,  "drain a node: no new work is placed on it", "scheduler"},
+    {"loom.v1.DrainNodeRequest",        role::operator_, true,  "drain a node: no new work is placed on it", "scheduler", site},
     {"loom.v1.SubmitJobRequest",        role::operator_, true,  "submit a training job (idempotent by request id)", "scheduler"},
     {"loom.v1.ListJobsRequest",         role::viewer,    false, "list training jobs", "scheduler"},
     {"loom.v1.GetJobRequest",           role::viewer,    false, "a job's state, stages and events", "scheduler"},
     {"loom.v1.CancelJobRequest",        role::operator_, true,  "cancel a training job", "scheduler"},
-    {"loom.v1.PollWorkRequest",         role::operator_, false, "a trainer's progress report and request for work", "scheduler"},
+    {"loom.v1.PollWorkRequest",         role::operator_, false, "a trainer's progress report and request for work", "scheduler", site},
     {"loom.v1.ListDatasetsRequest",     role::viewer,    false, "list ingested datasets", "ingest"},
     {"loom.v1.ImportDatasetRequest",    role::operator_, true,  "import a corpus into a dataset (runs as a task)", "ingest"},
     {"loom.v1.GetTaskRequest",          role::viewer,    false, "an import or pull task's progress and outcome", "ingest"},
@@ -32,8 +36,8 @@ constexpr std::array<policy_entry, 40> table{{
     {"loom.v1.PullDatasetRequest",      role::operator_, true,  "pull a dataset from another site (incremental, runs as a task)", "ingest"},
     {"loom.v1.TrainerStatusRequest",    role::viewer,    false, "trainer progress and state", "trainer"},
     {"loom.v1.AggregatorStatusRequest", role::viewer,    false, "aggregator rounds and state", "aggregator"},
-    {"loom.v1.StartAggregationRequest", role::operator_, true,  "start a cross-site DiLoCo aggregation (idempotent for the same spec)", "aggregator"},
-    {"loom.v1.ExportGlobalRequest",     role::operator_, true,  "write an aggregation's global model as the cloud's signed stage checkpoint", "aggregator"},
+    {"loom.v1.StartAggregationRequest", role::operator_, true,  "start a cross-site DiLoCo aggregation (idempotent for the same spec)", "aggregator", site},
+    {"loom.v1.ExportGlobalRequest",     role::operator_, true,  "write an aggregation's global model as the cloud's signed stage checkpoint", "aggregator", site},
     {"loom.v1.AuditWatermarkRequest",   role::operator_, false, "highest audit seq stored for a source", "audit"},
     {"loom.v1.AuditQueryRequest",       role::operator_, false, "read stored audit events", "audit"},
     {"loom.v1.BulkOffer",               role::operator_, true,  "announce a chunked bulk transfer", "*"},

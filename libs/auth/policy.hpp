@@ -1,6 +1,8 @@
 // The policy table: for every request type a service accepts, the least role
-// that may call it and whether it changes state (mutating calls are audited).
-// Immutable static data; safe from any thread. A type not in the table is denied.
+// that may call it, whether it changes state (mutating calls are audited) and
+// whether it is an edge site's business (the only types a site's token may
+// send). Immutable static data; safe from any thread. A type not in the table
+// is denied.
 #pragma once
 
 #include "libs/auth/token.hpp"
@@ -18,6 +20,12 @@ struct policy_entry {
   // Which service answers it: "audit", "scheduler", "ingest", "trainer",
   // "aggregator", or "*" (every service: the runtime's built-ins).
   std::string_view service;
+  // A site's business: what an enrolled edge site's own bearer token
+  // (principal "site:<S>", minted by the cloud scheduler at enrolment) may
+  // send, over that site's own CURVE keys only (authorize.hpp). Every other
+  // type from a site token is denied. Last and defaulted, so rows that do not
+  // name it are not site business.
+  bool site_business = false;
 };
 
 // Every entry, in table order.

@@ -27,6 +27,10 @@ result<wire::allow_list> admitted_keys(const layout::paths& p) {
   return own;
 }
 
+admission::admission(layout::paths p, wire::zap_handler& zap) : paths_(std::move(p)), zap_(zap) {
+  (void)refresh();  // an error is logged; the ZAP handler keeps the list it was made with
+}
+
 status admission::refresh() {
   std::lock_guard lock(mu_);
   last_ = std::chrono::steady_clock::now();
@@ -38,6 +42,16 @@ status admission::refresh() {
     return keys.err();
   }
   last_error_.clear();
+  std::set<std::string, std::less<>> sites;
+  for (const auto& [key, who] : *keys) {
+    if (!who.starts_with(site_principal_prefix)) continue;
+    const auto rest = std::string_view(who).substr(site_principal_prefix.size());
+    sites.emplace(rest.substr(0, rest.find(':')));
+  }
+  {
+    std::lock_guard sl(sites_mu_);
+    sites_ = std::move(sites);
+  }
   zap_.set_allow_list(std::move(*keys));
   return ok_status();
 }
@@ -48,6 +62,11 @@ void admission::refresh_every(std::chrono::milliseconds period, std::chrono::ste
     if (now - last_ < period) return;
   }
   (void)refresh();  // an error is logged and the old list kept
+}
+
+bool admission::site_admitted(std::string_view site) const {
+  std::lock_guard lock(sites_mu_);
+  return sites_.find(site) != sites_.end();
 }
 
 bool admission::still_admitted(std::string_view peer) const {

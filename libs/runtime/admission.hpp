@@ -5,7 +5,9 @@
 // which the scheduler writes from its sites registry and removes on
 // revocation. service_main makes one per process; the gateway refreshes it
 // about once a second and asks still_admitted() for every request, so a
-// revoked site is refused on connections made before the revocation too.
+// revoked site is refused on connections made before the revocation too, and
+// so is its bearer token (site_admitted(): a site token whose site has no
+// admitted key is dead, libs/auth/authorize.hpp).
 // Thread-safe: refresh() may run on the gateway thread and the scheduler's
 // actor thread at once.
 #pragma once
@@ -16,6 +18,7 @@
 
 #include <chrono>
 #include <mutex>
+#include <set>
 #include <string>
 #include <string_view>
 
@@ -33,8 +36,8 @@ result<wire::allow_list> admitted_keys(const layout::paths& p);
 
 class admission {
  public:
-  // REQUIRES: `zap` outlives this object.
-  admission(layout::paths p, wire::zap_handler& zap) : paths_(std::move(p)), zap_(zap) {}
+  // REQUIRES: `zap` outlives this object. Reads the keys once (refresh()).
+  admission(layout::paths p, wire::zap_handler& zap);
 
   // Re-reads the keys and hands them to the ZAP handler. On an error the
   // previous list stays in force and the error is returned.
@@ -45,6 +48,8 @@ class admission {
   // principal whose key is no longer in the list (revoked since the
   // handshake); true for every other principal.
   bool still_admitted(std::string_view peer) const;
+  // Whether some key of site `site` ("site:<site>:*") is admitted now.
+  bool site_admitted(std::string_view site) const;
 
  private:
   layout::paths paths_;
@@ -52,6 +57,8 @@ class admission {
   std::mutex mu_;  // one refresh at a time
   std::chrono::steady_clock::time_point last_{};
   std::string last_error_;  // logged once per distinct error
+  mutable std::mutex sites_mu_;  // guards sites_ (read by the gateway, written by refresh)
+  std::set<std::string, std::less<>> sites_;  // sites with an admitted key, as of the last refresh
 };
 
 }  // namespace loom::runtime

@@ -1,8 +1,8 @@
 // Merges repeated identical denials into one counted audit record per window,
 // for the gateway: a client retrying with a stale or wrong token (a launcher
 // polling health with a revoked admin token) would otherwise write one audit
-// row per attempt. Denials are identical when principal, action, reason and
-// peer (the CURVE source) match. The first of a window is recorded at once;
+// row per attempt. Denials are identical when principal, action, reason,
+// peer (the CURVE source) and tenant match. The first of a window is recorded at once;
 // the repeats are only counted, and when the window closes one summary record
 // carries their count. No fact is dropped: every denial is either a record
 // of its own or counted in a summary (also at stop: flush()). Only a crash
@@ -23,6 +23,7 @@ namespace loom::runtime {
 
 struct denial {
   std::string principal, role, action, reason, peer, request_id;
+  std::string tenant{};  // the record's tenant (auth::record_tenant): "" = admins only
 };
 
 // What the summary record of a closed window says: `repeats` denials like
@@ -57,7 +58,7 @@ class denial_merge {
   std::size_t open_windows() const { return windows_.size(); }
 
  private:
-  using key = std::tuple<std::string, std::string, std::string, std::string>;  // principal, action, reason, peer
+  using key = std::tuple<std::string, std::string, std::string, std::string, std::string>;  // principal, action, reason, peer, tenant
   struct window {
     clock::time_point opened;
     std::uint64_t first_ordinal = 0;
@@ -65,7 +66,7 @@ class denial_merge {
     std::string first_repeat_id;
     denial last;
   };
-  static key key_of(const denial& d) { return {d.principal, d.action, d.reason, d.peer}; }
+  static key key_of(const denial& d) { return {d.principal, d.action, d.reason, d.peer, d.tenant}; }
   denial_summary summary_of(const window& w) const;
 
   std::chrono::milliseconds window_;

@@ -96,3 +96,14 @@ TEST_CASE("beyond max_windows distinct denials are recorded one by one, never me
   CHECK_FALSE(m.admit(stale("e", "p1"), t0));
   CHECK(m.open_windows() == 2);
 }
+
+TEST_CASE("identical denials under two tenants are two windows: each tenant's record stays its own") {
+  denial_merge m(10s);
+  auto a = stale("r1");
+  a.tenant = "acme";
+  auto b = stale("r2");
+  b.tenant = "globex";
+  CHECK(m.admit(a, t0));
+  CHECK(m.admit(b, t0 + 1ms));
+  CHECK(m.open_windows() == 2);
+}

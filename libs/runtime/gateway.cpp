@@ -2,11 +2,13 @@
 
 #include "libs/audit/emitter.hpp"
 #include "libs/auth/authorize.hpp"
+#include "libs/auth/identity.hpp"
 #include "libs/auth/policy.hpp"
 #include "libs/metrics/metrics.hpp"
 #include "libs/runtime/actor_host.hpp"
 #include "libs/runtime/admission.hpp"
 #include "libs/runtime/commit_ticket.hpp"
+#include "libs/runtime/gateway_audit.hpp"
 #include "libs/wire/envelope_pb.hpp"
 #include "libs/wire/server.hpp"
 #include "loom/v1/service.pb.h"
@@ -160,15 +162,19 @@ void gateway::on_request(std::string identity, std::string peer, wire::request r
     deny(std::move(identity), denial{"", "", req.type, why, peer, req.request_id}, errc::permission_denied);
     return;
   }
-  auth::auth_context actx{opts_.token_key, unix_now(), current_epoch(), env_.zone};
+  auth::auth_context actx{opts_.token_key, unix_now(), current_epoch(), env_.zone, peer, {}};
+  if (env_.admission)
+    actx.site_admitted = [adm = env_.admission](std::string_view site) { return adm->site_admitted(site); };
   auto d = auth::authorize(req.type, req.token, actx);
   std::string principal = d.who ? d.who->principal : "";
   std::string role = d.who ? std::string(auth::to_string(d.who->r)) : "";
   std::string tenant = d.who ? std::string(auth::tenant_of(*d.who)) : "";
+  std::string record_tenant = d.who ? auth::record_tenant(principal, tenant) : "";
   if (!d.allowed) {
     env_.metrics->count_denied(to_string(d.code));
     env_.metrics->count_request(req.type, d.code, seconds_since(started));
-    deny(std::move(identity), denial{principal, role, req.type, d.reason, peer, req.request_id}, d.code);
+    deny(std::move(identity), denial{principal, role, req.type, d.reason, peer, req.request_id, record_tenant},
+         d.code);
     return;
   }
 
@@ -194,7 +200,7 @@ void gateway::on_request(std::string identity, std::string peer, wire::request r
 
   auto id = next_id_++;
   pending p{identity, req.request_id, req.type, started, started + opts_.deadline, d.mutating,
-            principal, role, tenant, peer, std::nullopt};
+            principal, role, tenant, peer, record_tenant, std::nullopt};
   pending_.emplace(id, std::move(p));
   call_context ctx{req.request_id, principal, role, env_.zone, tenant, peer};
   host_.post(std::move(req.type), std::move(req.body), std::move(ctx), [this, id](handled h) {
@@ -207,7 +213,11 @@ void gateway::on_request(std::string identity, std::string peer, wire::request r
 }
 
 void gateway::deny(std::string identity, const denial& d, errc code) {
-  auto rep = wire::error_reply(d.request_id, code, d.reason);
+  deny(std::move(identity), d, wire::error_reply(d.request_id, code, d.reason));
+}
+
+void gateway::deny(std::string identity, const denial& d, wire::reply rep, const std::string& job_id,
+                   const std::string& payload) {
   std::uint64_t first = 0;
   if (!denials_.admit(d, clock::now(), &first)) {
     // Counted into the window's summary; answered once the window's first
@@ -215,7 +225,8 @@ void gateway::deny(std::string identity, const denial& d, errc code) {
     send_after_audit(first, std::move(identity), std::move(rep));
     return;
   }
-  auto ordinal = emit_audit(d.principal, d.role, d.action, d.request_id, audit::decision::deny, d.reason, d.peer);
+  auto ordinal = emit_audit(d.principal, d.role, d.action, d.request_id, audit::decision::deny, d.reason, d.peer,
+                            d.tenant, job_id, payload);
   denials_.opened(d, ordinal);
   send_after_audit(ordinal, std::move(identity), std::move(rep));
 }
@@ -233,7 +244,7 @@ void gateway::emit_denial_summaries(bool all) {
                                          {"last_request_id", s.last.request_id}}
                               .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     emit_audit(s.last.principal, s.last.role, s.last.action, "", audit::decision::deny, s.last.reason, s.last.peer,
-               "", payload);
+               s.last.tenant, "", payload);
   }
 }
 
@@ -245,12 +256,21 @@ void gateway::answer(const pending& p, const handled& h) {
   rep.type = h.type;
   rep.body = h.body;
   env_.metrics->count_request(p.type, h.code, seconds_since(p.started));
-  if (!p.mutating) {
-    server_.send(p.identity, rep);
-    return;
+  if (is_denial(h.code)) env_.metrics->count_denied(to_string(h.code));
+  // The logic may know the record's tenant better than the token (a service acting for a job).
+  const std::string& tenant = h.audit_tenant.empty() ? p.record_tenant : h.audit_tenant;
+  switch (record_of(p.mutating, h.code)) {
+    case reply_record::none:
+      server_.send(p.identity, rep);
+      return;
+    case reply_record::denial:  // the logic refused a read: recorded like a gateway denial
+      deny(p.identity, denial{p.principal, p.role, p.type, h.message, p.peer, p.request_id, tenant}, std::move(rep),
+           h.audit_job_id, h.audit_payload);
+      return;
+    case reply_record::request:
+      break;
   }
-  auto ordinal = emit_audit(p.principal, p.role, p.type, p.request_id,
-                            h.code == errc::ok ? audit::decision::allow : audit::decision::error, h.message, p.peer,
+  auto ordinal = emit_audit(p.principal, p.role, p.type, p.request_id, decision_of(h.code), h.message, p.peer, tenant,
                             h.audit_job_id, h.audit_payload);
   send_after_audit(ordinal, p.identity, std::move(rep));
 }
@@ -280,7 +300,8 @@ void gateway::release_held(clock::time_point now) {
 
 std::uint64_t gateway::emit_audit(const std::string& principal, const std::string& role, const std::string& action,
                                   const std::string& request_id, audit::decision outcome, const std::string& reason,
-                                  const std::string& peer, const std::string& job_id, const std::string& payload) {
+                                  const std::string& peer, const std::string& tenant, const std::string& job_id,
+                                  const std::string& payload) {
   audit::record r;
   r.principal = principal;
   r.role = role;
@@ -291,6 +312,7 @@ std::uint64_t gateway::emit_audit(const std::string& principal, const std::strin
   r.reason = one_line(reason);
   r.service = env_.name;
   r.peer = peer;
+  r.tenant = tenant;
   r.job_id = job_id;
   r.payload = payload;
   return env_.audit->emit(std::move(r));

@@ -6,12 +6,16 @@
 // through an eventfd. Mutating requests and denials become audit records, and
 // their replies are held until the record is durable in the spool (group
 // commit: one fdatasync serves every reply of a batch), so a request that was
-// answered was audited, even if the process dies right after. Identical
+// answered was audited, even if the process dies right after. A denial the
+// logic answers (permission_denied, unauthenticated) is recorded like the
+// gateway's own, reads included (gateway_audit.hpp), always under the real
+// caller: CURVE peer, token principal and the record's tenant. Identical
 // denials repeated within `deny_merge_window` become one counted summary
 // record (denial_merge.hpp) instead of a record each. Before the token is
 // looked at, the connection's CURVE principal must still be admitted
 // (admission.hpp: a revoked site's connections are refused) and an unenrolled
-// key may send only token-free requests (a site's enrolment).
+// key may send only token-free requests (a site's enrolment). A site's bearer
+// token is bound to its site's keys, business and admission (auth::authorize).
 #pragma once
 
 #include "libs/audit/record.hpp"
@@ -70,6 +74,7 @@ class gateway {
     std::chrono::steady_clock::time_point deadline;
     bool mutating = false;
     std::string principal, role, tenant, peer;
+    std::string record_tenant;  // the audit record's tenant (auth::record_tenant)
     std::optional<handled> result;  // answered by the logic, its commit not yet durable
   };
   struct finished {
@@ -81,8 +86,11 @@ class gateway {
   // Why the connection's CURVE principal may not send `type` ("" = it may):
   // an unenrolled key sends only token-free requests; a revoked site nothing.
   std::string peer_refusal(const std::string& peer, const std::string& type) const;
-  // Records a denial (or counts it into its window) and answers it.
+  // Records a denial (or counts it into its window) and answers it with an
+  // error of `code` (the gateway's) or with `rep` (the logic's).
   void deny(std::string identity, const denial& d, errc code);
+  void deny(std::string identity, const denial& d, wire::reply rep, const std::string& job_id = {},
+            const std::string& payload = {});
   // Emits the summary records of the merge windows that closed (all: `all`).
   void emit_denial_summaries(bool all);
   void answer(const pending& p, const handled& h);
@@ -90,7 +98,8 @@ class gateway {
   // The reason is stored on one line (control bytes as \xHH).
   std::uint64_t emit_audit(const std::string& principal, const std::string& role, const std::string& action,
                            const std::string& request_id, audit::decision outcome, const std::string& reason,
-                           const std::string& peer, const std::string& job_id = {}, const std::string& payload = {});
+                           const std::string& peer, const std::string& tenant, const std::string& job_id = {},
+                           const std::string& payload = {});
   // Sends `rep` once audit record `ordinal` is durable (at once if it is).
   void send_after_audit(std::uint64_t ordinal, std::string identity, wire::reply rep);
   void release_held(std::chrono::steady_clock::time_point now);

@@ -40,6 +40,10 @@ struct handled {
   // (encrypted at rest by the audit service). Never secrets.
   std::string audit_job_id;
   std::string audit_payload;
+  // The tenant the record belongs to when the logic knows it better than the
+  // token (a service's or a site's token acting for a job); "" = the token's
+  // (auth::record_tenant). Tenants read only their own records.
+  std::string audit_tenant;
   // Set when the effect is not yet durable (commit_ticket.hpp): the gateway
   // holds the reply until it resolves. Null: durable already (or read-only).
   std::shared_ptr<commit_ticket> durable;

@@ -231,8 +231,9 @@ result<std::vector<std::string>> query_events(store::transaction& tx, auditchain
                                               const event_filter& f, std::uint32_t limit) {
   std::vector<std::string> out;
   // v1 rows: before the chain, in their own seq order. Not when asking for
-  // chain positions or the newest rows (the chain holds every recent one).
-  if (f.after_seq == 0 && !f.newest) {
+  // chain positions or the newest rows (the chain holds every recent one),
+  // nor for a tenant (they name none: admins only).
+  if (f.after_seq == 0 && !f.newest && !f.tenant) {
     auto w = common_filter(f);
     auto rows = tx.query(std::string("SELECT ") + v1_cols + " FROM audit_events_v1" + w.sql + " ORDER BY seq LIMIT " +
                              std::to_string(limit),
@@ -262,6 +263,7 @@ result<std::vector<std::string>> query_events(store::transaction& tx, auditchain
   if (out.size() >= limit) return out;
   auto w = common_filter(f);
   if (f.after_seq > 0) w.add("seq > ?", i64(f.after_seq));
+  if (f.tenant) w.add("tenant = ?", *f.tenant);
   std::string sql = "SELECT seq FROM audit_events" + w.sql + (f.newest ? " ORDER BY seq DESC" : " ORDER BY seq") +
                     " LIMIT " + std::to_string(limit - out.size());
   auto seqs = tx.query(sql, w.params);

@@ -111,10 +111,13 @@ struct event_filter {
   std::string job_id;
   std::uint64_t after_seq = 0;         // chain seq (audit_events only)
   bool newest = false;                 // the last `limit` rows (still returned in seq order)
+  // Whose records: nullopt = everyone's (an admin); a tenant = only the rows
+  // that name it (never the rows of no tenant, never schema v1's).
+  std::optional<std::string> tenant;
 };
 
 // Stored events as serialized loom.v1.AuditEvents in order (v1 rows first,
-// then the chain by seq; `seq` is set for chained rows). Payloads are
+// then the chain by seq; `seq` is set for chained rows), within f.tenant. Payloads are
 // unsealed with `keys`; one whose key was destroyed (retention) or that does
 // not authenticate comes back empty with `payload_state` saying why.
 result<std::vector<std::string>> query_events(store::transaction& tx, auditchain::keyring& keys,

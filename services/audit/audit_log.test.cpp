@@ -237,14 +237,88 @@ TEST_CASE("schema v1 rows survive the move to the chain: kept, append-only, coun
   CHECK_FALSE(upd.ok());
 }
 
+TEST_CASE("rows chained before tenants keep verifying after v3, new rows hash their tenant and tenants see only theirs") {
+  fixture f(false);
+  auto v1_v2 = audit_service::audit_migrations().subspan(0, 2);
+  REQUIRE(store::migrate(*f.db, v1_v2).ok());
+  // Three rows as the v2 service chained them: encoding version 1, no tenant column yet.
+  auto put = f.db->with_transaction([](store::transaction& tx) -> status {
+    auditchain::chain_tail tail;
+    auditchain::row_hasher h;
+    for (std::uint64_t i = 1; i <= 3; ++i) {
+      auditchain::chain_row r;
+      r.version = auditchain::row_version_v1;
+      r.source = "old";
+      r.source_seq = i;
+      r.unix_ns = 1;
+      r.action = "loom.v1.CancelJobRequest";
+      r.job_id = "job-old";
+      r.payload = "sealed-before-v3";
+      auditchain::link(tail, r, h);
+      std::vector<store::value> p;
+      p.emplace_back(static_cast<std::int64_t>(r.seq));
+      p.emplace_back(r.source);
+      p.emplace_back(static_cast<std::int64_t>(r.source_seq));
+      p.emplace_back(r.unix_ns);
+      p.emplace_back(r.action);
+      p.emplace_back(r.job_id);
+      p.emplace_back(store::blob{r.payload});
+      p.emplace_back(store::blob{std::string(auditchain::as_view(r.prev_hash))});
+      p.emplace_back(store::blob{std::string(auditchain::as_view(r.row_hash))});
+      auto done = tx.exec("INSERT INTO audit_events (seq, source, source_seq, unix_ns, action, job_id, payload, "
+                          "prev_hash, row_hash) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                          p);
+      if (!done) return done.err();
+    }
+    return {};
+  });
+  REQUIRE_MESSAGE(put.ok(), why(put));
+  auto mig = store::migrate(*f.db, audit_service::audit_migrations());
+  REQUIRE_MESSAGE(mig.ok(), why(mig));
+  auto log = f.open();
+  CHECK(log->watermark("old") == 3);
+  v1::AuditEvent acme;
+  acme.set_source("new");
+  acme.set_source_seq(1);
+  acme.set_action("loom.v1.SubmitJobRequest");
+  acme.set_job_id("job-acme");
+  acme.set_tenant("acme");
+  auto globex = acme;
+  globex.set_source_seq(2);
+  globex.set_job_id("job-globex");
+  globex.set_tenant("globex");
+  REQUIRE(log->append_batch(std::vector<std::string>{acme.SerializeAsString(), globex.SerializeAsString()}).ok());
+  auto rep = f.verify();
+  CHECK_MESSAGE(rep.ok(), rep.summary());
+  CHECK(rep.rows == 5);
+  auto rows = f.db->with_read_transaction([](store::transaction& tx) { return auditchain::read_rows(tx, 1, 10); });
+  REQUIRE(rows.ok());
+  REQUIRE(rows->size() == 5);
+  CHECK((*rows)[0].version == auditchain::row_version_v1);
+  CHECK((*rows)[0].tenant.empty());
+  CHECK((*rows)[3].version == auditchain::current_row_version);
+  CHECK((*rows)[3].tenant == "acme");
+  audit_service::event_filter mine;
+  mine.tenant = "acme";
+  auto found = f.query(*log, mine);
+  REQUIRE(found.size() == 1);
+  CHECK(found[0].job_id() == "job-acme");
+  CHECK(found[0].tenant() == "acme");
+  mine.job_id = "job-old";  // rows of no tenant are admins' only
+  CHECK(f.query(*log, mine).empty());
+  audit_service::event_filter everyone;
+  CHECK(f.query(*log, everyone).size() == 5);
+}
+
 TEST_CASE("the released audit migrations never change") {
   // The checksums recorded in every deployed database: editing a released
   // migration (or the chain DDL it carries from libs/auditchain) breaks them.
   auto all = audit_service::audit_migrations();
-  REQUIRE(all.size() == 2);
-  MESSAGE("v1 " << store::checksum(all[0]) << " v2 " << store::checksum(all[1]));
+  REQUIRE(all.size() == 3);
+  MESSAGE("v1 " << store::checksum(all[0]) << " v2 " << store::checksum(all[1]) << " v3 " << store::checksum(all[2]));
   CHECK(store::checksum(all[0]) == "ee9e85a0c0b927cfeb2f8643e404cd4f4594b8904720f5ddf4c987eff298fc64");
   CHECK(store::checksum(all[1]) == "b1630378f6f514bc0d02d69aba5cbd7e7cf4454a2da4fc1c89d58be0a49089aa");
+  CHECK(store::checksum(all[2]) == "4d3d53b7f41c66f52dbff2a9fa8423a5c0a68af1fe74406bb5155d02d7e4105b");
 }
 
 TEST_CASE_FIXTURE(fresh, "the first open writes the new anchor key's genesis line and a reopen never writes it again") {

@@ -1,5 +1,6 @@
 #include "services/audit/audit_logic.hpp"
 
+#include "libs/auth/identity.hpp"
 #include "libs/auth/token.hpp"
 #include "libs/store/database.hpp"
 #include "loom/v1/audit.pb.h"
@@ -31,25 +32,41 @@ audit_logic::audit_logic(std::shared_ptr<audit_log> log, store::database* db, la
   using namespace loom::v1;
   using ctx_t = const call_context&;
   table_
-      // The highest source_seq stored for an emitter's source: it trims its spool to it.
-      .on<AuditWatermarkRequest>([this](const AuditWatermarkRequest& r, ctx_t) { return watermark(r); })
-      // Stored events by source, request, job, chain position or the newest N, payloads decrypted.
-      .on<AuditQueryRequest>([this](const AuditQueryRequest& r, ctx_t) { return query(r); })
+      // The highest source_seq stored for an emitter's source: it trims its spool to it (emitters, admins).
+      .on<AuditWatermarkRequest>([this](const AuditWatermarkRequest& r, ctx_t c) { return watermark(r, c); })
+      // Stored events by source, request, job, chain position or the newest N, payloads decrypted;
+      // a non-admin's only of its tenant.
+      .on<AuditQueryRequest>([this](const AuditQueryRequest& r, ctx_t c) { return query(r, c); })
       // A new key-encryption key now (`loom keys rotate`); audited with its version.
       .on<RotateKeysRequest>([this](const RotateKeysRequest& r, ctx_t) { return rotate_keys(r); })
       // A signed token for a principal, role, zones and tenant (`loom token issue`); audited, never the token.
       .on<IssueTokenRequest>([this](const IssueTokenRequest& r, ctx_t) { return issue_token(r); });
 }
 
-handled audit_logic::watermark(const loom::v1::AuditWatermarkRequest& req) {
+handled audit_logic::watermark(const loom::v1::AuditWatermarkRequest& req, const call_context& ctx) {
+  // Emitters ask it to trim their spools: this deployment's services (their
+  // own keys), and what mints with the token key (service tokens: the
+  // services', the CLI's spool). For anyone else it only tells how busy each
+  // source is.
+  const bool emitter = auth::parse_peer(ctx.peer).kind == auth::peer_kind::own_service ||
+                       auth::is_service_token(ctx.principal);
+  if (!emitter && ctx.role != "admin")
+    return fail(errc::permission_denied, "AuditWatermark is for the audit emitters (this deployment's service keys) "
+                                         "and admins, not " +
+                                             (ctx.principal.empty() ? std::string("an anonymous caller")
+                                                                    : auth::printable(ctx.principal)) +
+                                             " over " + (ctx.peer.empty() ? std::string("no key") : ctx.peer));
   loom::v1::AuditWatermarkReply rep;
   rep.set_stored_seq(log_->watermark(req.source()));
   return reply(rep);
 }
 
-handled audit_logic::query(const loom::v1::AuditQueryRequest& req) {
+handled audit_logic::query(const loom::v1::AuditQueryRequest& req, const call_context& ctx) {
   const std::uint32_t limit = req.limit() == 0 || req.limit() > max_query ? max_query : req.limit();
-  const event_filter f = filter_from_wire(req);
+  event_filter f = filter_from_wire(req);
+  // Tenant walls: another tenant's records, and those of no tenant, are not
+  // there for a non-admin (a job id of another tenant finds nothing).
+  if (ctx.role != "admin") f.tenant = ctx.tenant;
   auto found = db_->with_read_transaction(
       [&](store::transaction& tx) { return query_events(tx, log_->keys(), f, limit); });
   if (!found) return fail(found.err());
@@ -79,6 +96,7 @@ handled audit_logic::issue_token(const loom::v1::IssueTokenRequest& wire_req) {
   // Names end up in audit listings and job ownership: checked here, as the
   // offline path checks them (auth::issue_token checks them again).
   if (auto st = auth::validate_name("principal", req.principal); !st) return fail(st.err());
+  if (auto ok = auth::issuable_principal(req.principal); !ok.ok) return fail(errc::permission_denied, ok.why);
   if (!req.tenant.empty())
     if (auto st = auth::validate_name("tenant", req.tenant); !st) return fail(st.err());
   auto key = auth::load_token_key(paths_.token_key());

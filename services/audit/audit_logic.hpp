@@ -4,6 +4,9 @@
 // (through the actor's own state-store connection), key rotation, and token
 // issue (minted here so every issue is an audited request). Requests reach
 // their handler through a handler_table built in the constructor.
+// Who reads what: an admin every record; anyone else only its token's
+// tenant's records; watermarks only the emitters (this deployment's service
+// keys, service-minted tokens) and admins (permission_denied otherwise).
 #pragma once
 
 #include "libs/layout/layout.hpp"
@@ -31,8 +34,8 @@ class audit_logic final : public runtime::service_logic {
   }
 
  private:
-  runtime::handled watermark(const loom::v1::AuditWatermarkRequest& req);
-  runtime::handled query(const loom::v1::AuditQueryRequest& req);
+  runtime::handled watermark(const loom::v1::AuditWatermarkRequest& req, const runtime::call_context& ctx);
+  runtime::handled query(const loom::v1::AuditQueryRequest& req, const runtime::call_context& ctx);
   runtime::handled rotate_keys(const loom::v1::RotateKeysRequest& req);
   runtime::handled issue_token(const loom::v1::IssueTokenRequest& req);
 

@@ -106,6 +106,16 @@ CREATE TABLE audit_checkpoints (
 );
 )sql";
 
+// v3 (issue 24, tenant walls): each chained row names the tenant whose trail
+// it is, and the canonical encoding it was hashed with (auditchain row.hpp).
+// Rows stored before keep tenant '' (admins only) and row_version 1, and
+// verify as they always did; new rows are version 2, their tenant hashed.
+// The same text on both engines.
+constexpr const char* v3_sql = R"sql(ALTER TABLE audit_events ADD COLUMN tenant TEXT NOT NULL DEFAULT '';
+ALTER TABLE audit_events ADD COLUMN row_version INTEGER NOT NULL DEFAULT 1;
+CREATE INDEX audit_events_by_tenant ON audit_events (tenant);
+)sql";
+
 }  // namespace
 
 std::span<const store::migration> audit_migrations() {
@@ -123,6 +133,10 @@ std::span<const store::migration> audit_migrations() {
        .sql_sqlite = v2_sqlite,
        .sql_postgres = v2_postgres,
        .append_only_tables = {"audit_events_v1", "audit_events", "audit_checkpoints"}},
+      {.owner = "audit",
+       .version = 3,
+       .description = "audit_events: tenant of each row, canonical row version (1 before tenants, 2 after)",
+       .sql = v3_sql},
   };
   return all;
 }

@@ -22,6 +22,8 @@ std::optional<received_event> event_from_wire(const std::string& bytes) {
   r.request_id = e.request_id();
   r.decision = static_cast<std::int32_t>(e.decision());
   r.reason = e.reason();
+  r.tenant = e.tenant();
+  r.version = auditchain::current_row_version;  // every row stored from now on hashes its tenant
   out.payload = std::move(*e.mutable_payload());
   return out;
 }
@@ -43,6 +45,7 @@ std::string event_to_wire(const auditchain::chain_row& r, const std::string& pay
   e.set_reason(r.reason);
   e.set_service(r.service);
   e.set_peer_key(r.peer_key);
+  e.set_tenant(r.tenant);
   e.set_payload(payload);
   e.set_payload_state(payload_state);
   return e.SerializeAsString();

@@ -77,9 +77,11 @@ std::unique_ptr<runtime::service_logic> make_logic(runtime::service_env& env, co
   audit::emitter* em = env.audit;
   std::string zone = env.zone, node = env.node_id;
   auto on_event = [em, zone, node](const job_rec& j, const job_event& e) {
-    em->emit(audit::service_record(node, zone, "scheduler", action_of(j, e), j.id, e.text,
+    auto r = audit::service_record(node, zone, "scheduler", action_of(j, e), j.id, e.text,
                                    nlohmann::json{{"stage", e.stage}, {"job_state", j.state}, {"event_seq", e.seq}}
-                                       .dump()));
+                                       .dump());
+    r.tenant = j.tenant;  // the job's tenant reads its job.* events (audit tenant walls)
+    em->emit(std::move(r));
   };
   auto logic = std::make_unique<scheduler_logic>(
       env.db, [] { return std::chrono::system_clock::now(); }, env.paths.root + "/jobs", on_event, cfg.min_runtime,

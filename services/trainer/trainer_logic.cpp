@@ -7,10 +7,13 @@ namespace loom::trainer {
 
 trainer_logic::trainer_logic(std::shared_ptr<const work_board> board) : board_(std::move(board)) {
   using namespace loom::v1;
-  // What this trainer is doing: its phase, stage, group and progress (viewer).
-  table_.on<TrainerStatusRequest>([this](const TrainerStatusRequest&, const runtime::call_context&) {
+  // What this trainer is doing: its phase (viewer); its job, stage, group and
+  // progress only to admins and to the job's tenant.
+  table_.on<TrainerStatusRequest>([this](const TrainerStatusRequest&, const runtime::call_context& ctx) {
+    const auto shown = shown_to(board_->view(), ctx.role == "admin", ctx.tenant);
     TrainerStatusReply rep;
-    to_wire(board_->view(), &rep);
+    to_wire(shown.view, &rep);
+    rep.set_job_withheld(shown.withheld);
     return runtime::reply(rep);
   });
 }

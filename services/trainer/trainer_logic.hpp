@@ -1,6 +1,7 @@
 // The trainer service's logic: TrainerStatus tells what this trainer is doing
 // — the work_board the worker (worker.hpp) keeps: idle, preparing, running,
-// stopping, regrouping or done, with the stage, its group and its progress.
+// stopping, regrouping or done, with the stage, its group and its progress
+// (those only to admins and the job's tenant: work_state.hpp shown_to).
 // Runs in the supervised service actor; reads the board, changes nothing.
 #pragma once
 

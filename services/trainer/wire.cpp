@@ -10,6 +10,7 @@ namespace loom::trainer {
 assigned_stage from_wire(const loom::v1::Assignment& a) {
   assigned_stage s;
   s.job = a.job();
+  s.tenant = a.tenant();
   s.stage = a.stage();
   s.config_toml = a.config_toml();
   s.out_dir = a.out_dir();

@@ -30,6 +30,7 @@ status work_state::assign(const stage_ref& s) {
   v_ = work_view{};
   v_.phase = work_phase::preparing;
   v_.job = s.job;
+  v_.tenant = s.tenant;
   v_.stage = s.stage;
   v_.attempt = s.attempt;
   v_.rank = s.rank;
@@ -115,6 +116,14 @@ std::string work_state::report() const {
     case work_phase::done: return v_.outcome;
     default: return "running";
   }
+}
+
+shown_view shown_to(const work_view& v, bool admin, std::string_view tenant) {
+  if (admin || v.job.empty() || v.tenant == tenant) return {v, false};
+  shown_view out;
+  out.view.phase = v.phase;
+  out.withheld = true;
+  return out;
 }
 
 }  // namespace loom::trainer

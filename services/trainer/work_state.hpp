@@ -44,6 +44,7 @@ struct work_view {
   std::string outcome;  // done: succeeded, failed, stopped, regroup
   bool started = false; // the step loop began (running was reached)
   std::string job, stage;
+  std::string tenant;   // the job's (Assignment.tenant): who besides admins may see the job here
   std::uint32_t attempt = 0, rank = 0, world = 1;
   std::uint64_t generation = 0;
   std::uint64_t step = 0, total_steps = 0;
@@ -60,6 +61,7 @@ class work_state {
     std::string job, stage;
     std::uint32_t attempt = 0, rank = 0, world = 1;
     std::uint64_t generation = 0, total_steps = 0;
+    std::string tenant{};  // the job's
   };
   // Each transition is conflict (naming both states) when it is not allowed
   // from the current one, and then changes nothing.
@@ -92,6 +94,16 @@ class work_state {
   status move(std::initializer_list<work_phase> from, work_phase to, const char* what);
   work_view v_;
 };
+
+// What TrainerStatus shows a caller (issue 24: which tenant's job runs where
+// is that tenant's business). The whole view to an admin and to the tenant of
+// the job it holds (and when it holds none); to anyone else the phase alone:
+// no job, stage, out dir, progress or message. `withheld` says which.
+struct shown_view {
+  work_view view;
+  bool withheld = false;
+};
+shown_view shown_to(const work_view& v, bool admin, std::string_view tenant);
 
 // A work_state shared by the worker's threads (which change it) and the
 // service logic (which reports it): every access under one mutex.

@@ -110,3 +110,31 @@ TEST_CASE("a work_board shares one state between threads") {
   REQUIRE(b.with([](work_state& w) { return w.assign(ref()); }).ok());
   CHECK(b.view().phase == work_phase::preparing);
 }
+
+TEST_CASE("TrainerStatus shows the job to admins and its tenant, the phase alone to another tenant") {
+  work_state w;
+  auto r = ref();
+  r.tenant = "acme";
+  REQUIRE(w.assign(r).ok());
+  REQUIRE(w.started().ok());
+  w.progress(3, 2.5, 100);
+  w.snapshot("/data/jobs/job-000001/pretrain/checkpoints/step-000003");
+  auto own = shown_to(w.view(), false, "acme");
+  CHECK_FALSE(own.withheld);
+  CHECK(own.view.job == "job-000001");
+  CHECK(own.view.step == 3);
+  auto admin = shown_to(w.view(), true, "default");
+  CHECK_FALSE(admin.withheld);
+  CHECK(admin.view.checkpoint == "/data/jobs/job-000001/pretrain/checkpoints/step-000003");
+  auto other = shown_to(w.view(), false, "globex");
+  CHECK(other.withheld);
+  CHECK(other.view.phase == work_phase::running);
+  CHECK(other.view.job.empty());
+  CHECK(other.view.stage.empty());
+  CHECK(other.view.checkpoint.empty());
+  CHECK(other.view.step == 0);
+  CHECK(other.view.tenant.empty());
+  // Idle: nothing to withhold from anyone.
+  work_state idle;
+  CHECK_FALSE(shown_to(idle.view(), false, "globex").withheld);
+}

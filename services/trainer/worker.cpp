@@ -147,7 +147,7 @@ void worker::start(assigned_stage a) {
   join_training();  // the previous stage's thread has ended (its state was reported)
   stop_training_ = false;
   auto r = std::make_shared<stage_run>(std::move(a));
-  work_state::stage_ref ref{r->job, r->stage, r->attempt, r->rank, r->world, r->generation, 0};
+  work_state::stage_ref ref{r->job, r->stage, r->attempt, r->rank, r->world, r->generation, 0, r->tenant};
   if (auto st = board_->with([&](work_state& w) { return w.assign(ref); }); !st) {
     log("trainer: %s%s\n", st.err().to_string());  // a broken invariant of the poll loop: not taken
     return;
@@ -180,10 +180,13 @@ status worker::confine_inputs(const runspec::run_config& cfg, const stage_run& r
     if (path.empty()) continue;
     auto inside = files::confined(roots, path);
     if (inside) continue;
-    if (inside.code() == errc::permission_denied && env_.audit)
-      env_.audit->emit(audit::service_record(env_.node_id, env_.zone, "trainer", "data.refused", run.job,
-                                             key + ": " + inside.err().message,
-                                             nlohmann::json{{"stage", run.stage}, {"key", key}, {"path", path}}.dump()));
+    if (inside.code() == errc::permission_denied && env_.audit) {
+      auto r = audit::service_record(env_.node_id, env_.zone, "trainer", "data.refused", run.job,
+                                     key + ": " + inside.err().message,
+                                     nlohmann::json{{"stage", run.stage}, {"key", key}, {"path", path}}.dump());
+      r.tenant = run.tenant;  // in the job's tenant's trail
+      env_.audit->emit(std::move(r));
+    }
     return make_error(inside.code(), key + ": " + inside.err().message);
   }
   return ok_status();
@@ -245,15 +248,20 @@ std::pair<std::string, std::string> worker::run_stage(stage_run& run_ref) {
   };
   o.on_rollback = [&](std::uint64_t bad_step, std::uint64_t back_to, const std::string& why) {
     if (!env_.audit) return;
-    env_.audit->emit(audit::service_record(
+    auto r = audit::service_record(
         env_.node_id, env_.zone, "trainer", "checkpoint.rollback", run->job, why,
-        nlohmann::json{{"stage", run->stage}, {"bad_step", bad_step}, {"back_to_step", back_to}}.dump()));
+        nlohmann::json{{"stage", run->stage}, {"bad_step", bad_step}, {"back_to_step", back_to}}.dump());
+    r.tenant = run->tenant;
+    env_.audit->emit(std::move(r));
   };
   o.on_notice = [&](const std::string& kind, const std::string& text) {
     log("trainer: %s\n", run->job + "/" + run->stage + ": " + kind + ": " + text);
-    if (kind == "snapshot_fallback" && env_.audit)  // rollbacks are audited by on_rollback
-      env_.audit->emit(audit::service_record(env_.node_id, env_.zone, "trainer", "checkpoint.fallback", run->job,
-                                             text, nlohmann::json{{"stage", run->stage}}.dump()));
+    if (kind == "snapshot_fallback" && env_.audit) {  // rollbacks are audited by on_rollback
+      auto r = audit::service_record(env_.node_id, env_.zone, "trainer", "checkpoint.fallback", run->job, text,
+                                     nlohmann::json{{"stage", run->stage}}.dump());
+      r.tenant = run->tenant;
+      env_.audit->emit(std::move(r));
+    }
     const auto now = static_cast<std::uint64_t>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
     std::lock_guard lock(mu_);
