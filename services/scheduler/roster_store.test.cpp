@@ -294,7 +294,9 @@ TEST_CASE("a node's key binding outlives a restart and its reaping: no other key
     CHECK(a->nodes().find("trainer@south.h") == nullptr);
   }
   auto b = f.logic();
-  auto other = call(*b, south, "site:north:trainer");
+  auto into_north = south;  // north's key, in north's own zone: still not its id
+  into_north.set_zone("north");
+  auto other = call(*b, into_north, "site:north:trainer");
   CHECK(other.code == errc::permission_denied);
   CHECK(other.message.find("bound to CURVE key trainer") != std::string::npos);
   CHECK(call(*b, south).code == errc::ok);  // its own key, as ever

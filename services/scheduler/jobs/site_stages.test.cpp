@@ -143,6 +143,7 @@ TEST_CASE_FIXTURE(fixture, "a running edge-site job whose site is revoked fails 
   jobs.tick(nodes, now);
   const job_rec* j = submit_template("r1", sited);
   REQUIRE(j->stages[0].state == "running");
+  for (const char* t : {"trainer@north.a", "trainer@south.a"}) poll(t, "idle");  // each says where its inbox is
   for (const char* t : {"trainer@north.a", "trainer@south.a"}) REQUIRE(poll(t, "idle").work);
   jobs.site_revoked("south", "box stolen", now);
   CHECK(j->state == "failed");
@@ -177,6 +178,7 @@ TEST_CASE_FIXTURE(fixture, "at a site stage's end every member is released: a me
   add("trainer@south.a", "south");
   jobs.tick(nodes, now);
   const job_rec* j = submit_template("r1", sited);
+  for (const char* t : {"trainer@north.a", "trainer@south.a"}) poll(t, "idle");  // each says where its inbox is
   for (const char* t : {"trainer@north.a", "trainer@south.a"}) REQUIRE(poll(t, "idle").work);
   poll_report done;
   done.node = "trainer@north.a";
