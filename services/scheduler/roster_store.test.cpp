@@ -256,7 +256,7 @@ v1::UndrainNodeRequest undrain_of(const std::string& id) {
 }
 }  // namespace
 
-TEST_CASE("a drain outlives a restart, the node's re-registration and its reaping; an undrain ends it") {
+TEST_CASE("a drain outlives a restart, the node's re-registration and its reaping, and an undrain ends it") {
   store_fixture f("drains");
   {
     auto a = f.logic();
