@@ -8,6 +8,8 @@
 
 #include "loom/v1/scheduler.pb.h"
 
+#include <nlohmann/json.hpp>
+
 #include <cstdio>
 #include <map>
 
