@@ -247,10 +247,10 @@ TEST_CASE_FIXTURE(jobs_fixture, "a job that names no zone runs on the scheduler'
   trainer("trainer@north.h", "site:north:trainer", "north");
   v1::DrainNodeRequest d;
   d.mutable_node()->set_value("trainer@h1");
-  REQUIRE(call(d, as("client", "root", "admin")).code == errc::ok);
-  logic.on_tick();
+  REQUIRE(call(d, as("client", "root", "admin")).code == errc::ok);  // in force at once, not at the next tick
   const std::string id = submit("blue");
   CHECK(job(id).zone == "local");
+  CHECK(job(id).state == "queued");
   logic.on_tick();
   CHECK(job(id).state == "queued");  // the site's idle trainer is not the cloud's
   v1::GetJobRequest g;
@@ -261,7 +261,6 @@ TEST_CASE_FIXTURE(jobs_fixture, "a job that names no zone runs on the scheduler'
   v1::UndrainNodeRequest u;
   u.mutable_node()->set_value("trainer@h1");
   REQUIRE(call(u, as("client", "root", "admin")).code == errc::ok);
-  logic.on_tick();
   CHECK(job(id).state == "running");
   CHECK(job(id).stages[0].node == "trainer@h1");
   // A job naming the site's zone runs there; its result stays at the site, and says so.

@@ -123,6 +123,7 @@ handled scheduler_logic::set_drained(const std::string& id, const std::string& r
   if (auto st = persist([&](store::transaction& tx) { return save_drained(tx, id, drained); }); !st)
     return store_failed(st.err());
   roster_.set_drained(id, drained);
+  jobs_.tick(roster_, now_());  // the policy hears of it now: no placement on a drained node after the reply
   auto h = drained ? reply(loom::v1::DrainNodeReply{}) : reply(loom::v1::UndrainNodeReply{});
   h.audit_payload = nlohmann::json{{"node", id}, {"zone", zone}, {"drained", drained}, {"reason", reason}}.dump(
       -1, ' ', false, nlohmann::json::error_handler_t::replace);
