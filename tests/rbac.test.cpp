@@ -51,6 +51,11 @@ mutating_call allowed_mutating(std::string_view type, int n) {
     r.mutable_node()->set_value("rbac-no-such-node");
     return {"scheduler", r.SerializeAsString(), errc::not_found};
   }
+  if (type == "loom.v1.UndrainNodeRequest") {
+    v1::UndrainNodeRequest r;
+    r.mutable_node()->set_value("rbac-no-such-node");
+    return {"scheduler", r.SerializeAsString(), errc::not_found};
+  }
   if (type == "loom.v1.CancelJobRequest") {
     v1::CancelJobRequest r;
     r.set_id("job-rbac-none");
