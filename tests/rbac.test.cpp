@@ -52,6 +52,11 @@ mutating_call allowed_mutating(std::string_view type, int n) {
     r.mutable_node()->set_value("rbac-no-such-node");
     return {"scheduler", r.SerializeAsString(), errc::not_found};
   }
+  if (type == "loom.v1.UndrainNodeRequest") {
+    v1::UndrainNodeRequest r;
+    r.mutable_node()->set_value("rbac-no-such-node");
+    return {"scheduler", r.SerializeAsString(), errc::not_found};
+  }
   if (type == "loom.v1.CancelJobRequest") {
     v1::CancelJobRequest r;
     r.set_id("job-rbac-none");
@@ -126,6 +131,17 @@ TEST_CASE("RBAC through the gateways: every request type x role x zone is allowe
         INFO(e.type << " as " << std::string(w.name) << " in zone " << z[0] << ": " << to_string(rep.code) << " "
                     << rep.message);
         const bool denied = rep.code == errc::permission_denied || rep.code == errc::unauthenticated;
+        // Past the gateway, the scheduler lets no node-scoped request come with
+        // the client key, whatever the role (issue 24 item 1): this test's key.
+        // Those refusals and their audit are the identity matrix's to check.
+        // (A RegisterNode with an empty body is refused as malformed first: below.)
+        const bool node_scoped = e.type == "loom.v1.NodeHeartbeatRequest" || e.type == "loom.v1.PollWorkRequest";
+        if (node_scoped && expect_allowed) {
+          CHECK(rep.code == errc::permission_denied);
+          CHECK(rep.message.find("client key") != std::string::npos);
+          ++allowed;
+          continue;
+        }
         CHECK(denied == !expect_allowed);
         if (denied) {
           denied_ids.insert(rid);

@@ -8,10 +8,9 @@ namespace {
 // THE single place to add a request type. A new message that services accept
 // needs a row here, or every call to it is denied ("no policy for request type").
 // `site` marks a site's business (policy_entry::site_business): the types an
-// edge site's token may send over its own keys. UndrainNodeRequest, when it
-// exists, is site business too (a site undrains its own zone's nodes).
+// edge site's token may send over its own keys.
 constexpr bool site = true;
-constexpr std::array<policy_entry, 40> table{{
+constexpr std::array<policy_entry, 41> table{{
     // type                             min role         mutating  what   service  [site business]
     {"loom.v1.PingRequest",             role::viewer,    false, "echo a payload; liveness and latency probe", "*", site},
     {"loom.v1.HealthRequest",           role::viewer,    false, "service health, restarts and sub-checks", "*", site},
@@ -19,7 +18,8 @@ constexpr std::array<policy_entry, 40> table{{
     {"loom.v1.RegisterNodeRequest",     role::operator_, true,  "register a node with the scheduler", "scheduler", site},
     {"loom.v1.NodeHeartbeatRequest",    role::operator_, false, "node liveness heartbeat to the scheduler", "scheduler", site},
     {"loom.v1.ListNodesRequest",        role::viewer,    false, "list registered nodes", "scheduler"},
-    {"loom.v1.DrainNodeRequest",        role::operator_, true,  "drain a node: no new work is placed on it", "scheduler", site},
+    // Drain/undrain: the scheduler also requires the admin, or the node's own site's token over its key.
+    {"loom.v1.DrainNodeRequest",        role::operator_, true,  "drain a node: no new work is placed on it (kept until undrained)", "scheduler", site},
     {"loom.v1.SubmitJobRequest",        role::operator_, true,  "submit a training job (idempotent by request id)", "scheduler"},
     {"loom.v1.ListJobsRequest",         role::viewer,    false, "list training jobs", "scheduler"},
     {"loom.v1.GetJobRequest",           role::viewer,    false, "a job's state, stages and events", "scheduler"},
@@ -55,6 +55,8 @@ constexpr std::array<policy_entry, 40> table{{
     {"loom.v1.RecordModelExportRequest", role::operator_, true, "record a model export (or an overridden check) with its checks' outcomes", "scheduler"},
     // Token-free (token_free below): the enrolment token in the body is the credential.
     {"loom.v1.EnrolSiteRequest",        role::viewer,    true,  "an edge site enrols with a one-time token and its CURVE keys", "scheduler"},
+    // The scheduler also requires the admin, or the node's own site's token over its key (like DrainNode).
+    {"loom.v1.UndrainNodeRequest",      role::operator_, true,  "undo a node's drain: it takes work again", "scheduler", site},
 }};
 
 // Types whose credential travels in the body and which the logic checks: the

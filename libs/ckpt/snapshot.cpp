@@ -201,27 +201,42 @@ result<std::string> snapshot_writer::publish(std::string_view key, std::int64_t 
   return final_dir;
 }
 
-std::vector<std::string> verify_snapshot(const std::string& dir, std::uint64_t step, std::string_view key,
-                                         loaded_snapshot* out) {
+namespace {
+// The signed manifest of `dir` for `step` into `m`; the problem when it is not one ("" when it is).
+std::string signed_manifest(const std::string& dir, std::uint64_t step, std::string_view key, json& m) {
   const std::string label = fs::path(dir).filename().string();
   const std::string mpath = dir + "/" + std::string(manifest_name);
   auto text = files::read_file(mpath);
-  if (!text) return {label + ": " + std::string(manifest_name) + " unreadable: " + text.err().message};
-  json m = json::parse(*text, nullptr, /*allow_exceptions=*/false);
-  if (m.is_discarded() || !m.is_object()) return {label + ": " + std::string(manifest_name) + " is not a JSON object"};
+  if (!text) return label + ": " + std::string(manifest_name) + " unreadable: " + text.err().message;
+  m = json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (m.is_discarded() || !m.is_object()) return label + ": " + std::string(manifest_name) + " is not a JSON object";
   if (!m.contains("signature") || !m["signature"].is_string())
-    return {label + ": " + std::string(manifest_name) + " has no signature"};
+    return label + ": " + std::string(manifest_name) + " has no signature";
   const std::string expected_sig = signature_hex(m, key);
   const std::string actual_sig = m["signature"].get<std::string>();
   if (!crypto::constant_time_equal(expected_sig, actual_sig))
-    return {label + ": " + std::string(manifest_name) + " signature mismatch: expected hmac-sha256 " + expected_sig +
-            " actual " + actual_sig};
+    return label + ": " + std::string(manifest_name) + " signature mismatch: expected hmac-sha256 " + expected_sig +
+           " actual " + actual_sig;
   // Signed from here on; schema errors mean a writer bug or a different format.
   if (m.value("format", "") != manifest_format || !m.contains("step") || !m["step"].is_number_unsigned() ||
       !m.contains("files") || !m["files"].is_object())
-    return {label + ": " + std::string(manifest_name) + " has an unknown format"};
+    return label + ": " + std::string(manifest_name) + " has an unknown format";
   if (m["step"].get<std::uint64_t>() != step)
-    return {label + ": " + std::string(manifest_name) + " is for step " + std::to_string(m["step"].get<std::uint64_t>())};
+    return label + ": " + std::string(manifest_name) + " is for step " + std::to_string(m["step"].get<std::uint64_t>());
+  return "";
+}
+}  // namespace
+
+std::string verify_manifest(const std::string& dir, std::uint64_t step, std::string_view key) {
+  json m;
+  return signed_manifest(dir, step, key, m);
+}
+
+std::vector<std::string> verify_snapshot(const std::string& dir, std::uint64_t step, std::string_view key,
+                                         loaded_snapshot* out) {
+  const std::string label = fs::path(dir).filename().string();
+  json m;
+  if (auto problem = signed_manifest(dir, step, key, m); !problem.empty()) return {problem};
 
   std::vector<std::string> problems;
   std::map<std::string, file_entry> listed;

@@ -67,6 +67,12 @@ class snapshot_writer {
 std::vector<std::string> verify_snapshot(const std::string& dir, std::uint64_t step, std::string_view key,
                                          loaded_snapshot* out = nullptr);
 
+// Checks only the snapshot's MANIFEST.json: its HMAC under `key`, format and
+// step — cheap (no file is hashed), for a reader that trusts the writer to
+// have hashed the files (the scheduler judging a stage's result). Returns the
+// problem, "" when it verifies.
+std::string verify_manifest(const std::string& dir, std::uint64_t step, std::string_view key);
+
 // Loads the newest snapshot that verifies, starting at LATEST (or the highest
 // step if LATEST is missing or invalid) and going back one step at a time.
 // Snapshots newer than LATEST were never committed and are ignored.

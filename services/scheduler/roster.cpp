@@ -14,6 +14,7 @@ const char* to_string(node_state s) {
 void roster::register_node(node n, time_point now) {
   n.registered = now;
   n.last_seen = now;
+  if (auto b = bindings_.find(n.id); b != bindings_.end()) n.draining = b->second.drained;
   nodes_[n.id] = std::move(n);
   ++version_;
 }
@@ -31,13 +32,24 @@ bool roster::heartbeat(const std::string& id, time_point now) {
   return true;
 }
 
-bool roster::drain(const std::string& id) {
+bool roster::set_drained(const std::string& id, bool drained) {
   auto it = nodes_.find(id);
-  if (it == nodes_.end()) return false;
-  it->second.draining = true;
+  auto b = bindings_.find(id);
+  if (it == nodes_.end() && b == bindings_.end()) return false;
+  if (it != nodes_.end()) it->second.draining = drained;
+  if (b == bindings_.end())  // a node no key bound yet (tests, a pre-v10 row): the drain is kept all the same
+    b = bindings_.emplace(id, node_binding{"", it->second.zone, false, it->second.registered}).first;
+  b->second.drained = drained;
   ++version_;
   return true;
 }
+
+const node_binding* roster::binding(const std::string& id) const {
+  auto it = bindings_.find(id);
+  return it == bindings_.end() ? nullptr : &it->second;
+}
+
+void roster::bind(const std::string& id, node_binding b) { bindings_[id] = std::move(b); }
 
 node_state roster::state(const node& n, time_point now) const {
   auto silent = now - n.last_seen;

@@ -2,6 +2,9 @@
 // alive. Pure logic: time is passed in, no sockets, no clock, no database.
 // Liveness follows Paranoid Pirate: a node is suspect after one missed
 // heartbeat interval and dead after three (the interval is 1 s).
+// Beside the live nodes it keeps every node id's binding (roster_binding.hpp):
+// the CURVE key and zone of its first registration and whether it is drained,
+// which outlive the node's row when a silent node is reaped.
 // Not thread-safe: owned by the scheduler actor.
 #pragma once
 
@@ -39,6 +42,16 @@ struct node {
   bool draining = false;
 };
 
+// Who may speak for a node id, for good: the CURVE principal (ZAP user id) and
+// zone of its first registration. `drained` (an admin's or its site's drain)
+// survives restarts, re-registrations and the node being reaped.
+struct node_binding {
+  std::string peer;  // "": a node stored before bindings (v10): its next request from a fitting key binds it
+  std::string zone;
+  bool drained = false;
+  time_point bound{};
+};
+
 enum class node_state { alive, suspect, dead };
 const char* to_string(node_state s);
 
@@ -48,13 +61,16 @@ class roster {
                   int max_missed = wire::heartbeat_max_missed)
       : interval_(heartbeat_interval), max_missed_(max_missed) {}
 
-  // Adds or replaces a node (a restarted process re-registers with a new pid).
+  // Adds or replaces a node (a restarted process re-registers with a new pid);
+  // a drained node id stays drained.
   void register_node(node n, time_point now);
   // Puts back a node loaded from the state store, times as stored.
   void restore(node n);
   // False when the node is unknown (it must register again).
   bool heartbeat(const std::string& id, time_point now);
-  bool drain(const std::string& id);
+  // Drains (or undrains) the node id: its binding and, when listed, the node.
+  // False when the id was never registered.
+  bool set_drained(const std::string& id, bool drained);
   node_state state(const node& n, time_point now) const;
   // Removes nodes dead for longer than `keep`; returns their ids.
   std::vector<std::string> reap(time_point now, std::chrono::milliseconds keep);
@@ -63,6 +79,10 @@ class roster {
   // Every node by id, without copying (list() copies): for hot paths that only read.
   const std::map<std::string, node>& all() const { return nodes_; }
   const node* find(const std::string& id) const;
+  // The id's binding; null when no key ever registered it.
+  const node_binding* binding(const std::string& id) const;
+  // Sets the id's binding (a first registration, a pre-v10 node bound, a restore).
+  void bind(const std::string& id, node_binding b);
   std::uint64_t version() const { return version_; }
   std::chrono::milliseconds interval() const { return interval_; }
 
@@ -70,6 +90,7 @@ class roster {
   std::chrono::milliseconds interval_;
   int max_missed_;
   std::map<std::string, node> nodes_;
+  std::map<std::string, node_binding> bindings_;  // never reaped
   std::uint64_t version_ = 0;
 };
 

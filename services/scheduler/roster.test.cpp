@@ -59,7 +59,7 @@ TEST_CASE("listing filters by zone and reaping removes long-dead nodes only") {
   auto gone = r.reap(t0 + 10s, 5s);
   CHECK(gone == std::vector<std::string>{"a", "b"});
   CHECK(r.list().size() == 1);
-  CHECK(r.drain("c"));
+  CHECK(r.set_drained("c", true));
   CHECK(r.find("c")->draining);
-  CHECK_FALSE(r.drain("zzz"));
+  CHECK_FALSE(r.set_drained("zzz", true));
 }

@@ -25,8 +25,10 @@ using namespace std::chrono_literals;
 namespace {
 constexpr store::backend engine = store::testing::suite_backend;
 
-runtime::handled call(scheduler::scheduler_logic& l, const google::protobuf::Message& m) {
-  return l.handle(m.GetDescriptor()->full_name(), m.SerializeAsString(), {});
+// An admin's token over this deployment's trainer key (a node's own requests pass).
+runtime::handled call(scheduler::scheduler_logic& l, const google::protobuf::Message& m,
+                      const std::string& peer = "trainer", const std::string& role = "admin") {
+  return l.handle(m.GetDescriptor()->full_name(), m.SerializeAsString(), {"r", "p", role, "local", "default", peer});
 }
 
 v1::RegisterNodeRequest reg(const std::string& id, std::uint32_t pid) {
@@ -221,4 +223,123 @@ TEST_CASE("a submit's request id outlives a restart on its job row, and one reco
     CHECK(conflict.message.find(std::string("request id ") + rid + " was used by alice") != std::string::npos);
   }
   CHECK(count("SELECT COUNT(*) FROM jobs") == 2);
+}
+
+namespace {
+struct store_fixture {
+  std::optional<store::testing::scratch> scratch;
+  std::unique_ptr<store::database> db;
+  scheduler::time_point now{std::chrono::seconds(1'700'000'000)};
+  explicit store_fixture(const char* name, std::size_t migrations = scheduler::scheduler_migrations().size()) {
+    auto s = store::testing::scratch::make(engine, name);
+    REQUIRE(s.ok());
+    scratch.emplace(std::move(*s));
+    auto d = store::database::open(scratch->url());
+    REQUIRE(d.ok());
+    db = std::move(*d);
+    REQUIRE(store::migrate(*db, scheduler::scheduler_migrations().first(migrations)).ok());
+  }
+  std::unique_ptr<scheduler::scheduler_logic> logic() {
+    return std::make_unique<scheduler::scheduler_logic>(db.get(), [this] { return now; });
+  }
+};
+
+v1::DrainNodeRequest drain_of(const std::string& id) {
+  v1::DrainNodeRequest d;
+  d.mutable_node()->set_value(id);
+  return d;
+}
+v1::UndrainNodeRequest undrain_of(const std::string& id) {
+  v1::UndrainNodeRequest d;
+  d.mutable_node()->set_value(id);
+  return d;
+}
+}  // namespace
+
+TEST_CASE("a drain outlives a restart, the node's re-registration and its reaping, and an undrain ends it") {
+  store_fixture f("drains");
+  {
+    auto a = f.logic();
+    REQUIRE(call(*a, reg("t1", 10)).code == errc::ok);
+    CHECK(call(*a, drain_of("t1"), "client", "operator").code == errc::permission_denied);  // a tenant's operator
+    REQUIRE(call(*a, drain_of("t1"), "client", "admin").code == errc::ok);
+  }
+  auto b = f.logic();  // a restarted scheduler
+  CHECK(b->nodes().find("t1")->draining);
+  REQUIRE(call(*b, reg("t1", 11)).code == errc::ok);  // the trainer restarted and registered again
+  CHECK(b->nodes().find("t1")->draining);
+  f.now += 5min;  // silent: reaped from the roster (and its row)
+  b->on_tick();
+  CHECK(b->nodes().find("t1") == nullptr);
+  auto c = f.logic();
+  CHECK(c->nodes().find("t1") == nullptr);
+  REQUIRE(call(*c, reg("t1", 12)).code == errc::ok);
+  CHECK(c->nodes().find("t1")->draining);
+  REQUIRE(call(*c, undrain_of("t1"), "client", "admin").code == errc::ok);
+  auto d = f.logic();
+  CHECK_FALSE(d->nodes().find("t1")->draining);
+  CHECK(call(*d, undrain_of("nobody"), "client", "admin").code == errc::not_found);
+}
+
+TEST_CASE("a node's key binding outlives a restart and its reaping: no other key takes the id over") {
+  store_fixture f("bindings");
+  auto south = reg("trainer@south.h", 1);
+  south.set_zone("local");
+  {
+    auto a = f.logic();
+    REQUIRE(call(*a, south).code == errc::ok);  // bound to this deployment's trainer key
+    CHECK(call(*a, south, "ingest").code == errc::permission_denied);  // an ingest key registers ingest nodes only
+    f.now += 5min;
+    a->on_tick();  // reaped: a minute of silence after its death
+    CHECK(a->nodes().find("trainer@south.h") == nullptr);
+  }
+  auto b = f.logic();
+  auto into_north = south;  // north's key, in north's own zone: still not its id
+  into_north.set_zone("north");
+  auto other = call(*b, into_north, "site:north:trainer");
+  CHECK(other.code == errc::permission_denied);
+  CHECK(other.message.find("bound to CURVE key trainer") != std::string::npos);
+  CHECK(call(*b, south).code == errc::ok);  // its own key, as ever
+  v1::NodeHeartbeatRequest hb;
+  hb.mutable_node()->set_value("trainer@south.h");
+  CHECK(call(*b, hb, "site:north:trainer").code == errc::permission_denied);
+  v1::PollWorkRequest poll;
+  poll.mutable_node()->set_value("trainer@south.h");
+  poll.set_state("idle");
+  CHECK(call(*b, poll, "site:north:trainer").code == errc::permission_denied);
+  CHECK(call(*b, poll).code == errc::ok);
+}
+
+TEST_CASE("nodes stored before bindings keep their zone and drain, and their next request from a fitting key binds them") {
+  // A store at v9 with two nodes, one drained; then this binary's migrations.
+  store_fixture f("prebind", 9);
+  auto st = f.db->with_transaction([](store::transaction& tx) -> status {
+    for (auto [id, drained] : {std::pair{"old-1", 1}, std::pair{"old-2", 0}}) {
+      auto r = tx.exec("INSERT INTO nodes (id, service, zone, registered_unix_ns, last_seen_unix_ns, draining) "
+                       "VALUES ($1, 'trainer', 'local', 1, 1, $2)",
+                       {std::string(id), std::int64_t{drained}});
+      if (!r) return r.err();
+    }
+    return ok_status();
+  });
+  REQUIRE_MESSAGE(st.ok(), st.err().to_string());
+  REQUIRE(store::migrate(*f.db, scheduler::scheduler_migrations()).ok());
+  auto a = f.logic();
+  const auto* b1 = a->nodes().binding("old-1");
+  REQUIRE(b1 != nullptr);
+  CHECK(b1->peer.empty());
+  CHECK(b1->zone == "local");
+  CHECK(b1->drained);
+  auto r1 = reg("old-1", 5);
+  REQUIRE(call(*a, r1).code == errc::ok);  // the trainer key: bound now
+  CHECK(a->nodes().find("old-1")->draining);
+  CHECK(a->nodes().binding("old-1")->peer == "trainer");
+  CHECK(call(*a, r1, "site:x:trainer").code == errc::permission_denied);
+  // old-2 is bound by its first heartbeat from a fitting key (a trainer node: the trainer key).
+  v1::NodeHeartbeatRequest hb;
+  hb.mutable_node()->set_value("old-2");
+  CHECK(call(*a, hb, "ingest").code == errc::permission_denied);
+  REQUIRE(call(*a, hb).code == errc::ok);
+  auto again = f.logic();
+  CHECK(again->nodes().binding("old-2")->peer == "trainer");
 }

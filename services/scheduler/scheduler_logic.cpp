@@ -74,11 +74,17 @@ struct scheduler_logic::pending_commit {
 };
 
 scheduler_logic::scheduler_logic(store::database* db, clock_fn now, std::string jobs_root,
-                                 job_manager::event_sink on_job_event, std::chrono::milliseconds min_runtime,
-                                 std::unique_ptr<store::database> writer)
+                                 job_event_sink on_job_event, std::chrono::milliseconds min_runtime,
+                                 std::unique_ptr<store::database> writer, std::string home_zone)
     : db_(db), now_(std::move(now)), jobs_(db, std::move(jobs_root), min_runtime) {
   register_handlers();
-  jobs_.set_event_sink(std::move(on_job_event));
+  jobs_.set_home_zone(std::move(home_zone));
+  if (on_job_event)
+    jobs_.set_event_sink([this, sink = std::move(on_job_event)](const job_rec& j, const job_event& e) {
+      event_caller by;
+      if (call_) by = {call_->principal, call_->role, call_->tenant, call_->peer, call_->request_id};
+      sink(j, e, by);
+    });
   if (writer) {
     writer_ = std::make_unique<store::group_commit>(std::move(writer));
     jobs_.set_async_writer([this](job_manager::unit u) { enqueue(std::move(u)); });
@@ -87,6 +93,9 @@ scheduler_logic::scheduler_logic(store::database* db, clock_fn now, std::string 
   auto nodes = db_->with_read_transaction([](store::transaction& tx) { return load_nodes(tx); });
   if (!nodes) throw std::runtime_error("cannot load the roster: " + nodes.err().to_string());
   for (auto& n : *nodes) roster_.restore(std::move(n));
+  auto bound = db_->with_read_transaction([](store::transaction& tx) { return load_bindings(tx); });
+  if (!bound) throw std::runtime_error("cannot load the node bindings: " + bound.err().to_string());
+  for (auto& [id, b] : *bound) roster_.bind(id, std::move(b));
   if (auto st = jobs_.load(roster_, now_()); !st) throw std::runtime_error("cannot load the jobs: " + st.err().to_string());
 }
 
@@ -125,6 +134,11 @@ handled scheduler_logic::handle(const std::string& type, const std::string& body
     if (commit_failure_)  // memory is ahead of the store: restart from what it kept
       throw std::runtime_error("state store: a group commit failed (" + *commit_failure_ + "); reloading");
   }
+  struct in_call {  // the request job events name while it is handled
+    const call_context*& slot;
+    ~in_call() { slot = nullptr; }
+  } scope{call_};
+  call_ = &ctx;
   handled h = table_.dispatch(type, body, ctx);
   if (current_) h.durable = current_->ticket;
   finish_batch();
@@ -141,8 +155,14 @@ void scheduler_logic::register_handlers() {
       .on<NodeHeartbeatRequest>([this](const NodeHeartbeatRequest& r, ctx_t c) { return heartbeat(r, c); })
       // The roster with each node's state now.
       .on<ListNodesRequest>([this](const ListNodesRequest& r, ctx_t) { return list_nodes(r); })
-      // Mark a node draining: its stages finish, nothing new is placed there.
-      .on<DrainNodeRequest>([this](const DrainNodeRequest& r, ctx_t) { return drain_node(r); })
+      // Mark a node draining: its stages finish, nothing new is placed there (admin or its site; kept).
+      .on<DrainNodeRequest>([this](const DrainNodeRequest& r, ctx_t c) {
+        return set_drained(r.node().value(), r.reason(), true, c);
+      })
+      // Undo a drain: the node takes work again (admin or its site).
+      .on<UndrainNodeRequest>([this](const UndrainNodeRequest& r, ctx_t c) {
+        return set_drained(r.node().value(), r.reason(), false, c);
+      })
       // A trainer's progress report; the answer carries its assignment, stop, acknowledged notices.
       .on<PollWorkRequest>([this](const PollWorkRequest& r, ctx_t c) { return poll_work(r, c); })
       // A job from a template and overrides, checked in full before it is stored.
@@ -173,17 +193,6 @@ void scheduler_logic::describe(const job_rec& j, loom::v1::JobInfo* o) const {
   to_wire(j, o);
   for (std::size_t i = 0; i < j.stages.size(); ++i)
     o->mutable_stages(static_cast<int>(i))->set_waiting(jobs_.waiting(j, i, roster_, now_()));
-}
-
-handled scheduler_logic::heartbeat(const loom::v1::NodeHeartbeatRequest& req, const call_context& ctx) {
-  if (const node* n = roster_.find(req.node().value()))
-    if (auto st = zone_binding(ctx.peer, n->zone); !st) return fail(st.err());
-  loom::v1::NodeHeartbeatReply rep;
-  auto now = now_();
-  rep.set_known(roster_.heartbeat(req.node().value(), now));
-  if (rep.known()) seen_[req.node().value()] = now;
-  if (rep.known()) site_report(req, ctx.peer);
-  return reply(rep);
 }
 
 handled scheduler_logic::submit_job(const loom::v1::SubmitJobRequest& req, const call_context& ctx) {
@@ -233,55 +242,6 @@ handled scheduler_logic::cancel_job(const loom::v1::CancelJobRequest& req, const
   h.audit_job_id = (*j)->id;
   h.audit_payload = nlohmann::json{{"reason", req.reason()}}.dump();
   return h;
-}
-
-handled scheduler_logic::poll_work(const loom::v1::PollWorkRequest& req, const call_context& ctx) {
-  poll_report r = from_wire(req);
-  const node* n = roster_.find(r.node);
-  if (!n) return fail(errc::not_found, "node " + r.node + " is not registered");
-  if (auto st = zone_binding(ctx.peer, n->zone); !st) return fail(st.err());
-  roster_.heartbeat(r.node, now_());
-  // A diloco site's uplink, measured by its trainer: kept in that site's link
-  // record. Only the site's own key speaks for its zone (zone_binding above),
-  // so the site is the node's zone and no other.
-  if (sites_ && req.has_site() && req.site().up_bytes_per_s() > 0 &&
-      ctx.peer.starts_with(runtime::site_principal_prefix))
-    if (auto st = sites_->report_bandwidth(n->zone, req.site().up_bytes_per_s()); !st)
-      std::fprintf(stderr, "loom-scheduler: site %s's bandwidth: %s\n", n->zone.c_str(), st.err().to_string().c_str());
-  loom::v1::PollWorkReply rep;
-  to_wire(jobs_.poll(r, now_()), &rep);
-  return reply(rep);
-}
-
-handled scheduler_logic::register_node(const loom::v1::RegisterNodeRequest& req, const call_context& ctx) {
-  if (req.node().value().empty()) return fail(errc::invalid_argument, "RegisterNode: node id is empty");
-  if (auto st = zone_binding(ctx.peer, req.zone()); !st) return fail(st.err());
-  node n = from_wire(req);
-  n.registered = n.last_seen = now_();
-  // Written first, applied second: a failed write leaves the roster as it was.
-  if (auto st = persist([&](store::transaction& tx) { return upsert_node(tx, n); }); !st) return store_failed(st.err());
-  roster_.register_node(std::move(n), now_());
-  loom::v1::RegisterNodeReply rep;
-  rep.set_roster_version(roster_.version());
-  rep.set_heartbeat_interval_ms(static_cast<std::uint32_t>(roster_.interval().count()));
-  return reply(rep);
-}
-
-handled scheduler_logic::list_nodes(const loom::v1::ListNodesRequest& req) {
-  loom::v1::ListNodesReply rep;
-  auto now = now_();
-  for (const auto& n : roster_.list(req.zone()))
-    to_wire(n, n.draining ? "draining" : to_string(roster_.state(n, now)), rep.add_nodes());
-  rep.set_roster_version(roster_.version());
-  return reply(rep);
-}
-
-handled scheduler_logic::drain_node(const loom::v1::DrainNodeRequest& req) {
-  const auto& id = req.node().value();
-  if (!roster_.find(id)) return fail(errc::not_found, "no node " + id + " in the roster");
-  if (auto st = persist([&](store::transaction& tx) { return set_draining(tx, id); }); !st) return store_failed(st.err());
-  roster_.drain(id);
-  return reply(loom::v1::DrainNodeReply{});
 }
 
 void scheduler_logic::on_tick() {

@@ -1,5 +1,7 @@
 // The scheduler's service logic: the node roster's requests (RegisterNode,
-// NodeHeartbeat, ListNodes, DrainNode) and training jobs (SubmitJob, ListJobs,
+// NodeHeartbeat, ListNodes, DrainNode, UndrainNode; scheduler_logic_nodes.cpp,
+// each node-scoped request checked against the caller's key: roster_binding.hpp)
+// and training jobs (SubmitJob, ListJobs,
 // GetJob, CancelJob, and the trainers' PollWork; jobs/job_manager.hpp). Runs inside the supervised service
 // actor; holds no CAF, ZeroMQ or clock of its own (the clock is injected).
 // With a state store the roster is loaded at construction (so a restarted
@@ -39,6 +41,7 @@ class RegisterNodeRequest;
 class NodeHeartbeatRequest;
 class ListNodesRequest;
 class DrainNodeRequest;
+class UndrainNodeRequest;
 class SubmitJobRequest;
 class ListJobsRequest;
 class GetJobRequest;
@@ -69,16 +72,25 @@ class scheduler_logic final : public runtime::service_logic {
     bool refused = false;
   };
   using site_sink = std::function<void(const site_event&)>;
+  // Who caused a job event: the request being handled (a trainer's poll, a
+  // submit, a cancel, a site's revocation) — its token principal, role and
+  // tenant and its connection's CURVE principal; empty for what the
+  // scheduler does on its own (placements at a tick, a restart).
+  struct event_caller {
+    std::string principal, role, tenant, peer, request_id;
+  };
+  using job_event_sink = std::function<void(const job_rec&, const job_event&, const event_caller&)>;
   // Throws std::runtime_error when the stored roster cannot be loaded (the
   // supervisor retries with backoff).
   // jobs_root: where job stages write (<data dir>/jobs).
-  // on_job_event: told of every stored job event (the service audits them).
+  // on_job_event: told of every stored job event and who caused it (the service audits them).
   // min_runtime: before it, a running stage is never preempted.
+  // home_zone: the scheduler's own zone, where a job that names none runs.
   explicit scheduler_logic(
       store::database* db = nullptr, clock_fn now = [] { return std::chrono::system_clock::now(); },
-      std::string jobs_root = "/tmp/loom-jobs", job_manager::event_sink on_job_event = {},
+      std::string jobs_root = "/tmp/loom-jobs", job_event_sink on_job_event = {},
       std::chrono::milliseconds min_runtime = job_manager::default_min_runtime,
-      std::unique_ptr<store::database> writer = nullptr);
+      std::unique_ptr<store::database> writer = nullptr, std::string home_zone = "local");
   ~scheduler_logic() override;
 
   runtime::handled handle(const std::string& type, const std::string& body,
@@ -90,6 +102,9 @@ class scheduler_logic final : public runtime::service_logic {
   void set_dataset_probe(dataset_probe p) { jobs_.set_dataset_probe(std::move(p)); }
   // Where stages may read files (job_manager::set_read_roots).
   void set_read_roots(std::vector<std::string> roots) { jobs_.set_read_roots(std::move(roots)); }
+  // How a stage's final checkpoint is verified before it may succeed
+  // (job_manager::set_checkpoint_check: the cloud's checkpoint key).
+  void set_checkpoint_check(job_manager::checkpoint_check c) { jobs_.set_checkpoint_check(std::move(c)); }
   // The edge sites registry (a cloud instance); without one the site requests
   // answer unimplemented. Each site event is told to `sink`.
   void set_sites(std::unique_ptr<site_registry> sites, site_sink sink);
@@ -109,7 +124,9 @@ class scheduler_logic final : public runtime::service_logic {
   runtime::handled register_node(const loom::v1::RegisterNodeRequest& req, const runtime::call_context& ctx);
   runtime::handled heartbeat(const loom::v1::NodeHeartbeatRequest& req, const runtime::call_context& ctx);
   runtime::handled list_nodes(const loom::v1::ListNodesRequest& req);
-  runtime::handled drain_node(const loom::v1::DrainNodeRequest& req);
+  // Drain (or undrain) a node: the admin's, or its own site's (roster_binding.hpp: may_drain).
+  runtime::handled set_drained(const std::string& id, const std::string& reason, bool drained,
+                               const runtime::call_context& ctx);
   runtime::handled submit_job(const loom::v1::SubmitJobRequest& req, const runtime::call_context& ctx);
   runtime::handled list_jobs(const loom::v1::ListJobsRequest& req, const runtime::call_context& ctx);
   runtime::handled get_job(const loom::v1::GetJobRequest& req, const runtime::call_context& ctx);
@@ -119,6 +136,11 @@ class scheduler_logic final : public runtime::service_logic {
   // site's keys only for nodes in the site's zone, and a site's zone only by
   // its keys (sites/site_handlers.cpp). permission_denied saying which.
   status zone_binding(const std::string& peer, const std::string& zone);
+  // `peer` may speak for node `id` (zone, service): its binding's key, its
+  // zone's keys (zone_binding); a node stored before bindings is bound to
+  // `peer` now when the key fits its service. permission_denied naming who may.
+  status speaks_for(const std::string& id, const std::string& zone, const std::string& service,
+                    const std::string& peer);
   // Edge sites (sites/site_handlers.cpp).
   runtime::handled issue_site_token(const loom::v1::IssueSiteTokenRequest& req, const runtime::call_context& ctx);
   runtime::handled revoke_site(const loom::v1::RevokeSiteRequest& req, const runtime::call_context& ctx);
@@ -145,6 +167,7 @@ class scheduler_logic final : public runtime::service_logic {
   std::map<std::string, time_point> seen_;  // heartbeats not yet written
   job_manager jobs_;
   std::shared_ptr<pending_commit> current_;  // of the call in progress
+  const runtime::call_context* call_ = nullptr;  // the request in progress (job events name it)
   std::mutex failure_mu_;
   std::optional<std::string> commit_failure_;  // set (once) by the committer thread
   std::unique_ptr<site_registry> sites_;  // null: not a cloud instance

@@ -76,16 +76,24 @@ std::unique_ptr<site_registry> make_sites(runtime::service_env& env) {
 std::unique_ptr<runtime::service_logic> make_logic(runtime::service_env& env, const scheduler_config& cfg) {
   audit::emitter* em = env.audit;
   std::string zone = env.zone, node = env.node_id;
-  auto on_event = [em, zone, node](const job_rec& j, const job_event& e) {
+  // A job event's record names the scheduler as the one that acted and, when
+  // a request caused it (a trainer's poll, a submit, a cancel), that request's
+  // real caller: its CURVE key (the record's peer) and token principal.
+  auto on_event = [em, zone, node](const job_rec& j, const job_event& e, const scheduler_logic::event_caller& by) {
+    auto payload = nlohmann::json{{"stage", e.stage}, {"job_state", j.state}, {"event_seq", e.seq}};
+    if (!by.peer.empty() || !by.principal.empty())
+      payload["caller"] = {{"principal", by.principal}, {"role", by.role}, {"tenant", by.tenant},
+                           {"peer", by.peer}, {"request_id", by.request_id}};
     auto r = audit::service_record(node, zone, "scheduler", action_of(j, e), j.id, e.text,
-                                   nlohmann::json{{"stage", e.stage}, {"job_state", j.state}, {"event_seq", e.seq}}
-                                       .dump());
+                                   payload.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    r.peer = by.peer;
     r.tenant = j.tenant;  // the job's tenant reads its job.* events (audit tenant walls)
     em->emit(std::move(r));
   };
   auto logic = std::make_unique<scheduler_logic>(
       env.db, [] { return std::chrono::system_clock::now(); }, env.paths.root + "/jobs", on_event, cfg.min_runtime,
-      open_writer(env.database_url));
+      open_writer(env.database_url), env.zone);
+  logic->set_checkpoint_check(manifest_check(env.paths.checkpoint_key()));
   logic->set_dataset_probe(ingest_probe(env));
   logic->set_read_roots(layout::job_read_roots(env.paths, env.eps));
   if (env.db)

@@ -2,6 +2,7 @@
 
 #include "services/scheduler/jobs/job_store.hpp"
 #include "services/scheduler/models/model_store.hpp"
+#include "services/scheduler/node_repo.hpp"
 #include "services/scheduler/sites/site_store.hpp"
 
 namespace loom::scheduler {
@@ -41,6 +42,7 @@ CREATE INDEX nodes_by_zone ON nodes (zone);
       submit_request_migration(),
       data_hashes_migration(),
       site_reports_migration(),
+      node_bindings_migration(),
   };
   return all;
 }

@@ -111,6 +111,7 @@ poll_report from_wire(const loom::v1::PollWorkRequest& q) {
 void to_wire(const poll_answer& a, loom::v1::PollWorkReply* rep) {
   rep->set_stop(a.stop);
   rep->set_notices_acked(a.notices_acked);
+  rep->set_refused(a.refused);
   if (!a.work) return;
   auto* w = rep->mutable_assignment();
   w->set_job(a.work->job);

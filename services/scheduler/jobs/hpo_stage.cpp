@@ -1,7 +1,7 @@
 // job_manager's hpo stages (issue 15 item 7): the scheduler coordinates the
 // search. The stage itself never enters the policy; each trial segment (train
 // trial t to its next rung, then score it) is a one-trainer job of its own,
-// placeable in any zone, that the trainer runs as stage "NAME.tT" with
+// placed in the job's zone (the scheduler's own when it names none), that the trainer runs as stage "NAME.tT" with
 // stop_at = the rung. Its end reports the validation loss; ASHA (hpo_search)
 // promotes the trial (its next segment is queued at once, normally onto the
 // trainer it frees), stops it (pruned: nothing more is queued, its trainer
@@ -113,7 +113,7 @@ void job_manager::queue_segment(job_rec& j, std::size_t i, const hpo_segment& se
   trials_[pid] = trial_run{j.id, i, seg, "", 0};
   policy::job_spec spec = spec_of(j, i);
   spec.id = pid;
-  spec.zones.clear();  // any free trainer, of any zone (site)
+  // spec_of's zone: the job's (the scheduler's own when it names none), never another site's trainers
   spec.min_members = spec.max_members = 1;
   if (auto d = policy_.submit(spec, ms(now))) apply(*d, now);
 }
@@ -166,6 +166,12 @@ poll_answer job_manager::trial_poll(const poll_report& r, slot& sl, time_point n
   const job_rec& j = jobs_.at(t.job);
   const bool mine = r.job == j.id && r.stage == trial_stage(j, t) && r.attempt == t.attempts;
   if (mine && (r.state == "succeeded" || r.state == "failed")) return trial_ended(pid, r, now);
+  if (!r.job.empty() && (r.state == "succeeded" || r.state == "failed")) {  // not the segment it holds
+    out.refused = "node " + r.node + " holds " + trial_stage(j, t) + " (attempt " + std::to_string(t.attempts) +
+                  "): its report of " + r.job + "/" + r.stage + " (attempt " + std::to_string(r.attempt) + ", " +
+                  r.state + ") is not applied";
+    return out;
+  }
   if (r.state == "running" && !mine) {  // running something else (an older segment): stop it first
     out.stop = true;
     return out;

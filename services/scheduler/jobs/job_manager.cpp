@@ -1,10 +1,13 @@
 #include "services/scheduler/jobs/job_manager.hpp"
 
+#include "libs/auth/token.hpp"
+#include "libs/ckpt/snapshot.hpp"
 #include "libs/store/database.hpp"
 #include "libs/files/confine.hpp"
 #include "libs/runspec/job_template.hpp"
 
 #include <algorithm>
+#include <filesystem>
 #include <set>
 #include <cstdio>
 #include <tuple>
@@ -17,6 +20,18 @@ namespace {
 policy::resources trainer_capacity(const node& n) { return {0, 1, usable_memory(n.resources.memory_bytes)}; }
 
 }  // namespace
+
+std::function<status(const std::string& dir)> manifest_check(std::string key_path) {
+  return [key_path = std::move(key_path)](const std::string& dir) -> status {
+    auto key = auth::load_token_key(key_path);
+    if (!key) return make_error(key.code(), "the checkpoint key " + key_path + ": " + key.err().message);
+    const auto step = ckpt::parse_step_dir(std::filesystem::path(dir).filename().string());
+    if (!step) return make_error(errc::invalid_argument, dir + " is not a snapshot's step-N directory");
+    if (auto problem = ckpt::verify_manifest(dir, *step, *key); !problem.empty())
+      return make_error(errc::corruption, dir + ": " + problem);
+    return ok_status();
+  };
+}
 
 job_manager::job_manager(store::database* db, std::string jobs_root, std::chrono::milliseconds min_runtime)
     : db_(db), root_(std::move(jobs_root)), min_runtime_(min_runtime) {}
@@ -64,7 +79,7 @@ policy::job_spec job_manager::spec_of(const job_rec& j, std::size_t stage) const
   s.id = pid_of(j, stage);
   s.tenant = j.tenant;
   s.priority = runspec::priority_of(j.priority_class);
-  if (!j.zone.empty()) s.zones = {j.zone};
+  s.zones = {zone_of(j)};  // a job that names no zone runs in the scheduler's own
   s.per_member = {0, 1, j.stages[stage].memory_bytes};
   s.min_members = j.stages[stage].min_trainers;
   s.max_members = j.stages[stage].max_trainers;
@@ -238,8 +253,31 @@ void job_manager::fail_lost_stage(job_rec& j, std::size_t i, time_point now) {
   if (auto d = policy_.cancel(pid_of(j, i), ms(now))) apply(*d, now);
 }
 
-void job_manager::stage_done(job_rec& j, std::size_t i, bool ok, const std::string& message, time_point now) {
+std::string job_manager::result_problem(const job_rec& j, std::size_t i) const {
+  if (!check_) return "";
+  const stage_rec& s = j.stages[i];
+  if (s.checkpoint.empty()) return "it reported success without a final checkpoint";
+  // Its own stage's directory only: a checkpoint of another job (another
+  // tenant's, signed with the same key) is never this stage's result.
+  namespace fs = std::filesystem;
+  const fs::path dir = (fs::path(j.out_dir) / s.name).lexically_normal();
+  const fs::path ckpt = fs::path(s.checkpoint).lexically_normal();
+  const fs::path rel = ckpt.lexically_relative(dir);
+  if (!ckpt.is_absolute() || rel.empty() || rel == "." || *rel.begin() == "..")
+    return "its checkpoint " + s.checkpoint + " is not under its stage directory " + dir.string();
+  if (auto st = check_(s.checkpoint); !st) return "its final checkpoint does not verify: " + st.err().message;
+  return "";
+}
+
+void job_manager::stage_done(job_rec& j, std::size_t i, bool ok, const std::string& message_in, time_point now,
+                             const std::string& at_site) {
   stage_rec& s = j.stages[i];
+  std::string message = message_in;
+  if (ok && at_site.empty())
+    if (auto problem = result_problem(j, i); !problem.empty()) {  // never a success the cloud cannot vouch for
+      ok = false;
+      message = problem;
+    }
   s.state = ok ? "succeeded" : "failed";
   s.finished_ns = ns(now);
   const bool search = searches_.count(search_key(j.id, i)) > 0;  // an hpo stage: not in the policy itself
@@ -256,10 +294,18 @@ void job_manager::stage_done(job_rec& j, std::size_t i, bool ok, const std::stri
     j.state = "succeeded";
   }
   (void)record(j, s.name, ok ? "stage_succeeded" : "stage_failed",
-               ok ? "step " + std::to_string(s.step) + ", loss " + std::to_string(s.loss) + ", checkpoint " + s.checkpoint
+               ok ? "step " + std::to_string(s.step) + ", loss " + std::to_string(s.loss) + ", checkpoint " + s.checkpoint +
+                        (at_site.empty() ? ""
+                                         : " at site " + at_site +
+                                               " (verified there by its trainer; the cloud neither holds nor verified it)")
                   : message,
                now);
-  if (ok && on_succeeded_) {
+  if (ok && !at_site.empty()) {
+    (void)record(j, s.name, "model_not_registered",
+                 "its checkpoint is kept at site " + at_site +
+                     ": the cloud registers only checkpoints it holds and verifies",
+                 now, false);
+  } else if (ok && on_succeeded_) {
     auto [kind, text] = on_succeeded_(j, i);
     if (!kind.empty()) (void)record(j, s.name, kind, text, now, false);
   }
@@ -294,8 +340,10 @@ poll_answer job_manager::poll(const poll_report& r, time_point now) {
   if (!r.peer_endpoint.empty()) peers_[r.node] = {r.node, r.peer_endpoint, r.peer_public_key};
   auto slot_it = slots_.find(r.node);
   if (slot_it == slots_.end() && readopt(r, now)) slot_it = slots_.find(r.node);
+  const bool ends = (r.state == "succeeded" || r.state == "failed") && !r.job.empty();
   if (slot_it == slots_.end()) {
     out.stop = r.state == "running";  // cancelled or moved elsewhere: stop it
+    if (ends) out.refused = "node " + r.node + " holds no stage: its report of " + r.job + "/" + r.stage + " (" + r.state + ") is not applied";
     return out;
   }
   slot& sl = slot_it->second;
@@ -304,6 +352,14 @@ poll_answer job_manager::poll(const poll_report& r, time_point now) {
   const std::size_t i = sl.stage;
   stage_rec& s = j.stages[i];
   const bool mine = r.job == j.id && r.stage == s.name;
+  // A stage's end counts only from the node that holds it, for the attempt it
+  // runs (a report naming none, as from older trainers, is taken as current).
+  if (ends && (!mine || (r.attempt != 0 && r.attempt != s.attempts))) {
+    out.refused = "node " + r.node + " holds " + j.id + "/" + s.name + " (attempt " + std::to_string(s.attempts) +
+                  "): its report of " + r.job + "/" + r.stage + " (attempt " + std::to_string(r.attempt) + ", " +
+                  r.state + ") is not applied";
+    return out;
+  }
   // A group's members must run its current formation; a lone trainer that
   // names no generation (0) runs whatever it was given.
   const bool current = r.generation == s.generation || (r.generation == 0 && s.members.size() <= 1);
@@ -357,7 +413,10 @@ poll_answer job_manager::poll(const poll_report& r, time_point now) {
     if (sl.rank == 0 && r.first_loss != 0) s.first_loss = r.first_loss;
     if (sl.rank == 0 && r.tokens_per_s > 0) s.tokens_per_s = r.tokens_per_s;  // a short stage may end before a running poll
     if (sl.rank == 0 && !r.checkpoint.empty()) s.checkpoint = r.checkpoint;
-    stage_done(j, i, r.state == "succeeded", sl.rank == 0 ? r.message : who + ": " + r.message, now);
+    // A stage of a site's zone run by the site's own trainer keeps its result
+    // at the site; an edge-site (diloco) stage's result is the cloud's export.
+    const std::string at_site = is_site_stage(j, i) ? "" : r.caller_site;
+    stage_done(j, i, r.state == "succeeded", sl.rank == 0 ? r.message : who + ": " + r.message, now, at_site);
     return out;  // no work: the next poll may bring the next stage
   }
   if (mine && current && r.state == "succeeded") {  // rank > 0 done: rank 0 ends the stage

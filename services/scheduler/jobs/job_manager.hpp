@@ -99,13 +99,26 @@ struct poll_report {
   double val_loss = 0;          // an hpo trial's validation loss at val_step (0: none)
   std::uint64_t val_step = 0;
   site_line site;               // a diloco stage's site (site.site empty otherwise)
+  // The edge site whose key sent the poll ("" for this deployment's own
+  // trainers): set by the scheduler from the connection, never by the trainer.
+  std::string caller_site;
 };
 
 struct poll_answer {
   std::optional<assignment> work;
   bool stop = false;
   std::uint64_t notices_acked = 0;
+  // The report's end of a stage was not applied: the node does not hold
+  // that job/stage/attempt. Why, naming them ("" when applied or none).
+  std::string refused;
 };
+
+// The cloud's judgement of a stage's final checkpoint (set_checkpoint_check):
+// MANIFEST.json's HMAC under the checkpoint key at `key_path` (read at each
+// call: the trainer makes it at its first snapshot) and the step its
+// step-N directory names. Every file's hash is the trainer's to check (it
+// hashed them as it wrote them); the model registry hashes them again.
+std::function<status(const std::string& dir)> manifest_check(std::string key_path);
 
 class job_manager {
  public:
@@ -123,6 +136,9 @@ class job_manager {
   // take down every trainer it is placed on, one after the other.
   static constexpr std::uint32_t max_node_losses = 2;
 
+  // The scheduler's own zone: a job that names no zone runs there, and so do
+  // its hpo trials (never on an edge site's trainers). Set before load().
+  void set_home_zone(std::string zone) { home_zone_ = std::move(zone); }
   // Loads every job and re-attaches running stages to the roster's live trainers.
   status load(const roster& nodes, time_point now);
 
@@ -171,6 +187,25 @@ class job_manager {
   // a path a stage names outside them is refused at submit
   // (permission_denied, naming the path and the roots). Unset: not checked.
   void set_read_roots(std::vector<std::string> roots) { read_roots_ = files::root_set(std::move(roots)); }
+  // Checks a stage's final checkpoint directory before the stage may
+  // succeed (the scheduler: MANIFEST.json's HMAC under the cloud's checkpoint
+  // key; every file's hash is the trainer's to check). With one set, a stage
+  // succeeds only with a checkpoint under its own stage directory that
+  // passes; else it fails naming why. A result kept at an edge site (a stage
+  // of a site's zone run by its trainer) is not the cloud's to verify: it
+  // succeeds saying so, and no model version is registered for it.
+  // Unset: not checked (tests).
+  using checkpoint_check = std::function<status(const std::string& dir)>;
+  void set_checkpoint_check(checkpoint_check c) { check_ = std::move(c); }
+  // The edge sites by name with their state (pending, enrolled, revoked): a
+  // diloco stage may name only enrolled ones (refused at submit naming the
+  // site and the enrolled ones). Unset: not checked (tests).
+  using site_states = std::function<result<std::map<std::string, std::string>>()>;
+  void set_site_states(site_states fn) { site_states_ = std::move(fn); }
+  // Site `site` was revoked: every job whose queued or running edge-site
+  // stage names it fails, naming the site (its trainers are released: their
+  // next poll is told to stop); a later stage naming it fails when queued.
+  void site_revoked(const std::string& site, const std::string& reason, time_point now);
 
  private:
   struct slot {  // what a trainer node runs
@@ -205,7 +240,16 @@ class job_manager {
   policy::job_spec spec_of(const job_rec& j, std::size_t stage) const;
   policy::job_id pid_of(const job_rec& j, std::size_t stage) const { return j.seq * 64 + stage; }
   void apply(const policy::policy::decisions& ds, time_point now);
-  void stage_done(job_rec& j, std::size_t stage, bool ok, const std::string& message, time_point now);
+  // `at_site`: the stage's result is kept at that edge site (its trainer's checkpoint), not the cloud's.
+  void stage_done(job_rec& j, std::size_t stage, bool ok, const std::string& message, time_point now,
+                  const std::string& at_site = "");
+  // Why stage i's final checkpoint may not be its result ("" when it may): check_.
+  std::string result_problem(const job_rec& j, std::size_t i) const;
+  const std::string& zone_of(const job_rec& j) const { return j.zone.empty() ? home_zone_ : j.zone; }
+  // A queued or running edge-site stage that names a revoked site fails (site_stages.cpp).
+  bool fail_if_revoked(job_rec& j, std::size_t i, time_point now);
+  // A diloco stage's sites at submit: each must be enrolled.
+  status check_sites(const runspec::job_plan& plan) const;
   // nullopt while a member of a group has not said where its inbox is.
   std::optional<assignment> assignment_of(const job_rec& j, std::size_t stage, std::uint32_t rank) const;
   // Group bookkeeping (job_groups.cpp): slots follow the stage's members.
@@ -281,6 +325,10 @@ class job_manager {
   async_writer writer_;
   dataset_probe probe_;
   files::root_set read_roots_;
+  std::string home_zone_ = "local";
+  checkpoint_check check_;
+  site_states site_states_;
+  std::map<std::string, std::string> revoked_sites_;  // site -> the revocation's reason
   runspec::template_cache templates_;  // parsed template texts, reused across submits
   mutable std::map<std::string, std::vector<std::string>> site_zones_;  // "<job>/<stage>" -> diloco.sites names
 };

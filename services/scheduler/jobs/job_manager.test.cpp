@@ -3,6 +3,10 @@
 #include "services/scheduler/jobs/job_manager.hpp"
 #include "services/scheduler/jobs/job_manager_testing.hpp"
 
+#include "libs/auth/token.hpp"
+#include "libs/ckpt/snapshot.hpp"
+#include "libs/files/temp_dir.hpp"
+
 #include <doctest/doctest.h>
 
 using namespace loom;
@@ -228,7 +232,7 @@ TEST_CASE_FIXTURE(fixture, "a drained trainer finishes its stage and is given no
   REQUIRE(poll("trainer@a", "idle").work);
   const job_rec* j2 = submit("r2", "[train]\nsteps = 3\n");
   CHECK(j2->state == "queued");
-  REQUIRE(nodes.drain("trainer@a"));
+  REQUIRE(nodes.set_drained("trainer@a", true));
   jobs.tick(nodes, now);
   CHECK(poll("trainer@a", "running", j1->id, "pretrain", 1).work);  // keeps running its stage
   poll("trainer@a", "succeeded", j1->id, "pretrain", 3);
@@ -408,4 +412,70 @@ TEST_CASE_FIXTURE(fixture, "an rl stage gets the checkpoints its stage reference
   CHECK(rl.work->config_toml.find("init_from = '/jobs/job-000001/pretrain/checkpoints'") != std::string::npos);
   CHECK(rl.work->config_toml.find("model = '/jobs/job-000001/rm/checkpoints'") != std::string::npos);
   CHECK(rl.work->config_toml.find("${") == std::string::npos);
+}
+
+TEST_CASE_FIXTURE(fixture, "a stage whose final checkpoint fails the check, or lies outside its stage dir, fails instead of succeeding") {
+  std::vector<std::string> checked;
+  jobs.set_checkpoint_check([&](const std::string& dir) -> status {
+    checked.push_back(dir);
+    if (dir.find("step-10") != std::string::npos)
+      return make_error(errc::corruption, "MANIFEST.json signature mismatch");
+    return ok_status();
+  });
+  add_trainer("trainer@a");
+  jobs.tick(nodes, now);
+  const job_rec* bad = submit("r1", "[train]\nsteps = 10\n");
+  poll("trainer@a", "idle");
+  poll("trainer@a", "succeeded", bad->id, "pretrain", 10);
+  CHECK(bad->state == "failed");
+  CHECK(bad->stages[0].state == "failed");
+  CHECK(bad->message == "stage pretrain: its final checkpoint does not verify: MANIFEST.json signature mismatch");
+  // Another job's checkpoint (another tenant's, signed with the same key) is never this stage's result.
+  const job_rec* other = submit("r2", "[train]\nsteps = 9\n");
+  poll("trainer@a", "idle");
+  poll_report r;
+  r.node = "trainer@a";
+  r.state = "succeeded";
+  r.job = other->id;
+  r.stage = "pretrain";
+  r.step = 9;
+  r.checkpoint = "/jobs/" + bad->id + "/pretrain/checkpoints/step-9";
+  jobs.poll(r, now);
+  CHECK(other->state == "failed");
+  CHECK(other->message.find("is not under its stage directory /jobs/" + other->id + "/pretrain") != std::string::npos);
+  r.checkpoint = "/jobs/" + other->id + "/pretrain/../../" + bad->id + "/pretrain/checkpoints/step-9";
+  const job_rec* third = submit("r3", "[train]\nsteps = 9\n");
+  poll("trainer@a", "idle");
+  r.job = third->id;
+  jobs.poll(r, now);
+  CHECK(third->state == "failed");
+  // Its own, verified: it succeeds.
+  const job_rec* good = submit("r4", "[train]\nsteps = 9\n");
+  poll("trainer@a", "idle");
+  poll("trainer@a", "succeeded", good->id, "pretrain", 9);
+  CHECK(good->state == "succeeded");
+  CHECK(checked.back() == "/jobs/" + good->id + "/pretrain/checkpoints/step-9");
+}
+
+TEST_CASE("the cloud's manifest check passes a snapshot signed with its key and refuses one signed with another") {
+  files::temp_dir dir("loom-manifest");
+  const std::string mine = dir.path() + "/checkpoint.key", theirs = dir.path() + "/site.key";
+  REQUIRE(auth::create_token_key(mine).ok());
+  REQUIRE(auth::create_token_key(theirs).ok());
+  auto publish = [&](const std::string& root, const std::string& key_path) {
+    ckpt::snapshot_writer w;
+    REQUIRE(w.begin(root, 7).ok());
+    REQUIRE(w.add_file("model.safetensors", "not really tensors").ok());
+    auto d = w.publish(auth::load_token_key(key_path).value(), 1'700'000'000);
+    REQUIRE(d.ok());
+    return *d;
+  };
+  const auto check = manifest_check(mine);
+  CHECK(check(publish(dir.path() + "/a", mine)).ok());
+  auto foreign = check(publish(dir.path() + "/b", theirs));
+  CHECK(foreign.code() == errc::corruption);
+  CHECK(foreign.err().message.find("signature mismatch") != std::string::npos);
+  CHECK(check(dir.path() + "/a").code() == errc::invalid_argument);  // not a step-N directory
+  CHECK(check(dir.path() + "/none/step-000007").code() == errc::corruption);  // no manifest there
+  CHECK(manifest_check(dir.path() + "/missing.key")(dir.path() + "/a/step-000007").code() != errc::ok);
 }

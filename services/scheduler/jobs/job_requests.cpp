@@ -57,9 +57,15 @@ result<std::pair<const job_rec*, bool>> job_manager::submit(const submit_args& a
                                                    " submits only within it (admins act across tenants)");
   auto plan = templates_.resolve(a.template_name, a.template_toml, a.overrides);
   if (!plan) return plan.err();
-  std::set<std::string> zones{who.service_zone};
+  // A job that names no zone runs in the scheduler's own: never on an edge
+  // site's trainers (they would train on the site's data, their checkpoint
+  // stays at the site).
+  const std::string home = who.service_zone.empty() ? home_zone_ : who.service_zone;
+  const std::string zone = a.zone.empty() ? home : a.zone;
+  std::set<std::string> zones{home};
   for (const auto& [id, n] : nodes.all()) zones.insert(n.zone);
-  if (auto st = admit(*plan, a.zone, zones, trainers(nodes, now)); !st) return st.err();
+  if (auto st = admit(*plan, zone, zones, trainers(nodes, now)); !st) return st.err();
+  if (auto st = check_sites(*plan); !st) return st.err();
   if (!read_roots_.empty())
     for (const auto& sp : plan->stages)
       for (const auto& [key, path] : sp.spec.input_paths()) {
@@ -94,7 +100,7 @@ result<std::pair<const job_rec*, bool>> job_manager::submit(const submit_args& a
   if (runspec::priority_of(j.priority_class) < 0)
     return make_error(errc::invalid_argument, "priority class " + j.priority_class + ": use low, normal or high");
   j.tenant = tenant;
-  j.zone = a.zone;
+  j.zone = zone;
   j.principal = who.principal;
   j.out_dir = root_ + "/" + j.id;
   j.overrides = a.overrides;
@@ -209,7 +215,7 @@ std::string job_manager::waiting(const job_rec& j, std::size_t i, const roster& 
       if (free_trainer(nodes, zone, "", now).empty()) none += (none.empty() ? "" : ", ") + zone;
     return none.empty() ? "placing it on a trainer of each site" : "no free live trainer at site(s) " + none;
   }
-  return waiting_reason(j.zone, s.min_trainers, s.memory_bytes, trainers(nodes, now));
+  return waiting_reason(zone_of(j), s.min_trainers, s.memory_bytes, trainers(nodes, now));
 }
 
 }  // namespace loom::scheduler

@@ -8,7 +8,10 @@
 //            when it returns) takes rank r; the other members train on meanwhile
 //   a member's trainer polls `running` with no slot here (this scheduler restarted and did
 //            not see it alive yet) ──▶ taken back as it is (readopt), never told to stop
+//   a named site revoked ──▶ failed, naming the site; every member's next poll is told to stop
 //
+// At submit every named site must be enrolled (check_sites): an unknown,
+// pending or revoked one is refused naming it and the enrolled ones.
 // A trainer that holds such a member is cordoned in the policy (tick), so no
 // policy job lands on it; it is released when the stage ends. Runs on the
 // scheduler actor's thread, like the rest of job_manager.
@@ -82,12 +85,61 @@ bool job_manager::readopt(const poll_report& r, time_point now) {
   return false;
 }
 
+status job_manager::check_sites(const runspec::job_plan& plan) const {
+  if (!site_states_) return ok_status();
+  bool named = false;
+  for (const auto& st : plan.stages) named |= !st.spec.diloco.site_names.empty();
+  if (!named) return ok_status();
+  auto states = site_states_();
+  if (!states) return make_error(errc::unavailable, "the sites registry: " + states.err().message);
+  std::string enrolled;
+  for (const auto& [name, state] : *states)
+    if (state == "enrolled") enrolled += (enrolled.empty() ? "" : ", ") + name;
+  for (const auto& st : plan.stages)
+    for (const auto& site : st.spec.diloco.site_names) {
+      auto it = states->find(site);
+      if (it != states->end() && it->second == "enrolled") continue;
+      const std::string what = it == states->end() ? "is not a site of this cloud"
+                               : it->second == "revoked" ? "was revoked"
+                                                         : "is not enrolled yet (" + it->second + ")";
+      return make_error(errc::invalid_argument, "stage " + st.name + ": diloco.sites names " + site + ", which " +
+                                                    what + "; enrolled sites: " +
+                                                    (enrolled.empty() ? "none" : enrolled));
+    }
+  return ok_status();
+}
+
+void job_manager::site_revoked(const std::string& site, const std::string& reason, time_point now) {
+  revoked_sites_[site] = reason;
+  for (auto& [id, j] : jobs_) {
+    if (j.terminal()) continue;
+    for (std::size_t i = 0; i < j.stages.size(); ++i) {
+      const stage_rec& s = j.stages[i];
+      if ((s.state == "queued" || s.state == "running") && is_site_stage(j, i) && fail_if_revoked(j, i, now)) break;
+    }
+  }
+}
+
+bool job_manager::fail_if_revoked(job_rec& j, std::size_t i, time_point now) {
+  for (const auto& zone : site_zones(j, i)) {
+    auto it = revoked_sites_.find(zone);
+    if (it == revoked_sites_.end()) continue;
+    stage_done(j, i, false,
+               "site " + zone + " was revoked" + (it->second.empty() ? "" : " (" + it->second + ")") +
+                   ": the stage cannot run without it",
+               now);
+    return true;
+  }
+  return false;
+}
+
 void job_manager::place_site_stages(const roster& nodes, time_point now) {
   for (auto& [id, j] : jobs_) {
     if (j.terminal()) continue;
     for (std::size_t i = 0; i < j.stages.size(); ++i) {
       stage_rec& s = j.stages[i];
       if ((s.state != "queued" && s.state != "running") || !is_site_stage(j, i)) continue;
+      if (fail_if_revoked(j, i, now)) break;  // a later stage's site, revoked since the job was admitted
       const auto& zones = site_zones(j, i);
       if (s.state == "queued") {
         std::vector<std::string> members;

@@ -111,3 +111,89 @@ TEST_CASE_FIXTURE(fixture, "a restarted scheduler takes back a site member that 
   CHECK_FALSE(a.stop);  // trains on
   CHECK(j->stages[0].members == std::vector<std::string>{"trainer@north.a", "trainer@south.a"});
 }
+
+TEST_CASE_FIXTURE(fixture, "a diloco stage may name only enrolled sites: refused at submit naming the site and the enrolled ones") {
+  add("trainer@north.a", "north");
+  jobs.tick(nodes, now);
+  jobs.set_site_states([]() -> result<std::map<std::string, std::string>> {
+    return std::map<std::string, std::string>{{"north", "enrolled"}, {"east", "enrolled"}, {"west", "revoked"},
+                                              {"plant", "pending"}};
+  });
+  auto with_sites = [&](const std::string& names) {
+    return jobs.submit(args(sited, {"diloco.sites=" + names}), as("r-" + names, names), nodes, now);
+  };
+  auto unknown = with_sites("[\"north\", \"south\"]");
+  REQUIRE(!unknown.ok());
+  CHECK(unknown.code() == errc::invalid_argument);
+  CHECK(unknown.err().message ==
+        "stage pretrain: diloco.sites names south, which is not a site of this cloud; enrolled sites: east, north");
+  auto revoked = with_sites("[\"west\", \"north\"]");
+  REQUIRE(!revoked.ok());
+  CHECK(revoked.err().message.find("names west, which was revoked") != std::string::npos);
+  auto pending = with_sites("[\"north\", \"plant\"]");
+  REQUIRE(!pending.ok());
+  CHECK(pending.err().message.find("names plant, which is not enrolled yet (pending)") != std::string::npos);
+  CHECK(jobs.list("", as("")).empty());  // nothing stored
+  CHECK(with_sites("[\"north\", \"east\"]").ok());
+}
+
+TEST_CASE_FIXTURE(fixture, "a running edge-site job whose site is revoked fails naming it, and its trainers are told to stop") {
+  add("trainer@north.a", "north");
+  add("trainer@south.a", "south");
+  jobs.tick(nodes, now);
+  const job_rec* j = submit_template("r1", sited);
+  REQUIRE(j->stages[0].state == "running");
+  for (const char* t : {"trainer@north.a", "trainer@south.a"}) poll(t, "idle");  // each says where its inbox is
+  for (const char* t : {"trainer@north.a", "trainer@south.a"}) REQUIRE(poll(t, "idle").work);
+  jobs.site_revoked("south", "box stolen", now);
+  CHECK(j->state == "failed");
+  CHECK(j->stages[0].state == "failed");
+  CHECK(j->message == "stage pretrain: site south was revoked (box stolen): the stage cannot run without it");
+  // North's trainer is released: its next poll is told to stop, then it gets nothing.
+  poll_report r;
+  r.node = "trainer@north.a";
+  r.state = "running";
+  r.job = j->id;
+  r.stage = "pretrain";
+  r.generation = j->stages[0].generation;
+  CHECK(jobs.poll(r, now).stop);
+  CHECK(!poll("trainer@north.a", "idle").work);
+  // A job submitted later naming the revoked site (before the registry says so) fails at its first tick.
+  const job_rec* later = submit_template("r2", sited);
+  jobs.tick(nodes, now);
+  CHECK(later->state == "failed");
+  CHECK(later->message.find("site south was revoked") != std::string::npos);
+  // And north's trainer takes other work again (a job of north's zone).
+  auto a = args(plain);
+  a.zone = "north";
+  auto plain_job = jobs.submit(a, as("r3", plain), nodes, now);
+  REQUIRE(plain_job.ok());
+  jobs.tick(nodes, now);
+  CHECK(plain_job->first->state == "running");
+  CHECK(plain_job->first->stages[0].node == "trainer@north.a");
+}
+
+TEST_CASE_FIXTURE(fixture, "at a site stage's end every member is released: a member still running it is told to stop") {
+  add("trainer@north.a", "north");
+  add("trainer@south.a", "south");
+  jobs.tick(nodes, now);
+  const job_rec* j = submit_template("r1", sited);
+  for (const char* t : {"trainer@north.a", "trainer@south.a"}) poll(t, "idle");  // each says where its inbox is
+  for (const char* t : {"trainer@north.a", "trainer@south.a"}) REQUIRE(poll(t, "idle").work);
+  poll_report done;
+  done.node = "trainer@north.a";
+  done.state = "succeeded";
+  done.job = j->id;
+  done.stage = "pretrain";
+  done.generation = j->stages[0].generation;
+  done.step = 10;
+  done.checkpoint = "/jobs/" + j->id + "/pretrain/checkpoints/step-000010";
+  auto a = jobs.poll(done, now);
+  CHECK(a.refused.empty());
+  REQUIRE(j->state == "succeeded");
+  poll_report stuck = done;  // south never finished its part (it never joined, say)
+  stuck.node = "trainer@south.a";
+  stuck.state = "running";
+  CHECK(jobs.poll(stuck, now).stop);
+  CHECK(!poll("trainer@south.a", "idle").work);
+}

@@ -74,6 +74,28 @@ status scheduler_logic::zone_binding(const std::string& peer, const std::string&
 void scheduler_logic::set_sites(std::unique_ptr<site_registry> sites, site_sink sink) {
   sites_ = std::move(sites);
   site_sink_ = std::move(sink);
+  if (!sites_) {
+    jobs_.set_site_states({});
+    return;
+  }
+  // A diloco stage names only enrolled sites (refused at submit otherwise).
+  jobs_.set_site_states([this]() -> result<std::map<std::string, std::string>> {
+    auto all = sites_->list();
+    if (!all) return all.err();
+    std::map<std::string, std::string> out;
+    for (const auto& s : *all) out[s.name] = s.state;
+    return out;
+  });
+  // Sites revoked while a job of theirs ran (a crash between the two, or a
+  // scheduler older than this rule): those jobs fail now, naming the site.
+  auto all = sites_->list();
+  if (!all) {
+    std::fprintf(stderr, "loom-scheduler: the sites registry: %s\n", all.err().to_string().c_str());
+    return;
+  }
+  for (const auto& s : *all)
+    if (s.state == "revoked") jobs_.site_revoked(s.name, s.revoke_reason, now_());
+  finish_batch();  // those jobs' writes have no caller waiting
 }
 
 void scheduler_logic::describe(const site_rec& s, loom::v1::SiteInfo* o) const {
@@ -153,6 +175,7 @@ handled scheduler_logic::revoke_site(const loom::v1::RevokeSiteRequest& req, con
   if (!sites_) return no_sites();
   auto r = sites_->revoke(req.site(), req.reason());
   if (!r) return refused_or_store(r.err());
+  jobs_.site_revoked(r->name, req.reason(), now_());  // its running jobs fail, naming it; its trainers are released
   const auto payload = nlohmann::json{{"site", req.site()}, {"reason", req.reason()}}.dump();
   if (site_sink_) site_sink_({"site.revoke", req.site(), ctx.principal, ctx.role, req.reason(), payload});
   loom::v1::RevokeSiteReply rep;
