@@ -4,9 +4,13 @@
 #include "services/aggregator/global_export.hpp"
 
 #include "libs/audit/record.hpp"
+#include "libs/auth/identity.hpp"
 #include "libs/auth/token.hpp"
 #include "libs/ckpt/safetensors.hpp"
 #include "libs/ckpt/snapshot.hpp"
+#include "libs/crypto/hash.hpp"
+#include "libs/files/confine.hpp"
+#include "libs/files/files.hpp"
 #include "libs/layout/layout.hpp"
 #include "libs/metrics/metrics.hpp"
 #include "loom/v1/aggregator.pb.h"
@@ -28,6 +32,29 @@ bool same_spec(const aggregation_spec& a, const aggregation_spec& b) {
   to_wire(a, &x);
   to_wire(b, &y);
   return x.SerializeAsString() == y.SerializeAsString();
+}
+
+// The fields two specs differ in, by name ("fragments, codec").
+std::string spec_difference(const aggregation_spec& a, const aggregation_spec& b) {
+  loom::v1::AggregationSpec x, y;
+  to_wire(a, &x);
+  to_wire(b, &y);
+  std::string out;
+  const auto* d = x.GetDescriptor();
+  for (int i = 0; i < d->field_count(); ++i) {
+    loom::v1::AggregationSpec fx, fy;  // each with only field i copied
+    const auto* f = d->field(i);
+    x.GetReflection()->SwapFields(&x, &fx, {f});
+    y.GetReflection()->SwapFields(&y, &fy, {f});
+    if (fx.SerializeAsString() != fy.SerializeAsString()) out += (out.empty() ? "" : ", ") + f->name();
+  }
+  return out;
+}
+
+std::string joined(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& s : v) out += (out.empty() ? "" : ", ") + s;
+  return out.empty() ? "none" : out;
 }
 
 // The 16 tensors of a verified snapshot's model.safetensors, in buffer order.
@@ -66,9 +93,50 @@ result<std::vector<float>> snapshot_params(const std::string& data_dir, const st
   return out;
 }
 
+// Removes what a job left in <data>/aggregator/<job>/ (state.bin, temp files
+// of a save cut short), all but its tombstone.
+void remove_state(const std::string& data_dir, const std::string& job) {
+  std::error_code ec;
+  const fs::path dir = fs::path(state_path(data_dir, job)).parent_path();
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (e.path().filename() != "retired") fs::remove_all(e.path(), ec);
+}
+
 }  // namespace
 
+// A job being made on its own thread: StartAggregation waits on it a while.
+struct engine::making {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  status outcome = ok_status();
+};
+
+std::string site_key::id() const {
+  switch (source) {
+    case key_source::peer: return "peers/" + site;
+    case key_source::diloco: return "diloco/" + site;
+    case key_source::enrolled: return "sites/" + site;
+    case key_source::own: break;
+  }
+  return site;
+}
+
+engine_options::engine_options(std::string d, std::string n, std::string z, std::function<void(audit::record)> a,
+                               metrics::service_metrics* m)
+    : data_dir(std::move(d)), node_id(std::move(n)), zone(std::move(z)), audit(std::move(a)), metrics(m) {}
+
 engine::engine(engine_options o) : o_(std::move(o)) {}
+
+engine::~engine() {
+  for (auto& [t, m] : makers_)
+    if (t.joinable()) t.join();
+}
+
+std::int64_t engine::unix_now() const {
+  if (o_.unix_now) return o_.unix_now();
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
 
 // outcome: audit::decision as int (1 allow, 2 deny, 3 error), so the header needs no audit include.
 void engine::emit(std::string action, std::string job, std::string reason, std::string payload, int outcome) {
@@ -83,40 +151,40 @@ void engine::count(std::string_view name, const std::map<std::string, std::strin
   if (o_.metrics) o_.metrics->add(name, labels, by);
 }
 
-aggregation* engine::find(const std::string& job) {
+engine::held* engine::find(const std::string& job) {
   auto it = jobs_.find(job);
-  return it == jobs_.end() ? nullptr : it->second.get();
+  return it == jobs_.end() || !it->second.agg ? nullptr : &it->second;
 }
 
-std::vector<std::string> engine::load_saved(nanos now) {
-  std::vector<std::string> loaded;
-  std::lock_guard lock(mu_);
-  for (const auto& job : saved_jobs(o_.data_dir)) {
-    const std::string path = state_path(o_.data_dir, job);
-    // A save cut short by a kill -9 leaves its temp file (write_atomic's
-    // <file>.tmp.<pid>.<n>); one aggregator runs per data dir, so any there now is such a one.
-    std::error_code ec;
-    const auto dir = std::filesystem::path(path).parent_path();
-    const std::string stem = std::filesystem::path(path).filename().string() + ".tmp.";
-    for (const auto& e : std::filesystem::directory_iterator(dir, ec))
-      if (e.path().filename().string().rfind(stem, 0) == 0) std::filesystem::remove(e.path(), ec);
-    auto st = load_state(path);
-    auto a = st ? aggregation::restore(std::move(*st), path, now) : result<std::unique_ptr<aggregation>>(st.err());
-    if (!a) {
-      std::fprintf(stderr, "loom-aggregator: job %s not resumed: %s\n", job.c_str(), a.err().to_string().c_str());
-      emit("aggregation.resume_failed", job, a.err().to_string());
-      continue;
-    }
-    emit("aggregation.resumed", job, "", "restarts=" + std::to_string((*a)->restarts()));
-    jobs_[job] = std::move(*a);
-    loaded.push_back(job);
-  }
-  return loaded;
+error engine::ended(const std::string& job) const {
+  if (auto it = retired_.find(job); it != retired_.end())
+    return make_error(errc::not_found, "aggregation " + job + " has ended (" + it->second.reason + ")");
+  if (auto it = jobs_.find(job); it != jobs_.end())
+    return make_error(errc::unavailable, "aggregation " + job + " is still being made; try again");
+  return make_error(errc::not_found, "no aggregation " + job);
+}
+
+// ---- starting ---------------------------------------------------------------
+
+result<diloco::grant_terms> engine::check_grant(const loom::v1::AggregationGrant& grant, const std::string& peer,
+                                                const char* what) {
+  auto t = diloco::verify_grant(grant, o_.token_key, unix_now());
+  if (!t) return make_error(t.code(), std::string(what) + " from key '" + peer + "': " + t.err().message);
+  const auto p = auth::parse_peer(peer);
+  const bool ok = t->edge_sites
+                      ? p.kind == auth::peer_kind::site_service && p.service == "trainer" && t->granted(p.site)
+                      : p.kind == auth::peer_kind::own_service && p.service == "trainer";
+  if (!ok)
+    return make_error(errc::permission_denied,
+                      std::string(what) + " of " + t->job + "/" + t->stage + " from key '" + peer + "': only " +
+                          (t->edge_sites ? "the trainers of its placed sites (" + joined(t->sites) + ")"
+                                         : std::string("this deployment's trainers (key 'trainer')")) +
+                          " may");
+  return t;
 }
 
 result<std::vector<float>> engine::initial_params(const aggregation_spec& s, std::size_t total) {
-  // A GPT-2 job from a seed (an edge-site stage: no site's snapshot is readable
-  // here) starts from GPT-2's own initialisation, as a trainer would.
+  // A GPT-2 job from a seed starts from GPT-2's own initialisation, as a trainer would.
   if (s.init_snapshot.empty() && s.flat_size == 0 && s.init_seed != 0) {
     std::vector<float> p(total);
     model::init_params(s.gpt2, p, s.init_seed);
@@ -127,66 +195,313 @@ result<std::vector<float>> engine::initial_params(const aggregation_spec& s, std
   return snapshot_params(o_.data_dir, s.init_snapshot, s.gpt2);
 }
 
-result<std::string> engine::export_global(const std::string& job, const std::string& stage_dir, std::uint64_t step,
-                                          const std::string& trainer_state) {
+result<started> engine::start(const aggregation_spec& spec, const loom::v1::AggregationGrant& grant,
+                              const std::string& peer, nanos now) {
+  auto terms = check_grant(grant, peer, "StartAggregation");
+  if (!terms) return terms.err();
+  auto granted = from_wire(grant.spec());
+  if (!granted) return make_error(errc::invalid_argument, "the grant's spec: " + granted.err().message);
+  if (!same_spec(spec, *granted))
+    return make_error(errc::permission_denied, "StartAggregation of " + terms->job + "/" + terms->stage +
+                                                   ": the spec asked for is not the one granted (" +
+                                                   spec_difference(spec, *granted) + " differ)");
+  // The job's own lineage: its previous stage's checkpoint, under the job's directory.
+  if (!spec.init_snapshot.empty()) {
+    const std::string job_dir = fs::path(terms->stage_dir).parent_path().string();
+    if (auto in = files::confined({job_dir}, spec.init_snapshot); !in)
+      return make_error(errc::permission_denied, "init_snapshot: a diloco stage starts from its job's previous "
+                                                 "stage or from its seed: " + in.err().message);
+  }
+  return begin(spec, *terms, grant.SerializeAsString(), now);
+}
+
+result<started> engine::start(const aggregation_spec& spec, const diloco::grant_terms& terms, nanos now) {
+  return begin(spec, terms, "", now);
+}
+
+result<started> engine::begin(const aggregation_spec& spec, const diloco::grant_terms& terms, std::string grant,
+                              nanos) {  // the job's rounds open when it is made (make)
+  std::shared_ptr<making> m;
+  {
+    std::lock_guard lock(mu_);
+    // Threads of jobs made since the last start: joined here, not left to pile up.
+    for (auto it = makers_.begin(); it != makers_.end();) {
+      bool done;
+      {
+        std::lock_guard l(it->second->mu);
+        done = it->second->done;
+      }
+      if (!done) {
+        ++it;
+        continue;
+      }
+      it->first.join();
+      it = makers_.erase(it);
+    }
+    if (auto r = retired_.find(spec.job); r != retired_.end())
+      return make_error(errc::conflict, "aggregation " + spec.job + " was retired (" + r->second.reason +
+                                            "): its stage has ended; a new placement brings a new grant");
+    if (auto it = jobs_.find(spec.job); it != jobs_.end()) {
+      held& h = it->second;
+      if (h.terms.job != terms.job || h.terms.stage != terms.stage)
+        return make_error(errc::conflict, "aggregation " + spec.job + " belongs to " + h.terms.job + "/" +
+                                              h.terms.stage + ", not " + terms.job + "/" + terms.stage);
+      if (!same_spec(h.spec, spec))
+        return make_error(errc::already_exists, "aggregation " + spec.job + " runs with another spec");
+      if (terms.expires_unix > h.terms.expires_unix) {  // a later placement's grant renews it
+        h.terms = terms;
+        h.grant = grant;
+        if (h.agg) h.agg->set_grant(grant);
+      }
+      if (!h.agg) return started{{}, true, true};
+      return started{h.agg->rounds().optimizer().versions(), true, false};
+    }
+    auto plan = make_plan(spec);
+    if (!plan) return plan.err();
+    std::size_t live_values = 0;
+    for (const auto& [job, h] : jobs_) live_values += h.values;
+    if (auto st = check_start(plan->total(), spec.fragments, jobs_.size(), live_values, o_.limits); !st) {
+      emit("aggregation.start_refused", spec.job, st.err().message, "", static_cast<int>(audit::decision::deny));
+      return st.err();
+    }
+    m = std::make_shared<making>();
+    jobs_[spec.job] = held{nullptr, spec, terms, grant, plan->total(), m};
+    makers_.emplace_back(std::thread([this, spec, grant, m] { make(spec, grant, m); }), m);
+  }
+  status outcome = ok_status();
+  {
+    std::unique_lock l(m->mu);
+    if (!m->cv.wait_for(l, o_.start_wait, [&] { return m->done; })) return started{{}, false, true};
+    outcome = m->outcome;
+  }
+  if (!outcome) return outcome.err();
   std::lock_guard lock(mu_);
-  aggregation* a = find(job);
-  if (!a) return make_error(errc::not_found, "no aggregation " + job);
-  if (a->spec().flat_size > 0) return make_error(errc::invalid_argument, "aggregation " + job + " is not a GPT-2 model");
-  auto out = write_global_snapshot(o_.data_dir, a->spec().gpt2, a->rounds().optimizer().params(), stage_dir, step,
-                                   trainer_state);
-  if (out) emit("aggregation.export", job, "", "snapshot=" + *out);
-  else emit("aggregation.export", job, out.err().message, "stage_dir=" + stage_dir, 3);
+  if (held* h = find(spec.job)) return started{h->agg->rounds().optimizer().versions(), false, false};
+  return make_error(errc::unavailable, "aggregation " + spec.job + " ended as soon as it was made");
+}
+
+void engine::make(aggregation_spec spec, std::string grant, std::shared_ptr<making> m) {
+  auto plan = make_plan(spec);  // checked by begin: cannot fail here
+  auto init = plan ? initial_params(spec, plan->total()) : result<std::vector<float>>(plan.err());
+  const auto now = std::chrono::duration_cast<nanos>(std::chrono::steady_clock::now().time_since_epoch());
+  auto a = init ? aggregation::create(spec, std::move(*init), state_path(o_.data_dir, spec.job), now, grant)
+                : result<std::unique_ptr<aggregation>>(init.err());
+  status outcome = a ? ok_status() : status(a.err());
+  {
+    std::lock_guard lock(mu_);
+    auto it = jobs_.find(spec.job);
+    if (a && it != jobs_.end()) {
+      it->second.agg = std::move(*a);
+      it->second.made.reset();
+      emit("aggregation.start", spec.job, "",
+           "values=" + std::to_string(plan->total()) + " fragments=" + std::to_string(spec.fragments) +
+               " codec=" + std::string(codec::to_string(spec.codec)) + " stage=" + it->second.terms.job + "/" +
+               it->second.terms.stage + " sites=" + joined(it->second.terms.sites));
+    } else {
+      if (it != jobs_.end()) jobs_.erase(it);
+      std::fprintf(stderr, "loom-aggregator: job %s not started: %s\n", spec.job.c_str(),
+                   outcome.err().to_string().c_str());
+      emit("aggregation.start_failed", spec.job, outcome.err().to_string(), "",
+           static_cast<int>(audit::decision::error));
+    }
+  }
+  std::lock_guard l(m->mu);
+  m->outcome = outcome;
+  m->done = true;
+  m->cv.notify_all();
+}
+
+// ---- reloading --------------------------------------------------------------
+
+std::vector<std::string> engine::load_saved(nanos now) {
+  std::vector<std::string> loaded;
+  std::lock_guard lock(mu_);
+  const std::int64_t t = unix_now();
+  for (const auto& job : retired_jobs(o_.data_dir)) {
+    loom::v1::RetiredAggregation r;
+    auto bytes = files::read_file(retired_path(o_.data_dir, job));
+    std::error_code ec;
+    if (!bytes || !r.ParseFromString(*bytes) || r.last().expires_unix() <= t) {  // expired (or unreadable): forgotten
+      fs::remove_all(fs::path(retired_path(o_.data_dir, job)).parent_path(), ec);
+      continue;
+    }
+    remove_state(o_.data_dir, job);  // a retirement cut short after its tombstone
+    retired_[job] = tombstone{*bytes, r.last().tenant(), r.reason(), r.last().expires_unix()};
+  }
+  for (const auto& job : saved_jobs(o_.data_dir)) {
+    if (retired_.count(job)) continue;
+    const std::string path = state_path(o_.data_dir, job);
+    // A save cut short by a kill -9 leaves its temp file (write_atomic's
+    // <file>.tmp.<pid>.<n>); one aggregator runs per data dir, so any there now is such a one.
+    std::error_code ec;
+    const auto dir = fs::path(path).parent_path();
+    const std::string stem = fs::path(path).filename().string() + ".tmp.";
+    for (const auto& e : fs::directory_iterator(dir, ec))
+      if (e.path().filename().string().rfind(stem, 0) == 0) fs::remove(e.path(), ec);
+    auto st = load_state(path);
+    result<diloco::grant_terms> terms = make_error(errc::permission_denied, "it has no grant (made before grants)");
+    if (st && !st->grant.empty()) {
+      loom::v1::AggregationGrant g;
+      terms = g.ParseFromString(st->grant) ? diloco::verify_grant_mac(g, o_.token_key)
+                                           : result<diloco::grant_terms>(make_error(errc::corruption, "its grant does not parse"));
+    }
+    auto a = !st ? result<std::unique_ptr<aggregation>>(st.err())
+             : !terms ? result<std::unique_ptr<aggregation>>(terms.err())
+                      : aggregation::restore(std::move(*st), path, now);
+    if (!a) {
+      std::fprintf(stderr, "loom-aggregator: job %s not resumed: %s\n", job.c_str(), a.err().to_string().c_str());
+      emit("aggregation.resume_failed", job, a.err().to_string());
+      continue;
+    }
+    emit("aggregation.resumed", job, "", "restarts=" + std::to_string((*a)->restarts()));
+    const auto values = (*a)->rounds().optimizer().plan().total();
+    held h{std::move(*a), {}, *terms, {}, values, nullptr};
+    h.spec = h.agg->spec();
+    h.grant = h.agg->grant();
+    auto it = jobs_.emplace(job, std::move(h)).first;
+    if (terms->expires_unix <= t) {
+      retire(it, "its grant expired at unix " + std::to_string(terms->expires_unix) + " (found on reload)");
+      continue;
+    }
+    loaded.push_back(job);
+  }
+  next_sweep_ = t + 1;
+  return loaded;
+}
+
+// ---- retiring ---------------------------------------------------------------
+
+std::vector<std::string> engine::contributed(const held& h) const {
+  std::vector<std::string> out;
+  for (const auto& site : h.terms.sites)
+    for (const auto& v : h.agg->rounds().sites())
+      if (v.id == site && v.accepted > 0) out.push_back(site);
   return out;
 }
 
-result<started> engine::start(const aggregation_spec& spec, nanos now) {
-  std::lock_guard lock(mu_);
-  if (aggregation* a = find(spec.job)) {
-    if (!same_spec(a->spec(), spec))
-      return make_error(errc::already_exists, "aggregation " + spec.job + " runs with another spec");
-    return started{a->rounds().optimizer().versions(), true};
+void engine::retire(std::map<std::string, held>::iterator it, const std::string& reason) {
+  const std::string job = it->first;
+  held& h = it->second;
+  loom::v1::RetiredAggregation r;
+  status_of(job, h, r.mutable_last());
+  r.set_reason(reason);
+  r.set_retired_unix(unix_now());
+  const auto theta = h.agg->rounds().optimizer().params();
+  r.set_theta_sha256(std::string(crypto::as_view(
+      crypto::sha256({reinterpret_cast<const char*>(theta.data()), theta.size() * sizeof(float)}))));
+  for (const auto& s : contributed(h)) r.add_contributed(s);
+  const std::string bytes = r.SerializeAsString();
+  // The tombstone first: without it the state stays, to be retired again (at
+  // the next start, or when its grant expires), never forgotten while the
+  // grant could start the job again.
+  if (auto st = files::write_atomic(retired_path(o_.data_dir, job), bytes, 0600); !st) {
+    emit("aggregation.retire_failed", job, st.err().to_string(), "", static_cast<int>(audit::decision::error));
+    std::fprintf(stderr, "loom-aggregator: job %s not retired: %s\n", job.c_str(), st.err().to_string().c_str());
+  } else {
+    remove_state(o_.data_dir, job);
   }
-  auto plan = make_plan(spec);
-  if (!plan) return plan.err();
-  auto init = initial_params(spec, plan->total());
-  if (!init) return init.err();
-  auto a = aggregation::create(spec, std::move(*init), state_path(o_.data_dir, spec.job), now);
-  if (!a) return a.err();
-  started s{(*a)->rounds().optimizer().versions(), false};
-  emit("aggregation.start", spec.job, "",
-       "values=" + std::to_string(plan->total()) + " fragments=" + std::to_string(spec.fragments) +
-           " codec=" + std::string(codec::to_string(spec.codec)));
-  jobs_[spec.job] = std::move(*a);
-  return s;
+  retired_[job] = tombstone{bytes, h.terms.tenant, reason, h.terms.expires_unix};
+  emit("aggregation.retired", job, reason,
+       "stage=" + h.terms.job + "/" + h.terms.stage + " contributed=" + joined(contributed(h)) +
+           " theta_sha256=" + crypto::sha256_hex({reinterpret_cast<const char*>(theta.data()), theta.size() * sizeof(float)}));
+  jobs_.erase(it);
 }
 
-result<join_answer> engine::join(const std::string& job, const std::string& site, const std::string& principal) {
+result<export_answer> engine::export_global(const loom::v1::ExportGlobalRequest& req, const std::string& peer) {
+  auto terms = check_grant(req.grant(), peer, "ExportGlobal");
+  if (!terms) return terms.err();
+  const std::string job = req.grant().spec().job();
+  if (!req.job().empty() && req.job() != job)
+    return make_error(errc::permission_denied, "ExportGlobal of " + req.job() + " with the grant of " + job);
+  if (!req.stage_dir().empty() && req.stage_dir() != terms->stage_dir)
+    return make_error(errc::permission_denied, "ExportGlobal into " + req.stage_dir() + ": the grant of " + job +
+                                                   " names " + terms->stage_dir + ", and only it");
   std::lock_guard lock(mu_);
-  aggregation* a = find(job);
-  if (!a) return make_error(errc::not_found, "no aggregation " + job);
-  if (site != principal) {
-    emit("aggregation.join_refused", job, "site '" + site + "' asked with the key of '" + principal + "'", "",
-         static_cast<int>(audit::decision::deny));
-    return make_error(errc::permission_denied, "join as site '" + site + "' with the key of '" + principal + "'");
+  auto it = jobs_.find(job);
+  if (it == jobs_.end() || !it->second.agg) return ended(job);
+  held& h = it->second;
+  if (h.terms.job != terms->job || h.terms.stage != terms->stage || h.terms.stage_dir != terms->stage_dir)
+    return make_error(errc::permission_denied, "ExportGlobal: aggregation " + job + " was granted to " + h.terms.job +
+                                                   "/" + h.terms.stage + ", not " + terms->job + "/" + terms->stage);
+  export_answer out;
+  out.contributed = contributed(h);
+  for (const auto& s : h.terms.sites)
+    if (std::find(out.contributed.begin(), out.contributed.end(), s) == out.contributed.end()) out.missing.push_back(s);
+  const std::size_t need = h.spec.min_sites > 0 ? h.spec.min_sites : h.terms.sites.size();
+  if (out.contributed.size() < need) {
+    const std::string why = "site" + std::string(out.missing.size() == 1 ? " " : "s ") + joined(out.missing) +
+                            " never contributed a delta the aggregator accepted; " + std::to_string(need) + " of " +
+                            std::to_string(h.terms.sites.size()) + " must (" +
+                            (h.spec.min_sites > 0 ? "diloco.min_sites" : "every site, unless diloco.min_sites says fewer") +
+                            "), " + std::to_string(out.contributed.size()) + " did (" + joined(out.contributed) + ")";
+    emit("aggregation.export", job, why, "stage_dir=" + h.terms.stage_dir, static_cast<int>(audit::decision::deny));
+    retire(it, "missing contributions: " + joined(out.missing));
+    return make_error(errc::conflict, "aggregation " + job + ": " + why);
   }
-  auto r = a->join(site, "peers/" + principal);
+  if (!req.end_only()) {
+    if (h.spec.flat_size > 0) return make_error(errc::invalid_argument, "aggregation " + job + " is not a GPT-2 model");
+    auto snap = write_global_snapshot(o_.data_dir, h.spec.gpt2, h.agg->rounds().optimizer().params(),
+                                      h.terms.stage_dir, req.step(), req.trainer_state());
+    if (!snap) {
+      emit("aggregation.export", job, snap.err().message, "stage_dir=" + h.terms.stage_dir,
+           static_cast<int>(audit::decision::error));
+      return snap.err();
+    }
+    out.snapshot = *snap;
+    emit("aggregation.export", job, "", "snapshot=" + *snap + " contributed=" + joined(out.contributed));
+  }
+  retire(it, req.end_only() ? "ended (member 0 wrote the stage's checkpoint)" : "exported to " + out.snapshot);
+  return out;
+}
+
+// ---- the delta socket -------------------------------------------------------
+
+status engine::check_site(const held& h, const std::string& job, const std::string& site, const site_key& from,
+                          const char* action) {
+  std::string why;
+  const bool right_kind = h.terms.edge_sites ? from.source == key_source::enrolled
+                                             : from.source == key_source::diloco || from.source == key_source::peer;
+  if (site != from.site) why = "asked as site '" + site + "' with the key of '" + from.id() + "'";
+  else if (!right_kind || !h.terms.granted(from.site))
+    why = "key '" + from.id() + "' is not one of the sites placed on " + h.terms.job + "/" + h.terms.stage + " (" +
+          joined(h.terms.sites) + (h.terms.edge_sites ? ", enrolled edge sites" : ", this deployment's") + ")";
+  if (why.empty()) return ok_status();
+  emit(action, job, why, "key=" + from.id(), static_cast<int>(audit::decision::deny));
+  return make_error(errc::permission_denied, why);
+}
+
+result<join_answer> engine::join(const std::string& job, const std::string& site, const site_key& from) {
+  std::lock_guard lock(mu_);
+  held* h = find(job);
+  if (!h) return ended(job);
+  if (auto st = check_site(*h, job, site, from, "aggregation.join_refused"); !st) return st.err();
+  auto r = h->agg->join(site, from.id());
   if (r) emit("aggregation.join", job, "", "site=" + site);
   return r;
 }
 
 std::variant<delta_outcome, refusal> engine::submit(const delta_header& h, std::string_view payload,
-                                                    const std::string& principal, nanos now) {
+                                                    const site_key& from, nanos now) {
   std::lock_guard lock(mu_);
-  aggregation* a = find(h.job);
-  auto out = a ? a->submit(h, payload, principal, now)
-               : std::variant<delta_outcome, refusal>(refusal{"unknown_job", make_error(errc::not_found, "no aggregation " + h.job)});
+  held* j = find(h.job);
+  aggregation* a = j ? j->agg.get() : nullptr;
+  std::variant<delta_outcome, refusal> out = refusal{"unknown_job", ended(h.job)};
+  if (a) {
+    const bool right_kind = j->terms.edge_sites ? from.source == key_source::enrolled
+                                                : from.source == key_source::diloco || from.source == key_source::peer;
+    if (!right_kind || !j->terms.granted(from.site))
+      out = a->refuse("not_granted", make_error(errc::permission_denied,
+                                                "delta from key '" + from.id() + "': not one of the sites placed on " +
+                                                    j->terms.job + "/" + j->terms.stage + " (" + joined(j->terms.sites) + ")"));
+    else
+      out = a->submit(h, payload, from.site, now);
+  }
   if (auto* r = std::get_if<refusal>(&out)) {
     count("deltas_rejected_total", {{"job", h.job}, {"reason", r->reason}});
     if (r->reason == "stale") count("deltas_dropped_total", {{"job", h.job}});
     emit("aggregation.delta_rejected", h.job, r->reason + ": " + r->err.message,
-         "site=" + h.meta.site + " key=" + principal + " fragment=" + std::to_string(h.meta.fragment) +
-             " round=" + std::to_string(h.meta.round),
+         "site=" + h.meta.site + " key=" + from.id() + " fragment=" + std::to_string(h.meta.fragment) +
+             " round=" + std::to_string(h.meta.round) + " tokens=" + std::to_string(h.meta.tokens),
          static_cast<int>(audit::decision::deny));
     return out;
   }
@@ -220,11 +535,12 @@ void engine::closed(const aggregation& a, const close_report& r) {
 }
 
 result<pull_answer> engine::pull(const std::string& job, const std::string& site, std::uint32_t p,
-                                 std::uint64_t have_version, bool want_params) {
+                                 std::uint64_t have_version, bool want_params, const site_key& from) {
   std::lock_guard lock(mu_);
-  aggregation* a = find(job);
-  if (!a) return make_error(errc::not_found, "no aggregation " + job);
-  auto r = a->pull(site, p, have_version, want_params);
+  held* h = find(job);
+  if (!h) return ended(job);
+  if (auto st = check_site(*h, job, site, from, "aggregation.pull_refused"); !st) return st.err();
+  auto r = h->agg->pull(site, p, have_version, want_params);
   if (r && r->has_update)
     count("bytes_sent_total", {{"job", job}, {"site", site}}, static_cast<double>(r->payload->size()));
   return r;
@@ -232,24 +548,44 @@ result<pull_answer> engine::pull(const std::string& job, const std::string& site
 
 result<aggregation_spec> engine::spec(const std::string& job) {
   std::lock_guard lock(mu_);
-  aggregation* a = find(job);
-  if (!a) return make_error(errc::not_found, "no aggregation " + job);
-  return a->spec();
+  held* h = find(job);
+  if (!h) return ended(job);
+  return h->spec;
 }
 
-status engine::round_status(const std::string& job, loom::v1::RoundStatusList* out) {
+status engine::round_status(const std::string& job, const site_key& from, loom::v1::RoundStatusList* out) {
   std::lock_guard lock(mu_);
-  aggregation* a = find(job);
-  if (!a) return make_error(errc::not_found, "no aggregation " + job);
-  for (int p = 0; p < a->rounds().optimizer().plan().fragments(); ++p)
-    to_wire(a->rounds(), job, static_cast<std::uint32_t>(p), out->add_fragments());
+  held* h = find(job);
+  if (!h) return ended(job);
+  if (auto st = check_site(*h, job, from.site, from, "aggregation.status_refused"); !st) return st;
+  for (int p = 0; p < h->agg->rounds().optimizer().plan().fragments(); ++p)
+    to_wire(h->agg->rounds(), job, static_cast<std::uint32_t>(p), out->add_fragments());
   return ok_status();
 }
 
 void engine::tick(nanos now) {
   std::lock_guard lock(mu_);
-  for (auto& [job, a] : jobs_)
-    for (const auto& r : a->tick(now)) closed(*a, r);
+  for (auto& [job, h] : jobs_)
+    if (h.agg)
+      for (const auto& r : h.agg->tick(now)) closed(*h.agg, r);
+  const std::int64_t t = unix_now();
+  if (t < next_sweep_) return;
+  next_sweep_ = t + 1;  // expiry is in seconds
+  for (auto it = jobs_.begin(); it != jobs_.end();) {
+    auto next = std::next(it);
+    if (it->second.agg && it->second.terms.expires_unix <= t)
+      retire(it, "its grant expired at unix " + std::to_string(it->second.terms.expires_unix));
+    it = next;
+  }
+  for (auto it = retired_.begin(); it != retired_.end();) {
+    if (it->second.expires_unix > t) {
+      ++it;
+      continue;
+    }
+    std::error_code ec;
+    fs::remove_all(fs::path(retired_path(o_.data_dir, it->first)).parent_path(), ec);
+    it = retired_.erase(it);
+  }
 }
 
 void engine::refuse_header(const std::string& principal, const error& e) {
@@ -281,24 +617,44 @@ void engine::frame_received(std::string_view type) {
   ++it->second;
 }
 
-void engine::describe(loom::v1::AggregatorStatusReply* out) {
+// ---- status -----------------------------------------------------------------
+
+void engine::status_of(const std::string& job, const held& h, loom::v1::AggregationStatus* j) const {
+  to_wire(h.spec, j->mutable_spec());
+  j->set_tenant(h.terms.tenant);
+  j->set_job_id(h.terms.job);
+  j->set_stage(h.terms.stage);
+  for (const auto& s : h.terms.sites) j->add_granted_sites(s);
+  j->set_expires_unix(h.terms.expires_unix);
+  if (!h.agg) {
+    j->set_starting(true);
+    return;
+  }
+  const auto& rounds = h.agg->rounds();
+  for (int p = 0; p < rounds.optimizer().plan().fragments(); ++p) {
+    auto* f = j->add_fragments();
+    to_wire(rounds, job, static_cast<std::uint32_t>(p), f);
+    for (const auto& [reason, n] : h.agg->wire_refusals()) (*f->mutable_rejected_total())[reason] = n;
+  }
+  for (const auto& s : rounds.sites()) j->add_sites(s.id + ":" + std::string(to_string(s.phase)));
+  j->set_deltas_accepted_total(rounds.stats().arrivals + rounds.stats().late_folded);
+  j->set_bytes_received_total(h.agg->bytes_received());
+  j->set_bytes_sent_total(h.agg->bytes_sent());
+  j->set_restarts(h.agg->restarts());
+}
+
+void engine::describe(loom::v1::AggregatorStatusReply* out, const std::string& tenant, bool all_tenants) {
   std::lock_guard lock(mu_);
   for (const auto& [type, n] : frames_) (*out->mutable_frames_received())[type] = n;
-  for (auto& [job, a] : jobs_) {
+  for (auto& [job, h] : jobs_) {
+    if (!all_tenants && h.terms.tenant != tenant) continue;
     auto* j = out->add_jobs();
-    to_wire(a->spec(), j->mutable_spec());
-    const auto& rounds = a->rounds();
-    for (int p = 0; p < rounds.optimizer().plan().fragments(); ++p) {
-      auto* f = j->add_fragments();
-      to_wire(rounds, job, static_cast<std::uint32_t>(p), f);
-      for (const auto& [reason, n] : a->wire_refusals()) (*f->mutable_rejected_total())[reason] = n;
-      out->set_round(std::max<std::uint64_t>(out->round(), f->round()));
-    }
-    for (const auto& s : rounds.sites()) j->add_sites(s.id + ":" + std::string(to_string(s.phase)));
-    j->set_deltas_accepted_total(rounds.stats().arrivals + rounds.stats().late_folded);
-    j->set_bytes_received_total(a->bytes_received());
-    j->set_bytes_sent_total(a->bytes_sent());
-    j->set_restarts(a->restarts());
+    status_of(job, h, j);
+    for (const auto& f : j->fragments()) out->set_round(std::max<std::uint64_t>(out->round(), f.round()));
+  }
+  for (const auto& [job, t] : retired_) {
+    if (!all_tenants && t.tenant != tenant) continue;
+    (void)out->add_retired()->ParseFromString(t.bytes);
   }
 }
 

@@ -90,6 +90,8 @@ class scheduler_logic final : public runtime::service_logic {
   void set_dataset_probe(dataset_probe p) { jobs_.set_dataset_probe(std::move(p)); }
   // Where stages may read files (job_manager::set_read_roots).
   void set_read_roots(std::vector<std::string> roots) { jobs_.set_read_roots(std::move(roots)); }
+  // The cloud's token key, which signs diloco stages' aggregation grants (job_manager::set_grant_key).
+  void set_grant_key(std::string key) { jobs_.set_grant_key(std::move(key)); }
   // The edge sites registry (a cloud instance); without one the site requests
   // answer unimplemented. Each site event is told to `sink`.
   void set_sites(std::unique_ptr<site_registry> sites, site_sink sink);

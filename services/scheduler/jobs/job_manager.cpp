@@ -357,6 +357,15 @@ poll_answer job_manager::poll(const poll_report& r, time_point now) {
     if (sl.rank == 0 && r.first_loss != 0) s.first_loss = r.first_loss;
     if (sl.rank == 0 && r.tokens_per_s > 0) s.tokens_per_s = r.tokens_per_s;  // a short stage may end before a running poll
     if (sl.rank == 0 && !r.checkpoint.empty()) s.checkpoint = r.checkpoint;
+    if (sl.rank == 0 && !r.contributed.empty()) {  // a diloco stage's end (aggregation_grant.hpp)
+      s.contributed = r.contributed;
+      s.missing = r.missing;
+      if (!r.missing.empty())
+        (void)record(j, s.name, "contributions",
+                     "contributed: " + member_list(r.contributed) + "; never contributed: " + member_list(r.missing) +
+                         " (diloco.min_sites allows it)",
+                     now, false);
+    }
     stage_done(j, i, r.state == "succeeded", sl.rank == 0 ? r.message : who + ": " + r.message, now);
     return out;  // no work: the next poll may bring the next stage
   }

@@ -78,6 +78,7 @@ struct assignment {
   std::vector<peer_info> peers;  // by rank; empty for a group of one
   std::uint64_t stop_at = 0;     // an hpo trial's segment: train to this step, score, end (0: none)
   std::string eval_text;         // its held-out text ("" = the tail of data.text)
+  std::string aggregation_grant; // a diloco stage: its grant, serialized (aggregation_grant.hpp)
 };
 
 // What a trainer reports in each poll.
@@ -98,6 +99,7 @@ struct poll_report {
   double val_loss = 0;          // an hpo trial's validation loss at val_step (0: none)
   std::uint64_t val_step = 0;
   site_line site;               // a diloco stage's site (site.site empty otherwise)
+  std::vector<std::string> contributed, missing;  // a diloco stage's member 0 at its end (aggregator's word)
 };
 
 struct poll_answer {
@@ -170,6 +172,9 @@ class job_manager {
   // a path a stage names outside them is refused at submit
   // (permission_denied, naming the path and the roots). Unset: not checked.
   void set_read_roots(std::vector<std::string> roots) { read_roots_ = files::root_set(std::move(roots)); }
+  // The cloud's token key: signs the aggregation grant of each diloco stage's
+  // assignment (aggregation_grant.hpp). Unset: none, and no aggregation starts.
+  void set_grant_key(std::string key) { grant_key_ = std::move(key); }
 
  private:
   struct slot {  // what a trainer node runs
@@ -280,6 +285,7 @@ class job_manager {
   async_writer writer_;
   dataset_probe probe_;
   files::root_set read_roots_;
+  std::string grant_key_;
   runspec::template_cache templates_;  // parsed template texts, reused across submits
   mutable std::map<std::string, std::vector<std::string>> site_zones_;  // "<job>/<stage>" -> diloco.sites names
 };
