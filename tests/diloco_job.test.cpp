@@ -171,6 +171,10 @@ TEST_CASE("pretrain-diloco-tiny: four sites on their own datasets finish through
   REQUIRE(a);
   CHECK(retired.reason().rfind("ended", 0) == 0);
   CHECK(retired.contributed_size() == sites);
+  // How far honest deltas stay from the norm bound (since the aggregator's restart).
+  MESSAGE("largest ||delta|| / ||theta|| of a fragment " << a->max_delta_norm_ratio() << ", largest share of the bound "
+                                                         << a->max_delta_bound_use());
+  CHECK(a->max_delta_bound_use() < 0.5);
   CHECK(c.ep("aggregator").pid != killed);
   CHECK(a->restarts() == 1);
   REQUIRE(a->fragments_size() == 2);

@@ -5,6 +5,7 @@
 #include "services/aggregator/limits.hpp"
 #include "services/aggregator/wire.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -152,6 +153,8 @@ std::optional<refusal> aggregation::out_of_bounds(const delta_meta& d, std::span
                   norm, most, theta, values.size());
     return refuse("norm_bound", make_error(errc::invalid_argument, where + buf));
   }
+  if (theta > 0) max_norm_ratio_ = std::max(max_norm_ratio_, norm / theta);
+  max_bound_use_ = std::max(max_bound_use_, norm / most);
   return std::nullopt;
 }
 

@@ -137,6 +137,9 @@ class aggregation {
   std::uint64_t restarts() const { return restarts_; }
   const std::map<std::string, std::uint64_t>& wire_refusals() const { return wire_refusals_; }
   const std::string& grant() const { return grant_; }
+  // Of the deltas within the norm bound (this process): max ‖Δ_p‖/‖θ_p‖, max ‖Δ_p‖/bound.
+  double max_norm_ratio() const { return max_norm_ratio_; }
+  double max_bound_use() const { return max_bound_use_; }
   void set_grant(std::string g) { grant_ = std::move(g); }
   // The state as saved: per-site last rounds exclude deltas not yet in a step.
   saved_state snapshot() const;
@@ -161,6 +164,7 @@ class aggregation {
   std::map<std::string, std::uint64_t> wire_refusals_;
   std::string grant_;
   std::vector<float> theta_p_;  // scratch: fragment p of θ, for the norm bound
+  double max_norm_ratio_ = 0, max_bound_use_ = 0;
 };
 
 }  // namespace loom::aggregator

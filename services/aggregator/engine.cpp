@@ -240,7 +240,7 @@ result<started> engine::begin(const aggregation_spec& spec, const diloco::grant_
     }
     if (auto r = retired_.find(spec.job); r != retired_.end())
       return make_error(errc::conflict, "aggregation " + spec.job + " was retired (" + r->second.reason +
-                                            "): its stage has ended; a new placement brings a new grant");
+                                            "): its stage has ended");
     if (auto it = jobs_.find(spec.job); it != jobs_.end()) {
       held& h = it->second;
       if (h.terms.job != terms.job || h.terms.stage != terms.stage)
@@ -379,7 +379,7 @@ std::vector<std::string> engine::contributed(const held& h) const {
   return out;
 }
 
-void engine::retire(std::map<std::string, held>::iterator it, const std::string& reason) {
+void engine::retire(std::map<std::string, held>::iterator it, const std::string& reason, const export_answer* end) {
   const std::string job = it->first;
   held& h = it->second;
   loom::v1::RetiredAggregation r;
@@ -390,6 +390,12 @@ void engine::retire(std::map<std::string, held>::iterator it, const std::string&
   r.set_theta_sha256(std::string(crypto::as_view(
       crypto::sha256({reinterpret_cast<const char*>(theta.data()), theta.size() * sizeof(float)}))));
   for (const auto& s : contributed(h)) r.add_contributed(s);
+  for (const auto& s : h.terms.sites)
+    if (std::find(r.contributed().begin(), r.contributed().end(), s) == r.contributed().end()) r.add_missing(s);
+  if (end) {
+    r.set_ended(true);
+    r.set_snapshot(end->snapshot);
+  }
   const std::string bytes = r.SerializeAsString();
   // The tombstone first: without it the state stays, to be retired again (at
   // the next start, or when its grant expires), never forgotten while the
@@ -418,7 +424,18 @@ result<export_answer> engine::export_global(const loom::v1::ExportGlobalRequest&
                                                    " names " + terms->stage_dir + ", and only it");
   std::lock_guard lock(mu_);
   auto it = jobs_.find(job);
-  if (it == jobs_.end() || !it->second.agg) return ended(job);
+  if (it == jobs_.end() || !it->second.agg) {
+    // Ended already by this grant's export: the same answer again.
+    if (auto t = retired_.find(job); t != retired_.end()) {
+      loom::v1::RetiredAggregation r;
+      if (r.ParseFromString(t->second.bytes) && r.last().job_id() == terms->job && r.last().stage() == terms->stage) {
+        export_answer again{r.snapshot(), {r.contributed().begin(), r.contributed().end()},
+                            {r.missing().begin(), r.missing().end()}};
+        if (r.ended() && (req.end_only() || !again.snapshot.empty())) return again;
+      }
+    }
+    return ended(job);
+  }
   held& h = it->second;
   if (h.terms.job != terms->job || h.terms.stage != terms->stage || h.terms.stage_dir != terms->stage_dir)
     return make_error(errc::permission_denied, "ExportGlobal: aggregation " + job + " was granted to " + h.terms.job +
@@ -450,7 +467,7 @@ result<export_answer> engine::export_global(const loom::v1::ExportGlobalRequest&
     out.snapshot = *snap;
     emit("aggregation.export", job, "", "snapshot=" + *snap + " contributed=" + joined(out.contributed));
   }
-  retire(it, req.end_only() ? "ended (member 0 wrote the stage's checkpoint)" : "exported to " + out.snapshot);
+  retire(it, req.end_only() ? "ended (member 0 wrote the stage's checkpoint)" : "exported to " + out.snapshot, &out);
   return out;
 }
 
@@ -641,6 +658,8 @@ void engine::status_of(const std::string& job, const held& h, loom::v1::Aggregat
   j->set_bytes_received_total(h.agg->bytes_received());
   j->set_bytes_sent_total(h.agg->bytes_sent());
   j->set_restarts(h.agg->restarts());
+  j->set_max_delta_norm_ratio(h.agg->max_norm_ratio());
+  j->set_max_delta_bound_use(h.agg->max_bound_use());
 }
 
 void engine::describe(loom::v1::AggregatorStatusReply* out, const std::string& tenant, bool all_tenants) {

@@ -132,7 +132,8 @@ class engine {
   // naming them, unless every granted site (or spec.min_sites of them) had a
   // delta accepted. Writes the job's global θ into the granted stage dir
   // (global_export.hpp) unless end_only, then retires the job; a refusal for
-  // want of contributions retires it too (its stage fails with it).
+  // want of contributions retires it too (its stage fails with it). Asked
+  // again once retired so, it answers the same (a retry, a restarted member 0).
   result<export_answer> export_global(const loom::v1::ExportGlobalRequest& req, const std::string& peer);
 
   // Closes rounds whose deadline passed, in every job; retires jobs whose
@@ -174,8 +175,11 @@ class engine {
                                           const char* what);
   result<started> begin(const aggregation_spec& spec, const diloco::grant_terms& terms, std::string grant, nanos now);
   void make(aggregation_spec spec, std::string grant, std::shared_ptr<making> m);
-  // Retires job `it` (REQUIRES: mu_ held, live): tombstone, state removed, audited.
-  void retire(std::map<std::string, held>::iterator it, const std::string& reason);
+  // Retires job `it` (REQUIRES: mu_ held, live): tombstone, state removed,
+  // audited. `end`: what its stage's end (the export) answered, kept so that
+  // the same ExportGlobal again answers the same.
+  void retire(std::map<std::string, held>::iterator it, const std::string& reason,
+              const export_answer* end = nullptr);
   void status_of(const std::string& job, const held& h, loom::v1::AggregationStatus* out) const;
   std::vector<std::string> contributed(const held& h) const;
   error ended(const std::string& job) const;  // not_found for a job neither held nor retired, else naming why it ended

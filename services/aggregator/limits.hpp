@@ -44,9 +44,10 @@ status check_start(std::uint64_t values, int fragments, std::size_t live, std::u
 // decay shrinks θ by at most its own norm. c = 4 leaves room for a fragment
 // trained far (a long H, a large lr) and ε = 4 for one whose θ is near zero
 // (biases, a fresh flat vector: the synthetic tests move 1-2 a value per
-// round). Honest deltas of the tiny template measure ‖Δ‖/‖θ‖ below 0.1; what
-// this refuses is a corrupt or hostile one (1e20, a blown-up copy of θ), not
-// a merely unusual one. Both norms in fp64.
+// round). How much of the bound honest deltas use is in the status
+// (AggregationStatus.max_delta_bound_use; tests/diloco_job.test.cpp prints
+// it). What this refuses is a corrupt or hostile delta (1e20, a blown-up copy
+// of θ), not a merely unusual one. Both norms in fp64.
 struct norm_bound {
   double c = 4.0;
   double eps = 4.0;  // per value, RMS: ε·√n

@@ -124,6 +124,11 @@ result<std::unique_ptr<site_sync>> make_site_sync(runtime::service_env& env, con
   o.codec = *codec;
   o.locate = [&env, &cfg, where, rank = a.rank] { return start_aggregation(env, cfg, where, rank); };
   o.sync_wait_s = cfg.diloco.sync_wait_s;  // now: when a version counts as merged late
+  // A site the stage can do without (diloco.min_sites below the sites; not
+  // member 0, which ends the aggregation) waits to join for as long as the
+  // stage runs: giving up would fail a stage that may succeed without it.
+  const auto& d = cfg.diloco;
+  if (a.rank > 0 && d.min_sites > 0 && d.min_sites < d.sites) o.join_wait_s = 365.0 * 24 * 3600;
   o.stop = stop;
   o.log = [](const std::string& line) {
     std::fprintf(stderr, "trainer: %s\n", line.c_str());
