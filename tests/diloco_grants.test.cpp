@@ -7,7 +7,7 @@
 //      pull from it or send to it, even holding its grant; north cannot
 //      export it into another job's stage dir (nothing is left there), and
 //      north's deltas are bounded: tokens = 2^64 - 1 and values of 1e20 are
-//      refused, counted and audited.
+//      refused, counted and audited; another tenant's viewer does not see it.
 //   2. A stage on north and south: it fails, naming south.
 //   3. The same with diloco.min_sites = 1: it succeeds, and `loom job show`
 //      says north contributed and south did not.
@@ -24,6 +24,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <set>
 
@@ -261,6 +262,18 @@ TEST_CASE("an aggregation serves only the sites its stage was placed on, bounds 
       },
       30s));
   for (const auto& m : must) CHECK_MESSAGE(audited.count(m), m << " was not audited");
+  // Another tenant's viewer does not see the aggregation; its own tenant's (default) does.
+  auto visible_to = [&](const std::string& token) {
+    auto cli = c.client("aggregator", 1, 10000ms);
+    auto r = send(*cli, "loom.v1.AggregatorStatusRequest", "", token, wire::new_request_id());
+    v1::AggregatorStatusReply rep;
+    REQUIRE(rep.ParseFromString(r.body));
+    return std::any_of(rep.jobs().begin(), rep.jobs().end(), [&](const auto& j) { return j.spec().job() == name; });
+  };
+  const auto now = static_cast<std::int64_t>(std::time(nullptr));
+  const auth::claims beta{"viewer@beta", auth::role::viewer, {"*"}, now + 600, 0, now, "beta"};
+  CHECK_FALSE(visible_to(auth::issue_token(beta, c.token_key).value()));
+  CHECK(visible_to(c.token(auth::role::viewer)));
   REQUIRE(run_loom(c.home.path(), {"job", "cancel", h}, 30s).code == 0);
   wait_job_done(c.home.path(), h, 60s);
 

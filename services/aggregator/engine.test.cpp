@@ -292,7 +292,8 @@ TEST_CASE("a start past the limits is refused naming the limit: values, fragment
   CHECK(e.start(huge, cloud_terms(), nanos(0)).code() == errc::resource_exhausted);
   auto frags = spec;
   frags.fragments = 300;
-  frags.sync_every = 1000;  // H >= P  CHECK(e.start(frags, cloud_terms(), nanos(0)).err().message.find("fragments") != std::string::npos);
+  frags.sync_every = 1000;  // H >= P
+  CHECK(e.start(frags, cloud_terms(), nanos(0)).err().message.find("fragments") != std::string::npos);
   auto a = spec, b = spec, c = spec;
   a.job = "a";
   b.job = "b";
