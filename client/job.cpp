@@ -110,9 +110,11 @@ std::string site_lines(const loom::v1::StageInfo& s, const char* indent) {
 json to_json(const loom::v1::JobInfo& j) {
   json stages = json::array();
   for (const auto& s : j.stages()) {
-    json members = json::array(), sites = json::array();
+    json members = json::array(), sites = json::array(), contributed = json::array(), missing = json::array();
     for (const auto& m : s.members()) members.push_back(m);
     for (const auto& x : s.sites()) sites.push_back(to_json(x));
+    for (const auto& c : s.contributed_sites()) contributed.push_back(c);
+    for (const auto& m : s.missing_sites()) missing.push_back(m);
     stages.push_back({{"name", s.name()},
                       {"state", s.state()},
                       {"step", s.step()},
@@ -131,7 +133,9 @@ json to_json(const loom::v1::JobInfo& j) {
                       {"generation", s.generation()},
                       {"waiting", s.waiting()},
                       {"memory_bytes", s.memory_bytes()},
-                      {"sites", sites}});
+                      {"sites", sites},
+                      {"contributed_sites", contributed},
+                      {"missing_sites", missing}});
   }
   return {{"id", j.id()},
           {"name", j.name()},
@@ -171,6 +175,12 @@ void print_job(const loom::v1::JobInfo& j) {
                 s.node().empty() ? "-" : printable(s.node()).c_str(), group, s.attempts());
     if (!s.waiting().empty()) std::printf("  %-10s waiting: %s\n", "", printable(s.waiting()).c_str());
     std::fputs(site_lines(s, "    ").c_str(), stdout);
+    if (!s.missing_sites().empty()) {  // a diloco stage that ended with fewer sites (diloco.min_sites)
+      std::string c, m;
+      for (const auto& x : s.contributed_sites()) c += (c.empty() ? "" : ", ") + printable(x);
+      for (const auto& x : s.missing_sites()) m += (m.empty() ? "" : ", ") + printable(x);
+      std::printf("  %-10s contributed: %s; never contributed: %s (diloco.min_sites)\n", "", c.c_str(), m.c_str());
+    }
   }
 }
 

@@ -163,10 +163,18 @@ TEST_CASE("pretrain-diloco-tiny: four sites on their own datasets finish through
       sft_from_global |= text->find("initialised from " + ckpt_dir) != std::string::npos;
   CHECK(sft_from_global);
 
-  // The aggregator came back (another pid), reloaded the job and closed its rounds.
+  // The aggregator came back (another pid), reloaded the job and closed its
+  // rounds; the stage's end retired it (its status as it stood then).
   std::optional<v1::AggregationStatus> a;
-  for (int i = 0; i < 50 && !a; ++i, std::this_thread::sleep_for(200ms)) a = aggregation(c);
+  v1::RetiredAggregation retired;
+  for (int i = 0; i < 50 && !a; ++i, std::this_thread::sleep_for(200ms)) a = aggregation(c, &retired);
   REQUIRE(a);
+  CHECK(retired.reason().rfind("ended", 0) == 0);
+  CHECK(retired.contributed_size() == sites);
+  // How far honest deltas stay from the norm bound (since the aggregator's restart).
+  MESSAGE("largest ||delta|| / ||theta|| of a fragment " << a->max_delta_norm_ratio() << ", largest share of the bound "
+                                                         << a->max_delta_bound_use());
+  CHECK(a->max_delta_bound_use() < 0.5);
   CHECK(c.ep("aggregator").pid != killed);
   CHECK(a->restarts() == 1);
   REQUIRE(a->fragments_size() == 2);
@@ -181,24 +189,22 @@ TEST_CASE("pretrain-diloco-tiny: four sites on their own datasets finish through
                            << a->fragments(0).late_folded_total() << ", dropped " << a->fragments(0).late_dropped_total()
                            << ", last outer step " << a->fragments(0).last_outer_step_s() * 1000 << " ms");
 
-  // The stage's model is the aggregator's global θ, bit for bit.
+  // The stage's model is the aggregator's global θ, bit for bit (θ's SHA-256
+  // in the retired aggregation's tombstone).
   const model::gpt2_config cfg = tiny_config();
   const std::string agg_job = a->spec().job();
-  v1::AggregationState saved;
-  const auto theta = global_theta(c.home.path() + "/aggregator/" + agg_job + "/state.bin", saved);
-  MESSAGE("rounds closed by quorum " << saved.closed_by_quorum() << ", by deadline " << saved.closed_by_deadline()
-                                     << ", arrivals " << saved.arrivals() << ", late folded " << saved.late_folded()
-                                     << ", versions " << saved.versions(0) << "," << saved.versions(1));
+  MESSAGE("rounds closed " << a->fragments(0).rounds_closed_total() << ", versions " << a->fragments(0).version()
+                           << "," << a->fragments(1).version());
   const auto mine = snapshot_params(ckpt_dir, cfg);
-  REQUIRE(theta.size() == mine.size());
-  CHECK(std::memcmp(theta.data(), mine.data(), theta.size() * 4) == 0);
+  CHECK(params_sha256(mine) == retired.theta_sha256());
 
-  // Data stays home: the aggregator's directory holds its state, nothing of a site's data.
+  // Data stays home: the aggregator's directory holds its tombstone (the
+  // state went with the stage's end), nothing of a site's data.
   namespace fs = std::filesystem;
   std::vector<std::string> held;
   for (const auto& e : fs::recursive_directory_iterator(c.home.path() + "/aggregator"))
     if (e.is_regular_file()) held.push_back(fs::relative(e.path(), c.home.path() + "/aggregator").string());
-  for (const auto& f : held) CHECK_MESSAGE((f == "delta_endpoint" || f == agg_job + "/state.bin"), f);
+  for (const auto& f : held) CHECK_MESSAGE((f == "delta_endpoint" || f == agg_job + "/retired"), f);
   for (const auto& [reason, n] : a->fragments(0).rejected_total()) CHECK_MESSAGE(n == 0, reason);
   // ... and received deltas and control messages only (this process's, since the kill).
   {

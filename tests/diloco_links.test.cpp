@@ -159,3 +159,11 @@ TEST_CASE("loom-trainer serve refuses to start with a bad LOOM_LINK_SHAPE variab
     CHECK(r.err.find("loom-trainer: " + name + ": link spec \"" + spec + "\": " + field) != std::string::npos);
   }
 }
+
+TEST_CASE("loom-trainer serve refuses LOOM_LINK_SHAPE_ with no site after it, naming the variable") {
+  ::setenv("LOOM_LINK_SHAPE_", "lat=1h", 1);
+  auto r = test::run({test::bin("loom-trainer"), "serve", "--data-dir", "/nonexistent"}, std::chrono::seconds(20));
+  ::unsetenv("LOOM_LINK_SHAPE_");
+  CHECK(r.code == 2);
+  CHECK_MESSAGE(r.err.find("loom-trainer: LOOM_LINK_SHAPE_ names no site") != std::string::npos, r.err);
+}

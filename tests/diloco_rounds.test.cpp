@@ -8,6 +8,8 @@
 #include "libs/codec/error_feedback.hpp"
 #include "libs/crypto/hash.hpp"
 #include "libs/diloco/client/site_client.hpp"
+#include "libs/diloco/grant/grant.hpp"
+#include "libs/diloco/grant/stage_spec.hpp"
 #include "libs/diloco/outer_optimizer.hpp"
 #include "libs/files/files.hpp"
 #include "loom/v1/aggregator.pb.h"
@@ -92,10 +94,22 @@ std::vector<float> reference(const std::vector<float>& theta0) {
   return local[0];
 }
 
-v1::StartAggregationRequest start_request() {
+// The aggregation: stage "diloco" of job "tiny", as the scheduler would grant it.
+const std::string agg_job = diloco::aggregation_name("tiny", "diloco");  // "tiny.diloco"
+
+// StartAggregation as a stage of this deployment's own trainers sends it: the
+// scheduler's grant (signed here with the deployment's token key, as the
+// scheduler does) for sites site-0..3, and its spec.
+v1::StartAggregationRequest start_request(const cluster& c) {
   v1::StartAggregationRequest r;
-  auto* s = r.mutable_spec();
-  s->set_job("tiny-diloco");
+  auto* g = r.mutable_grant();
+  g->set_job("tiny");
+  g->set_stage("diloco");
+  g->set_tenant("default");
+  g->set_stage_dir(c.home.path() + "/jobs/tiny/diloco");
+  for (int s = 0; s < sites; ++s) g->add_sites("site-" + std::to_string(s));
+  auto* s = g->mutable_spec();
+  s->set_job(agg_job);
   s->set_flat_size(n);
   s->set_fragments(fragments);
   s->set_sync_every(h_steps);
@@ -103,15 +117,38 @@ v1::StartAggregationRequest start_request() {
   s->set_staleness_bound(1);
   s->set_deadline_min_ms(20000);  // rounds close by quorum here; a loaded box must not close one short
   s->set_init_seed(5);
+  s->set_max_delta_tokens(rounds * tokens);  // the whole "stage"
+  g->set_expires_unix(std::time(nullptr) + 3600);
+  diloco::sign_grant(g, c.token_key);
+  *r.mutable_spec() = *s;
   return r;
+}
+
+// A client of the aggregator with one of the deployment's own keys (keys/curve/<name>.key).
+std::unique_ptr<wire::client> client_as(cluster& c, const std::string& key_name) {
+  auto server = wire::load_public_key(c.paths.curve_dir(), "aggregator");
+  auto mine = wire::load_keypair(c.paths.curve_dir(), key_name);
+  REQUIRE(server.ok());
+  REQUIRE(mine.ok());
+  return std::make_unique<wire::client>(c.ctx, c.ep("aggregator").rpc, *server, *mine,
+                                        wire::client_options{std::chrono::milliseconds(10000), 2});
+}
+
+// The .tmp-* directories anywhere under `root`.
+std::vector<std::string> temp_dirs_under(const std::string& root) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (std::filesystem::recursive_directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec))
+    if (it->path().filename().string().rfind(".tmp-", 0) == 0) out.push_back(it->path().string());
+  return out;
 }
 
 // A raw delta from `c` (bad input): header fields as given, payload as given.
 std::vector<std::string> raw_delta(const std::string& site, std::uint64_t round, std::uint64_t base, std::uint32_t p,
                                    std::uint64_t elements, const std::string& codec_name, const std::string& payload,
-                                   std::uint64_t claimed_bytes) {
+                                   std::uint64_t claimed_bytes, std::uint64_t claimed_tokens = tokens) {
   v1::DeltaHeader h;
-  h.set_job("tiny-diloco");
+  h.set_job(agg_job);
   h.set_site(site);
   h.set_round(round);
   h.set_base_version(base);
@@ -119,7 +156,7 @@ std::vector<std::string> raw_delta(const std::string& site, std::uint64_t round,
   h.set_codec(codec_name);
   h.set_element_count(elements);
   h.set_payload_bytes(claimed_bytes);
-  h.set_tokens(tokens);
+  h.set_tokens(claimed_tokens);
   h.set_payload_sha256(std::string(crypto::as_view(crypto::sha256(payload))));
   return {"loom.v1.DeltaHeader", h.SerializeAsString(), payload};
 }
@@ -142,7 +179,8 @@ errc answer_code(const result<std::vector<std::string>>& r, std::string* message
 // The reasons of the aggregator's `aggregation.delta_rejected` audit records
 // (a re-send it already held may add "duplicate", left out), plus "key_refused"
 // for its refused handshakes, once they include `expected_refusals` (or 10 s).
-const std::set<std::string> expected_refusals{"wrong_shape", "bad_payload", "stale", "forged_site", "truncated_frame",
+const std::set<std::string> expected_refusals{"wrong_shape", "bad_payload",     "stale",      "forged_site",
+                                              "truncated_frame", "not_granted", "too_many_tokens", "norm_bound",
                                               "key_refused"};
 std::set<std::string> audited_refusals(cluster& c) {
   std::set<std::string> reasons;
@@ -195,16 +233,37 @@ std::vector<std::string> ingest_artefacts(const std::string& root) {
 TEST_CASE("four sites run DiLoCo rounds through the aggregator, bad deltas are refused and audited, and a kill -9 loses no round") {
   cluster c;
   REQUIRE(c.up);
-  // The sites' keys: each one's public key in keys/peers/<site>.pub at the cloud.
+  // The sites' keys: each one's public key in keys/peers/<site>.pub at the
+  // cloud; site-9's too, which the aggregation's grant does not place.
   std::vector<wire::curve_keypair> keys;
   REQUIRE(files::make_dirs(c.paths.peers_dir()).ok());
-  for (int s = 0; s < sites; ++s) {
+  for (int s = 0; s <= sites; ++s) {
     keys.push_back(wire::generate_keypair());
-    REQUIRE(files::write_atomic(c.paths.peers_dir() + "/" + site_name(s) + ".pub", keys[s].public_z85 + "\n").ok());
+    const std::string name = s < sites ? site_name(s) : "site-9";
+    REQUIRE(files::write_atomic(c.paths.peers_dir() + "/" + name + ".pub", keys[s].public_z85 + "\n").ok());
   }
+  const auto request = start_request(c);
+  const std::string op = c.token(auth::role::operator_);
+  // Only with the scheduler's grant, and only from the trainers it places (this
+  // deployment's `trainer` key): an operator with the client key is refused,
+  // without a grant, with a copy of the grant, or with one altered.
   auto agg = c.client("aggregator", 2, 10000ms);
-  auto started = send(*agg, "loom.v1.StartAggregationRequest", start_request().SerializeAsString(),
-                      c.token(auth::role::operator_), wire::new_request_id());
+  auto bare = request;
+  bare.clear_grant();
+  auto no_grant = send(*agg, "loom.v1.StartAggregationRequest", bare.SerializeAsString(), op, wire::new_request_id());
+  CHECK(no_grant.code == errc::invalid_argument);
+  CHECK(no_grant.message.find("carries no aggregation grant") != std::string::npos);
+  auto copied = send(*agg, "loom.v1.StartAggregationRequest", request.SerializeAsString(), op, wire::new_request_id());
+  CHECK(copied.code == errc::permission_denied);
+  auto trainer = client_as(c, "trainer");
+  auto altered = request;
+  altered.mutable_grant()->mutable_spec()->set_flat_size(std::uint64_t{1} << 40);
+  *altered.mutable_spec() = altered.grant().spec();
+  auto forged = send(*trainer, "loom.v1.StartAggregationRequest", altered.SerializeAsString(), op, wire::new_request_id());
+  CHECK(forged.code == errc::permission_denied);
+  CHECK(forged.message.find("MAC does not verify") != std::string::npos);
+  auto started = send(*trainer, "loom.v1.StartAggregationRequest", request.SerializeAsString(), op,
+                      wire::new_request_id());
   REQUIRE_MESSAGE(started.ok(), started.message);
   v1::StartAggregationReply where;
   REQUIRE(where.ParseFromString(started.body));
@@ -215,7 +274,7 @@ TEST_CASE("four sites run DiLoCo rounds through the aggregator, bad deltas are r
     o.endpoint = where.delta_endpoint();
     o.server_public = where.public_key();
     o.keys = keys[s];
-    o.job = "tiny-diloco";
+    o.job = agg_job;
     o.site = site_name(s);
     o.timeout = 500ms;
     o.attempts = 2;
@@ -311,6 +370,43 @@ TEST_CASE("four sites run DiLoCo rounds through the aggregator, bad deltas are r
       auto stranger = diloco::site_client::make(zctx, stranger_opts).value();
       std::vector<float> ignored;
       CHECK(stranger->join(ignored).code() == errc::unavailable);
+      // A key the delta socket admits but the grant does not place (site-9):
+      // it neither joins, pulls nor sends.
+      auto outsider_opts = options(0);
+      outsider_opts.keys = keys[sites];
+      outsider_opts.site = "site-9";
+      outsider_opts.attempts = 1;
+      auto outsider = diloco::site_client::make(zctx, outsider_opts).value();
+      CHECK(outsider->join(ignored).code() == errc::permission_denied);
+      v1::GlobalPull pull;
+      pull.set_job(agg_job);
+      pull.set_site("site-9");
+      pull.set_want_params(true);
+      CHECK(answer_code(outsider->request({"loom.v1.GlobalPull", pull.SerializeAsString()})) == errc::permission_denied);
+      CHECK(answer_code(outsider->request(raw_delta("site-9", 2, 2, 0, size0, "int8", good, good.size()))) ==
+            errc::permission_denied);
+      // Bounded deltas from a placed site: tokens = 2^64 - 1, and values of 1e20.
+      CHECK(answer_code(bad->request(raw_delta("site-0", 2, 2, 0, size0, "int8", good, good.size(), UINT64_MAX)),
+                        &why) == errc::invalid_argument);
+      CHECK(why.find("18446744073709551615 tokens") != std::string::npos);
+      const std::string huge = encoded(codec::codec_id::fp32, std::vector<float>(size0, 1e20f));
+      CHECK(answer_code(bad->request(raw_delta("site-0", 2, 2, 0, size0, "fp32", huge, huge.size())), &why) ==
+            errc::invalid_argument);
+      CHECK(why.find("has norm") != std::string::npos);
+      // An export into another job's stage dir, with the grant and the trainer's key: refused, nothing left there.
+      v1::ExportGlobalRequest exp;
+      *exp.mutable_grant() = request.grant();
+      exp.set_stage_dir(c.home.path() + "/jobs/job-000099/pretrain");
+      exp.set_step(16);
+      exp.set_trainer_state("{\"step\": 16}");
+      CHECK(send(*trainer, "loom.v1.ExportGlobalRequest", exp.SerializeAsString(), op, wire::new_request_id()).code ==
+            errc::permission_denied);
+      exp.clear_stage_dir();
+      exp.mutable_grant()->set_stage_dir(c.home.path() + "/jobs/job-000099/pretrain");  // altered: its MAC fails
+      CHECK(send(*trainer, "loom.v1.ExportGlobalRequest", exp.SerializeAsString(), op, wire::new_request_id()).code ==
+            errc::permission_denied);
+      CHECK_FALSE(std::filesystem::exists(c.home.path() + "/jobs/job-000099"));
+      CHECK(temp_dirs_under(c.home.path() + "/jobs").empty());
       // Durable before the kill below: each refusal is in the audit log.
       CHECK(audited_refusals(c) == expected_refusals);
     }
@@ -399,11 +495,11 @@ TEST_CASE("four sites run DiLoCo rounds through the aggregator, bad deltas are r
 
   // Metrics of the restarted process: the last round of each fragment, its quorum, its outer step.
   const std::string metrics = http_get(c.ep("aggregator").metrics, "/metrics");
-  CHECK(metrics.find("loom_aggregator_round{fragment=\"1\",job=\"tiny-diloco\"} " + std::to_string(rounds)) !=
+  CHECK(metrics.find("loom_aggregator_round{fragment=\"1\",job=\"" + agg_job + "\"} " + std::to_string(rounds)) !=
         std::string::npos);
-  CHECK(metrics.find("loom_aggregator_quorum_size{job=\"tiny-diloco\"} 4") != std::string::npos);
-  CHECK(metrics.find("loom_aggregator_outer_step_seconds{job=\"tiny-diloco\"}") != std::string::npos);
-  CHECK(metrics.find("loom_aggregator_bytes_received_total{job=\"tiny-diloco\",site=\"") != std::string::npos);
+  CHECK(metrics.find("loom_aggregator_quorum_size{job=\"" + agg_job + "\"} 4") != std::string::npos);
+  CHECK(metrics.find("loom_aggregator_outer_step_seconds{job=\"" + agg_job + "\"}") != std::string::npos);
+  CHECK(metrics.find("loom_aggregator_bytes_received_total{job=\"" + agg_job + "\",site=\"") != std::string::npos);
 
   // Only deltas and control messages crossed: before the kill (joins, the
   // deltas of 5 rounds and the bad ones, pulls) and after it (the restarted
@@ -424,4 +520,53 @@ TEST_CASE("four sites run DiLoCo rounds through the aggregator, bad deltas are r
 
   // Still audited after the kill: each refusal with its reason, and the unknown key's handshakes.
   CHECK(audited_refusals(c) == expected_refusals);
+
+  // The stage's end, as its member 0 sends it (a stage of this deployment's
+  // trainers: end_only): every site contributed, so the aggregation retires.
+  // Its state.bin goes; a tombstone keeps θ's SHA-256; a restarted
+  // aggregator does not reload it, and the grant cannot start it again.
+  std::vector<float> theta;  // the aggregator's θ now, in fp32 (a join pulls every fragment's parameters)
+  REQUIRE(clients[0]->join(theta).ok());
+  v1::ExportGlobalRequest end;
+  *end.mutable_grant() = request.grant();
+  end.set_end_only(true);
+  auto ended = send(*client_as(c, "trainer"), "loom.v1.ExportGlobalRequest", end.SerializeAsString(), op,
+                    wire::new_request_id());
+  REQUIRE_MESSAGE(ended.ok(), ended.message);
+  v1::ExportGlobalReply end_reply;
+  REQUIRE(end_reply.ParseFromString(ended.body));
+  CHECK(end_reply.contributed_size() == sites);
+  CHECK(end_reply.missing_size() == 0);
+  const std::string state_file = c.home.path() + "/aggregator/" + agg_job + "/state.bin";
+  CHECK_FALSE(std::filesystem::exists(state_file));
+  const std::string theta_sha = std::string(
+      crypto::as_view(crypto::sha256({reinterpret_cast<const char*>(theta.data()), theta.size() * sizeof(float)})));
+  auto retired_status = [&](v1::AggregatorStatusReply& out) {
+    auto cli = c.client("aggregator", 3, 10000ms);
+    auto r = send(*cli, "loom.v1.AggregatorStatusRequest", "", c.token(auth::role::viewer), wire::new_request_id());
+    return r.ok() && out.ParseFromString(r.body);
+  };
+  v1::AggregatorStatusReply after_end;
+  REQUIRE(retired_status(after_end));
+  CHECK(after_end.jobs_size() == 0);
+  REQUIRE(after_end.retired_size() == 1);
+  CHECK(after_end.retired(0).theta_sha256() == theta_sha);
+  CHECK(after_end.retired(0).contributed_size() == sites);
+  c.refresh();
+  const long before_restart = c.ep("aggregator").pid;
+  REQUIRE(::kill(static_cast<pid_t>(before_restart), SIGKILL) == 0);
+  v1::AggregatorStatusReply reloaded;
+  bool back = false;
+  for (auto until = std::chrono::steady_clock::now() + 60s; !back && std::chrono::steady_clock::now() < until;) {
+    c.refresh();
+    back = c.ep("aggregator").pid != before_restart && retired_status(reloaded);
+    if (!back) std::this_thread::sleep_for(200ms);
+  }
+  REQUIRE(back);
+  CHECK(reloaded.jobs_size() == 0);  // retired: not reloaded
+  CHECK(reloaded.retired_size() == 1);
+  auto again = send(*client_as(c, "trainer"), "loom.v1.StartAggregationRequest", request.SerializeAsString(), op,
+                    wire::new_request_id());
+  CHECK(again.code == errc::conflict);
+  CHECK(again.message.find("retired") != std::string::npos);
 }

@@ -48,7 +48,9 @@ struct bench {
     s.codec = codec::codec_id::fp32;
     s.rounds.quorum_sites = 1;
     s.init_seed = 7;
-    REQUIRE(jobs->start(s, std::chrono::steady_clock::now().time_since_epoch()).ok());
+    const diloco::grant_terms terms{"j", "pretrain", "default", dir.path() + "/jobs/j/pretrain", {"site-0"}, false,
+                                    INT64_MAX};
+    REQUIRE(jobs->start(s, terms, std::chrono::steady_clock::now().time_since_epoch()).ok());
     up();
   }
   void up() {  // binds where it was before (delta_endpoint), as a restarted aggregator does

@@ -29,7 +29,7 @@ const std::map<std::string, std::set<std::string>, std::less<>>& known_keys() {
       {"output", {"dir"}},
       {"parallel", {"trainers", "min_trainers", "max_trainers", "timeout_s"}},
       {"diloco", {"sites", "inner_steps", "codec", "fragments", "quorum", "outer_lr", "outer_momentum", "staleness",
-                  "deadline_min_s", "datasets", "sync_wait_s"}},
+                  "deadline_min_s", "datasets", "sync_wait_s", "min_sites"}},
       {"export", {"max_loss"}},
       {"align", {"beta", "loss", "reference", "samples_per_prompt", "max_new_tokens", "kl_coef", "temperature",
                  "top_k", "kl_bound", "eval_every"}},
@@ -237,6 +237,7 @@ std::string run_config::math_hash() const {
                   static_cast<unsigned long long>(diloco.staleness), diloco.deadline_min_s);
     all += buf;
     for (const auto& site : diloco.site_names) all += " " + site;  // named sites only: counts hash as before
+    if (diloco.min_sites > 0) all += " min_sites=" + std::to_string(diloco.min_sites);  // set only: hashes as before
   }
   // Alignment settings likewise only for the kinds that read them.
   if (alignment()) {
@@ -367,6 +368,7 @@ result<run_config> read_run_config(const toml::table& root, const std::string& o
   r.real("diloco", "deadline_min_s", d.deadline_min_s, 0.0, 3600.0);
   r.words("diloco", "datasets", d.datasets);
   r.real("diloco", "sync_wait_s", d.sync_wait_s, 0.0, 3600.0);
+  r.integer("diloco", "min_sites", d.min_sites, 1, max_group);  // at most diloco.sites: check_diloco
   r.real("export", "max_loss", c.export_max_loss, 0.0, 1e6);
   align_settings& a = c.align;
   r.real("align", "beta", a.beta, 1e-6, 1e3);

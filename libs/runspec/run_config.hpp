@@ -12,7 +12,7 @@
 //                 search over lm trials that the scheduler runs (hpo_stage.hpp; its
 //                 [hpo] section is libs/hpo's and skipped here)
 //   [diloco]      sites inner_steps codec fragments quorum outer_lr outer_momentum
-//                 staleness deadline_min_s datasets sync_wait_s: a cross-site pretraining stage
+//                 staleness deadline_min_s datasets sync_wait_s min_sites: a cross-site pretraining stage
 //                 (kind = "diloco"; see diloco_settings below)
 //   [model]       layers heads channels max_seq_len vocab padded_vocab init_from
 //   [data]        shards | text | dataset | sft | prefs | synthetic_prefs   format
@@ -99,6 +99,10 @@ struct diloco_settings {
   // is never waited for): a slow or cut site holds the others up by the
   // aggregator's deadline at most, and a fast one itself by this.
   double sync_wait_s = 10;
+  // The sites that must have contributed (a delta the aggregator accepted)
+  // for the stage to succeed: 1 <= min_sites <= sites; 0 (not given) = every
+  // site. Below every site, the stage reports which ones contributed.
+  std::uint32_t min_sites = 0;
 };
 
 // The alignment stages' settings ([align] and [reward]).

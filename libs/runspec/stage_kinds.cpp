@@ -16,7 +16,8 @@ constexpr std::string_view trainer_kinds[] = {"lm", "sft", "rm", "dpo", "rl", "d
 }  // namespace
 
 // The [diloco] section against the rest: the site count is the stage's group,
-// P fits the model and H, the codec is libs/codec's, one dataset per site.
+// P fits the model and H, the codec is libs/codec's, one dataset per site,
+// min_sites at most the sites (its lower bound, 1, is the reader's).
 status check_diloco(const toml::table& root, run_config& c, const std::string& origin, const key_lines* lines) {
   const diloco_settings& d = c.diloco;
   auto at = [&](const char* key) {
@@ -48,6 +49,10 @@ status check_diloco(const toml::table& root, run_config& c, const std::string& o
     for (std::size_t k = 0; k < i; ++k)
       if (d.site_names[k] == n) return bad(at("sites"), "diloco.sites", "names site \"" + n + "\" twice");
   }
+  if (d.min_sites > d.sites)
+    return bad(at("min_sites"), "diloco.min_sites",
+               "must be between 1 and the number of sites (" + std::to_string(d.sites) + "), got " +
+                   std::to_string(d.min_sites));
   for (const auto& name : d.datasets)
     if (name.empty() || name.find_first_of("/\\") != std::string::npos || name == "." || name == "..")
       return bad(at("datasets"), "diloco.datasets", "must be dataset names, not paths: \"" + name + "\"");

@@ -259,6 +259,12 @@ status check_link_shape_env(const char* const* envp) {
     const auto eq = item.find('=');
     if (eq == std::string_view::npos) continue;
     const std::string_view name = item.substr(0, eq);
+    if (name.size() == prefix.size() + 1 && name.starts_with(prefix) && name[prefix.size()] == '_')
+      return make_error(errc::invalid_argument,
+                        std::string(name) + " names no site: write " + std::string(prefix) +
+                            "_<SITE> (the site's name in capitals, other characters as _, e.g. " +
+                            link_shape_env_for("north") + ") for one site, or " + std::string(prefix) +
+                            " for every site");
     if (name != prefix && !(name.size() > prefix.size() + 1 && name.starts_with(prefix) && name[prefix.size()] == '_'))
       continue;
     if (auto c = parse_link_spec(item.substr(eq + 1)); !c.ok())

@@ -47,6 +47,7 @@ result<std::optional<link_config>> link_config_for_site(const std::function<cons
 // Every LOOM_LINK_SHAPE and LOOM_LINK_SHAPE_* in `envp` (NAME=VALUE, null-
 // terminated, like environ) parses: a service checks this at start-up and
 // refuses to start with the first bad one (variable and field named).
+// LOOM_LINK_SHAPE_ itself (no site after the '_') is one: it would shape nothing.
 status check_link_shape_env(const char* const* envp);
 
 }  // namespace loom::wire

@@ -163,4 +163,10 @@ TEST_CASE("a service's start-up check names the first LOOM_LINK_SHAPE variable t
   REQUIRE_FALSE(s.ok());
   CHECK(s.code() == errc::invalid_argument);
   CHECK(s.err().message.rfind("LOOM_LINK_SHAPE_SITE_3: link spec \"loss=2\": loss", 0) == 0);
+  // LOOM_LINK_SHAPE_ with no site after it shapes nothing: refused, not ignored.
+  const char* no_site[] = {"LOOM_LINK_SHAPE_=lat=1h", nullptr};
+  auto e = check_link_shape_env(no_site);
+  REQUIRE_FALSE(e.ok());
+  CHECK(e.code() == errc::invalid_argument);
+  CHECK(e.err().message.rfind("LOOM_LINK_SHAPE_ names no site", 0) == 0);
 }

@@ -2,10 +2,15 @@
 
 #include "libs/crypto/hash.hpp"
 #include "services/aggregator/job_store.hpp"
+#include "services/aggregator/limits.hpp"
 #include "services/aggregator/wire.hpp"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <cstdio>
 #include <random>
+#include <set>
 #include <utility>
 
 namespace loom::aggregator {
@@ -63,7 +68,7 @@ aggregation::aggregation(aggregation_spec spec, job_rounds rounds, std::string s
 }
 
 result<std::unique_ptr<aggregation>> aggregation::create(aggregation_spec spec, std::vector<float> init,
-                                                         std::string state_file, nanos now) {
+                                                         std::string state_file, nanos now, std::string grant) {
   if (!valid_job_name(spec.job))
     return make_error(errc::invalid_argument, "job '" + spec.job + "': want 1-64 of [A-Za-z0-9._-]");
   auto plan = make_plan(spec);
@@ -73,6 +78,7 @@ result<std::unique_ptr<aggregation>> aggregation::create(aggregation_spec spec, 
   auto rounds = job_rounds::make(std::move(*opt), spec.rounds, now);
   if (!rounds) return rounds.err();
   std::unique_ptr<aggregation> a(new aggregation(std::move(spec), std::move(*rounds), std::move(state_file)));
+  a->grant_ = std::move(grant);
   if (auto s = save_state(a->state_file_, a->snapshot()); !s) return s.err();
   return a;
 }
@@ -102,6 +108,7 @@ result<std::unique_ptr<aggregation>> aggregation::restore(saved_state st, std::s
   for (auto& h : st.held)
     if (h.header.fragment < a->last_update_.size()) a->last_update_[h.header.fragment] = std::move(h);
   a->restarts_ = st.restarts + 1;
+  a->grant_ = std::move(st.grant);
   if (auto s = save_state(a->state_file_, a->snapshot()); !s) return s.err();
   return a;
 }
@@ -116,18 +123,50 @@ result<join_answer> aggregation::join(const std::string& site, const std::string
 }
 
 refusal aggregation::refuse(std::string reason, error e) {
-  if (reason == "bad_header" || reason == "forged_site" || reason == "truncated_frame" || reason == "bad_payload")
-    ++wire_refusals_[reason];
+  // job_rounds counts its own reasons; these are decided around it.
+  static const std::set<std::string, std::less<>> outside{"bad_header",  "forged_site",     "truncated_frame",
+                                                          "bad_payload", "not_granted",     "too_many_tokens",
+                                                          "norm_bound"};
+  if (outside.count(reason)) ++wire_refusals_[reason];
   return {std::move(reason), std::move(e)};
 }
 
+std::optional<refusal> aggregation::out_of_bounds(const delta_meta& d, std::span<const float> values) {
+  const std::string where = "delta from site '" + d.site + "' for round " + std::to_string(d.round) +
+                            " of fragment " + std::to_string(d.fragment);
+  if (spec_.max_delta_tokens > 0 && d.tokens > spec_.max_delta_tokens)
+    return refuse("too_many_tokens", make_error(errc::invalid_argument,
+                                                where + " claims " + std::to_string(d.tokens) +
+                                                    " tokens; the stage trains at most " +
+                                                    std::to_string(spec_.max_delta_tokens) +
+                                                    " (train.steps x batch x seq_len x grad_accum)"));
+  if (values.empty()) return std::nullopt;
+  const double norm = l2_norm(values);
+  if (!std::isfinite(norm)) return std::nullopt;  // job_rounds refuses it as non_finite, naming the value
+  const auto& plan = rounds_->optimizer().plan();
+  theta_p_.resize(values.size());
+  plan.gather(static_cast<int>(d.fragment), rounds_->optimizer().params(), theta_p_);
+  const double theta = l2_norm(theta_p_), most = max_delta_norm(theta, values.size());
+  if (norm > most) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, " has norm %.4g; the bound is %.4g (4 x the fragment's norm %.4g + 4 x sqrt(%zu))",
+                  norm, most, theta, values.size());
+    return refuse("norm_bound", make_error(errc::invalid_argument, where + buf));
+  }
+  if (theta > 0) max_norm_ratio_ = std::max(max_norm_ratio_, norm / theta);
+  max_bound_use_ = std::max(max_bound_use_, norm / most);
+  return std::nullopt;
+}
+
 std::variant<delta_outcome, refusal> aggregation::submit(const delta_header& h, std::string_view payload,
-                                                         const std::string& principal, nanos now) {
+                                                         const std::string& sender, nanos now) {
   const delta_meta& d = h.meta;
-  if (d.site != principal)
+  if (d.site != sender)
     return refuse("forged_site", make_error(errc::permission_denied, "delta claims site '" + d.site +
                                                                          "' but was sent with the key of '" +
-                                                                         principal + "'"));
+                                                                         sender + "'"));
+  if (spec_.max_delta_tokens > 0 && d.tokens > spec_.max_delta_tokens)  // before decoding: cheap
+    return *out_of_bounds(d, {});
   if (auto s = check_payload(h.payload_bytes, h.payload_sha256, payload); !s)
     return refuse(s.code() == errc::corruption && s.err().message.starts_with("truncated") ? "truncated_frame"
                                                                                             : "bad_payload",
@@ -152,6 +191,7 @@ std::variant<delta_outcome, refusal> aggregation::submit(const delta_header& h, 
                                                                          std::to_string(d.round) + ": " +
                                                                          s.err().message));
     values = decoded_;
+    if (auto r = out_of_bounds(d, values)) return *r;
   }
   // A wrong fragment or shape reaches job_rounds without values: it refuses
   // and counts it (after the membership checks, so the reason is the first one).
@@ -266,6 +306,7 @@ saved_state aggregation::snapshot() const {
   s.restarts = restarts_;
   for (const auto& h : last_update_)
     if (h) s.held.push_back(*h);
+  s.grant = grant_;
   return s;
 }
 

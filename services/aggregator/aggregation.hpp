@@ -43,6 +43,8 @@ struct aggregation_spec {
   diloco::outer_options outer;
   std::string init_snapshot;       // signed snapshot dir under the data dir, or
   std::uint64_t init_seed = 0;     // N(0, 0.02) from this seed; 0: zeros
+  std::uint64_t max_delta_tokens = 0;  // the most tokens one delta may claim (0: no bound)
+  std::uint32_t min_sites = 0;     // sites that must contribute before the export; 0: every granted one
 };
 
 // The spec's fragment plan (flat or GPT-2). invalid_argument naming the field.
@@ -68,6 +70,7 @@ struct saved_state {
   round_stats stats;
   std::uint64_t restarts = 0;
   std::vector<held_update> held;  // at most one per fragment
+  std::string grant;              // loom.v1.AggregationGrant, serialized: what created the job
 };
 
 struct close_report {
@@ -83,7 +86,8 @@ struct delta_outcome {
 };
 
 // A refused delta: the reason label (job_rounds' reasons, or the wire's:
-// bad_header, forged_site, truncated_frame, bad_payload) and the error.
+// bad_header, forged_site, truncated_frame, bad_payload; or the grant's and
+// the bounds': not_granted, too_many_tokens, norm_bound) and the error.
 struct refusal {
   std::string reason;
   error err;
@@ -104,18 +108,23 @@ struct join_answer {
 
 class aggregation {
  public:
-  // A new job at `init` (size = the plan's total), saved to `state_file`.
+  // A new job at `init` (size = the plan's total), saved to `state_file`
+  // with `grant` (a serialized loom.v1.AggregationGrant).
   static result<std::unique_ptr<aggregation>> create(aggregation_spec spec, std::vector<float> init,
-                                                     std::string state_file, nanos now);
+                                                     std::string state_file, nanos now, std::string grant = "");
   // A job reloaded from its saved state (restarts + 1, saved again).
   static result<std::unique_ptr<aggregation>> restore(saved_state st, std::string state_file, nanos now);
 
   // Enrols the site under its key (first time) and makes it active.
   result<join_answer> join(const std::string& site, const std::string& key_id);
-  // A delta from `principal` (its CURVE principal). Accepted: summed in, and
-  // the round closed when it may. Refused: the reason and the error.
+  // A delta sent with the key of site `sender`. Accepted: summed in, and
+  // the round closed when it may. Refused: the reason and the error. Beyond
+  // job_rounds' checks: the sender is the site named, the payload is the
+  // header's, tokens ≤ spec.max_delta_tokens, ‖Δ‖ within max_delta_norm.
   std::variant<delta_outcome, refusal> submit(const delta_header& h, std::string_view payload,
-                                              const std::string& principal, nanos now);
+                                              const std::string& sender, nanos now);
+  // Counts a refusal decided outside (the engine's not_granted) with the wire's.
+  refusal refuse(std::string reason, error e);
   // What fragment p has newer than have_version for `site`.
   result<pull_answer> pull(const std::string& site, std::uint32_t p, std::uint64_t have_version, bool want_params);
   // Closes the rounds whose deadline passed (with at least one delta).
@@ -127,13 +136,19 @@ class aggregation {
   std::uint64_t bytes_sent() const { return bytes_out_; }
   std::uint64_t restarts() const { return restarts_; }
   const std::map<std::string, std::uint64_t>& wire_refusals() const { return wire_refusals_; }
+  const std::string& grant() const { return grant_; }
+  // Of the deltas within the norm bound (this process): max ‖Δ_p‖/‖θ_p‖, max ‖Δ_p‖/bound.
+  double max_norm_ratio() const { return max_norm_ratio_; }
+  double max_bound_use() const { return max_bound_use_; }
+  void set_grant(std::string g) { grant_ = std::move(g); }
   // The state as saved: per-site last rounds exclude deltas not yet in a step.
   saved_state snapshot() const;
 
  private:
   aggregation(aggregation_spec spec, job_rounds rounds, std::string state_file);
   close_report close(std::uint32_t p, nanos now);
-  refusal refuse(std::string reason, error e);
+  // too_many_tokens / norm_bound, or nullopt. REQUIRES: values are fragment p's.
+  std::optional<refusal> out_of_bounds(const delta_meta& d, std::span<const float> values);
 
   aggregation_spec spec_;
   std::unique_ptr<job_rounds> rounds_;
@@ -147,6 +162,9 @@ class aggregation {
   std::vector<std::byte> encoded_;
   std::uint64_t bytes_in_ = 0, bytes_out_ = 0, restarts_ = 0;
   std::map<std::string, std::uint64_t> wire_refusals_;
+  std::string grant_;
+  std::vector<float> theta_p_;  // scratch: fragment p of θ, for the norm bound
+  double max_norm_ratio_ = 0, max_bound_use_ = 0;
 };
 
 }  // namespace loom::aggregator

@@ -189,3 +189,30 @@ TEST_CASE("a state file with a flipped tensor byte or a cut tail is refused as c
   REQUIRE_FALSE(cut.ok());
   CHECK(cut.err().message.find(file) != std::string::npos);
 }
+
+TEST_CASE("a delta claiming more tokens than the stage trains, or moving a fragment past the norm bound, is refused with its reason and counted") {
+  files::temp_dir dir;
+  auto s = spec();
+  s.max_delta_tokens = 1000;
+  auto a = aggregation::create(s, std::vector<float>(8, 1.0f), dir.path() + "/unit/state.bin", sec(0)).value();
+  REQUIRE(a->join("a", "peers/a").ok());
+  auto reason = [](const std::variant<delta_outcome, refusal>& out) {
+    const auto* r = std::get_if<refusal>(&out);
+    return r ? r->reason + ": " + r->err.message : std::string();
+  };
+  auto many = delta("a", 0, 0, {0.1f, 0.1f, 0.1f, 0.1f});
+  many.h.meta.tokens = 1001;
+  CHECK(reason(send(*a, many, "a", 1)).rfind("too_many_tokens: ", 0) == 0);
+  many.h.meta.tokens = UINT64_MAX;  // 2^64 - 1: once accepted, and weighted by it
+  CHECK(reason(send(*a, many, "a", 1)).find("claims 18446744073709551615 tokens; the stage trains at most 1000") !=
+        std::string::npos);
+  // θ_p = (1, 1, 1, 1): ‖θ_p‖ = 2, n = 4, so the bound is 4·2 + 4·2 = 16.
+  CHECK(reason(send(*a, delta("a", 0, 0, {1e20f, 0, 0, 0}), "a", 1)).rfind("norm_bound: ", 0) == 0);
+  CHECK(reason(send(*a, delta("a", 0, 0, {8.1f, 8.1f, 8.1f, 8.1f}), "a", 1)).find("the bound is 16") !=
+        std::string::npos);
+  // A non-finite value is the codec's (or job_rounds') to name, not the bound's.
+  CHECK(reason(send(*a, delta("a", 0, 0, {1, std::nanf(""), 1, 1}), "a", 1)).rfind("norm_bound", 0) != 0);
+  CHECK(reason(send(*a, delta("a", 0, 0, {7.9f, 7.9f, 7.9f, 7.9f}), "a", 1)).empty());  // 15.8: within
+  CHECK(a->wire_refusals().at("too_many_tokens") == 2);
+  CHECK(a->wire_refusals().at("norm_bound") == 2);
+}

@@ -1,7 +1,10 @@
 // The aggregator's control plane, through the service's gateway: requests
 // reach their handler through a handler_table built in the constructor.
-//   StartAggregationRequest (operator)  starts a DiLoCo job in the engine
-//   AggregatorStatusRequest (viewer)    jobs, rounds per fragment, counters
+//   StartAggregationRequest (operator)  starts a granted DiLoCo job in the engine
+//                                       (from a placed site's trainer key only)
+//   ExportGlobalRequest (operator)      a granted stage's end: export, retire
+//   AggregatorStatusRequest (viewer)    jobs, rounds per fragment, counters: the
+//                                       token's tenant's (an admin's: all)
 // The sites' own traffic (join, deltas, pulls) goes to the delta server
 // (delta_server.hpp), not here. Runs on the service actor; the engine is
 // shared with the delta server's thread and locks itself.
@@ -15,6 +18,7 @@
 
 namespace loom::v1 {
 class AggregatorStatusRequest;
+class ExportGlobalRequest;
 class StartAggregationRequest;
 }  // namespace loom::v1
 
@@ -36,8 +40,9 @@ class aggregator_logic final : public runtime::service_logic {
   }
 
  private:
-  runtime::handled status(const loom::v1::AggregatorStatusRequest& req);
-  runtime::handled start(const loom::v1::StartAggregationRequest& req);
+  runtime::handled status(const loom::v1::AggregatorStatusRequest& req, const runtime::call_context& ctx);
+  runtime::handled start(const loom::v1::StartAggregationRequest& req, const runtime::call_context& ctx);
+  runtime::handled export_global(const loom::v1::ExportGlobalRequest& req, const runtime::call_context& ctx);
 
   std::shared_ptr<engine> jobs_;
   delta_endpoint where_;

@@ -1,6 +1,7 @@
 #include "services/aggregator/aggregator_service.hpp"
 
 #include "libs/audit/emitter.hpp"
+#include "libs/auth/token.hpp"
 #include "libs/wire/endpoint.hpp"
 #include "services/aggregator/delta_server.hpp"
 #include "services/aggregator/engine.hpp"
@@ -21,8 +22,14 @@ result<std::string> delta_bind_from(const char* value) {
 
 result<std::shared_ptr<void>> start_parts(runtime::service_env& env, const std::string& bind, aggregator_handles& out) {
   audit::emitter* em = env.audit;
-  auto jobs = std::make_shared<engine>(engine_options{
-      env.paths.root, env.node_id, env.zone, [em](audit::record r) { em->emit(std::move(r)); }, env.metrics});
+  // The token key verifies the scheduler's aggregation grants (service_main
+  // refuses to start without it, for the gateway's tokens).
+  auto key = auth::load_token_key(env.paths.token_key());
+  if (!key) return make_error(key.code(), "the token key (it verifies aggregation grants): " + key.err().message);
+  engine_options eo{env.paths.root, env.node_id, env.zone, [em](audit::record r) { em->emit(std::move(r)); },
+                    env.metrics};
+  eo.token_key = *key;
+  auto jobs = std::make_shared<engine>(std::move(eo));
   const auto now = std::chrono::duration_cast<nanos>(std::chrono::steady_clock::now().time_since_epoch());
   for (const auto& job : jobs->load_saved(now)) std::fprintf(stderr, "loom-aggregator: resumed job %s\n", job.c_str());
   auto server = delta_server::start({env.paths.root, env.keys, bind, jobs});

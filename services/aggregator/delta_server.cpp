@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <cstring>
 #include <set>
 #include <thread>
 #include <vector>
@@ -57,7 +58,6 @@ struct delta_server::impl {
   std::unique_ptr<wire::zap_handler> zap;
   zmq::socket_t router;
   std::string endpoint;
-  std::set<std::string> peers;  // principals from keys/peers (thread only)
   std::set<std::string> admitted;  // every principal of the allow-list now (thread only)
   std::atomic<bool> stop{false};
   std::thread thread;
@@ -70,44 +70,54 @@ struct delta_server::impl {
   frames pull(const loom::v1::GlobalPull& r, const std::string& principal);
 };
 
+namespace {
+// A ZAP principal as reload_keys names it back as the key it is: "peers/S",
+// "diloco/S", "sites/S" (a site's key and where it came from), else one of
+// this deployment's own service keys.
+site_key key_of(const std::string& principal) {
+  for (auto [prefix, source] : {std::pair{"peers/", key_source::peer}, std::pair{"diloco/", key_source::diloco},
+                                std::pair{"sites/", key_source::enrolled}})
+    if (principal.rfind(prefix, 0) == 0) return site_key{principal.substr(std::strlen(prefix)), source};
+  return site_key{principal, key_source::own};
+}
+}  // namespace
+
 status delta_server::impl::reload_keys() {
   const layout::paths paths{o.data_dir};
   wire::allow_list keys;
   auto own = wire::load_allow_list(paths.curve_dir());
   if (!own) return own.err();
   keys = *own;
-  // Sites: other deployments' keys (keys/peers) and this deployment's diloco
-  // stages' site keys (keys/diloco, which the dataset sync server does not trust).
-  std::set<std::string> names;
-  for (const std::string& dir : {paths.peers_dir(), paths.diloco_sites_dir()}) {
+  // Sites, each principal named by where its key came from (key_of): other
+  // deployments' keys (keys/peers) and this deployment's diloco stages' site
+  // keys (keys/diloco, which the dataset sync server does not trust) speak
+  // for a stage of this deployment's trainers; an enrolled edge site's
+  // trainer key (keys/sites/<site>.trainer.pub, written by the scheduler from
+  // its registry; a revoked site's files are gone) speaks for that edge site.
+  // So a site named "site-0" that enrolled is never taken for this
+  // deployment's site-0, nor the other way round.
+  for (auto [dir, prefix] : {std::pair{paths.peers_dir(), "peers/"}, std::pair{paths.diloco_sites_dir(), "diloco/"}}) {
     auto theirs = wire::load_allow_list(dir);
     if (!theirs && theirs.code() != errc::not_found) return theirs.err();
     if (theirs)
-      for (auto& [key, principal] : *theirs)
-        if (keys.emplace(key, principal).second) names.insert(principal);
+      for (auto& [key, stem] : *theirs) keys.emplace(key, prefix + stem);
   }
-  // Enrolled edge sites (keys/sites/<site>.<service>.pub, written by the
-  // scheduler from its registry; a revoked site's files are gone): a site's
-  // trainer key speaks for the site, principal = the site's name.
   auto enrolled = wire::load_allow_list(paths.sites_dir());
   if (!enrolled && enrolled.code() != errc::not_found) return enrolled.err();
   if (enrolled)
     for (auto& [key, stem] : *enrolled) {
       const auto dot = stem.rfind('.');
       if (dot == std::string::npos || stem.substr(dot + 1) != "trainer") continue;
-      if (keys.emplace(key, stem.substr(0, dot)).second) names.insert(stem.substr(0, dot));
+      keys.emplace(key, "sites/" + stem.substr(0, dot));
     }
   admitted.clear();
   for (const auto& [key, principal] : keys) admitted.insert(principal);
   zap->set_allow_list(std::move(keys));
-  peers = std::move(names);
   return ok_status();
 }
 
 frames delta_server::impl::join(const loom::v1::DeltaJoin& r, const std::string& principal) {
-  if (!peers.count(principal))
-    return fail(make_error(errc::permission_denied, "key '" + principal + "' is not a site's (keys/peers, keys/diloco, keys/sites)"));
-  auto a = o.jobs->join(r.job(), r.site(), principal);
+  auto a = o.jobs->join(r.job(), r.site(), key_of(principal));
   if (!a) return fail(a.err());
   auto spec = o.jobs->spec(r.job());
   if (!spec) return fail(spec.err());
@@ -131,7 +141,7 @@ frames delta_server::impl::delta(std::vector<zmq::message_t>& in, const std::str
     return fail(h.err());
   }
   const std::string_view payload = in.size() > 3 ? in[3].to_string_view() : std::string_view{};
-  auto out = o.jobs->submit(*h, payload, principal, now_ns());
+  auto out = o.jobs->submit(*h, payload, key_of(principal), now_ns());
   if (auto* r = std::get_if<refusal>(&out)) return fail(r->err);
   const auto& d = std::get<delta_outcome>(out);
   loom::v1::DeltaReply rep;
@@ -145,9 +155,7 @@ frames delta_server::impl::delta(std::vector<zmq::message_t>& in, const std::str
 }
 
 frames delta_server::impl::pull(const loom::v1::GlobalPull& r, const std::string& principal) {
-  if (r.site() != principal)
-    return fail(make_error(errc::permission_denied, "pull as site '" + r.site() + "' with the key of '" + principal + "'"));
-  auto a = o.jobs->pull(r.job(), r.site(), r.fragment(), r.have_version(), r.want_params());
+  auto a = o.jobs->pull(r.job(), r.site(), r.fragment(), r.have_version(), r.want_params(), key_of(principal));
   if (!a) return fail(a.err());
   if (!a->has_update) {
     loom::v1::GlobalPullReply rep;
@@ -180,7 +188,7 @@ frames delta_server::impl::handle(const std::string& type, std::vector<zmq::mess
     loom::v1::RoundStatusQuery r;
     if (!parse(r)) return fail(make_error(errc::invalid_argument, "bad loom.v1.RoundStatusQuery"));
     loom::v1::RoundStatusList list;
-    if (auto s = o.jobs->round_status(r.job(), &list); !s) return fail(s.err());
+    if (auto s = o.jobs->round_status(r.job(), key_of(principal), &list); !s) return fail(s.err());
     return answer(list);
   }
   return fail(make_error(errc::unimplemented, "the aggregator's delta socket does not handle '" + type + "'"));

@@ -1,11 +1,16 @@
 // delta_server: the aggregator's socket for sites (issue 15 §3-4). A ROUTER,
 // CURVE server with a ZeroMQ context and ZAP handler of its own (domain
 // "loom") that admits this deployment's keys (<data>/keys/curve) and the
-// peers' (<data>/keys/peers/<site>.pub, principal = the file's stem, which
-// is the site's name). One thread owns the socket: it reads a request,
-// calls the engine and answers, and every 100 ms closes the rounds whose
-// deadline passed and re-reads the keys (a site placed in keys/peers is
-// admitted within a second, without a restart).
+// sites': other deployments' (keys/peers/<site>.pub), this deployment's
+// diloco stages' (keys/diloco/<site>.pub) and enrolled edge sites' trainers
+// (keys/sites/<site>.trainer.pub). A site key's principal is its directory
+// and the file's stem ("peers/S", "diloco/S", "sites/S"), so the engine
+// knows which site a key speaks for and what kind of site it is, and admits
+// it only to the aggregations whose grant places it (engine.hpp). One thread
+// owns the socket: it reads a request, calls the engine and answers, and
+// every 100 ms closes the rounds whose deadline passed (and retires jobs
+// whose grant expired) and re-reads the keys (a site placed in a key
+// directory is admitted within a second, without a restart).
 //
 //   [type][message]             DeltaJoin, GlobalPull, RoundStatusQuery
 //   [type][header][payload]     DeltaHeader + codec payload (raw)

@@ -1,13 +1,8 @@
+// The engine's plumbing, the delta socket and the status (engine.hpp); a
+// job's life (start with a grant, reload, export, retirement) is engine_life.cpp.
 #include "services/aggregator/engine.hpp"
 
-#include "libs/model/init.hpp"
-#include "services/aggregator/global_export.hpp"
-
 #include "libs/audit/record.hpp"
-#include "libs/auth/token.hpp"
-#include "libs/ckpt/safetensors.hpp"
-#include "libs/ckpt/snapshot.hpp"
-#include "libs/layout/layout.hpp"
 #include "libs/metrics/metrics.hpp"
 #include "loom/v1/aggregator.pb.h"
 #include "services/aggregator/job_store.hpp"
@@ -23,52 +18,39 @@ namespace {
 
 namespace fs = std::filesystem;
 
-bool same_spec(const aggregation_spec& a, const aggregation_spec& b) {
-  loom::v1::AggregationSpec x, y;
-  to_wire(a, &x);
-  to_wire(b, &y);
-  return x.SerializeAsString() == y.SerializeAsString();
-}
-
-// The 16 tensors of a verified snapshot's model.safetensors, in buffer order.
-result<std::vector<float>> snapshot_params(const std::string& data_dir, const std::string& rel,
-                                           const model::gpt2_config& cfg) {
-  const fs::path root = fs::weakly_canonical(data_dir);
-  const fs::path dir = fs::weakly_canonical(fs::path(rel).is_absolute() ? fs::path(rel) : root / rel);
-  if (std::mismatch(root.begin(), root.end(), dir.begin(), dir.end()).first != root.end())
-    return make_error(errc::permission_denied, "init_snapshot " + rel + " is outside the data dir " + root.string());
-  auto key = auth::load_token_key(layout::paths{data_dir}.checkpoint_key());
-  if (!key) return make_error(key.code(), "init_snapshot: the checkpoint signing key: " + key.err().message);
-  std::string where;
-  const auto step = ckpt::parse_step_dir(dir.filename().string());
-  if (step && fs::exists(dir / "MANIFEST.json")) {
-    auto problems = ckpt::verify_snapshot(dir.string(), *step, *key);
-    if (!problems.empty()) return make_error(errc::corruption, "init_snapshot " + rel + ": " + problems.front());
-    where = dir.string();
-  } else {
-    auto loaded = ckpt::load_latest(dir.string(), *key);
-    if (!loaded) return make_error(loaded.code(), "init_snapshot " + rel + ": " + loaded.err().message);
-    where = loaded->dir;
-  }
-  auto file = ckpt::read_safetensors(where + "/model.safetensors");
-  if (!file) return file.err();
-  const auto layout = model::make_param_layout(cfg);
-  std::vector<float> out(layout.total);
-  for (int i = 0; i < model::num_tensors; ++i) {
-    const auto t = static_cast<model::tensor_id>(i);
-    const auto* info = file->find(std::string(model::tensor_name(t)));
-    if (!info || info->type != ckpt::dtype::F32 || info->data.size() != layout.size(t) * sizeof(float))
-      return make_error(errc::invalid_argument, "init_snapshot " + rel + ": tensor " +
-                                                    std::string(model::tensor_name(t)) +
-                                                    " is missing or not the job's F32 shape");
-    std::memcpy(out.data() + layout.offset(t), info->data.data(), info->data.size());
-  }
-  return out;
+std::string joined(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& s : v) out += (out.empty() ? "" : ", ") + s;
+  return out.empty() ? "none" : out;
 }
 
 }  // namespace
 
+std::string site_key::id() const {
+  switch (source) {
+    case key_source::peer: return "peers/" + site;
+    case key_source::diloco: return "diloco/" + site;
+    case key_source::enrolled: return "sites/" + site;
+    case key_source::own: break;
+  }
+  return site;
+}
+
+engine_options::engine_options(std::string d, std::string n, std::string z, std::function<void(audit::record)> a,
+                               metrics::service_metrics* m)
+    : data_dir(std::move(d)), node_id(std::move(n)), zone(std::move(z)), audit(std::move(a)), metrics(m) {}
+
 engine::engine(engine_options o) : o_(std::move(o)) {}
+
+engine::~engine() {
+  for (auto& [t, m] : makers_)
+    if (t.joinable()) t.join();
+}
+
+std::int64_t engine::unix_now() const {
+  if (o_.unix_now) return o_.unix_now();
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
 
 // outcome: audit::decision as int (1 allow, 2 deny, 3 error), so the header needs no audit include.
 void engine::emit(std::string action, std::string job, std::string reason, std::string payload, int outcome) {
@@ -83,110 +65,67 @@ void engine::count(std::string_view name, const std::map<std::string, std::strin
   if (o_.metrics) o_.metrics->add(name, labels, by);
 }
 
-aggregation* engine::find(const std::string& job) {
+engine::held* engine::find(const std::string& job) {
   auto it = jobs_.find(job);
-  return it == jobs_.end() ? nullptr : it->second.get();
+  return it == jobs_.end() || !it->second.agg ? nullptr : &it->second;
 }
 
-std::vector<std::string> engine::load_saved(nanos now) {
-  std::vector<std::string> loaded;
+error engine::ended(const std::string& job) const {
+  if (auto it = retired_.find(job); it != retired_.end())
+    return make_error(errc::not_found, "aggregation " + job + " has ended (" + it->second.reason + ")");
+  if (auto it = jobs_.find(job); it != jobs_.end())
+    return make_error(errc::unavailable, "aggregation " + job + " is still being made; try again");
+  return make_error(errc::not_found, "no aggregation " + job);
+}
+
+// ---- the delta socket -------------------------------------------------------
+
+status engine::check_site(const held& h, const std::string& job, const std::string& site, const site_key& from,
+                          const char* action) {
+  std::string why;
+  const bool right_kind = h.terms.edge_sites ? from.source == key_source::enrolled
+                                             : from.source == key_source::diloco || from.source == key_source::peer;
+  if (site != from.site) why = "asked as site '" + site + "' with the key of '" + from.id() + "'";
+  else if (!right_kind || !h.terms.granted(from.site))
+    why = "key '" + from.id() + "' is not one of the sites placed on " + h.terms.job + "/" + h.terms.stage + " (" +
+          joined(h.terms.sites) + (h.terms.edge_sites ? ", enrolled edge sites" : ", this deployment's") + ")";
+  if (why.empty()) return ok_status();
+  emit(action, job, why, "key=" + from.id(), static_cast<int>(audit::decision::deny));
+  return make_error(errc::permission_denied, why);
+}
+
+result<join_answer> engine::join(const std::string& job, const std::string& site, const site_key& from) {
   std::lock_guard lock(mu_);
-  for (const auto& job : saved_jobs(o_.data_dir)) {
-    const std::string path = state_path(o_.data_dir, job);
-    // A save cut short by a kill -9 leaves its temp file (write_atomic's
-    // <file>.tmp.<pid>.<n>); one aggregator runs per data dir, so any there now is such a one.
-    std::error_code ec;
-    const auto dir = std::filesystem::path(path).parent_path();
-    const std::string stem = std::filesystem::path(path).filename().string() + ".tmp.";
-    for (const auto& e : std::filesystem::directory_iterator(dir, ec))
-      if (e.path().filename().string().rfind(stem, 0) == 0) std::filesystem::remove(e.path(), ec);
-    auto st = load_state(path);
-    auto a = st ? aggregation::restore(std::move(*st), path, now) : result<std::unique_ptr<aggregation>>(st.err());
-    if (!a) {
-      std::fprintf(stderr, "loom-aggregator: job %s not resumed: %s\n", job.c_str(), a.err().to_string().c_str());
-      emit("aggregation.resume_failed", job, a.err().to_string());
-      continue;
-    }
-    emit("aggregation.resumed", job, "", "restarts=" + std::to_string((*a)->restarts()));
-    jobs_[job] = std::move(*a);
-    loaded.push_back(job);
-  }
-  return loaded;
-}
-
-result<std::vector<float>> engine::initial_params(const aggregation_spec& s, std::size_t total) {
-  // A GPT-2 job from a seed (an edge-site stage: no site's snapshot is readable
-  // here) starts from GPT-2's own initialisation, as a trainer would.
-  if (s.init_snapshot.empty() && s.flat_size == 0 && s.init_seed != 0) {
-    std::vector<float> p(total);
-    model::init_params(s.gpt2, p, s.init_seed);
-    return p;
-  }
-  if (s.init_snapshot.empty()) return seeded_params(total, s.init_seed);
-  if (s.flat_size > 0) return make_error(errc::invalid_argument, "init_snapshot needs the GPT-2 shape, not flat_size");
-  return snapshot_params(o_.data_dir, s.init_snapshot, s.gpt2);
-}
-
-result<std::string> engine::export_global(const std::string& job, const std::string& stage_dir, std::uint64_t step,
-                                          const std::string& trainer_state) {
-  std::lock_guard lock(mu_);
-  aggregation* a = find(job);
-  if (!a) return make_error(errc::not_found, "no aggregation " + job);
-  if (a->spec().flat_size > 0) return make_error(errc::invalid_argument, "aggregation " + job + " is not a GPT-2 model");
-  auto out = write_global_snapshot(o_.data_dir, a->spec().gpt2, a->rounds().optimizer().params(), stage_dir, step,
-                                   trainer_state);
-  if (out) emit("aggregation.export", job, "", "snapshot=" + *out);
-  else emit("aggregation.export", job, out.err().message, "stage_dir=" + stage_dir, 3);
-  return out;
-}
-
-result<started> engine::start(const aggregation_spec& spec, nanos now) {
-  std::lock_guard lock(mu_);
-  if (aggregation* a = find(spec.job)) {
-    if (!same_spec(a->spec(), spec))
-      return make_error(errc::already_exists, "aggregation " + spec.job + " runs with another spec");
-    return started{a->rounds().optimizer().versions(), true};
-  }
-  auto plan = make_plan(spec);
-  if (!plan) return plan.err();
-  auto init = initial_params(spec, plan->total());
-  if (!init) return init.err();
-  auto a = aggregation::create(spec, std::move(*init), state_path(o_.data_dir, spec.job), now);
-  if (!a) return a.err();
-  started s{(*a)->rounds().optimizer().versions(), false};
-  emit("aggregation.start", spec.job, "",
-       "values=" + std::to_string(plan->total()) + " fragments=" + std::to_string(spec.fragments) +
-           " codec=" + std::string(codec::to_string(spec.codec)));
-  jobs_[spec.job] = std::move(*a);
-  return s;
-}
-
-result<join_answer> engine::join(const std::string& job, const std::string& site, const std::string& principal) {
-  std::lock_guard lock(mu_);
-  aggregation* a = find(job);
-  if (!a) return make_error(errc::not_found, "no aggregation " + job);
-  if (site != principal) {
-    emit("aggregation.join_refused", job, "site '" + site + "' asked with the key of '" + principal + "'", "",
-         static_cast<int>(audit::decision::deny));
-    return make_error(errc::permission_denied, "join as site '" + site + "' with the key of '" + principal + "'");
-  }
-  auto r = a->join(site, "peers/" + principal);
+  held* h = find(job);
+  if (!h) return ended(job);
+  if (auto st = check_site(*h, job, site, from, "aggregation.join_refused"); !st) return st.err();
+  auto r = h->agg->join(site, from.id());
   if (r) emit("aggregation.join", job, "", "site=" + site);
   return r;
 }
 
 std::variant<delta_outcome, refusal> engine::submit(const delta_header& h, std::string_view payload,
-                                                    const std::string& principal, nanos now) {
+                                                    const site_key& from, nanos now) {
   std::lock_guard lock(mu_);
-  aggregation* a = find(h.job);
-  auto out = a ? a->submit(h, payload, principal, now)
-               : std::variant<delta_outcome, refusal>(refusal{"unknown_job", make_error(errc::not_found, "no aggregation " + h.job)});
+  held* j = find(h.job);
+  aggregation* a = j ? j->agg.get() : nullptr;
+  std::variant<delta_outcome, refusal> out = refusal{"unknown_job", ended(h.job)};
+  if (a) {
+    const bool right_kind = j->terms.edge_sites ? from.source == key_source::enrolled
+                                                : from.source == key_source::diloco || from.source == key_source::peer;
+    if (!right_kind || !j->terms.granted(from.site))
+      out = a->refuse("not_granted", make_error(errc::permission_denied,
+                                                "delta from key '" + from.id() + "': not one of the sites placed on " +
+                                                    j->terms.job + "/" + j->terms.stage + " (" + joined(j->terms.sites) + ")"));
+    else
+      out = a->submit(h, payload, from.site, now);
+  }
   if (auto* r = std::get_if<refusal>(&out)) {
     count("deltas_rejected_total", {{"job", h.job}, {"reason", r->reason}});
     if (r->reason == "stale") count("deltas_dropped_total", {{"job", h.job}});
     emit("aggregation.delta_rejected", h.job, r->reason + ": " + r->err.message,
-         "site=" + h.meta.site + " key=" + principal + " fragment=" + std::to_string(h.meta.fragment) +
-             " round=" + std::to_string(h.meta.round),
+         "site=" + h.meta.site + " key=" + from.id() + " fragment=" + std::to_string(h.meta.fragment) +
+             " round=" + std::to_string(h.meta.round) + " tokens=" + std::to_string(h.meta.tokens),
          static_cast<int>(audit::decision::deny));
     return out;
   }
@@ -220,11 +159,12 @@ void engine::closed(const aggregation& a, const close_report& r) {
 }
 
 result<pull_answer> engine::pull(const std::string& job, const std::string& site, std::uint32_t p,
-                                 std::uint64_t have_version, bool want_params) {
+                                 std::uint64_t have_version, bool want_params, const site_key& from) {
   std::lock_guard lock(mu_);
-  aggregation* a = find(job);
-  if (!a) return make_error(errc::not_found, "no aggregation " + job);
-  auto r = a->pull(site, p, have_version, want_params);
+  held* h = find(job);
+  if (!h) return ended(job);
+  if (auto st = check_site(*h, job, site, from, "aggregation.pull_refused"); !st) return st.err();
+  auto r = h->agg->pull(site, p, have_version, want_params);
   if (r && r->has_update)
     count("bytes_sent_total", {{"job", job}, {"site", site}}, static_cast<double>(r->payload->size()));
   return r;
@@ -232,24 +172,44 @@ result<pull_answer> engine::pull(const std::string& job, const std::string& site
 
 result<aggregation_spec> engine::spec(const std::string& job) {
   std::lock_guard lock(mu_);
-  aggregation* a = find(job);
-  if (!a) return make_error(errc::not_found, "no aggregation " + job);
-  return a->spec();
+  held* h = find(job);
+  if (!h) return ended(job);
+  return h->spec;
 }
 
-status engine::round_status(const std::string& job, loom::v1::RoundStatusList* out) {
+status engine::round_status(const std::string& job, const site_key& from, loom::v1::RoundStatusList* out) {
   std::lock_guard lock(mu_);
-  aggregation* a = find(job);
-  if (!a) return make_error(errc::not_found, "no aggregation " + job);
-  for (int p = 0; p < a->rounds().optimizer().plan().fragments(); ++p)
-    to_wire(a->rounds(), job, static_cast<std::uint32_t>(p), out->add_fragments());
+  held* h = find(job);
+  if (!h) return ended(job);
+  if (auto st = check_site(*h, job, from.site, from, "aggregation.status_refused"); !st) return st;
+  for (int p = 0; p < h->agg->rounds().optimizer().plan().fragments(); ++p)
+    to_wire(h->agg->rounds(), job, static_cast<std::uint32_t>(p), out->add_fragments());
   return ok_status();
 }
 
 void engine::tick(nanos now) {
   std::lock_guard lock(mu_);
-  for (auto& [job, a] : jobs_)
-    for (const auto& r : a->tick(now)) closed(*a, r);
+  for (auto& [job, h] : jobs_)
+    if (h.agg)
+      for (const auto& r : h.agg->tick(now)) closed(*h.agg, r);
+  const std::int64_t t = unix_now();
+  if (t < next_sweep_) return;
+  next_sweep_ = t + 1;  // expiry is in seconds
+  for (auto it = jobs_.begin(); it != jobs_.end();) {
+    auto next = std::next(it);
+    if (it->second.agg && it->second.terms.expires_unix <= t)
+      retire(it, "its grant expired at unix " + std::to_string(it->second.terms.expires_unix));
+    it = next;
+  }
+  for (auto it = retired_.begin(); it != retired_.end();) {
+    if (it->second.expires_unix > t) {
+      ++it;
+      continue;
+    }
+    std::error_code ec;
+    fs::remove_all(fs::path(retired_path(o_.data_dir, it->first)).parent_path(), ec);
+    it = retired_.erase(it);
+  }
 }
 
 void engine::refuse_header(const std::string& principal, const error& e) {
@@ -281,24 +241,46 @@ void engine::frame_received(std::string_view type) {
   ++it->second;
 }
 
-void engine::describe(loom::v1::AggregatorStatusReply* out) {
+// ---- status -----------------------------------------------------------------
+
+void engine::status_of(const std::string& job, const held& h, loom::v1::AggregationStatus* j) const {
+  to_wire(h.spec, j->mutable_spec());
+  j->set_tenant(h.terms.tenant);
+  j->set_job_id(h.terms.job);
+  j->set_stage(h.terms.stage);
+  for (const auto& s : h.terms.sites) j->add_granted_sites(s);
+  j->set_expires_unix(h.terms.expires_unix);
+  if (!h.agg) {
+    j->set_starting(true);
+    return;
+  }
+  const auto& rounds = h.agg->rounds();
+  for (int p = 0; p < rounds.optimizer().plan().fragments(); ++p) {
+    auto* f = j->add_fragments();
+    to_wire(rounds, job, static_cast<std::uint32_t>(p), f);
+    for (const auto& [reason, n] : h.agg->wire_refusals()) (*f->mutable_rejected_total())[reason] = n;
+  }
+  for (const auto& s : rounds.sites()) j->add_sites(s.id + ":" + std::string(to_string(s.phase)));
+  j->set_deltas_accepted_total(rounds.stats().arrivals + rounds.stats().late_folded);
+  j->set_bytes_received_total(h.agg->bytes_received());
+  j->set_bytes_sent_total(h.agg->bytes_sent());
+  j->set_restarts(h.agg->restarts());
+  j->set_max_delta_norm_ratio(h.agg->max_norm_ratio());
+  j->set_max_delta_bound_use(h.agg->max_bound_use());
+}
+
+void engine::describe(loom::v1::AggregatorStatusReply* out, const std::string& tenant, bool all_tenants) {
   std::lock_guard lock(mu_);
   for (const auto& [type, n] : frames_) (*out->mutable_frames_received())[type] = n;
-  for (auto& [job, a] : jobs_) {
+  for (auto& [job, h] : jobs_) {
+    if (!all_tenants && h.terms.tenant != tenant) continue;
     auto* j = out->add_jobs();
-    to_wire(a->spec(), j->mutable_spec());
-    const auto& rounds = a->rounds();
-    for (int p = 0; p < rounds.optimizer().plan().fragments(); ++p) {
-      auto* f = j->add_fragments();
-      to_wire(rounds, job, static_cast<std::uint32_t>(p), f);
-      for (const auto& [reason, n] : a->wire_refusals()) (*f->mutable_rejected_total())[reason] = n;
-      out->set_round(std::max<std::uint64_t>(out->round(), f->round()));
-    }
-    for (const auto& s : rounds.sites()) j->add_sites(s.id + ":" + std::string(to_string(s.phase)));
-    j->set_deltas_accepted_total(rounds.stats().arrivals + rounds.stats().late_folded);
-    j->set_bytes_received_total(a->bytes_received());
-    j->set_bytes_sent_total(a->bytes_sent());
-    j->set_restarts(a->restarts());
+    status_of(job, h, j);
+    for (const auto& f : j->fragments()) out->set_round(std::max<std::uint64_t>(out->round(), f.round()));
+  }
+  for (const auto& [job, t] : retired_) {
+    if (!all_tenants && t.tenant != tenant) continue;
+    (void)out->add_retired()->ParseFromString(t.bytes);
   }
 }
 

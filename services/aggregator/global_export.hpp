@@ -19,9 +19,12 @@
 namespace loom::aggregator {
 
 // Publishes <stage_dir>/checkpoints/step-<step> (LATEST moves to it) and
-// returns its path. permission_denied when stage_dir is not under
-// <data_dir>/jobs; invalid_argument when trainer_state is not a JSON object
-// whose "step" is `step`, or θ is not cfg's size.
+// returns its path. stage_dir (the grant's) is made if need be and confined
+// to <data_dir>/jobs with files::confined (every link resolved): a path
+// outside it, or leading out through a link, is permission_denied.
+// invalid_argument when trainer_state is not a JSON object whose "step" is
+// `step`, or θ is not cfg's size. On every failure after the snapshot's temp
+// directory is made, it is removed (no .tmp-step-* is left).
 result<std::string> write_global_snapshot(const std::string& data_dir, const model::gpt2_config& cfg,
                                           std::span<const float> theta, const std::string& stage_dir,
                                           std::uint64_t step, const std::string& trainer_state);

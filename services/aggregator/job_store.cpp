@@ -72,6 +72,8 @@ status save_state(const std::string& path, const saved_state& s) {
   for (auto r : st.rejected) h.add_rejected(r);
   h.set_max_outer_step_s(st.max_outer_step_s);
   h.set_total_outer_step_s(st.total_outer_step_s);
+  if (!s.grant.empty() && !h.mutable_grant()->ParseFromString(s.grant))
+    return make_error(errc::internal, "aggregation state " + path + ": the grant to save does not parse");
 
   const std::string header = h.SerializeAsString();
   std::string file(magic);
@@ -147,17 +149,28 @@ result<saved_state> load_state(const std::string& path) {
   st.max_outer_step_s = h.max_outer_step_s();
   st.total_outer_step_s = h.total_outer_step_s();
   s.restarts = h.restarts();
+  if (h.has_grant()) s.grant = h.grant().SerializeAsString();
   return s;
 }
 
-std::vector<std::string> saved_jobs(const std::string& data_dir) {
+std::string retired_path(const std::string& data_dir, const std::string& job) {
+  return data_dir + "/aggregator/" + job + "/retired";
+}
+
+namespace {
+// Job directories under <data>/aggregator holding `file`, sorted.
+std::vector<std::string> jobs_with(const std::string& data_dir, const char* file) {
   std::vector<std::string> out;
   std::error_code ec;
   for (std::filesystem::directory_iterator it(data_dir + "/aggregator", ec), end; !ec && it != end; it.increment(ec))
-    if (valid_job_name(it->path().filename().string()) && std::filesystem::exists(it->path() / "state.bin", ec))
+    if (valid_job_name(it->path().filename().string()) && std::filesystem::exists(it->path() / file, ec))
       out.push_back(it->path().filename().string());
   std::sort(out.begin(), out.end());
   return out;
 }
+}  // namespace
+
+std::vector<std::string> saved_jobs(const std::string& data_dir) { return jobs_with(data_dir, "state.bin"); }
+std::vector<std::string> retired_jobs(const std::string& data_dir) { return jobs_with(data_dir, "retired"); }
 
 }  // namespace loom::aggregator

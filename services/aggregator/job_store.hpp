@@ -7,7 +7,8 @@
 //   params fp32 | momentum fp32 | downlink residual fp32      (raw, LE)
 //
 // The header carries the spec, versions, sites with their last round per
-// fragment, the round counters and the SHA-256 of the tensor bytes.
+// fragment, the round counters, the grant that created the job and the
+// SHA-256 of the tensor bytes.
 // Stateless functions; one writer per file (the job's owner).
 #pragma once
 
@@ -27,5 +28,12 @@ result<saved_state> load_state(const std::string& path);
 
 // Every job directory under <data>/aggregator holding a state.bin, sorted.
 std::vector<std::string> saved_jobs(const std::string& data_dir);
+
+// A retired aggregation's tombstone (loom.v1.RetiredAggregation, written by
+// the engine): <data>/aggregator/<job>/retired, in place of its state.bin,
+// kept until its grant expires so the grant cannot start the job again.
+std::string retired_path(const std::string& data_dir, const std::string& job);
+// Every job directory holding one, sorted.
+std::vector<std::string> retired_jobs(const std::string& data_dir);
 
 }  // namespace loom::aggregator

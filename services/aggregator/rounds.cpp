@@ -188,10 +188,16 @@ result<accepted> job_rounds::submit(const delta_meta& d, std::span<const float> 
                       std::to_string(plan.fragments()) + " (0-" + std::to_string(plan.fragments() - 1) + ")");
   const std::uint32_t p = d.fragment;
   const std::string where = who + " for round " + std::to_string(d.round) + " of fragment " + std::to_string(p);
-  if (d.elements != plan.size(p) || values.size() != d.elements)
+  // Say what differs: the header's count (whose payload is then not
+  // decoded at all), or the values received against it.
+  if (d.elements != plan.size(p))
     return reject(R::wrong_shape, errc::invalid_argument,
-                  where + " has " + std::to_string(values.size()) + " values (header: " +
-                      std::to_string(d.elements) + "); the fragment has " + std::to_string(plan.size(p)));
+                  where + " declares " + std::to_string(d.elements) + " values; the fragment has " +
+                      std::to_string(plan.size(p)));
+  if (values.size() != d.elements)
+    return reject(R::wrong_shape, errc::invalid_argument,
+                  where + " carries " + std::to_string(values.size()) + " values; its header declares " +
+                      std::to_string(d.elements));
   if (d.tokens == 0)
     return reject(R::no_tokens, errc::invalid_argument,
                   where + " reports 0 tokens; its weight is the tokens trained since its base version");

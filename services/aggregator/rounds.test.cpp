@@ -194,7 +194,13 @@ TEST_CASE("each kind of bad delta is refused with its reason and counted, and th
   CHECK(j.submit(meta("s2", 0), std::vector<float>{1, nan}, sec(7)).err().message ==
         "delta from site 's2' for round 0 of fragment 0 has NaN at index 1");
   CHECK(j.submit(meta("s1", 0), std::vector<float>{1, 1, 1}, sec(7)).err().message ==
-        "delta from site 's1' for round 0 of fragment 0 has 3 values (header: 2); the fragment has 2");
+        "delta from site 's1' for round 0 of fragment 0 carries 3 values; its header declares 2");
+  // A header of another count: its payload is never decoded (no values), and
+  // the refusal says what the header claimed, not "has 0 values".
+  auto other = meta("s1", 0);
+  other.elements = 999;
+  CHECK(j.submit(other, {}, sec(7)).err().message ==
+        "delta from site 's1' for round 0 of fragment 0 declares 999 values; the fragment has 2");
 
   const auto& st = j.stats();
   auto n = [&](reject_reason r) { return st.rejected[static_cast<int>(r)]; };
@@ -202,12 +208,12 @@ TEST_CASE("each kind of bad delta is refused with its reason and counted, and th
   CHECK(n(reject_reason::revoked_site) == 1);
   CHECK(n(reject_reason::not_joined) == 1);
   CHECK(n(reject_reason::wrong_fragment) == 2);
-  CHECK(n(reject_reason::wrong_shape) == 3);
+  CHECK(n(reject_reason::wrong_shape) == 4);
   CHECK(n(reject_reason::no_tokens) == 1);
   CHECK(n(reject_reason::non_finite) == 3);
   CHECK(n(reject_reason::future_round) == 2);
   CHECK(n(reject_reason::duplicate) == 1);
-  CHECK(st.rejected_total() == 15);
+  CHECK(st.rejected_total() == 16);
   // Nothing bad reached the accumulator; the two good sites close the round.
   CHECK(j.optimizer().pending_deltas(0) == 1);
   REQUIRE(j.submit(meta("s2", 0), ones, sec(8)).ok());

@@ -164,6 +164,8 @@ result<aggregation_spec> from_wire(const loom::v1::AggregationSpec& w) {
   if (!w.init_snapshot().empty() && w.init_seed() != 0) return bad(msg, "give init_snapshot or init_seed, not both");
   s.init_snapshot = w.init_snapshot();
   s.init_seed = w.init_seed();
+  s.max_delta_tokens = w.max_delta_tokens();
+  s.min_sites = w.min_sites();
   if (auto plan = make_plan(s); !plan) return bad(msg, plan.err().message);
   return s;
 }
@@ -191,6 +193,8 @@ void to_wire(const aggregation_spec& s, loom::v1::AggregationSpec* out) {
   out->set_outer_momentum(s.outer.momentum);
   out->set_init_snapshot(s.init_snapshot);
   out->set_init_seed(s.init_seed);
+  out->set_max_delta_tokens(s.max_delta_tokens);
+  out->set_min_sites(s.min_sites);
 }
 
 void to_wire(const job_rounds& j, const std::string& job, std::uint32_t p, loom::v1::RoundStatus* out) {

@@ -105,6 +105,8 @@ class scheduler_logic final : public runtime::service_logic {
   // How a stage's final checkpoint is verified before it may succeed
   // (job_manager::set_checkpoint_check: the cloud's checkpoint key).
   void set_checkpoint_check(job_manager::checkpoint_check c) { jobs_.set_checkpoint_check(std::move(c)); }
+  // The cloud's token key, which signs diloco stages' aggregation grants (job_manager::set_grant_key).
+  void set_grant_key(std::string key) { jobs_.set_grant_key(std::move(key)); }
   // The edge sites registry (a cloud instance); without one the site requests
   // answer unimplemented. Each site event is told to `sink`.
   void set_sites(std::unique_ptr<site_registry> sites, site_sink sink);

@@ -96,6 +96,7 @@ std::unique_ptr<runtime::service_logic> make_logic(runtime::service_env& env, co
   logic->set_checkpoint_check(manifest_check(env.paths.checkpoint_key()));
   logic->set_dataset_probe(ingest_probe(env));
   logic->set_read_roots(layout::job_read_roots(env.paths, env.eps));
+  if (auto k = auth::load_token_key(env.paths.token_key())) logic->set_grant_key(*k);  // diloco stages' grants
   if (env.db)
     logic->set_models(std::make_unique<model_registry>(
         env.db, [] { return std::chrono::system_clock::now(); }, verifying_inspector(env.paths.checkpoint_key()),

@@ -58,6 +58,8 @@ void to_wire(const job_rec& j, loom::v1::JobInfo* o) {
       q->set_deltas_late(x.late);
       q->set_deltas_dropped(x.dropped);
     }
+    for (const auto& c : s.contributed) p->add_contributed_sites(c);
+    for (const auto& m : s.missing) p->add_missing_sites(m);
   }
 }
 
@@ -100,6 +102,8 @@ poll_report from_wire(const loom::v1::PollWorkRequest& q) {
   r.val_loss = q.val_loss();
   r.val_step = q.val_step();
   for (const auto& n : q.notices()) r.notices.push_back({n.seq(), n.kind(), n.text()});
+  r.contributed.assign(q.contributed_sites().begin(), q.contributed_sites().end());
+  r.missing.assign(q.missing_sites().begin(), q.missing_sites().end());
   if (q.has_site()) {
     const auto& x = q.site();
     r.site = {x.site(), q.node().value(), x.step(), x.loss(), x.bytes_sent(), x.bytes_received(), x.stall_s(),
@@ -126,6 +130,7 @@ void to_wire(const poll_answer& a, loom::v1::PollWorkReply* rep) {
   w->set_stop_at_step(a.work->stop_at);
   w->set_eval_text(a.work->eval_text);
   w->set_tenant(a.work->tenant);
+  w->set_aggregation_grant(a.work->aggregation_grant);
   for (const auto& p : a.work->peers) {
     auto* q = w->add_peers();
     q->set_node(p.node);

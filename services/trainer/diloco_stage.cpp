@@ -1,6 +1,7 @@
 #include "services/trainer/diloco_stage.hpp"
 
 #include "libs/ckpt/snapshot.hpp"
+#include "libs/diloco/grant/stage_spec.hpp"
 #include "libs/files/files.hpp"
 #include "libs/metrics/metrics.hpp"
 #include "libs/runtime/service.hpp"
@@ -17,14 +18,26 @@
 
 namespace loom::trainer {
 
-diloco_site site_of(const assigned_stage& a) {
+result<diloco_site> site_of(const assigned_stage& a, const runspec::run_config& cfg) {
   diloco_site d;
-  d.site = "site-" + std::to_string(a.rank);
-  std::string name = a.job + "." + a.stage;
-  for (char& ch : name)
-    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '.' && ch != '_' && ch != '-') ch = '-';
-  d.aggregation = name.substr(0, 64);
-  d.init_snapshot = a.out_dir + "/checkpoints/" + ckpt::step_dir_name(0);
+  d.aggregation = diloco::aggregation_name(a.job, a.stage);
+  const auto sites = diloco::stage_sites(cfg);
+  if (a.rank >= sites.size())
+    return make_error(errc::invalid_argument, "member " + std::to_string(a.rank) + " of a stage of " +
+                                                  std::to_string(sites.size()) + " sites");
+  d.site = sites[a.rank];
+  loom::v1::AggregationGrant g;
+  if (a.aggregation_grant.empty() || !g.ParseFromString(a.aggregation_grant))
+    return make_error(errc::invalid_argument, "the assignment of " + a.job + "/" + a.stage +
+                                                  " carries no aggregation grant: a diloco stage runs only as the "
+                                                  "scheduler placed it (a scheduler from before grants?)");
+  if (g.job() != a.job || g.stage() != a.stage || g.spec().job() != d.aggregation)
+    return make_error(errc::invalid_argument, "the assignment's aggregation grant is for " + g.job() + "/" +
+                                                  g.stage() + ", not " + a.job + "/" + a.stage);
+  if (a.rank >= static_cast<std::uint32_t>(g.sites_size()) || g.sites(static_cast<int>(a.rank)) != d.site)
+    return make_error(errc::invalid_argument, "the aggregation grant does not place site " + d.site + " at rank " +
+                                                  std::to_string(a.rank));
+  d.grant = a.aggregation_grant;
   return d;
 }
 
@@ -54,7 +67,7 @@ result<wire::curve_keypair> site_identity(const layout::paths& paths, const std:
 }
 
 result<aggregator_address> start_aggregation(runtime::service_env& env, const runspec::run_config& cfg,
-                                             const diloco_site& where) {
+                                             const diloco_site& where, std::uint32_t rank) {
   auto eps = layout::read_endpoints(env.paths.endpoints());  // fresh: a restarted aggregator may have moved
   const auto* agg = eps ? eps->find("aggregator") : env.eps.find("aggregator");
   if (!agg || agg->rpc.empty())
@@ -63,45 +76,34 @@ result<aggregator_address> start_aggregation(runtime::service_env& env, const ru
   auto key = wire::load_public_key(layout::reach(env.paths, eps ? *eps : env.eps, "aggregator").key_dir, "aggregator");
   if (!key) return key.err();
   loom::v1::StartAggregationRequest req;
-  auto* s = req.mutable_spec();
-  s->set_job(where.aggregation);
-  s->set_gpt2_layers(static_cast<std::uint32_t>(cfg.model.layers));
-  s->set_gpt2_heads(static_cast<std::uint32_t>(cfg.model.heads));
-  s->set_gpt2_channels(static_cast<std::uint32_t>(cfg.model.channels));
-  s->set_gpt2_max_seq_len(static_cast<std::uint32_t>(cfg.model.max_seq_len));
-  s->set_gpt2_vocab(static_cast<std::uint32_t>(cfg.model.vocab));
-  s->set_gpt2_padded_vocab(static_cast<std::uint32_t>(cfg.model.padded_vocab));
-  s->set_fragments(cfg.diloco.fragments);
-  s->set_sync_every(cfg.diloco.inner_steps);
-  s->set_codec(cfg.diloco.codec);
-  s->set_quorum_fraction(cfg.diloco.quorum);
-  s->set_staleness_bound(cfg.diloco.staleness);
-  s->set_deadline_min_ms(static_cast<std::uint64_t>(cfg.diloco.deadline_min_s * 1000));
-  s->set_outer_lr(cfg.diloco.outer_lr);
-  s->set_outer_momentum(cfg.diloco.outer_momentum);
-  // Edge sites: no site's snapshot is readable at the cloud; every member
-  // names the same seed and the aggregator draws GPT-2's init from it.
-  if (where.init_seed != 0) s->set_init_seed(where.init_seed);
-  else s->set_init_snapshot(where.init_snapshot);
+  if (!req.mutable_grant()->ParseFromString(where.grant))
+    return make_error(errc::invalid_argument, "the aggregation grant does not parse");
+  // The spec this member's config says, as the scheduler built it for the
+  // grant: train.seed as the run spec has it (localize added the rank), the
+  // start the grant names (the job's previous stage; the cloud's path, which
+  // an edge site does not hold).
+  runspec::run_config base = cfg;
+  base.seed -= rank;
+  diloco::stage_spec(base, where.aggregation, req.grant().spec().init_snapshot(), req.mutable_spec());
   wire::client cli(*env.ctx, agg->rpc, *key, env.keys, wire::client_options{std::chrono::milliseconds(2000), 0});
   auto rep = wire::call_typed<loom::v1::StartAggregationReply>(cli, req, runtime::token_for(env, "aggregator"));
   if (!rep) return make_error(rep.code(), "StartAggregation " + where.aggregation + " at " + agg->rpc + ": " +
                                               rep.err().message);
+  if (rep->starting())
+    return make_error(errc::unavailable, "aggregation " + where.aggregation + " is being made at " + agg->rpc);
   return aggregator_address{rep->delta_endpoint(), rep->public_key()};
 }
 
 result<std::unique_ptr<site_sync>> make_site_sync(runtime::service_env& env, const runspec::run_config& cfg,
                                                   const assigned_stage& a, const std::atomic<bool>* stop) {
-  diloco_site where = site_of(a);
+  auto placed = site_of(a, cfg);
+  if (!placed) return placed.err();
+  const diloco_site where = *placed;
+  // An edge site: its trainer key, enrolled with the cloud, speaks for it
+  // (the delta server admits keys/sites/<site>.trainer.pub as that site);
+  // this deployment's sites have keys of their own (keys/diloco).
   result<wire::curve_keypair> keys = env.keys;
-  if (a.rank < cfg.diloco.site_names.size()) {
-    // An edge site: its trainer key, enrolled with the cloud, speaks for it
-    // (the delta server admits keys/sites/<site>.trainer.pub as <site>).
-    where.site = cfg.diloco.site_names[a.rank];
-    where.init_seed = std::max<std::uint64_t>(1, cfg.seed - a.rank);  // localize added the rank
-  } else {
-    keys = site_identity(env.paths, where.site);
-  }
+  if (cfg.diloco.site_names.empty()) keys = site_identity(env.paths, where.site);
   if (!keys) return make_error(keys.code(), "the identity of " + where.site + ": " + keys.err().message);
   auto codec = codec::codec_from_string(cfg.diloco.codec);
   if (!codec) return make_error(errc::invalid_argument, "diloco.codec " + cfg.diloco.codec + " is not a codec");
@@ -120,8 +122,13 @@ result<std::unique_ptr<site_sync>> make_site_sync(runtime::service_env& env, con
   o.site = where.site;
   o.keys = *keys;
   o.codec = *codec;
-  o.locate = [&env, &cfg, where] { return start_aggregation(env, cfg, where); };
+  o.locate = [&env, &cfg, where, rank = a.rank] { return start_aggregation(env, cfg, where, rank); };
   o.sync_wait_s = cfg.diloco.sync_wait_s;  // now: when a version counts as merged late
+  // A site the stage can do without (diloco.min_sites below the sites; not
+  // member 0, which ends the aggregation) waits to join for as long as the
+  // stage runs: giving up would fail a stage that may succeed without it.
+  const auto& d = cfg.diloco;
+  if (a.rank > 0 && d.min_sites > 0 && d.min_sites < d.sites) o.join_wait_s = 365.0 * 24 * 3600;
   o.stop = stop;
   o.log = [](const std::string& line) {
     std::fprintf(stderr, "trainer: %s\n", line.c_str());
@@ -130,27 +137,35 @@ result<std::unique_ptr<site_sync>> make_site_sync(runtime::service_env& env, con
   return site_sync::make(std::move(o));
 }
 
-result<std::string> export_global(runtime::service_env& env, const assigned_stage& a,
-                                  const std::string& cloud_stage_dir, const std::string& snapshot) {
-  const std::string base = snapshot.substr(snapshot.find_last_of('/') + 1);
-  const auto step = ckpt::parse_step_dir(base);
-  auto state = files::read_file(snapshot + "/trainer_state.json");
-  if (!step || !state) return make_error(errc::not_found, snapshot + " is not a snapshot with a trainer_state.json");
+result<stage_end> end_aggregation(runtime::service_env& env, const assigned_stage& a, const std::string& snapshot,
+                                  bool end_only) {
+  loom::v1::ExportGlobalRequest req;
+  if (!req.mutable_grant()->ParseFromString(a.aggregation_grant))
+    return make_error(errc::invalid_argument, "the aggregation grant does not parse");
+  req.set_job(req.grant().spec().job());
+  req.set_end_only(end_only);
+  if (!end_only) {
+    const std::string base = snapshot.substr(snapshot.find_last_of('/') + 1);
+    const auto step = ckpt::parse_step_dir(base);
+    auto state = files::read_file(snapshot + "/trainer_state.json");
+    if (!step || !state) return make_error(errc::not_found, snapshot + " is not a snapshot with a trainer_state.json");
+    req.set_step(*step);
+    req.set_trainer_state(*state);
+  }
   auto eps = layout::read_endpoints(env.paths.endpoints());
   const layout::endpoints& e = eps ? *eps : env.eps;
   const auto* agg = e.find("aggregator");
   auto key = wire::load_public_key(layout::reach(env.paths, e, "aggregator").key_dir, "aggregator");
   if (!agg || agg->rpc.empty() || !key) return make_error(errc::unavailable, "no aggregator endpoint or key");
-  loom::v1::ExportGlobalRequest req;
-  req.set_job(site_of(a).aggregation);
-  req.set_stage_dir(cloud_stage_dir);
-  req.set_step(*step);
-  req.set_trainer_state(*state);
   // Retried through a short outage: the stage's end waits on it.
   wire::client cli(*env.ctx, agg->rpc, *key, env.keys, wire::client_options{std::chrono::milliseconds(10000), 2});
   auto rep = wire::call_typed<loom::v1::ExportGlobalReply>(cli, req, runtime::token_for(env, "aggregator"));
   if (!rep) return make_error(rep.code(), "ExportGlobal at " + agg->rpc + ": " + rep.err().message);
-  return rep->snapshot();
+  stage_end out;
+  out.snapshot = end_only ? snapshot : rep->snapshot();
+  out.contributed.assign(rep->contributed().begin(), rep->contributed().end());
+  out.missing.assign(rep->missing().begin(), rep->missing().end());
+  return out;
 }
 
 void publish(metrics::service_metrics* m, const site_sync& site) {

@@ -21,6 +21,7 @@ assigned_stage from_wire(const loom::v1::Assignment& a) {
   s.generation = a.generation();
   s.stop_at = a.stop_at_step();
   s.eval_text = a.eval_text();
+  s.aggregation_grant = a.aggregation_grant();
   for (const auto& p : a.peers()) s.peers.push_back({p.endpoint(), p.public_key()});
   return s;
 }
@@ -62,6 +63,8 @@ void to_wire(const poll_facts& f, loom::v1::PollWorkRequest* out) {
     s->set_deltas_dropped(v.site.dropped);
     s->set_up_bytes_per_s(v.site.up_bytes_per_s);
   }
+  for (const auto& c : v.contributed) out->add_contributed_sites(c);
+  for (const auto& m : v.missing) out->add_missing_sites(m);
   for (const auto& n : f.notices) {
     auto* q = out->add_notices();
     q->set_seq(n.seq);

@@ -96,6 +96,12 @@ void work_state::site(const site_report& r) {
   if (v_.phase != work_phase::idle) v_.site = r;
 }
 
+void work_state::contributions(std::vector<std::string> contributed, std::vector<std::string> missing) {
+  if (v_.phase == work_phase::idle) return;
+  v_.contributed = std::move(contributed);
+  v_.missing = std::move(missing);
+}
+
 void work_state::set_total_steps(std::uint64_t n) {
   if (v_.phase != work_phase::idle) v_.total_steps = n;
 }

@@ -21,6 +21,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace loom::trainer {
 
@@ -53,6 +54,9 @@ struct work_view {
   double val_loss = 0;          // an hpo trial's held-out loss at val_step (0: not scored)
   std::uint64_t val_step = 0;
   site_report site;
+  // A diloco stage's member 0, at its end: the sites the aggregator accepted
+  // a delta from, and those it never had one from (diloco.min_sites).
+  std::vector<std::string> contributed, missing;
 };
 
 class work_state {
@@ -84,6 +88,8 @@ class work_state {
   void scored(std::uint64_t step, double val_loss);  // an hpo trial's held-out loss (any state but idle)
   // A diloco site's sync figures (any state but idle; the last stay with the outcome).
   void site(const site_report& r);
+  // A diloco stage's end (member 0): who contributed (any state but idle).
+  void contributions(std::vector<std::string> contributed, std::vector<std::string> missing);
 
   const work_view& view() const { return v_; }
   // What PollWork says: idle; running while preparing, running or stopping;

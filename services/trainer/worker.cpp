@@ -196,7 +196,6 @@ std::pair<std::string, std::string> worker::run_stage(stage_run& run_ref) {
   stage_run* run = &run_ref;
   using outcome = std::pair<std::string, std::string>;
   auto failed = [](const std::string& why) { return outcome{"failed", why}; };
-  const std::string cloud_dir = run->out_dir;  // the stage dir the scheduler named
   if (env_.eps.is_site()) {
     // An edge site's trainer: the cloud names its own jobs/ dir; the stage's
     // files stay in this site's (and a diloco stage starts from the
@@ -309,7 +308,6 @@ std::pair<std::string, std::string> worker::run_stage(stage_run& run_ref) {
     auto made = make_site_sync(env_, *cfg, *run, &stop_training_);
     if (!made) return failed(made.err().message);
     site = std::move(*made);
-    o.outer.write_initial = run->rank == 0;
     o.outer.start = [&](std::span<float> p) { return site->start(p); };
     o.outer.after_step = [&](std::uint64_t step, std::span<float> p, std::uint64_t tokens) {
       auto st = site->after_step(step, p, tokens);  // a copy and a lock: the network is the sync thread's
@@ -362,11 +360,18 @@ std::pair<std::string, std::string> worker::run_stage(stage_run& run_ref) {
       if (!sum && exchange_failed && !stop_training_)
         return outcome{"regroup", "the group's exchange failed: " + sum.err().to_string()};
       if (!sum) return failed(sum.err().message);
-      if (site && env_.eps.is_site() && run->rank == 0 && !sum->stopped && !sum->snapshot.empty()) {
-        auto exported = export_global(env_, *run, cloud_dir, sum->snapshot);  // the stage's model, at the cloud
-        if (!exported) return failed("the global model into the cloud's stage dir: " + exported.err().message);
-        log("trainer: %s\n", run->job + "/" + run->stage + ": the global model is the cloud's " + *exported);
-        sum->snapshot = *exported;
+      if (site && run->rank == 0 && !sum->stopped && !sum->snapshot.empty()) {
+        // The stage's end at the aggregator: at an edge site the global model
+        // into the cloud's stage dir; here the checkpoint is already the stage's.
+        auto end = end_aggregation(env_, *run, sum->snapshot, !env_.eps.is_site());
+        if (!end) return failed("ending the aggregation: " + end.err().message);
+        if (env_.eps.is_site())
+          log("trainer: %s\n", run->job + "/" + run->stage + ": the global model is the cloud's " + end->snapshot);
+        sum->snapshot = end->snapshot;
+        (void)board_->with([&](work_state& w) {
+          w.contributions(end->contributed, end->missing);
+          return ok_status();
+        });
       }
       (void)board_->with([&](work_state& w) {
         w.progress(sum->steps, sum->last_loss, w.view().tokens_per_s);  // the last step's rate stays

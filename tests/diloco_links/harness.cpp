@@ -40,7 +40,11 @@ result<std::unique_ptr<local_aggregator>> local_aggregator::start(const aggregat
   spec.rounds.staleness_bound = o.staleness_bound;
   spec.init_seed = 5;
   const auto now = std::chrono::duration_cast<aggregator::nanos>(clock::now().time_since_epoch());
-  if (auto st = a->engine_->start(spec, now); !st) return st.err();
+  // In-process: the terms a grant would carry (the sites, keys/peers), nothing to verify.
+  diloco::grant_terms terms{"links", "pretrain", "default", a->dir_.path() + "/jobs/links/pretrain", {}, false,
+                            INT64_MAX};
+  for (int s = 0; s < o.sites; ++s) terms.sites.push_back(site_name(s));
+  if (auto st = a->engine_->start(spec, terms, now); !st) return st.err();
   auto server = aggregator::delta_server::start({a->dir_.path(), mine, o.bind, a->engine_});
   if (!server) return server.err();
   a->server_ = std::move(*server);
@@ -53,17 +57,19 @@ trainer::aggregator_address local_aggregator::address() const { return {server_-
 
 loom::v1::AggregatorStatusReply local_aggregator::status() const {
   loom::v1::AggregatorStatusReply r;
-  engine_->describe(&r);
+  engine_->describe(&r, "", true);
   return r;
 }
 
 std::int64_t local_aggregator::last_round(const std::string& site, int p) const {
-  auto a = engine_->pull(job_, site, static_cast<std::uint32_t>(p), UINT64_MAX, false);
+  auto a = engine_->pull(job_, site, static_cast<std::uint32_t>(p), UINT64_MAX, false,
+                          {site, aggregator::key_source::peer});
   return a ? a->last_round : -1;
 }
 
 std::uint64_t local_aggregator::version(int p) const {
-  auto a = engine_->pull(job_, site_name(0), static_cast<std::uint32_t>(p), UINT64_MAX, false);
+  auto a = engine_->pull(job_, site_name(0), static_cast<std::uint32_t>(p), UINT64_MAX, false,
+                          {site_name(0), aggregator::key_source::peer});
   return a ? a->version : 0;
 }
 

@@ -1,12 +1,13 @@
 // Edge sites and DiLoCo checks for the cross-process site tests
-// (site_deploy_tests, site_deploy4_tests; issue 15): an edge site brought up
-// against a cloud `cluster` with its own data dir and imported dataset, polling
-// helpers, the aggregator's status and saved θ, a snapshot's parameters, and
-// a model's loss. Header-only, tests only (doctest REQUIREs inside); each test
+// (site_deploy_tests, site_deploy4_tests, diloco_grants_tests; issue 15): an
+// edge site brought up against a cloud `cluster` with its own data dir and
+// imported dataset, polling helpers, the aggregator's status, saved θ (live)
+// and θ's SHA-256 (retired), a snapshot's parameters, and a model's loss. Header-only, tests only (doctest REQUIREs inside); each test
 // thread owns what it creates.
 #pragma once
 
 #include "libs/ckpt/safetensors.hpp"
+#include "libs/crypto/hash.hpp"
 #include "libs/files/files.hpp"
 #include "libs/model/gpt_config.hpp"
 #include "loom/v1/aggregator.pb.h"
@@ -103,16 +104,29 @@ inline nlohmann::json wait_job_done(const std::string& home, const std::string& 
   return j;
 }
 
-// The cloud aggregator's status of its only job, or nullopt while it does not answer.
-inline std::optional<v1::AggregationStatus> aggregation(cluster& c) {
+// The cloud aggregator's status of its only job — live, or once its stage
+// ended (retired) as it stood then, with `retired` set to its tombstone — or
+// nullopt while it does not answer.
+inline std::optional<v1::AggregationStatus> aggregation(cluster& c, v1::RetiredAggregation* retired = nullptr) {
   c.refresh();
   auto cli = c.client("aggregator", 0, std::chrono::milliseconds(1000));
   if (!cli) return std::nullopt;
   auto r = cli->call(wire::request{wire::new_request_id(), "loom.v1.AggregatorStatusRequest", "",
                                    c.token(auth::role::viewer)});
   v1::AggregatorStatusReply rep;
-  if (!r || !r->ok() || !rep.ParseFromString(r->body) || rep.jobs_size() != 1) return std::nullopt;
-  return rep.jobs(0);
+  if (!r || !r->ok() || !rep.ParseFromString(r->body)) return std::nullopt;
+  if (rep.jobs_size() == 1 && rep.retired_size() == 0) return rep.jobs(0);
+  if (rep.jobs_size() == 0 && rep.retired_size() == 1) {
+    if (retired) *retired = rep.retired(0);
+    return rep.retired(0).last();
+  }
+  return std::nullopt;
+}
+
+// SHA-256 of parameters as fp32 bytes in buffer order: what a retired
+// aggregation's tombstone keeps of its θ (RetiredAggregation.theta_sha256).
+inline std::string params_sha256(const std::vector<float>& p) {
+  return std::string(crypto::as_view(crypto::sha256({reinterpret_cast<const char*>(p.data()), p.size() * sizeof(float)})));
 }
 
 // pretrain-diloco-tiny's model.

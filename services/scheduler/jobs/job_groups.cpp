@@ -2,6 +2,7 @@
 // group's generation, and the assignment each member is given.
 #include "services/scheduler/jobs/job_manager.hpp"
 #include "libs/runspec/job_template.hpp"
+#include "services/scheduler/jobs/aggregation_grant.hpp"
 
 namespace loom::scheduler {
 
@@ -69,6 +70,7 @@ std::optional<assignment> job_manager::assignment_of(const job_rec& j, std::size
   // ("${stage.NAME.checkpoint}", filled into its config above).
   if (i > 0 && s.config_toml.find("init_from = '${stage.") == std::string::npos) a.init_from = checkpoints_of(j, i - 1);
   a.attempt = s.attempts;
+  a.aggregation_grant = aggregation_grant_for(j, s, a.config_toml, a.out_dir, a.init_from, grant_key_);  // diloco only
   a.rank = rank;
   a.world = static_cast<std::uint32_t>(std::max<std::size_t>(1, s.members.size()));
   a.generation = s.generation;

@@ -413,6 +413,15 @@ poll_answer job_manager::poll(const poll_report& r, time_point now) {
     if (sl.rank == 0 && r.first_loss != 0) s.first_loss = r.first_loss;
     if (sl.rank == 0 && r.tokens_per_s > 0) s.tokens_per_s = r.tokens_per_s;  // a short stage may end before a running poll
     if (sl.rank == 0 && !r.checkpoint.empty()) s.checkpoint = r.checkpoint;
+    if (sl.rank == 0 && !r.contributed.empty()) {  // a diloco stage's end (aggregation_grant.hpp)
+      s.contributed = r.contributed;
+      s.missing = r.missing;
+      if (!r.missing.empty())
+        (void)record(j, s.name, "contributions",
+                     "contributed: " + member_list(r.contributed) + "; never contributed: " + member_list(r.missing) +
+                         " (diloco.min_sites allows it)",
+                     now, false);
+    }
     // A stage of a site's zone run by the site's own trainer keeps its result
     // at the site; an edge-site (diloco) stage's result is the cloud's export.
     const std::string at_site = is_site_stage(j, i) ? "" : r.caller_site;

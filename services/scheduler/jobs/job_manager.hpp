@@ -79,6 +79,7 @@ struct assignment {
   std::uint64_t stop_at = 0;     // an hpo trial's segment: train to this step, score, end (0: none)
   std::string eval_text;         // its held-out text ("" = the tail of data.text)
   std::string tenant;            // the job's (TrainerStatus shows the job to it and admins only)
+  std::string aggregation_grant; // a diloco stage: its grant, serialized (aggregation_grant.hpp)
 };
 
 // What a trainer reports in each poll.
@@ -102,6 +103,7 @@ struct poll_report {
   // The edge site whose key sent the poll ("" for this deployment's own
   // trainers): set by the scheduler from the connection, never by the trainer.
   std::string caller_site;
+  std::vector<std::string> contributed, missing;  // a diloco stage's member 0 at its end (aggregator's word)
 };
 
 struct poll_answer {
@@ -206,6 +208,9 @@ class job_manager {
   // stage names it fails, naming the site (its trainers are released: their
   // next poll is told to stop); a later stage naming it fails when queued.
   void site_revoked(const std::string& site, const std::string& reason, time_point now);
+  // The cloud's token key: signs the aggregation grant of each diloco stage's
+  // assignment (aggregation_grant.hpp). Unset: none, and no aggregation starts.
+  void set_grant_key(std::string key) { grant_key_ = std::move(key); }
 
  private:
   struct slot {  // what a trainer node runs
@@ -329,6 +334,7 @@ class job_manager {
   checkpoint_check check_;
   site_states site_states_;
   std::map<std::string, std::string> revoked_sites_;  // site -> the revocation's reason
+  std::string grant_key_;
   runspec::template_cache templates_;  // parsed template texts, reused across submits
   mutable std::map<std::string, std::vector<std::string>> site_zones_;  // "<job>/<stage>" -> diloco.sites names
 };

@@ -49,6 +49,10 @@ struct stage_rec {
   std::uint32_t attempts = 0;
   std::int64_t started_ns = 0, finished_ns = 0;
   std::vector<site_line> sites;  // diloco: by site name (not stored; the next polls refill it)
+  // diloco, at its end: the sites the aggregator accepted a delta from, and
+  // those it never had one from (member 0's last report; not stored: the
+  // stage's events say it too).
+  std::vector<std::string> contributed, missing;
 };
 
 struct job_rec {

@@ -72,6 +72,12 @@ void site_sync::stop_thread() {
   quit_ = false;
 }
 
+namespace {
+// A refusal of the aggregator's is final for this run; a lost request or an
+// aggregation still being made is not.
+bool worth_retrying(errc c) { return c == errc::unavailable || c == errc::deadline_exceeded; }
+}  // namespace
+
 status site_sync::start(std::span<float> params) {
   stop_thread();  // a restarted run joins anew
   client_.reset();
@@ -103,10 +109,14 @@ status site_sync::start(std::span<float> params) {
         client_ = std::move(*c);
         break;
       } else {
+        if (!worth_retrying(st.code())) return make_error(st.code(), "joining the aggregation " + o_.job + ": " + st.err().message);
         last = st.err().to_string();
       }
     } else {
-      last = where.err().to_string();  // e.g. site 0 has not written the initial snapshot yet
+      // Refused (no grant, not this site's, retired, past a limit): asking
+      // again changes nothing. Unreachable or still being made: it may.
+      if (!worth_retrying(where.code())) return where.err();
+      last = where.err().to_string();
     }
     if (clock::now() + wait > until)
       return make_error(errc::unavailable, "cannot join the aggregation " + o_.job + ": " + last);
