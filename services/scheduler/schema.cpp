@@ -41,6 +41,7 @@ CREATE INDEX nodes_by_zone ON nodes (zone);
       submit_request_migration(),
       data_hashes_migration(),
       site_reports_migration(),
+      model_tenants_migration(),
   };
   return all;
 }

@@ -35,8 +35,12 @@ struct held_out_tokens {
 };
 
 // The last tail_bytes of a text file, tokenized with `tokenizer` ("gpt2" or
-// a tokenizer.json path); not_found naming the file.
-result<held_out_tokens> tokens_of_text_tail(const std::string& path, const std::string& tokenizer);
+// a tokenizer.json path); not_found naming the file. With `roots`, the file
+// must lie inside one of them (files::open_confined: permission_denied naming
+// the path and the roots otherwise, whether it exists or not) and is read
+// through the descriptor that check opened; a device or pipe is refused.
+result<held_out_tokens> tokens_of_text_tail(const std::string& path, const std::string& tokenizer,
+                                            const std::vector<std::string>& roots = {});
 // The last `count` tokens of a shard directory (a dataset, data.shards).
 result<held_out_tokens> tokens_of_shards_tail(const std::string& dir, std::uint64_t count);
 

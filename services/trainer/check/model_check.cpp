@@ -5,6 +5,7 @@
 #include "libs/ckpt/snapshot.hpp"
 #include "libs/crypto/hash.hpp"
 #include "libs/export/inputs.hpp"
+#include "libs/files/confine.hpp"
 #include "libs/files/files.hpp"
 #include "libs/runspec/run_config.hpp"
 #include "libs/tokenizer/bpe.hpp"
@@ -72,7 +73,7 @@ check_outcome held_out_loss(const check_request& r, const check_report& rep, con
     return {"held_out_loss", check_status::fail, "not run: the parameters did not load (see shapes)"};
   result<held_out_tokens> toks = make_error(errc::not_found, "");
   if (!r.held_out_file.empty()) {
-    toks = tokens_of_text_tail(r.held_out_file, r.tokenizer);
+    toks = tokens_of_text_tail(r.held_out_file, r.tokenizer, r.held_out_roots);
     if (toks) toks->source += " (--held-out)";
   } else {
     // A stage that read no text (dpo or rl on preference pairs or prompts) is
@@ -91,9 +92,14 @@ check_outcome held_out_loss(const check_request& r, const check_report& rep, con
     const auto colon = src.find(':');
     const std::string kind = src.substr(0, colon), what = colon == std::string::npos ? "" : src.substr(colon + 1);
     const std::uint64_t want = std::uint64_t(max_windows) * std::uint64_t(spec ? spec->seq_len : 64) + 1;
-    if (kind == "text") toks = tokens_of_text_tail(what, r.tokenizer);
+    if (kind == "text") toks = tokens_of_text_tail(what, r.tokenizer, r.read_roots);
     else if (kind == "dataset") toks = tokens_of_shards_tail(r.data_dir + "/datasets/" + what, want);
-    else if (kind == "shards") toks = tokens_of_shards_tail(what, want);
+    else if (kind == "shards") {
+      if (auto in = r.read_roots.empty() ? result<std::string>(what) : files::confined(r.read_roots, what); !in)
+        toks = in.err();
+      else
+        toks = tokens_of_shards_tail(what, want);
+    }
     else
       return {"held_out_loss", check_status::fail,
               "no text to evaluate on: the version read " + (src.empty() ? std::string("nothing recorded") : src) +
@@ -201,6 +207,9 @@ check_report run_checks(const check_request& r) {
                        ": metadata, config and all 16 tensors agree");
   });
   timed([&]() -> check_outcome {
+    if (r.tokenizer != "gpt2" && !r.tokenizer.empty() && !r.read_roots.empty())
+      if (auto in = files::confined(r.read_roots, r.tokenizer); !in)
+        return {"tokenizer", check_status::fail, "tokenizer " + r.tokenizer + ": " + in.err().message};
     auto tok = load_spec(r.tokenizer);
     if (!tok) return {"tokenizer", check_status::fail, "tokenizer " + r.tokenizer + ": " + tok.err().message};
     const std::size_t size = tok->tokens.size() + tok->specials.size();
