@@ -17,11 +17,19 @@
 #include "libs/crypto/encoding.hpp"
 #include "libs/crypto/hash.hpp"
 #include "libs/export/staging.hpp"
+#include "libs/layout/layout.hpp"
+#include "libs/wire/client.hpp"
+#include "libs/wire/curve.hpp"
+#include "libs/wire/envelope_pb.hpp"
 #include "loom/v1/models.pb.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
+
+#include <zmq.hpp>
 
 namespace loom::cli {
 namespace {
@@ -48,40 +56,54 @@ result<fs::path> destination(const std::string& format, const std::string& out) 
   return p;
 }
 
+// One connection to the trainer for every chunk of an export (context::call
+// makes a new one, with its CURVE handshake, per call), as context::call
+// would make it: the deployment's endpoints, the trainer's public key, the
+// client's keypair, the caller's token.
+struct trainer_link {
+  std::unique_ptr<wire::client> cli;
+  std::string token;
+};
+
+result<trainer_link> connect_trainer(context& c) {
+  auto eps = layout::read_endpoints(c.paths.endpoints());
+  if (!eps) return make_error(errc::unavailable, "EdgeLoom is not running in " + c.paths.root + " (run `loom up`)");
+  const auto* ep = eps->find("trainer");
+  if (!ep || ep->rpc.empty()) return make_error(errc::unavailable, "trainer has no endpoint in " + c.paths.endpoints());
+  auto server_key = wire::load_public_key(c.paths.curve_dir(), "trainer");
+  if (!server_key) return server_key.err();
+  auto mine = wire::load_keypair(c.paths.curve_dir(), "client");
+  if (!mine) return mine.err();
+  auto tok = c.token();
+  if (!tok) return tok.err();
+  return trainer_link{std::make_unique<wire::client>(*c.zmq, ep->rpc, *server_key, *mine,
+                                                     wire::client_options{std::max<std::chrono::milliseconds>(c.timeout, fetch_timeout), 2}),
+                      *tok};
+}
+
 // One file of the export into `sink`, chunk by chunk, each chunk and the
 // whole checked against the hashes the trainer gave.
 template <class Sink>
-status fetch_file(context& c, const trainer_export& e, const trainer_export::file& f, Sink&& sink) {
+status fetch_file(trainer_link& link, const trainer_export& e, const trainer_export::file& f, Sink&& sink) {
   crypto::sha256_stream whole;
   std::uint64_t got = 0;
-  const auto saved = c.timeout;
-  c.timeout = std::max<std::chrono::milliseconds>(c.timeout, fetch_timeout);
-  while (got < f.bytes || (f.bytes == 0 && got == 0)) {
+  do {
     loom::v1::FetchModelExportRequest req;
     req.set_id(e.id);
     req.set_file(f.name);
     req.set_offset(got);
-    auto rep = typed_call<loom::v1::FetchModelExportReply>(c, "trainer", req, 2);
-    if (!rep) {
-      c.timeout = saved;
-      return make_error(rep.code(), "fetching " + f.name + " of " + e.id + " at byte " + std::to_string(got) + ": " +
-                                        rep.err().message);
-    }
+    auto rep = wire::call_typed<loom::v1::FetchModelExportReply>(*link.cli, req, link.token);
+    if (!rep)
+      return make_error(rep.code(), "fetching " + f.name + " of " + e.id + " at byte " + std::to_string(got) +
+                                        " from the trainer: " + rep.err().message);
     if (rep->offset() != got || rep->file_bytes() != f.bytes || crypto::sha256_hex(rep->data()) != rep->sha256() ||
-        (rep->data().empty() && got < f.bytes)) {
-      c.timeout = saved;
+        (rep->data().empty() && got < f.bytes))
       return make_error(errc::corruption, "a chunk of " + f.name + " at byte " + std::to_string(got) +
                                               " came back damaged (offset, size or SHA-256 differ)");
-    }
     whole.update(rep->data());
-    if (auto st = sink(rep->data()); !st) {
-      c.timeout = saved;
-      return st;
-    }
+    if (auto st = sink(rep->data()); !st) return st;
     got += rep->data().size();
-    if (f.bytes == 0) break;
-  }
-  c.timeout = saved;
+  } while (got < f.bytes);
   const auto d = whole.finish();
   const std::string hex = crypto::to_hex(crypto::as_view(d));
   if (hex != f.sha256)
@@ -91,13 +113,15 @@ status fetch_file(context& c, const trainer_export& e, const trainer_export::fil
 
 // Every file of a done export into `dest`, published atomically.
 result<fs::path> receive(context& c, const trainer_export& e, const std::string& format, const fs::path& dest) {
+  auto link = connect_trainer(c);
+  if (!link) return link.err();
   if (format == "hf") {
     auto dir = exporter::staged_dir::create(dest);
     if (!dir) return dir.err();
     for (const auto& f : e.files) {
       auto file = exporter::staged_file::create(dir->path() / f.name);
       if (!file) return file.err();
-      auto st = fetch_file(c, e, f, [&](const std::string& b) { return file->write(std::string_view(b)); });
+      auto st = fetch_file(*link, e, f, [&](const std::string& b) { return file->write(std::string_view(b)); });
       if (!st) return st.err();
       if (auto ok = file->commit(); !ok) return ok.err();
     }
@@ -110,7 +134,7 @@ result<fs::path> receive(context& c, const trainer_export& e, const std::string&
   const fs::path target = dest.string().ends_with('/') || fs::is_directory(dest, ec) ? dest / e.files[0].name : dest;
   auto file = exporter::staged_file::create(target);
   if (!file) return file.err();
-  auto st = fetch_file(c, e, e.files[0], [&](const std::string& b) { return file->write(std::string_view(b)); });
+  auto st = fetch_file(*link, e, e.files[0], [&](const std::string& b) { return file->write(std::string_view(b)); });
   if (!st) return st.err();
   if (auto ok = file->commit(); !ok) return ok.err();
   return target;
