@@ -130,7 +130,7 @@ json remote_loom(const std::string& client_dir, const std::string& data_dir, boo
 
 }  // namespace
 
-TEST_CASE("tenant globex cannot list, show, diff, roll back, check or export acme's model versions; an admin can; names are per tenant") {
+TEST_CASE("tenant globex cannot list, show, diff, roll back, check or export acme's model versions, an admin can, and model names are per tenant") {
   cluster c({"--import-root", "/usr/share/common-licenses"});
   REQUIRE(c.up);
   const std::string home = c.home.path();

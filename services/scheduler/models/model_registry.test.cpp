@@ -425,7 +425,7 @@ TEST_CASE("RecordModelExport and ResolveModelVersion come only from this deploym
   CHECK(logic.handle(std::string(q.GetTypeName()), q.SerializeAsString(), trainer).code == errc::invalid_argument);
 }
 
-TEST_CASE("tenant walls: another tenant's versions are not_found to list, show, diff, rollback and resolve; an admin acts across") {
+TEST_CASE("tenant walls: another tenant's versions are not_found to list, show, diff, rollback and resolve, and an admin acts across") {
   models_fixture f;
   auto s_a = f.stage("job-000001", "pretrain", f.snapshot(f.dir.path() + "/a1", 100, 1.0f));
   s_a.tenant = "acme";

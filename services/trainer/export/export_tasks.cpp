@@ -83,6 +83,14 @@ result<export_info> export_tasks::start(export_request r, const export_caller& c
     return make_error(errc::resource_exhausted, "this trainer already has " + std::to_string(waiting_) +
                                                     " model checks or exports waiting or running (at most " +
                                                     std::to_string(opt_.max_waiting) + "): try again later");
+  std::size_t mine = 0;
+  for (const auto& [id, other] : tasks_)
+    mine += !ended(other->info.state) && other->caller.tenant == c.tenant;
+  if (mine >= opt_.max_waiting_per_tenant)
+    return make_error(errc::resource_exhausted, "tenant " + c.tenant + " already has " + std::to_string(mine) +
+                                                    " model checks or exports waiting or running on this trainer "
+                                                    "(at most " + std::to_string(opt_.max_waiting_per_tenant) +
+                                                    "): try again when one has ended");
   auto t = std::make_shared<task>();
   t->req = std::move(r);
   t->caller = c;

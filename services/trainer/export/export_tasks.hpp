@@ -101,6 +101,7 @@ struct export_tasks_options {
   std::string root;      // where artefacts are kept: <data>/trainer/exports/<node>; emptied at start
   std::string node;      // this trainer's node id, shown in every info
   std::size_t max_waiting = 4;    // queued and running together; more: resource_exhausted
+  std::size_t max_waiting_per_tenant = 2;  // so one tenant cannot fill the queue for every other
   std::size_t keep_finished = 100;  // ended tasks remembered for GetModelExport
   // A done export's files are deleted this long after it ended (a client
   // that never fetched or ended it), then its info says so.
@@ -118,7 +119,8 @@ class export_tasks {
   export_tasks& operator=(const export_tasks&) = delete;
 
   // Queues it. validate()'s and admit's errors; resource_exhausted when
-  // max_waiting are already waiting or running; unavailable after shutdown().
+  // max_waiting are already waiting or running, or max_waiting_per_tenant of
+  // the caller's tenant; unavailable after shutdown().
   result<export_info> start(export_request r, const export_caller& c);
   // not_found for an unknown id or another tenant's (non-admin callers).
   result<export_info> get(const std::string& id, const export_caller& c);

@@ -171,7 +171,7 @@ TEST_CASE("a done export's file comes back in hashed chunks that make the whole 
   CHECK(t.fetch(s->id, f.name, 0, 0, alice).code() == errc::not_found);
 }
 
-TEST_CASE("end() cancels a running export; at most max_waiting wait; a new trainer process empties its root") {
+TEST_CASE("end() cancels a running export, at most max_waiting wait, and a new trainer process empties its root") {
   files::temp_dir dir{"loom-exports"};
   export_tasks_options o;
   o.root = dir.path() + "/exports";
@@ -187,6 +187,7 @@ TEST_CASE("end() cancels a running export; at most max_waiting wait; a new train
   REQUIRE(b.ok());
   auto c = t.start(gguf("mv-000003"), alice);
   CHECK(c.code() == errc::resource_exhausted);
+  CHECK(c.err().message.find("at most 2") != std::string::npos);
   REQUIRE(wait_for(t, a->id, "running", alice).state == "running");
   CHECK(t.get(b->id, alice)->state == "queued");
   CHECK(t.fetch(a->id, "x", 0, 0, alice).code() == errc::conflict);
@@ -197,6 +198,24 @@ TEST_CASE("end() cancels a running export; at most max_waiting wait; a new train
   auto d = t.start(gguf("mv-000004"), alice);
   REQUIRE(d.ok());
   CHECK(wait_for(t, d->id, "done", alice).state == "done");
+}
+
+TEST_CASE("one tenant cannot fill a trainer's export queue for the others") {
+  files::temp_dir dir{"loom-exports"};
+  export_tasks_options o;
+  o.root = dir.path() + "/exports";
+  o.max_waiting = 4;
+  o.max_waiting_per_tenant = 2;
+  fake_body body;
+  body.hold->store(true);
+  export_tasks t(o, body.fn());
+  REQUIRE(t.start(gguf("mv-000001"), alice).ok());
+  REQUIRE(t.start(gguf("mv-000002"), alice).ok());
+  auto third = t.start(gguf("mv-000003"), alice);
+  CHECK(third.code() == errc::resource_exhausted);
+  CHECK(third.err().message.find("tenant acme already has 2") != std::string::npos);
+  CHECK(t.start(gguf("mv-000004"), bob).ok());  // another tenant still gets in
+  body.hold->store(false);
 }
 
 TEST_CASE("a done export nobody fetched has its files deleted after keep_files") {
