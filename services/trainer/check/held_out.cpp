@@ -89,7 +89,7 @@ result<held_out_tokens> tokens_of_shards_tail(const std::string& dir, std::uint6
 }
 
 result<scored> mean_loss(const model::gpt2_config& cfg, std::span<const float> params,
-                         std::span<const std::uint32_t> ids, int seq_len) {
+                         std::span<const std::uint32_t> ids, int seq_len, const std::atomic<bool>* stop) {
   if (ids.size() < 2) return make_error(errc::invalid_argument, "fewer than 2 held-out tokens");
   const int T = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(std::min(seq_len, cfg.max_seq_len)),
                                                        ids.size() - 1));
@@ -110,6 +110,7 @@ result<scored> mean_loss(const model::gpt2_config& cfg, std::span<const float> p
   std::memcpy(m->params().data(), params.data(), params.size() * sizeof(float));
   double sum = 0;
   for (int b = 0; b < B; ++b) {
+    if (stop && stop->load()) return make_error(errc::unavailable, "stopped after " + std::to_string(b) + " windows");
     const std::size_t at = static_cast<std::size_t>(b) * T;
     auto loss = m->forward(std::span(inputs).subspan(at, T), std::span(targets).subspan(at, T));
     if (!loss) return loss.err();

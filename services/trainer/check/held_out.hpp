@@ -11,6 +11,7 @@
 #include "libs/model/gpt_config.hpp"
 #include "libs/status/status.hpp"
 
+#include <atomic>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -51,9 +52,10 @@ struct scored {
 };
 // Mean next-token loss of the model over the last windows of `ids`: B =
 // min(max_windows, max_scored_tokens / T, (n-1)/T), at least 1, windows of T
-// tokens (T shrinks to n-1 for a short text). invalid_argument for fewer than 2 tokens or an id >= vocab.
+// tokens (T shrinks to n-1 for a short text). invalid_argument for fewer than 2 tokens or an id >= vocab;
+// unavailable when `stop` is set between two windows.
 // REQUIRES: params.size() == make_param_layout(cfg).total.
 result<scored> mean_loss(const model::gpt2_config& cfg, std::span<const float> params,
-                         std::span<const std::uint32_t> ids, int seq_len);
+                         std::span<const std::uint32_t> ids, int seq_len, const std::atomic<bool>* stop = nullptr);
 
 }  // namespace loom::modelcheck

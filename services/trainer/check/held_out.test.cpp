@@ -77,3 +77,14 @@ TEST_CASE("a held-out file is read only inside the given roots, whether it exist
   CHECK(tokens_of_text_tail(root.path() + "/link.txt", "gpt2", roots).code() == errc::permission_denied);
   CHECK(tokens_of_text_tail("/etc/passwd", "gpt2", roots).code() == errc::permission_denied);
 }
+
+TEST_CASE("a held-out loss asked to stop ends between windows") {
+  const auto params = random_params();
+  std::vector<std::uint32_t> ids(64);
+  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::uint32_t>(i % 100);
+  std::atomic<bool> stop{true};
+  auto s = mean_loss(cfg, params, ids, 8, &stop);
+  CHECK(s.code() == errc::unavailable);
+  stop = false;
+  CHECK(mean_loss(cfg, params, ids, 8, &stop).ok());
+}

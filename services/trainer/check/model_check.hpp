@@ -22,6 +22,7 @@
 #include "libs/model/gpt_config.hpp"
 #include "libs/tokenizer/train/hf_json.hpp"
 
+#include <atomic>
 #include <optional>
 #include <string>
 #include <vector>
@@ -48,6 +49,9 @@ struct check_request {
   // its validated run config (the import roots and the job outputs).
   std::vector<std::string> held_out_roots;
   std::vector<std::string> read_roots;
+  // Set by the caller to end early (a trainer stopping, an export cancelled):
+  // checks not yet run fail "not run: stopped", the held-out loss between windows.
+  const std::atomic<bool>* stop = nullptr;
 };
 
 enum class check_status { pass, fail, not_assessed, overridden };

@@ -106,6 +106,7 @@ status run_model_export(const export_job_options& o, registry_port& registry, co
   q.override_compliance = r.override_compliance;
   q.held_out_roots = o.import_roots ? o.import_roots() : std::vector<std::string>{};
   q.read_roots = o.read_roots ? o.read_roots() : std::vector<std::string>{};
+  q.stop = ctx.stop;  // a cancel or the trainer's stop ends the checks early
   modelcheck::check_report rep = modelcheck::run_checks(q);
   const bool passed = rep.passed();
   ctx.update([&](export_info& i) {
