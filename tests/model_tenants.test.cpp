@@ -7,7 +7,8 @@
 // token — run in a mount namespace where the data dir is an empty tmpfs, when
 // the test may make one — checks a version against a held-out file of the
 // cloud's import area and receives a Hugging Face directory and a q8_0 GGUF
-// file that read back as the version's parameters; every outcome is recorded
+// file that read back as the version's parameters and that scripts/check-export
+// accepts (when torch is there); every outcome is recorded
 // by the trainer; a held-out file outside the import roots is refused; a
 // RecordModelExport a client sends is refused and audited.
 #include "libs/ckpt/safetensors.hpp"
@@ -280,6 +281,19 @@ TEST_CASE("a client with no access to the data dir checks a version and receives
   CHECK(file->tensors().size() == 2 + 2 * 12 + 2);
   CHECK(file->find_tensor("blk.1.ffn_up.weight")->type == exporter::gguf_type::q8_0);
   CHECK(crypto::sha256_hex(files::read_file(gg["out"].get<std::string>()).value()) == gg["output_sha256"]);
+  // scripts/check-export, the user's check, on what the client received: a
+  // PyTorch GPT-2 loads the HF directory and its logits equal our engine's on
+  // the version's checkpoint, @huggingface/gguf reads the GGUF file, tokenizers.js
+  // encodes as we do (needs Debian's python3-torch; skipped without it).
+  if (run({LOOM_PARITY_PYTHON, "-c", "import torch"}, 60s).code == 0) {
+    auto ce = run({LOOM_PARITY_PYTHON, std::string(LOOM_SOURCE_DIR) + "/scripts/check-export", client.path() + "/hf",
+                   gg["out"].get<std::string>(), checkpoint, "--data-dir", home},
+                  280s);
+    INFO(ce.out << ce.err);
+    CHECK(ce.code == 0);
+  } else {
+    MESSAGE("no torch in " LOOM_PARITY_PYTHON ": scripts/check-export not run on the received export");
+  }
   MESSAGE("hf: " << hf["output_bytes"] << " bytes, written in " << hf["export_seconds"] << " s, fetched in "
                  << hf["fetch_seconds"] << " s; gguf q8_0: " << gg["output_bytes"] << " bytes, fetched in "
                  << gg["fetch_seconds"] << " s");
