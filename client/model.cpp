@@ -1,5 +1,6 @@
 // `loom model list|show|diff|rollback`: the scheduler's model registry
-// (services/scheduler/models). Every stage that succeeds leaves a version;
+// (services/scheduler/models). Every stage that succeeds leaves a version of
+// its job's tenant; the caller sees its tenant's (an admin every tenant's);
 // rollback needs the operator role and is audited there, the rest any viewer.
 // `check` and `export` are in model_check.cpp and model_export.cpp.
 #include "client/cli.hpp"
@@ -24,6 +25,7 @@ json version_json(const loom::v1::ModelVersion& v) {
   for (const auto& [d, h] : v.data_sha256()) hashes[d] = h;
   for (const auto& d : v.datasets()) datasets.push_back(d);
   return {{"version", v.version()},           {"model", v.model()},
+          {"tenant", v.tenant()},
           {"job_id", v.job_id()},             {"stage", v.stage()},
           {"kind", v.kind()},                 {"checkpoint", v.checkpoint()},
           {"step", v.step()},                 {"manifest_sha256", v.manifest_sha256()},
@@ -54,16 +56,17 @@ int cmd_model_list(context& c) {
     print_json({{"versions", arr}});
     return ok_exit;
   }
-  std::printf("%-10s %-1s %-20s %-11s %-10s %-4s %8s %-10s %-16s %s\n", "VERSION", "", "MODEL", "JOB", "STAGE", "KIND",
-              "LOSS", "PARENT", "PARAMS_SHA256", "CREATED");
+  std::printf("%-10s %-1s %-20s %-12s %-11s %-10s %-4s %8s %-10s %-16s %s\n", "VERSION", "", "MODEL", "TENANT", "JOB",
+              "STAGE", "KIND", "LOSS", "PARENT", "PARAMS_SHA256", "CREATED");
   for (const auto& v : rep->versions())
-    std::printf("%-10s %-1s %-20s %-11s %-10s %-4s %8s %-10s %-16s %s\n", printable(v.version()).c_str(),
-                v.current() ? "*" : "", printable(v.model()).c_str(), printable(v.job_id()).c_str(),
+    std::printf("%-10s %-1s %-20s %-12s %-11s %-10s %-4s %8s %-10s %-16s %s\n", printable(v.version()).c_str(),
+                v.current() ? "*" : "", printable(v.model()).c_str(), printable(v.tenant()).c_str(),
+                printable(v.job_id()).c_str(),
                 printable(v.stage()).c_str(), printable(v.kind()).c_str(), metric(v, "loss").c_str(),
                 v.parent().empty() ? "-" : printable(v.parent()).c_str(),
                 printable(v.params_sha256().substr(0, 16)).c_str(), when(v.created_unix_ns()).c_str());
   if (rep->versions_size() == 0) std::printf("(no model versions yet: each stage that succeeds leaves one)\n");
-  else std::printf("(* = the model's current version)\n");
+  else std::printf("(* = the model's current version in its tenant)\n");
   return ok_exit;
 }
 
@@ -77,8 +80,9 @@ int cmd_model_show(context& c) {
     print_json(version_json(v));
     return ok_exit;
   }
-  std::printf("version     %s%s\nmodel       %s\njob         %s stage %s (kind %s)\ncheckpoint  %s (step %llu)\n",
+  std::printf("version     %s%s\nmodel       %s (tenant %s)\njob         %s stage %s (kind %s)\ncheckpoint  %s (step %llu)\n",
               printable(v.version()).c_str(), v.current() ? " (current)" : "", printable(v.model()).c_str(),
+              printable(v.tenant()).c_str(),
               printable(v.job_id()).c_str(), printable(v.stage()).c_str(), printable(v.kind()).c_str(),
               printable(v.checkpoint()).c_str(), static_cast<unsigned long long>(v.step()));
   std::printf("params      sha256 %s\nmanifest    sha256 %s\nparent      %s\ntokenizer   %s\ncreated     %s\n",

@@ -1,5 +1,6 @@
 // Cross-process: `loom model check` and `loom model export` through `loom up`
-// (issue 16 items 6-7). A tiny pipeline-test job trains on a text file; its
+// (issue 16 items 6-7; since issue 25 item 3 the cloud's trainer runs them and
+// records them). A tiny pipeline-test job trains on a text file; its
 // versions pass every check, export as a Hugging Face directory and a q8_0
 // GGUF file that read back, and each export leaves an audit record. Then the
 // refusals: an unknown version, a non-empty output directory, a corrupted
@@ -118,8 +119,9 @@ TEST_CASE("a trained version passes every check, exports as HF and q8_0 GGUF tha
   MESSAGE("check " << check_s << " s; hf export " << hf["export_seconds"] << " s, " << hf["output_bytes"]
                    << " bytes; gguf q8_0 export " << gg["export_seconds"] << " s, " << gg["output_bytes"] << " bytes");
 
-  // A held-out file and a bar it cannot meet: the check fails, saying both.
-  const std::string held = home + "/held-out.txt";
+  // A held-out file (in the import area: the trainer reads only under its
+  // import roots) and a bar it cannot meet: the check fails, saying both.
+  const std::string held = home + "/imports/held-out.txt";
   REQUIRE(files::write_atomic(held, "Everyone is permitted to copy and distribute verbatim copies of this license "
                                     "document, but changing it is not allowed.\n").ok());
   auto strict = loom_json(home, {"model", "check", pre, "--held-out", held, "--max-loss", "0.5"}, 60s, &code);
@@ -212,10 +214,12 @@ TEST_CASE("a model trained on a dataset imported with PII redaction off is refus
   CHECK(status_of(ok, "compliance") == "overridden");
   CHECK(exporter::read_gguf(home + "/m.gguf").ok());
 
+  // Recorded by the trainer (its key), for the admin who asked.
   bool audited = false;
   for (const auto& [e, p] : export_records(c, 2))
     if (p["outcome"] == "exported")
-      audited = p["override_compliance"] == true && p["reason"] == "licence reviewed by legal" && e.role() == "admin";
+      audited = p["override_compliance"] == true && p["reason"] == "licence reviewed by legal" &&
+                p["caller"]["role"] == "admin" && e.peer_key() == "trainer";
   CHECK(audited);
 }
 

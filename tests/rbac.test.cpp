@@ -80,12 +80,22 @@ mutating_call allowed_mutating(std::string_view type, int n) {
       {"loom.v1.RevokeSiteRequest", {"scheduler", "", errc::invalid_argument}},
       {"loom.v1.EnrolSiteRequest", {"scheduler", "", errc::invalid_argument}},
       {"loom.v1.RollbackModelRequest", {"scheduler", "", errc::invalid_argument}},  // no version
-      {"loom.v1.RecordModelExportRequest", {"scheduler", "", errc::invalid_argument}},  // no version
+      // Only the deployment's trainer key may record: the client key is refused by the
+      // scheduler whatever its token (below: logic_refused).
+      {"loom.v1.RecordModelExportRequest", {"scheduler", "", errc::permission_denied}},
+      {"loom.v1.StartModelExportRequest", {"trainer", "", errc::invalid_argument}},  // no version
+      {"loom.v1.EndModelExportRequest", {"trainer", "", errc::not_found}},           // no export ""
   };
   auto it = empty.find(type);
   REQUIRE_MESSAGE(it != empty.end(), "no safe call known for the mutating type " << type << ": add one here");
   return it->second;
 }
+
+// Types the gateway lets through by role but whose service refuses the
+// client key this test speaks with (they come from a trainer's key only):
+// permission_denied from the logic, for every role the policy admits.
+const std::set<std::string_view> logic_refused = {"loom.v1.RecordModelExportRequest",
+                                                  "loom.v1.ResolveModelVersionRequest"};
 }  // namespace
 
 TEST_CASE("RBAC through the gateways: every request type x role x zone is allowed iff the policy says so, denials audited") {
@@ -107,7 +117,7 @@ TEST_CASE("RBAC through the gateways: every request type x role x zone is allowe
     REQUIRE(cli);
     return *cli;
   };
-  std::set<std::string> denied_ids, mutated_ids;
+  std::set<std::string> denied_ids, mutated_ids, refused_ids;
   std::map<denial_key, std::uint64_t> expected_denials;
   int sent = 0, allowed = 0, mutated = 0, crashes = 0;
   std::uint32_t last_kek = 0;
@@ -130,7 +140,6 @@ TEST_CASE("RBAC through the gateways: every request type x role x zone is allowe
         ++sent;
         INFO(e.type << " as " << std::string(w.name) << " in zone " << z[0] << ": " << to_string(rep.code) << " "
                     << rep.message);
-        const bool denied = rep.code == errc::permission_denied || rep.code == errc::unauthenticated;
         // Past the gateway, the scheduler lets no node-scoped request come with
         // the client key, whatever the role (issue 24 item 1): this test's key.
         // Those refusals and their audit are the identity matrix's to check.
@@ -142,7 +151,15 @@ TEST_CASE("RBAC through the gateways: every request type x role x zone is allowe
           ++allowed;
           continue;
         }
+        const bool refused_by_logic = expect_allowed && logic_refused.count(e.type) > 0;
+        const bool denied = !refused_by_logic && (rep.code == errc::permission_denied || rep.code == errc::unauthenticated);
         CHECK(denied == !expect_allowed);
+        if (refused_by_logic) {
+          CHECK(rep.code == errc::permission_denied);
+          CHECK(rep.message.find("sent only by this deployment's trainers") != std::string::npos);
+          if (e.mutating) refused_ids.insert(rid);
+          continue;
+        }
         if (denied) {
           denied_ids.insert(rid);
           ++expected_denials[{call.service, w.r ? "tester" : "", std::string(e.type), rep.message}];
@@ -190,6 +207,11 @@ TEST_CASE("RBAC through the gateways: every request type x role x zone is allowe
   auto seen = count_by_request(c, mutated_ids);
   CHECK(seen.size() == mutated_ids.size());
   for (auto& [rid, n] : seen) CHECK_MESSAGE(n == 1, rid);
+  // Every state-changing call its service refused for the key left one record, not allowed.
+  CHECK_FALSE(refused_ids.empty());
+  auto refused_seen = count_by_request(c, refused_ids);
+  CHECK(refused_seen.size() == refused_ids.size());
+  for (auto& [rid, n] : refused_seen) CHECK_MESSAGE(n == 1, rid);
   // Every denial is in the log: a record of its own, or counted in the
   // summary of identical denials merged within a window.
   auto t = wait_for_denials(c, expected_denials, denied_ids);
@@ -198,5 +220,9 @@ TEST_CASE("RBAC through the gateways: every request type x role x zone is allowe
   for (auto& e : all_events(c)) {
     if (denied_ids.count(e.request_id())) CHECK(e.decision() == v1::DENY);
     if (mutated_ids.count(e.request_id())) CHECK(e.decision() != v1::DENY);
+    if (refused_ids.count(e.request_id())) {
+      CHECK(e.decision() != v1::ALLOW);
+      CHECK(e.peer_key() == "client");
+    }
   }
 }

@@ -10,7 +10,7 @@ namespace {
 // `site` marks a site's business (policy_entry::site_business): the types an
 // edge site's token may send over its own keys.
 constexpr bool site = true;
-constexpr std::array<policy_entry, 41> table{{
+constexpr std::array<policy_entry, 46> table{{
     // type                             min role         mutating  what   service  [site business]
     {"loom.v1.PingRequest",             role::viewer,    false, "echo a payload; liveness and latency probe", "*", site},
     {"loom.v1.HealthRequest",           role::viewer,    false, "service health, restarts and sub-checks", "*", site},
@@ -51,12 +51,21 @@ constexpr std::array<policy_entry, 41> table{{
     {"loom.v1.GetModelRequest",         role::viewer,    false, "one model version with its lineage", "scheduler"},
     {"loom.v1.DiffModelsRequest",       role::viewer,    false, "what differs between two model versions", "scheduler"},
     {"loom.v1.RollbackModelRequest",    role::operator_, true,  "make an earlier model version current again (hash-checked)", "scheduler"},
-    // Admin when it carries a compliance override (the scheduler checks that).
-    {"loom.v1.RecordModelExportRequest", role::operator_, true, "record a model export (or an overridden check) with its checks' outcomes", "scheduler"},
+    // From this deployment's trainer key only, for the caller of its StartModelExport
+    // (the scheduler refuses any other key, and a compliance override of a non-admin caller).
+    {"loom.v1.RecordModelExportRequest", role::operator_, true, "a trainer records the check or export it ran, with every check's outcome", "scheduler"},
     // Token-free (token_free below): the enrolment token in the body is the credential.
     {"loom.v1.EnrolSiteRequest",        role::viewer,    true,  "an edge site enrols with a one-time token and its CURVE keys", "scheduler"},
     // The scheduler also requires the admin, or the node's own site's token over its key (like DrainNode).
     {"loom.v1.UndrainNodeRequest",      role::operator_, true,  "undo a node's drain: it takes work again", "scheduler", site},
+    // Model checks and exports run in a cloud trainer (issue 25 item 3). Resolve:
+    // from this deployment's trainer key only (the scheduler refuses any other).
+    {"loom.v1.ResolveModelVersionRequest", role::operator_, false, "a trainer reads a version and its lineage for the caller it checks or exports for", "scheduler"},
+    // Admin when it asks for a compliance override (the trainer checks that).
+    {"loom.v1.StartModelExportRequest", role::operator_, true,  "run a model version's pre-export checks and, for an export, write its artefact", "trainer"},
+    {"loom.v1.GetModelExportRequest",   role::operator_, false, "a model check's or export's state, checks and files", "trainer"},
+    {"loom.v1.FetchModelExportRequest", role::operator_, false, "a chunk of a done export's artefact", "trainer"},
+    {"loom.v1.EndModelExportRequest",   role::operator_, true,  "cancel a model check or export, or delete its fetched artefact", "trainer"},
 }};
 
 // Types whose credential travels in the body and which the logic checks: the

@@ -179,11 +179,13 @@ void scheduler_logic::register_handlers() {
       .on<RevokeSiteRequest>([this](const RevokeSiteRequest& r, ctx_t c) { return revoke_site(r, c); })
       // The sites with their trainers, link and datasets.
       .on<ListSitesRequest>([this](const ListSitesRequest& r, ctx_t) { return list_sites(r); })
-      .on<ListModelsRequest>([this](const ListModelsRequest& r, ctx_t) { return list_models(r); })
-      .on<GetModelRequest>([this](const GetModelRequest& r, ctx_t) { return get_model(r); })
-      .on<DiffModelsRequest>([this](const DiffModelsRequest& r, ctx_t) { return diff_models(r); })
+      // The model registry, the caller's tenant's versions (every tenant's for an admin).
+      .on<ListModelsRequest>([this](const ListModelsRequest& r, ctx_t c) { return list_models(r, c); })
+      .on<GetModelRequest>([this](const GetModelRequest& r, ctx_t c) { return get_model(r, c); })
+      .on<DiffModelsRequest>([this](const DiffModelsRequest& r, ctx_t c) { return diff_models(r, c); })
       .on<RollbackModelRequest>([this](const RollbackModelRequest& r, ctx_t c) { return rollback_model(r, c); })
-      // A model export (or an overridden check) and its checks, for the audit log.
+      // A trainer's check or export (for its caller): the version and lineage, then the audit record.
+      .on<ResolveModelVersionRequest>([this](const ResolveModelVersionRequest& r, ctx_t c) { return resolve_model_version(r, c); })
       .on<RecordModelExportRequest>([this](const RecordModelExportRequest& r, ctx_t c) { return record_model_export(r, c); })
       // A site enrols with its token and keys (no bearer token: sites/site_handlers.cpp).
       .on<EnrolSiteRequest>([this](const EnrolSiteRequest& r, ctx_t) { return enrol_site(r); });

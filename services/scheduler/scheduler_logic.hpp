@@ -57,6 +57,7 @@ class GetModelRequest;
 class DiffModelsRequest;
 class RollbackModelRequest;
 class RecordModelExportRequest;
+class ResolveModelVersionRequest;
 class ModelVersion;
 }  // namespace loom::v1
 
@@ -152,9 +153,11 @@ class scheduler_logic final : public runtime::service_logic {
   // A site node's heartbeat report (link, datasets) into the registry; `peer` is its CURVE principal.
   void site_report(const loom::v1::NodeHeartbeatRequest& req, const std::string& peer);
   // The model registry (models/model_handlers.cpp).
-  runtime::handled list_models(const loom::v1::ListModelsRequest& req);
-  runtime::handled get_model(const loom::v1::GetModelRequest& req);
-  runtime::handled diff_models(const loom::v1::DiffModelsRequest& req);
+  runtime::handled list_models(const loom::v1::ListModelsRequest& req, const runtime::call_context& ctx);
+  runtime::handled get_model(const loom::v1::GetModelRequest& req, const runtime::call_context& ctx);
+  runtime::handled diff_models(const loom::v1::DiffModelsRequest& req, const runtime::call_context& ctx);
+  runtime::handled resolve_model_version(const loom::v1::ResolveModelVersionRequest& req,
+                                         const runtime::call_context& ctx);
   runtime::handled rollback_model(const loom::v1::RollbackModelRequest& req, const runtime::call_context& ctx);
   runtime::handled record_model_export(const loom::v1::RecordModelExportRequest& req, const runtime::call_context& ctx);
   void describe(const model_version_rec& v, bool current, loom::v1::ModelVersion* out) const;

@@ -43,6 +43,7 @@ CREATE INDEX nodes_by_zone ON nodes (zone);
       data_hashes_migration(),
       site_reports_migration(),
       node_bindings_migration(),
+      model_tenants_migration(),
   };
   return all;
 }

@@ -2,6 +2,7 @@
 // (what `loom up` starts); `train`, `sample` and `logits` run offline (train_cli.hpp).
 #include "libs/runtime/service.hpp"
 #include "services/trainer/config.hpp"
+#include "services/trainer/export/export_wire.hpp"
 #include "services/trainer/train_cli.hpp"
 #include "services/trainer/trainer_logic.hpp"
 #include "services/trainer/worker.hpp"
@@ -19,10 +20,22 @@ int main(int argc, char** argv) {
     spec.name = "trainer";
     // One board: the worker changes it, the logic (TrainerStatus) reads it.
     auto board = std::make_shared<loom::trainer::work_board>();
-    spec.make_logic = [board](loom::runtime::service_env&) { return std::make_unique<loom::trainer::trainer_logic>(board); };
+    // Model checks and exports: started with the worker, kept across restarts of the logic.
+    auto exports = std::make_shared<std::shared_ptr<loom::trainer::export_tasks>>();
+    spec.make_logic = [board, exports](loom::runtime::service_env&) {
+      return std::make_unique<loom::trainer::trainer_logic>(board, *exports);
+    };
     // The work loop: polls the scheduler for stages and runs them (worker.hpp).
-    spec.start_extra = [board](loom::runtime::service_env& env) -> loom::result<std::shared_ptr<void>> {
-      return std::shared_ptr<void>(std::make_shared<loom::trainer::worker>(env, board));
+    spec.start_extra = [board, exports](loom::runtime::service_env& env) -> loom::result<std::shared_ptr<void>> {
+      struct parts {
+        std::shared_ptr<loom::trainer::worker> work;
+        std::shared_ptr<loom::trainer::export_tasks> exp;
+        ~parts() { if (exp) exp->shutdown(); }  // before env goes: its thread uses env's sockets
+      };
+      auto p = std::make_shared<parts>();
+      p->work = std::make_shared<loom::trainer::worker>(env, board);
+      p->exp = *exports = loom::trainer::start_model_exports(env);
+      return std::shared_ptr<void>(p);
     };
     return loom::runtime::service_main(argc - 1, argv + 1, spec);
   }

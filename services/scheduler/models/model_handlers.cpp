@@ -3,10 +3,17 @@
 // succeeded stage. Part of scheduler_logic; runs on the service actor's
 // thread. The gateway audits each mutating request; a rollback's payload
 // names the version, the one it replaced and the reason; an export record's
-// names the version, format, output, its hash, every check's outcome and any
-// compliance override with its reason (admin only).
+// names the version, format, output, its hash, every check's outcome, any
+// compliance override with its reason (admin only) and the caller the
+// trainer ran it for.
+// Tenants (issue 24 item 6): every request sees the caller's tenant's
+// versions only (admins: every tenant's); another tenant's version answers
+// not_found. ResolveModelVersion and RecordModelExport come from this
+// deployment's trainer key only (checks and exports run there, issue 25
+// item 3): they carry the caller the trainer verified, whose scope applies.
 #include "services/scheduler/scheduler_logic.hpp"
 
+#include "libs/auth/identity.hpp"
 #include "libs/runtime/logic_pb.hpp"
 #include "loom/v1/models.pb.h"
 #include "services/scheduler/models/model_registry.hpp"
@@ -31,7 +38,29 @@ handled refused_or_store(const error& e) {
 
 constexpr std::uint32_t max_list = 10000;
 
-// What an export record must hold to be stored (the client ran the checks).
+model_scope scope_of(const call_context& ctx) { return {ctx.tenant.empty() ? "default" : ctx.tenant, ctx.role == "admin"}; }
+
+// The requests a trainer sends on a caller's behalf: only this deployment's
+// own trainer key may (a client, a site's trainer, any other service: refused
+// whatever its token's role), and the caller must be named.
+result<model_scope> trainer_on_behalf(const std::string& type, const call_context& ctx,
+                                      const loom::v1::ModelCaller& caller) {
+  const auto p = auth::parse_peer(ctx.peer);
+  if (p.kind != auth::peer_kind::own_service || p.service != "trainer")
+    return make_error(errc::permission_denied,
+                      type + " is sent only by this deployment's trainers (CURVE key \"trainer\"), which run model "
+                             "checks and exports; this call came with key \"" + ctx.peer +
+                             "\": use `loom model check|export`");
+  if (caller.tenant().empty() || caller.role().empty() || caller.principal().empty())
+    return make_error(errc::invalid_argument, type + ": no caller (principal, role, tenant) named");
+  return model_scope{caller.tenant(), caller.role() == "admin"};
+}
+
+nlohmann::json caller_json(const loom::v1::ModelCaller& c) {
+  return {{"principal", c.principal()}, {"role", c.role()}, {"tenant", c.tenant()}, {"peer", c.peer()}};
+}
+
+// What an export record must hold to be stored (the trainer ran the checks).
 status check_export_record(const loom::v1::RecordModelExportRequest& r, const std::string& role) {
   auto bad = [](const std::string& why) { return make_error(errc::invalid_argument, "RecordModelExport: " + why); };
   if (r.version().empty()) return bad("no version");
@@ -83,6 +112,7 @@ void scheduler_logic::set_models(std::unique_ptr<model_registry> models) {
 
 void scheduler_logic::describe(const model_version_rec& v, bool current, loom::v1::ModelVersion* o) const {
   o->set_version(v.version);
+  o->set_tenant(v.tenant);
   o->set_model(v.model);
   o->set_job_id(v.job_id);
   o->set_stage(v.stage);
@@ -101,24 +131,23 @@ void scheduler_logic::describe(const model_version_rec& v, bool current, loom::v
   o->set_config_toml(v.config_toml);
 }
 
-handled scheduler_logic::list_models(const loom::v1::ListModelsRequest& req) {
+handled scheduler_logic::list_models(const loom::v1::ListModelsRequest& req, const call_context& ctx) {
   if (!models_) return no_models();
   if (req.limit() > max_list) return fail(errc::invalid_argument, "ListModels: limit is at most 10000");
-  auto all = models_->list(req.model(), req.limit() ? req.limit() : max_list);
+  const auto scope = scope_of(ctx);
+  auto all = models_->list(scope, req.model(), req.limit() ? req.limit() : max_list);
   if (!all) return refused_or_store(all.err());
+  auto current = models_->current_versions(scope);
+  if (!current) return refused_or_store(current.err());
   loom::v1::ListModelsReply rep;
-  for (const auto& v : *all) {
-    auto cur = models_->is_current(v);
-    if (!cur) return refused_or_store(cur.err());
-    describe(v, *cur, rep.add_versions());
-  }
+  for (const auto& v : *all) describe(v, current->count(v.version) > 0, rep.add_versions());
   return reply(rep);
 }
 
-handled scheduler_logic::get_model(const loom::v1::GetModelRequest& req) {
+handled scheduler_logic::get_model(const loom::v1::GetModelRequest& req, const call_context& ctx) {
   if (!models_) return no_models();
   if (req.version().empty()) return fail(errc::invalid_argument, "GetModel: the version is empty");
-  auto v = models_->get(req.version());
+  auto v = models_->get(scope_of(ctx), req.version());
   if (!v) return refused_or_store(v.err());
   auto cur = models_->is_current(*v);
   if (!cur) return refused_or_store(cur.err());
@@ -127,11 +156,12 @@ handled scheduler_logic::get_model(const loom::v1::GetModelRequest& req) {
   return reply(rep);
 }
 
-handled scheduler_logic::diff_models(const loom::v1::DiffModelsRequest& req) {
+handled scheduler_logic::diff_models(const loom::v1::DiffModelsRequest& req, const call_context& ctx) {
   if (!models_) return no_models();
-  auto a = models_->get(req.a());
+  const auto scope = scope_of(ctx);
+  auto a = models_->get(scope, req.a());
   if (!a) return refused_or_store(a.err());
-  auto b = models_->get(req.b());
+  auto b = models_->get(scope, req.b());
   if (!b) return refused_or_store(b.err());
   auto d = models_->diff(*a, *b);
   if (!d) return refused_or_store(d.err());
@@ -151,25 +181,45 @@ handled scheduler_logic::diff_models(const loom::v1::DiffModelsRequest& req) {
 handled scheduler_logic::rollback_model(const loom::v1::RollbackModelRequest& req, const call_context& ctx) {
   if (!models_) return no_models();
   if (req.version().empty()) return fail(errc::invalid_argument, "RollbackModel: the version is empty");
-  auto previous = models_->rollback(req.version(), ctx.principal, req.reason());
+  const auto scope = scope_of(ctx);
+  auto previous = models_->rollback(scope, req.version(), ctx.principal, req.reason());
   if (!previous) return refused_or_store(previous.err());
-  auto v = models_->get(req.version());
+  auto v = models_->get(scope, req.version());
   if (!v) return refused_or_store(v.err());
   loom::v1::RollbackModelReply rep;
   describe(*v, true, rep.mutable_current());
   rep.set_previous(*previous);
   auto h = reply(rep);
-  h.audit_payload = nlohmann::json{{"model", v->model}, {"version", v->version}, {"previous", *previous},
-                                   {"params_sha256", v->params_sha256}, {"reason", req.reason()}}
+  h.audit_job_id = v->job_id;
+  h.audit_payload = nlohmann::json{{"model", v->model}, {"tenant", v->tenant}, {"version", v->version},
+                                   {"previous", *previous}, {"params_sha256", v->params_sha256},
+                                   {"reason", req.reason()}}
                         .dump();
   return h;
+}
+
+handled scheduler_logic::resolve_model_version(const loom::v1::ResolveModelVersionRequest& req,
+                                               const call_context& ctx) {
+  if (!models_) return no_models();
+  auto scope = trainer_on_behalf("ResolveModelVersion", ctx, req.caller());
+  if (!scope) return fail(scope.err());
+  if (req.version().empty()) return fail(errc::invalid_argument, "ResolveModelVersion: the version is empty");
+  auto chain = models_->lineage(*scope, req.version());
+  if (!chain) return refused_or_store(chain.err());
+  auto cur = models_->is_current(chain->front());
+  loom::v1::ResolveModelVersionReply rep;
+  describe(chain->front(), cur.ok() && *cur, rep.mutable_version());
+  for (std::size_t i = 1; i < chain->size(); ++i) describe((*chain)[i], false, rep.add_ancestors());
+  return reply(rep);
 }
 
 handled scheduler_logic::record_model_export(const loom::v1::RecordModelExportRequest& req,
                                              const call_context& ctx) {
   if (!models_) return no_models();
-  if (auto st = check_export_record(req, ctx.role); !st) return fail(st.err());
-  auto v = models_->get(req.version());
+  auto scope = trainer_on_behalf("RecordModelExport", ctx, req.caller());
+  if (!scope) return fail(scope.err());
+  if (auto st = check_export_record(req, req.caller().role()); !st) return fail(st.err());
+  auto v = models_->get(*scope, req.version());
   if (!v) return refused_or_store(v.err());
   auto cur = models_->is_current(*v);
   loom::v1::RecordModelExportReply rep;
@@ -179,13 +229,15 @@ handled scheduler_logic::record_model_export(const loom::v1::RecordModelExportRe
     checks.push_back({{"name", c.name()}, {"status", c.status()}, {"detail", c.detail()}});
   auto h = reply(rep);
   h.audit_job_id = v->job_id;
-  h.audit_payload = nlohmann::json{{"model", v->model},          {"version", v->version},
-                                   {"params_sha256", v->params_sha256}, {"action", req.action()},
-                                   {"outcome", req.outcome()},   {"format", req.format()},
-                                   {"type", req.type()},         {"out", req.out()},
-                                   {"output_sha256", req.output_sha256()}, {"output_bytes", req.output_bytes()},
-                                   {"checks", checks},           {"override_compliance", req.override_compliance()},
-                                   {"reason", req.reason()}}
+  h.audit_payload = nlohmann::json{{"model", v->model},          {"tenant", v->tenant},
+                                   {"version", v->version},      {"params_sha256", v->params_sha256},
+                                   {"action", req.action()},     {"outcome", req.outcome()},
+                                   {"format", req.format()},     {"type", req.type()},
+                                   {"out", req.out()},           {"output_sha256", req.output_sha256()},
+                                   {"output_bytes", req.output_bytes()}, {"checks", checks},
+                                   {"override_compliance", req.override_compliance()}, {"reason", req.reason()},
+                                   {"caller", caller_json(req.caller())}, {"export_id", req.export_id()},
+                                   {"trainer", ctx.principal}}
                         .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   return h;
 }

@@ -105,6 +105,7 @@ checkpoint_inspector verifying_inspector(std::string key_path) {
 stage_outcome outcome_of(const job_rec& j, std::size_t i) {
   const stage_rec& s = j.stages[i];
   stage_outcome o;
+  o.tenant = j.tenant.empty() ? "default" : j.tenant;
   o.model = j.name;
   o.job_id = j.id;
   o.stage = s.name;
@@ -157,7 +158,7 @@ result<model_version_rec> model_registry::register_stage(const stage_outcome& s)
       if (!p) return p.err();
       parent = *p;
     } else if (!s.init_from.empty()) {
-      auto p = find_checkpoint_version(tx, s.init_from);
+      auto p = find_checkpoint_version(tx, s.tenant, s.init_from);
       if (!p) return p.err();
       parent = *p;
     }
@@ -165,6 +166,7 @@ result<model_version_rec> model_registry::register_stage(const stage_outcome& s)
     if (!seq) return seq.err();
     v.seq = *seq + 1;
     v.version = version_id(v.seq);
+    v.tenant = s.tenant;
     v.model = s.model;
     v.job_id = s.job_id;
     v.stage = s.stage;
@@ -182,28 +184,56 @@ result<model_version_rec> model_registry::register_stage(const stage_outcome& s)
     v.config_toml = s.config_toml;
     v.created_ns = now;
     if (auto w = insert_model_version(tx, v); !w) return w;
-    return set_model_current(tx, {v.model, v.version, "scheduler", "new version", now});
+    return set_model_current(tx, {v.tenant, v.model, v.version, "scheduler", "new version", now});
   });
   if (!st) return st.err();
   return v;
 }
 
-result<std::vector<model_version_rec>> model_registry::list(const std::string& model, std::uint64_t limit) {
-  return db_->with_read_transaction([&](store::transaction& tx) { return load_model_versions(tx, model, limit); });
+result<std::vector<model_version_rec>> model_registry::list(const model_scope& scope, const std::string& model,
+                                                            std::uint64_t limit) {
+  return db_->with_read_transaction(
+      [&](store::transaction& tx) { return load_model_versions(tx, scope, model, limit); });
 }
 
-result<model_version_rec> model_registry::get(const std::string& version) {
+result<model_version_rec> model_registry::get(const model_scope& scope, const std::string& version) {
   auto v = db_->with_read_transaction([&](store::transaction& tx) { return find_model_version(tx, version); });
   if (!v) return v.err();
-  if (!*v) return make_error(errc::not_found, "no model version " + version + " (`loom model list` shows them)");
+  // Another tenant's version reads exactly like one that does not exist.
+  if (!*v || !scope.sees((*v)->tenant))
+    return make_error(errc::not_found, "no model version " + version +
+                                           (scope.all_tenants ? "" : " in tenant " + scope.tenant) +
+                                           " (`loom model list` shows them)");
   return **v;
 }
 
+result<std::vector<model_version_rec>> model_registry::lineage(const model_scope& scope, const std::string& version) {
+  constexpr int max_ancestors = 256;  // a longer chain is a cycle in the registry, not a history
+  auto v = get(scope, version);
+  if (!v) return v.err();
+  std::vector<model_version_rec> out{*v};
+  while (!out.back().parent.empty()) {
+    if (out.size() > max_ancestors)
+      return make_error(errc::corruption, "the lineage of " + version + " is longer than 256 versions (a cycle?)");
+    auto p = get(scope, out.back().parent);
+    if (!p) {
+      if (p.code() == errc::not_found) break;  // gone or another tenant's: the chain ends here
+      return p.err();
+    }
+    out.push_back(std::move(*p));
+  }
+  return out;
+}
+
+result<std::set<std::string>> model_registry::current_versions(const model_scope& scope) {
+  return db_->with_read_transaction([&](store::transaction& tx) { return load_current_versions(tx, scope); });
+}
+
 result<bool> model_registry::is_current(const model_version_rec& v) {
-  auto cur = db_->with_read_transaction([](store::transaction& tx) { return load_model_current(tx); });
+  auto cur = db_->with_read_transaction(
+      [&](store::transaction& tx) { return load_model_current(tx, v.tenant, v.model); });
   if (!cur) return cur.err();
-  auto it = cur->find(v.model);
-  return it != cur->end() && it->second == v.version;
+  return *cur == v.version;
 }
 
 result<std::vector<std::array<std::string, 3>>> model_registry::diff(const model_version_rec& a,
@@ -243,9 +273,9 @@ result<std::vector<std::array<std::string, 3>>> model_registry::diff(const model
   return out;
 }
 
-result<std::string> model_registry::rollback(const std::string& version, const std::string& by,
-                                             const std::string& reason) {
-  auto v = get(version);
+result<std::string> model_registry::rollback(const model_scope& scope, const std::string& version,
+                                             const std::string& by, const std::string& reason) {
+  auto v = get(scope, version);
   if (!v) return v.err();
   auto facts = inspect_(v->checkpoint);
   if (!facts)
@@ -259,10 +289,10 @@ result<std::string> model_registry::rollback(const std::string& version, const s
   const auto now = std::chrono::duration_cast<std::chrono::nanoseconds>(now_().time_since_epoch()).count();
   std::string previous;
   auto st = db_->with_transaction([&](store::transaction& tx) -> status {
-    auto cur = load_model_current(tx);
+    auto cur = load_model_current(tx, v->tenant, v->model);
     if (!cur) return cur.err();
-    if (auto it = cur->find(v->model); it != cur->end()) previous = it->second;
-    return set_model_current(tx, {v->model, v->version, by, reason.empty() ? "rollback" : reason, now});
+    previous = *cur;
+    return set_model_current(tx, {v->tenant, v->model, v->version, by, reason.empty() ? "rollback" : reason, now});
   });
   if (!st) return st.err();
   return previous;

@@ -4,7 +4,11 @@
 // what it read, tokenizer, parent version, parameter hash, metrics — and its
 // model's current version. Rollback makes an earlier version current again
 // only after its checkpoint verifies and hashes as recorded. Versions are
-// append-only. Runs on the scheduler actor's thread; verification reads the
+// append-only. Tenant walls (issue 24 item 6): a version belongs to its job's
+// tenant, a model name is per tenant (the current version is kept per
+// (tenant, model)), and every read or rollback takes the caller's
+// model_scope — another tenant's version is not_found, worded as a version
+// that does not exist. Runs on the scheduler actor's thread; verification reads the
 // checkpoint files (a d12 snapshot: about a second).
 #pragma once
 
@@ -14,6 +18,7 @@
 #include <array>
 #include <chrono>
 #include <map>
+#include <set>
 #include <vector>
 #include <functional>
 #include <string>
@@ -49,6 +54,7 @@ checkpoint_inspector verifying_inspector(std::string key_path);
 
 // A stage's lineage and figures, as the job manager knows them at its end.
 struct stage_outcome {
+  std::string tenant = "default";  // the job's
   std::string model, job_id, stage, kind, checkpoint, config_toml, init_from, tokenizer;
   std::string parent_stage;  // the job's previous stage ("" for the first)
   std::vector<std::string> datasets;
@@ -64,18 +70,28 @@ class model_registry {
   // data_dir: where datasets/NAME/ live, for the lineage's hashes (data_hashes.hpp); "" = none taken.
   model_registry(store::database* db, clock_fn now, checkpoint_inspector inspect, std::string data_dir = "");
 
-  // Verifies the stage's checkpoint and stores it as the next version, current
-  // for its model. already_exists when this stage was registered before (the
-  // version is returned by find_stage); corruption / not_found from verification.
+  // Verifies the stage's checkpoint and stores it as the next version of its
+  // tenant, current for its (tenant, model). Its parent is a version of the
+  // same tenant only. already_exists when this stage was registered before;
+  // corruption / not_found from verification.
   result<model_version_rec> register_stage(const stage_outcome& s);
-  result<std::vector<model_version_rec>> list(const std::string& model, std::uint64_t limit);
-  result<model_version_rec> get(const std::string& version);
+  // Newest first, the scope's versions only.
+  result<std::vector<model_version_rec>> list(const model_scope& scope, const std::string& model, std::uint64_t limit);
+  // not_found for a version that does not exist or that the scope does not see.
+  result<model_version_rec> get(const model_scope& scope, const std::string& version);
+  // `version` and its ancestors, nearest first (up to 256: a longer chain is
+  // a cycle, corruption); an ancestor outside the scope ends the chain.
+  result<std::vector<model_version_rec>> lineage(const model_scope& scope, const std::string& version);
   // Every field that differs, as (field, a, b); config keys as "config <line>".
   result<std::vector<std::array<std::string, 3>>> diff(const model_version_rec& a, const model_version_rec& b);
-  // The current version of `version`'s model becomes `version`; returns the
-  // previous current version's id. corruption when the checkpoint no longer
-  // verifies or hashes differently (nothing changes).
-  result<std::string> rollback(const std::string& version, const std::string& by, const std::string& reason);
+  // The current version of `version`'s (tenant, model) becomes `version`;
+  // returns the previous current version's id. not_found outside the scope;
+  // corruption when the checkpoint no longer verifies or hashes differently
+  // (nothing changes).
+  result<std::string> rollback(const model_scope& scope, const std::string& version, const std::string& by,
+                               const std::string& reason);
+  // Every version of the scope that is its (tenant, model)'s current one.
+  result<std::set<std::string>> current_versions(const model_scope& scope);
   result<bool> is_current(const model_version_rec& v);
 
  private:

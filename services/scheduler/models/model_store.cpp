@@ -10,7 +10,7 @@ namespace {
 
 constexpr const char* version_columns =
     "SELECT version, seq, model, job_id, stage, kind, checkpoint, step, manifest_sha256, params_sha256, parent, "
-    "datasets, tokenizer, metrics, config_toml, created_unix_ns, data_sha256 FROM model_versions";
+    "datasets, tokenizer, metrics, config_toml, created_unix_ns, data_sha256, tenant FROM model_versions";
 
 model_version_rec version_of(const store::row& r) {
   auto t = [&](std::size_t i) { return r.get_text(i).ok() ? *r.get_text(i) : std::string(); };
@@ -42,6 +42,7 @@ model_version_rec version_of(const store::row& r) {
   if (hs.is_object())
     for (auto it = hs.begin(); it != hs.end(); ++it)
       if (it->is_string()) v.data_sha256[it.key()] = it->get<std::string>();
+  v.tenant = t(17);
   return v;
 }
 
@@ -102,27 +103,85 @@ const store::migration& data_hashes_migration() {
   return m;
 }
 
+const store::migration& model_tenants_migration() {
+  // model_versions is append-only (triggers refuse UPDATE): the one UPDATE
+  // that gives each stored version its job's tenant runs with the UPDATE
+  // trigger lifted inside this migration's transaction and put back before
+  // it commits. A version whose job row is gone keeps "default" (what a
+  // job without a tenant belongs to). model_current is rebuilt keyed by
+  // (tenant, model): a current version stays current for its own tenant,
+  // and every other (tenant, model) that has versions gets its newest one,
+  // so a name another tenant's version had taken over is that tenant's
+  // only (issue 24 item 6).
+  static const std::string tail = R"sql(
+CREATE INDEX model_versions_by_tenant ON model_versions (tenant, model, seq);
+CREATE TABLE model_current_v11 (
+  tenant TEXT NOT NULL,
+  model TEXT NOT NULL,
+  version TEXT NOT NULL REFERENCES model_versions (version),
+  set_unix_ns BIGINT NOT NULL,
+  set_by TEXT NOT NULL,
+  reason TEXT NOT NULL DEFAULT '',
+  PRIMARY KEY (tenant, model)
+);
+INSERT INTO model_current_v11 (tenant, model, version, set_unix_ns, set_by, reason)
+  SELECT v.tenant, v.model, c.version, c.set_unix_ns, c.set_by, c.reason
+  FROM model_current c JOIN model_versions v ON v.version = c.version;
+INSERT INTO model_current_v11 (tenant, model, version, set_unix_ns, set_by, reason)
+  SELECT v.tenant, v.model, v.version, v.created_unix_ns, 'scheduler', 'newest version of the tenant''s model (migration v11)'
+  FROM model_versions v
+  WHERE v.seq = (SELECT MAX(w.seq) FROM model_versions w WHERE w.tenant = v.tenant AND w.model = v.model)
+    AND NOT EXISTS (SELECT 1 FROM model_current_v11 n WHERE n.tenant = v.tenant AND n.model = v.model);
+DROP TABLE model_current;
+ALTER TABLE model_current_v11 RENAME TO model_current;
+)sql";
+  static const std::string backfill =
+      "UPDATE model_versions SET tenant = COALESCE((SELECT j.tenant FROM jobs j WHERE j.id = model_versions.job_id), "
+      "'default');\n";
+  static const store::migration m{
+      .owner = "scheduler",
+      .version = 11,
+      .description = "model_versions.tenant (its job's) and model_current per (tenant, model): model names per tenant",
+      .sql = "",
+      .sql_sqlite = "ALTER TABLE model_versions ADD COLUMN tenant TEXT NOT NULL DEFAULT 'default';\n"
+                    "DROP TRIGGER model_versions_append_only_update;\n" +
+                    backfill +
+                    "CREATE TRIGGER model_versions_append_only_update BEFORE UPDATE ON model_versions "
+                    "BEGIN SELECT RAISE(ABORT, 'model_versions is append-only'); END;\n" +
+                    tail,
+      .sql_postgres = "ALTER TABLE model_versions ADD COLUMN tenant TEXT NOT NULL DEFAULT 'default';\n"
+                      "ALTER TABLE model_versions DISABLE TRIGGER model_versions_append_only;\n" +
+                      backfill + "ALTER TABLE model_versions ENABLE TRIGGER model_versions_append_only;\n" + tail};
+  return m;
+}
+
 status insert_model_version(store::transaction& tx, const model_version_rec& v) {
   nlohmann::json metrics = nlohmann::json::object();
   for (const auto& [k, x] : v.metrics) metrics[k] = x;
   auto w = tx.exec(
       "INSERT INTO model_versions (version, seq, model, job_id, stage, kind, checkpoint, step, manifest_sha256, "
-      "params_sha256, parent, datasets, tokenizer, metrics, config_toml, created_unix_ns, data_sha256) "
-      "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)",
+      "params_sha256, parent, datasets, tokenizer, metrics, config_toml, created_unix_ns, data_sha256, tenant) "
+      "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)",
       {v.version, static_cast<std::int64_t>(v.seq), v.model, v.job_id, v.stage, v.kind, v.checkpoint,
        static_cast<std::int64_t>(v.step), v.manifest_sha256, v.params_sha256, v.parent,
        nlohmann::json(v.datasets).dump(), v.tokenizer, metrics.dump(), v.config_toml, v.created_ns,
-       nlohmann::json(v.data_sha256).dump()});
+       nlohmann::json(v.data_sha256).dump(), v.tenant});
   if (!w) return w.err();
   return ok_status();
 }
 
-result<std::vector<model_version_rec>> load_model_versions(store::transaction& tx, const std::string& model,
-                                                           std::uint64_t limit) {
+result<std::vector<model_version_rec>> load_model_versions(store::transaction& tx, const model_scope& scope,
+                                                           const std::string& model, std::uint64_t limit) {
+  std::string where;
+  std::vector<store::value> args;
+  auto cond = [&](const char* column, const std::string& v) {
+    args.push_back(v);
+    where += std::string(where.empty() ? " WHERE " : " AND ") + column + " = $" + std::to_string(args.size());
+  };
+  if (!scope.all_tenants) cond("tenant", scope.tenant);
+  if (!model.empty()) cond("model", model);
   const std::string lim = limit ? " LIMIT " + std::to_string(limit) : "";
-  auto rows = model.empty() ? tx.query(std::string(version_columns) + " ORDER BY seq DESC" + lim)
-                            : tx.query(std::string(version_columns) + " WHERE model = $1 ORDER BY seq DESC" + lim,
-                                       {model});
+  auto rows = tx.query(std::string(version_columns) + where + " ORDER BY seq DESC" + lim, args);
   if (!rows) return rows.err();
   std::vector<model_version_rec> out;
   for (const auto& r : *rows) out.push_back(version_of(r));
@@ -138,13 +197,14 @@ result<std::optional<model_version_rec>> find_stage_version(store::transaction& 
   return first(tx.query(std::string(version_columns) + " WHERE job_id = $1 AND stage = $2", {job_id, stage}));
 }
 
-result<std::optional<model_version_rec>> find_checkpoint_version(store::transaction& tx, const std::string& dir) {
+result<std::optional<model_version_rec>> find_checkpoint_version(store::transaction& tx, const std::string& tenant,
+                                                                 const std::string& dir) {
   if (dir.empty()) return std::optional<model_version_rec>{};
   // A snapshot root names the newest step under it: match the root or the step dir.
   return first(tx.query(std::string(version_columns) +
-                            " WHERE checkpoint = $1 OR substr(checkpoint, 1, length(CAST($2 AS TEXT))) = CAST($2 AS TEXT) "
-                            "ORDER BY seq DESC LIMIT 1",
-                        {dir, dir + (dir.ends_with("/") ? "" : "/")}));
+                            " WHERE tenant = $3 AND (checkpoint = $1 OR substr(checkpoint, 1, length(CAST($2 AS TEXT))) = "
+                            "CAST($2 AS TEXT)) ORDER BY seq DESC LIMIT 1",
+                        {dir, dir + (dir.ends_with("/") ? "" : "/"), tenant}));
 }
 
 result<std::uint64_t> max_model_seq(store::transaction& tx) {
@@ -157,19 +217,29 @@ result<std::uint64_t> max_model_seq(store::transaction& tx) {
 
 status set_model_current(store::transaction& tx, const model_current_rec& c) {
   auto w = tx.exec(
-      "INSERT INTO model_current (model, version, set_unix_ns, set_by, reason) VALUES ($1, $2, $3, $4, $5) "
-      "ON CONFLICT (model) DO UPDATE SET version = excluded.version, set_unix_ns = excluded.set_unix_ns, "
+      "INSERT INTO model_current (tenant, model, version, set_unix_ns, set_by, reason) VALUES ($1, $2, $3, $4, $5, $6) "
+      "ON CONFLICT (tenant, model) DO UPDATE SET version = excluded.version, set_unix_ns = excluded.set_unix_ns, "
       "set_by = excluded.set_by, reason = excluded.reason",
-      {c.model, c.version, c.set_ns, c.set_by, c.reason});
+      {c.tenant, c.model, c.version, c.set_ns, c.set_by, c.reason});
   if (!w) return w.err();
   return ok_status();
 }
 
-result<std::map<std::string, std::string>> load_model_current(store::transaction& tx) {
-  auto rows = tx.query("SELECT model, version FROM model_current");
+result<std::string> load_model_current(store::transaction& tx, const std::string& tenant, const std::string& model) {
+  auto rows = tx.query("SELECT version FROM model_current WHERE tenant = $1 AND model = $2", {tenant, model});
   if (!rows) return rows.err();
-  std::map<std::string, std::string> out;
-  for (const auto& r : *rows) out[*r.get_text(0)] = *r.get_text(1);
+  if (rows->empty()) return std::string();
+  auto v = (*rows)[0].get_text(0);
+  return v.ok() ? *v : std::string();
+}
+
+result<std::set<std::string>> load_current_versions(store::transaction& tx, const model_scope& scope) {
+  auto rows = scope.all_tenants ? tx.query("SELECT version FROM model_current")
+                                : tx.query("SELECT version FROM model_current WHERE tenant = $1", {scope.tenant});
+  if (!rows) return rows.err();
+  std::set<std::string> out;
+  for (const auto& r : *rows)
+    if (auto v = r.get_text(0); v.ok()) out.insert(*v);
   return out;
 }
 

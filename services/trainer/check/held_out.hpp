@@ -11,6 +11,7 @@
 #include "libs/model/gpt_config.hpp"
 #include "libs/status/status.hpp"
 
+#include <atomic>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -35,8 +36,12 @@ struct held_out_tokens {
 };
 
 // The last tail_bytes of a text file, tokenized with `tokenizer` ("gpt2" or
-// a tokenizer.json path); not_found naming the file.
-result<held_out_tokens> tokens_of_text_tail(const std::string& path, const std::string& tokenizer);
+// a tokenizer.json path); not_found naming the file. With `roots`, the file
+// must lie inside one of them (files::open_confined: permission_denied naming
+// the path and the roots otherwise, whether it exists or not) and is read
+// through the descriptor that check opened; a device or pipe is refused.
+result<held_out_tokens> tokens_of_text_tail(const std::string& path, const std::string& tokenizer,
+                                            const std::vector<std::string>& roots = {});
 // The last `count` tokens of a shard directory (a dataset, data.shards).
 result<held_out_tokens> tokens_of_shards_tail(const std::string& dir, std::uint64_t count);
 
@@ -47,9 +52,10 @@ struct scored {
 };
 // Mean next-token loss of the model over the last windows of `ids`: B =
 // min(max_windows, max_scored_tokens / T, (n-1)/T), at least 1, windows of T
-// tokens (T shrinks to n-1 for a short text). invalid_argument for fewer than 2 tokens or an id >= vocab.
+// tokens (T shrinks to n-1 for a short text). invalid_argument for fewer than 2 tokens or an id >= vocab;
+// unavailable when `stop` is set between two windows.
 // REQUIRES: params.size() == make_param_layout(cfg).total.
 result<scored> mean_loss(const model::gpt2_config& cfg, std::span<const float> params,
-                         std::span<const std::uint32_t> ids, int seq_len);
+                         std::span<const std::uint32_t> ids, int seq_len, const std::atomic<bool>* stop = nullptr);
 
 }  // namespace loom::modelcheck

@@ -1,10 +1,13 @@
 #include "services/trainer/check/held_out.hpp"
 
+#include "libs/files/files.hpp"
+#include "libs/files/temp_dir.hpp"
 #include "services/trainer/engine/model.hpp"
 
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <vector>
 
 using namespace loom;
@@ -55,4 +58,33 @@ TEST_CASE("held-out text that is a device or missing is refused by name, never r
   REQUIRE_FALSE(dev.ok());
   CHECK(dev.err().message == "held-out text /dev/zero is not a regular file");
   CHECK(tokens_of_text_tail("/nonexistent/eval.txt", "gpt2").code() == errc::not_found);
+}
+
+TEST_CASE("a held-out file is read only inside the given roots, whether it exists or not, and never through a link out") {
+  files::temp_dir root{"loom-held-out"}, outside{"loom-held-out-x"};
+  REQUIRE(files::write_atomic(root.path() + "/eval.txt", "the quick brown fox jumps over the lazy dog\n").ok());
+  REQUIRE(files::write_atomic(outside.path() + "/secret.txt", "not for the check\n").ok());
+  const std::vector<std::string> roots{root.path()};
+  auto in = tokens_of_text_tail(root.path() + "/eval.txt", "gpt2", roots);
+  REQUIRE_MESSAGE(in.ok(), in.err().message);
+  CHECK(in->ids.size() > 5);
+  auto out = tokens_of_text_tail(outside.path() + "/secret.txt", "gpt2", roots);
+  REQUIRE_FALSE(out.ok());
+  CHECK(out.code() == errc::permission_denied);
+  CHECK(out.err().message.find("outside the allowed roots") != std::string::npos);
+  CHECK(tokens_of_text_tail(outside.path() + "/absent.txt", "gpt2", roots).code() == errc::permission_denied);
+  std::filesystem::create_symlink(outside.path() + "/secret.txt", root.path() + "/link.txt");
+  CHECK(tokens_of_text_tail(root.path() + "/link.txt", "gpt2", roots).code() == errc::permission_denied);
+  CHECK(tokens_of_text_tail("/etc/passwd", "gpt2", roots).code() == errc::permission_denied);
+}
+
+TEST_CASE("a held-out loss asked to stop ends between windows") {
+  const auto params = random_params();
+  std::vector<std::uint32_t> ids(64);
+  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::uint32_t>(i % 100);
+  std::atomic<bool> stop{true};
+  auto s = mean_loss(cfg, params, ids, 8, &stop);
+  CHECK(s.code() == errc::unavailable);
+  stop = false;
+  CHECK(mean_loss(cfg, params, ids, 8, &stop).ok());
 }

@@ -5,6 +5,7 @@
 #include "libs/ckpt/snapshot.hpp"
 #include "libs/crypto/hash.hpp"
 #include "libs/export/inputs.hpp"
+#include "libs/files/confine.hpp"
 #include "libs/files/files.hpp"
 #include "libs/runspec/run_config.hpp"
 #include "libs/tokenizer/bpe.hpp"
@@ -72,7 +73,7 @@ check_outcome held_out_loss(const check_request& r, const check_report& rep, con
     return {"held_out_loss", check_status::fail, "not run: the parameters did not load (see shapes)"};
   result<held_out_tokens> toks = make_error(errc::not_found, "");
   if (!r.held_out_file.empty()) {
-    toks = tokens_of_text_tail(r.held_out_file, r.tokenizer);
+    toks = tokens_of_text_tail(r.held_out_file, r.tokenizer, r.held_out_roots);
     if (toks) toks->source += " (--held-out)";
   } else {
     // A stage that read no text (dpo or rl on preference pairs or prompts) is
@@ -91,9 +92,14 @@ check_outcome held_out_loss(const check_request& r, const check_report& rep, con
     const auto colon = src.find(':');
     const std::string kind = src.substr(0, colon), what = colon == std::string::npos ? "" : src.substr(colon + 1);
     const std::uint64_t want = std::uint64_t(max_windows) * std::uint64_t(spec ? spec->seq_len : 64) + 1;
-    if (kind == "text") toks = tokens_of_text_tail(what, r.tokenizer);
+    if (kind == "text") toks = tokens_of_text_tail(what, r.tokenizer, r.read_roots);
     else if (kind == "dataset") toks = tokens_of_shards_tail(r.data_dir + "/datasets/" + what, want);
-    else if (kind == "shards") toks = tokens_of_shards_tail(what, want);
+    else if (kind == "shards") {
+      if (auto in = r.read_roots.empty() ? result<std::string>(what) : files::confined(r.read_roots, what); !in)
+        toks = in.err();
+      else
+        toks = tokens_of_shards_tail(what, want);
+    }
     else
       return {"held_out_loss", check_status::fail,
               "no text to evaluate on: the version read " + (src.empty() ? std::string("nothing recorded") : src) +
@@ -103,7 +109,7 @@ check_outcome held_out_loss(const check_request& r, const check_report& rep, con
                       "training data: a sanity bound, not a held-out score; --held-out FILE for one)";
   }
   if (!toks) return {"held_out_loss", check_status::fail, "held-out text: " + toks.err().message};
-  auto loss = mean_loss(*rep.cfg, rep.params, toks->ids, spec ? spec->seq_len : rep.cfg->max_seq_len);
+  auto loss = mean_loss(*rep.cfg, rep.params, toks->ids, spec ? spec->seq_len : rep.cfg->max_seq_len, r.stop);
   if (!loss) return {"held_out_loss", check_status::fail, "loss on " + toks->source + ": " + loss.err().message};
   const double limit = loss_threshold(spec ? spec->export_max_loss : 0, r.max_loss, rep.cfg->vocab);
   const std::string what = "loss " + number(loss->loss) + " over " + std::to_string(loss->tokens) + " tokens (" +
@@ -158,9 +164,9 @@ double loss_threshold(double config_max_loss, std::optional<double> max_loss, in
 check_report run_checks(const check_request& r) {
   const auto t0 = clock_type::now();
   check_report rep;
-  auto timed = [&](auto&& fn) {
+  auto timed = [&](const char* name, auto&& fn) {
     const auto s = clock_type::now();
-    check_outcome c = fn();
+    check_outcome c = r.stop && r.stop->load() ? check_outcome{name, check_status::fail, "not run: stopped"} : fn();
     c.seconds = std::chrono::duration<double>(clock_type::now() - s).count();
     rep.checks.push_back(std::move(c));
   };
@@ -169,7 +175,7 @@ check_report run_checks(const check_request& r) {
   const std::string mfile = r.checkpoint + "/model.safetensors";
   auto bytes = files::read_file(mfile);
   const std::string bytes_sha = bytes ? crypto::sha256_hex(*bytes) : "";
-  timed([&] { return signature(r, bytes_sha); });
+  timed("signature", [&] { return signature(r, bytes_sha); });
   result<ckpt::safetensors_file> file = bytes ? ckpt::parse_safetensors(std::move(*bytes), mfile) : bytes.err();
 
   auto spec = runspec::parse_run_config(r.config_toml, "the version's config");
@@ -178,11 +184,11 @@ check_report run_checks(const check_request& r) {
   if (!spec && !r.parent_checkpoint.empty() && r.parent_checkpoint.find('\'') == std::string::npos)
     spec = runspec::parse_run_config(r.config_toml, "the version's config",
                                      {"model.init_from='" + r.parent_checkpoint + "'"});
-  timed([&]() -> check_outcome {
+  timed("finite", [&]() -> check_outcome {
     if (!file) return {"finite", check_status::fail, "not scanned: " + file.err().message};
     return outcome("finite", non_finite(*file), std::to_string(file->tensors().size()) + " tensors, every value finite");
   });
-  timed([&]() -> check_outcome {
+  timed("shapes", [&]() -> check_outcome {
     std::vector<std::string> problems;
     if (!file) return {"shapes", check_status::fail, "not checked: " + file.err().message};
     auto cfg = config_of(*file, mfile);
@@ -200,7 +206,10 @@ check_report run_checks(const check_request& r) {
                        std::to_string(cfg->vocab) + " Vp=" + std::to_string(cfg->padded_vocab) +
                        ": metadata, config and all 16 tensors agree");
   });
-  timed([&]() -> check_outcome {
+  timed("tokenizer", [&]() -> check_outcome {
+    if (r.tokenizer != "gpt2" && !r.tokenizer.empty() && !r.read_roots.empty())
+      if (auto in = files::confined(r.read_roots, r.tokenizer); !in)
+        return {"tokenizer", check_status::fail, "tokenizer " + r.tokenizer + ": " + in.err().message};
     auto tok = load_spec(r.tokenizer);
     if (!tok) return {"tokenizer", check_status::fail, "tokenizer " + r.tokenizer + ": " + tok.err().message};
     const std::size_t size = tok->tokens.size() + tok->specials.size();
@@ -219,8 +228,8 @@ check_report run_checks(const check_request& r) {
     return {"tokenizer", check_status::pass,
             r.tokenizer + ": " + std::to_string(size) + " tokens = model vocab, <|endoftext|> present"};
   });
-  timed([&] { return held_out_loss(r, rep, spec ? &*spec : nullptr); });
-  timed([&] { return compliance(r); });
+  timed("held_out_loss", [&] { return held_out_loss(r, rep, spec ? &*spec : nullptr); });
+  timed("compliance", [&] { return compliance(r); });
   rep.seconds = std::chrono::duration<double>(clock_type::now() - t0).count();
   return rep;
 }

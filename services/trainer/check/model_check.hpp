@@ -1,7 +1,7 @@
 // model_check: every pre-export check of a model version (issue 16 item 6),
-// run where the checkpoint lies (the `loom` client on the deployment's
-// machine, with its data dir). Each check runs whatever the others found, so
-// a report lists every failure:
+// run where the checkpoint lies: a cloud trainer, for `loom model check` and
+// `loom model export` (services/trainer/export, issue 25 item 3). Each check
+// runs whatever the others found, so a report lists every failure:
 //   signature      ckpt::verify_snapshot with <data>/keys/checkpoint.key (the
 //                  HMAC and every file's SHA-256), and model.safetensors'
 //                  SHA-256 equal to the registry's params_sha256
@@ -22,6 +22,7 @@
 #include "libs/model/gpt_config.hpp"
 #include "libs/tokenizer/train/hf_json.hpp"
 
+#include <atomic>
 #include <optional>
 #include <string>
 #include <vector>
@@ -41,6 +42,16 @@ struct check_request {
   std::string held_out_file;     // "" = the tail of the first of `data` (none: of `lineage`)
   std::optional<double> max_loss;  // --max-loss
   bool override_compliance = false;
+  // Where files may be read from (files/confine.hpp); empty = anywhere (tests,
+  // tools run by a user on their own files). held_out_roots: the held-out
+  // file the caller named (the service's import roots); read_roots: the
+  // version's own text/sft/shards sources and tokenizer file, which came from
+  // its validated run config (the import roots and the job outputs).
+  std::vector<std::string> held_out_roots;
+  std::vector<std::string> read_roots;
+  // Set by the caller to end early (a trainer stopping, an export cancelled):
+  // checks not yet run fail "not run: stopped", the held-out loss between windows.
+  const std::atomic<bool>* stop = nullptr;
 };
 
 enum class check_status { pass, fail, not_assessed, overridden };
