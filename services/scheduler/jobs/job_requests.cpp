@@ -4,6 +4,7 @@
 #include "services/scheduler/jobs/job_manager.hpp"
 
 #include "libs/files/confine.hpp"
+#include "libs/runspec/input_files.hpp"
 #include "libs/runspec/job_template.hpp"
 
 #include <set>
@@ -60,20 +61,11 @@ result<std::pair<const job_rec*, bool>> job_manager::submit(const submit_args& a
   std::set<std::string> zones{who.service_zone};
   for (const auto& [id, n] : nodes.all()) zones.insert(n.zone);
   if (auto st = admit(*plan, a.zone, zones, trainers(nodes, now)); !st) return st.err();
-  if (!read_roots_.empty())
+  if (!read_roots_.empty())  // every path value of every stage, found by its type (runspec/input_files.hpp)
     for (const auto& sp : plan->stages)
-      for (const auto& [key, path] : sp.spec.input_paths()) {
-        if (path.empty()) continue;
-        auto inside = read_roots_.confined(path);
-        if (inside) continue;
-        std::string why = "stage " + sp.name + ": " + key + ": " + inside.err().message;
-        if (inside.code() == errc::permission_denied)
-          why += "; a stage reads only under the import roots (`loom up --import-root DIR`, after `loom down`) "
-                 "and the deployment's job outputs";
-        return make_error(inside.code() == errc::permission_denied ? errc::permission_denied
-                                                                     : errc::invalid_argument,
-                          why);
-      }
+      if (auto st = runspec::check_inputs(read_roots_, sp.spec.input_paths(), "stage " + sp.name + ": "); !st)
+        return make_error(st.code() == errc::permission_denied ? errc::permission_denied : errc::invalid_argument,
+                          st.err().message);
   if (probe_) {
     std::set<std::string> asked;
     for (const auto& sp : plan->stages)
@@ -104,10 +96,10 @@ result<std::pair<const job_rec*, bool>> job_manager::submit(const submit_args& a
     stage_rec s;
     s.name = sp.name;
     s.config_toml = sp.config_toml;
-    s.total_steps = static_cast<std::uint64_t>(sp.spec.steps);
+    s.total_steps = sp.total_steps;  // an hpo stage: its sweep, as its step counts granted steps
     s.min_trainers = sp.spec.min_trainers;
     s.max_trainers = sp.spec.max_trainers;
-    s.memory_bytes = sp.spec.memory().total();
+    s.memory_bytes = sp.sizing.memory().total();  // an hpo stage's largest trial; after one, the largest values
     j.stages.push_back(std::move(s));
   }
   j.stages[0].state = "queued";
