@@ -1,5 +1,6 @@
 #include "libs/runspec/job_template.hpp"
 #include "libs/runspec/hpo_stage.hpp"
+#include "libs/runspec/schema.hpp"
 #include "libs/runspec/toml_reader.hpp"
 
 #include <algorithm>
@@ -55,6 +56,19 @@ std::string stage_name_problem(std::string_view name) {
   if (run_sections.count(name))
     return "is a run section's name: `--set " + std::string(name) + ".KEY=V` would mean that stage alone; rename the stage";
   return "";
+}
+
+bool override_names_path(std::string_view key) {
+  auto is_path = [](std::string_view dotted) {
+    const key_spec* k = find_key(dotted);
+    return k && k->kind == value_kind::path;
+  };
+  const auto last_dot = key.rfind('.');
+  const std::string_view last = last_dot == std::string_view::npos ? key : key.substr(last_dot + 1);
+  if (auto it = shortcuts.find(last); it != shortcuts.end()) return is_path(it->second);  // "text", "sft.text"
+  if (last_dot == std::string_view::npos) return false;
+  const auto dot = key.rfind('.', last_dot - 1);  // "sft.data.text" -> "data.text"
+  return is_path(dot == std::string_view::npos ? key : key.substr(dot + 1));
 }
 
 int priority_of(std::string_view cls) {

@@ -108,6 +108,12 @@ inline constexpr std::size_t max_stage_name = 32;
 // "" when `name` is a valid stage name, else why not (for messages).
 std::string stage_name_problem(std::string_view name);
 
+// Whether an override's key names a path key of the schema (schema.hpp):
+// "data.text", "sft.hpo.validation" (a stage's), a shortcut ("text") or a
+// stage's shortcut ("sft.text"). The CLI makes such values absolute before
+// it sends them (the trainer reads them on its own machine).
+bool override_names_path(std::string_view key);
+
 // low 0, normal 1, high 2; -1 unknown.
 int priority_of(std::string_view cls);
 

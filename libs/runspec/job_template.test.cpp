@@ -329,3 +329,11 @@ TEST_CASE("output.dir is no key of a job: the scheduler names each stage's direc
   CHECK(r.err().message.find("output.dir is not section.key of a run config section") != std::string::npos);
   CHECK_FALSE(resolve_template("t", "[output]\ndir = \"/tmp/x\"\n", {"text=/d/c.txt"}).ok());
 }
+
+TEST_CASE("an override names a path by its key's type: section.key, a stage's, a shortcut") {
+  for (const char* k : {"data.text", "text", "sft.text", "sft.data.text", "hpo.validation", "search.hpo.validation",
+                        "reward.model", "align.reference", "model.init_from", "data.tokenizer", "shards", "data.prefs"})
+    CHECK_MESSAGE(override_names_path(k), k);
+  for (const char* k : {"dataset", "data.dataset", "steps", "train.steps", "kind", "sft.kind", "reward.regex", "x"})
+    CHECK_FALSE_MESSAGE(override_names_path(k), k);
+}
