@@ -1,5 +1,5 @@
 // An hpo stage in the job manager, with simulated trainers: trial segments go
-// to any free trainer, each rung's report is decided at once (a promoted trial
+// to free trainers of the job's zone, each rung's report is decided at once (a promoted trial
 // goes on on the same trainer, a pruned one's trainer takes another trial in
 // the same reply), and the best trial's config and checkpoint become the
 // stage's result, which the next stage inherits. Time is injected.
@@ -357,4 +357,22 @@ TEST_CASE_FIXTURE(fixture, "an hpo stage counts its sweep from submit: step (gra
   CHECK(j->stages[1].total_steps == 20);
   for (int i = 0; i < 3; ++i) round();
   CHECK(j->stages[0].step <= j->stages[0].total_steps);
+}
+
+TEST_CASE_FIXTURE(fixture, "a path into another tenant's job outputs is refused as if that job did not exist") {
+  add_trainer("trainer@a");
+  jobs.tick(nodes, now);
+  const job_rec* mine = submit_template("o1", search_then_sft);  // tenant default
+  const std::string held = "hpo.validation=/jobs/" + mine->id + "/search/trial-0/config.toml";
+  auto other = jobs.submit(args(search_then_sft, {held}), as("o2", "", "bob", "operator", "other"), nodes, now);
+  REQUIRE_FALSE(other.ok());
+  CHECK(other.code() == errc::not_found);
+  CHECK(other.err().message == "stage search: hpo.validation /jobs/" + mine->id +
+                                   "/search/trial-0/config.toml: no job " + mine->id +
+                                   " in tenant other (a stage reads the job outputs of its own tenant only)");
+  auto init = jobs.submit(args(search_then_sft, {"model.init_from=/jobs/job-999999/pretrain/checkpoints"}),
+                          as("o3", "", "bob", "operator", "other"), nodes, now);
+  CHECK(init.code() == errc::not_found);  // a job that does not exist answers the same
+  CHECK(jobs.submit(args(search_then_sft, {held}), as("o4"), nodes, now).ok());  // the same tenant's: taken
+  CHECK(jobs.submit(args(search_then_sft, {held}), as("o5", "", "root", "admin", "other"), nodes, now).ok());
 }

@@ -7,6 +7,7 @@
 #include "libs/runspec/input_files.hpp"
 #include "libs/runspec/job_template.hpp"
 
+#include <filesystem>
 #include <set>
 
 namespace loom::scheduler {
@@ -24,6 +25,20 @@ std::string override_naming(const std::vector<std::string>& overrides, const std
       return "--set " + *it;
   }
   return "";
+}
+
+// The job a path under the jobs root lies in ("job-000003" for
+// <root>/job-000003/pretrain/checkpoints): "" outside the root, "." for the root itself.
+std::string job_of(const std::string& root, const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const std::string r = fs::weakly_canonical(root, ec).string();
+  if (ec) return "";
+  const std::string p = fs::weakly_canonical(path, ec).string();
+  if (ec || !files::within(r, p)) return "";
+  if (p.size() == r.size()) return ".";
+  const std::string rest = p.substr(r == "/" ? 1 : r.size() + 1);
+  return rest.substr(0, rest.find('/'));
 }
 
 std::string job_id_of(std::uint64_t seq) {
@@ -66,6 +81,19 @@ result<std::pair<const job_rec*, bool>> job_manager::submit(const submit_args& a
       if (auto st = runspec::check_inputs(read_roots_, sp.spec.input_paths(), "stage " + sp.name + ": "); !st)
         return make_error(st.code() == errc::permission_denied ? errc::permission_denied : errc::invalid_argument,
                           st.err().message);
+  // The job outputs are one root for every tenant: a path there must lie in
+  // a job of the submitting tenant (an admin's may read any); another
+  // tenant's job answers as a missing one would (its existence not disclosed).
+  for (const auto& sp : plan->stages)
+    for (const auto& [key, path] : sp.spec.input_paths()) {
+      const std::string owner = job_of(root_, path);
+      if (owner.empty() || who.admin()) continue;
+      const job_rec* o = find(owner);
+      if (!o || o->tenant != tenant)
+        return make_error(errc::not_found, "stage " + sp.name + ": " + key + " " + path + ": no job " + owner +
+                                               " in tenant " + tenant +
+                                               " (a stage reads the job outputs of its own tenant only)");
+    }
   if (probe_) {
     std::set<std::string> asked;
     for (const auto& sp : plan->stages)
