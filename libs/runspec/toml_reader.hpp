@@ -1,4 +1,4 @@
-// toml_reader: what run_config.cpp, stage_kinds.cpp and job_template.cpp share inside
+// toml_reader: what run_config.cpp, overrides.cpp, stage_kinds.cpp and job_template.cpp share inside
 // libs/runspec — reading a run config out of an already parsed TOML table
 // (so a template's values keep their template line numbers) and turning
 // override text into a TOML value. Private to the library: it includes
