@@ -1,6 +1,7 @@
 #include "client/templates.hpp"
 
 #include "client/input.hpp"
+#include "libs/runspec/job_template.hpp"
 
 #include <algorithm>
 #include <cstdlib>
@@ -68,8 +69,8 @@ std::string absolute_override(const std::string& kv) {
   auto eq = kv.find('=');
   if (eq == std::string::npos) return kv;
   const std::string key = kv.substr(0, eq), value = kv.substr(eq + 1);
-  const std::string last = key.substr(key.rfind('.') == std::string::npos ? 0 : key.rfind('.') + 1);
-  const bool pathy = last == "text" || last == "sft" || last == "shards" || last == "init_from";
+  // Path keys by their type in the run spec's schema, so a new path key (hpo.validation, reward.model, ...) is one too.
+  const bool pathy = runspec::override_names_path(key) && value != "bytes" && value.rfind("${", 0) != 0;
   if (!pathy || value.empty() || value[0] == '/') return kv;
   std::error_code ec;
   return key + "=" + fs::absolute(value, ec).lexically_normal().string();

@@ -152,12 +152,33 @@ double asha::loss_of(int t) const {
 
 int asha::rung_of(int t) const { return state_[std::size_t(t)].rung; }
 
+bool asha::retired(int t) const {
+  if (t < 0 || t >= int(trials_.size())) return false;
+  const trial_state& s = state_[std::size_t(t)];
+  if (s.failed) return true;
+  const int K = int(rungs_.size()) - 1;
+  if (!s.started || s.running || s.rung < 0 || s.rung >= K) return false;
+  if (best_trial() == t) return false;  // the result (without finish_best: at a rung below R)
+  const bool someone_finished =
+      std::any_of(reached_.back().begin(), reached_.back().end(), [](const record& r) { return std::isfinite(r.loss); });
+  if (opt_.finish_best && !someone_finished) return false;
+  const int k = s.rung;
+  const double mine = loss_of(t);
+  std::size_t ahead = 0;
+  for (const record& r : reached_[std::size_t(k)]) ahead += better(r.loss, r.trial, mine, t);
+  std::size_t may_arrive = 0;
+  for (const trial_state& u : state_) may_arrive += !u.failed && u.rung < k;
+  return ahead >= (reached_[std::size_t(k)].size() + may_arrive) / std::size_t(opt_.eta);
+}
+
 std::optional<int> asha::best_trial() const {
   for (int k = int(rungs_.size()) - 1; k >= 0; --k) {
     std::optional<int> best;
     double best_loss = inf;
-    for (const record& r : reached_[std::size_t(k)])
-      if (std::isfinite(r.loss) && (!best || better(r.loss, r.trial, best_loss, *best))) best = r.trial, best_loss = r.loss;
+    for (const record& r : reached_[std::size_t(k)])  // a trial that diverged later is no result, whatever it scored here
+      if (std::isfinite(r.loss) && !state_[std::size_t(r.trial)].failed &&
+          (!best || better(r.loss, r.trial, best_loss, *best)))
+        best = r.trial, best_loss = r.loss;
     if (best) return best;
   }
   return std::nullopt;

@@ -70,6 +70,16 @@ class asha {
   double loss_of(int trial) const;         // at its highest rung reached (+inf: none)
   int rung_of(int trial) const;            // highest rung reached, -1: none
   std::int64_t steps_granted() const { return granted_; }  // resource handed out, total
+  // Whether trial t will never be granted steps again (what it trained may
+  // go): it failed, or it is paused at a rung k < K where no later report can
+  // promote it — the trials already ahead of it there fill the largest quota
+  // floor((n_k + may_arrive) / eta) that rung can ever reach, counting every
+  // trial below rung k that has not failed as one that may still arrive —
+  // and finish_best can no longer pick it (a trial reached R with a finite
+  // loss). Never true for a trial at R (any of them may become the best) nor
+  // for best_trial(): a retired trial never becomes the best later, as its
+  // rank at its rung can only fall. Once true it stays true.
+  bool retired(int trial) const;
   int running() const;
   bool done() const;  // suggest() would say done
 

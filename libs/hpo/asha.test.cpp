@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <limits>
+#include <random>
 
 using namespace loom;
 using namespace loom::hpo;
@@ -116,6 +117,10 @@ TEST_CASE("a trial whose loss is not finite stops for good and is never the best
   CHECK(a.best_trial() == 2);  // rung 0 so far (trial 2 is still on its way to rung 1); the NaN ranks nowhere
   CHECK(a.report(0, 3, 0.1).code() == errc::invalid_argument);  // not running
   CHECK(std::isinf(a.loss_of(0)));
+  // Trial 2 diverges at rung 1: its finite score at rung 0 no longer makes it the best.
+  REQUIRE(a.report(2, 3, std::numeric_limits<double>::infinity()).ok());
+  CHECK(a.best_trial() == 1);
+  CHECK(a.retired(2));
 }
 
 TEST_CASE("reports for unknown trials, idle trials or steps outside the rung are refused") {
@@ -162,4 +167,84 @@ TEST_CASE("a training error ends the simulated search with that error") {
   });
   CHECK(st.code() == errc::device_failure);
   CHECK(run_workers(a, 0, {}).code() == errc::invalid_argument);
+}
+
+TEST_CASE("a retired trial is never granted steps again, stays retired, and most pruned trials retire before the end") {
+  // Random searches: W workers, reports in random order, random (sometimes
+  // crossing, sometimes non-finite) losses. After every decision, no trial
+  // granted steps may be one retired() said was done with.
+  std::mt19937_64 rng(20240611);
+  auto uniform = [&] { return double(rng() >> 11) / double(1ull << 53); };
+  int retired_before_end = 0, pruned = 0;
+  for (int run = 0; run < 200; ++run) {
+    const int n = 3 + int(rng() % 30), workers = 1 + int(rng() % 5);
+    const std::int64_t r = 1 + std::int64_t(rng() % 3);
+    auto made = asha::make({r, r * (3 + std::int64_t(rng() % 25)), 2 + int(rng() % 3), (rng() & 1) != 0}, trials(n));
+    REQUIRE(made.ok());
+    asha a = std::move(*made);
+    std::vector<bool> retired(std::size_t(n), false);
+    std::vector<std::int64_t> target(std::size_t(n), 0);
+    std::vector<int> running;
+    auto check_retired = [&] {
+      for (int t = 0; t < n; ++t) {
+        INFO("run " << run << " trial " << t);
+        if (retired[std::size_t(t)]) CHECK(a.retired(t));  // stays retired
+        retired[std::size_t(t)] = a.retired(t);
+      }
+    };
+    auto granted = [&](int t) {
+      INFO("run " << run << " trial " << t << " granted after it retired");
+      CHECK_FALSE(retired[std::size_t(t)]);
+    };
+    for (int events = 0; events < 10000; ++events) {
+      while (int(running.size()) < workers) {  // free workers ask for work
+        const suggestion s = a.suggest();
+        if (s.what != suggestion::kind::start && s.what != suggestion::kind::resume) break;
+        granted(s.trial);
+        target[std::size_t(s.trial)] = s.to_step;
+        running.push_back(s.trial);
+      }
+      if (running.empty()) break;
+      const std::size_t pick = std::size_t(rng() % running.size());
+      const int t = running[pick];
+      running.erase(running.begin() + long(pick));
+      const double loss = uniform() < 0.05 ? std::numeric_limits<double>::quiet_NaN() : uniform() + 1.0 / double(target[std::size_t(t)]);
+      REQUIRE(a.report(t, target[std::size_t(t)], loss).ok());
+      if (a.next_action(t) == action::promote) {
+        granted(t);
+        target[std::size_t(t)] = a.rungs()[std::size_t(a.rung_of(t)) + 1];
+        running.push_back(t);
+      } else if (a.next_action(t) == action::stop && std::isfinite(loss)) {
+        ++pruned;
+      }
+      check_retired();
+      if (!a.done())
+        for (int u = 0; u < n; ++u) retired_before_end += retired[std::size_t(u)] && std::isfinite(a.loss_of(u));
+    }
+    CHECK(a.done());
+    if (auto b = a.best_trial()) CHECK_FALSE(a.retired(*b));
+  }
+  MESSAGE("pruned (stop decisions) " << pruned << ", retired-before-the-end observations " << retired_before_end);
+  CHECK(retired_before_end > 0);
+}
+
+TEST_CASE("27 trials at eta 3: once every trial reached the first rung and one reached R, the last 18 of rung 0 are retired") {
+  std::vector<double> floor;
+  for (int t = 0; t < 27; ++t) floor.push_back(std::fmod(t * 0.37, 1.0));
+  asha a = make(1, 27, 27);
+  auto st = run_workers(a, 1, [&](int t, std::int64_t, std::int64_t to) -> result<double> { return curve(floor, t, to); });
+  REQUIRE(st.ok());
+  int retired = 0;
+  for (int t = 0; t < 27; ++t) retired += a.retired(t);
+  CHECK(retired >= 18);
+  CHECK_FALSE(a.retired(*a.best_trial()));
+  // Without a trial at R, finish_best may still pick a paused one: none is retired but the failed.
+  asha b = make(1, 9, 3);
+  b.suggest();
+  REQUIRE(b.report(0, 1, 0.5).ok());  // stops? top third of 1 trial: floor(1/3) = 0 promoted
+  CHECK(b.next_action(0) == action::stop);
+  CHECK_FALSE(b.retired(0));
+  b.suggest();
+  REQUIRE(b.report(1, 1, std::numeric_limits<double>::quiet_NaN()).ok());
+  CHECK(b.retired(1));
 }

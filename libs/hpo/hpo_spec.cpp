@@ -2,6 +2,7 @@
 
 #include <toml++/toml.h>
 
+#include <algorithm>
 #include <set>
 
 namespace loom::hpo {
@@ -80,6 +81,12 @@ status read_space(const toml::table& t, const std::string& prefix, const std::st
 
 }  // namespace
 
+const std::vector<std::string_view>& hpo_keys() {
+  static const std::vector<std::string_view> k{"method",    "trials", "seed",  "grid_points", "min_steps",
+                                               "max_steps", "eta",    "space", "validation"};
+  return k;
+}
+
 result<std::vector<trial_config>> hpo_spec::trial_configs() const {
   if (method == "grid") return space.grid(grid_points);
   return space.sample(trials, seed);
@@ -107,10 +114,9 @@ result<hpo_spec> parse_hpo(std::string_view text, const std::string& origin) {
     else
       out = static_cast<std::remove_reference_t<decltype(out)>>(*v);
   };
-  static const std::set<std::string, std::less<>> known{"method",    "trials",    "seed", "grid_points", "min_steps",
-                                                        "max_steps", "eta",       "space", "validation"};
+  const auto& known = hpo_keys();
   for (auto&& [k, n] : *h)
-    if (!known.count(std::string(k.str())))
+    if (std::find(known.begin(), known.end(), k.str()) == known.end())
       return bad(at(origin, n), "hpo." + std::string(k.str()),
                  "is not a known key (known: method, trials, seed, grid_points, min_steps, max_steps, eta, validation, space)");
   if (const toml::node* m = h->get("method")) {
@@ -124,7 +130,10 @@ result<hpo_spec> parse_hpo(std::string_view text, const std::string& origin) {
       return bad(at(origin, *v), "hpo.validation", "must be an absolute path to a held-out text file");
     s.validation = *path;
   }
-  integer("trials", s.trials, 1, 10'000);
+  integer("trials", s.trials, 1, std::int64_t(max_trials));
+  if (first && h->get("trials") && first->message.find("hpo.trials") != std::string::npos)
+    first->message += " (each trial is checked at submit and keeps a directory until it is pruned; "
+                      "more than " + std::to_string(max_trials) + " is a typo, not a search)";
   integer("seed", s.seed, 0, INT64_MAX);
   integer("grid_points", s.grid_points, 2, 100);
   integer("min_steps", s.asha.min_steps, 1, 1 << 30);

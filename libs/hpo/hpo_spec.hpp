@@ -27,6 +27,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace loom::hpo {
 
@@ -46,5 +47,8 @@ struct hpo_spec {
 };
 
 result<hpo_spec> parse_hpo(std::string_view toml, const std::string& origin);
+
+// The keys of [hpo] (libs/runspec's schema types each of them).
+const std::vector<std::string_view>& hpo_keys();
 
 }  // namespace loom::hpo

@@ -168,16 +168,17 @@ std::vector<trial_config> search_space::sample(int n, std::uint64_t seed) const 
   return out;
 }
 
-result<std::vector<trial_config>> search_space::grid(int points, std::size_t max_trials) const {
+result<std::vector<trial_config>> search_space::grid(int points, std::size_t limit) const {
   if (points < 2) return make_error(errc::invalid_argument, "hpo.grid_points must be at least 2");
   std::vector<std::vector<double>> axes;
   std::size_t total = 1;
   for (const parameter& p : params_) {
     axes.push_back(grid_values(p, points));
     total *= axes.back().size();
-    if (total > max_trials)
-      return make_error(errc::invalid_argument, "hpo: the grid has more than " + std::to_string(max_trials) +
-                                                    " trials; use fewer grid_points or method = \"random\"");
+    if (total > limit)
+      return make_error(errc::invalid_argument, "hpo: the grid has more than " + std::to_string(limit) +
+                                                    " trials (a search's most); use fewer grid_points or values, "
+                                                    "or method = \"random\"");
   }
   std::vector<trial_config> out(total);
   for (std::size_t i = 0; i < total; ++i) {

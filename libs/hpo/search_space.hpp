@@ -56,6 +56,14 @@ struct tunable_key {
 };
 const std::vector<tunable_key>& tunable_keys();
 
+// The most trials one search may have (hpo.trials, or a grid's points). Each
+// trial is resolved and checked at submit, waits in the scheduler with its
+// own run config, and keeps a directory of snapshots until ASHA prunes it;
+// 1000 first-rung runs already keep a deployment of a few dozen trainers busy
+// for days, and ASHA at eta = 3 needs 3^6 = 729 trials for six rungs. A larger
+// count is a typo (10000), not a search this platform runs.
+inline constexpr std::size_t max_trials = 1000;
+
 class search_space {
  public:
   // invalid_argument naming the key: an unknown or repeated key, an empty or
@@ -69,8 +77,8 @@ class search_space {
   // Every combination (first key slowest): choice and int_range values in
   // full (an int_range wider than `points` gets `points` evenly spaced
   // integers), real ranges `points` values from lo to hi (log-spaced for
-  // log_uniform). invalid_argument when points < 2 or the grid exceeds max_trials.
-  result<std::vector<trial_config>> grid(int points, std::size_t max_trials = 10'000) const;
+  // log_uniform). invalid_argument when points < 2 or the grid exceeds `limit` trials.
+  result<std::vector<trial_config>> grid(int points, std::size_t limit = max_trials) const;
 
  private:
   std::vector<parameter> params_;

@@ -151,6 +151,10 @@ TEST_CASE("a bad hpo table is refused naming the key") {
   CHECK(error_of("[hpo]\nmin_steps = 10\ntrails = 8\n" + space).find("hpo.trails is not a known key") != std::string::npos);
   CHECK(error_of("[hpo]\nmin_steps = 10\nmethod = \"bayes\"\n" + space).find("hpo.method") != std::string::npos);
   CHECK(error_of("[hpo]\nmin_steps = 10\ntrials = 0\n" + space).find("hpo.trials") != std::string::npos);
+  // A cap with its reason: 10000 trials is a typo, not a search.
+  const std::string many = error_of("[hpo]\nmin_steps = 10\ntrials = 10000\n" + space);
+  CHECK(many.find("hpo.trials must be an integer in [1, 1000] (each trial is checked at submit") != std::string::npos);
+  CHECK(parse_hpo("[hpo]\nmin_steps = 10\ntrials = 1000\n" + space, "job.toml").ok());
   CHECK(error_of("[hpo]\nmin_steps = 10\neta = 1\n" + space).find("hpo.eta") != std::string::npos);
   CHECK(error_of("[hpo]\nmin_steps = 100\nmax_steps = 50\n" + space).find("hpo.max_steps") != std::string::npos);
   CHECK(error_of("[hpo]\nmax_steps = 50\n" + space).find("hpo.min_steps is required") != std::string::npos);

@@ -20,11 +20,12 @@ status set_key(toml::table& root, const std::string& kv) {
   if (eq == std::string::npos || dot == std::string::npos || dot > eq)
     return make_error(errc::invalid_argument, "override " + kv + ": expected section.key=value");
   const std::string sec = kv.substr(0, dot), key = kv.substr(dot + 1, eq - dot - 1);
+  auto value = override_value(kv.substr(eq + 1));
+  if (!value) return make_error(errc::invalid_argument, "override " + sec + "." + key + ": " + value.err().message);
   if (!root.contains(sec)) root.insert(sec, toml::table{});
   toml::table* t = root[sec].as_table();
   if (!t) return make_error(errc::invalid_argument, "override " + kv + ": " + sec + " is not a table");
-  auto value = override_value(kv.substr(eq + 1));
-  value->visit([&](auto&& v) { t->insert_or_assign(key, v); });
+  (*value)->visit([&](auto&& v) { t->insert_or_assign(key, v); });
   return ok_status();
 }
 
@@ -51,7 +52,8 @@ result<hpo_stage_plan> read_hpo_stage(std::string_view toml, const std::string& 
   return p;
 }
 
-result<std::string> trial_config_toml(std::string_view stage_toml, const hpo_stage_plan& plan, std::size_t trial) {
+result<std::string> trial_config_toml(std::string_view stage_toml, const hpo_stage_plan& plan, std::size_t trial,
+                                      run_config* parsed) {
   auto root = parse_text(stage_toml, "hpo stage");
   if (!root) return root.err();
   root->erase("hpo");
@@ -62,7 +64,9 @@ result<std::string> trial_config_toml(std::string_view stage_toml, const hpo_sta
     if (auto st = set_key(*root, kv); !st) return st.err();
   std::string text = text_of(*root);
   const std::string name = "trial " + std::to_string(trial) + " (" + plan.trials[trial].text() + ")";
-  if (auto c = parse_run_config(text, name); !c) return c.err();
+  auto c = parse_run_config(text, name);
+  if (!c) return c.err();
+  if (parsed) *parsed = std::move(*c);
   return text;
 }
 

@@ -30,8 +30,10 @@ result<hpo_stage_plan> read_hpo_stage(std::string_view toml, const std::string& 
 // Trial `trial`'s run config text: the stage's config with kind = "lm",
 // train.steps = R, the trial's values and no [hpo] table. invalid_argument
 // naming the trial when its values make a config parse_run_config refuses.
+// `parsed`, when given, receives the trial's config as parsed (its memory()).
 // REQUIRES: 0 <= trial < plan.trials.size().
-result<std::string> trial_config_toml(std::string_view stage_toml, const hpo_stage_plan& plan, std::size_t trial);
+result<std::string> trial_config_toml(std::string_view stage_toml, const hpo_stage_plan& plan, std::size_t trial,
+                                      run_config* parsed = nullptr);
 
 // `config_toml` with "section.key=value" overrides applied (the stage after an
 // hpo stage runs with the best trial's values). invalid_argument for bad text.

@@ -74,7 +74,7 @@ TEST_CASE("a bad hpo section is refused at submit naming the template's file and
   CHECK(msg(resolve_template("s", search("trials = 4\nbudget = 3\nmin_steps = 10\n"), {"text=/d/c.txt"}))
             .find("s.toml:21: hpo.budget is not a known key") != std::string::npos);
   CHECK(msg(resolve_template("s", search("trials = 0\nmin_steps = 10\n"), {"text=/d/c.txt"}))
-            .find("s.toml:20: hpo.trials must be an integer in [1, 10000]") != std::string::npos);
+            .find("s.toml:20: hpo.trials must be an integer in [1, 1000]") != std::string::npos);
   CHECK(msg(resolve_template("s", search(), {"text=/d/c.txt"})) == "ok");
   const std::string inverted = msg(resolve_template(
       "s", search("min_steps = 10\n", "\"optim.lr\" = {log_uniform = [1e-2, 1e-4]}\n"), {"text=/d/c.txt"}));
@@ -90,7 +90,7 @@ TEST_CASE("a bad hpo section is refused at submit naming the template's file and
   CHECK(msg(resolve_template("s", search("min_steps = 10\n", ""), {"text=/d/c.txt"}))
             .find("[hpo.space] is missing or empty") != std::string::npos);
   CHECK(msg(resolve_template("s", search("min_steps = 10\nvalidation = \"held.txt\"\n"), {"text=/d/c.txt"}))
-            .find("hpo.validation must be an absolute path") != std::string::npos);
+            .find("hpo.validation held.txt must be an absolute path") != std::string::npos);
   // A trial whose values make a config the trainer would refuse: refused at submit, naming the trial.
   CHECK(msg(resolve_template("s", search("min_steps = 10\n", "\"train.batch\" = {int = [0, 4]}\n"), {"text=/d/c.txt"}))
             .find("train.batch") != std::string::npos);
@@ -120,4 +120,37 @@ TEST_CASE("the stage after a search takes the best values as overrides of its ow
   CHECK(c->batch == 16);
   CHECK(c->steps == 5);
   CHECK(!with_overrides("[optim]\nlr = 0.1\n", {"nonsense"}).ok());
+}
+
+TEST_CASE("an hpo stage is sized by the trial that needs the most memory and counts its full sweep's steps") {
+  auto plan = resolve_template("s", search("trials = 6\nseed = 3\nmin_steps = 10\nmax_steps = 90\n",
+                                           "\"train.batch\" = {int = [4, 65536]}\n"),
+                               {"text=/d/c.txt"});
+  REQUIRE_MESSAGE(plan.ok(), msg(plan));
+  const stage_plan& st = plan->stages[0];
+  auto s = read_hpo_stage(st.config_toml, "x", st.spec);
+  REQUIRE(s.ok());
+  double most = 0;
+  std::size_t at = 0;
+  for (std::size_t t = 0; t < s->trials.size(); ++t)
+    if (*s->trials[t].number("train.batch") > most) most = *s->trials[t].number("train.batch"), at = t;
+  CHECK(st.spec.batch == 4);  // the stage's own value, which no trial runs with
+  CHECK(st.sizing.batch == int(most));
+  CHECK(st.sizing.memory().total() > st.spec.memory().total());
+  CHECK(st.sizing_what == "trial " + std::to_string(at) + " (" + s->trials[at].text() + ")");
+  CHECK(st.total_steps == 6 * 90);  // the sweep: what its step (steps granted) counts towards
+}
+
+TEST_CASE("the stage after a search is sized by the trial values that need the most memory") {
+  std::string two = search("min_steps = 10\n", "\"train.batch\" = {choice = [4, 512]}\n");
+  two.replace(two.find("stages = [\"search\"]"), 19, "stages = [\"search\", \"more\"]");
+  two.replace(0, 13, "");
+  two += "[stage.search]\nkind = \"hpo\"\n";
+  auto plan = resolve_template("s", two, {"text=/d/c.txt"});
+  REQUIRE_MESSAGE(plan.ok(), msg(plan));
+  const stage_plan& more = plan->stages[1];
+  CHECK(more.spec.batch == 4);
+  CHECK(more.sizing.batch == 512);
+  CHECK(more.sizing_what.find("with the values of hpo stage search's trial") == 0);
+  CHECK(more.total_steps == 90);
 }

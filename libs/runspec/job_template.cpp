@@ -1,5 +1,6 @@
 #include "libs/runspec/job_template.hpp"
 #include "libs/runspec/hpo_stage.hpp"
+#include "libs/runspec/schema.hpp"
 #include "libs/runspec/toml_reader.hpp"
 
 #include <algorithm>
@@ -43,6 +44,33 @@ status set_dotted(toml::table& cfg, const std::string& dotted, const toml::node&
 
 }  // namespace
 
+std::string stage_name_problem(std::string_view name) {
+  auto alnum = [](char ch) { return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9'); };
+  const std::string why =
+      "must be 1 to " + std::to_string(max_stage_name) +
+      " letters, digits, '-' or '_', starting with a letter or digit (a stage name is a directory of the job's, the "
+      "trainer's stage name and a --set prefix)";
+  if (name.empty() || name.size() > max_stage_name || !alnum(name.front())) return why;
+  for (char ch : name)
+    if (!alnum(ch) && ch != '-' && ch != '_') return why;
+  if (run_sections.count(name))
+    return "is a run section's name: `--set " + std::string(name) + ".KEY=V` would mean that stage alone; rename the stage";
+  return "";
+}
+
+bool override_names_path(std::string_view key) {
+  auto is_path = [](std::string_view dotted) {
+    const key_spec* k = find_key(dotted);
+    return k && k->kind == value_kind::path;
+  };
+  const auto last_dot = key.rfind('.');
+  const std::string_view last = last_dot == std::string_view::npos ? key : key.substr(last_dot + 1);
+  if (auto it = shortcuts.find(last); it != shortcuts.end()) return is_path(it->second);  // "text", "sft.text"
+  if (last_dot == std::string_view::npos) return false;
+  const auto dot = key.rfind('.', last_dot - 1);  // "sft.data.text" -> "data.text"
+  return is_path(dot == std::string_view::npos ? key : key.substr(dot + 1));
+}
+
 int priority_of(std::string_view cls) {
   if (cls == "low") return 0;
   if (cls == "normal") return 1;
@@ -82,24 +110,36 @@ status check_stage_reference(const std::string& ref, const std::string& key, con
 }
 
 // An hpo stage: its [hpo] as the template wrote it (errors at the template's
-// lines), then as resolved (after --set), and every trial's run config.
-status check_hpo_stage(std::string_view tmpl, std::string_view text, const stage_plan& sp) {
+// lines), then as resolved (after --set), and every trial's run config. The
+// stage's sizing is the trial that needs the most memory; its steps, the sweep.
+status check_hpo_stage(std::string_view tmpl, std::string_view text, stage_plan& sp) {
   const std::string origin = std::string(tmpl) + ".toml";
   if (text.find("[hpo") != std::string_view::npos)
     if (auto p = read_hpo_stage(text, origin, sp.spec); !p) return bad(tmpl, "stage " + sp.name + ": " + p.err().message);
   auto plan = read_hpo_stage(sp.config_toml, origin + " (stage " + sp.name + ", resolved)", sp.spec);
   if (!plan) return bad(tmpl, "stage " + sp.name + ": " + plan.err().message);
-  for (std::size_t t = 0; t < plan->trials.size(); ++t)
-    if (auto c = trial_config_toml(sp.config_toml, *plan, t); !c)
+  std::uint64_t most = 0;
+  for (std::size_t t = 0; t < plan->trials.size(); ++t) {
+    run_config trial;
+    if (auto c = trial_config_toml(sp.config_toml, *plan, t, &trial); !c)
       return bad(tmpl, "stage " + sp.name + ": " + c.err().message);
+    if (const std::uint64_t need = trial.memory().total(); need > most) {
+      most = need;
+      sp.sizing_what = "trial " + std::to_string(t) + " (" + plan->trials[t].text() + ")";
+      sp.sizing = std::move(trial);
+    }
+  }
+  sp.total_steps = std::uint64_t(plan->trials.size()) * std::uint64_t(plan->spec.asha.max_steps);
   return ok_status();
 }
 
 // The stage after an hpo stage runs with the best trial's values: any trial
-// may be the best, so each one's values must make a config that stage takes.
-status check_inherited(std::string_view tmpl, const stage_plan& search, const stage_plan& next) {
+// may be the best, so each one's values must make a config that stage takes;
+// its sizing is the values that need the most memory.
+status check_inherited(std::string_view tmpl, const stage_plan& search, stage_plan& next) {
   auto plan = read_hpo_stage(search.config_toml, std::string(tmpl) + ".toml", search.spec);
   if (!plan) return plan.err();
+  std::uint64_t most = next.sizing.memory().total();
   for (std::size_t t = 0; t < plan->trials.size(); ++t) {
     auto text = with_overrides(next.config_toml, plan->trials[t].overrides());
     auto c = text ? parse_run_config(*text, std::string(tmpl) + ".toml", {"model.init_from=\"/placed\""})
@@ -108,6 +148,12 @@ status check_inherited(std::string_view tmpl, const stage_plan& search, const st
       return bad(tmpl, "stage " + next.name + " runs with the best values of hpo stage " + search.name +
                            ", and trial " + std::to_string(t) + "'s (" + plan->trials[t].text() +
                            ") make a config it refuses: " + c.err().message);
+    if (const std::uint64_t need = c->memory().total(); need > most) {
+      most = need;
+      next.sizing_what = "with the values of hpo stage " + search.name + "'s trial " + std::to_string(t) + " (" +
+                         plan->trials[t].text() + ")";
+      next.sizing = std::move(*c);
+    }
   }
   return ok_status();
 }
@@ -142,8 +188,8 @@ result<job_plan> resolve_parsed(std::string_view tmpl, const toml::table& root,
           for (auto&& s : *a) {
             if (!s.is_string()) return bad(tmpl, "job.stages must hold strings");
             std::string n = *s.value<std::string>();
-            if (n.empty() || n.find_first_of(". /") != std::string::npos)
-              return bad(tmpl, "stage name \"" + n + "\" must be non-empty without '.', ' ' or '/'");
+            if (const std::string why = stage_name_problem(n); !why.empty())
+              return bad(tmpl, "job.stages: stage name " + quoted_text(n, 40) + " " + why);
             for (const auto& seen : stage_names)
               if (seen == n) return bad(tmpl, "stage \"" + n + "\" listed twice");
             stage_names.push_back(n);
@@ -219,12 +265,15 @@ result<job_plan> resolve_parsed(std::string_view tmpl, const toml::table& root,
           lines[std::string(k.str())] = static_cast<int>(v.source().begin.line);
         }
     for (const auto& [dotted, value] : every) {
-      if (auto s = set_dotted(cfg, dotted, *override_value(value), tmpl, "--set " + dotted); !s) return s.err();
+      auto v = override_value(value);
+      if (!v) return bad(tmpl, "--set " + dotted + ": " + v.err().message);
+      if (auto s = set_dotted(cfg, dotted, **v, tmpl, "--set " + dotted); !s) return s.err();
       lines.erase(dotted);
     }
     for (const auto& [dotted, value] : own[name]) {
-      if (auto s = set_dotted(cfg, dotted, *override_value(value), tmpl, "--set " + name + "." + dotted); !s)
-        return s.err();
+      auto v = override_value(value);
+      if (!v) return bad(tmpl, "--set " + name + "." + dotted + ": " + v.err().message);
+      if (auto s = set_dotted(cfg, dotted, **v, tmpl, "--set " + name + "." + dotted); !s) return s.err();
       lines.erase(dotted);
     }
     const std::string origin = std::string(tmpl) + ".toml";
@@ -235,12 +284,14 @@ result<job_plan> resolve_parsed(std::string_view tmpl, const toml::table& root,
                                     {"model.init_from", spec->init_from}})
       if (auto st = check_stage_reference(ref, key, name, plan, tmpl); !st) return st.err();
     for (const auto& [key, path] : spec->input_paths())
-      if (!path.empty() && path.front() != '/' && path.rfind("${", 0) != 0)
+      if (path.front() != '/')
         return bad(tmpl, "stage " + name + ": " + key + " " + path +
                              " must be an absolute path (the trainer reads it on its own machine)");
     stage_plan sp;
     sp.name = name;
     sp.spec = std::move(*spec);
+    sp.sizing = sp.spec;
+    sp.total_steps = static_cast<std::uint64_t>(sp.spec.steps);
     std::ostringstream os;
     os << toml::toml_formatter(cfg);
     sp.config_toml = os.str() + "\n";

@@ -44,6 +44,16 @@ struct stage_plan {
   std::string name;
   std::string config_toml;  // the resolved run config, as the trainer reads it
   run_config spec;          // the same, parsed and validated
+  // The config whose memory the stage's largest run needs (admission checks
+  // it against the trainers): spec itself, or for an hpo stage the trial that
+  // needs the most, and for the stage after one — which runs with the best
+  // trial's values — those values that need the most. sizing_what names that
+  // point ("trial 3 (train.batch=64 optim.lr=0.001)"), "" when it is spec.
+  run_config sizing;
+  std::string sizing_what;
+  // The stage's steps as `loom job show` counts them: train.steps; an hpo
+  // stage's full sweep, trials x R (its step counts the steps ASHA granted).
+  std::uint64_t total_steps = 0;
 };
 
 struct job_plan {
@@ -53,7 +63,9 @@ struct job_plan {
 };
 
 // invalid_argument naming the template (file:line where a template line is at
-// fault), the stage, and the key or the override.
+// fault), the stage, and the key or the override. Also refused: a stage name
+// stage_name_problem refuses, a relative path, an override value that is not
+// one TOML value.
 result<job_plan> resolve_template(std::string_view template_name, std::string_view toml,
                                   const std::vector<std::string>& overrides);
 
@@ -84,6 +96,23 @@ class template_cache {
 // config_toml with every "${stage.NAME.checkpoint}" replaced by
 // <job_out_dir>/NAME/checkpoints (the scheduler, placing a stage).
 std::string fill_stage_references(std::string_view config_toml, const std::string& job_out_dir);
+
+// A stage name is 1 to max_stage_name letters, digits, '-' and '_', starting
+// with a letter or a digit, and not a run section's name: it becomes a
+// directory (<data>/jobs/<job>/<stage>, <stage>/trial-N), the trainer's stage
+// name (<stage>.t<trial>), a metric and event label, a `--set stage.key`
+// prefix (a stage named "train" would make `--set train.steps` mean that
+// stage alone) and the NAME of "${stage.NAME.checkpoint}". 32 characters fit
+// `loom job show`'s columns and stay far below a file name's 255 bytes.
+inline constexpr std::size_t max_stage_name = 32;
+// "" when `name` is a valid stage name, else why not (for messages).
+std::string stage_name_problem(std::string_view name);
+
+// Whether an override's key names a path key of the schema (schema.hpp):
+// "data.text", "sft.hpo.validation" (a stage's), a shortcut ("text") or a
+// stage's shortcut ("sft.text"). The CLI makes such values absolute before
+// it sends them (the trainer reads them on its own machine).
+bool override_names_path(std::string_view key);
 
 // low 0, normal 1, high 2; -1 unknown.
 int priority_of(std::string_view cls);

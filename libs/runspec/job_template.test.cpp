@@ -281,3 +281,59 @@ TEST_CASE("every template under templates/ resolves, the alignment ones into rm,
   REQUIRE_FALSE(orphan.ok());  // no SFT parent
   CHECK(orphan.err().message.find("a dpo stage starts from an SFT checkpoint") != std::string::npos);
 }
+
+TEST_CASE("a stage name is a short word: 300 characters, control characters and a section's name are refused") {
+  auto msg = [](result<job_plan> r) { return r.ok() ? std::string("ok") : r.err().message; };
+  auto with = [](const std::string& name) {
+    return "[job]\nstages = [\"" + name + "\"]\n[train]\nsteps = 2\n";
+  };
+  const std::string long_name(300, 'a');
+  const std::string m = msg(resolve_template("t", with(long_name), {"text=/d/c.txt"}));
+  CHECK(m.find("job.stages: stage name \"aaaa") != std::string::npos);
+  CHECK(m.find("(300 characters) must be 1 to 32 letters, digits, '-' or '_'") != std::string::npos);
+  const std::string ctl = msg(resolve_template("t", with("pre\\ntrain"), {"text=/d/c.txt"}));  // TOML "\n": a newline
+  CHECK(ctl.find("stage name \"pre\\ntrain\" must be 1 to 32") != std::string::npos);
+  CHECK(msg(resolve_template("t", with("pre\\u0001"), {"text=/d/c.txt"})).find("\\x01") != std::string::npos);
+  CHECK(msg(resolve_template("t", with("a.b"), {"text=/d/c.txt"})).find("must be 1 to 32") != std::string::npos);
+  CHECK(msg(resolve_template("t", with("-x"), {"text=/d/c.txt"})).find("must be 1 to 32") != std::string::npos);
+  CHECK(msg(resolve_template("t", with("train"), {"text=/d/c.txt"})).find("is a run section's name") !=
+        std::string::npos);
+  CHECK(msg(resolve_template("t", with(std::string(32, 'b')), {"text=/d/c.txt"})) == "ok");
+  CHECK(msg(resolve_template("t", with("Stage_2-b"), {"text=/d/c.txt"})) == "ok");
+  CHECK(stage_name_problem("pretrain").empty());
+  CHECK(!stage_name_problem("").empty());
+}
+
+TEST_CASE("an override value that is not exactly one TOML value is refused naming the key") {
+  auto msg = [](result<job_plan> r) { return r.ok() ? std::string("ok") : r.err().message; };
+  const std::string nl = msg(resolve_template("t", pipeline, {"text=/d/c.txt", "train.steps=5\nrogue=1"}));
+  CHECK(nl.find("--set train.steps: \"5\\nrogue=1\" is not one TOML value: it holds a control character") !=
+        std::string::npos);
+  CHECK(msg(resolve_template("t", pipeline, {"text=/d/c.txt", "steps=5\r"})).find("--set train.steps") !=
+        std::string::npos);
+  CHECK(msg(resolve_template("t", pipeline, {"text=/d/c.txt", "sft.optim.lr=\"0.1\" x"}))
+            .find("--set sft.optim.lr: \"\\\"0.1\\\" x\" is not one TOML value") != std::string::npos);
+  CHECK(msg(resolve_template("t", pipeline, {"text=/d/c.txt", "dataset=[1, 2"})).find("--set data.dataset") !=
+        std::string::npos);
+  // Bare words stay strings, whatever letter they start with; numbers stay numbers.
+  auto ok = resolve_template("t", pipeline, {"dataset=news-2", "steps=7", "lr=1e-3"});
+  REQUIRE_MESSAGE(ok.ok(), msg(ok));
+  CHECK(ok->stages[0].spec.dataset == "news-2");
+  CHECK(ok->stages[0].spec.steps == 7);
+  CHECK(msg(resolve_template("t", pipeline, {"dataset=5abc"})) == "ok");
+}
+
+TEST_CASE("output.dir is no key of a job: the scheduler names each stage's directory") {
+  auto r = resolve_template("t", pipeline, {"text=/d/c.txt", "output.dir=/tmp/elsewhere"});
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.err().message.find("output.dir is not section.key of a run config section") != std::string::npos);
+  CHECK_FALSE(resolve_template("t", "[output]\ndir = \"/tmp/x\"\n", {"text=/d/c.txt"}).ok());
+}
+
+TEST_CASE("an override names a path by its key's type: section.key, a stage's, a shortcut") {
+  for (const char* k : {"data.text", "text", "sft.text", "sft.data.text", "hpo.validation", "search.hpo.validation",
+                        "reward.model", "align.reference", "model.init_from", "data.tokenizer", "shards", "data.prefs"})
+    CHECK_MESSAGE(override_names_path(k), k);
+  for (const char* k : {"dataset", "data.dataset", "steps", "train.steps", "kind", "sft.kind", "reward.regex", "x"})
+    CHECK_FALSE_MESSAGE(override_names_path(k), k);
+}

@@ -1,4 +1,5 @@
 #include "libs/runspec/run_config.hpp"
+#include "libs/runspec/schema.hpp"
 #include "libs/runspec/toml_reader.hpp"
 
 #include "libs/crypto/hash.hpp"
@@ -16,25 +17,15 @@
 namespace loom::runspec {
 namespace {
 
-// The keys each section accepts; anything else is refused by name.
+// The keys each run section accepts (schema.hpp; [hpo] is libs/hpo's and the
+// top-level kind is read apart): anything else is refused by name.
 const std::map<std::string, std::set<std::string>, std::less<>>& known_keys() {
-  static const std::map<std::string, std::set<std::string>, std::less<>> k{
-      {"model", {"layers", "heads", "channels", "max_seq_len", "vocab", "padded_vocab", "init_from"}},
-      {"data", {"shards", "text", "dataset", "sft", "prefs", "synthetic_prefs", "held_out", "format", "shuffle",
-                "tokenizer"}},
-      {"train", {"batch", "seq_len", "grad_accum", "steps", "seed", "threads"}},
-      {"optim", {"lr", "min_lr", "warmup_steps", "weight_decay", "beta1", "beta2", "eps", "grad_clip"}},
-      {"checkpoint", {"every_steps", "every_seconds", "every_minutes", "keep"}},
-      {"anomaly", {"spike_zscore", "spike_window", "max_rollbacks"}},
-      {"output", {"dir"}},
-      {"parallel", {"trainers", "min_trainers", "max_trainers", "timeout_s"}},
-      {"diloco", {"sites", "inner_steps", "codec", "fragments", "quorum", "outer_lr", "outer_momentum", "staleness",
-                  "deadline_min_s", "datasets", "sync_wait_s", "min_sites"}},
-      {"export", {"max_loss"}},
-      {"align", {"beta", "loss", "reference", "samples_per_prompt", "max_new_tokens", "kl_coef", "temperature",
-                 "top_k", "kl_bound", "eval_every"}},
-      {"reward", {"model", "keywords", "min_len", "max_len", "regex"}},
-  };
+  static const std::map<std::string, std::set<std::string>, std::less<>> k = [] {
+    std::map<std::string, std::set<std::string>, std::less<>> m;
+    for (const key_spec& spec : schema())
+      if (!spec.section.empty() && spec.section != "hpo") m[std::string(spec.section)].insert(std::string(spec.key));
+    return m;
+  }();
   return k;
 }
 
@@ -63,6 +54,7 @@ class reader {
 
   template <typename Int>
   void integer(std::string_view sec, std::string_view key, Int& out, std::int64_t lo, std::int64_t hi) {
+    if (!declared(sec, key, value_kind::integer, value_kind::integer_or_names)) return;
     const toml::node* n = find(sec, key);
     if (!n) return;
     auto v = n->value_exact<std::int64_t>();
@@ -74,6 +66,7 @@ class reader {
   }
   template <typename Real>
   void real(std::string_view sec, std::string_view key, Real& out, double lo, double hi) {
+    if (!declared(sec, key, value_kind::real)) return;
     const toml::node* n = find(sec, key);
     if (!n) return;
     std::optional<double> v = n->value_exact<double>();
@@ -89,13 +82,16 @@ class reader {
     out = static_cast<Real>(*v);
   }
   void boolean(std::string_view sec, std::string_view key, bool& out) {
+    if (!declared(sec, key, value_kind::boolean)) return;
     const toml::node* n = find(sec, key);
     if (!n) return;
     auto v = n->value_exact<bool>();
     if (!v) return fail(*n, sec, key, "must be true or false");
     out = *v;
   }
+  // A string that is no path: a word (format, codec, regex) or a name (a dataset's).
   void word(std::string_view sec, std::string_view key, std::string& out) {
+    if (!declared(sec, key, value_kind::word, value_kind::name)) return;
     const toml::node* n = find(sec, key);
     if (!n) return;
     auto v = n->value_exact<std::string>();
@@ -104,6 +100,7 @@ class reader {
   }
   // An array of strings.
   void words(std::string_view sec, std::string_view key, std::vector<std::string>& out) {
+    if (!declared(sec, key, value_kind::words, value_kind::names, value_kind::integer_or_names)) return;
     const toml::node* n = find(sec, key);
     if (!n) return;
     const toml::array* a = n->as_array();
@@ -116,21 +113,30 @@ class reader {
     }
     out = std::move(v);
   }
-  // A path, resolved against the config file's folder when relative.
+  // A path (schema.hpp: the key is typed path), resolved against the config
+  // file's folder when relative, and recorded in `paths` — every path value
+  // read, by key: what the checks on a run's files walk. A path key's
+  // alternative word (data.tokenizer = "bytes") is taken as it is.
   void path(std::string_view sec, std::string_view key, std::string& out) {
+    if (!declared(sec, key, value_kind::path)) return;
     const toml::node* n = find(sec, key);
     if (!n) return;
     auto v = n->value_exact<std::string>();
     if (!v) return fail(*n, sec, key, "must be a string");
+    const key_spec* spec = find_key(sec, key);
     std::filesystem::path p(*v);
-    if (v->rfind("${", 0) == 0) {  // a reference the scheduler fills at placement (job_template.hpp)
-      out = *v;
-      return;
+    if (v->rfind("${", 0) == 0 || (!spec->word_instead.empty() && *v == spec->word_instead)) {
+      out = *v;  // a reference the scheduler fills at placement (job_template.hpp), or the key's word
+    } else {
+      if (!v->empty() && p.is_relative()) p = std::filesystem::path(origin_).parent_path() / p;
+      out = v->empty() ? std::string() : p.lexically_normal().string();
     }
-    if (!v->empty() && p.is_relative())
-      p = std::filesystem::path(origin_).parent_path() / p;
-    out = v->empty() ? std::string() : p.lexically_normal().string();
+    const std::string dotted = std::string(sec) + "." + std::string(key);
+    std::erase_if(paths, [&](const auto& kv) { return kv.first == dotted; });
+    paths.emplace_back(dotted, out);
   }
+
+  std::vector<std::pair<std::string, std::string>> paths;  // (key, value) of every path read
 
   bool has(std::string_view sec, std::string_view key) const { return find(sec, key) != nullptr; }
   bool is_array(std::string_view sec, std::string_view key) const {
@@ -144,6 +150,19 @@ class reader {
   const toml::node* find(std::string_view sec, std::string_view key) const {
     const toml::table* t = root_[sec].as_table();
     return t ? t->get(key) : nullptr;
+  }
+  // Whether the schema gives section.key one of `kinds`; a read the schema
+  // does not back (a key added to the reader only, or read as another kind)
+  // is a broken invariant of this library: internal, naming the key.
+  template <typename... Kinds>
+  bool declared(std::string_view sec, std::string_view key, Kinds... kinds) {
+    const key_spec* spec = find_key(sec, key);
+    if (spec && ((spec->kind == kinds) || ...)) return true;
+    if (!first_error)
+      first_error = make_error(errc::internal, "run spec key " + std::string(sec) + "." + std::string(key) +
+                                                   (spec ? " is read as another kind than its schema's (schema.cpp)"
+                                                         : " is read but not in the schema (schema.cpp)"));
+    return false;
   }
   void fail(const toml::node& n, std::string_view sec, std::string_view key, const std::string& why) {
     const std::string dotted = std::string(sec) + "." + std::string(key);
@@ -179,43 +198,25 @@ status apply_override(toml::table& root, const std::string& kv) {
   auto eq = kv.find('=');
   auto dot = kv.find('.');
   if (eq != std::string::npos && kv.substr(0, eq) == "kind") {  // the one key outside a section
-    root.insert_or_assign("kind", kv.substr(eq + 1));
+    auto v = override_value(kv.substr(eq + 1));
+    if (!v) return make_error(errc::invalid_argument, "--set kind: " + v.err().message);
+    (*v)->visit([&](auto&& x) { root.insert_or_assign("kind", x); });
     return ok_status();
   }
   if (eq == std::string::npos || dot == std::string::npos || dot > eq)
-    return make_error(errc::invalid_argument, "--set " + kv + ": expected section.key=value");
+    return make_error(errc::invalid_argument, "--set " + quoted_text(kv) + ": expected section.key=value");
   const std::string sec = kv.substr(0, dot), key = kv.substr(dot + 1, eq - dot - 1), value = kv.substr(eq + 1);
+  auto v = override_value(value);
+  if (!v) return make_error(errc::invalid_argument, "--set " + sec + "." + key + ": " + v.err().message);
   toml::node_view slot = root[sec];
   if (!slot) root.insert(sec, toml::table{});
   toml::table* t = root[sec].as_table();
   if (!t) return make_error(errc::invalid_argument, "--set " + kv + ": " + sec + " is not a table");
-  override_value(value)->visit([&](auto&& v) { t->insert_or_assign(key, v); });
+  (*v)->visit([&](auto&& x) { t->insert_or_assign(key, x); });
   return ok_status();
 }
 
 }  // namespace
-
-std::unique_ptr<toml::node> override_value(const std::string& text) {
-  // A TOML value starts with a quote, bracket, sign, digit or the t/f/i/n of
-  // true, false, inf and nan: anything else (a path, a name) is a plain string,
-  // known without a parse that would throw.
-  const auto first = text.find_first_not_of(" \t");
-  if (first == std::string::npos || !std::strchr("\"'[{+-0123456789tfin", text[first]))
-    return std::make_unique<toml::value<std::string>>(text);
-  try {
-    const std::string doc = "v = " + text;
-    toml::table t = toml::parse(std::string_view(doc), std::string_view("--set"));
-    if (toml::node* v = t.get("v")) {
-      if (auto* s = v->as_string()) return std::make_unique<toml::value<std::string>>(s->get());
-      if (auto* i = v->as_integer()) return std::make_unique<toml::value<std::int64_t>>(i->get());
-      if (auto* f = v->as_floating_point()) return std::make_unique<toml::value<double>>(f->get());
-      if (auto* b = v->as_boolean()) return std::make_unique<toml::value<bool>>(b->get());
-      if (auto* a = v->as_array()) return std::make_unique<toml::array>(*a);
-    }
-  } catch (const toml::parse_error&) {
-  }
-  return std::make_unique<toml::value<std::string>>(text);
-}
 
 std::string run_config::math_hash() const {
   char buf[1024];
@@ -267,16 +268,20 @@ model::training_memory run_config::memory() const {
 }
 
 std::vector<std::pair<std::string, std::string>> run_config::input_paths() const {
-  // "${stage.NAME.checkpoint}" is no path yet (the scheduler fills it at placement).
-  auto path = [](const std::string& p) { return p.rfind("${", 0) == 0 ? std::string() : p; };
-  return {{"data.text", text},
-          {"data.sft", sft},
-          {"data.prefs", prefs},
-          {"data.shards", shards},
-          {"data.tokenizer", tokenizer == "bytes" ? std::string() : tokenizer},
-          {"model.init_from", path(init_from)},
-          {"align.reference", path(align.reference)},
-          {"reward.model", path(align.reward_model)}};
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& [key, value] : path_values) {
+    const key_spec* spec = find_key(key);
+    if (value.empty() || value.rfind("${", 0) == 0 || !spec || !rule_of(spec->file).read ||
+        (!spec->word_instead.empty() && value == spec->word_instead))
+      continue;
+    out.emplace_back(key, value);
+  }
+  return out;
+}
+
+void run_config::drop_path(const std::string& key, std::string& field) {
+  field.clear();
+  std::erase_if(path_values, [&](const auto& kv) { return kv.first == key; });
 }
 
 result<run_config> read_run_config(const toml::table& root, const std::string& origin, const key_lines* lines,
@@ -307,12 +312,7 @@ result<run_config> read_run_config(const toml::table& root, const std::string& o
   r.word("data", "dataset", c.dataset);
   r.word("data", "format", c.format);
   r.boolean("data", "shuffle", c.shuffle);
-  if (r.has("data", "tokenizer")) {
-    std::string t;
-    r.word("data", "tokenizer", t);
-    if (t == "bytes") c.tokenizer = t;
-    else r.path("data", "tokenizer", c.tokenizer);
-  }
+  r.path("data", "tokenizer", c.tokenizer);  // a tokenizer.json, or "bytes"
   r.integer("train", "batch", c.batch, 1, 1 << 16);
   r.integer("train", "seq_len", c.seq_len, 1, 1 << 20);
   r.integer("train", "grad_accum", c.grad_accum, 1, 1 << 16);
@@ -386,7 +386,9 @@ result<run_config> read_run_config(const toml::table& root, const std::string& o
   r.integer("reward", "min_len", a.min_len, 0, 1 << 20);
   r.integer("reward", "max_len", a.max_len, 0, 1 << 20);
   r.word("reward", "regex", a.regex);
+  if (kind == "hpo") r.path("hpo", "validation", c.hpo_validation);  // the rest of [hpo]: libs/hpo
   if (r.first_error) return *r.first_error;
+  c.path_values = std::move(r.paths);
 
   const config_error bad_cfg = [&](const std::string& why) { return make_error(errc::invalid_argument, origin + ": " + why); };
   if (auto st = c.model.validate(); !st) return bad_cfg(st.err().message);
@@ -399,10 +401,10 @@ result<run_config> read_run_config(const toml::table& root, const std::string& o
   // An alignment stage reads its pairs only: a job's shared data.text (its
   // pretrain and sft stages') does not count as a second source there.
   if ((kind == "rm" || kind == "dpo" || kind == "rl") && (!c.prefs.empty() || c.synthetic_prefs)) {
-    c.shards.clear();
-    c.text.clear();
+    c.drop_path("data.shards", c.shards);
+    c.drop_path("data.text", c.text);
     c.dataset.clear();
-    c.sft.clear();
+    c.drop_path("data.sft", c.sft);
   }
   const int sources = !c.shards.empty() + !c.text.empty() + !c.dataset.empty() + !c.sft.empty() +
                       !c.prefs.empty() + c.synthetic_prefs;

@@ -199,9 +199,21 @@ struct run_config {
   // grad_accum / min_trainers micro-batches of each step, rounded up).
   model::training_memory memory() const;
   bool alignment() const { return kind == "rm" || kind == "dpo" || kind == "rl"; }
-  // The paths the run reads (text, sft, prefs, shards, tokenizer, init_from,
-  // align.reference, reward.model), set or not; a "${stage.NAME.checkpoint}" reference counts as not set.
+  // An hpo stage's held-out text (hpo.validation; "" = the tail of data.text).
+  // Read here for kind = "hpo" only, so the rule on paths sees it; libs/hpo
+  // reads the rest of [hpo].
+  std::string hpo_validation;
+  // Every path-typed value this config read (schema.hpp), by key, as
+  // resolved: the reader records each one, so no path key can be missed by
+  // the checks on them (input_files.hpp). Values a kind does not use (an rm
+  // stage's shared data.text) are dropped with the field.
+  std::vector<std::pair<std::string, std::string>> path_values;
+  // The paths the run reads — path_values without output.dir (written), the
+  // word "bytes" of data.tokenizer and "${stage.NAME.checkpoint}" references
+  // (filled by the scheduler at placement); only those set.
   std::vector<std::pair<std::string, std::string>> input_paths() const;  // (key, path)
+  // Clears field `field`, read from path key `key`, and its path_values entry.
+  void drop_path(const std::string& key, std::string& field);
 };
 
 // Known stage kinds and whether this trainer runs them.

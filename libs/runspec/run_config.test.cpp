@@ -116,18 +116,23 @@ TEST_CASE("run_config overrides are typed TOML values and may add sections") {
 }
 
 TEST_CASE("an override's value is the TOML value it spells, else its text as a string") {
-  auto str = [](const std::string& t) {
+  auto value = [](const std::string& t) {
     auto v = override_value(t);
+    REQUIRE_MESSAGE(v.ok(), t);
+    return std::move(*v);
+  };
+  auto str = [&](const std::string& t) {
+    auto v = value(t);
     return v->is_string() ? std::optional<std::string>(v->as_string()->get()) : std::nullopt;
   };
-  CHECK(override_value("300")->as_integer()->get() == 300);
-  CHECK(override_value(" -1")->as_integer()->get() == -1);
-  CHECK(override_value("+2.5e-3")->as_floating_point()->get() == doctest::Approx(2.5e-3));
-  CHECK(std::isinf(override_value("inf")->as_floating_point()->get()));
-  CHECK(std::isnan(override_value("nan")->as_floating_point()->get()));
-  CHECK(override_value("true")->as_boolean()->get());
-  CHECK_FALSE(override_value("false")->as_boolean()->get());
-  CHECK(override_value("[1, 2]")->as_array()->size() == 2);
+  CHECK(value("300")->as_integer()->get() == 300);
+  CHECK(value(" -1")->as_integer()->get() == -1);
+  CHECK(value("+2.5e-3")->as_floating_point()->get() == doctest::Approx(2.5e-3));
+  CHECK(std::isinf(value("inf")->as_floating_point()->get()));
+  CHECK(std::isnan(value("nan")->as_floating_point()->get()));
+  CHECK(value("true")->as_boolean()->get());
+  CHECK_FALSE(value("false")->as_boolean()->get());
+  CHECK(value("[1, 2]")->as_array()->size() == 2);
   CHECK(str("\"quoted text\"") == "quoted text");
   CHECK(str("'literal'") == "literal");
   // Not TOML values: the text itself, whether or not it starts like one.
@@ -139,6 +144,24 @@ TEST_CASE("an override's value is the TOML value it spells, else its text as a s
   CHECK(str("12 monkeys") == "12 monkeys");
   CHECK(str("") == "");
   CHECK(str("  ") == "  ");
+}
+
+TEST_CASE("an override that is not exactly one TOML value is refused naming the key, not read as its first value") {
+  auto err = [](const std::string& kv) {
+    auto c = parse_run_config(base, "run.toml", {kv});
+    return c.ok() ? std::string("ok") : c.err().message;
+  };
+  // Before: "5\nrogue=1" parsed as the document `v = 5` + `rogue = 1`, and train.steps was 5.
+  CHECK(err("train.steps=5\nrogue=1") ==
+        "--set train.steps: \"5\\nrogue=1\" is not one TOML value: it holds a control character (a value is one "
+        "line; write escapes inside a quoted string)");
+  CHECK(err("data.text=/a\r") .find("--set data.text: \"/a\\r\" is not one TOML value") == 0);
+  CHECK(err("data.text=\"/a\" trailing").find("--set data.text: \"\\\"/a\\\" trailing\" is not one TOML value") == 0);
+  CHECK(err("train.steps=[1, 2").find("--set train.steps: \"[1, 2\" is not one TOML value") == 0);
+  CHECK(err("kind=lm\nx") .find("--set kind: ") == 0);
+  CHECK(err("optim.lr=\t0.002") == "ok");  // a tab is blank space around one value
+  CHECK(override_value(std::string("a\0b", 3)).code() == errc::invalid_argument);
+  CHECK(quoted_text(std::string(100, 'x'), 10) == "\"xxxxxxxxxx\"... (100 characters)");
 }
 
 TEST_CASE("math_hash changes with the numbers, not with checkpoint or output settings") {

@@ -1,4 +1,4 @@
-// toml_reader: what run_config.cpp, stage_kinds.cpp and job_template.cpp share inside
+// toml_reader: what run_config.cpp, overrides.cpp, stage_kinds.cpp and job_template.cpp share inside
 // libs/runspec — reading a run config out of an already parsed TOML table
 // (so a template's values keep their template line numbers) and turning
 // override text into a TOML value. Private to the library: it includes
@@ -46,7 +46,15 @@ status check_diloco(const toml::table& root, run_config& c, const std::string& o
 status check_align(run_config& c, const std::string& kind, bool has_parent, const config_error& bad_cfg);
 
 // A TOML value from `--set` text: 3, 1e-3, true, "x"; a bare word is a string.
-std::unique_ptr<toml::node> override_value(const std::string& text);
+// invalid_argument (the message says why, without the key: callers name it)
+// for text that is not exactly one value: a control character (a line break
+// would smuggle in a second key: "5\nrogue=1"), or text that opens a quoted
+// string, an array or a table and does not parse as exactly that.
+result<std::unique_ptr<toml::node>> override_value(const std::string& text);
+
+// `text` quoted for a message, control characters escaped ("a\nb", "\x01")
+// and anything past `max` characters elided (with the length said).
+std::string quoted_text(std::string_view text, std::size_t max = 80);
 
 // A template's [ingest] section, already parsed (template_info.hpp's rules).
 result<ingest_settings> read_ingest_table(std::string_view template_name, const toml::node& section);

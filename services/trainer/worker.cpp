@@ -14,6 +14,7 @@
 #include "libs/wire/envelope_pb.hpp"
 #include "loom/v1/ingest.pb.h"
 #include "loom/v1/jobs.pb.h"
+#include "libs/runspec/input_files.hpp"
 #include "libs/runspec/run_config.hpp"
 #include "services/trainer/diloco_stage.hpp"
 #include "services/trainer/hpo/trial_score.hpp"
@@ -175,19 +176,21 @@ void worker::train(std::shared_ptr<stage_run> run) {
 
 status worker::confine_inputs(const runspec::run_config& cfg, const stage_run& run) {
   auto eps = layout::read_endpoints(env_.paths.endpoints());  // fresh: the roots of this `loom up`
-  const auto roots = layout::job_read_roots(env_.paths, eps ? *eps : env_.eps);
-  for (const auto& [key, path] : cfg.input_paths()) {
-    if (path.empty()) continue;
-    auto inside = files::confined(roots, path);
-    if (inside) continue;
-    if (inside.code() == errc::permission_denied && env_.audit) {
-      auto r = audit::service_record(env_.node_id, env_.zone, "trainer", "data.refused", run.job,
-                                     key + ": " + inside.err().message,
+  files::root_set roots(layout::job_read_roots(env_.paths, eps ? *eps : env_.eps));
+  // Every path value of the config, found by type, and an hpo trial's held-out text (runspec/input_files.hpp).
+  auto paths = cfg.input_paths();
+  if (!run.eval_text.empty()) paths.emplace_back("hpo.validation", run.eval_text);
+  for (const auto& [key, path] : paths) {
+    auto st = runspec::check_inputs(roots, {{key, path}});
+    if (st) continue;
+    if (st.code() == errc::permission_denied && env_.audit)
+    {
+      auto r = audit::service_record(env_.node_id, env_.zone, "trainer", "data.refused", run.job, st.err().message,
                                      nlohmann::json{{"stage", run.stage}, {"key", key}, {"path", path}}.dump());
       r.tenant = run.tenant;  // in the job's tenant's trail
       env_.audit->emit(std::move(r));
     }
-    return make_error(inside.code(), key + ": " + inside.err().message);
+    return st;
   }
   return ok_status();
 }

@@ -55,8 +55,10 @@ class worker {
   std::pair<std::string, std::string> run_stage(stage_run& run);
   void join_training();
   void request_stop();  // the flag the run checks, and the board's stopping
-  // permission_denied (audited) for a path the stage reads outside
-  // layout::job_read_roots: the scheduler checked at submit; this is the
+  // The rule on every file the stage reads (runspec/input_files.hpp: inside
+  // layout::job_read_roots, the kind of file its key takes, under its cap),
+  // an hpo trial's hpo.validation included: permission_denied (audited)
+  // outside the roots. The scheduler checked at submit; this is the
   // trainer's own check, for what it is about to open.
   status confine_inputs(const runspec::run_config& cfg, const stage_run& run);
 

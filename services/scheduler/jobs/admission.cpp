@@ -41,13 +41,16 @@ status admit(const runspec::job_plan& plan, const std::string& zone, const std::
   }
   for (const auto& st : plan.stages) {
     const auto& s = st.spec;
-    const auto need = s.memory();
+    const auto& sized = st.sizing;  // an hpo stage: its largest trial (job_template.hpp)
+    const auto need = sized.memory();
     if (need.total() > most_memory)
       return make_error(errc::invalid_argument,
-                        "stage " + st.name + " needs an estimated " + need.describe() + " per trainer, but the largest " +
+                        "stage " + st.name + (st.sizing_what.empty() ? "" : ", " + st.sizing_what + ",") +
+                            " needs an estimated " + need.describe() + " per trainer, but the largest " +
                             "trainer in " + zone_name(zone) + " can give it " + model::format_bytes(most_memory) +
-                            " (3/4 of its memory): lower train.batch (now " + std::to_string(s.batch) +
-                            ") or train.seq_len, or use a smaller model");
+                            " (3/4 of its memory): lower train.batch (now " + std::to_string(sized.batch) +
+                            ") or train.seq_len" + (st.sizing_what.empty() ? "" : " (for a search: in [hpo.space])") +
+                            ", or use a smaller model");
     if (s.threads > 0 && static_cast<std::uint32_t>(s.threads) > most_cores)
       return make_error(errc::invalid_argument,
                         "stage " + st.name + ": train.threads " + std::to_string(s.threads) + " exceeds the " +

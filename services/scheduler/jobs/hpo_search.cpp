@@ -6,14 +6,39 @@ result<hpo_search> hpo_search::make(const std::string& stage_toml, const runspec
   auto plan = runspec::read_hpo_stage(stage_toml, "hpo stage", spec);
   if (!plan) return plan.err();
   std::vector<std::string> configs;
+  std::vector<std::uint64_t> memory;
   for (std::size_t t = 0; t < plan->trials.size(); ++t) {
-    auto c = runspec::trial_config_toml(stage_toml, *plan, t);
+    runspec::run_config parsed;
+    auto c = runspec::trial_config_toml(stage_toml, *plan, t, &parsed);
     if (!c) return c.err();
     configs.push_back(std::move(*c));
+    memory.push_back(parsed.memory().total());
   }
   auto a = hpo::asha::make(plan->spec.asha, plan->trials);
   if (!a) return a.err();
-  return hpo_search(std::move(*plan), std::move(*a), std::move(configs));
+  return hpo_search(std::move(*plan), std::move(*a), std::move(configs), std::move(memory));
+}
+
+std::vector<int> hpo_search::take_retired() {
+  std::vector<int> out;
+  for (int t = 0; t < int(trials()); ++t)
+    if (!removed_[std::size_t(t)] && asha_.retired(t)) {
+      removed_[std::size_t(t)] = true;
+      out.push_back(t);
+    }
+  return out;
+}
+
+std::vector<int> hpo_search::take_all_but_best() {
+  std::vector<int> out;
+  if (!done()) return out;
+  const auto b = best();
+  for (int t = 0; t < int(trials()); ++t)
+    if (!removed_[std::size_t(t)] && (!b || t != *b)) {
+      removed_[std::size_t(t)] = true;
+      out.push_back(t);
+    }
+  return out;
 }
 
 std::optional<hpo_segment> hpo_search::next() {

@@ -10,7 +10,9 @@
 //   complete  it reached R.
 //
 // The search ends when ASHA is done (finish_best: the best trial is trained to
-// R); best() is its result. Pure: no clock, no policy, no store; deterministic
+// R); best() is its result. take_retired() names the trials that will never
+// run again as ASHA learns it, so the job manager removes their directories
+// while the search goes on; take_all_but_best() the rest at the end. Pure: no clock, no policy, no store; deterministic
 // (the same reports in the same order, the same segments). Owned by the job
 // manager (the scheduler actor's thread).
 #pragma once
@@ -59,13 +61,26 @@ class hpo_search {
   std::int64_t sweep_steps() const { return std::int64_t(trials()) * plan_.spec.asha.max_steps; }
   std::int64_t max_steps() const { return plan_.spec.asha.max_steps; }
   const std::vector<std::int64_t>& rungs() const { return asha_.rungs(); }
+  // What one trainer needs to run trial t (its own batch, seq_len, ...).
+  std::uint64_t memory_of(int trial) const { return memory_[std::size_t(trial)]; }
+  // Trials ASHA will never run again (hpo::asha::retired: failed, or pruned
+  // for good), each returned once: their directories may go. The best trial
+  // is never among them while the search runs.
+  std::vector<int> take_retired();
+  // Once done(): every trial not returned yet but the best (kept: the
+  // stage's result), each returned once.
+  std::vector<int> take_all_but_best();
 
  private:
-  hpo_search(runspec::hpo_stage_plan plan, hpo::asha a, std::vector<std::string> configs)
-      : plan_(std::move(plan)), asha_(std::move(a)), configs_(std::move(configs)) {}
+  hpo_search(runspec::hpo_stage_plan plan, hpo::asha a, std::vector<std::string> configs,
+             std::vector<std::uint64_t> memory)
+      : plan_(std::move(plan)), asha_(std::move(a)), configs_(std::move(configs)), memory_(std::move(memory)),
+        removed_(configs_.size(), false) {}
   runspec::hpo_stage_plan plan_;
   hpo::asha asha_;
   std::vector<std::string> configs_;
+  std::vector<std::uint64_t> memory_;  // by trial
+  std::vector<bool> removed_;          // by trial: returned by take_retired / take_all_but_best
 };
 
 }  // namespace loom::scheduler

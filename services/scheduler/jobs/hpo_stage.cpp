@@ -1,20 +1,24 @@
 // job_manager's hpo stages (issue 15 item 7): the scheduler coordinates the
 // search. The stage itself never enters the policy; each trial segment (train
 // trial t to its next rung, then score it) is a one-trainer job of its own,
-// placed in the job's zone (the scheduler's own when it names none), that the trainer runs as stage "NAME.tT" with
+// placed in the job's zone like its other stages and sized by the trial's own
+// memory need, that the trainer runs as stage "NAME.tT" with
 // stop_at = the rung. Its end reports the validation loss; ASHA (hpo_search)
 // promotes the trial (its next segment is queued at once, normally onto the
 // trainer it frees), stops it (pruned: nothing more is queued, its trainer
 // takes the next segment) or completes it. When ASHA is done the best trial's
 // config and checkpoint become the stage's: its config_toml is the trial's,
 // the model registry registers that checkpoint, and the next stage runs with
-// the best values and starts from it.
+// the best values and starts from it. A trial ASHA will never run again
+// (failed, or pruned for good: hpo::asha::retired) has its directory
+// removed at once; when the search ends, every trial's but the best's.
 #include "services/scheduler/jobs/job_manager.hpp"
 
 #include "libs/runspec/hpo_stage.hpp"
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <limits>
 
 namespace loom::scheduler {
@@ -84,7 +88,8 @@ void job_manager::start_search(job_rec& j, std::size_t i, time_point now) {
                     search_state{std::move(*made), std::vector<std::string>(n), std::vector<std::string>(n)});
   (void)record(j, s.name, "hpo_started",
                std::to_string(n) + " trials, ASHA rungs at steps " + rungs + " (a full sweep: " +
-                   std::to_string(sweep) + " steps); trials run on any free trainer",
+                   std::to_string(sweep) + " steps); trials run on free trainers of " +
+                   (j.zone.empty() ? std::string("any zone") : "zone " + j.zone),
                now);
   fill_search(j, i, now);
 }
@@ -111,9 +116,9 @@ void job_manager::fill_search(job_rec& j, std::size_t i, time_point now) {
 void job_manager::queue_segment(job_rec& j, std::size_t i, const hpo_segment& seg, time_point now) {
   const policy::job_id pid = next_trial_pid_++;
   trials_[pid] = trial_run{j.id, i, seg, "", 0};
-  policy::job_spec spec = spec_of(j, i);
+  policy::job_spec spec = spec_of(j, i);  // the job's zone, as its other stages
   spec.id = pid;
-  // spec_of's zone: the job's (the scheduler's own when it names none), never another site's trainers
+  spec.per_member.memory_bytes = searches_.at(search_key(j.id, i)).search.memory_of(seg.trial);
   spec.min_members = spec.max_members = 1;
   if (auto d = policy_.submit(spec, ms(now))) apply(*d, now);
 }
@@ -205,6 +210,7 @@ poll_answer job_manager::trial_ended(policy::job_id pid, const poll_report& r, t
                    (scored ? "validation loss " + fixed(loss, 4) + ", " + verdict(a, *next ? (*next)->to : 0)
                            : "failed (" + (r.message.empty() ? "no validation loss" : r.message) + "), stopped"),
                now);
+  remove_trials(j, t.stage, st.search.take_retired(), "pruned for good: no later result can promote them", now);
   if (*next) {  // promoted: the same trainer goes on with it, from the rung's snapshot
     t.seg = **next;
     ++t.attempts;
@@ -237,6 +243,8 @@ void job_manager::end_search(job_rec& j, std::size_t i, time_point now) {
     return;
   }
   const int b = *best;
+  remove_trials(j, i, it->second.search.take_all_but_best(),
+                "the search is over; the best, trial " + std::to_string(b) + ", is kept", now);
   const double spent = double(st.search.steps_granted()) / double(st.search.sweep_steps());
   s.checkpoint = st.checkpoints[std::size_t(b)];
   s.node = st.nodes[std::size_t(b)];  // who trained the result (to R)
@@ -254,10 +262,36 @@ void job_manager::end_search(job_rec& j, std::size_t i, time_point now) {
     auto next = runspec::with_overrides(j.stages[i + 1].config_toml, st.search.overrides_of(b));
     if (next) {
       j.stages[i + 1].config_toml = *next;
+      // Sized at submit for the values that need the most; now for the best's.
+      if (auto spec = runspec::parse_run_config(*next, j.id + "/" + j.stages[i + 1].name, {"model.init_from=\"/x\""}))
+        j.stages[i + 1].memory_bytes = spec->memory().total();
       (void)record(j, j.stages[i + 1].name, "hpo_inherited", "runs with " + values + " (the best trial's)", now);
     }
   }
   stage_done(j, i, true, "", now);
+}
+
+void job_manager::remove_trials(job_rec& j, std::size_t i, const std::vector<int>& trials, const std::string& why,
+                                time_point now) {
+  if (trials.empty()) return;
+  namespace fs = std::filesystem;
+  const std::string stage_dir = j.out_dir + "/" + j.stages[i].name;
+  if (j.out_dir.rfind(root_ + "/", 0) != 0) return;  // never outside this scheduler's jobs dir
+  std::string removed, failed;
+  for (int t : trials) {
+    const std::string dir = stage_dir + "/trial-" + std::to_string(t);
+    std::error_code ec;
+    if (!fs::exists(fs::symlink_status(dir, ec))) continue;  // never written here (or already gone)
+    fs::remove_all(dir, ec);
+    std::string& into = ec ? failed : removed;
+    into += (into.empty() ? "" : ", ") + std::to_string(t) + (ec ? " (" + ec.message() + ")" : "");
+  }
+  if (!removed.empty())
+    (void)record(j, j.stages[i].name, "hpo_removed", "removed the directories of trials " + removed + " (" + why + ")",
+                 now, false);
+  if (!failed.empty())
+    (void)record(j, j.stages[i].name, "hpo_removed", "could not remove the directories of trials " + failed, now,
+                 false);
 }
 
 void job_manager::cancel_trials(const std::string& job, time_point now) {

@@ -1,5 +1,5 @@
 // An hpo stage in the job manager, with simulated trainers: trial segments go
-// to any free trainer, each rung's report is decided at once (a promoted trial
+// to free trainers of the job's zone, each rung's report is decided at once (a promoted trial
 // goes on on the same trainer, a pruned one's trainer takes another trial in
 // the same reply), and the best trial's config and checkpoint become the
 // stage's result, which the next stage inherits. Time is injected.
@@ -10,7 +10,10 @@
 
 #include <doctest/doctest.h>
 
+#include "libs/files/temp_dir.hpp"
+
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <set>
 
@@ -46,15 +49,18 @@ double synthetic_loss(double lr, std::uint64_t step) {
   return 2.0 + off * off + 5.0 / double(step);
 }
 
-double lr_of(const assignment& a) {
+double lr_of(const assignment& a, std::int64_t R = 90) {
   auto c = runspec::parse_run_config(a.config_toml, "trial");
   REQUIRE_MESSAGE(c.ok(), (c.ok() ? std::string() : c.err().message));
   CHECK(c->kind == "lm");
-  CHECK(c->steps == 90);  // every trial's schedule runs over R
+  CHECK(c->steps == R);  // every trial's schedule runs over R
   return double(c->lr);
 }
 
 struct fixture : testing::job_fixture {
+  job_manager* m = &jobs;                  // the manager the trainers poll
+  std::int64_t R = 90;                     // the search's max_steps
+  bool make_dirs = false;                  // the trainers create each segment's out_dir, as a trainer does
   std::map<std::string, assignment> held;  // trainer -> the segment it runs
   int handed_on = 0;                       // a segment's end answered with another trial's segment
   int promoted_in_place = 0;               // ... with the same trial's next rung
@@ -70,12 +76,19 @@ struct fixture : testing::job_fixture {
     if (state == "succeeded") {
       r.step = a.stop_at;
       r.val_step = a.stop_at;
-      r.val_loss = synthetic_loss(lr_of(a), a.stop_at);
+      r.val_loss = synthetic_loss(lr_of(a, R), a.stop_at);
       r.checkpoint = a.out_dir + "/checkpoints/step-" + std::to_string(a.stop_at);
     }
     return r;
   }
   // One round: every trainer polls once (idle, or its segment ends).
+  void hold(const std::string& node, const assignment& a) {
+    held[node] = a;
+    if (!make_dirs) return;
+    std::error_code ec;
+    std::filesystem::create_directories(a.out_dir + "/checkpoints", ec);
+    REQUIRE(!ec);
+  }
   void round() {
     for (const std::string node : {"trainer@a", "trainer@b", "trainer@c"}) {
       auto h = held.find(node);
@@ -83,16 +96,16 @@ struct fixture : testing::job_fixture {
         poll_report idle;
         idle.node = node;
         idle.state = "idle";
-        auto ans = jobs.poll(idle, now);
-        if (ans.work && ans.work->stop_at > 0) held[node] = *ans.work;
+        auto ans = m->poll(idle, now);
+        if (ans.work && ans.work->stop_at > 0) hold(node, *ans.work);
         continue;
       }
       const assignment was = h->second;
-      (void)jobs.poll(report(node, was, "running"), now);
-      auto ans = jobs.poll(report(node, was, "succeeded"), now);
+      (void)m->poll(report(node, was, "running"), now);
+      auto ans = m->poll(report(node, was, "succeeded"), now);
       held.erase(node);
       if (!ans.work || ans.work->stop_at == 0) continue;
-      held[node] = *ans.work;
+      hold(node, *ans.work);
       if (ans.work->stage == was.stage) ++promoted_in_place;
       else ++handed_on;
     }
@@ -182,7 +195,7 @@ TEST_CASE_FIXTURE(fixture, "a failed trial stops for good, and cancelling the jo
   CHECK(j->state == "cancelled");
 }
 
-TEST_CASE_FIXTURE(fixture, "trials of a job run in the job's zone only, never on another zone's (a site's) free trainer") {
+TEST_CASE_FIXTURE(fixture, "trials of a job in one zone run on that zone's trainers only, as its other stages") {
   add_trainer("trainer@a");  // zone "local", the job's
   node edge;
   edge.id = "trainer@b";
@@ -196,7 +209,170 @@ TEST_CASE_FIXTURE(fixture, "trials of a job run in the job's zone only, never on
   a.zone = "local";
   auto r = jobs.submit(a, as("z1"), nodes, now);
   REQUIRE(r.ok());
-  round();
-  CHECK(held.count("trainer@a") == 1);
-  CHECK(held.count("trainer@b") == 0);  // idle, of another zone: issue 24 item 12
+  for (int i = 0; i < 4; ++i) {
+    round();
+    CHECK(held.count("trainer@a") == 1);
+    CHECK(held.count("trainer@b") == 0);  // never on the edge site's trainer
+  }
+  // The job's page says where its trials run.
+  const auto waiting = jobs.find(r->first->id);
+  REQUIRE(waiting);
+  CHECK(waiting->stages[0].state == "running");
+}
+
+namespace {
+
+// A search whose trials differ in memory: train.batch 2 or 24 (GPT-2 small, seq_len 64).
+constexpr const char* batch_search = R"(kind = "hpo"
+[job]
+stages = ["search"]
+[train]
+steps = 30
+[optim]
+min_lr = 1e-5
+[hpo]
+method = "grid"
+min_steps = 10
+max_steps = 30
+eta = 3
+[hpo.space]
+"train.batch" = {choice = [2, 24]}
+"optim.lr" = {choice = [1e-3, 2e-3]}
+)";
+
+}  // namespace
+
+TEST_CASE_FIXTURE(fixture, "each trial is placed by its own memory need: a large batch never lands on a small trainer") {
+  R = 30;
+  auto plan = runspec::resolve_template("t", batch_search, {"text=/data/corpus.txt"});
+  REQUIRE(plan.ok());
+  const std::uint64_t small = plan->stages[0].spec.memory().total();  // batch 4: more than batch 2's
+  const std::uint64_t large = plan->stages[0].sizing.memory().total();
+  REQUIRE(plan->stages[0].sizing.batch == 24);
+  REQUIRE(large > small);
+  add_trainer("trainer@a", large * 2);       // takes any trial
+  add_trainer("trainer@b", small * 4 / 3 + (16 << 20));  // 3/4 of it fits batch 2 only
+  jobs.tick(nodes, now);
+  auto r = jobs.submit(args(batch_search), as("m1"), nodes, now);
+  REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.err().message));
+  std::set<int> on_b;
+  for (int i = 0; i < 30 && r->first->stages[0].state == "running"; ++i) {
+    round();
+    if (auto b = held.find("trainer@b"); b != held.end()) {
+      auto c = runspec::parse_run_config(b->second.config_toml, "trial");
+      REQUIRE(c.ok());
+      CHECK(c->batch == 2);
+      on_b.insert(c->batch);
+    }
+  }
+  CHECK(r->first->stages[0].state == "succeeded");
+  CHECK(on_b.size() == 1);  // trainer@b did take the small trials
+}
+
+TEST_CASE_FIXTURE(fixture, "a search refused at submit names the trial that needs the most memory and the trainer's") {
+  add_trainer("trainer@a", 8ull << 30);
+  jobs.tick(nodes, now);
+  auto a = args(search_then_sft);
+  a.overrides.push_back("hpo.trials=6");
+  auto ok = jobs.submit(a, as("s0"), nodes, now);
+  REQUIRE_MESSAGE(ok.ok(), (ok.ok() ? "" : ok.err().message));
+  std::string text = search_then_sft;
+  text += "\"train.batch\" = {int = [4, 65536]}\n";
+  auto r = jobs.submit(args(text.c_str()), as("s1"), nodes, now);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.code() == errc::invalid_argument);
+  const std::string m = r.err().message;
+  INFO(m);
+  CHECK(m.find("stage search, trial ") != std::string::npos);
+  CHECK(m.find(" train.batch=") != std::string::npos);
+  CHECK(m.find("needs an estimated ") != std::string::npos);
+  CHECK(m.find("can give it 6.00 GiB (3/4 of its memory)") != std::string::npos);
+  CHECK(m.find("(for a search: in [hpo.space])") != std::string::npos);
+}
+
+namespace {
+
+struct dir_fixture : fixture {
+  files::temp_dir tmp{"loom-hpo-dirs"};
+  job_manager own{nullptr, tmp.path() + "/jobs"};
+  std::vector<std::pair<std::string, std::string>> events;  // (kind, text)
+  dir_fixture() {
+    m = &own;
+    make_dirs = true;
+    R = 30;
+    own.set_event_sink([this](const job_rec&, const job_event& e) { events.emplace_back(e.kind, e.text); });
+  }
+  std::set<std::string> trial_dirs(const std::string& job) const {
+    std::set<std::string> out;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(tmp.path() + "/jobs/" + job + "/search", ec))
+      out.insert(e.path().filename().string());
+    return out;
+  }
+};
+
+}  // namespace
+
+TEST_CASE_FIXTURE(dir_fixture, "pruned trials' directories go once ASHA can no longer promote them; the best's stays") {
+  for (const char* n : {"trainer@a", "trainer@b", "trainer@c"}) add_trainer(n);
+  own.tick(nodes, now);
+  // R = 30 (rungs 10, 30): two trials reach R, so the search's end removes a finished one too.
+  auto r = own.submit(args(search_then_sft, {"hpo.max_steps=30"}), as("d1"), nodes, now);
+  REQUIRE(r.ok());
+  const job_rec* j = r->first;
+  bool removed_mid_search = false;
+  for (int i = 0; i < 60 && j->stages[0].state == "running"; ++i) {
+    round();
+    const auto dirs = trial_dirs(j->id);
+    for (const auto& [node, a] : held)  // a trial still running keeps its directory
+      if (a.stage.rfind("search.t", 0) == 0) CHECK(dirs.count("trial-" + a.stage.substr(8)) == 1);
+    if (j->stages[0].state == "running" &&
+        std::any_of(events.begin(), events.end(), [](const auto& e) { return e.first == "hpo_removed"; }))
+      removed_mid_search = true;
+  }
+  REQUIRE(j->stages[0].state == "succeeded");
+  CHECK(removed_mid_search);
+  const std::string ckpt = j->stages[0].checkpoint;
+  const std::string best = ckpt.substr(ckpt.find("/trial-") + 1, ckpt.find("/checkpoints/") - ckpt.find("/trial-") - 1);
+  CHECK(trial_dirs(j->id) == std::set<std::string>{best});  // only the result's
+  CHECK(std::filesystem::is_directory(ckpt.substr(0, ckpt.find("/checkpoints/")) + "/checkpoints"));
+  bool pruned_text = false, end_text = false;
+  for (const auto& [kind, text] : events) {
+    if (kind != "hpo_removed") continue;
+    pruned_text |= text.find("pruned for good: no later result can promote them") != std::string::npos;
+    end_text |= text.find("the search is over; the best, " + std::string("trial ") + best.substr(6) + ", is kept") !=
+                std::string::npos;
+  }
+  CHECK(pruned_text);
+  CHECK(end_text);
+}
+
+TEST_CASE_FIXTURE(fixture, "an hpo stage counts its sweep from submit: step (granted) and total are one unit") {
+  add_trainer("trainer@a");
+  jobs.tick(nodes, now);
+  auto r = jobs.submit(args(search_then_sft), as("t1"), nodes, now);
+  REQUIRE(r.ok());
+  const job_rec* j = r->first;
+  CHECK(j->stages[0].total_steps == 8 * 90);
+  CHECK(j->stages[1].total_steps == 20);
+  for (int i = 0; i < 3; ++i) round();
+  CHECK(j->stages[0].step <= j->stages[0].total_steps);
+}
+
+TEST_CASE_FIXTURE(fixture, "a path into another tenant's job outputs is refused as if that job did not exist") {
+  add_trainer("trainer@a");
+  jobs.tick(nodes, now);
+  const job_rec* mine = submit_template("o1", search_then_sft);  // tenant default
+  const std::string held = "hpo.validation=/jobs/" + mine->id + "/search/trial-0/config.toml";
+  auto other = jobs.submit(args(search_then_sft, {held}), as("o2", "", "bob", "operator", "other"), nodes, now);
+  REQUIRE_FALSE(other.ok());
+  CHECK(other.code() == errc::not_found);
+  CHECK(other.err().message == "stage search: hpo.validation /jobs/" + mine->id +
+                                   "/search/trial-0/config.toml: no job " + mine->id +
+                                   " in tenant other (a stage reads the job outputs of its own tenant only)");
+  auto init = jobs.submit(args(search_then_sft, {"model.init_from=/jobs/job-999999/pretrain/checkpoints"}),
+                          as("o3", "", "bob", "operator", "other"), nodes, now);
+  CHECK(init.code() == errc::not_found);  // a job that does not exist answers the same
+  CHECK(jobs.submit(args(search_then_sft, {held}), as("o4"), nodes, now).ok());  // the same tenant's: taken
+  CHECK(jobs.submit(args(search_then_sft, {held}), as("o5", "", "root", "admin", "other"), nodes, now).ok());
 }

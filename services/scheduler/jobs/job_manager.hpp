@@ -21,7 +21,7 @@
 // Owned by the scheduler actor; not thread-safe; no CAF, no ZeroMQ; clock passed in.
 // Code: job_manager.cpp (load, placement, polls, ticks), job_requests.cpp
 // (submit, cancel, views), job_groups.cpp (trainer groups), hpo_stage.cpp
-// (hpo stages: ASHA trial segments placed like one-trainer stages, any zone).
+// (hpo stages: ASHA trial segments placed like one-trainer stages of the job's zone).
 #pragma once
 
 #include "libs/files/confine.hpp"
@@ -229,7 +229,7 @@ class job_manager {
     std::vector<std::string> checkpoints;  // by trial: its last snapshot
     std::vector<std::string> nodes;        // by trial: the trainer of its last segment
   };
-  // One trial segment in the policy: a one-trainer job of its own, any zone.
+  // One trial segment in the policy: a one-trainer job of its own, in the job's zone.
   struct trial_run {
     std::string job;
     std::size_t stage = 0;
@@ -289,6 +289,9 @@ class job_manager {
   // to the same trainer in this reply, else whatever the freed trainer got.
   poll_answer trial_ended(policy::job_id pid, const poll_report& r, time_point now);
   void end_search(job_rec& j, std::size_t i, time_point now);
+  // Removes trials' directories (<out>/<stage>/trial-N) under this scheduler's jobs dir: an hpo_removed event.
+  void remove_trials(job_rec& j, std::size_t i, const std::vector<int>& trials, const std::string& why,
+                     time_point now);
   void cancel_trials(const std::string& job, time_point now);  // frees their trainers (stop at the next poll)
   std::string trial_stage(const job_rec& j, const trial_run& t) const;  // "search.t3": what the trainer runs
   assignment trial_assignment(const job_rec& j, const trial_run& t) const;

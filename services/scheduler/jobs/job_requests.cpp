@@ -4,8 +4,10 @@
 #include "services/scheduler/jobs/job_manager.hpp"
 
 #include "libs/files/confine.hpp"
+#include "libs/runspec/input_files.hpp"
 #include "libs/runspec/job_template.hpp"
 
+#include <filesystem>
 #include <set>
 
 namespace loom::scheduler {
@@ -23,6 +25,20 @@ std::string override_naming(const std::vector<std::string>& overrides, const std
       return "--set " + *it;
   }
   return "";
+}
+
+// The job a path under the jobs root lies in ("job-000003" for
+// <root>/job-000003/pretrain/checkpoints): "" outside the root, "." for the root itself.
+std::string job_of(const std::string& root, const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const std::string r = fs::weakly_canonical(root, ec).string();
+  if (ec) return "";
+  const std::string p = fs::weakly_canonical(path, ec).string();
+  if (ec || !files::within(r, p)) return "";
+  if (p.size() == r.size()) return ".";
+  const std::string rest = p.substr(r == "/" ? 1 : r.size() + 1);
+  return rest.substr(0, rest.find('/'));
 }
 
 std::string job_id_of(std::uint64_t seq) {
@@ -66,20 +82,24 @@ result<std::pair<const job_rec*, bool>> job_manager::submit(const submit_args& a
   for (const auto& [id, n] : nodes.all()) zones.insert(n.zone);
   if (auto st = admit(*plan, zone, zones, trainers(nodes, now)); !st) return st.err();
   if (auto st = check_sites(*plan); !st) return st.err();
-  if (!read_roots_.empty())
+  if (!read_roots_.empty())  // every path value of every stage, found by its type (runspec/input_files.hpp)
     for (const auto& sp : plan->stages)
-      for (const auto& [key, path] : sp.spec.input_paths()) {
-        if (path.empty()) continue;
-        auto inside = read_roots_.confined(path);
-        if (inside) continue;
-        std::string why = "stage " + sp.name + ": " + key + ": " + inside.err().message;
-        if (inside.code() == errc::permission_denied)
-          why += "; a stage reads only under the import roots (`loom up --import-root DIR`, after `loom down`) "
-                 "and the deployment's job outputs";
-        return make_error(inside.code() == errc::permission_denied ? errc::permission_denied
-                                                                     : errc::invalid_argument,
-                          why);
-      }
+      if (auto st = runspec::check_inputs(read_roots_, sp.spec.input_paths(), "stage " + sp.name + ": "); !st)
+        return make_error(st.code() == errc::permission_denied ? errc::permission_denied : errc::invalid_argument,
+                          st.err().message);
+  // The job outputs are one root for every tenant: a path there must lie in
+  // a job of the submitting tenant (an admin's may read any); another
+  // tenant's job answers as a missing one would (its existence not disclosed).
+  for (const auto& sp : plan->stages)
+    for (const auto& [key, path] : sp.spec.input_paths()) {
+      const std::string owner = job_of(root_, path);
+      if (owner.empty() || who.admin()) continue;
+      const job_rec* o = find(owner);
+      if (!o || o->tenant != tenant)
+        return make_error(errc::not_found, "stage " + sp.name + ": " + key + " " + path + ": no job " + owner +
+                                               " in tenant " + tenant +
+                                               " (a stage reads the job outputs of its own tenant only)");
+    }
   if (probe_) {
     std::set<std::string> asked;
     for (const auto& sp : plan->stages)
@@ -110,10 +130,10 @@ result<std::pair<const job_rec*, bool>> job_manager::submit(const submit_args& a
     stage_rec s;
     s.name = sp.name;
     s.config_toml = sp.config_toml;
-    s.total_steps = static_cast<std::uint64_t>(sp.spec.steps);
+    s.total_steps = sp.total_steps;  // an hpo stage: its sweep, as its step counts granted steps
     s.min_trainers = sp.spec.min_trainers;
     s.max_trainers = sp.spec.max_trainers;
-    s.memory_bytes = sp.spec.memory().total();
+    s.memory_bytes = sp.sizing.memory().total();  // an hpo stage's largest trial; after one, the largest values
     j.stages.push_back(std::move(s));
   }
   j.stages[0].state = "queued";

@@ -220,6 +220,8 @@ status save_job(store::transaction& tx, const job_rec& j) {
         "min_trainers, max_trainers, memory_bytes, node_losses) "
         "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21) "
         "ON CONFLICT (job_id, idx) DO UPDATE SET state = excluded.state, step = excluded.step, "
+        "total_steps = excluded.total_steps, config_toml = excluded.config_toml, "
+        "memory_bytes = excluded.memory_bytes, "
         "loss = excluded.loss, first_loss = excluded.first_loss, tokens_per_s = excluded.tokens_per_s, "
         "node = excluded.node, checkpoint = excluded.checkpoint, attempts = excluded.attempts, "
         "started_unix_ns = excluded.started_unix_ns, finished_unix_ns = excluded.finished_unix_ns, "

@@ -1,6 +1,6 @@
 #include "services/trainer/hpo/trial_score.hpp"
 
-#include "libs/files/files.hpp"
+#include "libs/runspec/input_files.hpp"
 #include "services/trainer/engine/model.hpp"
 #include "services/trainer/run/text_data.hpp"
 
@@ -22,8 +22,9 @@ result<trial_scorer> trial_scorer::make(const runspec::run_config& c, const std:
   if (path.empty())
     return make_error(errc::invalid_argument, "an hpo trial without hpo.validation scores the tail of data.text; "
                                               "this run has none: set hpo.validation");
-  auto text = files::read_file(path);
-  if (!text) return make_error(text.code(), what + ": " + text.err().message);
+  // Bounded by the key's cap (runspec/schema.hpp): the worker checked the file; one that grew since is refused.
+  auto text = runspec::read_input(eval_text.empty() ? "data.text" : "hpo.validation", path);
+  if (!text) return text.err();  // names the key and the file
   std::string_view held = *text;
   if (eval_text.empty()) held = held.substr(held.size() - held.size() / 20);
   trial_scorer s;

@@ -27,8 +27,10 @@ class trial_scorer {
   static constexpr int eval_batch = 8;
 
   // eval_text: a held-out text file; "" = the last 5% of data.text (text the
-  // run trains on: a weaker measure). invalid_argument / not_found naming the
-  // file; a text shorter than one window is invalid_argument.
+  // run trains on: a weaker measure). Read at most its key's cap
+  // (runspec::read_input: a device, a FIFO or a file over the cap is
+  // refused). invalid_argument / not_found naming the file; a text shorter
+  // than one window is invalid_argument.
   static result<trial_scorer> make(const runspec::run_config& c, const std::string& eval_text);
   trial_scorer(trial_scorer&&) noexcept;
   trial_scorer& operator=(trial_scorer&&) noexcept;

@@ -1,0 +1,130 @@
+// An hpo job over a real store (SQLite and PostgreSQL: CTest names end in
+// [sqlite] / [postgres]), across a scheduler restart: what `loom job show`
+// reads back is what the search wrote — the stage's step (steps granted) and
+// total (the sweep) in one unit, the best trial's config as the stage's, and
+// the best values in the next stage's config — not the submit-time row.
+#include "libs/runspec/run_config.hpp"
+#include "libs/store/database.hpp"
+#include "libs/store/migrate.hpp"
+#include "libs/store/testing.hpp"
+#include "services/scheduler/jobs/job_manager.hpp"
+#include "services/scheduler/jobs/job_manager_testing.hpp"
+#include "services/scheduler/schema.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+using namespace loom;
+using namespace loom::scheduler;
+
+namespace {
+constexpr store::backend engine = store::testing::suite_backend;
+
+// train.steps 6, R 90: the submit-time figure (6) is not the search's.
+constexpr const char* search_then_sft = R"([job]
+stages = ["search", "sft"]
+[train]
+steps = 6
+[optim]
+min_lr = 1e-5
+[stage.search]
+kind = "hpo"
+[stage.sft]
+"data.format" = "sft"
+"train.steps" = 20
+[hpo]
+trials = 8
+seed = 3
+min_steps = 10
+max_steps = 90
+eta = 3
+[hpo.space]
+"optim.lr" = {log_uniform = [1e-4, 1e-2]}
+)";
+
+struct store_fixture : testing::job_fixture {
+  store::testing::scratch scratch = store::testing::scratch::make(engine, "hpo").value();
+  std::unique_ptr<store::database> db = store::database::open(scratch.url()).value();
+  std::unique_ptr<job_manager> mgr;
+  std::map<std::string, assignment> held;
+
+  store_fixture() {
+    REQUIRE(store::migrate(*db, scheduler_migrations()).ok());
+    restart();
+    for (const char* n : {"trainer@a", "trainer@b"}) add_trainer(n);
+    mgr->tick(nodes, now);
+  }
+  void restart() {
+    mgr = std::make_unique<job_manager>(db.get(), "/jobs");
+    REQUIRE(mgr->load(nodes, now).ok());
+    mgr->tick(nodes, now);
+    held.clear();
+  }
+  // Every trainer polls once: idle ones take a segment, busy ones end theirs
+  // with a loss that ranks the learning rates the same at every step.
+  void round() {
+    for (const std::string node : {"trainer@a", "trainer@b"}) {
+      poll_report r;
+      r.node = node;
+      auto h = held.find(node);
+      if (h == held.end()) {
+        r.state = "idle";
+      } else {
+        const assignment& a = h->second;
+        auto c = runspec::parse_run_config(a.config_toml, "trial");
+        REQUIRE(c.ok());
+        r.state = "succeeded";
+        r.job = a.job;
+        r.stage = a.stage;
+        r.attempt = a.attempt;
+        r.step = r.val_step = a.stop_at;
+        r.val_loss = 2.0 + std::pow(std::log10(double(c->lr)) - std::log10(2e-3), 2) + 5.0 / double(a.stop_at);
+        r.checkpoint = a.out_dir + "/checkpoints/step-" + std::to_string(a.stop_at);
+      }
+      auto ans = mgr->poll(r, now);
+      held.erase(node);
+      if (ans.work && ans.work->stop_at > 0) held[node] = *ans.work;
+    }
+  }
+};
+
+}  // namespace
+
+TEST_CASE_FIXTURE(store_fixture, "a search stopped by a scheduler restart shows the steps it granted out of its sweep, not of train.steps") {
+  auto r = mgr->submit(args(search_then_sft), as("h1"), nodes, now);
+  REQUIRE(r.ok());
+  const std::string id = r->first->id;
+  for (int i = 0; i < 6; ++i) round();
+  const std::uint64_t granted = mgr->find(id)->stages[0].step;
+  REQUIRE(granted > 6);
+  restart();
+  const job_rec* j = mgr->find(id);
+  REQUIRE(j);
+  CHECK(j->state == "failed");
+  CHECK(j->message.find("restarted during its hpo search") != std::string::npos);
+  CHECK(j->stages[0].step == granted);
+  CHECK(j->stages[0].total_steps == 8 * 90);  // was 6: the row kept its submit-time figure
+  CHECK(j->stages[0].step <= j->stages[0].total_steps);
+}
+
+TEST_CASE_FIXTURE(store_fixture, "a finished search's result survives a restart: the best config and the next stage's values") {
+  auto r = mgr->submit(args(search_then_sft), as("h2"), nodes, now);
+  REQUIRE(r.ok());
+  const std::string id = r->first->id;
+  for (int i = 0; i < 80 && mgr->find(id)->stages[0].state == "running"; ++i) round();
+  const job_rec* before = mgr->find(id);
+  REQUIRE(before->stages[0].state == "succeeded");
+  const std::string best_config = before->stages[0].config_toml, sft_config = before->stages[1].config_toml;
+  auto best = runspec::parse_run_config(best_config, "best");
+  REQUIRE(best.ok());
+  restart();
+  const job_rec* j = mgr->find(id);
+  REQUIRE(j);
+  CHECK(j->stages[0].config_toml == best_config);
+  CHECK(j->stages[1].config_toml == sft_config);  // runs with the best values after the restart too
+  auto sft = runspec::parse_run_config(j->stages[1].config_toml, "sft", {"model.init_from=\"/x\""});
+  REQUIRE(sft.ok());
+  CHECK(double(sft->lr) == doctest::Approx(double(best->lr)));
+  CHECK(j->stages[0].total_steps == 8 * 90);
+}
