@@ -315,6 +315,12 @@ status sync_service::grant(const std::string& peer_public_z85, const std::string
                             "the pulling ingest's key there)");
     principal = it->second;
   }
+  // This deployment's own keys are shared (the client key by every CLI user):
+  // a grant to one would open the dataset to all of them.
+  if (!principal.starts_with(peer_prefix))
+    return make_error(errc::permission_denied, "key " + principal + " is one of this deployment's own keys: a dataset "
+                                               "is granted only to a trusted peer's (" +
+                                                   layout::paths{o_.data_dir}.peers_dir() + ")");
   {
     std::lock_guard lock(grants_mu_);
     grants_[{principal, tenant, dataset}] = std::chrono::steady_clock::now() + grant_lifetime;

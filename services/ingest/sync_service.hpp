@@ -110,8 +110,9 @@ class sync_service {
   // grant_lifetime (the caller has checked that the requester may: the
   // dataset is of its token's tenant, or it is an admin), and audits it
   // ("dataset.grant", requested_by). Re-reads the keys first:
-  // permission_denied when the key is not admitted here (not in keys/curve/
-  // nor keys/peers/), invalid_argument for a malformed key.
+  // permission_denied when the key is not a trusted peer's (keys/peers/:
+  // this deployment's own keys are shared, the client key by every CLI user),
+  // invalid_argument for a malformed key.
   status grant(const std::string& peer_public_z85, const std::string& tenant, const std::string& dataset,
                const std::string& requested_by);
 

@@ -124,6 +124,7 @@ void to_wire(const poll_answer& a, loom::v1::PollWorkReply* rep) {
   w->set_generation(a.work->generation);
   w->set_stop_at_step(a.work->stop_at);
   w->set_eval_text(a.work->eval_text);
+  w->set_tenant(a.work->tenant);
   for (const auto& p : a.work->peers) {
     auto* q = w->add_peers();
     q->set_node(p.node);

@@ -20,6 +20,7 @@ assigned_stage from_wire(const loom::v1::Assignment& a) {
   s.generation = a.generation();
   s.stop_at = a.stop_at_step();
   s.eval_text = a.eval_text();
+  s.tenant = a.tenant();
   for (const auto& p : a.peers()) s.peers.push_back({p.endpoint(), p.public_key()});
   return s;
 }

@@ -28,6 +28,7 @@ struct assigned_stage {
   std::vector<collective::member> peers;  // by rank
   std::uint64_t stop_at = 0;  // an hpo trial's rung: score and end at this step (0: none)
   std::string eval_text;      // its held-out text ("" = the tail of data.text)
+  std::string tenant;         // the job's: whose data.dataset is fetched ("" = default)
 };
 
 // Something the job's log and audit trail must show (rollback, snapshot_fallback).

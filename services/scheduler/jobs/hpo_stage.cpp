@@ -148,6 +148,7 @@ assignment job_manager::trial_assignment(const job_rec& j, const trial_run& t) c
   const search_state& st = searches_.at(search_key(j.id, t.stage));
   assignment a;
   a.job = j.id;
+  a.tenant = j.tenant;
   a.stage = trial_stage(j, t);
   a.config_toml = runspec::fill_stage_references(st.search.config_of(t.seg.trial), j.out_dir);
   a.out_dir = j.out_dir + "/" + s.name + "/trial-" + std::to_string(t.seg.trial);

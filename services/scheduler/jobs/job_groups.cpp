@@ -60,6 +60,7 @@ std::optional<assignment> job_manager::assignment_of(const job_rec& j, std::size
   const stage_rec& s = j.stages[i];
   assignment a;
   a.job = j.id;
+  a.tenant = j.tenant;
   a.stage = s.name;
   // "${stage.NAME.checkpoint}" (an rl stage's reward model) names that stage's final checkpoint.
   a.config_toml = runspec::fill_stage_references(s.config_toml, j.out_dir);

@@ -78,6 +78,7 @@ struct assignment {
   std::vector<peer_info> peers;  // by rank; empty for a group of one
   std::uint64_t stop_at = 0;     // an hpo trial's segment: train to this step, score, end (0: none)
   std::string eval_text;         // its held-out text ("" = the tail of data.text)
+  std::string tenant;            // the job's: whose data.dataset the trainer fetches
 };
 
 // What a trainer reports in each poll.
