@@ -4,6 +4,7 @@
 // own admin token (--from-token / --to-token, else <dir>/admin.token).
 //
 //   B/keys/curve/ingest.pub ──copy──▶ A/keys/peers/peer-ingest-<key>.pub   (A now admits B's ingest)
+//   SyncInfo ──▶ B's ingest (is B there, does its token work?)
 //   SyncInfo{D, B's key} ──▶ A's ingest (re-reads its trusted keys; B's key may
 //       now read D of A's token's tenant) ──▶ {endpoint, A's ingest key, tenant}
 //   PullDataset{D, endpoint, key, tenant} ──▶ B's ingest (into B's token's tenant;
@@ -98,6 +99,9 @@ int cmd_data_sync(context& c) {
   if (!trusted) return fail(c, make_error(trusted.code(), "cannot trust B's ingest key in " + ca.paths.root + ": " +
                                                               trusted.err().message));
 
+  // B first: nothing is granted at A for a pull B cannot make.
+  if (auto up = typed_call<loom::v1::SyncInfoReply>(cb, "ingest", loom::v1::SyncInfoRequest{}, 1); !up)
+    return fail(c, make_error(up.code(), "--to " + cb.paths.root + ": " + up.err().message));
   const std::string tenant = c.a.get_or("tenant", "");
   loom::v1::SyncInfoRequest grant;  // B's ingest may read D of A's tenant
   grant.set_dataset(*dataset);

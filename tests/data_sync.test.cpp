@@ -431,7 +431,9 @@ TEST_CASE("loom data sync is per tenant: a tenant syncs its dataset into its own
   // acme cannot sync default's dataset at A: not found, nothing granted.
   auto theirs = sync(a.path(), b.path(), "private", {"--from-token", acme_a, "--to-token", acme_b});
   CHECK(theirs.code == 1);
-  CHECK_MESSAGE(theirs.err.find("no dataset private") != std::string::npos, theirs.err);
+  CHECK_MESSAGE(parse_json(theirs)["error"]["message"].get<std::string>().find("no dataset private") !=
+                    std::string::npos,
+                theirs.out);
   CHECK(!fs::exists(b.path() + "/datasets/.tenant-acme/private"));
 
   // B's ingest key, trusted by A since the first sync, reads only what was
