@@ -34,6 +34,8 @@ command_spec row(std::string path, std::string operands, std::size_t min, std::s
 
 std::vector<command_spec> build() {
   const auto dataset = text("dataset", "NAME", "the dataset's name at ingest");
+  // Datasets are per tenant: the token's, or (admins) the one named.
+  const auto data_tenant = text("tenant", "T", "act on tenant T's datasets (admins; default the token's tenant)");
   const auto request_id = text("request-id", "ID", "the call's request id: a retry with the same id is done once");
   const auto templates = path("templates", "DIR", "look for templates in DIR first (also $LOOM_TEMPLATES)");
   return {
@@ -90,25 +92,31 @@ std::vector<command_spec> build() {
            flag("no-pii", "keep PII (no redaction)"), flag("no-dedup", "keep duplicates"),
            text("field", "F", "JSONL records: the text field"),
            text("template", "T", "take the import options from template T's [ingest] section (flags override)"),
-           templates},
+           templates, data_tenant},
           "import files into a dataset at ingest (follows the task)"),
-      row("data list", "", 0, 0, {}, "datasets at ingest"),
-      row("data status", "NAME", 1, 1, {}, "a dataset's size, shards, placement and damage (cheap checks)"),
-      row("data verify", "NAME", 1, 1, {}, "hash every shard of a dataset (a task; exit 1 naming damaged shards)"),
+      row("data list", "", 0, 0,
+          {text("tenant", "T", "only tenant T's datasets (admins see every tenant's by default)")},
+          "datasets at ingest (the token's tenant's)"),
+      row("data status", "NAME", 1, 1, {data_tenant}, "a dataset's size, shards, placement and damage (cheap checks)"),
+      row("data verify", "NAME", 1, 1, {data_tenant},
+          "hash every shard of a dataset (a task; exit 1 naming damaged shards)"),
       row("data rejects", "NAME", 1, 1,
           {count("limit", "N", 1, max_rows, "how many to list (default 50)"),
-           count("offset", "N", 0, max_seq, "skip the first N (default 0)")},
+           count("offset", "N", 0, max_seq, "skip the first N (default 0)"), data_tenant},
           "what an import rejected and why (the true total, a page at a time)"),
       row("data sync", "", 0, 0,
           {required(path("from", "A", "data dir of the deployment that has the dataset")),
            required(path("to", "B", "data dir of the deployment that pulls it")), required(dataset),
            text("from-token", "T", "token for A (default A/admin.token)"),
-           text("to-token", "T", "token for B (default B/admin.token)")},
+           text("to-token", "T", "token for B (default B/admin.token)"),
+           text("tenant", "T", "the tenant whose dataset it is, on both sides (admins; default each token's)")},
           "B's ingest pulls a dataset from A's, fetching only the chunks it lacks",
-          "  A is told to trust B's ingest key (copied into A/keys/peers/). Two hosts: copy B's\n"
-          "  keys/curve/ingest.pub into A's keys/peers/ by hand, start A's ingest with\n"
-          "  LOOM_INGEST_SYNC_BIND=tcp://0.0.0.0:PORT, and send B a PullDatasetRequest with the\n"
-          "  endpoint and key A's SyncInfoRequest answers."),
+          "  A is told to trust B's ingest key (copied into A/keys/peers/) and, with A's token, to let\n"
+          "  that key read dataset D of the token's tenant (SyncInfoRequest naming D and the key); B\n"
+          "  pulls it into B's token's tenant and accepts it only if every shard matches its\n"
+          "  manifest.json. Two hosts: copy B's keys/curve/ingest.pub into A's keys/peers/ by hand,\n"
+          "  start A's ingest with LOOM_INGEST_SYNC_BIND=tcp://0.0.0.0:PORT, send A that\n"
+          "  SyncInfoRequest and B a PullDatasetRequest with the endpoint, key and tenant it answers."),
       row("data pii", "FILE", 1, 1,
           {text("region", "CC", "region for phone numbers without +country code (default US)")},
           "PII and secret spans in FILE's bytes (offline; --json: type/start/end)"),

@@ -5,6 +5,8 @@
 // completed (rejected files included), 1 when the import itself failed or was
 // cancelled, 3 when the path lies outside the import roots. verify hashes
 // every shard as a task: exit 0 intact, 1 damaged (naming the shards).
+// Datasets are per tenant: each command acts on the token's tenant's, or with
+// --tenant T (admins) on T's; `list` as an admin shows every tenant's.
 #include "client/cli.hpp"
 #include "client/templates.hpp"
 #include "client/typed_call.hpp"
@@ -22,6 +24,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -40,7 +43,7 @@ std::vector<std::string> split_commas(const std::string& s) {
 }
 
 json task_json(const loom::v1::TaskInfo& t) {
-  json j{{"id", t.id()},           {"kind", t.kind()},         {"dataset", t.dataset()},
+  json j{{"id", t.id()},           {"kind", t.kind()},         {"dataset", t.dataset()}, {"tenant", t.tenant()},
          {"state", t.state()},     {"phase", t.phase()},       {"files", t.files()},
          {"bytes_read", t.bytes_read()}, {"documents", t.documents()}, {"kept", t.kept()},
          {"rejected", t.rejected()}, {"duplicates", t.duplicates()}, {"tokens", t.tokens()},
@@ -135,6 +138,9 @@ int follow_task(context& c, loom::v1::TaskInfo t) {
                 static_cast<unsigned long long>(t.tokens()), t.shards());
     if (t.rejected() > 0)
       std::printf("  `loom data rejects %s` lists what was rejected and why\n", printable(t.dataset()).c_str());
+    if (t.kind() == "import" && t.tokens() == 0)
+      std::printf("  dataset %s has no tokens: it is not ready, and a job naming it is refused at submit\n",
+                  printable(t.dataset()).c_str());
   } else {
     std::fprintf(stderr, "error: %s %s %s: %s\n", printable(t.kind()).c_str(), printable(t.id()).c_str(),
                  printable(t.state()).c_str(), printable(t.message()).c_str());
@@ -184,6 +190,7 @@ int cmd_data_import(context& c) {
   req.set_no_pii(c.a.flag("no-pii") || (g.pii && !*g.pii));
   req.set_no_dedup(c.a.flag("no-dedup") || (g.dedup && !*g.dedup));
   req.set_text_field(c.a.get_or("field", g.text_field));
+  req.set_for_tenant(c.a.get_or("tenant", ""));
   auto rep = typed_call<loom::v1::ImportDatasetReply>(c, "ingest", req, 1);
   if (!rep) return fail(c, rep.err());
   if (!c.json) std::printf("importing %s into dataset %s (task %s)\n", printable(req.path()).c_str(),
@@ -192,22 +199,31 @@ int cmd_data_import(context& c) {
 }
 
 int cmd_data_list(context& c) {
-  auto rep = typed_call<loom::v1::ListDatasetsReply>(c, "ingest", loom::v1::ListDatasetsRequest{}, 1);
+  loom::v1::ListDatasetsRequest q;
+  q.set_for_tenant(c.a.get_or("tenant", ""));
+  auto rep = typed_call<loom::v1::ListDatasetsReply>(c, "ingest", q, 1);
   if (!rep) return fail(c, rep.err());
   if (c.json) {
     json arr = json::array();
     for (auto& d : rep->datasets())
-      arr.push_back({{"name", d.name()}, {"documents", d.documents()}, {"tokens", d.tokens()}, {"shards", d.shards()},
-                     {"bytes", d.bytes()}, {"version", d.version()}, {"state", d.state()}, {"dir", d.dir()},
-                     {"damage", d.damage()}});
+      arr.push_back({{"name", d.name()}, {"tenant", d.tenant()}, {"documents", d.documents()}, {"tokens", d.tokens()},
+                     {"shards", d.shards()}, {"bytes", d.bytes()}, {"version", d.version()}, {"state", d.state()},
+                     {"dir", d.dir()}, {"damage", d.damage()}, {"reason", d.reason()}});
     print_json({{"datasets", arr}});
     return ok_exit;
   }
+  // The tenant column only when the list spans tenants (an admin's).
+  std::set<std::string> tenants;
+  for (auto& d : rep->datasets()) tenants.insert(d.tenant());
+  const bool by_tenant = tenants.size() > 1;
+  if (by_tenant) std::printf("%-16s ", "tenant");
   std::printf("%-24s %-7s %10s %12s %7s %10s\n", "dataset", "state", "documents", "tokens", "shards", "version");
-  for (auto& d : rep->datasets())
+  for (auto& d : rep->datasets()) {
+    if (by_tenant) std::printf("%-16s ", printable(d.tenant()).c_str());
     std::printf("%-24s %-7s %10llu %12llu %7u %10lld\n", printable(d.name()).c_str(), printable(d.state()).c_str(),
                 static_cast<unsigned long long>(d.documents()), static_cast<unsigned long long>(d.tokens()), d.shards(),
                 static_cast<long long>(d.version()));
+  }
   return ok_exit;
 }
 
@@ -216,6 +232,7 @@ int cmd_data_status(context& c) {
   if (pos.size() < 3) return usage("usage: loom data status NAME [--json]");
   loom::v1::DatasetStatusRequest q;
   q.set_name(pos[2]);
+  q.set_for_tenant(c.a.get_or("tenant", ""));
   auto rep = typed_call<loom::v1::DatasetStatusReply>(c, "ingest", q, 1);
   if (!rep) return fail(c, rep.err());
   std::map<std::string, std::uint64_t> per_node;
@@ -225,7 +242,8 @@ int cmd_data_status(context& c) {
   for (auto& [n, k] : per_node) most = std::max(most, k);
   if (c.json) {
     const auto& d = rep->dataset();
-    json j{{"name", pos[2]},         {"state", d.state()},   {"documents", d.documents()}, {"tokens", d.tokens()},
+    json j{{"name", pos[2]},         {"tenant", d.tenant()}, {"reason", d.reason()},
+           {"state", d.state()},     {"documents", d.documents()}, {"tokens", d.tokens()},
            {"shards", d.shards()},   {"bytes", d.bytes()},   {"version", d.version()},     {"dir", d.dir()},
            {"report", d.report_path()}, {"placement", per_node}, {"max_over_mean", mean > 0 ? most / mean : 0},
            {"damage", d.damage()},   {"rejects", d.rejects()}, {"verified_unix_ns", d.verified_unix_ns()}};
@@ -246,6 +264,8 @@ int cmd_data_status(context& c) {
     if (!d.damage().empty())
       std::printf("  DAMAGED: %s\n  (re-import it; `loom data verify %s` checks every shard's SHA-256)\n",
                   printable(d.damage()).c_str(), printable(d.name()).c_str());
+    else if (!d.reason().empty())
+      std::printf("  NOT READY (%s): %s\n", printable(d.state()).c_str(), printable(d.reason()).c_str());
     std::printf("  placement:");
     for (auto& [n, k] : per_node) std::printf(" %s=%llu", printable(n).c_str(), static_cast<unsigned long long>(k));
     if (mean > 0) std::printf("  (max/mean %.3f)", most / mean);
@@ -262,6 +282,7 @@ int cmd_data_verify(context& c) {
   if (pos.size() < 3) return usage("usage: loom data verify NAME [--json]");
   loom::v1::VerifyDatasetRequest q;
   q.set_name(pos[2]);
+  q.set_for_tenant(c.a.get_or("tenant", ""));
   auto rep = typed_call<loom::v1::VerifyDatasetReply>(c, "ingest", q, 1);
   if (!rep) return fail(c, rep.err());
   if (!c.json)
@@ -277,6 +298,7 @@ int cmd_data_rejects(context& c) {
   q.set_dataset(pos[2]);
   q.set_limit(static_cast<std::uint32_t>(c.a.number("limit").value_or(50)));  // 1..10000: the table's range
   q.set_offset(c.a.number("offset").value_or(0));
+  q.set_for_tenant(c.a.get_or("tenant", ""));
   auto rep = typed_call<loom::v1::ListRejectsReply>(c, "ingest", q, 1);
   if (!rep) return fail(c, rep.err());
   if (c.json) {

@@ -4,8 +4,14 @@
 // own admin token (--from-token / --to-token, else <dir>/admin.token).
 //
 //   B/keys/curve/ingest.pub ──copy──▶ A/keys/peers/peer-ingest-<key>.pub   (A now admits B's ingest)
-//   SyncInfo ──▶ A's ingest (re-reads its trusted keys) ──▶ {endpoint, A's ingest key}
-//   PullDataset{D, endpoint, key} ──▶ B's ingest ──▶ task ──follow_task──▶ exit 0 | 1
+//   SyncInfo ──▶ B's ingest (is B there, does its token work?)
+//   SyncInfo{D, B's key} ──▶ A's ingest (re-reads its trusted keys; B's key may
+//       now read D of A's token's tenant) ──▶ {endpoint, A's ingest key, tenant}
+//   PullDataset{D, endpoint, key, tenant} ──▶ B's ingest (into B's token's tenant;
+//       refused, replacing nothing, unless every shard matches manifest.json)
+//       ──▶ task ──follow_task──▶ exit 0 | 1
+// Datasets are per tenant: D is A's token's tenant's (or --tenant T's, for
+// admins), and lands in B's token's tenant (or T).
 //
 // Exit codes: 0 synced, 1 the pull failed (e.g. A has no dataset D),
 // 2 usage, 3 a token was refused, 4 a side is not running.
@@ -93,12 +99,22 @@ int cmd_data_sync(context& c) {
   if (!trusted) return fail(c, make_error(trusted.code(), "cannot trust B's ingest key in " + ca.paths.root + ": " +
                                                               trusted.err().message));
 
-  auto info = typed_call<loom::v1::SyncInfoReply>(ca, "ingest", loom::v1::SyncInfoRequest{}, 1);
+  // B first: nothing is granted at A for a pull B cannot make.
+  if (auto up = typed_call<loom::v1::SyncInfoReply>(cb, "ingest", loom::v1::SyncInfoRequest{}, 1); !up)
+    return fail(c, make_error(up.code(), "--to " + cb.paths.root + ": " + up.err().message));
+  const std::string tenant = c.a.get_or("tenant", "");
+  loom::v1::SyncInfoRequest grant;  // B's ingest may read D of A's tenant
+  grant.set_dataset(*dataset);
+  grant.set_peer_public_key(*b_key);
+  grant.set_for_tenant(tenant);
+  auto info = typed_call<loom::v1::SyncInfoReply>(ca, "ingest", grant, 1);
   if (!info) return fail(c, make_error(info.code(), "--from " + ca.paths.root + ": " + info.err().message));
   loom::v1::PullDatasetRequest req;
   req.set_dataset(*dataset);
   req.set_endpoint(info->endpoint());
   req.set_public_key(info->public_key());
+  req.set_source_tenant(info->tenant());
+  req.set_for_tenant(tenant);
   auto pulled = typed_call<loom::v1::PullDatasetReply>(cb, "ingest", req, 1);
   if (!pulled) return fail(c, make_error(pulled.code(), "--to " + cb.paths.root + ": " + pulled.err().message));
   if (!c.json)

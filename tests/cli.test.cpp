@@ -186,8 +186,9 @@ bad_line make_bad_line(std::mt19937_64& rng, const cli::command_spec& c, const s
   }
   std::size_t at = at_end ? groups.size() : pick(groups.size() + 1);
   // "--unknown --data-dir" before a command word would make the word --data-dir's
-  // value and the line's first error another one: keep such a pair after the words.
-  if (bad.size() == 2 && bad[1] == "--data-dir" && at < static_cast<std::size_t>(command_words))
+  // value and the line's first error another one; "--unknown B" before it makes
+  // B the command ("unknown command 'B'"): keep such a pair after the words.
+  if (bad.size() == 2 && (bad[1] == "--data-dir" || bad[1] == "B") && at < static_cast<std::size_t>(command_words))
     at = static_cast<std::size_t>(command_words);
   groups.insert(groups.begin() + static_cast<long>(at), bad);
   for (auto& g : groups) b.argv.insert(b.argv.end(), g.begin(), g.end());

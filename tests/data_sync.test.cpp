@@ -2,6 +2,9 @@
 // (`loom data sync`, the ingest services' sync servers, libs/cdc) and the
 // trainer fetching a stage's data.dataset from its ingest. The corpus is
 // generated text from a fixed seed plus the licence texts Debian ships.
+// The receiver accepts a dataset only if its manifest.json tells the truth
+// about the files that came; datasets and their sync are per tenant.
+#include "libs/auth/token.hpp"
 #include "libs/crypto/hash.hpp"
 #include "libs/files/files.hpp"
 #include "libs/layout/layout.hpp"
@@ -14,6 +17,7 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
+#include <ctime>
 #include <filesystem>
 #include <map>
 #include <random>
@@ -114,9 +118,36 @@ json dataset_in_list(const std::string& home, const std::string& name) {
 // LOOM_SOURCE_DIR, not __FILE__: with ccache's base_dir the file name is relative to the build dir.
 std::string templates_dir() { return std::string(LOOM_SOURCE_DIR) + "/templates"; }
 
-run_result sync(const std::string& a, const std::string& b, const std::string& dataset) {
+run_result sync(const std::string& a, const std::string& b, const std::string& dataset,
+                std::vector<std::string> more = {}) {
   // --data-dir (added by run_loom) names neither side: the command takes both from --from/--to.
-  return run_loom(b, {"data", "sync", "--from", a, "--to", b, "--dataset", dataset, "--json"}, 60s);
+  std::vector<std::string> args{"data", "sync", "--from", a, "--to", b, "--dataset", dataset, "--json"};
+  args.insert(args.end(), more.begin(), more.end());
+  return run_loom(b, args, 60s);
+}
+
+// A token of `tenant` with `role` for the deployment whose token key is `key`.
+std::string tenant_token(const std::string& home, const std::string& tenant,
+                         auth::role role = auth::role::operator_) {
+  layout::paths p{home};
+  auto key = auth::load_token_key(p.token_key());
+  REQUIRE(key.ok());
+  const auto now = static_cast<std::int64_t>(std::time(nullptr));
+  const auto epoch = auth::read_epoch(p.epoch());
+  auto t = auth::issue_token(auth::claims{tenant + "-ops", role, {"*"}, now + 900, epoch ? *epoch : 0, now, tenant}, *key);
+  REQUIRE(t.ok());
+  return *t;
+}
+
+// Rewrites <dir>/manifest.json as a hostile site would: every SHA-256 zeroed,
+// every token count ×10 (the shards themselves untouched).
+void tamper_manifest(const std::string& dir) {
+  auto m = json::parse(*files::read_file(dir + "/manifest.json"));
+  for (auto& s : m["shards"]) {
+    s["sha256"] = std::string(64, '0');
+    s["tokens"] = s["tokens"].get<std::uint64_t>() * 10;
+  }
+  write(dir + "/manifest.json", m.dump(2) + "\n");
 }
 
 }  // namespace
@@ -324,4 +355,152 @@ TEST_CASE("a training stage with data.dataset fetches the dataset from ingest an
   CHECK_MESSAGE(told.find("shard-000001.bin is missing") != std::string::npos, told);
   CHECK(loom_json(home.path(), {"job", "list"})["jobs"].size() == jobs_before);
   CHECK_MESSAGE(told.find("/trainer/datasets/") == std::string::npos, told);
+}
+
+TEST_CASE("loom data sync refuses a tampered manifest (zeroed hashes, tokens x10) naming the file and field, and the "
+          "receiver keeps its previous copy") {
+  temp_dir a, b, src("loom-sync-tamper");
+  up_guard ga{a.path()}, gb{b.path()};
+  REQUIRE(run_loom(a.path(), {"up", "--import-root", src.path()}, 60s).code == 0);
+  REQUIRE(run_loom(b.path(), {"up"}, 60s).code == 0);
+  make_corpus(src.path(), 24, 300);
+  REQUIRE(run_loom(a.path(), {"data", "import", src.path(), "--dataset", "corpus"}, 60s).code == 0);
+  REQUIRE(run_loom(a.path(), {"data", "import", src.path(), "--dataset", "fresh"}, 60s).code == 0);
+  const std::string da = a.path() + "/datasets/corpus", db = b.path() + "/datasets/corpus";
+  REQUIRE(sync(a.path(), b.path(), "corpus").code == 0);
+  const auto good = tree(db);
+  const json listed = dataset_in_list(b.path(), "corpus");
+  REQUIRE(listed.contains("tokens"));
+
+  // A's manifest.json lies; its shards are what they were (A still serves it: sizes match).
+  const std::string honest = *files::read_file(da + "/manifest.json");
+  tamper_manifest(da);
+  auto r = sync(a.path(), b.path(), "corpus");
+  INFO("sync: " << r.out << r.err);
+  CHECK(r.code == 1);
+  const json t = parse_json(r);
+  CHECK(t["state"] == "failed");
+  const std::string why = t.value("message", "");
+  CHECK_MESSAGE(why.find("manifest.json does not match the files received") != std::string::npos, why);
+  CHECK_MESSAGE(why.find("shard-000001.bin: sha256: manifest.json says " + std::string(64, '0')) != std::string::npos, why);
+  CHECK_MESSAGE(why.find("shard-000001.bin: tokens: manifest.json says") != std::string::npos, why);
+  CHECK_MESSAGE(why.find("the previous copy stands") != std::string::npos, why);
+  // Nothing of it replaced B's good copy: files, manifest, catalogue.
+  CHECK(tree(db) == good);
+  CHECK(dataset_in_list(b.path(), "corpus")["tokens"] == listed["tokens"]);
+  CHECK(dataset_in_list(b.path(), "corpus")["version"] == listed["version"]);
+
+  // A first sync of a tampered dataset leaves nothing behind at B.
+  tamper_manifest(a.path() + "/datasets/fresh");
+  auto first = sync(a.path(), b.path(), "fresh");
+  CHECK(first.code == 1);
+  CHECK(!fs::exists(b.path() + "/datasets/fresh"));
+  CHECK(dataset_in_list(b.path(), "fresh").empty());
+
+  // The honest manifest back at A: the next sync lands.
+  write(da + "/manifest.json", honest);
+  auto fixed = sync(a.path(), b.path(), "corpus");
+  INFO("sync: " << fixed.out << fixed.err);
+  CHECK(fixed.code == 0);
+  CHECK(tree(db) == tree(da));
+}
+
+TEST_CASE("loom data sync is per tenant: a tenant syncs its dataset into its own tenant, and the pulling key reads only "
+          "what it was granted") {
+  temp_dir a, b, src("loom-sync-tenants");
+  up_guard ga{a.path()}, gb{b.path()};
+  REQUIRE(run_loom(a.path(), {"up", "--import-root", src.path()}, 60s).code == 0);
+  REQUIRE(run_loom(b.path(), {"up"}, 60s).code == 0);
+  make_corpus(src.path(), 8, 200);
+  const std::string acme_a = tenant_token(a.path(), "acme"), acme_b = tenant_token(b.path(), "acme");
+  REQUIRE(run_loom(a.path(), {"data", "import", src.path(), "--dataset", "notes", "--token", acme_a}, 60s).code == 0);
+  REQUIRE(run_loom(a.path(), {"data", "import", src.path(), "--dataset", "private"}, 60s).code == 0);  // default's
+
+  // acme syncs its notes: they land in B's tenant acme, not B's default.
+  auto r = sync(a.path(), b.path(), "notes", {"--from-token", acme_a, "--to-token", acme_b});
+  INFO("sync: " << r.out << r.err);
+  REQUIRE(r.code == 0);
+  const std::string landed = b.path() + "/datasets/.tenant-acme/notes";
+  CHECK(tree(landed) == tree(a.path() + "/datasets/.tenant-acme/notes"));
+  CHECK(!fs::exists(b.path() + "/datasets/notes"));
+  auto mine = run_loom(b.path(), {"data", "status", "notes", "--json", "--token", acme_b});
+  CHECK(mine.code == 0);
+  CHECK(parse_json(mine)["tenant"] == "acme");
+  CHECK(run_loom(b.path(), {"data", "status", "notes"}).code == 1);  // B's default tenant has none
+
+  // acme cannot sync default's dataset at A: not found, nothing granted.
+  auto theirs = sync(a.path(), b.path(), "private", {"--from-token", acme_a, "--to-token", acme_b});
+  CHECK(theirs.code == 1);
+  CHECK_MESSAGE(parse_json(theirs)["error"]["message"].get<std::string>().find("no dataset private") !=
+                    std::string::npos,
+                theirs.out);
+  CHECK(!fs::exists(b.path() + "/datasets/.tenant-acme/private"));
+
+  // B's ingest key, trusted by A since the first sync, reads only what was
+  // granted: a pull of A's "private" by B's admin is refused by A's sync server.
+  zmq::context_t ctx(1);
+  auto admin_of = [](const std::string& home) {
+    auto t = files::read_file(home + "/admin.token");
+    REQUIRE(t.ok());
+    std::string s = *t;
+    while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
+    return s;
+  };
+  auto client_of = [&](const std::string& home) {
+    layout::paths p{home};
+    auto eps = layout::read_endpoints(p.endpoints());
+    REQUIRE(eps.ok());
+    return std::make_unique<wire::client>(ctx, eps->find("ingest")->rpc, *wire::load_public_key(p.curve_dir(), "ingest"),
+                                          *wire::load_keypair(p.curve_dir(), "client"), wire::client_options{2000ms, 1});
+  };
+  auto ia = client_of(a.path()), ib = client_of(b.path());
+  auto ep = wire::call_typed<loom::v1::SyncInfoReply>(*ia, loom::v1::SyncInfoRequest{},
+                                                      admin_of(a.path()));
+  REQUIRE_MESSAGE(ep.ok(), ep.err().to_string());
+  loom::v1::PullDatasetRequest q;
+  q.set_dataset("private");
+  q.set_endpoint(ep->endpoint());
+  q.set_public_key(ep->public_key());
+  const std::string b_admin = admin_of(b.path());
+  auto started = wire::call_typed<loom::v1::PullDatasetReply>(*ib, q, b_admin);
+  REQUIRE_MESSAGE(started.ok(), started.err().to_string());
+  loom::v1::TaskInfo t = started->task();
+  for (int i = 0; i < 600 && t.state() != "failed" && t.state() != "succeeded"; ++i) {
+    std::this_thread::sleep_for(100ms);
+    loom::v1::GetTaskRequest get;
+    get.set_id(t.id());
+    auto now = wire::call_typed<loom::v1::GetTaskReply>(*ib, get, b_admin);
+    REQUIRE(now.ok());
+    t = now->task();
+  }
+  CHECK(t.state() == "failed");
+  CHECK_MESSAGE(t.message().find("may not read dataset \"private\"") != std::string::npos, t.message());
+  CHECK(!fs::exists(b.path() + "/datasets/private"));
+}
+
+TEST_CASE("a tenant's training stage fetches its own tenant's dataset of that name, not another's") {
+  temp_dir home, src("loom-sync-train-tenant");
+  up_guard guard{home.path()};
+  REQUIRE(run_loom(home.path(), {"up", "--import-root", src.path()}, 60s).code == 0);
+  make_corpus(src.path() + "/big", 8, 200);
+  make_corpus(src.path() + "/small", 2, 60);
+  const std::string acme = tenant_token(home.path(), "acme");
+  REQUIRE(run_loom(home.path(), {"data", "import", src.path() + "/big", "--dataset", "tiny"}, 60s).code == 0);
+  REQUIRE(run_loom(home.path(), {"data", "import", src.path() + "/small", "--dataset", "tiny", "--token", acme}, 60s)
+              .code == 0);
+  const std::string theirs = home.path() + "/datasets/tiny", ours = home.path() + "/datasets/.tenant-acme/tiny";
+  REQUIRE(*files::read_file(theirs + "/manifest.json") != *files::read_file(ours + "/manifest.json"));
+
+  auto sub = run_loom(home.path(), {"job", "submit", "--templates", templates_dir(), "--template", "pretrain-tiny",
+                                    "--set", "dataset=tiny", "--set", "steps=3", "--json", "--token", acme});
+  INFO(sub.out << sub.err);
+  REQUIRE(sub.code == 0);
+  const std::string id = parse_json(sub)["id"];
+  auto watch = run_loom(home.path(), {"job", "watch", id, "--token", acme}, 120s);
+  INFO(watch.out << watch.err);
+  CHECK(watch.code == 0);
+  const std::string copy = home.path() + "/trainer/datasets/.tenant-acme/tiny";
+  REQUIRE(fs::exists(copy + "/manifest.json"));
+  CHECK(*files::read_file(copy + "/manifest.json") == *files::read_file(ours + "/manifest.json"));
+  CHECK(!fs::exists(home.path() + "/trainer/datasets/tiny"));  // default's was never fetched
 }

@@ -6,7 +6,10 @@
 // accepts; the import and its outcome are audit events; bad requests (a path
 // outside the import roots, an unknown node) get clear errors and exit codes
 // and leave nothing behind; a deleted or corrupted shard makes the dataset
-// damaged; kill -9 mid-import leaves no staging behind and no task id reused.
+// damaged; kill -9 mid-import leaves no staging behind and no task id reused;
+// datasets are per tenant (another tenant's dataset or task is not found, a
+// job is refused another tenant's dataset and one without tokens).
+#include "libs/auth/token.hpp"
 #include "libs/files/files.hpp"
 #include "libs/shards/dataset.hpp"
 #include "libs/wire/envelope_pb.hpp"
@@ -19,6 +22,9 @@
 #include <nlohmann/json.hpp>
 
 #include <signal.h>
+
+#include <ctime>
+#include <set>
 
 #include <filesystem>
 #include <optional>
@@ -58,6 +64,19 @@ std::string prose(std::mt19937_64& rng, int sentences) {
   }
   return out + "\n";
 }
+
+// An operator (or `role`) token of `tenant` for the cluster's deployment.
+std::string tenant_token(const cluster& c, const std::string& tenant, auth::role role = auth::role::operator_) {
+  const auto now = static_cast<std::int64_t>(std::time(nullptr));
+  const auto epoch = auth::read_epoch(c.paths.epoch());
+  auto t = auth::issue_token(auth::claims{tenant + "-ops", role, {"*"}, now + 900, epoch ? *epoch : 0, now, tenant},
+                             c.token_key);
+  REQUIRE(t.ok());
+  return *t;
+}
+
+// The source tree's templates/ (LOOM_SOURCE_DIR: ccache's base_dir makes __FILE__ relative).
+std::string templates_dir() { return std::string(LOOM_SOURCE_DIR) + "/templates"; }
 
 }  // namespace
 
@@ -321,4 +340,130 @@ TEST_CASE("loom up --import-root is checked, remembered by later loom up, and ch
   REQUIRE(run_loom(home.path(), {"up", "--import-root", other.path()}, 60s).code == 0);
   CHECK(run_loom(home.path(), {"data", "import", other.path(), "--dataset", "second"}, 120s).code == 0);
   CHECK(run_loom(home.path(), {"data", "import", corpus.path(), "--dataset", "first"}).code == 3);
+}
+
+TEST_CASE("datasets are per tenant: another tenant's dataset and tasks are not found, names are per tenant, an admin "
+          "sees all, and a job is refused another tenant's dataset") {
+  temp_dir src("loom-tenants");
+  std::mt19937_64 rng(24);
+  for (int i = 0; i < 12; ++i) write(src.path() + "/acme/doc" + std::to_string(i) + ".txt", prose(rng, 30));
+  for (int i = 0; i < 5; ++i) write(src.path() + "/globex/doc" + std::to_string(i) + ".txt", prose(rng, 20));
+  cluster c({"--import-root", src.path()});
+  REQUIRE(c.up);
+  const std::string acme = tenant_token(c, "acme"), globex = tenant_token(c, "globex"), admin = c.admin();
+  auto as = [&](const std::string& token, std::vector<std::string> args) {
+    args.insert(args.end(), {"--token", token});
+    return run_loom(c.home.path(), args, 120s);
+  };
+  auto json_as = [&](const std::string& token, std::vector<std::string> args) {
+    args.insert(args.end(), {"--token", token});
+    return slow_json(c.home.path(), args);
+  };
+
+  // One name, two tenants, two datasets; acme also has "secret", globex "gx-only".
+  for (const auto& [token, dir, name] : {std::tuple{acme, "acme", "notes"}, std::tuple{acme, "acme", "secret"},
+                                         std::tuple{globex, "globex", "notes"}, std::tuple{globex, "globex", "gx-only"}}) {
+    auto r = as(token, {"data", "import", src.path() + "/" + dir, "--dataset", name});
+    INFO(name << ": " << r.out << r.err);
+    REQUIRE(r.code == 0);
+  }
+  auto na = json_as(acme, {"data", "status", "notes"});
+  auto ng = json_as(globex, {"data", "status", "notes"});
+  CHECK(na["tenant"] == "acme");
+  CHECK(ng["tenant"] == "globex");
+  CHECK(na["version"] == 1);
+  CHECK(ng["version"] == 1);  // globex's import made its own, it did not re-import acme's
+  CHECK(na["documents"].get<int>() > ng["documents"].get<int>());
+  CHECK(na["dir"] != ng["dir"]);
+  CHECK(na["dir"] == c.home.path() + "/datasets/.tenant-acme/notes");
+
+  // globex cannot read, page, verify or list acme's: not found, as if it did not exist.
+  for (const auto& args : {std::vector<std::string>{"data", "status", "secret"},
+                           std::vector<std::string>{"data", "rejects", "secret"},
+                           std::vector<std::string>{"data", "verify", "secret"}}) {
+    auto r = as(globex, args);
+    INFO(args[1] << ": " << r.out << r.err);
+    CHECK(r.code == 1);
+    CHECK(r.err.find("no dataset secret") != std::string::npos);
+  }
+  auto lg = json_as(globex, {"data", "list"});
+  REQUIRE(lg["datasets"].size() == 2);
+  for (const auto& d : lg["datasets"]) CHECK(d["tenant"] == "globex");
+  auto named = as(globex, {"data", "status", "secret", "--tenant", "acme"});
+  CHECK(named.code == 3);  // naming another tenant is an admin's
+  CHECK(named.err.find("tenant acme") != std::string::npos);
+
+  // acme's tasks: globex can neither follow nor cancel them.
+  const std::string task = na["last_task"]["id"];
+  auto cli = c.client("ingest");
+  REQUIRE(cli);
+  loom::v1::GetTaskRequest get;
+  get.set_id(task);
+  CHECK(wire::call_typed<loom::v1::GetTaskReply>(*cli, get, acme).ok());
+  CHECK(wire::call_typed<loom::v1::GetTaskReply>(*cli, get, globex).code() == errc::not_found);
+  loom::v1::CancelTaskRequest cancel;
+  cancel.set_id(task);
+  CHECK(wire::call_typed<loom::v1::CancelTaskReply>(*cli, cancel, acme).code() == errc::conflict);  // already ended
+  CHECK(wire::call_typed<loom::v1::CancelTaskReply>(*cli, cancel, globex).code() == errc::not_found);
+  // Nor let another ingest pull acme's dataset (the grant `loom data sync` asks for).
+  loom::v1::SyncInfoRequest grant;
+  grant.set_dataset("secret");
+  grant.set_peer_public_key(*wire::load_public_key(c.paths.curve_dir(), "client"));
+  CHECK(wire::call_typed<loom::v1::SyncInfoReply>(*cli, grant, globex).code() == errc::not_found);
+  grant.set_for_tenant("acme");
+  CHECK(wire::call_typed<loom::v1::SyncInfoReply>(*cli, grant, globex).code() == errc::permission_denied);
+  // acme itself may grant only a trusted peer's key, never the shared client key.
+  grant.clear_for_tenant();
+  auto own_key = wire::call_typed<loom::v1::SyncInfoReply>(*cli, grant, acme);
+  CHECK(own_key.code() == errc::permission_denied);
+  if (!own_key.ok()) CHECK(own_key.err().message.find("granted only to a trusted peer") != std::string::npos);
+
+  // The admin sees every tenant's, and reads one by naming its tenant.
+  auto la = json_as(admin, {"data", "list"});
+  std::set<std::string> seen;
+  for (const auto& d : la["datasets"]) seen.insert(d["tenant"].get<std::string>() + "/" + d["name"].get<std::string>());
+  CHECK(seen == std::set<std::string>{"acme/notes", "acme/secret", "globex/gx-only", "globex/notes"});
+  CHECK(json_as(admin, {"data", "status", "secret", "--tenant", "acme"})["state"] == "ready");
+
+  // At submit the scheduler asks ingest for the job's tenant: another
+  // tenant's dataset is not found; no job is made.
+  auto submit = [&](const std::string& token, const std::string& dataset) {
+    return as(token, {"job", "submit", "--templates", templates_dir(), "--template", "pretrain-tiny", "--set",
+                      "dataset=" + dataset, "--set", "steps=2"});
+  };
+  auto other = submit(acme, "gx-only");
+  CHECK(other.code == 1);
+  CHECK_MESSAGE(other.err.find("data.dataset gx-only: ingest has no dataset gx-only") != std::string::npos, other.err);
+  auto theirs = submit(globex, "secret");
+  CHECK(theirs.code == 1);
+  CHECK_MESSAGE(theirs.err.find("ingest has no dataset secret") != std::string::npos, theirs.err);
+  CHECK(json_as(admin, {"job", "list"})["jobs"].size() == 0);
+  // Its own dataset passes the same check.
+  auto own = submit(globex, "gx-only");
+  CHECK_MESSAGE(own.code == 0, own.err);
+}
+
+TEST_CASE("a dataset without tokens is empty, not ready, and a job on it is refused at submit naming the dataset and why") {
+  temp_dir src("loom-hollow");
+  std::mt19937_64 rng(14);
+  std::string junk(8192, '\0');
+  for (auto& ch : junk) ch = static_cast<char>(rng());
+  write(src.path() + "/junk.txt", junk);  // binary: rejected, nothing kept
+  cluster c({"--import-root", src.path()});
+  REQUIRE(c.up);
+  auto hollow = run_loom(c.home.path(), {"data", "import", src.path(), "--dataset", "hollow"}, 120s);
+  INFO(hollow.out << hollow.err);
+  REQUIRE(hollow.code == 0);  // an import that completed, rejects included
+  CHECK(hollow.out.find("dataset hollow has no tokens") != std::string::npos);
+  auto h = slow_json(c.home.path(), {"data", "status", "hollow"});
+  CHECK(h["tokens"] == 0);
+  CHECK(h["state"] == "empty");
+  CHECK(h["reason"] == "it has no tokens: version 1 (" + h["last_task"]["id"].get<std::string>() +
+                           ") kept no document: all 1 were rejected (`loom data rejects hollow` says why)");
+  auto submit = run_loom(c.home.path(), {"job", "submit", "--templates", templates_dir(), "--template", "pretrain-tiny",
+                                         "--set", "dataset=hollow", "--set", "steps=2"});
+  CHECK(submit.code == 1);
+  CHECK_MESSAGE(submit.err.find("data.dataset hollow is empty, not ready: it has no tokens") != std::string::npos,
+                submit.err);
+  CHECK(slow_json(c.home.path(), {"job", "list"})["jobs"].size() == 0);
 }

@@ -17,6 +17,8 @@
 #include <nlohmann/json.hpp>
 
 #include <csignal>
+#include <ctime>
+#include <filesystem>
 #include <cmath>
 #include <set>
 
@@ -24,6 +26,7 @@ using namespace loom;
 using namespace loom::test;
 using namespace std::chrono_literals;
 using json = nlohmann::json;
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -160,4 +163,47 @@ TEST_CASE("a cloud and two edge sites run a diloco job on each site's own data, 
   MESSAGE("south after its revocation: " << refusal);
   CHECK(refusal.find("permission") != std::string::npos);
   MESSAGE("total " << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s");
+}
+
+namespace {
+
+// An operator token of `tenant` for the deployment at `home` (its own token key).
+std::string tenant_token(const std::string& home, const std::string& tenant) {
+  layout::paths p{home};
+  auto key = auth::load_token_key(p.token_key());
+  REQUIRE(key.ok());
+  const auto now = static_cast<std::int64_t>(std::time(nullptr));
+  const auto epoch = auth::read_epoch(p.epoch());
+  auto t = auth::issue_token(
+      auth::claims{tenant + "-ops", auth::role::operator_, {"*"}, now + 900, epoch ? *epoch : 0, now, tenant}, *key);
+  REQUIRE(t.ok());
+  return *t;
+}
+
+}  // namespace
+
+TEST_CASE("a cloud job of tenant acme trains at an edge site on the site's tenant-acme dataset of that name, not on "
+          "the site's default one") {
+  cluster c;
+  REQUIRE(c.up);
+  auto north = start_edge_site(c, "north", "GPL-3");  // the site's default tenant's "text"
+  const std::string site = north->home.path();
+  auto imp = run_loom(site, {"data", "import", std::string(licences) + "/GPL-2", "--dataset", "text", "--token",
+                             tenant_token(site, "acme")},
+                      120s);
+  REQUIRE_MESSAGE(imp.code == 0, imp.err);
+  const std::string acme_text = site + "/datasets/.tenant-acme/text";
+  REQUIRE(*files::read_file(acme_text + "/manifest.json") != *files::read_file(site + "/datasets/text/manifest.json"));
+
+  auto sub = loom_json(c.home.path(), {"job", "submit", "--template", "pretrain-diloco-tiny", "--set",
+                                       "diloco.sites=[\"north\"]", "--set", "dataset=text", "--set", "pretrain.steps=16",
+                                       "--token", tenant_token(c.home.path(), "acme")});
+  REQUIRE(sub.contains("id"));
+  auto j = wait_job_done(c.home.path(), sub["id"].get<std::string>(), 150s);
+  REQUIRE_MESSAGE(j.value("state", "") == "succeeded", j.dump());
+  // The site's trainer fetched tenant acme's text from the site's ingest, and never the default's.
+  const std::string fetched = site + "/trainer/datasets/.tenant-acme/text";
+  REQUIRE(fs::exists(fetched + "/manifest.json"));
+  CHECK(*files::read_file(fetched + "/manifest.json") == *files::read_file(acme_text + "/manifest.json"));
+  CHECK_FALSE(fs::exists(site + "/trainer/datasets/text"));
 }

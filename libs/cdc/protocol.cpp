@@ -113,6 +113,15 @@ status valid_dataset_name(std::string_view name) {
   return {};
 }
 
+status valid_tenant_name(std::string_view tenant) {
+  if (tenant.size() > 128 ||
+      tenant.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._@:+-") !=
+          std::string_view::npos)
+    return make_error(errc::invalid_argument, "tenant \"" + std::string(tenant.substr(0, 128)) +
+                                                  "\": want 0..128 of [A-Za-z0-9._@:+-]");
+  return {};
+}
+
 std::string pack_name(const std::vector<crypto::digest>& chunks) {
   crypto::sha256_stream h;
   for (const auto& c : chunks) h.update(crypto::as_view(c));
@@ -124,6 +133,7 @@ std::string pack_name(const std::vector<crypto::digest>& chunks) {
 std::string encode(const manifest_request& m) {
   v1::SyncManifestRequest r;
   r.set_dataset(m.dataset);
+  r.set_tenant(m.tenant);
   return r.SerializeAsString();
 }
 
@@ -132,6 +142,7 @@ std::string encode(const chunks_request& m) {
   r.set_dataset(m.dataset);
   r.set_root(std::string(crypto::as_view(m.root)));
   for (const auto& p : m.paths) r.add_paths(p);
+  r.set_tenant(m.tenant);
   return r.SerializeAsString();
 }
 
@@ -141,14 +152,18 @@ std::string encode(const pack_request& m) {
   r.set_name(m.name);
   r.mutable_chunks()->Reserve(static_cast<int>(m.chunks.size()));
   for (const auto& c : m.chunks) r.add_chunks(std::string(crypto::as_view(c)));
+  r.set_tenant(m.tenant);
   return r.SerializeAsString();
 }
 
 std::string encode_bye() { return v1::SyncBye().SerializeAsString(); }
 
-result<manifest> decode_manifest(std::string_view reply, const std::string& origin) {
+result<manifest> decode_manifest(std::string_view reply, const std::string& origin, const std::string& tenant) {
   v1::SyncManifest r;
   if (auto s = parse_reply(r, reply); !s.ok()) return s.err();
+  if (r.tenant() != tenant)
+    return make_error(errc::invalid_argument, origin + ": a summary of tenant \"" + r.tenant().substr(0, 128) +
+                                                  "\", asked for tenant \"" + tenant + "\"");
   manifest m;
   m.chunking = {r.chunking().min_size(), r.chunking().avg_size(), r.chunking().max_size()};
   if (!digest_from(r.root(), m.root)) return make_error(errc::corruption, origin + ": bad root");
@@ -212,16 +227,18 @@ status decode_status(std::string_view frame) {
 result<manifest_request> decode_manifest_request(std::string_view body) {
   v1::SyncManifestRequest r;
   if (auto s = parse_request(r, body, "ManifestRequest"); !s.ok()) return s.err();
-  manifest_request m{r.dataset()};
+  manifest_request m{r.dataset(), r.tenant()};
   if (auto s = valid_dataset_name(m.dataset); !s.ok()) return s.err();
+  if (auto s = valid_tenant_name(m.tenant); !s.ok()) return s.err();
   return m;
 }
 
 result<chunks_request> decode_chunks_request(std::string_view body) {
   v1::SyncChunksRequest r;
   if (auto s = parse_request(r, body, "ChunksRequest"); !s.ok()) return s.err();
-  chunks_request m{r.dataset(), {}, {}};
+  chunks_request m{r.dataset(), {}, {}, r.tenant()};
   if (auto s = valid_dataset_name(m.dataset); !s.ok()) return s.err();
+  if (auto s = valid_tenant_name(m.tenant); !s.ok()) return s.err();
   if (!digest_from(r.root(), m.root))
     return make_error(errc::invalid_argument, "malformed ChunksRequest: root is not a 32-byte sha256");
   if (static_cast<std::size_t>(r.paths_size()) > max_paths_per_request)
@@ -235,8 +252,9 @@ result<chunks_request> decode_chunks_request(std::string_view body) {
 result<pack_request> decode_pack_request(std::string_view body) {
   v1::SyncPackRequest r;
   if (auto s = parse_request(r, body, "PackRequest"); !s.ok()) return s.err();
-  pack_request m{r.dataset(), r.name(), {}};
+  pack_request m{r.dataset(), r.name(), {}, r.tenant()};
   if (auto s = valid_dataset_name(m.dataset); !s.ok()) return s.err();
+  if (auto s = valid_tenant_name(m.tenant); !s.ok()) return s.err();
   if (r.chunks_size() == 0 || static_cast<std::size_t>(r.chunks_size()) > max_pack_chunks)
     return make_error(errc::invalid_argument, "PackRequest: want 1..4096 chunk ids");
   m.chunks.resize(static_cast<std::size_t>(r.chunks_size()));
@@ -249,7 +267,7 @@ result<pack_request> decode_pack_request(std::string_view body) {
   return m;
 }
 
-std::string encode_summary(const manifest& m) {
+std::string encode_summary(const manifest& m, const std::string& tenant) {
   v1::SyncManifest r;
   put_status({}, r.mutable_status());
   auto* c = r.mutable_chunking();
@@ -259,6 +277,7 @@ std::string encode_summary(const manifest& m) {
   r.set_root(std::string(crypto::as_view(m.root)));
   r.mutable_files()->Reserve(static_cast<int>(m.files.size()));
   for (const auto& f : m.files) put_entry(f, false, r.add_files());
+  r.set_tenant(tenant);
   return r.SerializeAsString();
 }
 

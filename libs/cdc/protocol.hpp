@@ -8,9 +8,9 @@
 // type frame is the message's full name:
 //   client -> server   [type][request]
 //   server -> client   [type][reply]      every reply carries a Status (field 1)
-//   SyncManifestRequest {dataset}                -> SyncManifest  {status, summary: chunking, root, files}
-//   SyncChunksRequest   {dataset, root, paths[]} -> SyncChunks    {status, files[]: one chunk list per path}
-//   SyncPackRequest     {dataset, name, chunks[]} -> bulk BulkOffer/BulkChunk requests from the server,
+//   SyncManifestRequest {tenant, dataset}        -> SyncManifest  {status, summary: chunking, root, files}
+//   SyncChunksRequest   {tenant, dataset, root, paths[]} -> SyncChunks {status, files[]: one chunk list per path}
+//   SyncPackRequest     {tenant, dataset, name, chunks[]} -> bulk BulkOffer/BulkChunk requests from the server,
 //                                                 answered by the client's bulk_receiver, then
 //                                                 SyncPackDone {status, name, bulk stats}
 //   SyncBye             {}                       -> (none; the server ends the session)
@@ -50,20 +50,25 @@ inline constexpr std::uint64_t max_pack_bytes = 64u << 20;
 // Paths per ChunksRequest: bounds the reply (~40 bytes per chunk).
 inline constexpr std::size_t max_paths_per_request = 1024;
 
+// Every request names a dataset of a tenant: dataset names are per tenant
+// ("" = the server's default namespace). The server decides who may read it.
 struct manifest_request {
   std::string dataset;
+  std::string tenant{};
 };
 
 struct chunks_request {
   std::string dataset;
   crypto::digest root{};  // the dataset root the client saw; conflict if it moved
   std::vector<std::string> paths;
+  std::string tenant{};
 };
 
 struct pack_request {
   std::string dataset;
   std::string name;  // == pack_name(chunks)
   std::vector<crypto::digest> chunks;
+  std::string tenant{};
 };
 
 struct pack_done {
@@ -73,6 +78,9 @@ struct pack_done {
 
 // invalid_argument unless 1..128 of [A-Za-z0-9._-] not starting with '.'.
 status valid_dataset_name(std::string_view name);
+// invalid_argument unless "" or 1..128 of [A-Za-z0-9._@:+-] (a token's
+// tenant, libs/auth) with no '/' or control byte.
+status valid_tenant_name(std::string_view tenant);
 
 // "pack-" + the first 40 hex digits of SHA-256 over the chunk ids in order.
 std::string pack_name(const std::vector<crypto::digest>& chunks);
@@ -88,7 +96,9 @@ std::string encode_bye();
 // when the bytes are not the message (or lack a part: no status, no bulk
 // stats, not one chunk list per path of `paths` in order); corruption naming
 // `origin` when the manifest or a chunk list fails its checks (manifest.hpp).
-result<manifest> decode_manifest(std::string_view reply, const std::string& origin);  // a summary
+// decode_manifest: a summary, which must echo the tenant asked for
+// (invalid_argument otherwise: a reply of another tenant, or one cut short).
+result<manifest> decode_manifest(std::string_view reply, const std::string& origin, const std::string& tenant = "");
 result<std::vector<file_entry>> decode_chunks(std::string_view reply, const std::vector<std::string>& paths,
                                               const std::string& origin);
 result<pack_done> decode_pack_done(std::string_view reply);
@@ -104,7 +114,8 @@ result<manifest_request> decode_manifest_request(std::string_view body);
 result<chunks_request> decode_chunks_request(std::string_view body);
 result<pack_request> decode_pack_request(std::string_view body);
 
-std::string encode_summary(const manifest& m);  // SyncManifest, ok, chunk lists left out
+// SyncManifest, ok, chunk lists left out; `tenant` echoes the request's.
+std::string encode_summary(const manifest& m, const std::string& tenant = "");
 std::string encode_chunks(const std::vector<const file_entry*>& files);  // SyncChunks, ok
 std::string encode(const status& s, const pack_done& m);                 // SyncPackDone
 // A reply of `type` carrying only the error (error_reply_type: a bare Status).

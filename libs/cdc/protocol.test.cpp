@@ -54,6 +54,33 @@ TEST_CASE("sync requests survive encoding and decoding") {
   CHECK(failed.err().message == "moved");
 }
 
+TEST_CASE("a request's tenant survives the codec, a bad one is refused, and a summary must echo the tenant asked for") {
+  auto m = decode_manifest_request(encode(manifest_request{"notes", "acme"}));
+  REQUIRE(m.ok());
+  CHECK(m->tenant == "acme");
+  auto c = decode_chunks_request(encode(chunks_request{"notes", crypto::sha256("r"), {"a"}, "acme"}));
+  REQUIRE(c.ok());
+  CHECK(c->tenant == "acme");
+  pack_request p{"notes", "", {crypto::sha256("x")}, "acme"};
+  p.name = pack_name(p.chunks);
+  auto p2 = decode_pack_request(encode(p));
+  REQUIRE(p2.ok());
+  CHECK(p2->tenant == "acme");
+  CHECK(decode_manifest_request(encode(manifest_request{"notes", "../x"})).code() == errc::invalid_argument);
+  CHECK(decode_manifest_request(encode(manifest_request{"notes", std::string("a\nb")})).code() ==
+        errc::invalid_argument);
+
+  const manifest two = two_files();
+  CHECK(decode_manifest(encode_summary(two, "acme"), "t", "acme").ok());
+  auto other = decode_manifest(encode_summary(two, "globex"), "t", "acme");
+  CHECK(other.code() == errc::invalid_argument);
+  // Cut before its tenant, a summary of acme's dataset reads as one of the
+  // default namespace: refused by a client that asked for acme.
+  const std::string whole = encode_summary(two, "acme");
+  CHECK(decode_manifest(std::string_view(whole).substr(0, whole.size() - 6), "t", "acme").code() ==
+        errc::invalid_argument);
+}
+
 TEST_CASE("malformed or hostile sync requests are refused as invalid arguments") {
   CHECK(decode_manifest_request("{").code() == errc::invalid_argument);
   CHECK(decode_manifest_request(encode(manifest_request{"../etc"})).code() == errc::invalid_argument);

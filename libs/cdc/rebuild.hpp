@@ -49,6 +49,9 @@ class rebuilder {
   // (relative paths). Errors name the path; files renamed before an error stay.
   status publish(const std::vector<std::string>& removed);
 
+  // Files built and not yet published: (temp path, relative target), in build order.
+  const std::vector<std::pair<std::string, std::string>>& built() const { return built_; }
+
   const counters& stats() const { return counters_; }
 
  private:

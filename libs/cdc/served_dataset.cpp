@@ -57,18 +57,16 @@ status write_exact(int fd, std::string_view data, const std::string& path) {
 
 }  // namespace
 
-dataset_cache::dataset_cache(std::string root, params chunking)
-    : root_(std::move(root)), chunking_(chunking) {}
+dataset_cache::dataset_cache(params chunking) : chunking_(chunking) {}
 
-result<std::shared_ptr<const snapshot>> dataset_cache::refresh(const std::string& dataset) {
+result<std::shared_ptr<const snapshot>> dataset_cache::refresh(const std::string& dir, const std::string& dataset) {
   if (auto s = valid_dataset_name(dataset); !s.ok()) return s.err();
-  std::string dir = root_ + "/" + dataset;
   struct stat st {};
   if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
     return make_error(errc::not_found, "no dataset \"" + dataset + "\"");
   // One refresh at a time: concurrent sessions share the work of the first.
   std::lock_guard lock(mu_);
-  auto it = last_.find(dataset);
+  auto it = last_.find(dir);
   const manifest* previous = it != last_.end() ? &it->second->m : nullptr;
   auto m = build_manifest(dir, chunking_, previous);
   if (!m.ok()) return m.err();
@@ -78,7 +76,7 @@ result<std::shared_ptr<const snapshot>> dataset_cache::refresh(const std::string
   for (std::uint32_t f = 0; f < s->m.files.size(); ++f)
     for (std::uint32_t c = 0; c < s->m.files[f].chunks.size(); ++c)
       s->index.try_emplace(s->m.files[f].chunks[c].sha256, chunk_location{f, c});
-  last_[dataset] = s;
+  last_[dir] = s;
   return std::shared_ptr<const snapshot>(s);
 }
 

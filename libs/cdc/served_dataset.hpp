@@ -30,16 +30,17 @@ struct snapshot {
 
 class dataset_cache {
  public:
-  dataset_cache(std::string root, params chunking);
+  explicit dataset_cache(params chunking);
 
-  // A fresh snapshot of <root>/<dataset>. not_found when it is no directory.
-  result<std::shared_ptr<const snapshot>> refresh(const std::string& dataset);
+  // A fresh snapshot of the dataset directory `dir` (where the server's
+  // locate hook put dataset `dataset`; the name is for errors). not_found
+  // when it is no directory.
+  result<std::shared_ptr<const snapshot>> refresh(const std::string& dir, const std::string& dataset);
 
  private:
-  const std::string root_;
   const params chunking_;
   std::mutex mu_;
-  std::map<std::string, std::shared_ptr<const snapshot>> last_;  // guarded by mu_
+  std::map<std::string, std::shared_ptr<const snapshot>> last_;  // by directory; guarded by mu_
 };
 
 // Writes the chunks `ids` in order into a new file at `pack_path` and returns

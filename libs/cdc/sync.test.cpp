@@ -145,7 +145,7 @@ TEST_CASE("an unknown dataset is not found and a dataset the principal may not r
   sync_fixture fx;
   make_dataset(fx.src());
   sync_server_options o;
-  o.authorize = [](const std::string& principal, const std::string& dataset) {
+  o.authorize = [](const std::string& principal, const std::string&, const std::string& dataset) {
     return principal == "alice" && dataset != "secret";
   };
   fs::create_directories(fx.served.path() + "/secret");
@@ -163,7 +163,7 @@ TEST_CASE("a dataset the server's check refuses is answered with the check's own
   sync_fixture fx;
   make_dataset(fx.src());
   sync_server_options o;
-  o.check = [](const std::string& dataset) -> status {
+  o.check = [](const std::string&, const std::string& dataset) -> status {
     return make_error(errc::corruption, "dataset " + dataset + " is damaged: shard-000002.bin is missing");
   };
   auto server = fx.start(o);
@@ -172,6 +172,83 @@ TEST_CASE("a dataset the server's check refuses is answered with the check's own
   CHECK(r.code() == errc::corruption);
   if (!r.ok()) CHECK(r.err().message.find("shard-000002.bin is missing") != std::string::npos);
   CHECK(tree(fx.dst()).empty());
+}
+
+TEST_CASE("a tenant's dataset is found where the server's locate hook puts it, and authorize sees the tenant") {
+  sync_fixture fx;
+  make_dataset(fx.src());
+  // Tenant acme's `corpus` lives elsewhere and holds other bytes.
+  files::temp_dir acme_root{"loom-cdc-acme"};
+  put(acme_root.path() + "/corpus", "only-acme.txt", pseudo_random(100000, 9));
+  sync_server_options o;
+  o.locate = [&](const std::string& tenant, const std::string& dataset) -> result<std::string> {
+    if (tenant.empty()) return fx.served.path() + "/" + dataset;
+    if (tenant == "acme") return acme_root.path() + "/" + dataset;
+    return make_error(errc::not_found, "no tenant " + tenant);
+  };
+  o.authorize = [](const std::string&, const std::string& tenant, const std::string&) { return tenant != "globex"; };
+  auto server = fx.start(o);
+  auto client = fx.client();
+
+  auto acme = client.pull(server->endpoint(), "acme", fx.dataset, fx.dst());
+  REQUIRE_MESSAGE(acme.ok(), acme.err().to_string());
+  CHECK(tree(fx.dst()) == tree(acme_root.path() + "/corpus"));
+  auto plain = client.pull(server->endpoint(), fx.dataset, fx.dst());  // the default namespace
+  REQUIRE_MESSAGE(plain.ok(), plain.err().to_string());
+  CHECK(tree(fx.dst()) == tree(fx.src()));
+  auto denied = client.pull(server->endpoint(), "globex", fx.dataset, fx.dst());
+  CHECK(denied.code() == errc::permission_denied);
+  if (!denied.ok()) CHECK(denied.err().message.find("of tenant globex") != std::string::npos);
+  CHECK(client.pull(server->endpoint(), "initech", fx.dataset, fx.dst()).code() == errc::not_found);
+  CHECK(client.pull(server->endpoint(), "a/b", fx.dataset, fx.dst()).code() == errc::invalid_argument);
+  CHECK(tree(fx.dst()) == tree(fx.src()));  // refusals changed nothing
+}
+
+TEST_CASE("without a locate hook only the default namespace is served") {
+  sync_fixture fx;
+  make_dataset(fx.src());
+  auto server = fx.start();
+  auto client = fx.client();
+  CHECK(client.pull(server->endpoint(), "acme", fx.dataset, fx.dst()).code() == errc::not_found);
+  CHECK(tree(fx.dst()).empty());
+}
+
+TEST_CASE("a version the accept hook refuses publishes nothing: the previous copy stays, and a later good version lands") {
+  sync_fixture fx;
+  make_dataset(fx.src());
+  auto server = fx.start();
+  std::string refuse;  // the path whose staged bytes make the hook refuse
+  std::map<std::string, std::string> seen;
+  sync_client_options o;
+  o.accept = [&](const staged_version& v) -> status {
+    seen.clear();
+    for (const auto& [rel, path] : v.files) {
+      auto bytes = files::read_file(path);
+      seen[rel] = bytes.ok() ? *bytes : "?";
+    }
+    if (!refuse.empty() && seen.count(refuse) && seen[refuse].starts_with("tampered"))
+      return make_error(errc::corruption, refuse + ": tampered");
+    return {};
+  };
+  auto client = fx.client(o);
+  REQUIRE(client.pull(server->endpoint(), fx.dataset, fx.dst()).ok());
+  const auto good = tree(fx.dst());
+  CHECK(seen.size() == 6);  // the hook saw every file of the new version with its bytes
+  CHECK(seen["small.json"] == "{\"k\": 1}\n");
+
+  refuse = "small.json";
+  put(fx.src(), "small.json", "tampered");
+  put(fx.src(), "added.txt", "new");
+  auto r = client.pull(server->endpoint(), fx.dataset, fx.dst());
+  CHECK(r.code() == errc::corruption);
+  CHECK(tree(fx.dst()) == good);  // nothing published, nothing removed
+  CHECK(count_files(fx.dst() + "/.loom-sync/tmp") == 0);  // the temps are gone
+  CHECK(seen.count("added.txt") == 1);
+
+  put(fx.src(), "small.json", "fixed");
+  auto fixed = client.pull(server->endpoint(), fx.dataset, fx.dst());
+  REQUIRE_MESSAGE(fixed.ok(), fixed.err().to_string());
+  CHECK(tree(fx.dst()) == tree(fx.src()));
 }
 
 TEST_CASE("a bulk chunk corrupted on the wire is caught by its hash and sent again") {

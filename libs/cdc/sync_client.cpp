@@ -108,8 +108,9 @@ class conversation {
 // One pull: the plan, the fetch rounds, the rebuild.
 class puller {
  public:
-  puller(conversation& c, const sync_client_options& opt, sync_stats& st, std::string dataset, std::string into)
-      : c_(c), opt_(opt), st_(st), dataset_(std::move(dataset)), into_(std::move(into)),
+  puller(conversation& c, const sync_client_options& opt, sync_stats& st, std::string tenant, std::string dataset,
+         std::string into)
+      : c_(c), opt_(opt), st_(st), tenant_(std::move(tenant)), dataset_(std::move(dataset)), into_(std::move(into)),
         sync_dir_(into_ + "/" + std::string(sync_dir_name)), store_(sync_dir_ + "/chunks") {}
 
   status run() {
@@ -136,6 +137,7 @@ class puller {
     st_.plan_seconds += since(t0);
     rebuilder rb(into_, store_, *local);
     if (auto s = fetch_and_build(*targets, rb); !s.ok()) return s;
+    if (auto s = accept(*remote, *local, rb); !s.ok()) return s;
     auto t1 = clock::now();
     if (auto s = rb.publish(diff.removed); !s.ok()) return s;
     st_.rebuild_seconds += since(t1);
@@ -146,17 +148,17 @@ class puller {
 
  private:
   result<manifest> fetch_manifest() {
-    if (auto s = c_.send(manifest_request_type, encode(manifest_request{dataset_})); !s.ok()) return s.err();
+    if (auto s = c_.send(manifest_request_type, encode(manifest_request{dataset_, tenant_})); !s.ok()) return s.err();
     auto r = c_.await(manifest_reply_type);
     if (!r.ok()) return r.err();
-    return decode_manifest(r->to_string_view(), "manifest of \"" + dataset_ + "\" from the server");
+    return decode_manifest(r->to_string_view(), "manifest of \"" + dataset_ + "\" from the server", tenant_);
   }
 
   // Chunk lists of `paths`, each checked against the root the summary gave.
   result<std::vector<file_entry>> fetch_chunk_lists(const manifest& remote, const std::vector<std::string>& paths) {
     std::vector<file_entry> out;
     for (std::size_t i = 0; i < paths.size();) {
-      chunks_request req{dataset_, remote.root, {}};
+      chunks_request req{dataset_, remote.root, {}, tenant_};
       std::uint64_t chunks = 0;
       while (i < paths.size() && req.paths.size() < max_paths_per_request &&
              (req.paths.empty() || chunks + remote.find(paths[i])->chunk_count <= max_chunks_per_list_request)) {
@@ -249,7 +251,7 @@ class puller {
     const std::string path = sync_dir_ + "/incoming/" + name;
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0) {  // else: received whole before an interruption
-      if (auto s = c_.send(pack_request_type, encode(pack_request{dataset_, name, ids})); !s.ok()) return s;
+      if (auto s = c_.send(pack_request_type, encode(pack_request{dataset_, name, ids, tenant_})); !s.ok()) return s;
       auto r = c_.await(pack_done_type);
       if (!r.ok()) return r.err();
       auto done = decode_pack_done(r->to_string_view());
@@ -270,6 +272,18 @@ class puller {
       }
     st_.packs++;
     return {};
+  }
+
+  // The version about to be published, shown to the accept hook: rebuilt
+  // files from their temps, the rest from the directory.
+  status accept(const manifest& remote, const manifest& local, const rebuilder& rb) {
+    if (!opt_.accept) return {};
+    staged_version v;
+    for (const auto& f : remote.files) v.files[f.path] = into_ + "/" + f.path;
+    if (!opt_.remove_extraneous)
+      for (const auto& f : local.files) v.files.try_emplace(f.path, into_ + "/" + f.path);
+    for (const auto& [tmp, rel] : rb.built()) v.files[rel] = tmp;
+    return opt_.accept(v);
   }
 
   // Records what the directory now holds (the stat cache for the next pull)
@@ -307,7 +321,7 @@ class puller {
   conversation& c_;
   const sync_client_options& opt_;
   sync_stats& st_;
-  const std::string dataset_, into_, sync_dir_;
+  const std::string tenant_, dataset_, into_, sync_dir_;
   chunk_store store_;
 };
 
@@ -320,11 +334,12 @@ sync_client::sync_client(zmq::context_t& ctx, wire::curve_keypair mine, std::str
 sync_client::sync_client(zmq::context_t& ctx, wire::bench_plaintext_t, sync_client_options options)
     : ctx_(ctx), opt_(options) {}
 
-result<sync_stats> sync_client::pull(const std::string& endpoint, const std::string& dataset,
-                                     const std::string& into_dir) {
+result<sync_stats> sync_client::pull(const std::string& endpoint, const std::string& tenant,
+                                     const std::string& dataset, const std::string& into_dir) {
   const auto t0 = clock::now();
   stats_ = {};
   if (auto s = valid_dataset_name(dataset); !s.ok()) return s.err();
+  if (auto s = valid_tenant_name(tenant); !s.ok()) return s.err();
   if (opt_.pack_bytes == 0 || opt_.max_rounds < 1)
     return make_error(errc::invalid_argument, "pack_bytes and max_rounds must be positive");
   const std::string sync_dir = into_dir + "/" + std::string(sync_dir_name);
@@ -341,7 +356,7 @@ result<sync_stats> sync_client::pull(const std::string& endpoint, const std::str
     wire::bulk_receiver receiver(sync_dir + "/incoming");
     conversation conv(socket, receiver, stats_, opt_.reply_timeout, endpoint);
     for (int attempt = 0; attempt < max_restarts; ++attempt) {  // transfer counters add up
-      outcome = puller(conv, opt_, stats_, dataset, into_dir).run();
+      outcome = puller(conv, opt_, stats_, tenant, dataset, into_dir).run();
       if (outcome.code() != errc::conflict) break;
     }
     // Let the Bye leave before close (linger is 0 otherwise) so the server

@@ -7,7 +7,8 @@
 //   PackRequest per <= pack_bytes of missing chunks ──► bulk transfer into
 //       .loom-sync/incoming ──► adopted by the chunk store (.loom-sync/chunks)
 //   rebuild changed files from local + stored chunks, each chunk verified
-//       (rebuild.hpp; a bad copy is fetched again) ──► publish atomically
+//       (rebuild.hpp; a bad copy is fetched again) ──► options.accept(the new
+//       version)? refused: nothing published ──► publish atomically
 //   write .loom-sync/manifest.json (stat cache) ──► empty the chunk store
 //
 // Resume: stored chunks are never asked for again, and a pack cut off mid-way
@@ -20,11 +21,23 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <zmq.hpp>
 
 namespace loom::cdc {
+
+// A version a pull is about to publish, shown to sync_client_options::accept:
+// every file the directory will hold (relative path -> where its bytes can be
+// read now: a rebuilt temp file, or the file already in place). Every chunk of
+// a rebuilt file has been verified against its SHA-256 and every file against
+// its root in the server's manifest; what the files say of each other (a
+// dataset's own manifest.json) is the accept hook's to check.
+struct staged_version {
+  std::map<std::string, std::string> files;
+};
 
 struct sync_client_options {
   // No message from the server for this long -> unavailable. Covers the
@@ -37,6 +50,12 @@ struct sync_client_options {
   bool remove_extraneous = true;
   // Fetch/verify rounds before a chunk whose copies keep failing is an error.
   int max_rounds = 3;
+  // Asked once every changed file is rebuilt and verified, before anything
+  // is published (not when nothing changed: the directory already holds the
+  // version). Its error refuses the version: nothing in the directory
+  // changes, the temps are removed (received chunks stay in the chunk store
+  // for the next pull) and the pull fails with it. Empty = accept.
+  std::function<status(const staged_version&)> accept;
 };
 
 struct sync_stats {
@@ -70,11 +89,18 @@ class sync_client {
   // Plaintext: benchmarks and tests of the protocol only.
   sync_client(zmq::context_t& ctx, wire::bench_plaintext_t, sync_client_options options = {});
 
-  // Makes `into_dir` (created if needed) hold dataset `dataset` of the
-  // server at `endpoint`. Errors: invalid_argument (bad name, bad reply),
-  // not_found / permission_denied from the server, unavailable (no reply in
-  // time), corruption (a chunk kept failing its hash), file errors by path.
-  result<sync_stats> pull(const std::string& endpoint, const std::string& dataset, const std::string& into_dir);
+  // Makes `into_dir` (created if needed) hold dataset `dataset` of `tenant`
+  // ("" = the server's default namespace) of the server at `endpoint`.
+  // Errors: invalid_argument (bad name, bad reply), not_found /
+  // permission_denied from the server, unavailable (no reply in time),
+  // corruption (a chunk kept failing its hash), the accept hook's refusal,
+  // file errors by path.
+  result<sync_stats> pull(const std::string& endpoint, const std::string& tenant, const std::string& dataset,
+                          const std::string& into_dir);
+  // The dataset of the default namespace.
+  result<sync_stats> pull(const std::string& endpoint, const std::string& dataset, const std::string& into_dir) {
+    return pull(endpoint, "", dataset, into_dir);
+  }
 
   // Statistics of the last pull, also when it failed part-way.
   const sync_stats& last_stats() const { return stats_; }

@@ -1,4 +1,5 @@
-// sync_server: serves the datasets under one directory (dataset D = <root>/D)
+// sync_server: serves the datasets under one directory (dataset D = <root>/D;
+// a locate hook may place a tenant's datasets elsewhere)
 // to sync_clients over ZeroMQ. A broker thread owns the ROUTER (a CURVE
 // server behind the context's zap_handler); each client gets a session thread
 // that answers its requests (manifest, chunk lists) and pushes the chunks it
@@ -26,7 +27,7 @@
 namespace loom::cdc {
 
 struct sync_server_options {
-  std::string root;                       // dataset D is the directory <root>/D
+  std::string root;                       // dataset D is the directory <root>/D (unless `locate` says otherwise)
   std::string bind = "tcp://127.0.0.1:*";
   std::string scratch_dir;                // packs are staged here; "" = a private dir under $TMPDIR
   params chunking;
@@ -42,14 +43,22 @@ struct sync_server_options {
   // per MiB here instead of ~4 at the wire's 1 MiB default, and a 16 MiB
   // pack is four chunks, all in flight in one window of eight.
   std::uint32_t bulk_chunk_bytes = 4u << 20;
-  // May `principal` (the ZAP user id, "" in plaintext) read `dataset`? Empty =
-  // every admitted client may. Called from session threads: must be thread-safe.
-  std::function<bool(const std::string& principal, const std::string& dataset)> authorize;
-  // Is `dataset` fit to be served? Asked (after authorize) before each
-  // manifest is built; its error is the client's answer, so a dataset with a
-  // missing shard is refused naming it instead of being served short. Empty =
-  // always. Called from session threads: must be thread-safe.
-  std::function<status(const std::string& dataset)> check;
+  // Where dataset `dataset` of `tenant` lies: a directory, or the error the
+  // client is answered with (not_found, say). Empty = <root>/<dataset> for
+  // tenant "" and not_found for any other tenant. Called from session
+  // threads: must be thread-safe.
+  std::function<result<std::string>(const std::string& tenant, const std::string& dataset)> locate;
+  // May `principal` (the ZAP user id, "" in plaintext) read `dataset` of
+  // `tenant`? Empty = every admitted client may read every dataset. A refusal
+  // is permission_denied naming the principal, the dataset and the tenant,
+  // whether or not the dataset exists. Called from session threads: must be
+  // thread-safe.
+  std::function<bool(const std::string& principal, const std::string& tenant, const std::string& dataset)> authorize;
+  // Is `dataset` of `tenant` fit to be served? Asked (after authorize) before
+  // each manifest is built; its error is the client's answer, so a dataset
+  // with a missing shard is refused naming it instead of being served short.
+  // Empty = always. Called from session threads: must be thread-safe.
+  std::function<status(const std::string& tenant, const std::string& dataset)> check;
 
   // TEST ONLY: after this many bulk chunk sends in all, the server freezes as
   // if killed (no more replies) until destroyed. 0 = never.

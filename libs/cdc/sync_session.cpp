@@ -54,17 +54,17 @@ class session {
   void on_manifest(std::string_view body) {
     auto req = decode_manifest_request(body);
     if (!req.ok()) return fail(manifest_reply_type, req.err());
-    auto snap = load(req->dataset);
+    auto snap = load(req->tenant, req->dataset);
     if (!snap.ok()) return fail(manifest_reply_type, snap.err());
     sh_.counters.manifests++;
-    send(manifest_reply_type, encode_summary(snap_->m));
+    send(manifest_reply_type, encode_summary(snap_->m, req->tenant));
   }
 
   void on_chunks(std::string_view body) {
     auto req = decode_chunks_request(body);
     if (!req.ok()) return fail(chunks_reply_type, req.err());
-    if (dataset_ != req->dataset || snap_->m.root != req->root) {
-      auto snap = load(req->dataset);
+    if (!current(req->tenant, req->dataset) || snap_->m.root != req->root) {
+      auto snap = load(req->tenant, req->dataset);
       if (!snap.ok()) return fail(chunks_reply_type, snap.err());
       if (snap_->m.root != req->root)
         return fail(chunks_reply_type, make_error(errc::conflict, "dataset changed: ask for its manifest again"));
@@ -81,10 +81,10 @@ class session {
   void on_pack(std::string_view body) {
     auto req = decode_pack_request(body);
     if (!req.ok()) return fail(pack_done_type, req.err());
-    if (dataset_ != req->dataset) {
-      auto snap = load(req->dataset);
+    if (!current(req->tenant, req->dataset)) {
+      auto snap = load(req->tenant, req->dataset);
       if (!snap.ok()) return fail(pack_done_type, snap.err());
-    } else if (auto s = allowed(req->dataset); !s.ok()) {
+    } else if (auto s = allowed(req->tenant, req->dataset); !s.ok()) {
       return fail(pack_done_type, s.err());
     }
     wire::send_options so;
@@ -117,22 +117,36 @@ class session {
     send(pack_done_type, encode({}, pack_done{req->name, *sent}));
   }
 
-  // Refreshes the snapshot of `dataset` for this session.
-  result<bool> load(const std::string& dataset) {
-    if (auto s = allowed(dataset); !s.ok()) return s.err();
+  // Whether snap_ is of `dataset` of `tenant`.
+  bool current(const std::string& tenant, const std::string& dataset) const {
+    return snap_ && dataset_ == dataset && tenant_ == tenant;
+  }
+
+  // Refreshes the snapshot of `dataset` of `tenant` for this session.
+  result<bool> load(const std::string& tenant, const std::string& dataset) {
+    if (auto s = allowed(tenant, dataset); !s.ok()) return s.err();
+    auto dir = locate(tenant, dataset);
+    if (!dir.ok()) return dir.err();
     if (sh_.opt.check)
-      if (auto s = sh_.opt.check(dataset); !s.ok()) return s.err();
-    auto snap = sh_.cache.refresh(dataset);
+      if (auto s = sh_.opt.check(tenant, dataset); !s.ok()) return s.err();
+    auto snap = sh_.cache.refresh(*dir, dataset);
     if (!snap.ok()) return snap.err();
     snap_ = *snap;
     dataset_ = dataset;
+    tenant_ = tenant;
     return true;
   }
 
-  status allowed(const std::string& dataset) const {
-    if (!sh_.opt.authorize || sh_.opt.authorize(principal_, dataset)) return {};
-    return make_error(errc::permission_denied,
-                      "\"" + principal_ + "\" may not read dataset \"" + dataset + "\"");
+  result<std::string> locate(const std::string& tenant, const std::string& dataset) const {
+    if (sh_.opt.locate) return sh_.opt.locate(tenant, dataset);
+    if (!tenant.empty()) return make_error(errc::not_found, "no dataset \"" + dataset + "\" of tenant " + tenant);
+    return sh_.opt.root + "/" + dataset;
+  }
+
+  status allowed(const std::string& tenant, const std::string& dataset) const {
+    if (!sh_.opt.authorize || sh_.opt.authorize(principal_, tenant, dataset)) return {};
+    return make_error(errc::permission_denied, "\"" + principal_ + "\" may not read dataset \"" + dataset +
+                                                   "\" of tenant " + (tenant.empty() ? "default" : tenant));
   }
 
   void freeze() { sh_.frozen = true; }
@@ -151,7 +165,7 @@ class session {
   server_shared& sh_;
   zmq::socket_t& socket_;
   const std::string principal_, tag_;
-  std::string dataset_;                   // what snap_ describes
+  std::string dataset_, tenant_;          // what snap_ describes
   std::shared_ptr<const snapshot> snap_;  // this session's view, from its last ManifestRequest
 };
 

@@ -23,7 +23,7 @@ struct server_counters {
 // What all sessions of one server share.
 struct server_shared {
   server_shared(const sync_server_options& o, std::string scratch_dir)
-      : opt(o), cache(o.root, o.chunking), scratch(std::move(scratch_dir)),
+      : opt(o), cache(o.chunking), scratch(std::move(scratch_dir)),
         bulk_budget(o.test_stop_after_bulk_chunks), corrupt_packs_left(o.test_corrupt_packs) {}
 
   const sync_server_options& opt;

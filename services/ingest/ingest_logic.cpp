@@ -1,5 +1,8 @@
 #include "services/ingest/ingest_logic.hpp"
 
+#include "libs/auth/identity.hpp"
+#include "libs/auth/token.hpp"
+#include "libs/layout/dataset_dirs.hpp"
 #include "libs/shards/check.hpp"
 #include "libs/store/database.hpp"
 #include "loom/v1/ingest.pb.h"
@@ -14,6 +17,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <filesystem>
 
 namespace loom::ingest {
 namespace {
@@ -60,6 +64,14 @@ handled refused_import(const error& e, const loom::v1::ImportDatasetRequest& req
 
 handled store_failed(const error& e) { return fail(errc::unavailable, "state store: " + e.message); }
 
+// What any tenant's missing dataset answers: the same for one that does not
+// exist and one of another tenant (existence is not disclosed).
+handled no_dataset(const std::string& name) {
+  return fail(errc::not_found, "no dataset " + name + " (`loom data list` lists them)");
+}
+
+bool is_admin(const call_context& ctx) { return ctx.role == "admin"; }
+
 // A reply carrying `t` as its task (Import/Verify/Pull/GetTask/CancelTask).
 template <class Reply>
 handled task_reply(const task_info& t) {
@@ -70,32 +82,49 @@ handled task_reply(const task_info& t) {
 
 }  // namespace
 
+result<std::string> acting_tenant(const call_context& ctx, const std::string& for_tenant) {
+  const std::string own = ctx.tenant.empty() ? std::string(layout::default_tenant) : ctx.tenant;
+  if (for_tenant.empty() || for_tenant == own) return own;
+  if (auto st = auth::validate_name("for_tenant", for_tenant); !st) return st.err();
+  const auth::peer_id peer = auth::parse_peer(ctx.peer);
+  const bool service = peer.kind == auth::peer_kind::own_service &&
+                       (peer.service == "scheduler" || peer.service == "trainer");
+  if (is_admin(ctx) || service) return for_tenant;
+  return make_error(errc::permission_denied,
+                    "tenant " + for_tenant + ": a " + (ctx.role.empty() ? std::string("caller") : ctx.role) +
+                        " of tenant " + own + " (key " + (ctx.peer.empty() ? std::string("none") : ctx.peer) +
+                        ") acts only on its own tenant's datasets; admins and this deployment's scheduler and "
+                        "trainer act for another");
+}
+
 ingest_logic::ingest_logic(ingest_parts parts) : p_(std::move(parts)) {
   using namespace loom::v1;
   using ctx_t = const call_context&;
   table_
-      // The catalogue: every dataset with its files checked cheaply (viewer).
-      .on<ListDatasetsRequest>([this](const ListDatasetsRequest& r, ctx_t) { return list_datasets(r); })
+      // The catalogue of the caller's tenant (an admin's: every tenant's), files checked cheaply (viewer).
+      .on<ListDatasetsRequest>([this](const ListDatasetsRequest& r, ctx_t c) { return list_datasets(r, c); })
       // An import of a path inside the import roots, as a task answered at once (operator, audited).
       .on<ImportDatasetRequest>([this](const ImportDatasetRequest& r, ctx_t c) { return import_dataset(r, c); })
-      // A task's live progress and outcome (viewer).
-      .on<GetTaskRequest>([this](const GetTaskRequest& r, ctx_t) { return get_task(r); })
-      // Stops a queued or running task (operator, audited).
-      .on<CancelTaskRequest>([this](const CancelTaskRequest& r, ctx_t) { return cancel_task(r); })
+      // A task's live progress and outcome, of the caller's tenant (viewer).
+      .on<GetTaskRequest>([this](const GetTaskRequest& r, ctx_t c) { return get_task(r, c); })
+      // Stops a queued or running task of the caller's tenant (operator, audited).
+      .on<CancelTaskRequest>([this](const CancelTaskRequest& r, ctx_t c) { return cancel_task(r, c); })
       // One dataset: its row, its shards with any problem, its newest task (viewer).
-      .on<DatasetStatusRequest>([this](const DatasetStatusRequest& r, ctx_t) { return dataset_status(r); })
+      .on<DatasetStatusRequest>([this](const DatasetStatusRequest& r, ctx_t c) { return dataset_status(r, c); })
       // A page of the latest import's rejects, read with LIMIT/OFFSET (viewer).
-      .on<ListRejectsRequest>([this](const ListRejectsRequest& r, ctx_t) { return list_rejects(r); })
+      .on<ListRejectsRequest>([this](const ListRejectsRequest& r, ctx_t c) { return list_rejects(r, c); })
       // A full hash of every shard, as a task (operator, audited).
       .on<VerifyDatasetRequest>([this](const VerifyDatasetRequest& r, ctx_t c) { return verify_dataset(r, c); })
-      // Where this ingest's sync server listens and its key; re-reads the trusted peers.
-      .on<SyncInfoRequest>([this](const SyncInfoRequest& r, ctx_t) { return sync_info(r); })
+      // Where this ingest's sync server listens and its key; re-reads the trusted peers; may grant one a dataset.
+      .on<SyncInfoRequest>([this](const SyncInfoRequest& r, ctx_t c) { return sync_info(r, c); })
       // A pull of a dataset from another site's sync server, as a task (operator, audited).
       .on<PullDatasetRequest>([this](const PullDatasetRequest& r, ctx_t c) { return pull_dataset(r, c); });
 }
 
 handled ingest_logic::import_dataset(const loom::v1::ImportDatasetRequest& req, const call_context& ctx) {
   if (!p_.tasks) return fail(errc::unavailable, "imports are not available in this ingest process");
+  auto tenant = acting_tenant(ctx, req.for_tenant());
+  if (!tenant) return refused_import(tenant.err(), req, p_.tasks->import_roots());
   if (req.path().empty() || req.path().front() != '/')
     return fail(errc::invalid_argument, "import path must be absolute (the ingest service reads it): '" + req.path() + "'");
   import_options o = import_options_from_wire(req);
@@ -104,59 +133,71 @@ handled ingest_logic::import_dataset(const loom::v1::ImportDatasetRequest& req, 
     if (!known) return refused_import(known.err(), req, p_.tasks->import_roots());
     if (auto st = check_nodes(o.nodes, *known); !st) return refused_import(st.err(), req, p_.tasks->import_roots());
   }
-  auto t = p_.tasks->start_import(std::move(o), ctx.principal);
+  auto t = p_.tasks->start_import(std::move(o), *tenant, ctx.principal);
   if (!t) return refused_import(t.err(), req, p_.tasks->import_roots());
   auto h = task_reply<loom::v1::ImportDatasetReply>(*t);
-  h.audit_payload = nlohmann::json{{"task", t->id}, {"dataset", req.dataset()}, {"path", req.path()},
-                                   {"profile", req.profile()}, {"pii", !req.no_pii()}, {"dedup", !req.no_dedup()}}
+  h.audit_payload = nlohmann::json{{"task", t->id},           {"tenant", *tenant},       {"dataset", req.dataset()},
+                                   {"path", req.path()},      {"profile", req.profile()}, {"pii", !req.no_pii()},
+                                   {"dedup", !req.no_dedup()}}
                         .dump();
   return h;
 }
 
-handled ingest_logic::get_task(const loom::v1::GetTaskRequest& req) {
+handled ingest_logic::get_task(const loom::v1::GetTaskRequest& req, const call_context& ctx) {
   auto t = p_.tasks ? p_.tasks->get(req.id()) : std::nullopt;
-  if (!t) return fail(errc::not_found, "no task " + req.id() + " (tasks are kept in memory: a restarted ingest forgets them)");
+  if (!t || (t->tenant != ctx.tenant && !is_admin(ctx)))
+    return fail(errc::not_found, "no task " + req.id() + " (tasks are kept in memory: a restarted ingest forgets them)");
   return task_reply<loom::v1::GetTaskReply>(*t);
 }
 
-handled ingest_logic::cancel_task(const loom::v1::CancelTaskRequest& req) {
-  if (!p_.tasks) return fail(errc::not_found, "no task " + req.id());
+handled ingest_logic::cancel_task(const loom::v1::CancelTaskRequest& req, const call_context& ctx) {
+  auto seen = p_.tasks ? p_.tasks->get(req.id()) : std::nullopt;
+  if (!seen || (seen->tenant != ctx.tenant && !is_admin(ctx))) return fail(errc::not_found, "no task " + req.id());
   auto t = p_.tasks->cancel(req.id());
   if (!t) return fail(t.err());
   auto h = task_reply<loom::v1::CancelTaskReply>(*t);
-  h.audit_payload = nlohmann::json{{"task", t->id}, {"dataset", t->dataset}}.dump();
+  h.audit_payload = nlohmann::json{{"task", t->id}, {"tenant", t->tenant}, {"dataset", t->dataset}}.dump();
   return h;
 }
 
-handled ingest_logic::list_datasets(const loom::v1::ListDatasetsRequest&) {
+handled ingest_logic::list_datasets(const loom::v1::ListDatasetsRequest& req, const call_context& ctx) {
+  // An admin naming no tenant sees every tenant's; everyone else one tenant's.
+  std::string tenant;
+  if (!(is_admin(ctx) && req.for_tenant().empty())) {
+    auto t = acting_tenant(ctx, req.for_tenant());
+    if (!t) return fail(t.err());
+    tenant = *t;
+  }
   loom::v1::ListDatasetsReply rep;
   if (!p_.db) return reply(rep);
   catalog cat(*p_.db);
-  auto rows = cat.datasets();
+  auto rows = cat.datasets(tenant);
   if (!rows) return store_failed(rows.err());
   for (const auto& d : *rows) {
-    auto sh = cat.shards(d.name);
+    auto sh = cat.shards(d.tenant, d.name);
     if (!sh) return store_failed(sh.err());
-    const std::string dir = p_.datasets_root + "/" + d.name;
+    const std::string dir = layout::tenant_dataset_dir(p_.datasets_root, d.tenant, d.name);
     to_wire(d, dir, damage_of(d, check_files(dir, *sh)), rep.add_datasets());
   }
   return reply(rep);
 }
 
-handled ingest_logic::dataset_status(const loom::v1::DatasetStatusRequest& req) {
+handled ingest_logic::dataset_status(const loom::v1::DatasetStatusRequest& req, const call_context& ctx) {
+  auto tenant = acting_tenant(ctx, req.for_tenant());
+  if (!tenant) return fail(tenant.err());
   loom::v1::DatasetStatusReply rep;
-  auto last = p_.tasks ? p_.tasks->last_for(req.name()) : std::nullopt;
+  auto last = p_.tasks ? p_.tasks->last_for(*tenant, req.name()) : std::nullopt;
   if (last) to_wire(*last, rep.mutable_last_task());
   std::optional<dataset_row> row;
   if (p_.db) {
     catalog cat(*p_.db);
-    auto d = cat.dataset(req.name());
+    auto d = cat.dataset(*tenant, req.name());
     if (!d) return store_failed(d.err());
     row = *d;
     if (row) {
-      auto sh = cat.shards(req.name());
+      auto sh = cat.shards(*tenant, req.name());
       if (!sh) return store_failed(sh.err());
-      const std::string dir = p_.datasets_root + "/" + row->name;
+      const std::string dir = layout::tenant_dataset_dir(p_.datasets_root, *tenant, row->name);
       const auto problems = check_files(dir, *sh);
       to_wire(*row, dir, damage_of(*row, problems), rep.mutable_dataset());
       for (const auto& s : *sh) {
@@ -167,20 +208,22 @@ handled ingest_logic::dataset_status(const loom::v1::DatasetStatusRequest& req) 
       }
     }
   }
-  if (!row && !last) return fail(errc::not_found, "no dataset " + req.name() + " (`loom data list` lists them)");
+  if (!row && !last) return no_dataset(req.name());
   return reply(rep);
 }
 
-handled ingest_logic::list_rejects(const loom::v1::ListRejectsRequest& req) {
+handled ingest_logic::list_rejects(const loom::v1::ListRejectsRequest& req, const call_context& ctx) {
+  auto tenant = acting_tenant(ctx, req.for_tenant());
+  if (!tenant) return fail(tenant.err());
   if (!p_.db) return fail(errc::not_found, "no dataset " + req.dataset());
   catalog cat(*p_.db);
-  auto d = cat.dataset(req.dataset());
+  auto d = cat.dataset(*tenant, req.dataset());
   if (!d) return store_failed(d.err());
-  if (!*d) return fail(errc::not_found, "no dataset " + req.dataset() + " (`loom data list` lists them)");
+  if (!*d) return no_dataset(req.dataset());
   const std::uint32_t limit = req.limit() == 0 ? default_rejects : std::min(req.limit(), max_rejects);
-  auto rows = cat.rejects(req.dataset(), limit, req.offset());
+  auto rows = cat.rejects(*tenant, req.dataset(), limit, req.offset());
   if (!rows) return store_failed(rows.err());
-  auto stored = cat.stored_rejects(req.dataset());
+  auto stored = cat.stored_rejects(*tenant, req.dataset());
   if (!stored) return store_failed(stored.err());
   loom::v1::ListRejectsReply rep;
   rep.set_total(std::max<std::uint64_t>(static_cast<std::uint64_t>((*d)->rejects), *stored));
@@ -192,28 +235,52 @@ handled ingest_logic::list_rejects(const loom::v1::ListRejectsRequest& req) {
 
 handled ingest_logic::verify_dataset(const loom::v1::VerifyDatasetRequest& req, const call_context& ctx) {
   if (!p_.tasks) return fail(errc::unavailable, "verifies are not available in this ingest process");
-  auto t = p_.tasks->start_verify(req.name(), ctx.principal);
+  auto tenant = acting_tenant(ctx, req.for_tenant());
+  if (!tenant) return fail(tenant.err());
+  auto t = p_.tasks->start_verify(*tenant, req.name(), ctx.principal);
   if (!t) return fail(t.err());
   auto h = task_reply<loom::v1::VerifyDatasetReply>(*t);
-  h.audit_payload = nlohmann::json{{"task", t->id}, {"dataset", req.name()}}.dump();
+  h.audit_payload = nlohmann::json{{"task", t->id}, {"tenant", *tenant}, {"dataset", req.name()}}.dump();
   return h;
 }
 
-handled ingest_logic::sync_info(const loom::v1::SyncInfoRequest&) {
+handled ingest_logic::sync_info(const loom::v1::SyncInfoRequest& req, const call_context& ctx) {
   if (!p_.sync_info) return fail(errc::unavailable, "this ingest runs no sync server");
+  std::string granted;
+  if (!req.dataset().empty() || !req.peer_public_key().empty()) {
+    if (req.dataset().empty() || req.peer_public_key().empty())
+      return fail(errc::invalid_argument, "SyncInfo: a grant names both the dataset and the pulling key (peer_public_key)");
+    auto tenant = acting_tenant(ctx, req.for_tenant());
+    if (!tenant) return fail(tenant.err());
+    if (auto st = validate_dataset_name(req.dataset()); !st) return fail(st.err());
+    std::error_code ec;  // a dataset of the tenant: recorded, or at least there (a pull in flight)
+    if (!std::filesystem::is_directory(layout::tenant_dataset_dir(p_.datasets_root, *tenant, req.dataset()), ec))
+      return no_dataset(req.dataset());
+    if (!p_.sync_grant) return fail(errc::unavailable, "this ingest runs no sync server");
+    if (auto st = p_.sync_grant(req.peer_public_key(), *tenant, req.dataset(), ctx.principal); !st)
+      return fail(st.err());
+    granted = *tenant;
+  }
   auto r = p_.sync_info();
   if (!r) return fail(r.err());
   loom::v1::SyncInfoReply rep;
-  to_wire(*r, &rep);
+  to_wire(*r, granted, &rep);
   return reply(rep);
 }
 
 handled ingest_logic::pull_dataset(const loom::v1::PullDatasetRequest& req, const call_context& ctx) {
   if (!p_.pull) return fail(errc::unavailable, "this ingest cannot pull datasets (no sync client)");
-  auto t = p_.pull(req.dataset(), req.endpoint(), req.public_key(), ctx.principal);
+  auto tenant = acting_tenant(ctx, req.for_tenant());
+  if (!tenant) return fail(tenant.err());
+  auto t = p_.pull(*tenant, req.dataset(), req.endpoint(), req.public_key(), req.source_tenant(), ctx.principal);
   if (!t) return fail(t.err());
   auto h = task_reply<loom::v1::PullDatasetReply>(*t);
-  h.audit_payload = nlohmann::json{{"task", t->id}, {"dataset", req.dataset()}, {"from", req.endpoint()}}.dump();
+  h.audit_payload = nlohmann::json{{"task", t->id},
+                                   {"tenant", *tenant},
+                                   {"dataset", req.dataset()},
+                                   {"from", req.endpoint()},
+                                   {"source_tenant", req.source_tenant()}}
+                        .dump();
   return h;
 }
 

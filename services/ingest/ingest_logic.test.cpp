@@ -61,7 +61,7 @@ struct fixture {
     o.import_roots = {data.path() + "/imports"};
     fs::create_directories(data.path() + "/imports/corpus");
     tasks = std::make_shared<task_runner>(std::move(o));
-    REQUIRE(tasks->record_dataset_dir("d", "00000000000000a1").ok());
+    REQUIRE(tasks->record_dataset_dir("default", "d", "00000000000000a1").ok());
     ingest_parts p;
     p.tasks = tasks;
     p.db = db.get();
@@ -77,6 +77,37 @@ struct fixture {
     runtime::call_context ctx;
     ctx.principal = "tester";
     return logic->handle(m.GetDescriptor()->full_name(), m.SerializeAsString(), ctx);
+  }
+  // As a caller of `tenant` with `role` over the CURVE key `peer`.
+  runtime::handled call_as(const google::protobuf::Message& m, const std::string& tenant,
+                           const std::string& role = "operator", const std::string& peer = "client") {
+    runtime::call_context ctx;
+    ctx.principal = tenant + "-" + role;
+    ctx.role = role;
+    ctx.tenant = tenant;
+    ctx.peer = peer;
+    return logic->handle(m.GetDescriptor()->full_name(), m.SerializeAsString(), ctx);
+  }
+  template <class Rep>
+  Rep ok_as(const google::protobuf::Message& m, const std::string& tenant, const std::string& role = "operator",
+            const std::string& peer = "client") {
+    auto h = call_as(m, tenant, role, peer);
+    REQUIRE_MESSAGE(h.code == errc::ok, h.message);
+    auto r = runtime::parse_as<Rep>(h.body);
+    REQUIRE(r.ok());
+    return *r;
+  }
+  // Waits for task `id` (as seen by `tenant`) to end.
+  loom::v1::TaskInfo wait_task(const std::string& id, const std::string& tenant) {
+    loom::v1::GetTaskRequest get;
+    get.set_id(id);
+    for (int i = 0; i < 3000; ++i) {
+      auto now = ok_as<loom::v1::GetTaskReply>(get, tenant).task();
+      if (now.state() == "succeeded" || now.state() == "failed" || now.state() == "cancelled") return now;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    FAIL("task " << id << " did not end");
+    return {};
   }
   template <class Rep>
   Rep ok(const google::protobuf::Message& m) {
@@ -202,7 +233,7 @@ TEST_CASE_FIXTURE(fixture, "an import naming an unknown node, or a path outside 
   q.set_path(data.path() + "/imports/corpus");
   q.add_nodes("trainer@h1");
   CHECK(call(q).code == errc::unavailable);
-  CHECK_FALSE(tasks->last_for("n"));
+  CHECK_FALSE(tasks->last_for("default", "n"));
 }
 
 TEST_CASE_FIXTURE(fixture, "the ingest logic refuses an unknown type naming the service and a bad body naming its type") {
@@ -220,4 +251,151 @@ TEST_CASE_FIXTURE(fixture, "the ingest logic refuses an unknown type naming the 
   // Without a sync server the sync requests are unavailable, not unknown.
   CHECK(call(loom::v1::SyncInfoRequest{}).code == errc::unavailable);
   CHECK(call(loom::v1::PullDatasetRequest{}).code == errc::unavailable);
+}
+
+TEST_CASE("a request acts for the token's tenant; only an admin or this deployment's scheduler or trainer names another") {
+  auto ctx = [](std::string tenant, std::string role, std::string peer) {
+    runtime::call_context c;
+    c.tenant = std::move(tenant);
+    c.role = std::move(role);
+    c.peer = std::move(peer);
+    return c;
+  };
+  CHECK(*acting_tenant(ctx("acme", "operator", "client"), "") == "acme");
+  CHECK(*acting_tenant(ctx("acme", "viewer", "client"), "acme") == "acme");
+  CHECK(*acting_tenant(ctx("acme", "admin", "client"), "globex") == "globex");
+  CHECK(*acting_tenant(ctx("default", "operator", "scheduler"), "acme") == "acme");  // the submit-time probe
+  CHECK(*acting_tenant(ctx("default", "operator", "trainer"), "acme") == "acme");
+  auto client = acting_tenant(ctx("acme", "operator", "client"), "globex");
+  CHECK(client.code() == errc::permission_denied);
+  CHECK(client.err().message.find("tenant globex: a operator of tenant acme (key client)") != std::string::npos);
+  // Another service, a site's scheduler or trainer, an unknown key: never.
+  for (const char* peer : {"ingest", "aggregator", "site:north:scheduler", "site:north:trainer", "unenrolled", ""})
+    CHECK_MESSAGE(acting_tenant(ctx("default", "operator", peer), "acme").code() == errc::permission_denied, peer);
+  CHECK(acting_tenant(ctx("acme", "admin", "client"), "bad tenant").code() == errc::invalid_argument);
+}
+
+TEST_CASE_FIXTURE(fixture, "another tenant's dataset and tasks answer not found; an admin sees every tenant's") {
+  // "d" is tenant default's (the fixture's). Tenant acme sees none of it.
+  loom::v1::DatasetStatusRequest st;
+  st.set_name("d");
+  auto hidden = call_as(st, "acme");
+  CHECK(hidden.code == errc::not_found);
+  CHECK(hidden.message == "no dataset d (`loom data list` lists them)");
+  // Existence not disclosed: the answer is the one a name nobody has gets.
+  loom::v1::DatasetStatusRequest absent;
+  absent.set_name("never-made");
+  CHECK(call_as(absent, "acme").message == "no dataset never-made (`loom data list` lists them)");
+  loom::v1::ListRejectsRequest rj;
+  rj.set_dataset("d");
+  CHECK(call_as(rj, "acme").code == errc::not_found);
+  loom::v1::VerifyDatasetRequest vf;
+  vf.set_name("d");
+  CHECK(call_as(vf, "acme").code == errc::not_found);
+  CHECK(ok_as<loom::v1::ListDatasetsReply>(loom::v1::ListDatasetsRequest{}, "acme").datasets_size() == 0);
+  // Naming the tenant does not help a non-admin over the client key.
+  st.set_for_tenant("default");
+  CHECK(call_as(st, "acme").code == errc::permission_denied);
+
+  // Default's own verify task: acme can neither follow nor cancel it.
+  vf.clear_for_tenant();
+  auto task = ok_as<loom::v1::VerifyDatasetReply>(vf, "default").task();
+  CHECK(task.tenant() == "default");
+  loom::v1::GetTaskRequest get;
+  get.set_id(task.id());
+  CHECK(call_as(get, "acme").code == errc::not_found);
+  loom::v1::CancelTaskRequest cancel;
+  cancel.set_id(task.id());
+  CHECK(call_as(cancel, "acme").code == errc::not_found);
+  CHECK(wait_task(task.id(), "default").state() == "succeeded");  // acme's cancel did nothing
+  CHECK(call_as(get, "acme", "admin").code == errc::ok);
+
+  // An admin lists every tenant's, names one, and reads it by name.
+  auto all = ok_as<loom::v1::ListDatasetsReply>(loom::v1::ListDatasetsRequest{}, "acme", "admin");
+  REQUIRE(all.datasets_size() == 1);
+  CHECK(all.datasets(0).tenant() == "default");
+  CHECK(all.datasets(0).dir() == root + "/d");
+  loom::v1::ListDatasetsRequest only;
+  only.set_for_tenant("acme");
+  CHECK(ok_as<loom::v1::ListDatasetsReply>(only, "default", "admin").datasets_size() == 0);
+  CHECK(ok_as<loom::v1::DatasetStatusReply>(st, "acme", "admin").dataset().tenant() == "default");
+  // The scheduler asks for a job's tenant with its own key and a service token (tenant default).
+  st.set_for_tenant("acme");
+  CHECK(call_as(st, "default", "operator", "scheduler").code == errc::not_found);
+  st.set_for_tenant("default");
+  CHECK(ok_as<loom::v1::DatasetStatusReply>(st, "default", "operator", "scheduler").dataset().state() == "ready");
+}
+
+TEST_CASE_FIXTURE(fixture, "tenant acme imports its own d beside default's: two datasets, and one without tokens is empty, not ready") {
+  loom::v1::ImportDatasetRequest q;
+  q.set_path(data.path() + "/imports/corpus");  // an empty directory: nothing to keep
+  q.set_dataset("d");
+  auto started = ok_as<loom::v1::ImportDatasetReply>(q, "acme");
+  CHECK(started.task().tenant() == "acme");
+  auto done = wait_task(started.task().id(), "acme");
+  REQUIRE_MESSAGE(done.state() == "succeeded", done.message());
+  CHECK(fs::exists(root + "/.tenant-acme/d/manifest.json"));
+
+  loom::v1::DatasetStatusRequest st;
+  st.set_name("d");
+  auto acme = ok_as<loom::v1::DatasetStatusReply>(st, "acme");
+  CHECK(acme.dataset().tenant() == "acme");
+  CHECK(acme.dataset().dir() == root + "/.tenant-acme/d");
+  CHECK(acme.dataset().tokens() == 0);
+  CHECK(acme.dataset().state() == "empty");
+  CHECK(acme.dataset().reason().find("it has no tokens") != std::string::npos);
+  CHECK(acme.last_task().id() == started.task().id());
+  auto mine = ok_as<loom::v1::DatasetStatusReply>(st, "default");
+  CHECK(mine.dataset().state() == "ready");  // default's d untouched
+  CHECK(mine.dataset().tokens() > 0);
+  CHECK(mine.dataset().version() == 1);
+  CHECK_FALSE(mine.has_last_task());  // acme's import is not default's task
+  auto all = ok_as<loom::v1::ListDatasetsReply>(loom::v1::ListDatasetsRequest{}, "x", "admin");
+  CHECK(all.datasets_size() == 2);
+}
+
+TEST_CASE_FIXTURE(fixture, "a pull's source tenant travels to the sync server and its target is the caller's tenant") {
+  std::string pulled_into, pulled_from;
+  ingest_parts p;
+  p.tasks = tasks;
+  p.db = db.get();
+  p.datasets_root = root;
+  p.sync_info = [] { return result<sync_endpoint>(sync_endpoint{"tcp://127.0.0.1:1", "k"}); };
+  p.pull = [&](const std::string& tenant, const std::string& dataset, const std::string&, const std::string&,
+               const std::string& source_tenant, const std::string&) -> result<task_info> {
+    pulled_into = tenant + "/" + dataset;
+    pulled_from = source_tenant;
+    return task_info{};
+  };
+  std::string granted;
+  p.sync_grant = [&](const std::string& key, const std::string& tenant, const std::string& dataset,
+                     const std::string&) -> loom::status {
+    granted = key + " " + tenant + "/" + dataset;
+    return ok_status();
+  };
+  logic.emplace(std::move(p));
+  loom::v1::PullDatasetRequest q;
+  q.set_dataset("notes");
+  q.set_source_tenant("acme");
+  REQUIRE(call_as(q, "acme").code == errc::ok);
+  CHECK(pulled_into == "acme/notes");
+  CHECK(pulled_from == "acme");
+  q.set_for_tenant("globex");
+  CHECK(call_as(q, "acme").code == errc::permission_denied);
+  REQUIRE(call_as(q, "acme", "admin").code == errc::ok);
+  CHECK(pulled_into == "globex/notes");
+
+  // SyncInfo grants only a dataset of the caller's tenant; another's is not found.
+  loom::v1::SyncInfoRequest g;
+  g.set_dataset("d");
+  g.set_peer_public_key("PEERKEY");
+  auto hidden = call_as(g, "acme");
+  CHECK(hidden.code == errc::not_found);
+  CHECK(granted.empty());
+  auto rep = ok_as<loom::v1::SyncInfoReply>(g, "default");
+  CHECK(rep.tenant() == "default");
+  CHECK(granted == "PEERKEY default/d");
+  g.clear_peer_public_key();
+  CHECK(call_as(g, "default").code == errc::invalid_argument);
+  CHECK(ok_as<loom::v1::SyncInfoReply>(loom::v1::SyncInfoRequest{}, "acme").tenant().empty());  // no grant asked
 }

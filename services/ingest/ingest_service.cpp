@@ -32,7 +32,14 @@ task_runner_options runner_options(runtime::service_env& env) {
 
 result<std::shared_ptr<void>> start_parts(runtime::service_env& env, const ingest_config& c, ingest_handles& out) {
   auto tasks = std::make_shared<task_runner>(runner_options(env));
-  auto s = sync_service::start({.data_dir = env.paths.root, .keys = env.keys, .bind = c.sync_bind, .tasks = tasks});
+  audit::emitter* em = env.audit;
+  auto s = sync_service::start({.data_dir = env.paths.root,
+                                .keys = env.keys,
+                                .bind = c.sync_bind,
+                                .tasks = tasks,
+                                .audit = [em](audit::record r) { em->emit(std::move(r)); },
+                                .zone = env.zone,
+                                .node = env.node_id});
   if (!s) return s.err();
   std::shared_ptr<sync_service> sync = std::move(*s);
   out.tasks = tasks;
@@ -47,8 +54,12 @@ std::unique_ptr<runtime::service_logic> make_logic(runtime::service_env& env, co
   parts.db = env.db;
   parts.datasets_root = env.paths.root + "/datasets";
   parts.sync_info = [sync] { return sync->info(); };
-  parts.pull = [sync](const std::string& dataset, const std::string& endpoint, const std::string& key,
-                      const std::string& principal) { return sync->pull(dataset, endpoint, key, principal); };
+  parts.sync_grant = [sync](const std::string& peer_key, const std::string& tenant, const std::string& dataset,
+                            const std::string& principal) { return sync->grant(peer_key, tenant, dataset, principal); };
+  parts.pull = [sync](const std::string& tenant, const std::string& dataset, const std::string& endpoint,
+                      const std::string& key, const std::string& source_tenant, const std::string& principal) {
+    return sync->pull(tenant, dataset, endpoint, key, source_tenant, principal);
+  };
   parts.trainer_nodes = [&env] { return trainer_nodes(env); };
   return std::make_unique<ingest_logic>(std::move(parts));
 }

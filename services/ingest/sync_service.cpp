@@ -1,8 +1,12 @@
 #include "services/ingest/sync_service.hpp"
 
+#include "libs/audit/record.hpp"
+#include "libs/auth/token.hpp"
+#include "libs/cdc/received_shards.hpp"
 #include "libs/cdc/sync_client.hpp"
 #include "libs/cdc/sync_server.hpp"
 #include "libs/files/files.hpp"
+#include "libs/layout/dataset_dirs.hpp"
 #include "libs/layout/layout.hpp"
 #include "libs/shards/check.hpp"
 #include "libs/shards/manifest.hpp"
@@ -33,11 +37,18 @@ constexpr std::chrono::milliseconds pull_watch_interval{250};
 
 double since(clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); }
 
-// Keys of `dir` (missing dir = none). A key in both lists keeps the first principal.
-status merge_keys(const std::string& dir, wire::allow_list& into) {
+// The ZAP principal of a trusted peer's key file <stem>.pub: never the name
+// of one of the deployment's own keys ("trainer"), whatever the file is called.
+constexpr std::string_view peer_prefix = "peer:";
+// The deployment's own key that reads any tenant's dataset (a stage's data.dataset).
+constexpr std::string_view trainer_principal = "trainer";
+
+// Keys of `dir` (missing dir = none), each principal prefixed with `prefix`.
+// A key in both lists keeps the first principal.
+status merge_keys(const std::string& dir, wire::allow_list& into, std::string_view prefix = "") {
   auto keys = wire::load_allow_list(dir);
   if (!keys) return keys.code() == errc::not_found ? ok_status() : status(keys.err());
-  for (auto& [key, principal] : *keys) into.emplace(key, principal);
+  for (auto& [key, principal] : *keys) into.emplace(key, std::string(prefix) + principal);
   return ok_status();
 }
 
@@ -76,7 +87,7 @@ void peek(const std::string& into, pull_progress& p) {
 }
 
 struct pull_job {
-  std::string dataset, endpoint, server_key, into;
+  std::string tenant, source_tenant, dataset, endpoint, server_key, into;
   wire::curve_keypair mine;
   task_runner* runner = nullptr;  // the body runs on its thread, so it outlives the body
 };
@@ -116,7 +127,10 @@ status run_pull(task_context& ctx, const pull_job& p) {
   });
   const auto t0 = clock::now();
   zmq::context_t zctx(1);
-  cdc::sync_client client(zctx, p.mine, p.server_key);
+  cdc::sync_client_options co;
+  // What came must match its manifest.json before it replaces anything here.
+  co.accept = [&](const cdc::staged_version& v) { return cdc::check_received_shards(v, p.dataset, ctx.stop); };
+  cdc::sync_client client(zctx, p.mine, p.server_key, co);
   std::mutex mu;
   std::condition_variable cv;
   bool done = false;
@@ -137,7 +151,7 @@ status run_pull(task_context& ctx, const pull_job& p) {
       cv.wait_for(lock, pull_watch_interval, [&] { return done; });
     }
   });
-  auto pulled = client.pull(p.endpoint, p.dataset, p.into);
+  auto pulled = client.pull(p.endpoint, p.source_tenant, p.dataset, p.into);
   {
     std::lock_guard lock(mu);
     done = true;
@@ -157,15 +171,18 @@ status run_pull(task_context& ctx, const pull_job& p) {
     if (!existed) fs::remove_all(p.into, ec);  // an empty D would otherwise be served as a dataset
     if (ctx.stop && ctx.stop->load())
       return make_error(errc::unavailable, "pull of dataset " + p.dataset + " from " + p.endpoint + " stopped");
+    std::string kept;
+    if (pulled.code() == errc::corruption)  // a version refused (a chunk or its manifest.json): nothing replaced
+      kept = existed ? " (nothing was replaced: the previous copy stands)" : " (no copy was made)";
     return make_error(pulled.code(), "pull of dataset " + p.dataset + " from " + p.endpoint + ": " +
-                                         pulled.err().message);
+                                         pulled.err().message + kept);
   }
 
   ctx.update([](task_info& i) { i.phase = "record"; });
   auto m = shards::read_manifest(p.into);
   if (!m)
     return make_error(m.code(), "pulled dataset " + p.dataset + " has no usable shard manifest: " + m.err().message);
-  if (auto st = p.runner->record_dataset_dir(p.dataset, id); !st)
+  if (auto st = p.runner->record_dataset_dir(p.tenant, p.dataset, id); !st)
     return make_error(st.code(), "dataset " + p.dataset + " pulled but not recorded in the catalogue: " + st.err().message);
   std::uint64_t docs = 0;
   for (const auto& sh : m->shards) docs += sh.docs;
@@ -191,6 +208,12 @@ status servable(const std::string& datasets_root, const std::string& dataset) {
   return make_error(errc::corruption, "dataset " + dataset + " is damaged at its ingest: " +
                                           shards::describe(problems) + " (re-import it; `loom data verify " +
                                           dataset + "` checks every shard)");
+}
+
+result<std::string> sync_tenant(const std::string& wire_tenant) {
+  if (wire_tenant.empty()) return std::string(layout::default_tenant);
+  if (auto st = auth::validate_name("tenant", wire_tenant); !st) return st.err();
+  return wire_tenant;
 }
 
 status validate_pull(const std::string& dataset, const std::string& endpoint, const std::string& public_key) {
@@ -231,9 +254,22 @@ result<std::unique_ptr<sync_service>> sync_service::start(sync_service_options o
   so.root = datasets;
   so.bind = s->o_.bind;
   so.scratch_dir = scratch;
-  // so.authorize stays empty: every admitted key may read every dataset (see the header).
+  so.locate = [datasets](const std::string& tenant, const std::string& name) -> result<std::string> {
+    auto t = sync_tenant(tenant);
+    if (!t) return t.err();
+    return layout::tenant_dataset_dir(datasets, *t, name);
+  };
+  sync_service* self = s.get();  // the server is destroyed first (~sync_service)
+  so.authorize = [self](const std::string& principal, const std::string& tenant, const std::string& name) {
+    auto t = sync_tenant(tenant);
+    return t && self->may_read(principal, *t, name);
+  };
   // A damaged dataset is not served: the puller learns which shard is wrong here.
-  so.check = [datasets](const std::string& name) { return servable(datasets, name); };
+  so.check = [datasets](const std::string& tenant, const std::string& name) -> status {
+    auto t = sync_tenant(tenant);
+    if (!t) return t.err();
+    return servable(layout::tenant_datasets_root(datasets, *t), name);
+  };
   auto server = cdc::sync_server::start(*s->ctx_, s->o_.keys, "loom", std::move(so));
   if (!server) return make_error(server.code(), "sync server on " + s->o_.bind + ": " + server.err().message);
   s->server_ = std::move(*server);
@@ -254,10 +290,64 @@ status sync_service::reload_keys() {
   const layout::paths paths{o_.data_dir};
   wire::allow_list keys;
   if (auto st = merge_keys(paths.curve_dir(), keys); !st) return st;
-  if (auto st = merge_keys(paths.peers_dir(), keys); !st)
+  if (auto st = merge_keys(paths.peers_dir(), keys, peer_prefix); !st)
     return make_error(st.code(), "trusted peer keys in " + paths.peers_dir() + ": " + st.err().message);
+  admitted_ = keys;
   zap_->set_allow_list(std::move(keys));
   return ok_status();
+}
+
+status sync_service::grant(const std::string& peer_public_z85, const std::string& tenant, const std::string& dataset,
+                           const std::string& requested_by) {
+  if (!wire::valid_z85_key(peer_public_z85))
+    return make_error(errc::invalid_argument, "peer_public_key: want the pulling ingest's CURVE public key (40 Z85 "
+                                              "characters)");
+  if (auto st = validate_dataset_name(dataset); !st) return st;
+  if (auto st = reload_keys(); !st) return st;
+  std::string principal;
+  {
+    std::lock_guard lock(reload_mu_);
+    auto it = admitted_.find(peer_public_z85);
+    if (it == admitted_.end())
+      return make_error(errc::permission_denied,
+                        "key " + peer_public_z85.substr(0, 8) + "... is not admitted by this ingest's sync server (" +
+                            layout::paths{o_.data_dir}.peers_dir() + " holds the trusted peers; `loom data sync` adds "
+                            "the pulling ingest's key there)");
+    principal = it->second;
+  }
+  // This deployment's own keys are shared (the client key by every CLI user):
+  // a grant to one would open the dataset to all of them.
+  if (!principal.starts_with(peer_prefix))
+    return make_error(errc::permission_denied, "key " + principal + " is one of this deployment's own keys: a dataset "
+                                               "is granted only to a trusted peer's (" +
+                                                   layout::paths{o_.data_dir}.peers_dir() + ")");
+  {
+    std::lock_guard lock(grants_mu_);
+    grants_[{principal, tenant, dataset}] = std::chrono::steady_clock::now() + grant_lifetime;
+  }
+  if (o_.audit) {
+    auto r = audit::service_record(
+        o_.node, o_.zone, "ingest", "dataset.grant", "",
+        "key " + principal + " may read dataset " + dataset + " of tenant " + tenant,
+        nlohmann::json{{"principal", principal},
+                       {"tenant", tenant},
+                       {"dataset", dataset},
+                       {"hours", grant_lifetime.count()},
+                       {"requested_by", requested_by}}
+            .dump());
+    o_.audit(std::move(r));
+  }
+  return ok_status();
+}
+
+bool sync_service::may_read(const std::string& principal, const std::string& tenant, const std::string& dataset) {
+  if (principal == trainer_principal) return true;
+  std::lock_guard lock(grants_mu_);
+  auto it = grants_.find({principal, tenant, dataset});
+  if (it == grants_.end()) return false;
+  if (std::chrono::steady_clock::now() < it->second) return true;
+  grants_.erase(it);
+  return false;
 }
 
 result<sync_endpoint> sync_service::info() {
@@ -265,13 +355,20 @@ result<sync_endpoint> sync_service::info() {
   return sync_endpoint{server_->endpoint(), o_.keys.public_z85};
 }
 
-result<task_info> sync_service::pull(const std::string& dataset, const std::string& endpoint,
-                                     const std::string& server_public_z85, const std::string& principal) {
+result<task_info> sync_service::pull(const std::string& tenant, const std::string& dataset,
+                                     const std::string& endpoint, const std::string& server_public_z85,
+                                     const std::string& source_tenant, const std::string& principal) {
   if (auto st = validate_pull(dataset, endpoint, server_public_z85); !st) return st.err();
+  if (auto st = auth::validate_name("tenant", tenant); !st) return st.err();
+  if (!source_tenant.empty())
+    if (auto st = auth::validate_name("source_tenant", source_tenant); !st) return st.err();
   if (endpoint == server_->endpoint() && server_public_z85 == o_.keys.public_z85)
     return make_error(errc::invalid_argument, "endpoint " + endpoint + " is this ingest's own sync server");
-  pull_job job{dataset, endpoint, server_public_z85, o_.data_dir + "/datasets/" + dataset, o_.keys, o_.tasks.get()};
-  return o_.tasks->start("pull", dataset, endpoint, principal,
+  const std::string root = o_.tasks->datasets_root(tenant);
+  if (auto st = files::make_dirs(root); !st) return st.err();
+  pull_job job{tenant,          source_tenant, dataset, endpoint, server_public_z85, root + "/" + dataset,
+               o_.keys,         o_.tasks.get()};
+  return o_.tasks->start("pull", tenant, dataset, endpoint, principal,
                          [job = std::move(job)](task_context& ctx) { return run_pull(ctx, job); });
 }
 

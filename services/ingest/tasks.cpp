@@ -2,6 +2,7 @@
 
 #include "libs/audit/record.hpp"
 #include "libs/files/confine.hpp"
+#include "libs/layout/dataset_dirs.hpp"
 #include "libs/shards/manifest.hpp"
 #include "libs/store/database.hpp"
 #include "libs/store/migrate.hpp"
@@ -16,6 +17,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 
 namespace loom::ingest {
 namespace {
@@ -32,6 +34,17 @@ std::string id_prefix(const std::string& kind) {
 }
 
 bool terminal(const std::string& state) { return state == "succeeded" || state == "failed" || state == "cancelled"; }
+
+// Every datasets root under `root`: the default tenant's (root itself) and
+// each other tenant's (<root>/.tenant-*).
+std::vector<std::string> all_tenant_roots(const std::string& root) {
+  std::vector<std::string> out{root};
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec))
+    if (it->path().filename().string().starts_with(layout::tenant_dir_prefix) && it->is_directory(ec))
+      out.push_back(it->path().string());
+  return out;
+}
 
 // The catalogue on the runner thread: opened on first use, migrated by the
 // service at start-up (migrate again is a no-op and covers tests).
@@ -63,16 +76,16 @@ task_runner::task_runner(task_runner_options o)
   if (!ids_.warning().empty()) std::fprintf(stderr, "loom-ingest: %s\n", ids_.warning().c_str());
   // Nothing runs yet in this process; an import of another process (the
   // command-line tool) holds its name's lock and keeps its entries.
-  if (!opt_.datasets_root.empty()) {
-    auto removed = clean_stale(opt_.datasets_root);
-    if (!removed)
-      std::fprintf(stderr, "loom-ingest: cleaning %s/.staging: %s\n", opt_.datasets_root.c_str(),
-                   removed.err().to_string().c_str());
-    else
-      for (const auto& e : *removed)
-        std::fprintf(stderr, "loom-ingest: removed %s/.staging/%s (left by an import that was killed)\n",
-                     opt_.datasets_root.c_str(), e.c_str());
-  }
+  if (!opt_.datasets_root.empty())
+    for (const auto& root : all_tenant_roots(opt_.datasets_root)) {
+      auto removed = clean_stale(root);
+      if (!removed)
+        std::fprintf(stderr, "loom-ingest: cleaning %s/.staging: %s\n", root.c_str(), removed.err().to_string().c_str());
+      else
+        for (const auto& e : *removed)
+          std::fprintf(stderr, "loom-ingest: removed %s/.staging/%s (left by an import that was killed)\n",
+                       root.c_str(), e.c_str());
+    }
   thread_ = std::thread([this] { run(); });
 }
 
@@ -89,7 +102,8 @@ task_runner::~task_runner() {
 result<task_info> task_runner::enqueue(std::shared_ptr<task> t) {
   std::lock_guard lock(mu_);
   for (auto& [id, other] : tasks_)
-    if (other->info.dataset == t->info.dataset && !terminal(other->info.state))
+    if (other->info.dataset == t->info.dataset && other->info.tenant == t->info.tenant &&
+        !terminal(other->info.state))
       return make_error(errc::conflict, "dataset " + t->info.dataset + " already has task " + id + " (" +
                                             other->info.state + ")");
   auto id = ids_.next(id_prefix(t->info.kind));
@@ -102,12 +116,17 @@ result<task_info> task_runner::enqueue(std::shared_ptr<task> t) {
   return t->info;
 }
 
-result<task_info> task_runner::start(const std::string& kind, const std::string& dataset,
-                                              const std::string& source, const std::string& principal,
-                                              task_body body) {
+std::string task_runner::datasets_root(const std::string& tenant) const {
+  return layout::tenant_datasets_root(opt_.datasets_root, tenant);
+}
+
+result<task_info> task_runner::start(const std::string& kind, const std::string& tenant, const std::string& dataset,
+                                     const std::string& source, const std::string& principal, task_body body) {
   if (auto st = validate_dataset_name(dataset); !st) return st.err();
+  if (tenant.empty()) return make_error(errc::invalid_argument, "a task needs the tenant whose dataset it works on");
   auto t = std::make_shared<task>();
   t->info.kind = kind;
+  t->info.tenant = tenant;
   t->info.dataset = dataset;
   t->info.source = source;
   t->principal = principal;
@@ -115,8 +134,10 @@ result<task_info> task_runner::start(const std::string& kind, const std::string&
   return enqueue(std::move(t));
 }
 
-result<task_info> task_runner::start_import(import_options opt, const std::string& principal) {
-  opt.datasets_root = opt_.datasets_root;
+result<task_info> task_runner::start_import(import_options opt, const std::string& tenant,
+                                           const std::string& principal) {
+  if (tenant.empty()) return make_error(errc::invalid_argument, "an import needs the tenant whose dataset it makes");
+  opt.datasets_root = datasets_root(tenant);
   if (auto st = validate(opt); !st) return st.err();
   if (!opt_.import_roots.empty()) {
     auto inside = files::confined(opt_.import_roots, opt.source);
@@ -131,10 +152,11 @@ result<task_info> task_runner::start_import(import_options opt, const std::strin
     return make_error(errc::not_found, "import source " + opt.source + " does not exist (or is not readable by the ingest service)");
   auto t = std::make_shared<task>();
   t->info.kind = "import";
+  t->info.tenant = tenant;
   t->info.dataset = opt.dataset;
   t->info.source = opt.source;
   t->principal = principal;
-  t->body = [opt](task_context& ctx) mutable -> status {
+  t->body = [opt, tenant](task_context& ctx) mutable -> status {
     opt.stop = ctx.stop;
     opt.progress = [&ctx](const import_progress& p) {
       ctx.update([&](task_info& i) {
@@ -169,21 +191,24 @@ result<task_info> task_runner::start_import(import_options opt, const std::strin
     auto cat = ctx.open_catalog();
     if (!cat) return cat.err();
     if (*cat)
-      if (auto st = (*cat)->record_import(*sum, static_cast<std::int64_t>(unix_ns_now())); !st)
+      if (auto st = (*cat)->record_import(tenant, *sum, static_cast<std::int64_t>(unix_ns_now())); !st)
         return make_error(st.err().code, "dataset published but not recorded in the catalogue: " + st.err().message);
     return ok_status();
   };
   return enqueue(std::move(t));
 }
 
-result<task_info> task_runner::start_verify(const std::string& dataset, const std::string& principal) {
+result<task_info> task_runner::start_verify(const std::string& tenant, const std::string& dataset,
+                                           const std::string& principal) {
   if (auto st = validate_dataset_name(dataset); !st) return st.err();
-  const std::string dir = opt_.datasets_root + "/" + dataset;
+  const std::string root = datasets_root(tenant);
+  const std::string dir = root + "/" + dataset;
   struct stat sb {};
   if (::stat(dir.c_str(), &sb) != 0 || !S_ISDIR(sb.st_mode))
     return make_error(errc::not_found, "no dataset " + dataset + " (`loom data list` lists them)");
-  return start("verify", dataset, dir, principal,
-               [root = opt_.datasets_root, dataset](task_context& ctx) { return verify_dataset(ctx, root, dataset); });
+  return start("verify", tenant, dataset, dir, principal, [root, tenant, dataset](task_context& ctx) {
+    return verify_dataset(ctx, root, tenant, dataset);
+  });
 }
 
 std::optional<task_info> task_runner::get(const std::string& id) const {
@@ -193,11 +218,12 @@ std::optional<task_info> task_runner::get(const std::string& id) const {
   return it->second->info;
 }
 
-std::optional<task_info> task_runner::last_for(const std::string& dataset) const {
+std::optional<task_info> task_runner::last_for(const std::string& tenant, const std::string& dataset) const {
   std::lock_guard lock(mu_);
   const task* best = nullptr;
   for (auto& [id, t] : tasks_)
-    if (t->info.dataset == dataset && (!best || t->info.started_unix_ns >= best->info.started_unix_ns))
+    if (t->info.dataset == dataset && t->info.tenant == tenant &&
+        (!best || t->info.started_unix_ns >= best->info.started_unix_ns))
       best = t.get();
   if (!best) return std::nullopt;
   return best->info;
@@ -224,11 +250,12 @@ result<task_info> task_runner::cancel(const std::string& id) {
   return t.info;
 }
 
-status task_runner::record_dataset_dir(const std::string& dataset, const std::string& import_id) {
+status task_runner::record_dataset_dir(const std::string& tenant, const std::string& dataset,
+                                       const std::string& import_id) {
   import_summary s;
   s.dataset = dataset;
   s.import_id = import_id;
-  s.dir = opt_.datasets_root + "/" + dataset;
+  s.dir = datasets_root(tenant) + "/" + dataset;
   s.report_path = s.dir + "/" + std::string(report_file_name);
   auto m = shards::read_manifest(s.dir);
   if (!m) return m.err();
@@ -248,7 +275,7 @@ status task_runner::record_dataset_dir(const std::string& dataset, const std::st
   if (!db) return db.err();
   if (auto st = store::migrate(**db, ingest_migrations()); !st) return st;
   catalog cat(**db);
-  return cat.record_import(s, static_cast<std::int64_t>(unix_ns_now()));
+  return cat.record_import(tenant, s, static_cast<std::int64_t>(unix_ns_now()));
 }
 
 void task_runner::run() {
@@ -307,7 +334,8 @@ void task_runner::audit_outcome(const task& t, const status& outcome) {
   auto r = audit::service_record(
       opt_.node, opt_.zone, "ingest", "dataset." + i.kind, "",
       outcome.ok() ? i.kind + " of " + i.dataset + " " + i.state : outcome.err().to_string(),
-      nlohmann::json{{"task", i.id},         {"dataset", i.dataset},       {"source", i.source},
+      nlohmann::json{{"task", i.id},         {"tenant", i.tenant},         {"dataset", i.dataset},
+                     {"source", i.source},
                      {"state", i.state},     {"files", i.files},           {"documents", i.documents},
                      {"kept", i.kept},       {"rejected", i.rejected},     {"duplicates", i.duplicates},
                      {"tokens", i.tokens},   {"shards", i.shards},         {"bytes_sent", i.bytes_sent},

@@ -15,6 +15,8 @@
 // their ids are never reused: the counters persist in <state_dir>/task-ids.json,
 // and the runner removes what killed imports left in .staging when it starts.
 // Imports read only inside the import roots (files/confine.hpp).
+// Datasets are per tenant: every task names its tenant, and a tenant's
+// datasets lie under layout::tenant_datasets_root(datasets_root, tenant).
 // Thread-safe: every public member may be called from any thread.
 #pragma once
 
@@ -45,6 +47,7 @@ namespace loom::ingest {
 struct task_info {
   std::string id;      // imp-000001 / pull-000001 / ver-000001 (unique across restarts)
   std::string kind;    // import | pull | verify
+  std::string tenant;  // whose dataset it works on (names are per tenant)
   std::string dataset, source;
   std::string state;   // queued | running | succeeded | failed | cancelled
   std::string phase;   // read | write | publish | done (imports); manifest | chunks | rebuild (pulls); hash (verify)
@@ -87,31 +90,35 @@ class task_runner {
   explicit task_runner(task_runner_options o);
   ~task_runner();  // cancels what runs, forgets the queue, joins
 
-  // Queues an import of opt.source into opt.dataset (progress, stop and the
-  // reader's roots are set here). invalid_argument for bad options
-  // (validate()), permission_denied for a source outside the import roots
-  // (naming it and the roots), not_found for a missing source inside them,
-  // conflict while a task for the same dataset is queued or running.
-  result<task_info> start_import(import_options opt, const std::string& principal);
-  // Queues a full verify of `dataset` (verify.hpp). not_found when there is no
-  // such dataset directory; conflict as above.
-  result<task_info> start_verify(const std::string& dataset, const std::string& principal);
+  // Queues an import of opt.source into `tenant`'s dataset opt.dataset
+  // (progress, stop, the tenant's datasets root and the reader's roots are set
+  // here). invalid_argument for bad options (validate()), permission_denied
+  // for a source outside the import roots (naming it and the roots),
+  // not_found for a missing source inside them, conflict while a task for the
+  // same dataset of the tenant is queued or running.
+  result<task_info> start_import(import_options opt, const std::string& tenant, const std::string& principal);
+  // Queues a full verify of `tenant`'s `dataset` (verify.hpp). not_found when
+  // there is no such dataset directory; conflict as above.
+  result<task_info> start_verify(const std::string& tenant, const std::string& dataset, const std::string& principal);
   const std::vector<std::string>& import_roots() const { return opt_.import_roots; }
-  // Queues a generic task (pulls): `body` runs on the runner thread and fills
-  // the task_info through ctx.update; its error fails the task.
+  // Where `tenant`'s datasets lie (libs/layout/dataset_dirs.hpp).
+  std::string datasets_root(const std::string& tenant) const;
+  // Queues a generic task (pulls) on `tenant`'s `dataset`: `body` runs on the
+  // runner thread and fills the task_info through ctx.update; its error fails
+  // the task.
   using task_body = std::function<status(task_context&)>;
-  result<task_info> start(const std::string& kind, const std::string& dataset, const std::string& source,
-                                   const std::string& principal, task_body body);
+  result<task_info> start(const std::string& kind, const std::string& tenant, const std::string& dataset,
+                          const std::string& source, const std::string& principal, task_body body);
 
   std::optional<task_info> get(const std::string& id) const;
-  // The newest task (running or finished) for `dataset`.
-  std::optional<task_info> last_for(const std::string& dataset) const;
+  // The newest task (running or finished) for `tenant`'s `dataset`.
+  std::optional<task_info> last_for(const std::string& tenant, const std::string& dataset) const;
   // not_found for an unknown id; conflict when it already ended.
   result<task_info> cancel(const std::string& id);
 
-  // Records a dataset directory that appeared by other means (a pull) in the
-  // catalogue; runs on the caller's thread with its own connection.
-  status record_dataset_dir(const std::string& dataset, const std::string& import_id);
+  // Records a dataset directory of `tenant` that appeared by other means (a
+  // pull) in the catalogue; runs on the caller's thread with its own connection.
+  status record_dataset_dir(const std::string& tenant, const std::string& dataset, const std::string& import_id);
 
  private:
   struct task {

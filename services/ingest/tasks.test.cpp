@@ -80,7 +80,7 @@ TEST_CASE("a restarted runner removes what a killed import left in staging and d
   std::string first;
   {
     task_runner r(options(t.path()));
-    auto task = r.start("pull", "d", "src", "tester", [](task_context&) { return ok_status(); });
+    auto task = r.start("pull", "default", "d", "src", "tester", [](task_context&) { return ok_status(); });
     REQUIRE(task.ok());
     first = task->id;
     CHECK(wait_done(r, first).state == "succeeded");
@@ -91,7 +91,7 @@ TEST_CASE("a restarted runner removes what a killed import left in staging and d
   task_runner r(options(t.path()));
   CHECK_FALSE(fs::exists(t.path() + "/datasets/.staging/d.0123456789abcdef"));
   CHECK_FALSE(fs::exists(t.path() + "/datasets/.staging/d.0123456789abcdef.work"));
-  auto task = r.start("pull", "d", "src", "tester", [](task_context&) { return ok_status(); });
+  auto task = r.start("pull", "default", "d", "src", "tester", [](task_context&) { return ok_status(); });
   REQUIRE(task.ok());
   CHECK(first == "pull-000001");
   CHECK(task->id == "pull-000002");
@@ -108,7 +108,7 @@ TEST_CASE("an import source outside the import roots is refused naming it and th
     import_options o;
     o.source = source;
     o.dataset = "d";
-    return r.start_import(o, "tester");
+    return r.start_import(o, "default", "tester");
   };
   for (const std::string& source : {outside + "/secret.txt", imports + "/link-out", std::string("/etc")}) {
     auto refused = start(source);
@@ -122,7 +122,7 @@ TEST_CASE("an import source outside the import roots is refused naming it and th
   auto missing = start(imports + "/missing");
   CHECK(missing.code() == errc::not_found);
   CHECK(missing.err().message.find(imports + "/missing") != std::string::npos);
-  CHECK_FALSE(r.last_for("d"));  // no task was made
+  CHECK_FALSE(r.last_for("default", "d"));  // no task was made
 }
 
 TEST_CASE("import nodes must be trainer nodes of the deployment and an unknown one is named") {

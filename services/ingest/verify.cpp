@@ -28,7 +28,8 @@ void compare(const shards::manifest& m, const std::vector<shard_row>& rows, std:
 
 }  // namespace
 
-status verify_dataset(task_context& ctx, const std::string& datasets_root, const std::string& dataset) {
+status verify_dataset(task_context& ctx, const std::string& datasets_root, const std::string& tenant,
+                      const std::string& dataset) {
   const auto t0 = std::chrono::steady_clock::now();
   const std::string dir = datasets_root + "/" + dataset;
   ctx.update([](task_info& i) { i.phase = "hash"; });
@@ -38,11 +39,11 @@ status verify_dataset(task_context& ctx, const std::string& datasets_root, const
   std::string import_id;
   std::vector<shard_row> rows;
   if (*cat) {
-    auto row = (*cat)->dataset(dataset);
+    auto row = (*cat)->dataset(tenant, dataset);
     if (!row) return row.err();
     if (!*row) return make_error(errc::not_found, "no dataset " + dataset + " in the catalogue");
     import_id = (*row)->import_id;
-    auto sh = (*cat)->shards(dataset);
+    auto sh = (*cat)->shards(tenant, dataset);
     if (!sh) return sh.err();
     rows = std::move(*sh);
   }
@@ -76,7 +77,7 @@ status verify_dataset(task_context& ctx, const std::string& datasets_root, const
   if (*cat) {
     const auto now = std::chrono::duration_cast<std::chrono::nanoseconds>(
                          std::chrono::system_clock::now().time_since_epoch()).count();
-    if (auto st = (*cat)->record_verify(dataset, import_id, damage, now); !st) return st;
+    if (auto st = (*cat)->record_verify(tenant, dataset, import_id, damage, now); !st) return st;
   }
   if (!problems.empty()) return make_error(errc::corruption, "dataset " + dataset + " is damaged: " + damage);
   return ok_status();

@@ -15,10 +15,12 @@ namespace loom::ingest {
 
 struct task_context;
 
-// Verifies <datasets_root>/<dataset>. task_info: phase "hash" then "done",
+// Verifies <datasets_root>/<dataset> (datasets_root: the tenant's, whose
+// catalogue rows it compares and records). task_info: phase "hash" then "done",
 // shards, bytes_read (bytes hashed), elapsed_s, mb_per_s, and report_json
 // {"dataset", "shards", "bytes", "problems": [{"shard", "what"}]}. Errors:
 // corruption (damaged), not_found (no such dataset), unavailable (stopped).
-status verify_dataset(task_context& ctx, const std::string& datasets_root, const std::string& dataset);
+status verify_dataset(task_context& ctx, const std::string& datasets_root, const std::string& tenant,
+                      const std::string& dataset);
 
 }  // namespace loom::ingest

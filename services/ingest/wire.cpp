@@ -24,6 +24,7 @@ import_options import_options_from_wire(const loom::v1::ImportDatasetRequest& r)
 void to_wire(const task_info& t, loom::v1::TaskInfo* out) {
   out->set_id(t.id);
   out->set_kind(t.kind);
+  out->set_tenant(t.tenant);
   out->set_dataset(t.dataset);
   out->set_state(t.state);
   out->set_phase(t.phase);
@@ -45,6 +46,23 @@ void to_wire(const task_info& t, loom::v1::TaskInfo* out) {
   out->set_finished_unix_ns(t.finished_unix_ns);
 }
 
+readiness readiness_of(const dataset_row& d, const std::string& damage) {
+  if (!damage.empty()) return {"damaged", damage};
+  if (d.tokens <= 0) {
+    std::string why = "it has no tokens: ";
+    const std::string version = "version " + std::to_string(d.version) + " (" + d.import_id + ")";
+    if (d.documents > 0)
+      why += "the " + std::to_string(d.documents) + " documents of " + version + " are empty";
+    else if (d.rejects > 0)
+      why += version + " kept no document: all " + std::to_string(d.rejects) + " were rejected (`loom data rejects " +
+             d.name + "` says why)";
+    else
+      why += version + " kept no document: its source held none";
+    return {"empty", why};
+  }
+  return {d.state, ""};
+}
+
 void to_wire(const dataset_row& d, const std::string& dir, const std::string& damage, loom::v1::DatasetInfo* out) {
   out->mutable_id()->set_value(d.name);
   out->set_name(d.name);
@@ -54,7 +72,10 @@ void to_wire(const dataset_row& d, const std::string& dir, const std::string& da
   out->set_bytes(static_cast<std::uint64_t>(d.bytes));
   out->set_version(d.version);
   out->set_import_id(d.import_id);
-  out->set_state(damage.empty() ? d.state : "damaged");
+  const readiness r = readiness_of(d, damage);
+  out->set_state(r.state);
+  out->set_reason(r.reason);
+  out->set_tenant(d.tenant);
   out->set_updated_unix_ns(static_cast<std::uint64_t>(d.updated_ns));
   out->set_dir(dir);
   out->set_report_path(d.report_path);
@@ -80,9 +101,10 @@ void to_wire(const reject_row& r, loom::v1::Reject* out) {
   out->set_stage(r.stage);
 }
 
-void to_wire(const sync_endpoint& e, loom::v1::SyncInfoReply* out) {
+void to_wire(const sync_endpoint& e, const std::string& granted_tenant, loom::v1::SyncInfoReply* out) {
   out->set_endpoint(e.endpoint);
   out->set_public_key(e.public_key);
+  out->set_tenant(granted_tenant);
 }
 
 }  // namespace loom::ingest

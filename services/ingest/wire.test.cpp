@@ -14,6 +14,7 @@ TEST_CASE("every field of a task reaches its TaskInfo") {
   task_info t;
   t.id = "imp-000007";
   t.kind = "import";
+  t.tenant = "acme";
   t.dataset = "d";
   t.source = "/data/imports/x";
   t.state = "succeeded";
@@ -45,8 +46,9 @@ TEST_CASE("every field of a task reaches its TaskInfo") {
   CHECK(w.report_json() == "{}");
   CHECK(w.started_unix_ns() == 12);
   CHECK(w.finished_unix_ns() == 13);
+  CHECK(w.tenant() == "acme");
   // Every field of the message is one the task fills.
-  CHECK(v1::TaskInfo::descriptor()->field_count() == 21);
+  CHECK(v1::TaskInfo::descriptor()->field_count() == 22);
 }
 
 TEST_CASE("an import request keeps the importer's defaults where it names nothing") {
@@ -89,6 +91,9 @@ TEST_CASE("a catalogue row is damaged on the wire only with a damage text") {
   d.state = "ready";
   d.version = 3;
   d.rejects = 12;
+  d.documents = 10;
+  d.tokens = 4000;
+  d.tenant = "acme";
   v1::DatasetInfo ok, bad;
   to_wire(d, "/data/datasets/d", "", &ok);
   CHECK(ok.state() == "ready");
@@ -98,6 +103,35 @@ TEST_CASE("a catalogue row is damaged on the wire only with a damage text") {
   CHECK(ok.version() == 3);
   CHECK(ok.rejects() == 12);
   to_wire(d, "/data/datasets/d", "shard-000002.bin is missing", &bad);
+  CHECK(ok.reason().empty());
+  CHECK(ok.tenant() == "acme");
   CHECK(bad.state() == "damaged");
   CHECK(bad.damage() == "shard-000002.bin is missing");
+  CHECK(bad.reason() == "shard-000002.bin is missing");
+}
+
+TEST_CASE("a dataset without tokens is empty, not ready, and says what its import kept") {
+  dataset_row d;
+  d.name = "notes";
+  d.state = "ready";
+  d.version = 2;
+  d.import_id = "imp-000007";
+  d.rejects = 12;
+  v1::DatasetInfo all_rejected, none, blank;
+  to_wire(d, "/data/datasets/notes", "", &all_rejected);
+  CHECK(all_rejected.state() == "empty");
+  CHECK(all_rejected.reason() ==
+        "it has no tokens: version 2 (imp-000007) kept no document: all 12 were rejected (`loom data rejects notes` "
+        "says why)");
+  d.rejects = 0;
+  to_wire(d, "/data/datasets/notes", "", &none);
+  CHECK(none.state() == "empty");
+  CHECK(none.reason() == "it has no tokens: version 2 (imp-000007) kept no document: its source held none");
+  d.documents = 3;
+  to_wire(d, "/data/datasets/notes", "", &blank);
+  CHECK(blank.reason() == "it has no tokens: the 3 documents of version 2 (imp-000007) are empty");
+  // Damage says more than emptiness.
+  v1::DatasetInfo damaged;
+  to_wire(d, "/data/datasets/notes", "manifest.json is missing", &damaged);
+  CHECK(damaged.state() == "damaged");
 }

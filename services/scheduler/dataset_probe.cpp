@@ -16,7 +16,7 @@ namespace loom::scheduler {
 constexpr std::chrono::milliseconds probe_timeout{2000};
 
 dataset_probe ingest_probe(runtime::service_env& env) {
-  return [&env](const std::string& name) -> status {
+  return [&env](const std::string& tenant, const std::string& name) -> status {
     auto eps = layout::read_endpoints(env.paths.endpoints());
     const auto* ingest = eps ? eps->find("ingest") : env.eps.find("ingest");
     if (!ingest || ingest->rpc.empty())
@@ -26,6 +26,7 @@ dataset_probe ingest_probe(runtime::service_env& env) {
     wire::client cli(*env.ctx, ingest->rpc, *key, env.keys, wire::client_options{probe_timeout, 0});
     loom::v1::DatasetStatusRequest q;
     q.set_name(name);
+    q.set_for_tenant(tenant);
     auto st = wire::call_typed<loom::v1::DatasetStatusReply>(cli, q, env.service_token());
     if (!st && st.code() == errc::not_found)
       return make_error(errc::not_found, "data.dataset " + name + ": ingest has no dataset " + name +
@@ -35,7 +36,7 @@ dataset_probe ingest_probe(runtime::service_env& env) {
       return make_error(errc::unavailable, "data.dataset " + name + ": cannot ask ingest about it: " + st.err().message);
     if (st->dataset().state() != "ready")
       return make_error(errc::conflict, "data.dataset " + name + " is " + st->dataset().state() + ", not ready" +
-                                            (st->dataset().damage().empty() ? "" : ": " + st->dataset().damage()));
+                                            (st->dataset().reason().empty() ? "" : ": " + st->dataset().reason()));
     return ok_status();
   };
 }

@@ -17,9 +17,11 @@ struct service_env;
 
 namespace loom::scheduler {
 
-// ok (the dataset is ready); not_found; conflict (importing, failed, damaged:
-// its state named); unavailable (ingest did not answer).
-using dataset_probe = std::function<status(const std::string& dataset)>;
+// Whether `tenant`'s `dataset` is ready (datasets are per tenant: the job's
+// tenant is asked for, ingest honours it from the scheduler's own key). ok;
+// not_found (also another tenant's); conflict (importing, failed, damaged,
+// empty: its state and the reason named); unavailable (ingest did not answer).
+using dataset_probe = std::function<status(const std::string& tenant, const std::string& dataset)>;
 
 // The probe over this deployment's ingest endpoint (read from endpoints.json
 // at each call: ingest may have restarted on another port).

@@ -22,7 +22,7 @@ namespace loom::trainer {
 // One stage as the scheduler assigned it.
 struct assigned_stage {
   std::string job, stage, config_toml, out_dir, init_from;
-  std::string tenant;  // the job's
+  std::string tenant;  // the job's: TrainerStatus shows it to this tenant; whose data.dataset is fetched ("" = default)
   std::uint32_t attempt = 0;
   std::uint32_t rank = 0, world = 1;
   std::uint64_t generation = 0;

@@ -1,10 +1,12 @@
 #include "services/trainer/worker.hpp"
 
 #include "libs/audit/emitter.hpp"
+#include "libs/cdc/received_shards.hpp"
 #include "libs/cdc/sync_client.hpp"
 #include "libs/collective/ring.hpp"
 #include "libs/files/confine.hpp"
 #include "libs/files/files.hpp"
+#include "libs/layout/dataset_dirs.hpp"
 #include "libs/layout/layout.hpp"
 #include "libs/metrics/metrics.hpp"
 #include "libs/retry/backoff.hpp"
@@ -46,17 +48,26 @@ void log(const char* fmt, const std::string& a, const std::string& b = "") {
   std::fflush(stderr);
 }
 
-// Where a stage's data.dataset is fetched to and trained from.
-std::string fetched_datasets(const runtime::service_env& env) { return env.paths.state("trainer") + "/datasets"; }
+// Where a stage's data.dataset of `tenant` is fetched to and trained from
+// (per tenant, as at ingest: libs/layout/dataset_dirs.hpp).
+std::string fetched_datasets(const runtime::service_env& env, const std::string& tenant) {
+  return layout::tenant_datasets_root(env.paths.state("trainer") + "/datasets", tenant);
+}
 
-// Brings <data>/trainer/datasets/<name> up to date with dataset `name` of
-// this deployment's ingest: SyncInfo says where its sync server listens, then
-// a cdc::sync_client with the trainer's own key (admitted: it is in the
-// deployment's curve dir) fetches only the chunks that changed — an unchanged
-// dataset costs one manifest round trip. The pull has a ZeroMQ context of its
-// own so that `stop` (cancel, shutdown) ends it at once: shutting the context
-// down fails the client's next socket call. Errors name the dataset and ingest.
-status fetch_dataset(runtime::service_env& env, const std::string& name, const std::atomic<bool>& stop) {
+// Brings <data>/trainer/datasets/[.tenant-T/]<name> up to date with dataset
+// `name` of the job's tenant at this deployment's ingest (at an edge site: the
+// site's ingest, so a cloud job of tenant T reads the site's tenant-T
+// dataset): SyncInfo says where its sync server listens, then a
+// cdc::sync_client with the trainer's own key (admitted: it is in the
+// deployment's curve dir, and the trainer key may read any tenant's dataset
+// there) fetches only the chunks that changed — an unchanged dataset costs
+// one manifest round trip — and accepts them only if they match their
+// manifest.json (cdc::check_received_shards). The pull has a ZeroMQ context of
+// its own so that `stop` (cancel, shutdown) ends it at once: shutting the
+// context down fails the client's next socket call. Errors name the dataset
+// and ingest.
+status fetch_dataset(runtime::service_env& env, const std::string& tenant, const std::string& name,
+                     const std::atomic<bool>& stop) {
   auto eps = layout::read_endpoints(env.paths.endpoints());  // fresh: ingest may have moved
   const auto* ingest = eps ? eps->find("ingest") : env.eps.find("ingest");
   const std::string rpc = ingest ? ingest->rpc : "";
@@ -71,7 +82,7 @@ status fetch_dataset(runtime::service_env& env, const std::string& name, const s
   auto info = wire::call_typed<loom::v1::SyncInfoReply>(cli, loom::v1::SyncInfoRequest{}, env.service_token());
   if (!info) return fail(rpc, info.err());
 
-  const std::string root = fetched_datasets(env);
+  const std::string root = fetched_datasets(env, tenant);
   if (auto st = files::make_dirs(root); !st) return st;
   // One pull into a directory at a time (two trainers sharing a data dir).
   const std::string lock_path = root + "/." + name + ".lock";
@@ -89,8 +100,10 @@ status fetch_dataset(runtime::service_env& env, const std::string& name, const s
     while (!done && !stop) std::this_thread::sleep_for(std::chrono::milliseconds(50));
     if (!done) pull_ctx.shutdown();
   });
-  cdc::sync_client client(pull_ctx, env.keys, info->public_key());
-  auto pulled = client.pull(info->endpoint(), name, into);
+  cdc::sync_client_options co;
+  co.accept = [&](const cdc::staged_version& v) { return cdc::check_received_shards(v, name, &stop); };
+  cdc::sync_client client(pull_ctx, env.keys, info->public_key(), co);
+  auto pulled = client.pull(info->endpoint(), tenant == layout::default_tenant ? "" : tenant, name, into);
   done = true;
   watch.join();
   if (!pulled && !existed) std::filesystem::remove_all(into, ec);  // e.g. a dataset ingest does not have
@@ -229,9 +242,10 @@ std::pair<std::string, std::string> worker::run_stage(stage_run& run_ref) {
   o.data_dir = env_.paths.root;
   o.dataset_root = env_.paths.root + "/datasets";
   if (!cfg->dataset.empty()) {  // train from this node's copy, fetched from ingest
-    if (auto st = fetch_dataset(env_, cfg->dataset, stop_training_); !st)
+    const std::string tenant = run->tenant.empty() ? std::string(layout::default_tenant) : run->tenant;
+    if (auto st = fetch_dataset(env_, tenant, cfg->dataset, stop_training_); !st)
       return outcome{stop_training_ ? "stopped" : "failed", st.err().message};
-    o.dataset_root = fetched_datasets(env_);
+    o.dataset_root = fetched_datasets(env_, tenant);
   }
   o.stop = &stop_training_;
   o.log = &std::cerr;  // <data>/logs/trainer.log under `loom up`

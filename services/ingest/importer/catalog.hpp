@@ -25,11 +25,14 @@ namespace loom::ingest {
 
 // v1: datasets, dataset_shards, import_rejects. v2: datasets.rejects (the
 // true count), datasets.damage and verified_unix_ns (`loom data verify`).
+// v3: a dataset belongs to a tenant and names are per tenant: every table
+// keyed by (tenant, name); rows from before belong to tenant `default`.
 // Never edit a released migration: append a new version.
 std::span<const store::migration> ingest_migrations();
 
 struct dataset_row {
-  std::string name;
+  std::string tenant;  // whose it is: the tenant of the token that imported (or pulled) it
+  std::string name;    // unique within its tenant
   std::int64_t version = 0;  // 1 for the first import, +1 for each re-import
   std::string import_id;
   std::int64_t documents = 0, tokens = 0, shards = 0, bytes = 0;  // bytes: of the shard files
@@ -59,27 +62,33 @@ class catalog {
   // REQUIRES: ingest_migrations() applied to `db`; db outlives the catalog.
   explicit catalog(store::database& db) : db_(db) {}
 
-  // One transaction: the datasets row (inserted, or version + 1, damage and
-  // verify time cleared), the shard rows (replaced), and the rejects (the
-  // dataset's older ones replaced by the first max_rejects lines of
-  // <s.dir>/rejects.jsonl, streamed from the file). The row's rejects count is
-  // s.rejects (all of them), at least the rows stored.
-  status record_import(const import_summary& s, std::int64_t now_ns, std::uint64_t max_rejects = 100'000);
+  // Every call names the tenant whose dataset it reads or writes: a name
+  // means nothing without it.
+  //
+  // One transaction: the datasets row of (tenant, s.dataset) (inserted, or
+  // version + 1, damage and verify time cleared), the shard rows (replaced),
+  // and the rejects (the dataset's older ones replaced by the first
+  // max_rejects lines of <s.dir>/rejects.jsonl, streamed from the file). The
+  // row's rejects count is s.rejects (all of them), at least the rows stored.
+  status record_import(const std::string& tenant, const import_summary& s, std::int64_t now_ns,
+                       std::uint64_t max_rejects = 100'000);
   // What a full verify of version `import_id` found ("" = intact), at `now_ns`;
   // not_found when the dataset has moved on to another version meanwhile.
-  status record_verify(const std::string& dataset, const std::string& import_id, const std::string& damage,
-                       std::int64_t now_ns);
+  status record_verify(const std::string& tenant, const std::string& dataset, const std::string& import_id,
+                       const std::string& damage, std::int64_t now_ns);
 
-  // By name; at most `limit` rows (0 = all).
-  result<std::vector<dataset_row>> datasets(std::size_t limit = 0);
-  result<std::optional<dataset_row>> dataset(const std::string& name);
+  // `tenant`'s datasets by name ("" = every tenant's, by tenant then name); at
+  // most `limit` rows (0 = all).
+  result<std::vector<dataset_row>> datasets(const std::string& tenant, std::size_t limit = 0);
+  result<std::optional<dataset_row>> dataset(const std::string& tenant, const std::string& name);
   // In manifest order.
-  result<std::vector<shard_row>> shards(const std::string& dataset);
+  result<std::vector<shard_row>> shards(const std::string& tenant, const std::string& dataset);
   // The latest import's rejects in seq order: `offset` skipped, then at most
   // `limit` (0 = all), in SQL (only the page is loaded).
-  result<std::vector<reject_row>> rejects(const std::string& dataset, std::size_t limit, std::uint64_t offset = 0);
-  // How many reject rows the catalogue holds for `dataset` (COUNT).
-  result<std::uint64_t> stored_rejects(const std::string& dataset);
+  result<std::vector<reject_row>> rejects(const std::string& tenant, const std::string& dataset, std::size_t limit,
+                                          std::uint64_t offset = 0);
+  // How many reject rows the catalogue holds for the dataset (COUNT).
+  result<std::uint64_t> stored_rejects(const std::string& tenant, const std::string& dataset);
 
  private:
   store::database& db_;

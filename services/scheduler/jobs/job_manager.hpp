@@ -78,7 +78,7 @@ struct assignment {
   std::vector<peer_info> peers;  // by rank; empty for a group of one
   std::uint64_t stop_at = 0;     // an hpo trial's segment: train to this step, score, end (0: none)
   std::string eval_text;         // its held-out text ("" = the tail of data.text)
-  std::string tenant;            // the job's (TrainerStatus shows the job to it and admins only)
+  std::string tenant;            // the job's (TrainerStatus shows the job to it and admins only; whose data.dataset the trainer fetches)
   std::string aggregation_grant; // a diloco stage: its grant, serialized (aggregation_grant.hpp)
 };
 

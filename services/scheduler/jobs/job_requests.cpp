@@ -105,7 +105,7 @@ result<std::pair<const job_rec*, bool>> job_manager::submit(const submit_args& a
     for (const auto& sp : plan->stages)
       // An edge-site stage's data lives at its sites: their trainers check it there (the cloud never sees it).
       if (!sp.spec.dataset.empty() && sp.spec.diloco.site_names.empty() && asked.insert(sp.spec.dataset).second)
-        if (auto st = probe_(sp.spec.dataset); !st) {
+        if (auto st = probe_(tenant, sp.spec.dataset); !st) {
           const std::string by = override_naming(a.overrides, sp.name, sp.spec.dataset);
           return make_error(st.code(), (by.empty() ? "stage " + sp.name : by) + ": " + st.err().message);
         }
