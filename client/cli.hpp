@@ -36,7 +36,13 @@ struct context {
   // --token, else $LOOM_TOKEN (invalid_argument when set but empty), else
   // <data>/admin.token (read_token_file).
   result<std::string> token() const;
+  // The token for a call reached as `r` says (layout::reach): the caller's
+  // --token or $LOOM_TOKEN when given, else r.token_file when it names one
+  // (an edge site's keys/cloud/token for the cloud's services), else token().
+  result<std::string> token_for(const layout::service_reach& r) const;
   // One request to `service` (short name); unavailable when it is not running.
+  // Reached as layout::reach says: at an edge site the cloud's scheduler and
+  // aggregator with the cloud's keys (keys/cloud/) and the site's token.
   // request_id: "" = a fresh one (retries of this call reuse it either way).
   result<wire::reply> call(const std::string& service, const std::string& type, const std::string& body,
                            int retries = 1, const std::string& request_id = "");
