@@ -67,6 +67,8 @@ int cmd_model_export(context& c) {
   if (!ck) return fail(c, ck.err());
   auto dest = destination(format, out, ck->model, ck->version, type);
   if (!dest) return fail(c, dest.err());
+  // Never into a data dir's keys, tokens, store or job outputs (issue 24 item 15).
+  if (auto st = layout::check_not_private(c.paths, dest->string()); !st) return fail(c, st.err());
   if (!ck->report.passed()) {
     auto st = record(c, *ck, "export", "refused", format, type, dest->string(), "", 0);
     if (c.json)
