@@ -1,6 +1,7 @@
 #include "client/cli.hpp"
 
 #include "client/input.hpp"
+#include "libs/auth/token.hpp"
 #include "libs/files/files.hpp"
 #include "libs/wire/client.hpp"
 #include "libs/wire/curve.hpp"
@@ -43,7 +44,22 @@ result<std::string> context::token() const {
 }
 
 result<std::string> context::token_for(const layout::service_reach& r) const {
-  if (r.token_file.empty() || a.get("token") || std::getenv("LOOM_TOKEN")) return token();
+  if (r.token_file.empty()) return token();
+  if (a.get("token") || std::getenv("LOOM_TOKEN")) {
+    auto t = token();
+    if (!t) return t;
+    // This deployment's own token (it verifies with keys/token.key: the site's
+    // admin token in $LOOM_TOKEN, say) is a credential for its own services
+    // and is never handed to the cloud's.
+    if (auto key = auth::load_token_key(paths.token_key()))
+      if (auth::verify_token(*t, *key, {0, 0}))
+        return make_error(errc::invalid_argument,
+                          "the token given (--token or $LOOM_TOKEN) is this site's own (it verifies with " +
+                              paths.token_key() + "): it is not sent to the cloud's services; they take "
+                              "the site's token (" + r.token_file + ", used when none is given) or one the "
+                              "cloud's admin issued");
+    return t;
+  }
   auto t = read_token_file(r.token_file);
   if (!t && t.code() == errc::not_found)
     return make_error(errc::unauthenticated, "no " + r.token_file + ": this edge site holds no token for the cloud's "

@@ -238,6 +238,12 @@ TEST_CASE("at an edge site loom status, job list, site list, model list and job 
   int code = -1;
   auto models = loom_json(site, {"model", "list", "--token", admin}, 30s, &code);
   CHECK(code == 0);
+  // The site's own admin token is never handed to the cloud, even when given.
+  auto own = files::read_file(site + "/admin.token");
+  REQUIRE(own.ok());
+  auto leak = run_loom(site, {"job", "list", "--token", own->substr(0, own->find('\n'))}, 30s);
+  CHECK(leak.code == 1);
+  CHECK(leak.err.find("is this site's own") != std::string::npos);
   auto sub = run_loom(site, {"job", "submit", "--template", "pipeline-test", "--set", "train.steps=0", "--token", admin},
                       30s);
   INFO("submit: " << sub.out << sub.err);
