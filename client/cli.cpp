@@ -1,6 +1,7 @@
 #include "client/cli.hpp"
 
 #include "client/input.hpp"
+#include "libs/auth/token.hpp"
 #include "libs/files/files.hpp"
 #include "libs/wire/client.hpp"
 #include "libs/wire/curve.hpp"
@@ -42,6 +43,30 @@ result<std::string> context::token() const {
   return t;
 }
 
+result<std::string> context::token_for(const layout::service_reach& r) const {
+  if (r.token_file.empty()) return token();
+  if (a.get("token") || std::getenv("LOOM_TOKEN")) {
+    auto t = token();
+    if (!t) return t;
+    // This deployment's own token (it verifies with keys/token.key: the site's
+    // admin token in $LOOM_TOKEN, say) is a credential for its own services
+    // and is never handed to the cloud's.
+    if (auto key = auth::load_token_key(paths.token_key()))
+      if (auth::verify_token(*t, *key, {0, 0}))
+        return make_error(errc::invalid_argument,
+                          "the token given (--token or $LOOM_TOKEN) is this site's own (it verifies with " +
+                              paths.token_key() + "): it is not sent to the cloud's services; they take "
+                              "the site's token (" + r.token_file + ", used when none is given) or one the "
+                              "cloud's admin issued");
+    return t;
+  }
+  auto t = read_token_file(r.token_file);
+  if (!t && t.code() == errc::not_found)
+    return make_error(errc::unauthenticated, "no " + r.token_file + ": this edge site holds no token for the cloud's "
+                                                 "services (enrol it again: `loom site enrol`), or pass --token");
+  return t;
+}
+
 result<std::string> read_token_file(const std::string& path) {
   auto f = read_capped(path, max_token_file, "a token file");
   if (!f) return f.err();
@@ -57,13 +82,19 @@ result<wire::reply> context::call(const std::string& service, const std::string&
   if (!eps) return make_error(errc::unavailable, "EdgeLoom is not running in " + paths.root + " (run `loom up`)");
   const auto* ep = eps->find(service);
   if (!ep || ep->rpc.empty()) return make_error(errc::unavailable, service + " has no endpoint in " + paths.endpoints());
-  // Extra instances (trainer-2) use their kind's keypair.
+  // Extra instances (trainer-2) use their kind's keypair. An edge site
+  // reaches the cloud's services with the cloud's keys and the site's token
+  // (layout::reach, the one rule); its own client key is admitted there as
+  // site:<site>:client.
   auto kind = layout::service_kind(service);
-  auto server_key = wire::load_public_key(paths.curve_dir(), kind.empty() ? service : kind);
-  if (!server_key) return server_key.err();
+  if (kind.empty()) kind = service;
+  const auto reach = layout::reach(paths, *eps, kind);
+  const std::string who = reach.token_file.empty() ? service : "the cloud's " + service + " (" + ep->rpc + ")";
+  auto server_key = wire::load_public_key(reach.key_dir, kind);
+  if (!server_key) return make_error(server_key.code(), who + ": " + server_key.err().message);
   auto mine = wire::load_keypair(paths.curve_dir(), "client");
   if (!mine) return mine.err();
-  auto tok = token();
+  auto tok = token_for(reach);
   if (!tok) return tok.err();
   wire::client cli(*zmq, ep->rpc, *server_key, *mine, wire::client_options{timeout, retries});
   wire::request req;
@@ -72,7 +103,7 @@ result<wire::reply> context::call(const std::string& service, const std::string&
   req.body = body;
   req.token = *tok;
   auto rep = cli.call(std::move(req));
-  if (!rep) return make_error(rep.code(), service + ": " + rep.err().message);
+  if (!rep) return make_error(rep.code(), who + ": " + rep.err().message);
   return rep;
 }
 

@@ -36,7 +36,15 @@ struct context {
   // --token, else $LOOM_TOKEN (invalid_argument when set but empty), else
   // <data>/admin.token (read_token_file).
   result<std::string> token() const;
+  // The token for a call reached as `r` says (layout::reach): token() when
+  // r.token_file is empty (this deployment's own services); else (an edge
+  // site's call to the cloud's services) the caller's --token or $LOOM_TOKEN
+  // — invalid_argument when it is this deployment's own, which never leaves
+  // it — or r.token_file (keys/cloud/token).
+  result<std::string> token_for(const layout::service_reach& r) const;
   // One request to `service` (short name); unavailable when it is not running.
+  // Reached as layout::reach says: at an edge site the cloud's scheduler and
+  // aggregator with the cloud's keys (keys/cloud/) and the site's token.
   // request_id: "" = a fresh one (retries of this call reuse it either way).
   result<wire::reply> call(const std::string& service, const std::string& type, const std::string& body,
                            int retries = 1, const std::string& request_id = "");

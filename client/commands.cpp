@@ -2,7 +2,10 @@
 // over every process of the deployment (layout::process_names: extra trainers
 // are rows trainer-2 ... trainer-N). Status's RESTARTS are the watcher's
 // restarts of the process (endpoints.json); a service's in-process actor
-// restarts are its Health reply's, "actor_restarts" in --json.
+// restarts are its Health reply's, "actor_restarts" in --json. At an edge
+// site, status adds the cloud's scheduler and aggregator ("cloud": true), and
+// the roster is the cloud's: reached with the cloud's keys and the site's
+// token (layout::reach), like every command's calls to them.
 #include "client/cli.hpp"
 #include "client/typed_call.hpp"
 
@@ -58,20 +61,37 @@ int cmd_status(context& c) {
   if (!eps)
     return fail(c, make_error(errc::unavailable, "EdgeLoom is not running in " + c.paths.root + " (run `loom up`)"));
   if (c.a.get("timeout") == std::nullopt) c.timeout = std::chrono::milliseconds(1000);
+  // This deployment's processes, then (at an edge site) the cloud's services it
+  // reaches (layout::reach: the cloud's keys and the site's token).
+  auto names = layout::process_names(*eps);
+  std::vector<bool> cloud(names.size(), false);
+  if (eps->is_site())
+    for (auto s : layout::service_names)
+      if (layout::cloud_service(s) && eps->find(s) && !eps->find(s)->rpc.empty()) {
+        names.emplace_back(s);
+        cloud.push_back(true);
+      }
   std::vector<health_info> hs;
-  std::vector<layout::service_endpoint> recorded;  // restarts and last exit, as the watcher keeps them
   int healthy = 0;
-  for (const auto& n : layout::process_names(*eps)) {
+  for (const auto& n : names) {
     hs.push_back(probe(c, n));
     healthy += hs.back().healthy;
-    recorded.push_back(eps->find(n) ? *eps->find(n) : layout::service_endpoint{});
+  }
+  // Restarts and last exit as the watcher keeps them, read after the probes: a
+  // process that answered from its new pid has its restart counted already
+  // (the watcher records the exit before it starts the next one).
+  std::vector<layout::service_endpoint> recorded;
+  auto now = layout::read_endpoints(c.paths.endpoints());
+  for (const auto& n : names) {
+    const auto* r = now ? now->find(n) : eps->find(n);
+    recorded.push_back(r ? *r : layout::service_endpoint{});
   }
   auto nodes = typed_call<loom::v1::ListNodesReply>(c, "scheduler", loom::v1::ListNodesRequest{}, 0);
   if (c.json) {
     nlohmann::json svc = nlohmann::json::array(), nds = nlohmann::json::array();
     for (std::size_t i = 0; i < hs.size(); ++i) {
       const auto& h = hs[i];
-      svc.push_back({{"name", h.name}, {"healthy", h.healthy}, {"pid", h.pid}, {"uptime_ms", h.uptime_ms},
+      svc.push_back({{"name", h.name}, {"cloud", bool(cloud[i])}, {"healthy", h.healthy}, {"pid", h.pid}, {"uptime_ms", h.uptime_ms},
                      {"restarts", recorded[i].restarts}, {"actor_restarts", h.restarts},
                      {"last_exit", recorded[i].last_exit}, {"last_error", recorded[i].last_error},
                      {"endpoint", h.endpoint}, {"metrics", h.metrics}, {"version", h.version},
@@ -84,12 +104,14 @@ int cmd_status(context& c) {
                        {"cpu_cores", n.resources().cpu_cores()}, {"gpus", n.resources().gpus()},
                        {"memory_bytes", n.resources().memory_bytes()}, {"version", n.version()},
                        {"last_seen_unix_ns", n.last_seen_unix_ns()}});
-    print_json({{"data_dir", c.paths.root}, {"services", svc}, {"nodes", nds}});
+    print_json({{"data_dir", c.paths.root}, {"services", svc}, {"nodes", nds},
+                {"roster_error", nodes ? std::string() : nodes.err().message}});
   } else {
     std::printf("%-11s %-8s %-7s %-9s %-9s %s\n", "SERVICE", "HEALTH", "PID", "UPTIME_S", "RESTARTS", "ENDPOINT");
     for (std::size_t i = 0; i < hs.size(); ++i) {
       const auto& h = hs[i];
       std::string note = h.error;
+      if (cloud[i]) note = "the cloud's" + (note.empty() ? "" : ": " + note);
       if (!h.healthy && !recorded[i].last_exit.empty())
         note += (note.empty() ? "last " : "; last ") + recorded[i].last_exit;
       std::printf("%-11s %-8s %-7lld %-9.1f %-9llu %s%s\n", printable(h.name).c_str(), h.healthy ? "healthy" : "DOWN",

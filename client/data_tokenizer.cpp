@@ -3,16 +3,24 @@
 // or from every regular file under a directory (recursively, in path order),
 // read 4 MB at a time, and writes it as a Hugging Face tokenizer.json
 // (atomically; default ./tokenizer.json) that `loom-trainer` takes as
-// data.tokenizer. Offline: no service, no data dir.
+// data.tokenizer. Offline: no service; the data dir (--data-dir, $LOOM_HOME)
+// only bounds where the output may go.
 //   --vocab-size N     tokens in all: 256 bytes + merges + <|endoftext|> (last id); 257..2^20
 //   --min-frequency F  stop early when no pair occurs F times (default 2)
 //   --json             one line: the summary's numbers
 // The summary reads the written file back and encodes the input with it:
 // bytes per token is the real compression on the training text.
+//   --force            replace an existing --out file
 // PATH must be a regular file or a directory: a device or a pipe (/dev/zero)
-// may never end, so it is refused instead of read forever.
-// Exit codes: 0 ok, 1 unreadable, empty, endless or unwritable input/output, 2 usage.
+// may never end, so it is refused instead of read forever. --out is checked
+// before anything is read (layout::check_output): never one of the files it
+// reads, never inside a data dir's keys/, tokens, store or job outputs (this
+// command's data dir or any other), an existing file only with --force.
+// Exit codes: 0 ok, 1 unreadable, empty, endless or unwritable input/output,
+// an --out that exists or is an input, 2 usage, 3 an --out in a data dir's private part.
 #include "client/cli.hpp"
+
+#include "libs/layout/layout.hpp"
 
 #include "libs/tokenizer/bpe.hpp"
 #include "libs/tokenizer/train/bpe_train.hpp"
@@ -107,6 +115,11 @@ int cmd_data_train_tokenizer(context& c) {
   const auto t0 = clock_type::now();
   auto files = input_files(path);
   if (!files) return data_error(c, files.err());
+  loom::files::output_rules rules;
+  rules.force = c.a.flag("force");
+  rules.inputs = *files;
+  rules.inputs.push_back(path);
+  if (auto st = layout::check_output(c.paths, out, rules); !st) return fail(c, st.err());
   tokenizer::piece_counts counts;
   std::string buf;
   for (const auto& f : *files)

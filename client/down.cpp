@@ -1,5 +1,6 @@
-// `loom down`: stops the deployment in a data dir — admin only (lifecycle.hpp),
-// audited. The watcher holds the data dir lock while it runs: when the lock is
+// `loom down`: stops the deployment in a data dir — its owner's, no token
+// needed (lifecycle.hpp require_owner: whoever can read the pid files and
+// signal the processes), audited. The watcher holds the data dir lock while it runs: when the lock is
 // held by one, `down` stops it (it stops its services), then takes the lock
 // and stops anything still running; when the lock is free no watcher runs,
 // and `down` stops what a dead one left (processes verified by pid and
@@ -62,9 +63,11 @@ int print_result(const context& c, const std::vector<deployed_process>& ps, bool
 int cmd_down(context& c) {
   ::umask(077);
   const layout::paths& p = c.paths;
-  // Never set up here: nothing runs, and there is no admin key to check against.
+  // Never set up here: nothing runs.
   if (!exists(p.token_key()) && !exists(p.endpoints())) return print_result(c, {}, false, 0);
-  auto admin = require_admin(c, "loom down");
+  // The owner's, not the admin key's: a damaged or missing keys/token.key (or a
+  // token that no longer verifies) must not leave the processes running.
+  auto admin = require_owner(c, "loom down");
   if (!admin) {
     audit_local(c, {"loom.down", presented_caller(c), audit::decision::deny, admin.err().message, ""});
     return fail(c, admin.err());

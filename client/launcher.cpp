@@ -85,12 +85,16 @@ result<std::vector<std::string>> import_roots_option(const context& c) {
   return roots;
 }
 
-// Why `up` gives up: printed like fail() does, with its own exit code.
+// Why `up` gives up: printed like fail() does, with its own exit code. The
+// message spans lines (what failed, the service's last output lines, what
+// was stopped): each is escaped on its own and printed as a line.
 int report(const context& c, const std::string& code, const std::string& message, int rc) {
-  if (c.json)
+  if (c.json) {
     print_json({{"error", {{"code", code}, {"message", message}}}});
-  else
-    std::fprintf(stderr, "error: %s\n", printable(message).c_str());
+    return rc;
+  }
+  const std::string lines = indented_lines(message, "");
+  std::fprintf(stderr, "error: %s", lines.empty() ? "\n" : lines.c_str());
   return rc;
 }
 
@@ -239,6 +243,11 @@ int cmd_up(context& c) {
   auto want_trainers = trainers_option(c);
   auto roots = import_roots_option(c);
   if (!roots) return usage("loom up: " + roots.err().message);
+  {  // --site/--cloud/--enrol-token/--zone as a command line: judged before anything is made or sent
+    auto previous = layout::read_endpoints(c.paths.endpoints());
+    if (auto st = check_site_options(c, previous ? *previous : layout::endpoints{}); !st)
+      return usage("loom up: " + printable(st.err().message));
+  }
   ::umask(077);
   if (auto st = files::make_dirs(c.paths.root, 0700); !st) return fail(c, st.err());
   c.paths.root = canonical_dir(c.paths.root);  // the services are told it; `down` recognises them by it
@@ -275,11 +284,9 @@ int cmd_up(context& c) {
   who = *admin;
   if (auto st = files::make_dirs(c.paths.root + "/logs", 0700); !st) return fail(c, st.err());
   // An edge site (--site, or a data dir that ran as one): the cloud's scheduler and aggregator.
+  // Only the command line is a usage error; the cloud's refusal of an enrolment is not.
   auto site = plan_site(c, e, who);
-  if (!site) {
-    if (site.code() == errc::invalid_argument) return usage("loom up: " + site.err().message);
-    return fail(c, site.err());
-  }
+  if (!site) return fail(c, site.err());
 
   // Ports: one ROUTER and one metrics port per process, plus audit's PULL.
   // Kept across restarts so a restarted service is found where it was.

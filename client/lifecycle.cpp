@@ -10,6 +10,7 @@
 #include "libs/wire/envelope.hpp"
 
 #include <pwd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -61,6 +62,19 @@ result<caller> require_admin(const context& c, const std::string& what) {
     return make_error(errc::permission_denied, what + " needs the admin role; the token presented is " +
                                                    cl->principal + "'s, role " + std::string(auth::to_string(cl->r)));
   return caller{cl->principal, "admin"};
+}
+
+result<caller> require_owner(const context& c, const std::string& what) {
+  struct stat st {};
+  const uid_t me = ::geteuid();
+  if (::stat(c.paths.root.c_str(), &st) == 0 && st.st_uid != me && me != 0) {
+    const passwd* pw = ::getpwuid(st.st_uid);
+    return make_error(errc::permission_denied,
+                      what + ": " + c.paths.root + " belongs to " +
+                          (pw && pw->pw_name ? std::string(pw->pw_name) : "uid " + std::to_string(st.st_uid)) +
+                          ", not to " + local_user().substr(6) + ": only its owner (or root) stops its processes");
+  }
+  return caller{local_user(), "owner"};
 }
 
 caller presented_caller(const context& c) {

@@ -4,6 +4,9 @@
 //  * require_admin: only the admin may run them — whoever holds the admin
 //    key (can read keys/token.key); a token presented with --token or
 //    $LOOM_TOKEN must verify against that key with role admin.
+//  * require_owner (`loom down` only): stopping the data dir's own processes
+//    needs no key and no token — its owner can read their pid files and
+//    signal them anyway; a damaged admin key must not keep them running.
 //  * audit_local: one audit record per operation, durable in the CLI's own
 //    spool <data>/spool/cli (source cli@<host>) before the operation goes on,
 //    and pushed to the audit service when it runs. What waits in the spool
@@ -30,6 +33,12 @@ struct caller {
 // The caller when it is the admin; otherwise permission_denied saying what
 // `what` ("loom down") needs and what is missing.
 result<caller> require_admin(const context& c, const std::string& what);
+
+// The caller of `loom down` (`what`): the owner of the data dir (its uid is
+// this process's effective uid) or root; permission_denied naming the data
+// dir's owner otherwise. A token, presented or not, is neither needed nor
+// consulted. Caller: {"local:<user>", "owner"}.
+result<caller> require_owner(const context& c, const std::string& what);
 
 // The caller as far as it can be told without the admin: for records of a refusal.
 caller presented_caller(const context& c);

@@ -151,6 +151,8 @@ int cmd_model_export(context& c) {
   const std::string type = format == "gguf" ? c.a.get_or("type", "f32") : "f32";
   auto dest = destination(format, out);
   if (!dest) return fail(c, dest.err());
+  // Never into a data dir's keys, tokens, store or job outputs (issue 24 item 15).
+  if (auto st = layout::check_not_private(c.paths, dest->string()); !st) return fail(c, st.err());
   std::error_code ec;
   auto e = run_on_trainer(c, "export", id, format, format == "gguf" ? type : "", fs::absolute(*dest, ec).string());
   if (!e) return fail(c, e.err());

@@ -89,13 +89,20 @@ result<loom::v1::EnrolSiteReply> send_enrolment(context& c, const std::string& e
 
 }  // namespace
 
-result<enrolment> enrol_site(context& c, const std::string& site, const std::string& endpoint,
-                             const std::string& token_text, const caller& admin) {
+status check_enrol_options(const std::string& site, const std::string& endpoint, const std::string& token_text) {
   if (auto st = auth::validate_site_name(site); !st) return make_error(errc::invalid_argument, "--site: " + st.err().message);
   if (!wire::valid_tcp_endpoint(endpoint, wire::endpoint_use::connect))
     return make_error(errc::invalid_argument, "--cloud " + endpoint + " is not tcp://HOST:PORT");
+  if (auto token = auth::parse_enrol_token(token_text); !token)
+    return make_error(errc::invalid_argument, "--enrol-token: " + token.err().message);
+  return ok_status();
+}
+
+result<enrolment> enrol_site(context& c, const std::string& site, const std::string& endpoint,
+                             const std::string& token_text, const caller& admin) {
+  if (auto st = check_enrol_options(site, endpoint, token_text); !st) return st.err();
   auto token = auth::parse_enrol_token(token_text);
-  if (!token) return make_error(errc::invalid_argument, "--enrol-token: " + token.err().message);
+  if (!token) return token.err();
   auto cloud_key = wire::key_z85(token->cloud_key_raw);
   if (!cloud_key) return cloud_key.err();
   if (auto st = check_previous(c.paths, site); !st) return st.err();
@@ -121,13 +128,15 @@ result<enrolment> enrol_site(context& c, const std::string& site, const std::str
 
 int cmd_site_enrol(context& c) {
   const std::string site = *c.a.get("site"), endpoint = *c.a.get("cloud");
+  // A malformed option is a usage error; whatever the cloud answers is not (a refusal: exit 3).
+  if (auto st = check_enrol_options(site, endpoint, *c.a.get("enrol-token")); !st)
+    return usage("loom site enrol: " + printable(st.err().message));
   ::umask(077);
   if (auto st = files::make_dirs(c.paths.root, 0700); !st) return fail(c, st.err());
   if (auto st = ensure_keys(c.paths); !st) return fail(c, st.err());
   auto admin = require_admin(c, "loom site enrol");
   if (!admin) return fail(c, admin.err());
   auto done = enrol_site(c, site, endpoint, *c.a.get("enrol-token"), *admin);
-  if (!done && done.code() == errc::invalid_argument) return usage("loom site enrol: " + printable(done.err().message));
   if (!done) return fail(c, done.err());
   if (c.json) {
     print_json({{"site", done->site}, {"cloud_zone", done->cloud_zone}, {"cloud", endpoint},

@@ -13,11 +13,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A template is a page of TOML; past this it is not one (and the scheduler would refuse it).
-constexpr std::uint64_t max_template_bytes = 1 << 20;
-
+// A template is a page of TOML; past runspec::max_template_bytes it is not
+// one, and the scheduler would refuse it: said here, before anything is sent.
 result<std::string> read_template(const std::string& path) {
-  return read_capped(path, max_template_bytes, "`loom job submit --template`");
+  return read_capped(path, runspec::max_template_bytes, "`loom job submit --template`");
 }
 
 // templates/industry/legal/template.toml -> "industry/legal"; templates/x.toml -> "x".

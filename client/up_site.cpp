@@ -11,18 +11,26 @@
 
 namespace loom::cli {
 
-result<std::optional<site_plan>> plan_site(context& c, const layout::endpoints& previous, const caller& admin) {
+status check_site_options(const context& c, const layout::endpoints& previous) {
   const auto site_opt = c.a.get("site"), cloud_opt = c.a.get("cloud"), token_opt = c.a.get("enrol-token");
   if (!site_opt && !previous.is_site()) {
     if (cloud_opt || token_opt)
       return make_error(errc::invalid_argument, "--cloud and --enrol-token need --site NAME (an edge site)");
-    return std::optional<site_plan>{};
+    return ok_status();
   }
   if (site_opt && c.a.get("zone") && *c.a.get("zone") != *site_opt)
     return make_error(errc::invalid_argument, "--zone " + *c.a.get("zone") + ": an edge site's zone is its name (" +
                                                   *site_opt + "); leave --zone out");
   const std::string site = site_opt ? *site_opt : previous.zone;
   if (auto st = auth::validate_site_name(site); !st) return make_error(errc::invalid_argument, "--site: " + st.err().message);
+  if (token_opt && cloud_opt) return check_enrol_options(site, *cloud_opt, *token_opt);
+  return ok_status();
+}
+
+result<std::optional<site_plan>> plan_site(context& c, const layout::endpoints& previous, const caller& admin) {
+  const auto site_opt = c.a.get("site"), cloud_opt = c.a.get("cloud"), token_opt = c.a.get("enrol-token");
+  if (!site_opt && !previous.is_site()) return std::optional<site_plan>{};
+  const std::string site = site_opt ? *site_opt : previous.zone;
 
   auto text = files::read_file(c.paths.cloud());
   if (!text && text.code() == errc::not_found) {

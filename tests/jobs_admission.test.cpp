@@ -3,8 +3,10 @@
 // a stage kind the trainer lacks) is refused before anything is stored; a job on
 // a missing dataset is refused by the scheduler itself, also through the raw
 // wire; cancel interrupts a long step within seconds; a stage that resumes past a
-// corrupt snapshot leaves a job event and an audit record.
+// corrupt snapshot leaves a job event and an audit record; a 30 MB submit is
+// refused within seconds at the first place that can tell.
 #include "libs/files/files.hpp"
+#include "libs/wire/curve.hpp"
 #include "libs/wire/envelope_pb.hpp"
 #include "loom/v1/jobs.pb.h"
 #include "loom/v1/trainer.pb.h"
@@ -240,4 +242,72 @@ TEST_CASE("TrainerStatus tells the truth: the stage a trainer runs, its step and
   const auto idle_by = std::chrono::steady_clock::now() + 30s;
   while (std::chrono::steady_clock::now() < idle_by && status().state() != "idle") std::this_thread::sleep_for(100ms);
   CHECK(status().state() == "idle");
+}
+
+TEST_CASE("a 30 MB job submit gets a clear error within seconds at the first place that can tell") {
+  cluster c;
+  REQUIRE(c.up);
+  auto tmpl = files::read_file(std::string(LOOM_SOURCE_DIR) + "/templates/pipeline-test.toml");
+  REQUIRE(tmpl.ok());
+  const std::string padded = *tmpl + "\n# " + std::string(30u << 20, 'x') + "\n";  // valid TOML, 30 MB
+  temp_dir work("loom-big-submit");
+  const std::string big = work.path() + "/big.toml";
+  REQUIRE(files::write_atomic(big, padded).ok());
+  auto within = [](auto t0, std::chrono::seconds s) { return std::chrono::steady_clock::now() - t0 < s; };
+
+  // `loom job submit`: the template file is read no further than 1 MiB.
+  auto t0 = std::chrono::steady_clock::now();
+  auto cli_run = run_loom(c.home.path(), {"job", "submit", "--template", big}, 60s);
+  INFO("loom job submit: " << cli_run.out << cli_run.err);
+  CHECK(within(t0, 10s));
+  CHECK(cli_run.code == 1);
+  CHECK(cli_run.err.find(big + " is larger than 1 MiB") != std::string::npos);
+
+  // Through the wire library: refused before anything is sent.
+  loom::v1::SubmitJobRequest req;
+  req.set_template_name("big");
+  req.set_template_toml(padded);
+  auto cli = c.client("scheduler", 1, 5000ms);
+  REQUIRE(cli);
+  t0 = std::chrono::steady_clock::now();
+  auto rep = wire::call_typed<loom::v1::SubmitJobReply>(*cli, req, c.admin());
+  CHECK(within(t0, 10s));
+  REQUIRE_FALSE(rep.ok());
+  CHECK(rep.code() == errc::invalid_argument);
+  CHECK(rep.err().message.find("over the 16 MiB a request may carry") != std::string::npos);
+
+  // A raw sender that ignores the limit: the scheduler answers it, matched by its request id.
+  auto mine = wire::load_keypair(c.paths.curve_dir(), "client");
+  auto server = wire::load_public_key(c.paths.curve_dir(), "scheduler");
+  REQUIRE(mine.ok());
+  REQUIRE(server.ok());
+  zmq::socket_t raw(c.ctx, zmq::socket_type::dealer);
+  raw.set(zmq::sockopt::linger, 0);
+  raw.set(zmq::sockopt::rcvtimeo, 20000);
+  wire::make_curve_client(raw, *mine, *server);
+  raw.connect(c.ep("scheduler").rpc);
+  wire::request w{"raw-30mb", "loom.v1.SubmitJobRequest", req.SerializeAsString(), c.admin()};
+  const std::string bytes = wire::encode(w);
+  t0 = std::chrono::steady_clock::now();
+  raw.send(zmq::buffer(bytes), zmq::send_flags::none);
+  zmq::message_t back;
+  REQUIRE_MESSAGE(raw.recv(back, zmq::recv_flags::none).has_value(), "no reply to a 30 MB request within 20 s");
+  CHECK(within(t0, 10s));
+  auto answer = wire::decode_reply(back.data(), back.size());
+  REQUIRE(answer.ok());
+  CHECK(answer->request_id == "raw-30mb");
+  CHECK(answer->code == errc::invalid_argument);
+  CHECK(answer->message.find("body too large") != std::string::npos);
+
+  // Under the wire's limit but over a template's: the scheduler refuses it before parsing it.
+  req.set_template_toml(*tmpl + "\n# " + std::string(2u << 20, 'x') + "\n");
+  t0 = std::chrono::steady_clock::now();
+  rep = wire::call_typed<loom::v1::SubmitJobReply>(*cli, req, c.admin());
+  CHECK(within(t0, 10s));
+  REQUIRE_FALSE(rep.ok());
+  CHECK(rep.code() == errc::invalid_argument);
+  CHECK(rep.err().message.find("a template is at most 1 MiB") != std::string::npos);
+  auto list = wire::call_typed<loom::v1::ListJobsReply>(*cli, loom::v1::ListJobsRequest{}, c.admin());
+  REQUIRE(list.ok());
+  CHECK(list->jobs_size() == 0);
 }

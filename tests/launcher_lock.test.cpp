@@ -87,18 +87,23 @@ TEST_CASE("two loom up at once on one data dir leave one watcher, and loom down 
   CHECK(w.code == 1);
   CHECK(w.err.find("loom watch (pid " + std::to_string(watcher) + ")") != std::string::npos);
 
-  // kill -9 the trainer: `loom status` counts the watcher's restart.
+  // kill -9 the trainer: `loom status` counts the watcher's restart. Waited
+  // for as a condition (the new trainer answers), with a deadline, not a
+  // number of polls; whenever status shows the new pid it must show the
+  // restart too (it reads the watcher's record after asking the processes).
   const long trainer = service(st, "trainer").value("pid", 0L);
   REQUIRE(trainer > 0);
   REQUIRE(::kill(static_cast<pid_t>(trainer), SIGKILL) == 0);
   json again;
-  for (int i = 0; i < 200; ++i) {
+  bool restarted = false;
+  for (auto until = std::chrono::steady_clock::now() + 60s; !restarted && std::chrono::steady_clock::now() < until;) {
     again = status_json(home.path());
     auto t = service(again, "trainer");
-    if (t.value("healthy", false) && t.value("pid", 0L) != trainer) break;
-    std::this_thread::sleep_for(100ms);
+    restarted = t.value("healthy", false) && t.value("pid", 0L) != trainer;
+    if (!restarted) std::this_thread::sleep_for(100ms);
   }
   INFO("status: " << again.dump());
+  REQUIRE(restarted);
   CHECK(service(again, "trainer").value("restarts", 0) == 1);
   CHECK(service(again, "trainer").value("last_exit", "") == "killed by signal 9");
   CHECK(service(again, "scheduler").value("restarts", 99) == 0);

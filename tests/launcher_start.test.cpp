@@ -46,6 +46,10 @@ TEST_CASE("loom up on a truncated store names the failing service and its error,
   CHECK(up.err.find("state store") != std::string::npos);  // the service's own words, from its log
   CHECK(up.err.find("stopped EdgeLoom") != std::string::npos);
   CHECK(up.err.find("not all services became healthy") == std::string::npos);
+  // One line per line: the service's last output indented under it, no escaped "\n".
+  CHECK(up.err.find("\\n") == std::string::npos);
+  CHECK(up.err.find("Its last output:\n  ") != std::string::npos);
+  CHECK(up.err.find("\nstopped EdgeLoom in ") != std::string::npos);
   // Nothing is left running or crash-looping, and the data dir is free again.
   std::this_thread::sleep_for(500ms);
   CHECK(processes_of(home.path()).empty());

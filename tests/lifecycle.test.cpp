@@ -2,8 +2,9 @@
 // behind the owner's back (token key, CURVE keys, checkpoint key; `loom keys
 // init --force` re-creates them and says what that breaks; `loom-trainer
 // sample` never creates one), and local lifecycle operations are admin-only
-// and audited — spooled while the audit service is down, delivered by the
-// next `loom up`.
+// — but `loom down`, which is the data dir owner's with no token, so a
+// damaged admin key never keeps a deployment running — and audited, spooled
+// while the audit service is down, delivered by the next `loom up`.
 #include "tests/support/harness.hpp"
 
 #include "libs/auth/token.hpp"
@@ -16,6 +17,8 @@
 #include <doctest/doctest.h>
 #include <zmq.hpp>
 
+#include <pwd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -252,42 +255,83 @@ TEST_CASE("loom-trainer sample never creates a key and says which key it needs a
   CHECK_FALSE(fs::exists(home.path() + "/keys"));
 }
 
-TEST_CASE("a viewer cannot loom down or revoke tokens and lifecycle operations reach the audit log") {
+TEST_CASE("loom down stops a deployment whose admin key was overwritten, with no token, and keys init --force then repairs it") {
+  temp_dir home("loom-downkey");
+  up_guard guard{home.path()};
+  layout::paths p{home.path()};
+  REQUIRE(run_loom(home.path(), {"up"}, 60s).code == 0);
+  const std::vector<long> running = processes_of(home.path());
+  REQUIRE(running.size() == 6);
+  // What `loom data train-tokenizer --out keys/token.key` once did: JSON over the admin key, mode 0644.
+  REQUIRE(files::write_atomic(p.token_key(), "{\"model\": {\"type\": \"BPE\"}}\n", 0644).ok());
+  ::chmod(p.token_key().c_str(), 0644);
+  ::unsetenv("LOOM_TOKEN");
+  auto down = run_loom(home.path(), {"down"}, 60s);
+  INFO("down: " << down.out << down.err);
+  CHECK(down.code == 0);
+  CHECK(down.out.find("EdgeLoom stopped") != std::string::npos);
+  for (long pid : running) CHECK_FALSE(alive(pid));
+  CHECK(processes_of(home.path()).empty());
+  // Stopped, the damaged key can be replaced (once it is private again: a key
+  // file others could read is refused, saying how to fix it), and everything starts again.
+  auto wide = run_loom(home.path(), {"keys", "init", "--force"});
+  CHECK(wide.code == 3);
+  CHECK(wide.err.find("fix with: chmod 600 " + p.token_key()) != std::string::npos);
+  REQUIRE(::chmod(p.token_key().c_str(), 0600) == 0);
+  auto force = run_loom(home.path(), {"keys", "init", "--force"});
+  INFO("keys init --force: " << force.out << force.err);
+  CHECK(force.code == 0);
+  auto up = run_loom(home.path(), {"up"}, 60s);
+  INFO("up: " << up.out << up.err);
+  REQUIRE(up.code == 0);
+  // The stop was recorded (spooled while the key was damaged, delivered now), naming the local user.
+  const std::string me = "local:" + std::string(::getpwuid(::getuid())->pw_name);
+  auto es = cli_events(home.path());
+  CHECK(count(es, "loom.down", v1::ALLOW, me) == 1);
+  CHECK(count(es, "loom.keys.init", v1::ALLOW) == 1);
+  CHECK(count(es, "loom.keys.init", v1::DENY) == 1);  // the refusal while the file was 0644
+  CHECK(run_loom(home.path(), {"down"}, 60s).code == 0);
+}
+
+TEST_CASE("a viewer cannot revoke tokens, loom down is the data dir owner's with no token, and lifecycle operations reach the audit log") {
   temp_dir home("loom-lifecycle");
   up_guard guard{home.path()};
   layout::paths p{home.path()};
   REQUIRE(run_loom(home.path(), {"up"}, 60s).code == 0);
   const std::string viewer = token_for(home.path(), auth::role::viewer, "viewer-1");
 
-  auto down = run_loom(home.path(), {"down", "--token", viewer});
-  INFO("down: " << down.out << down.err);
-  CHECK(down.code == 3);
-  CHECK(down.err.find("loom down needs the admin role; the token presented is viewer-1's, role viewer") !=
-        std::string::npos);
-  CHECK(run_loom(home.path(), {"ping", "audit"}).code == 0);  // still running
-  ::setenv("LOOM_TOKEN", viewer.c_str(), 1);
-  auto by_env = run_loom(home.path(), {"down"});
-  ::unsetenv("LOOM_TOKEN");
-  CHECK(by_env.code == 3);
   auto revoke = run_loom(home.path(), {"token", "revoke-all", "--token", viewer});
   CHECK(revoke.code == 3);
-  CHECK(revoke.err.find("loom token revoke-all needs the admin role") != std::string::npos);
+  CHECK(revoke.err.find("loom token revoke-all needs the admin role; the token presented is viewer-1's, role viewer") !=
+        std::string::npos);
+  ::setenv("LOOM_TOKEN", viewer.c_str(), 1);
+  auto by_env = run_loom(home.path(), {"token", "revoke-all"});
+  ::unsetenv("LOOM_TOKEN");
+  CHECK(by_env.code == 3);
   REQUIRE(run_loom(home.path(), {"token", "revoke-all"}).code == 0);
   CHECK(run_loom(home.path(), {"ping", "audit"}).code == 0);
 
   auto es = cli_events(home.path());
   CHECK(count(es, "loom.up", v1::ALLOW) == 1);
-  CHECK(count(es, "loom.down", v1::DENY, "viewer-1") == 2);
-  CHECK(count(es, "loom.token.revoke_all", v1::DENY, "viewer-1") == 1);
+  CHECK(count(es, "loom.token.revoke_all", v1::DENY, "viewer-1") == 2);
   CHECK(count(es, "loom.token.revoke_all", v1::ALLOW) == 1);
-  CHECK(count(es, "loom.down", v1::ALLOW) == 0);
 
-  // While stopped: the admin key is needed even to stop nothing; what is done waits in the spool.
-  REQUIRE(run_loom(home.path(), {"down"}, 60s).code == 0);
+  // `loom down` stops the owner's processes: a token is neither needed nor
+  // consulted (a viewer's is no authority, and none is wanted: the owner can
+  // signal them anyway). The record names the local user.
+  const std::vector<long> before = processes_of(home.path());
+  REQUIRE(!before.empty());
+  auto down = run_loom(home.path(), {"down", "--token", viewer}, 60s);
+  INFO("down: " << down.out << down.err);
+  CHECK(down.code == 0);
+  CHECK(down.out.find("EdgeLoom stopped") != std::string::npos);
+  for (long pid : before) CHECK_FALSE(alive(pid));
+
+  // While stopped: no admin key is needed even to stop nothing; what is done waits in the spool.
   fs::rename(p.token_key(), p.token_key() + ".away");
   auto keyless = run_loom(home.path(), {"down"});
-  CHECK(keyless.code == 3);
-  CHECK(keyless.err.find("loom down needs the admin key " + p.token_key()) != std::string::npos);
+  CHECK(keyless.code == 0);
+  CHECK(keyless.out.find("not running") != std::string::npos);
   fs::rename(p.token_key() + ".away", p.token_key());
   REQUIRE(run_loom(home.path(), {"keys", "init", "--force"}).code == 0);
   auto offline = run_loom(home.path(), {"token", "issue", "--role", "viewer", "--offline"});
@@ -296,9 +340,10 @@ TEST_CASE("a viewer cannot loom down or revoke tokens and lifecycle operations r
   REQUIRE(run_loom(home.path(), {"up"}, 60s).code == 0);
 
   es = cli_events(home.path());
-  CHECK(count(es, "loom.down", v1::ALLOW) == 1);        // stored while audit still ran
-  CHECK(count(es, "loom.down", v1::DENY) == 3);         // the keyless one came from the spool
-  CHECK(count(es, "loom.keys.init", v1::ALLOW) == 1);   // so did keys init --force
+  const std::string me = "local:" + std::string(::getpwuid(::getuid())->pw_name);
+  CHECK(count(es, "loom.down", v1::ALLOW, me) == 2);  // one stored while audit still ran, one from the spool
+  CHECK(count(es, "loom.down", v1::DENY) == 0);
+  CHECK(count(es, "loom.keys.init", v1::ALLOW) == 1);   // from the spool too
   CHECK(count(es, "loom.up", v1::ALLOW) == 2);
   CHECK(count(es, "loom.token.issue_offline", v1::ALLOW) == 1);
   CHECK(run_loom(home.path(), {"down"}, 60s).code == 0);

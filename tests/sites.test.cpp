@@ -4,7 +4,8 @@
 // the enrolment), `loom site list`, `loom site revoke`. Every refused
 // enrolment (a reused token, a token of another site, an expired token, a
 // revoked site) exits 3 naming why and is in the cloud's audit log as
-// site.enrol.refused. The cloud's services admit an enrolled site's keys
+// site.enrol.refused; no refusal is the usage exit 2, which only a malformed
+// option gets. The cloud's services admit an enrolled site's keys
 // within about a second and refuse them after a revocation, on connections
 // made before it too.
 #include "tests/support/audit_events.hpp"
@@ -17,6 +18,7 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
 #include <thread>
 
 using namespace loom;
@@ -208,4 +210,49 @@ TEST_CASE("the cloud's services admit an enrolled site's keys and refuse them on
     if (!denial_recorded) std::this_thread::sleep_for(500ms);
   }
   CHECK(denial_recorded);
+}
+
+TEST_CASE("a refused enrolment exits with the cloud's code and reason, never the usage exit 2, and only a malformed option is a usage error") {
+  namespace fs = std::filesystem;
+  cluster a;
+  REQUIRE(a.up);
+  temp_dir b("loom-site-b"), c("loom-site-c"), d("loom-site-d");
+  auto [t1, cloud] = site_token(a, "plant-a");
+  REQUIRE(enrol(b.path(), "plant-a", cloud, t1).code == 0);
+  auto no_usage = [](const run_result& r) {
+    return r.err.rfind("error: ", 0) == 0 && r.err.find("loom site enrol:") == std::string::npos &&
+           r.err.find("loom up:") == std::string::npos;
+  };
+
+  // The used token again, from the data dir it enrolled: refused by the cloud, exit 3.
+  auto used = run_loom(b.path(), {"site", "enrol", "--site", "plant-a", "--cloud", cloud, "--enrol-token", t1}, 30s);
+  INFO("used: " << used.out << used.err);
+  CHECK(used.code == 3);
+  CHECK(used.err.find("used already") != std::string::npos);
+  CHECK(no_usage(used));
+  // Another site's keys (plant-a's, copied) under a new name and a fresh token: the cloud refuses them; not exit 2.
+  fs::create_directories(c.path() + "/keys");
+  fs::copy(b.path() + "/keys/curve", c.path() + "/keys/curve", fs::copy_options::recursive);
+  const auto t2 = site_token(a, "plant-z").first;
+  auto taken = run_loom(c.path(), {"site", "enrol", "--site", "plant-z", "--cloud", cloud, "--enrol-token", t2}, 30s);
+  INFO("taken: " << taken.out << taken.err);
+  CHECK(taken.code != 2);
+  CHECK(taken.code != 0);
+  CHECK(taken.err.find("already enrolled by site plant-a") != std::string::npos);
+  CHECK(no_usage(taken));
+  // Through `loom up --site`: the cloud's refusal is not a usage error either, and nothing starts.
+  auto up = run_loom(d.path(), {"up", "--site", "plant-y", "--cloud", cloud, "--enrol-token", t1}, 60s);
+  INFO("up: " << up.out << up.err);
+  CHECK(up.code == 3);
+  CHECK(no_usage(up));
+  CHECK(processes_of(d.path()).empty());
+  // A malformed option is the command line's: exit 2, nothing sent.
+  auto bad = run_loom(c.path(), {"site", "enrol", "--site", "plant-z", "--cloud", cloud, "--enrol-token", "lse1.x"});
+  CHECK(bad.code == 2);
+  CHECK(bad.err.find("loom site enrol: --enrol-token") != std::string::npos);
+  auto bad_up = run_loom(d.path(), {"up", "--site", "plant-y", "--cloud", "udp://x", "--enrol-token", t2});
+  CHECK(bad_up.code == 2);
+  CHECK(bad_up.err.find("loom up: --cloud udp://x") != std::string::npos);
+  // The cloud's refusals are in its audit log (the malformed ones never reached it).
+  CHECK(events_named(a, "site.enrol.refused", 2).size() >= 2);
 }

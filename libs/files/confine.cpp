@@ -29,27 +29,6 @@ std::string normal(const std::string& path) {
   return s;
 }
 
-// Where `path` leads: realpath when it resolves (exists = true); otherwise
-// the realpath of its longest resolvable prefix with the rest appended (a
-// name that does not exist, or lies behind a directory we may not search,
-// is judged by where it would be). `err` keeps realpath's errno.
-struct resolved {
-  std::string path;
-  bool exists = false;
-  int err = 0;
-};
-resolved resolve(const std::string& path) {
-  if (auto r = real_path(path)) return {*r, true, 0};
-  const int err = errno;
-  fs::path p = normal(path), tail;
-  while (p.has_relative_path()) {
-    tail = tail.empty() ? p.filename() : p.filename() / tail;
-    p = p.parent_path();
-    if (auto r = real_path(p.string())) return {normal((fs::path(*r) / tail).string()), false, err};
-  }
-  return {normal("/" + tail.string()), false, err};
-}
-
 std::vector<std::string> canonical_roots(const std::vector<std::string>& roots) {
   std::vector<std::string> out;
   for (const auto& r : roots)
@@ -80,6 +59,18 @@ error outside(const std::string& path, const std::string& leads_to, const std::v
 
 }  // namespace
 
+resolved_path resolve_path(const std::string& path) {
+  if (auto r = real_path(path)) return {*r, true, 0};
+  const int err = errno;
+  fs::path p = normal(path), tail;
+  while (p.has_relative_path()) {
+    tail = tail.empty() ? p.filename() : p.filename() / tail;
+    p = p.parent_path();
+    if (auto r = real_path(p.string())) return {normal((fs::path(*r) / tail).string()), false, err};
+  }
+  return {normal("/" + tail.string()), false, err};
+}
+
 bool within(const std::string& root, const std::string& path) {
   if (root == "/") return !path.empty() && path.front() == '/';
   if (path.size() < root.size() || path.compare(0, root.size(), root) != 0) return false;
@@ -96,7 +87,7 @@ std::string describe_roots(const std::vector<std::string>& roots) {
 result<std::string> confined(const std::vector<std::string>& roots, const std::string& path) {
   if (path.empty() || path.front() != '/')
     return make_error(errc::invalid_argument, "path '" + path + "' is not absolute");
-  const resolved r = resolve(path);
+  const resolved_path r = resolve_path(path);
   if (!in_any(canonical_roots(roots), r.path)) return outside(path, r.exists ? r.path : "", roots);
   if (!r.exists) return io_error("resolve", path, r.err);
   return r.path;
@@ -105,7 +96,7 @@ result<std::string> confined(const std::vector<std::string>& roots, const std::s
 result<std::string> root_set::confined(const std::string& path) {
   if (path.empty() || path.front() != '/')
     return make_error(errc::invalid_argument, "path '" + path + "' is not absolute");
-  const resolved r = resolve(path);
+  const resolved_path r = resolve_path(path);
   // Only an existing path inside a cached root is allowed from the cache: a
   // real path under a root's real path is under that directory now too.
   // Anything else is decided on the roots as they are now.

@@ -45,6 +45,18 @@ result<std::string> confined(const std::vector<std::string>& roots, const std::s
 // internal naming the errno (EACCES included: still not permission_denied).
 result<int> open_confined(const std::vector<std::string>& roots, const std::string& path, int flags);
 
+// Where absolute `path` leads: its realpath when it resolves (exists = true);
+// otherwise the realpath of its longest resolvable prefix with the rest
+// appended lexically (a name that does not exist, or lies behind a directory
+// that may not be searched, is judged by where it would be); `err` keeps
+// realpath's errno then.
+struct resolved_path {
+  std::string path;
+  bool exists = false;
+  int err = 0;
+};
+resolved_path resolve_path(const std::string& path);
+
 // True when canonical path `path` is `root` or lies under it on a component
 // boundary. Both must already be canonical (no links, no "..", no trailing '/'
 // except for "/" itself).

@@ -1,5 +1,6 @@
 #include "libs/layout/layout.hpp"
 
+#include "libs/files/confine.hpp"
 #include "libs/files/files.hpp"
 
 #include <nlohmann/json.hpp>
@@ -104,6 +105,70 @@ std::vector<std::string> job_read_roots(const paths& p, const endpoints& e) {
   auto roots = import_roots(p, e);
   roots.push_back(p.jobs());
   return roots;
+}
+
+bool private_entry(std::string_view name) {
+  static constexpr std::string_view exact[] = {"keys",   "admin.token", "endpoints.json", "cloud.json", "loom.lock",
+                                               "audit",  "spool",       "logs",           "jobs",       "datasets"};
+  if (name.empty() || name.front() == '.') return true;  // hidden: a service's lock or scratch
+  for (auto e : exact)
+    if (name == e) return true;
+  // The stores and their journals (loom.db-wal, audit.db-shm, ...).
+  if (name.starts_with("loom.db") || name.starts_with("audit.db")) return true;
+  return is_service(name) || !service_kind(name).empty();  // a service's own state: scheduler/, trainer-2/
+}
+
+bool looks_like_data_dir(const std::string& dir) {
+  struct stat st {};
+  for (const char* marker : {"/keys/token.key", "/keys/curve", "/endpoints.json"})
+    if (::stat((dir + marker).c_str(), &st) == 0) return true;
+  return false;
+}
+
+namespace {
+// The data dir rule for one canonical location `loc` of output `target`.
+status private_rule(const paths& p, const std::string& target, const std::string& opt, const std::string& loc) {
+  std::error_code ec;
+  const std::string own = files::resolve_path(std::filesystem::absolute(p.root, ec).lexically_normal().string()).path;
+  // The data dirs `loc` lies in: the command's own, and any found on the way up.
+  std::vector<std::string> dirs{own};
+  for (std::filesystem::path d(loc); d.has_relative_path(); d = d.parent_path())
+    if (d.string() != own && looks_like_data_dir(d.string())) dirs.push_back(d.string());
+  for (std::string d : dirs) {
+    while (d.size() > 1 && d.back() == '/') d.pop_back();
+    if (loc == d)
+      return make_error(errc::permission_denied, opt + " " + target + " is the data dir " + d +
+                                                     ": no command writes over a data dir");
+    if (!files::within(d, loc)) continue;
+    const std::string rest = loc.substr(d == "/" ? 1 : d.size() + 1);
+    const std::string entry = rest.substr(0, rest.find('/'));
+    if (private_entry(entry))
+      return make_error(errc::permission_denied,
+                        opt + " " + target + " lies in " + d + "/" + entry +
+                            ", which belongs to the data dir's services (keys, tokens, store, job outputs): no "
+                            "command writes there, --force or not; choose a path outside it (" + d +
+                            "/imports is the owner's)");
+  }
+  return ok_status();
+}
+}  // namespace
+
+status check_output(const paths& p, const std::string& target, files::output_rules rules) {
+  auto earlier = std::move(rules.refuse);
+  const std::string opt = rules.option;
+  rules.refuse = [&, earlier](const std::string& loc) -> status {
+    if (earlier)
+      if (auto st = earlier(loc); !st) return st;
+    return private_rule(p, target, opt, loc);
+  };
+  return files::check_output(target, rules);
+}
+
+status check_not_private(const paths& p, const std::string& target, const std::string& option) {
+  if (target.empty()) return make_error(errc::invalid_argument, option + " is empty");
+  for (const auto& loc : files::output_locations(target))
+    if (auto st = private_rule(p, target, option, loc); !st) return st;
+  return ok_status();
 }
 
 result<endpoints> read_endpoints(const std::string& path) {

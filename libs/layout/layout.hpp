@@ -35,6 +35,7 @@
 // Value types and stateless functions; thread-safe.
 #pragma once
 
+#include "libs/files/output.hpp"
 #include "libs/status/status.hpp"
 
 #include <array>
@@ -168,6 +169,30 @@ std::vector<std::string> import_roots(const paths& p, const endpoints& e, std::v
 // own job outputs, paths::jobs() (a stage starting from another's
 // checkpoints). Never the rest of the data dir: keys, tokens, the store.
 std::vector<std::string> job_read_roots(const paths& p, const endpoints& e);
+
+// What a data dir holds for its services alone (issue 24 item 15): a top-level
+// entry no command writes into or over, whatever its flags — keys/, the
+// tokens, the store, endpoints.json and cloud.json, the lock, audit/, spool/,
+// logs/, jobs/, datasets/, each service's own directory, and any hidden
+// entry. The rest of the data dir (imports/ above all) is the owner's to
+// write. A new entry of the layout above is added here.
+bool private_entry(std::string_view name);
+
+// Whether `dir` is a data dir (it holds keys/token.key, keys/curve/ or
+// endpoints.json): outputs
+// under it follow private_entry even when it is not the command's data dir.
+bool looks_like_data_dir(const std::string& dir);
+
+// files::check_output with the data dir rule: the output is neither a data
+// dir itself nor inside a private entry of one — the command's own (`p`,
+// whether it exists yet or not) or any data dir the output lies in.
+// permission_denied naming the path, the entry and the rule; the other
+// errors as files::check_output says. `rules.refuse`, when set, is asked too.
+status check_output(const paths& p, const std::string& target, files::output_rules rules);
+
+// Only the data dir rule of check_output, for a command with its own rules
+// for existing outputs (`loom model export`). `option` names it in messages.
+status check_not_private(const paths& p, const std::string& target, const std::string& option = "--out");
 
 // not_found if absent; corruption if unparsable or "trainers" is outside 1..max_trainers.
 result<endpoints> read_endpoints(const std::string& path);

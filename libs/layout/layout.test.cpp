@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <unistd.h>
 
 TEST_CASE("the endpoints file round-trips every field") {
   char tmpl[] = "/tmp/loom-layout-XXXXXX";
@@ -190,4 +191,41 @@ TEST_CASE("an edge site runs no scheduler or aggregator and reaches the cloud's 
   loom::layout::endpoints cloud;
   CHECK(loom::layout::reach(p, cloud, "scheduler").key_dir == "/d/keys/curve");
   CHECK(loom::layout::process_names(cloud).size() == 5);
+}
+
+TEST_CASE("no output lands in a data dir's keys, tokens, store or job outputs, whatever the flags") {
+  namespace fs = std::filesystem;
+  char tmpl[] = "/tmp/loom-layout-XXXXXX";
+  REQUIRE(::mkdtemp(tmpl));
+  const std::string base = fs::canonical(tmpl).string(), data = base + "/data", other = base + "/other";
+  REQUIRE(loom::files::make_dirs(data + "/keys/curve").ok());
+  REQUIRE(loom::files::write_atomic(data + "/keys/token.key", "k").ok());
+  REQUIRE(loom::files::make_dirs(other + "/keys/curve").ok());  // another data dir than the command's
+  REQUIRE(loom::files::make_dirs(data + "/imports").ok());
+  const loom::layout::paths p{data};
+  loom::files::output_rules force;
+  force.force = true;
+  for (const std::string& bad :
+       {data + "/keys/token.key", data + "/keys/curve/new.key", data + "/admin.token", data + "/loom.db",
+        data + "/loom.db-wal", data + "/endpoints.json", data + "/jobs/job-000001/x", data + "/spool/cli/x",
+        data + "/scheduler/x", data + "/trainer-2/x", data + "/.trainer.lock", data, other + "/keys/token.key",
+        other + "/admin.token", data + "/imports/../keys/x"}) {
+    auto st = loom::layout::check_output(p, bad, force);
+    INFO(bad << ": " << (st ? std::string("ok") : st.err().message));
+    CHECK(st.code() == loom::errc::permission_denied);
+  }
+  // A link that leads into keys/ is refused too.
+  REQUIRE(::symlink((data + "/keys/token.key").c_str(), (base + "/tok.json").c_str()) == 0);
+  CHECK(loom::layout::check_output(p, base + "/tok.json", force).code() == loom::errc::permission_denied);
+  auto msg = loom::layout::check_output(p, data + "/keys/token.key", force);
+  CHECK(msg.err().message.find("lies in " + data + "/keys") != std::string::npos);
+  CHECK(msg.err().message.find("--force or not") != std::string::npos);
+  // The owner's parts: imports/, a new name beside the services' entries, anywhere else.
+  for (const std::string& good : {data + "/imports/tok.json", data + "/eval-0", data + "/out-hf", base + "/tok.json2"})
+    CHECK(loom::layout::check_output(p, good, force).ok());
+  // The command's data dir counts before it exists (a first `loom up` comes later).
+  const loom::layout::paths fresh{base + "/not-yet"};
+  CHECK(loom::layout::check_output(fresh, base + "/not-yet/keys/token.key", force).code() ==
+        loom::errc::permission_denied);
+  std::filesystem::remove_all(tmpl);
 }

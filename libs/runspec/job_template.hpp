@@ -62,6 +62,14 @@ struct job_plan {
   std::vector<stage_plan> stages;
 };
 
+// The largest template text a job is submitted with. The shipped templates
+// are under 2 KiB; the scheduler parses a submitted text on its one logic
+// thread and keeps 64 parsed texts (template_cache): 1 MiB leaves any
+// hand-written template room and bounds both the parse and the cache. The
+// scheduler refuses a longer text before parsing it; `loom job submit` reads
+// no more of a template file.
+inline constexpr std::size_t max_template_bytes = std::size_t{1} << 20;
+
 // invalid_argument naming the template (file:line where a template line is at
 // fault), the stage, and the key or the override. Also refused: a stage name
 // stage_name_problem refuses, a relative path, an override value that is not

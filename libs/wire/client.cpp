@@ -77,6 +77,12 @@ result<reply> client::recv(milliseconds timeout) {
 }
 
 result<reply> client::call(request req) {
+  // The first place that can tell: a body the server's decoder refuses is
+  // never sent (it would only cost the transfer and the deadline).
+  if (req.body.size() > max_body_bytes)
+    return make_error(errc::invalid_argument, req.type + " of " + std::to_string(req.body.size()) +
+                                                  " bytes is over the " + std::to_string(max_body_bytes >> 20) +
+                                                  " MiB a request may carry (libs/wire/limits.hpp); not sent");
   if (req.request_id.empty()) req.request_id = new_request_id();
   const int attempts = 1 + std::max(0, opts_.retries);
   for (int i = 0; i < attempts; ++i) {

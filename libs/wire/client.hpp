@@ -57,7 +57,8 @@ class client {
   // Sends `req` and returns its reply, retrying as described above. Fills in
   // request_id (if empty) and sent_unix_ns. Replies whose request_id is not
   // this request's (late replies to earlier requests) are discarded.
-  // Errors: unavailable "no reply from <endpoint> after N attempts".
+  // Errors: unavailable "no reply from <endpoint> after N attempts";
+  // invalid_argument, at once and nothing sent, for a body over max_body_bytes.
   // A reply with a non-ok status is still a successful result<reply>.
   result<reply> call(request req);
 

@@ -5,6 +5,7 @@
 
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <chrono>
 #include <mutex>
 #include <thread>
@@ -135,6 +136,52 @@ TEST_CASE("a malformed request is answered with an error the client can match") 
   REQUIRE(rep.ok());
   CHECK(rep->code == errc::invalid_argument);
   CHECK(rep->message.find("has no type") != std::string::npos);
+}
+
+TEST_CASE("a request over the body limit is refused at once and never sent, and a server answers one sent anyway") {
+  test::curve_fixture f;
+  router_server srv(f.ctx, f.server, f.domain, "tcp://127.0.0.1:*");
+  seen_log log;
+  std::atomic<int> malformed{0};
+  test::served s(srv, [&](router_server& r, const router_server::incoming& in) {
+    if (in.req) {
+      log.add(*in.req);
+      r.send(in.identity, echo(*in.req));
+      return;
+    }
+    ++malformed;
+    r.send(in.identity, error_reply(in.request_id, in.req.code(), in.req.err().message));
+  });
+  client c(f.ctx, srv.endpoint(), f.server.public_z85, f.alice, {30000ms, 1});
+  request big = ping("big-one");
+  big.body.assign(30u << 20, 'x');  // a 30 MB SubmitJob, say
+  auto rep = c.call(big);
+  REQUIRE_FALSE(rep.ok());
+  CHECK(rep.code() == errc::invalid_argument);
+  CHECK(rep.err().message.find("over the 16 MiB a request may carry") != std::string::npos);
+  CHECK(c.retried() == 0);
+  // Nothing was sent: on the same connection, a ping after it is the first thing the server sees.
+  REQUIRE(c.call(ping("after")).ok());
+  REQUIRE(log.get().size() == 1);
+  CHECK(log.get()[0].request_id == "after");
+  CHECK(malformed == 0);
+  // A peer that sends one anyway (a raw DEALER): the server's refusal names its request id.
+  zmq::socket_t raw(f.ctx, zmq::socket_type::dealer);
+  raw.set(zmq::sockopt::linger, 0);
+  make_curve_client(raw, f.alice, f.server.public_z85);
+  raw.connect(srv.endpoint());
+  const std::string bytes = encode(big);
+  raw.send(zmq::buffer(bytes), zmq::send_flags::none);
+  raw.set(zmq::sockopt::rcvtimeo, 60000);  // a deadline for an answer that must come (30 MB through CURVE)
+  zmq::message_t back;
+  REQUIRE(raw.recv(back, zmq::recv_flags::none).has_value());
+  auto answer = decode_reply(back.data(), back.size());
+  REQUIRE(answer.ok());
+  CHECK(answer->request_id == "big-one");
+  CHECK(answer->code == errc::invalid_argument);
+  CHECK(answer->message.find("body too large") != std::string::npos);
+  CHECK(malformed == 1);
+  CHECK(log.get().size() == 1);
 }
 
 TEST_CASE("call_typed returns the typed body, or the reply's error code and message") {

@@ -17,8 +17,12 @@ static_assert(static_cast<int>(errc::internal) == v1::INTERNAL && v1::Code_MAX =
 
 error invalid(std::string msg) { return make_error(errc::invalid_argument, std::move(msg)); }
 
-// Checks shared by both directions; fills `env` on success.
-std::optional<error> parse_envelope(const void* data, std::size_t n, v1::Envelope& env) {
+// Checks shared by both directions; fills `env` on success. `request_id_seen`
+// gets the request id as soon as the bytes parsed and it is of a sane length,
+// so that a request refused below (a body over the limit) is still answered
+// to its caller, who otherwise waits out its deadline for "no reply".
+std::optional<error> parse_envelope(const void* data, std::size_t n, v1::Envelope& env,
+                                    std::string* request_id_seen = nullptr) {
   if (n == 0) return invalid("empty frame: expected a loom.v1.Envelope");
   if (n > static_cast<std::size_t>(max_message_bytes))
     return invalid("envelope of " + std::to_string(n) + " bytes exceeds the " +
@@ -29,12 +33,13 @@ std::optional<error> parse_envelope(const void* data, std::size_t n, v1::Envelop
   if (env.request_id().size() > max_request_id_bytes)
     return invalid("request_id of " + std::to_string(env.request_id().size()) + " bytes exceeds " +
                    std::to_string(max_request_id_bytes));
+  if (request_id_seen) *request_id_seen = env.request_id();
   if (env.type().size() > max_type_bytes)
     return invalid("type of " + std::to_string(env.type().size()) + " bytes exceeds " +
                    std::to_string(max_type_bytes));
   if (env.body().size() > max_body_bytes)
     return invalid("body too large: " + std::to_string(env.body().size()) + " bytes exceeds " +
-                   std::to_string(max_body_bytes));
+                   std::to_string(max_body_bytes) + " (a request is a control message; bulk data travels as chunks)");
   return std::nullopt;
 }
 
@@ -65,8 +70,7 @@ std::string encode(const reply& rep) {
 
 result<request> decode_request(const void* data, std::size_t n, std::string* request_id_seen) {
   v1::Envelope env;
-  if (auto e = parse_envelope(data, n, env)) return *e;
-  if (request_id_seen) *request_id_seen = env.request_id();
+  if (auto e = parse_envelope(data, n, env, request_id_seen)) return *e;
   if (env.request_id().empty()) return invalid("request has no request_id");
   if (env.type().empty()) return invalid("request " + env.request_id() + " has no type");
   if (env.has_status()) return invalid("request " + env.request_id() + " carries a status (is it a reply?)");

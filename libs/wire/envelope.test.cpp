@@ -121,6 +121,11 @@ TEST_CASE("a body one byte over the limit is refused as too large") {
   auto r = decode(encode(req));
   REQUIRE_FALSE(r.ok());
   CHECK(mentions(r.err(), "body too large"));
+  // Its request id is still seen, so the refusal reaches the caller (not its deadline).
+  std::string seen;
+  const std::string bytes = encode(req);
+  CHECK_FALSE(decode_request(bytes.data(), bytes.size(), &seen).ok());
+  CHECK(seen == req.request_id);
   req.body.pop_back();
   CHECK(decode(encode(req)).ok());
 }

@@ -22,7 +22,8 @@ const char* const sample_usage =
 
 const char* const logits_usage =
     "usage: loom-trainer logits --checkpoint DIR --prompt TEXT [--prompt TEXT ...] --out FILE\n"
-    "                           [--tokens N] [--tokenizer tokenizer.json] [--data-dir D] [--threads N]\n"
+    "                           [--tokens N] [--tokenizer tokenizer.json] [--data-dir D] [--threads N] [--force]\n"
+    "  --force: replace --out when it exists (never an input, never in a data dir's keys/ or store)\n"
     "  Writes our engine's logits for the first N tokens of each prompt as safetensors:\n"
     "  tokens (B, N) I32 and logits (B, N, vocab) F32 (default N: the shortest prompt's\n"
     "  token count, at most the model's max_seq_len). scripts/check-export compares them\n"
@@ -151,7 +152,7 @@ result<sample_args> parse_sample_args(const std::vector<std::string>& argv) {
 }
 
 result<logits_args> parse_logits_args(const std::vector<std::string>& argv) {
-  auto s = scan(argv, {"checkpoint", "prompt", "out", "tokens", "tokenizer", "data-dir", "threads"}, {"help"});
+  auto s = scan(argv, {"checkpoint", "prompt", "out", "tokens", "tokenizer", "data-dir", "threads"}, {"force", "help"});
   if (!s) return s.err();
   logits_args a;
   a.help = s->flags.count("help") > 0;
@@ -160,6 +161,7 @@ result<logits_args> parse_logits_args(const std::vector<std::string>& argv) {
     return bad("--checkpoint, --prompt and --out are required");
   a.checkpoint = s->values["checkpoint"];
   a.out = s->values["out"];
+  a.force = s->flags.count("force") > 0;
   a.prompts = s->prompts;
   a.tokenizer = s->values["tokenizer"];
   a.data_dir = s->values["data-dir"];

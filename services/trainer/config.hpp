@@ -36,6 +36,7 @@ struct logits_args {
   int tokens = 0;                    // --tokens 1..1048576; 0 = the shortest prompt's (capped at max_seq_len)
   std::string tokenizer, data_dir;
   int threads = 0;                   // --threads 1..1024; 0 = every core
+  bool force = false;                // --force: replace an existing --out file
   bool help = false;
 };
 

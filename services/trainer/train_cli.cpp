@@ -3,6 +3,7 @@
 #include "services/trainer/config.hpp"
 
 #include "libs/files/files.hpp"
+#include "libs/layout/layout.hpp"
 #include "libs/tokenizer/bpe.hpp"
 #include "services/trainer/engine/kernels.hpp"
 #include "libs/runspec/run_config.hpp"
@@ -77,6 +78,13 @@ int train_main(int argc, char** argv) {
                            "pretrain-diloco-tiny`), one trainer per site against the aggregator; offline, "
                            "train it as kind = \"lm\" (--set kind=lm)"));
   if (!a->out.empty()) cfg->out_dir = a->out;
+  // The run's directory: never a data dir's keys, store or job outputs (an
+  // existing run there is refused below unless --resume: run_training).
+  files::output_rules where;
+  where.kind = files::output_kind::directory;
+  where.option = a->out.empty() ? "output.dir" : "--out";
+  if (auto st = layout::check_output({files::resolve_data_dir(a->data_dir)}, cfg->out_dir, where); !st)
+    return fail(st.err());
 
   std::signal(SIGINT, on_stop_signal);
   std::signal(SIGTERM, on_stop_signal);
@@ -159,6 +167,10 @@ int logits_main(int argc, char** argv) {
   }
   if (parsed->help) return std::fputs(logits_usage, stdout) < 0 ? 1 : 0;
   const logits_args& a = *parsed;
+  files::output_rules where;  // checked before the model is read: a refusal costs nothing
+  where.force = a.force;
+  where.inputs = {a.checkpoint, a.tokenizer};
+  if (auto st = layout::check_output({files::resolve_data_dir(a.data_dir)}, a.out, where); !st) return fail(st.err());
   engine::kernels::set_threads(a.threads > 0 ? a.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
   auto snap = open_signed(a.checkpoint, a.data_dir, "computing logits of");
   if (!snap) return fail(snap.err());

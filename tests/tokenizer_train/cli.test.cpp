@@ -11,6 +11,9 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <random>
@@ -160,6 +163,65 @@ TEST_CASE("loom data train-tokenizer: bad usage exits 2, bad input exits 1, each
     CHECK(r.out.empty());
   }
   CHECK_FALSE(std::filesystem::exists(out));
+}
+
+TEST_CASE("loom data train-tokenizer never writes over its input, into a data dir's keys, or over a file without --force") {
+  temp_dir dir("loom-train-tok");
+  const std::string home = dir.path() + "/home";
+  REQUIRE(run({bin("loom"), "keys", "init", "--data-dir", home}).code == 0);
+  const std::string key = home + "/keys/token.key", key_bytes = read_all(key);
+  const std::string in = dir.path() + "/in.txt";
+  write_all(in, read_all(licenses + "/GPL-3"));
+  const std::string in_bytes = read_all(in);
+  auto tok = [&](std::vector<std::string> extra, const std::string& data_dir) {
+    extra.insert(extra.begin(), {"--vocab-size", "300", in});
+    extra.insert(extra.end(), {"--data-dir", data_dir});
+    return train(extra);
+  };
+  struct refused {
+    std::vector<std::string> args;
+    std::string data_dir;
+    int code;
+    std::string says;
+  };
+  REQUIRE(::symlink(key.c_str(), (dir.path() + "/innocent.json").c_str()) == 0);
+  const std::vector<refused> cases = {
+      {{"--out", in}, home, 1, "--out " + in + " is the input " + in},
+      {{"--out", in, "--force"}, home, 1, "is the input"},
+      {{"--out", dir.path() + "/./in.txt", "--force"}, home, 1, "is the input"},
+      {{"--out", key}, home, 3, "lies in " + home + "/keys"},
+      {{"--out", key, "--force"}, home, 3, "--force or not"},
+      {{"--out", home + "/keys/curve/new.key", "--force"}, home, 3, "lies in " + home + "/keys"},
+      {{"--out", home + "/admin.token", "--force"}, home, 3, "lies in " + home + "/admin.token"},
+      {{"--out", key, "--force"}, dir.path() + "/elsewhere", 3, "lies in " + home + "/keys"},  // not the command's data dir
+      {{"--out", dir.path() + "/innocent.json", "--force"}, home, 3, "lies in " + home + "/keys"},  // a link into keys/
+  };
+  for (const auto& c : cases) {
+    auto r = tok(c.args, c.data_dir);
+    CAPTURE(r.err);
+    CAPTURE(c.says);
+    CHECK(r.code == c.code);
+    CHECK(r.err.find(c.says) != std::string::npos);
+  }
+  CHECK(read_all(in) == in_bytes);
+  CHECK(read_all(key) == key_bytes);
+  struct stat st {};
+  REQUIRE(::stat(key.c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0600);
+  CHECK_FALSE(std::filesystem::exists(home + "/keys/curve/new.key"));
+  // An existing file: named and kept without --force, replaced with it.
+  const std::string old = dir.path() + "/old.json";
+  write_all(old, "old");
+  auto kept = tok({"--out", old}, home);
+  CHECK(kept.code == 1);
+  CHECK(kept.err.find("--out " + old + " exists: pass --force to replace it") != std::string::npos);
+  CHECK(read_all(old) == "old");
+  auto replaced = tok({"--out", old, "--force"}, home);
+  CHECK(replaced.code == 0);
+  CHECK(tokenizer::load_hf_json(old).ok());
+  // The owner's part of the data dir takes it (imports/: a job's data.tokenizer may be read there).
+  std::filesystem::create_directories(home + "/imports");
+  CHECK(tok({"--out", home + "/imports/tok.json"}, home).code == 0);
 }
 
 TEST_CASE("Hugging Face's tokenizers.js encodes with our trained tokenizer.json exactly as we do") {

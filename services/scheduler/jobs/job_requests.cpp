@@ -67,6 +67,10 @@ result<std::pair<const job_rec*, bool>> job_manager::submit(const submit_args& a
   if (!seen) return seen.err();
   if (*seen) return std::pair<const job_rec*, bool>{&jobs_.at((*seen)->job_id), true};
   if (a.template_toml.empty()) return make_error(errc::invalid_argument, "SubmitJob: the template text is empty");
+  if (a.template_toml.size() > runspec::max_template_bytes)  // refused before it is parsed (job_template.hpp)
+    return make_error(errc::invalid_argument, "SubmitJob: the template text is " +
+                                                  std::to_string(a.template_toml.size()) + " bytes; a template is at "
+                                                  "most 1 MiB (a page of TOML: the shipped ones are under 2 KiB)");
   const std::string tenant = a.tenant.empty() ? who.tenant : a.tenant;
   if (tenant != who.tenant && !who.admin())
     return make_error(errc::permission_denied, "tenant " + tenant + ": a " + who.role + " of tenant " + who.tenant +
