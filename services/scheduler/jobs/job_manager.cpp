@@ -1,7 +1,6 @@
 #include "services/scheduler/jobs/job_manager.hpp"
 
 #include "libs/auth/token.hpp"
-#include "libs/ckpt/snapshot.hpp"
 #include "libs/store/database.hpp"
 #include "libs/files/confine.hpp"
 #include "libs/runspec/job_template.hpp"
@@ -20,18 +19,6 @@ namespace {
 policy::resources trainer_capacity(const node& n) { return {0, 1, usable_memory(n.resources.memory_bytes)}; }
 
 }  // namespace
-
-std::function<status(const std::string& dir)> manifest_check(std::string key_path) {
-  return [key_path = std::move(key_path)](const std::string& dir) -> status {
-    auto key = auth::load_token_key(key_path);
-    if (!key) return make_error(key.code(), "the checkpoint key " + key_path + ": " + key.err().message);
-    const auto step = ckpt::parse_step_dir(std::filesystem::path(dir).filename().string());
-    if (!step) return make_error(errc::invalid_argument, dir + " is not a snapshot's step-N directory");
-    if (auto problem = ckpt::verify_manifest(dir, *step, *key); !problem.empty())
-      return make_error(errc::corruption, dir + ": " + problem);
-    return ok_status();
-  };
-}
 
 job_manager::job_manager(store::database* db, std::string jobs_root, std::chrono::milliseconds min_runtime)
     : db_(db), root_(std::move(jobs_root)), min_runtime_(min_runtime) {}
@@ -251,22 +238,6 @@ void job_manager::fail_lost_stage(job_rec& j, std::size_t i, time_point now) {
   // The policy queued it again (and may have placed it in the same pass):
   // out of the policy, and what its room allows now.
   if (auto d = policy_.cancel(pid_of(j, i), ms(now))) apply(*d, now);
-}
-
-std::string job_manager::result_problem(const job_rec& j, std::size_t i) const {
-  if (!check_) return "";
-  const stage_rec& s = j.stages[i];
-  if (s.checkpoint.empty()) return "it reported success without a final checkpoint";
-  // Its own stage's directory only: a checkpoint of another job (another
-  // tenant's, signed with the same key) is never this stage's result.
-  namespace fs = std::filesystem;
-  const fs::path dir = (fs::path(j.out_dir) / s.name).lexically_normal();
-  const fs::path ckpt = fs::path(s.checkpoint).lexically_normal();
-  const fs::path rel = ckpt.lexically_relative(dir);
-  if (!ckpt.is_absolute() || rel.empty() || rel == "." || *rel.begin() == "..")
-    return "its checkpoint " + s.checkpoint + " is not under its stage directory " + dir.string();
-  if (auto st = check_(s.checkpoint); !st) return "its final checkpoint does not verify: " + st.err().message;
-  return "";
 }
 
 void job_manager::stage_done(job_rec& j, std::size_t i, bool ok, const std::string& message_in, time_point now,
