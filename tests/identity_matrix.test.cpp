@@ -20,6 +20,7 @@
 #include "libs/auth/policy.hpp"
 #include "loom/v1/common.pb.h"
 #include "loom/v1/ingest.pb.h"
+#include "loom/v1/models.pb.h"
 
 #include <doctest/doctest.h>
 #include <zmq_addon.hpp>
