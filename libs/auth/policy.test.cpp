@@ -64,13 +64,13 @@ TEST_CASE("a type missing from the table has no policy") {
   CHECK(find_policy("") == nullptr);
 }
 
-TEST_CASE("a site's business is the node, drain and aggregation requests and the probes, nothing else") {
+TEST_CASE("a site's business is the node, drain, undrain and aggregation requests and the probes, nothing else") {
   std::set<std::string_view> business;
   for (const auto& e : policy_table())
     if (e.site_business) business.insert(e.type);
   const std::set<std::string_view> want = {
       "loom.v1.PingRequest",          "loom.v1.HealthRequest",          "loom.v1.RegisterNodeRequest",
-      "loom.v1.NodeHeartbeatRequest", "loom.v1.PollWorkRequest",        "loom.v1.DrainNodeRequest",
+      "loom.v1.NodeHeartbeatRequest", "loom.v1.PollWorkRequest",        "loom.v1.DrainNodeRequest",  "loom.v1.UndrainNodeRequest",
       "loom.v1.StartAggregationRequest", "loom.v1.ExportGlobalRequest"};
   CHECK(business == want);
   // Never an admin's request, never the audit trail, never another tenant's objects.

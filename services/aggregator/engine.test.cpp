@@ -333,7 +333,7 @@ TEST_CASE("a job that takes longer to make than the wait is answered `starting`,
   CHECK(fs::exists(state_path(d.dir.path(), spec.job)));
 }
 
-TEST_CASE("only the granted sites join, pull and send; a delta past the token or norm bound is refused, counted and audited") {
+TEST_CASE("only the granted sites join, pull and send, a delta past the token or norm bound is refused, counted and audited") {
   deployment d;
   engine e(d.options());
   const auto g = d.grant("job-1", {"north", "south"}, true, flat_spec(64, 1000));

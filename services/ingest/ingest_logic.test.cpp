@@ -253,7 +253,7 @@ TEST_CASE_FIXTURE(fixture, "the ingest logic refuses an unknown type naming the 
   CHECK(call(loom::v1::PullDatasetRequest{}).code == errc::unavailable);
 }
 
-TEST_CASE("a request acts for the token's tenant; only an admin or this deployment's scheduler or trainer names another") {
+TEST_CASE("a request acts for the token's tenant, only an admin or this deployment's scheduler or trainer names another") {
   auto ctx = [](std::string tenant, std::string role, std::string peer) {
     runtime::call_context c;
     c.tenant = std::move(tenant);
@@ -275,7 +275,7 @@ TEST_CASE("a request acts for the token's tenant; only an admin or this deployme
   CHECK(acting_tenant(ctx("acme", "admin", "client"), "bad tenant").code() == errc::invalid_argument);
 }
 
-TEST_CASE_FIXTURE(fixture, "another tenant's dataset and tasks answer not found; an admin sees every tenant's") {
+TEST_CASE_FIXTURE(fixture, "another tenant's dataset and tasks answer not found, an admin sees every tenant's") {
   // "d" is tenant default's (the fixture's). Tenant acme sees none of it.
   loom::v1::DatasetStatusRequest st;
   st.set_name("d");

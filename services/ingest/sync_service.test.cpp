@@ -83,7 +83,7 @@ struct site {
 
 }  // namespace
 
-TEST_CASE("a sync peer reads only the tenant's dataset it was granted; the trainer key reads any; a peer file named "
+TEST_CASE("a sync peer reads only the tenant's dataset it was granted, the trainer key reads any, a peer file named "
           "like a service is no service") {
   site a, b;
   const auto trainer = wire::generate_keypair(), client = wire::generate_keypair();

@@ -108,7 +108,7 @@ TEST_CASE("changing any field of a grant or of its spec, or adding a site, makes
   CHECK(diloco::verify_grant(g, key, now).ok());
 }
 
-TEST_CASE("a grant under another key, without a MAC, or expired is refused; a saved one is still read after expiry") {
+TEST_CASE("a grant under another key, without a MAC, or expired is refused, a saved one is still read after expiry") {
   const auto g = sample();
   auto other = diloco::verify_grant(g, std::string(32, 'o'), now);
   CHECK(other.code() == errc::permission_denied);

@@ -42,7 +42,7 @@ TEST_CASE("a diloco stage's spec comes from its config: model, rounds, the token
   CHECK(diloco::stage_sites(cfg) == std::vector<std::string>{"north", "south"});
 }
 
-TEST_CASE("a stage of this deployment's trainers has sites site-0..N-1; aggregation names keep to [A-Za-z0-9._-] and 64 characters") {
+TEST_CASE("a stage of this deployment's trainers has sites site-0..N-1, aggregation names keep to [A-Za-z0-9._-] and 64 characters") {
   auto cfg = diloco_config();
   cfg.diloco.site_names.clear();
   cfg.diloco.sites = 3;

@@ -60,7 +60,7 @@ TEST_CASE("a diloco stage's assignment carries a grant binding job, stage, tenan
   CHECK_FALSE(diloco::verify_grant(g, std::string(32, 'x'), started_s).ok());
 }
 
-TEST_CASE("a later diloco stage's grant starts from the job's previous stage; this deployment's sites are site-0..N-1") {
+TEST_CASE("a later diloco stage's grant starts from the job's previous stage, this deployment's sites are site-0..N-1") {
   auto j = job();
   std::string toml = diloco_toml;
   toml.replace(toml.find("sites = [\"north\", \"south\"]"), 26, "sites = 3");

@@ -313,7 +313,7 @@ struct dir_fixture : fixture {
 
 }  // namespace
 
-TEST_CASE_FIXTURE(dir_fixture, "pruned trials' directories go once ASHA can no longer promote them; the best's stays") {
+TEST_CASE_FIXTURE(dir_fixture, "pruned trials' directories go once ASHA can no longer promote them, the best's stays") {
   for (const char* n : {"trainer@a", "trainer@b", "trainer@c"}) add_trainer(n);
   own.tick(nodes, now);
   // R = 30 (rungs 10, 30): two trials reach R, so the search's end removes a finished one too.
