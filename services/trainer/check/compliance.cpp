@@ -35,7 +35,7 @@ void assess_import_report(std::string_view report_json, const std::string& name,
                         std::to_string(pii.value("items_redacted", std::uint64_t{0})) + " items)");
 }
 
-compliance_finding assess_lineage(const std::vector<std::string>& lineage, const std::string& data_dir) {
+compliance_finding assess_lineage(const std::vector<std::string>& lineage, const std::string& datasets_root) {
   compliance_finding out;
   std::set<std::string> seen;
   for (const auto& entry : lineage) {
@@ -51,7 +51,7 @@ compliance_finding assess_lineage(const std::vector<std::string>& lineage, const
       out.problems.push_back("lineage entry " + entry + " does not name a dataset");
       continue;
     }
-    const std::string path = data_dir + "/datasets/" + what + "/report.json";
+    const std::string path = datasets_root + "/" + what + "/report.json";
     auto text = files::read_file(path);
     if (!text) {
       out.problems.push_back("dataset " + what + ": no import report at " + path + " (" + text.err().message + ")");

@@ -28,7 +28,8 @@ struct compliance_finding {
 void assess_import_report(std::string_view report_json, const std::string& name, compliance_finding& out);
 
 // Every lineage entry ("dataset:NAME", "text:/path", ...): datasets' reports
-// read from <data_dir>/datasets/NAME/report.json; a missing report is a problem.
-compliance_finding assess_lineage(const std::vector<std::string>& lineage, const std::string& data_dir);
+// read from <datasets_root>/NAME/report.json (the version's tenant's datasets:
+// layout::tenant_datasets_root); a missing report is a problem.
+compliance_finding assess_lineage(const std::vector<std::string>& lineage, const std::string& datasets_root);
 
 }  // namespace loom::modelcheck

@@ -35,7 +35,7 @@ TEST_CASE("quarantined licences and PII left unredacted are each a compliance pr
 }
 
 TEST_CASE("a raw text file in the lineage is not assessed and a dataset without a report is a problem") {
-  auto f = assess_lineage({"text:/srv/corpus.txt", "text:/srv/corpus.txt", "dataset:nosuch"}, "/nonexistent-data");
+  auto f = assess_lineage({"text:/srv/corpus.txt", "text:/srv/corpus.txt", "dataset:nosuch"}, "/nonexistent-data/datasets");
   REQUIRE(f.not_assessed.size() == 1);  // the repeated entry counts once
   CHECK(f.not_assessed[0].starts_with("text:/srv/corpus.txt (a raw file"));
   REQUIRE(f.problems.size() == 1);

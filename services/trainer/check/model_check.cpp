@@ -7,6 +7,7 @@
 #include "libs/export/inputs.hpp"
 #include "libs/files/confine.hpp"
 #include "libs/files/files.hpp"
+#include "libs/layout/dataset_dirs.hpp"
 #include "libs/runspec/run_config.hpp"
 #include "libs/tokenizer/bpe.hpp"
 #include "services/trainer/check/compliance.hpp"
@@ -93,7 +94,7 @@ check_outcome held_out_loss(const check_request& r, const check_report& rep, con
     const std::string kind = src.substr(0, colon), what = colon == std::string::npos ? "" : src.substr(colon + 1);
     const std::uint64_t want = std::uint64_t(max_windows) * std::uint64_t(spec ? spec->seq_len : 64) + 1;
     if (kind == "text") toks = tokens_of_text_tail(what, r.tokenizer, r.read_roots);
-    else if (kind == "dataset") toks = tokens_of_shards_tail(r.data_dir + "/datasets/" + what, want);
+    else if (kind == "dataset") toks = tokens_of_shards_tail(layout::tenant_dataset_dir(r.data_dir + "/datasets", r.tenant, what), want);
     else if (kind == "shards") {
       if (auto in = r.read_roots.empty() ? result<std::string>(what) : files::confined(r.read_roots, what); !in)
         toks = in.err();
@@ -121,7 +122,7 @@ check_outcome held_out_loss(const check_request& r, const check_report& rep, con
 }
 
 check_outcome compliance(const check_request& r) {
-  compliance_finding f = assess_lineage(r.lineage, r.data_dir);
+  compliance_finding f = assess_lineage(r.lineage, layout::tenant_datasets_root(r.data_dir + "/datasets", r.tenant));
   if (!f.problems.empty()) {
     if (r.override_compliance)
       return {"compliance", check_status::overridden, "overridden by an admin: " + joined(f.problems)};

@@ -30,7 +30,8 @@
 namespace loom::modelcheck {
 
 struct check_request {
-  std::string data_dir;          // keys/checkpoint.key; datasets/<name>/report.json
+  std::string data_dir;          // keys/checkpoint.key; the tenant's datasets/<name>/report.json
+  std::string tenant;            // the version's: whose datasets its lineage names ("" = default)
   std::string checkpoint;        // the version's step-N directory
   std::string params_sha256;     // as the registry recorded it
   std::string config_toml;       // the version's resolved run config

@@ -94,6 +94,7 @@ status run_model_export(const export_job_options& o, registry_port& registry, co
 
   modelcheck::check_request q;
   q.data_dir = o.data_dir;
+  q.tenant = v->tenant;  // its datasets are its tenant's (layout::tenant_dataset_dir)
   q.checkpoint = v->checkpoint;
   q.params_sha256 = v->params_sha256;
   q.config_toml = v->config_toml;
