@@ -14,6 +14,7 @@
 //   case=clean mb_per_s=<..> docs_per_s=<..> kept_fraction=<..>
 #include "bench/bench_util.hpp"
 #include "libs/files/temp_dir.hpp"
+#include "services/ingest/importer/testing.hpp"
 #include "services/ingest/pipeline/pipeline.hpp"
 
 #include <algorithm>
@@ -28,6 +29,7 @@
 #include <vector>
 
 using loom::bench::slurp;
+using loom::ingest::importer_testing::json_quote;
 using loom::bench::thread_cpu_s;
 
 namespace {
@@ -53,27 +55,6 @@ std::vector<std::string> paragraphs() {
   return out;
 }
 
-void json_string(std::string& out, std::string_view s) {
-  out += '"';
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  out += '"';
-}
-
 // Writes the corpus; returns the number of documents.
 std::size_t write_corpus(const std::string& path) {
   const auto pool = paragraphs();
@@ -84,9 +65,7 @@ std::size_t write_corpus(const std::string& path) {
     const std::size_t target = 1024 + rng() % (15 * 1024);
     std::string doc;
     while (doc.size() < target) doc += pool[rng() % pool.size()] + "\n\n";
-    out += "{\"text\": ";
-    json_string(out, doc);
-    out += "}\n";
+    out += "{\"text\": " + json_quote(doc) + "}\n";
     text_bytes += doc.size();
     ++docs;
   }

@@ -8,6 +8,7 @@
 #include "client/typed_call.hpp"
 
 #include "libs/auditchain/store_io.hpp"
+#include "libs/status/unix_time.hpp"
 #include "libs/store/database.hpp"
 #include "loom/v1/audit.pb.h"
 
@@ -33,14 +34,7 @@ std::string decision_name(int d) {
   }
 }
 
-std::string utc(std::uint64_t unix_ns) {
-  std::time_t s = static_cast<std::time_t>(unix_ns / 1000000000ULL);
-  std::tm tm{};
-  ::gmtime_r(&s, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
+std::string utc(std::uint64_t unix_ns) { return utc_text(static_cast<std::int64_t>(unix_ns / 1000000000ULL)); }
 
 // Printable payloads as text, others as a byte count (print through printable()).
 std::string payload_text(const loom::v1::AuditEvent& e) {

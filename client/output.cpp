@@ -1,4 +1,5 @@
 #include "client/output.hpp"
+#include "libs/status/unix_time.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -104,12 +105,7 @@ void print_json(const nlohmann::json& j) { std::cout << json_text(j) << std::end
 
 std::string when(std::uint64_t unix_ns) {
   if (unix_ns == 0) return "-";
-  std::time_t t = static_cast<std::time_t>(unix_ns / 1'000'000'000ULL);
-  std::tm tm{};
-  ::gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%SZ", &tm);
-  return buf;
+  return utc_text(static_cast<std::int64_t>(unix_ns / 1'000'000'000ULL), ' ');
 }
 
 }  // namespace loom::cli

@@ -106,16 +106,6 @@ error corrupt(const std::string& path, std::size_t off, std::string_view what) {
                                           std::to_string(off));
 }
 
-status write_all(int fd, std::string_view data, const std::string& path) {
-  while (!data.empty()) {
-    ssize_t n = ::write(fd, data.data(), data.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return files::errno_error("write", path);
-    data.remove_prefix(static_cast<std::size_t>(n));
-  }
-  return {};
-}
-
 }  // namespace
 
 result<std::unique_ptr<spool>> spool::open(const std::string& dir, spool_options opt) {
@@ -243,7 +233,7 @@ result<std::uint64_t> spool::append_batch(std::span<const std::string> records) 
   if (active_fd_ < 0 || (segments_.back().bytes > 0 && segments_.back().bytes + buf.size() > opt_.segment_bytes))
     if (auto s = start_segment(); !s.ok()) return s.err();
   segment& seg = segments_.back();
-  if (auto s = write_all(active_fd_, buf, seg.path); !s.ok()) {
+  if (auto s = files::write_all(active_fd_, buf, seg.path); !s.ok()) {
     // Cut the partial batch off so the next append does not follow garbage.
     if (::ftruncate(active_fd_, static_cast<off_t>(seg.bytes)) != 0) broken_ = true;
     return s.err();

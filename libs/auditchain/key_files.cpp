@@ -12,30 +12,9 @@
 namespace loom::auditchain::detail {
 namespace {
 
-// files::errno_error, but EEXIST is already_exists: create_exclusive's link()
-// losing a race means another process made the key (anchor_signer takes it).
-error sys_error(const std::string& what, const std::string& path) {
-  const int e = errno;
-  error err = files::errno_error(what, path, e);
-  if (e == EEXIST) err.code = errc::already_exists;
-  return err;
-}
-
 std::string dir_of(const std::string& path) {
   std::filesystem::path p(path);
   return p.has_parent_path() ? p.parent_path().string() : ".";
-}
-
-status write_all(int fd, std::string_view data, const std::string& path) {
-  while (!data.empty()) {
-    ssize_t n = ::write(fd, data.data(), data.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return sys_error("write", path);
-    }
-    data.remove_prefix(static_cast<std::size_t>(n));
-  }
-  return ok_status();
 }
 
 }  // namespace
@@ -43,10 +22,10 @@ status write_all(int fd, std::string_view data, const std::string& path) {
 status create_exclusive(const std::string& path, std::string_view data, mode_t mode) {
   std::string tmp = path + ".tmp." + std::to_string(::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-  if (fd < 0) return sys_error("create", tmp);
+  if (fd < 0) return files::errno_error("create", tmp);
   ::fchmod(fd, files::masked_mode(mode));  // the umask may narrow the mode, never widen it
-  status w = write_all(fd, data, tmp);
-  if (w.ok() && ::fsync(fd) != 0) w = sys_error("fsync", tmp);
+  status w = files::write_all(fd, data, tmp);
+  if (w.ok() && ::fsync(fd) != 0) w = files::errno_error("fsync", tmp);
   ::close(fd);
   if (!w.ok()) {
     ::unlink(tmp.c_str());
@@ -54,7 +33,11 @@ status create_exclusive(const std::string& path, std::string_view data, mode_t m
   }
   // link() fails with EEXIST instead of replacing, unlike rename().
   if (::link(tmp.c_str(), path.c_str()) != 0) {
-    auto e = sys_error("publish", path);
+    // EEXIST is already_exists: losing this race means another process made
+    // the key (anchor_signer takes it).
+    const int err = errno;
+    auto e = files::errno_error("publish", path, err);
+    if (err == EEXIST) e.code = errc::already_exists;
     ::unlink(tmp.c_str());
     return e;
   }
@@ -64,10 +47,10 @@ status create_exclusive(const std::string& path, std::string_view data, mode_t m
 
 result<std::string> read_private(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return sys_error("open", path);
+  if (fd < 0) return files::errno_error("open", path);
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
-    auto e = sys_error("stat", path);
+    auto e = files::errno_error("stat", path);
     ::close(fd);
     return e;
   }
@@ -84,14 +67,14 @@ result<std::string> read_private(const std::string& path) {
 
 status shred(const std::string& path) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
-  if (fd < 0) return sys_error("open", path);
+  if (fd < 0) return files::errno_error("open", path);
   struct stat st {};
-  status s = ::fstat(fd, &st) == 0 ? ok_status() : status(sys_error("stat", path));
-  if (s.ok()) s = write_all(fd, std::string(static_cast<std::size_t>(st.st_size), '\0'), path);
-  if (s.ok() && ::fsync(fd) != 0) s = sys_error("fsync", path);
+  status s = ::fstat(fd, &st) == 0 ? ok_status() : status(files::errno_error("stat", path));
+  if (s.ok()) s = files::write_all(fd, std::string(static_cast<std::size_t>(st.st_size), '\0'), path);
+  if (s.ok() && ::fsync(fd) != 0) s = files::errno_error("fsync", path);
   ::close(fd);
   if (!s.ok()) return s;
-  if (::unlink(path.c_str()) != 0) return sys_error("unlink", path);
+  if (::unlink(path.c_str()) != 0) return files::errno_error("unlink", path);
   return files::fsync_dir(dir_of(path));
 }
 

@@ -3,6 +3,7 @@
 #include "libs/auditchain/key_files.hpp"
 #include "libs/crypto/encoding.hpp"
 #include "libs/files/files.hpp"
+#include "libs/status/unix_time.hpp"
 
 #include <openssl/crypto.h>
 #include <openssl/rand.h>
@@ -15,10 +16,6 @@
 
 namespace loom::auditchain {
 namespace {
-
-std::int64_t unix_ns(sys_time t) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
-}
 
 std::vector<std::string_view> fields(std::string_view line) {
   while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.remove_suffix(1);

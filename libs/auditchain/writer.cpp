@@ -1,15 +1,10 @@
 #include "libs/auditchain/writer.hpp"
 
 #include "libs/auditchain/envelope.hpp"
+#include "libs/status/unix_time.hpp"
 #include "libs/store/database.hpp"
 
 namespace loom::auditchain {
-namespace {
-std::int64_t unix_ns(sys_time t) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
-}
-}  // namespace
-
 status anchor_genesis(anchor_file& file, const anchor_signer& signer, sys_time now) {
   return file.append(signer.sign(0, genesis_hash, unix_ns(now)));
 }

@@ -3,6 +3,7 @@
 #include "libs/crypto/encoding.hpp"
 #include "libs/crypto/hash.hpp"
 #include "libs/files/files.hpp"
+#include "libs/status/unix_time.hpp"
 
 #include <charconv>
 #include <cstdio>
@@ -101,13 +102,10 @@ result<claims> decode_claims(std::string_view payload) {
   return c;
 }
 
-std::string utc_text(std::int64_t unix_s) {
-  std::time_t t = static_cast<std::time_t>(unix_s);
-  std::tm tm{};
-  char buf[32];
-  if (!::gmtime_r(&t, &tm) || std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
-    return "unix " + std::to_string(unix_s);
-  return std::string(buf) + " (unix " + std::to_string(unix_s) + ")";
+// "2024-05-01T12:00:00Z (unix 1714564800)"; the number alone when it has no date.
+std::string expiry_text(std::int64_t unix_s) {
+  const std::string utc = utc_text(unix_s);
+  return utc.empty() ? "unix " + std::to_string(unix_s) : utc + " (unix " + std::to_string(unix_s) + ")";
 }
 
 bool name_char(unsigned char ch) {
@@ -206,7 +204,7 @@ result<claims> verify_token(std::string_view token, std::string_view key, verify
   if (auto s = validate_name("principal", c->principal); !s) return malformed(s.err().message);
   if (auto s = validate_name("tenant", c->tenant); !s) return malformed(s.err().message);
   if (opt.now_unix_s >= c->expires_unix_s)
-    return make_error(errc::unauthenticated, "token expired at " + utc_text(c->expires_unix_s));
+    return make_error(errc::unauthenticated, "token expired at " + expiry_text(c->expires_unix_s));
   if (c->epoch < opt.min_epoch)
     return make_error(errc::unauthenticated, "token epoch " + std::to_string(c->epoch) +
                                                  " revoked (current epoch " + std::to_string(opt.min_epoch) + ")");

@@ -3,6 +3,7 @@
 #include "libs/files/files.hpp"
 
 #include "libs/crypto/encoding.hpp"
+#include "libs/status/unix_time.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -64,11 +65,6 @@ file_stamp stamp_of(const struct stat& st) {
   return {static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino),
           static_cast<std::uint64_t>(st.st_size), st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec,
           st.st_ctim.tv_sec * 1'000'000'000LL + st.st_ctim.tv_nsec};
-}
-
-std::int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
 }
 
 // Chunks one file, re-reading it if it changed while being read.
@@ -258,7 +254,7 @@ result<manifest> build_manifest(const std::string& dir, const params& p, const m
   if (auto s = validate(p); !s.ok()) return s.err();
   build_stats local;
   build_stats& st = stats ? *stats : local;
-  const std::int64_t started = now_ns();
+  const std::int64_t started = unix_now_ns();
   const bool reuse = previous && previous->chunking == p;
 
   std::vector<std::string> paths;

@@ -12,16 +12,6 @@
 namespace loom::cdc {
 namespace {
 
-status write_all(int fd, std::string_view data, const std::string& path) {
-  while (!data.empty()) {
-    ssize_t n = ::write(fd, data.data(), data.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return files::errno_error("write", path);
-    data.remove_prefix(static_cast<std::size_t>(n));
-  }
-  return {};
-}
-
 // mkdir -p of dir/rel, refusing to pass through a symlink: a link planted in
 // the receiving directory must not redirect a published file elsewhere.
 status real_dirs(const std::string& dir, const std::string& rel) {
@@ -110,7 +100,7 @@ status rebuilder::build(const file_entry& f) {
       st = make_error(bytes.code(), f.path + ": " + bytes.err().message);
       break;
     }
-    if (st = write_all(fd, *bytes, tmp); !st.ok()) break;
+    if (st = files::write_all(fd, *bytes, tmp); !st.ok()) break;
     written.push_back(c);  // read_chunk verified the bytes against c.sha256
   }
   if (st.ok() && (file_root(written) != f.root || written.size() != f.chunks.size()))

@@ -156,20 +156,6 @@ result<parsed_header> parse_header(std::string_view text, std::uint64_t data_byt
   return h;
 }
 
-status write_all(int fd, const void* p, std::size_t n, const std::string& path) {
-  const char* d = static_cast<const char*>(p);
-  while (n > 0) {
-    ssize_t w = ::write(fd, d, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return files::errno_error("write", path);
-    }
-    d += w;
-    n -= static_cast<std::size_t>(w);
-  }
-  return {};
-}
-
 }  // namespace
 
 std::string_view to_string(dtype t) {
@@ -222,10 +208,12 @@ status write_safetensors(const std::string& path, std::span<const tensor_view> t
     ::unlink(tmp.c_str());
     return e;
   };
-  if (auto s = write_all(fd, len.data(), len.size(), tmp); !s) return fail(s.err());
-  if (auto s = write_all(fd, text.data(), text.size(), tmp); !s) return fail(s.err());
-  for (const auto& t : tensors)
-    if (auto s = write_all(fd, t.data, t.bytes, tmp); !s) return fail(s.err());
+  if (auto s = files::write_all(fd, std::string_view(len.data(), len.size()), tmp); !s) return fail(s.err());
+  if (auto s = files::write_all(fd, text, tmp); !s) return fail(s.err());
+  for (const auto& t : tensors) {
+    const std::string_view bytes(static_cast<const char*>(t.data), t.bytes);
+    if (auto s = files::write_all(fd, bytes, tmp); !s) return fail(s.err());
+  }
   if (::fsync(fd) != 0) return fail(files::errno_error("fsync", tmp));
   if (::close(fd) != 0) {
     auto e = files::errno_error("close", tmp);

@@ -18,9 +18,26 @@ error errno_error(const std::string& what, const std::string& path, int e) {
   return make_error(c, what + " " + path + ": " + std::strerror(e));
 }
 
-namespace {
-error sys_error(const std::string& what, const std::string& path) { return errno_error(what, path); }
-}  // namespace
+status write_all(int fd, std::string_view data, const std::string& path) {
+  while (!data.empty()) {
+    const ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return errno_error("write", path);
+    data.remove_prefix(static_cast<std::size_t>(n));
+  }
+  return {};
+}
+
+status pwrite_all(int fd, std::string_view data, std::uint64_t offset, const std::string& path) {
+  while (!data.empty()) {
+    const ssize_t n = ::pwrite(fd, data.data(), data.size(), static_cast<off_t>(offset));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return errno_error("write", path);
+    data.remove_prefix(static_cast<std::size_t>(n));
+    offset += static_cast<std::uint64_t>(n);
+  }
+  return {};
+}
 
 mode_t masked_mode(mode_t mode) {
   // Read, not set: umask(2) would change it for every thread for a moment.
@@ -35,14 +52,14 @@ mode_t masked_mode(mode_t mode) {
 
 result<std::string> read_file(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return sys_error("open", path);
+  if (fd < 0) return errno_error("open", path);
   std::string out;
   char buf[65536];
   for (;;) {
     ssize_t n = ::read(fd, buf, sizeof buf);
     if (n < 0) {
       if (errno == EINTR) continue;
-      auto e = sys_error("read", path);
+      auto e = errno_error("read", path);
       ::close(fd);
       return e;
     }
@@ -55,10 +72,10 @@ result<std::string> read_file(const std::string& path) {
 
 status fsync_dir(const std::string& dir) {
   int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return sys_error("open dir", dir);
+  if (fd < 0) return errno_error("open dir", dir);
   int rc = ::fsync(fd);
   ::close(fd);
-  if (rc != 0) return sys_error("fsync dir", dir);
+  if (rc != 0) return errno_error("fsync dir", dir);
   return {};
 }
 
@@ -69,31 +86,22 @@ status write_atomic(const std::string& path, std::string_view data, mode_t mode)
   static std::atomic<std::uint64_t> calls{0};
   std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(calls++);
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-  if (fd < 0) return sys_error("create", tmp);
+  if (fd < 0) return errno_error("create", tmp);
   ::fchmod(fd, masked_mode(mode));  // exactly that: the umask may narrow the mode, never widen it
-  const char* d = data.data();
-  std::size_t left = data.size();
-  while (left > 0) {
-    ssize_t n = ::write(fd, d, left);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      auto e = sys_error("write", tmp);
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return e;
-    }
-    d += n;
-    left -= static_cast<std::size_t>(n);
+  if (auto w = write_all(fd, data, tmp); !w) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return w;
   }
   if (::fsync(fd) != 0) {
-    auto e = sys_error("fsync", tmp);
+    auto e = errno_error("fsync", tmp);
     ::close(fd);
     ::unlink(tmp.c_str());
     return e;
   }
   ::close(fd);
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    auto e = sys_error("rename to", path);
+    auto e = errno_error("rename to", path);
     ::unlink(tmp.c_str());
     return e;
   }
@@ -107,7 +115,7 @@ status make_dirs(const std::string& dir, mode_t mode) {
   for (const auto& part : p) {
     cur /= part;
     if (cur.empty() || std::filesystem::exists(cur, ec)) continue;
-    if (::mkdir(cur.c_str(), mode) != 0 && errno != EEXIST) return sys_error("mkdir", cur.string());
+    if (::mkdir(cur.c_str(), mode) != 0 && errno != EEXIST) return errno_error("mkdir", cur.string());
   }
   return {};
 }

@@ -6,6 +6,7 @@
 #include "libs/status/status.hpp"
 
 #include <cerrno>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <sys/types.h>
@@ -17,6 +18,12 @@ namespace loom::files {
 // resource_exhausted (a full disk is the caller's to report), else internal;
 // the message is "<what> <path>: <strerror>".
 error errno_error(const std::string& what, const std::string& path, int e = errno);
+
+// Writes all of `data` to `fd`, retrying short writes and EINTR; a failed
+// write(2) is errno_error("write", path). `path` only names the file in errors.
+status write_all(int fd, std::string_view data, const std::string& path);
+// write_all with pwrite(2): `data` lands at `offset`; the file offset is left alone.
+status pwrite_all(int fd, std::string_view data, std::uint64_t offset, const std::string& path);
 
 // Reads the whole file. not_found when it does not exist.
 result<std::string> read_file(const std::string& path);

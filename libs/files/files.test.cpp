@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <cstdlib>
+#include <fcntl.h>
 #include <filesystem>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -50,6 +51,39 @@ TEST_CASE("under umask 077 an atomic write asked for 0644 makes a private file, 
   REQUIRE(::stat((dir + "/key").c_str(), &st) == 0);
   CHECK((st.st_mode & 0777) == 0600);
   fs::remove_all(dir);
+}
+
+TEST_CASE("write_all writes every byte and pwrite_all lands each piece at its offset") {
+  auto dir = temp_dir();
+  const std::string path = dir + "/f";
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  REQUIRE(fd >= 0);
+  const std::string big(3 << 20, 'x');  // several MB in one call
+  REQUIRE(loom::files::write_all(fd, big, path).ok());
+  REQUIRE(loom::files::pwrite_all(fd, "AB", 1, path).ok());
+  REQUIRE(loom::files::write_all(fd, "", path).ok());
+  REQUIRE(loom::files::write_all(fd, std::string("\0Z", 2), path).ok());
+  ::close(fd);
+  auto got = loom::files::read_file(path);
+  REQUIRE(got.ok());
+  REQUIRE(got->size() == big.size() + 2);
+  CHECK(got->substr(0, 4) == "xABx");
+  CHECK(got->substr(big.size()) == std::string("\0Z", 2));  // pwrite_all left the file offset at the end
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a failed write names the path, and a full disk is resource_exhausted") {
+  int fd = ::open("/dev/full", O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return;  // no /dev/full in this sandbox
+  auto full = loom::files::write_all(fd, "data", "/spool/seg-1");
+  ::close(fd);
+  REQUIRE_FALSE(full.ok());
+  CHECK(full.code() == loom::errc::resource_exhausted);
+  CHECK(full.err().message.rfind("write /spool/seg-1: ", 0) == 0);
+  auto bad = loom::files::pwrite_all(-1, "data", 0, "/x/part");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.code() == loom::errc::internal);  // EBADF
+  CHECK(bad.err().message.find("/x/part") != std::string::npos);
 }
 
 TEST_CASE("reading a missing file is not_found and names the path") {

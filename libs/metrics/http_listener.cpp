@@ -55,7 +55,10 @@ std::string response(int code, const std::string& body, bool head_only, bool met
   return r;
 }
 
-error sys_error(errc code, const std::string& what) { return make_error(code, what + ": " + std::strerror(errno)); }
+// Not files::errno_error: that one sorts file errors (EACCES permission_denied,
+// ENOSPC resource_exhausted, the rest internal); a listener that cannot get its
+// socket is unavailable whatever errno says (a taken port included).
+error socket_error(const std::string& what) { return make_error(errc::unavailable, what + ": " + std::strerror(errno)); }
 
 }  // namespace
 
@@ -273,14 +276,14 @@ result<std::unique_ptr<http_listener>> http_listener::start(const std::string& b
   for (addrinfo* a = found; a && p->listen_fd < 0; a = a->ai_next) {
     int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
     if (fd < 0) {
-      last = sys_error(errc::unavailable, "metrics listener " + bind + ": socket");
+      last = socket_error("metrics listener " + bind + ": socket");
       continue;
     }
     // A restarted service rebinds its fixed port while old connections linger in TIME_WAIT.
     int yes = 1;
     ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
     if (::bind(fd, a->ai_addr, a->ai_addrlen) != 0 || ::listen(fd, 128) != 0) {
-      last = sys_error(errc::unavailable, "metrics listener cannot listen on " + bind);
+      last = socket_error("metrics listener cannot listen on " + bind);
       ::close(fd);
       continue;
     }
@@ -295,7 +298,7 @@ result<std::unique_ptr<http_listener>> http_listener::start(const std::string& b
                                                   : reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
   p->epoll_fd = ::epoll_create1(EPOLL_CLOEXEC);
   p->wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (p->epoll_fd < 0 || p->wake_fd < 0) return sys_error(errc::unavailable, "metrics listener: epoll/eventfd");
+  if (p->epoll_fd < 0 || p->wake_fd < 0) return socket_error("metrics listener: epoll/eventfd");
   p->watch(EPOLL_CTL_ADD, p->listen_fd, listen_id, EPOLLIN);
   p->watch(EPOLL_CTL_ADD, p->wake_fd, wake_id, EPOLLIN);
   impl* raw = p.get();

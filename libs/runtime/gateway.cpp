@@ -9,6 +9,7 @@
 #include "libs/runtime/admission.hpp"
 #include "libs/runtime/commit_ticket.hpp"
 #include "libs/runtime/gateway_audit.hpp"
+#include "libs/status/unix_time.hpp"
 #include "libs/wire/envelope_pb.hpp"
 #include "libs/wire/server.hpp"
 #include "loom/v1/service.pb.h"
@@ -29,11 +30,6 @@
 namespace loom::runtime {
 namespace {
 using clock = std::chrono::steady_clock;
-
-std::int64_t unix_now() {
-  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 double seconds_since(clock::time_point t) {
   return std::chrono::duration<double>(clock::now() - t).count();
@@ -162,7 +158,7 @@ void gateway::on_request(std::string identity, std::string peer, wire::request r
     deny(std::move(identity), denial{"", "", req.type, why, peer, req.request_id}, errc::permission_denied);
     return;
   }
-  auth::auth_context actx{opts_.token_key, unix_now(), current_epoch(), env_.zone, peer, {}};
+  auth::auth_context actx{opts_.token_key, unix_now_s(), current_epoch(), env_.zone, peer, {}};
   if (env_.admission)
     actx.site_admitted = [adm = env_.admission](std::string_view site) { return adm->site_admitted(site); };
   auto d = auth::authorize(req.type, req.token, actx);

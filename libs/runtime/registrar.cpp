@@ -1,4 +1,5 @@
 #include "libs/runtime/registrar.hpp"
+#include "libs/status/unix_time.hpp"
 #include "libs/wire/heartbeat.hpp"
 
 #include "libs/retry/backoff.hpp"
@@ -25,12 +26,6 @@ using steady = std::chrono::steady_clock;
 // An edge site's datasets change with imports, rarely: asking its ingest
 // every 10 heartbeats keeps `loom site list` within ~10 s of an import.
 constexpr int datasets_every = 10;
-
-std::uint64_t now_ns() {
-  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                        std::chrono::system_clock::now().time_since_epoch())
-                                        .count());
-}
 
 wire::link_time since(steady::time_point t0) { return std::chrono::duration_cast<wire::link_time>(steady::now() - t0); }
 
@@ -118,7 +113,7 @@ void registrar::run() {
     if (stop_) break;
     loom::v1::NodeHeartbeatRequest hb;
     hb.mutable_node()->set_value(env_.node_id);
-    hb.set_unix_ns(now_ns());
+    hb.set_unix_ns(static_cast<std::uint64_t>(unix_now_ns()));
     if (site) {
       const auto e = link.estimate(since(t0));
       if (e.srtt) {

@@ -1,6 +1,7 @@
 #include "libs/store/migrate.hpp"
 
 #include "libs/crypto/hash.hpp"
+#include "libs/status/unix_time.hpp"
 #include "libs/store/identifier.hpp"
 
 #include <chrono>
@@ -54,11 +55,6 @@ status lock(transaction& tx) {
 }
 
 std::string name(const migration& m) { return "'" + m.owner + "' v" + std::to_string(m.version); }
-
-std::int64_t now_unix_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 status validate(std::span<const migration> ms) {
   std::map<std::string, int> last;
@@ -114,7 +110,7 @@ status apply(database& db, const migration& m) {
     auto rec = tx.exec(
         "INSERT INTO schema_migrations (owner, version, description, checksum, applied_at) "
         "VALUES ($1, $2, $3, $4, $5)",
-        {m.owner, std::int64_t{m.version}, m.description, checksum(m), now_unix_ns()});
+        {m.owner, std::int64_t{m.version}, m.description, checksum(m), unix_now_ns()});
     return rec.ok() ? ok_status() : status(rec.err());
   });
 }

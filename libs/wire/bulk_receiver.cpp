@@ -71,17 +71,6 @@ result<crypto::digest> hash_fd(int fd, std::uint64_t size, const std::string& pa
   return h.finish();
 }
 
-status pwrite_all(int fd, std::string_view data, std::uint64_t offset, const std::string& path) {
-  while (!data.empty()) {
-    ssize_t n = ::pwrite(fd, data.data(), data.size(), static_cast<off_t>(offset));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return files::errno_error("write", path);
-    data.remove_prefix(static_cast<std::size_t>(n));
-    offset += static_cast<std::uint64_t>(n);
-  }
-  return {};
-}
-
 // True when dest/<name> already holds exactly the offered object.
 bool final_matches(const std::string& path, const bulk_offer& o) {
   int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
@@ -242,7 +231,7 @@ bulk_ack bulk_receiver::on_chunk(const bulk_chunk_header& h, std::string_view da
   if (t.state.verified[h.index] == '1') return ack;  // a duplicate re-send
 
   // Data durable before the state says so; a crash in between only re-asks the chunk.
-  status s = pwrite_all(t.fd, data, offset, t.part_path);
+  status s = files::pwrite_all(t.fd, data, offset, t.part_path);
   if (s.ok() && ::fdatasync(t.fd) != 0) s = files::errno_error("fdatasync", t.part_path);
   if (s.ok()) {
     t.state.verified[h.index] = '1';

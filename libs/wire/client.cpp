@@ -1,5 +1,6 @@
 #include "libs/wire/client.hpp"
 
+#include "libs/status/unix_time.hpp"
 #include "libs/wire/limits.hpp"
 
 #include <algorithm>
@@ -9,12 +10,6 @@ namespace {
 
 using std::chrono::milliseconds;
 using std::chrono::steady_clock;
-
-std::uint64_t unix_now_ns() {
-  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                        std::chrono::system_clock::now().time_since_epoch())
-                                        .count());
-}
 
 link_time since_epoch(steady_clock::time_point t) {
   return std::chrono::duration_cast<link_time>(t.time_since_epoch());
@@ -90,7 +85,7 @@ result<reply> client::call(request req) {
       ++req.attempt;
       ++retried_;
     }
-    req.sent_unix_ns = unix_now_ns();
+    req.sent_unix_ns = static_cast<std::uint64_t>(loom::unix_now_ns());
     std::string bytes = encode(req);
     link_observation seen{since_epoch(steady_clock::now()), {}, bytes.size(), 0, false};
     const auto deadline = steady_clock::now() + opts_.timeout;

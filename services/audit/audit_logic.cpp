@@ -2,6 +2,7 @@
 
 #include "libs/auth/identity.hpp"
 #include "libs/auth/token.hpp"
+#include "libs/status/unix_time.hpp"
 #include "libs/store/database.hpp"
 #include "loom/v1/audit.pb.h"
 #include "services/audit/wire.hpp"
@@ -19,11 +20,6 @@ using namespace runtime;
 constexpr std::uint32_t max_query = 10000;
 // Longest token lifetime issued through the service: a year, as the bootstrap admin token.
 constexpr std::uint64_t max_ttl_s = 365ULL * 24 * 3600;
-
-std::int64_t unix_now_s() {
-  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 }  // namespace
 

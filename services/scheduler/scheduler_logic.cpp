@@ -1,4 +1,5 @@
 #include "services/scheduler/scheduler_logic.hpp"
+#include "services/scheduler/store_replies.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -24,20 +25,6 @@
 namespace loom::scheduler {
 namespace {
 using namespace loom::runtime;
-
-handled store_failed(const error& e) {
-  return fail(e.code == errc::not_found ? e.code : errc::unavailable, "state store: " + e.message);
-}
-
-// A refusal of the request itself passes through; anything else came from the store.
-handled refused_or_store(const error& e) {
-  switch (e.code) {
-    case errc::invalid_argument: case errc::not_found: case errc::permission_denied: case errc::conflict:
-      return fail(e);
-    default:
-      return fail(errc::unavailable, "state store: " + e.message);
-  }
-}
 
 caller caller_of(const call_context& ctx, const std::string& body) {
   caller c;

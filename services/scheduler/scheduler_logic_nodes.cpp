@@ -5,6 +5,7 @@
 // ListNodes, DrainNode, UndrainNode. Part of scheduler_logic; runs on the
 // service actor's thread.
 #include "services/scheduler/scheduler_logic.hpp"
+#include "services/scheduler/store_replies.hpp"
 
 #include "libs/auth/identity.hpp"
 #include "libs/runtime/logic_pb.hpp"
@@ -22,11 +23,6 @@
 namespace loom::scheduler {
 namespace {
 using namespace loom::runtime;
-
-handled store_failed(const error& e) {
-  return fail(e.code == errc::not_found ? e.code : errc::unavailable, "state store: " + e.message);
-}
-
 }  // namespace
 
 status scheduler_logic::speaks_for(const std::string& id, const std::string& zone, const std::string& service,

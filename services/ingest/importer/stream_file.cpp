@@ -9,14 +9,10 @@
 #include <unistd.h>
 
 namespace loom::ingest {
-namespace {
-error sys_error(const char* what, const std::string& path) { return files::errno_error(what, path); }
-}  // namespace
-
 result<out_stream> out_stream::create(const std::string& path, std::size_t buffer_bytes) {
   out_stream s;
   s.fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (s.fd_ < 0) return sys_error("create", path);
+  if (s.fd_ < 0) return files::errno_error("create", path);
   s.path_ = path;
   s.buf_.resize(buffer_bytes > 0 ? buffer_bytes : 4096);
   return s;
@@ -45,15 +41,7 @@ out_stream::~out_stream() {
 }
 
 status out_stream::flush() {
-  std::size_t off = 0;
-  while (off < used_) {
-    const ssize_t n = ::write(fd_, buf_.data() + off, used_ - off);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return sys_error("write", path_);
-    }
-    off += static_cast<std::size_t>(n);
-  }
+  if (auto st = files::write_all(fd_, std::string_view(buf_.data(), used_), path_); !st) return st;
   used_ = 0;
   return ok_status();
 }
@@ -74,8 +62,8 @@ status out_stream::write(std::string_view bytes) {
 status out_stream::close(bool durable) {
   if (fd_ < 0) return make_error(errc::invalid_argument, "close " + path_ + ": already closed");
   status st = flush();
-  if (st && durable && ::fsync(fd_) != 0) st = sys_error("fsync", path_);
-  if (::close(fd_) != 0 && st) st = sys_error("close", path_);
+  if (st && durable && ::fsync(fd_) != 0) st = files::errno_error("fsync", path_);
+  if (::close(fd_) != 0 && st) st = files::errno_error("close", path_);
   fd_ = -1;
   std::vector<char>().swap(buf_);
   return st;

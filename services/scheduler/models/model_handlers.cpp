@@ -12,6 +12,7 @@
 // deployment's trainer key only (checks and exports run there, issue 25
 // item 3): they carry the caller the trainer verified, whose scope applies.
 #include "services/scheduler/scheduler_logic.hpp"
+#include "services/scheduler/store_replies.hpp"
 
 #include "libs/auth/identity.hpp"
 #include "libs/runtime/logic_pb.hpp"
@@ -25,16 +26,6 @@ namespace {
 using namespace loom::runtime;
 
 handled no_models() { return fail(errc::unimplemented, "this scheduler keeps no model registry (no state store)"); }
-
-handled refused_or_store(const error& e) {
-  switch (e.code) {
-    case errc::invalid_argument: case errc::not_found: case errc::permission_denied: case errc::conflict:
-    case errc::corruption: case errc::already_exists:
-      return fail(e);
-    default:
-      return fail(errc::unavailable, "state store: " + e.message);
-  }
-}
 
 constexpr std::uint32_t max_list = 10000;
 

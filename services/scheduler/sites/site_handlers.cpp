@@ -5,6 +5,7 @@
 // site.enrol.refused) say what happened to which site and never carry a
 // token.
 #include "services/scheduler/scheduler_logic.hpp"
+#include "services/scheduler/store_replies.hpp"
 
 #include "libs/auth/token.hpp"
 #include "libs/runtime/admission.hpp"
@@ -32,16 +33,6 @@ constexpr auto site_token_ttl = std::chrono::hours(24 * 30);
 
 handled no_sites() {
   return fail(errc::unimplemented, "this scheduler keeps no sites registry (no state store)");
-}
-
-// A refusal of the request itself passes through; anything else came from the store.
-handled refused_or_store(const error& e) {
-  switch (e.code) {
-    case errc::invalid_argument: case errc::not_found: case errc::permission_denied: case errc::conflict:
-      return fail(e);
-    default:
-      return fail(errc::unavailable, "state store: " + e.message);
-  }
 }
 
 nlohmann::json service_names(const std::map<std::string, std::string>& keys) {
