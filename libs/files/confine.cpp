@@ -109,6 +109,24 @@ result<std::string> root_set::confined(const std::string& path) {
   return r.path;
 }
 
+result<std::string> make_confined_dirs(const std::vector<std::string>& roots, const std::string& path,
+                                       mode_t mode) {
+  if (path.empty() || path.front() != '/') return confined(roots, path);  // its invalid_argument
+  const std::string target = normal(path);  // lexically: "a/x/../b" is a/b
+  std::vector<fs::path> missing;            // deepest first
+  fs::path at = fs::path(target);
+  std::error_code ec;
+  while (!fs::exists(fs::symlink_status(at, ec)) && at != at.parent_path()) {
+    missing.push_back(at);
+    at = at.parent_path();
+  }
+  if (auto base = confined(roots, at.string()); !base) return base.err();
+  for (auto it = missing.rbegin(); it != missing.rend(); ++it)
+    if (::mkdir(it->c_str(), mode) != 0 && errno != EEXIST)
+      return io_error("mkdir", it->string(), errno);
+  return confined(roots, target);
+}
+
 result<int> open_confined(const std::vector<std::string>& roots, const std::string& path, int flags) {
   auto c = confined(roots, path);
   if (!c) return c.err();

@@ -9,11 +9,13 @@
 //   confined(roots, p)        decide on a name: permission_denied / not_found / the canonical path
 //   open_confined(roots, p)   decide, open, then check what was opened (closes the race
 //                             between the check and the open: see below)
+//   make_confined_dirs(roots, p)  mkdir -p that creates nothing outside the roots
 #pragma once
 
 #include "libs/status/status.hpp"
 
 #include <string>
+#include <sys/types.h>
 #include <vector>
 
 namespace loom::files {
@@ -44,6 +46,16 @@ result<std::string> confined(const std::vector<std::string>& roots, const std::s
 // Errors: those of confined(); a failed open(2) is not_found (ENOENT) or
 // internal naming the errno (EACCES included: still not permission_denied).
 result<int> open_confined(const std::vector<std::string>& roots, const std::string& path, int flags);
+
+// mkdir -p for a directory that must lie inside one of `roots`: `path` is
+// taken lexically normal ("a/x/../b" is a/b); the deepest part of it that exists (a dangling link counts) must be confined(), and
+// only the missing parts below it are made (with `mode`), so nothing is
+// created through a link that leads out. Returns confined(roots, path): the
+// canonical directory. Errors: those of confined() (permission_denied for
+// anything outside, or leading out, with nothing made); a failed mkdir(2) is
+// not_found (ENOENT, ENOTDIR) or internal, naming the directory and the errno.
+result<std::string> make_confined_dirs(const std::vector<std::string>& roots, const std::string& path,
+                                       mode_t mode = 0755);
 
 // Where absolute `path` leads: its realpath when it resolves (exists = true);
 // otherwise the realpath of its longest resolvable prefix with the rest

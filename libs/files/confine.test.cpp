@@ -158,3 +158,23 @@ TEST_CASE("a root set answers as confined and sees roots created or moved after 
   CHECK(confined({t.root, later}, t.root + "/a.txt").code() == errc::permission_denied);
   CHECK(roots.confined(moved + "/a.txt").code() == errc::permission_denied);
 }
+
+TEST_CASE("make_confined_dirs makes a directory inside a root and nothing through a link that leads out") {
+  tree t;
+  auto made = loom::files::make_confined_dirs({t.root}, t.root + "/x/y/../z", 0700);
+  REQUIRE_MESSAGE(made.ok(), made.err().message);
+  CHECK(*made == t.root + "/x/z");
+  CHECK(fs::is_directory(t.root + "/x/z"));
+  CHECK((fs::status(t.root + "/x").permissions() & fs::perms::group_all) == fs::perms::none);
+  CHECK(loom::files::make_confined_dirs({t.root}, t.root + "/x/z").value() == t.root + "/x/z");  // already there
+  // A link inside the root that leads out: refused naming where it leads, nothing made behind it.
+  fs::create_symlink(t.out(), t.root + "/away");
+  auto away = loom::files::make_confined_dirs({t.root}, t.root + "/away/new/deeper");
+  CHECK(away.code() == errc::permission_denied);
+  CHECK(away.err().message.find("leads to " + t.out()) != std::string::npos);
+  CHECK_FALSE(fs::exists(t.out() + "/new"));
+  // Outside the roots altogether, or not absolute.
+  CHECK(loom::files::make_confined_dirs({t.root}, t.out() + "/new").code() == errc::permission_denied);
+  CHECK_FALSE(fs::exists(t.out() + "/new"));
+  CHECK(loom::files::make_confined_dirs({t.root}, "relative/dir").code() == errc::invalid_argument);
+}

@@ -6,8 +6,7 @@
 
 #include "libs/audit/record.hpp"
 #include "libs/auth/token.hpp"
-#include "libs/ckpt/safetensors.hpp"
-#include "libs/ckpt/snapshot.hpp"
+#include "libs/ckpt/gpt2_checkpoint.hpp"
 #include "libs/crypto/hash.hpp"
 #include "libs/diloco/grant/grant.hpp"
 #include "libs/diloco/grant/stage_spec.hpp"
@@ -37,16 +36,9 @@ model::gpt2_config tiny() { return {2, 2, 8, 8, 16, 16}; }
 // trainer's layout), signed with `key`.
 void publish(const std::string& root, const std::vector<float>& params, const std::string& key) {
   const auto cfg = tiny();
-  const auto lay = model::make_param_layout(cfg);
   ckpt::snapshot_writer w;
   REQUIRE(w.begin(root, 3).ok());
-  std::vector<ckpt::tensor_view> tensors;
-  for (int i = 0; i < model::num_tensors; ++i) {
-    const auto t = static_cast<model::tensor_id>(i);
-    tensors.push_back({std::string(model::tensor_name(t)), ckpt::dtype::F32, model::tensor_shape(cfg, t),
-                       params.data() + lay.offset(t), lay.size(t) * sizeof(float)});
-  }
-  REQUIRE(ckpt::write_safetensors(w.dir() + "/model.safetensors", tensors).ok());
+  REQUIRE(ckpt::write_safetensors(w.dir() + "/model.safetensors", ckpt::gpt2_tensors(cfg, params)).ok());
   REQUIRE(w.add_existing("model.safetensors").ok());
   REQUIRE(w.publish(key, 0).ok());
 }

@@ -6,8 +6,7 @@
 #include "libs/audit/record.hpp"
 #include "libs/auth/identity.hpp"
 #include "libs/auth/token.hpp"
-#include "libs/ckpt/safetensors.hpp"
-#include "libs/ckpt/snapshot.hpp"
+#include "libs/ckpt/gpt2_checkpoint.hpp"
 #include "libs/crypto/hash.hpp"
 #include "libs/files/confine.hpp"
 #include "libs/files/files.hpp"
@@ -58,40 +57,19 @@ std::string joined(const std::vector<std::string>& v) {
   return out.empty() ? "none" : out;
 }
 
-// The 16 tensors of a verified snapshot's model.safetensors, in buffer order.
+// Flat θ of a verified snapshot (a step dir or a root: its newest) confined
+// to the data dir; `rel` may be relative to it.
 result<std::vector<float>> snapshot_params(const std::string& data_dir, const std::string& rel,
                                            const model::gpt2_config& cfg) {
-  const fs::path root = fs::weakly_canonical(data_dir);
-  const fs::path dir = fs::weakly_canonical(fs::path(rel).is_absolute() ? fs::path(rel) : root / rel);
-  if (std::mismatch(root.begin(), root.end(), dir.begin(), dir.end()).first != root.end())
-    return make_error(errc::permission_denied, "init_snapshot " + rel + " is outside the data dir " + root.string());
+  const fs::path root = fs::absolute(data_dir);
+  const fs::path path = fs::path(rel).is_absolute() ? fs::path(rel) : root / rel;
+  auto dir = files::confined({root.string()}, path.string());
+  if (!dir) return make_error(dir.code(), "init_snapshot " + rel + ": " + dir.err().message);
   auto key = auth::load_token_key(layout::paths{data_dir}.checkpoint_key());
   if (!key) return make_error(key.code(), "init_snapshot: the checkpoint signing key: " + key.err().message);
-  std::string where;
-  const auto step = ckpt::parse_step_dir(dir.filename().string());
-  if (step && fs::exists(dir / "MANIFEST.json")) {
-    auto problems = ckpt::verify_snapshot(dir.string(), *step, *key);
-    if (!problems.empty()) return make_error(errc::corruption, "init_snapshot " + rel + ": " + problems.front());
-    where = dir.string();
-  } else {
-    auto loaded = ckpt::load_latest(dir.string(), *key);
-    if (!loaded) return make_error(loaded.code(), "init_snapshot " + rel + ": " + loaded.err().message);
-    where = loaded->dir;
-  }
-  auto file = ckpt::read_safetensors(where + "/model.safetensors");
-  if (!file) return file.err();
-  const auto layout = model::make_param_layout(cfg);
-  std::vector<float> out(layout.total);
-  for (int i = 0; i < model::num_tensors; ++i) {
-    const auto t = static_cast<model::tensor_id>(i);
-    const auto* info = file->find(std::string(model::tensor_name(t)));
-    if (!info || info->type != ckpt::dtype::F32 || info->data.size() != layout.size(t) * sizeof(float))
-      return make_error(errc::invalid_argument, "init_snapshot " + rel + ": tensor " +
-                                                    std::string(model::tensor_name(t)) +
-                                                    " is missing or not the job's F32 shape");
-    std::memcpy(out.data() + layout.offset(t), info->data.data(), info->data.size());
-  }
-  return out;
+  auto params = ckpt::read_gpt2_params(*dir, *key, cfg);
+  if (!params) return make_error(params.code(), "init_snapshot " + rel + ": " + params.err().message);
+  return params;
 }
 
 // Removes what a job left in <data>/aggregator/<job>/ (state.bin, temp files

@@ -19,9 +19,10 @@
 namespace loom::aggregator {
 
 // Publishes <stage_dir>/checkpoints/step-<step> (LATEST moves to it) and
-// returns its path. stage_dir (the grant's) is made if need be and confined
-// to <data_dir>/jobs with files::confined (every link resolved): a path
-// outside it, or leading out through a link, is permission_denied.
+// returns its path, written by ckpt::write_gpt2_snapshot. stage_dir (the
+// grant's) is made if need be and confined to <data_dir>/jobs with
+// files::make_confined_dirs (every link resolved, nothing made through one
+// that leads out): a path outside it, or leading out, is permission_denied.
 // invalid_argument when trainer_state is not a JSON object whose "step" is
 // `step`, or θ is not cfg's size. On every failure after the snapshot's temp
 // directory is made, it is removed (no .tmp-step-* is left).

@@ -6,7 +6,7 @@
 // thread owns what it creates.
 #pragma once
 
-#include "libs/ckpt/safetensors.hpp"
+#include "libs/ckpt/gpt2_checkpoint.hpp"
 #include "libs/crypto/hash.hpp"
 #include "libs/files/files.hpp"
 #include "libs/model/gpt_config.hpp"
@@ -158,18 +158,11 @@ inline std::vector<float> global_theta(const std::string& path, v1::AggregationS
 
 // A snapshot's parameters in buffer order (libs/model's layout).
 inline std::vector<float> snapshot_params(const std::string& dir, const model::gpt2_config& cfg) {
-  auto file = ckpt::read_safetensors(dir + "/model.safetensors");
+  auto file = ckpt::read_safetensors(dir + "/" + ckpt::gpt2_model_file);
   REQUIRE(file.ok());
-  const auto layout = model::make_param_layout(cfg);
-  std::vector<float> out(layout.total);
-  for (int i = 0; i < model::num_tensors; ++i) {
-    const auto t = static_cast<model::tensor_id>(i);
-    const auto* info = file->find(std::string(model::tensor_name(t)));
-    REQUIRE(info);
-    REQUIRE(info->data.size() == layout.size(t) * sizeof(float));
-    std::memcpy(out.data() + layout.offset(t), info->data.data(), info->data.size());
-  }
-  return out;
+  auto theta = ckpt::gpt2_flat_params(*file, cfg, dir);
+  REQUIRE_MESSAGE(theta.ok(), theta.err().message);
+  return *theta;
 }
 
 // The loss of the tiny model in snapshot dir `init` ("" = a random one) on

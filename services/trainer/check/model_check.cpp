@@ -1,7 +1,7 @@
 #include "services/trainer/check/model_check.hpp"
 
 #include "libs/auth/token.hpp"
-#include "libs/ckpt/safetensors.hpp"
+#include "libs/ckpt/gpt2_checkpoint.hpp"
 #include "libs/ckpt/snapshot.hpp"
 #include "libs/crypto/hash.hpp"
 #include "libs/export/inputs.hpp"
@@ -173,7 +173,7 @@ check_report run_checks(const check_request& r) {
   };
   // model.safetensors is read once, before anything is verified: a corrupt
   // file still gets every check that can look at it.
-  const std::string mfile = r.checkpoint + "/model.safetensors";
+  const std::string mfile = r.checkpoint + "/" + ckpt::gpt2_model_file;
   auto bytes = files::read_file(mfile);
   const std::string bytes_sha = bytes ? crypto::sha256_hex(*bytes) : "";
   timed("signature", [&] { return signature(r, bytes_sha); });
@@ -192,14 +192,16 @@ check_report run_checks(const check_request& r) {
   timed("shapes", [&]() -> check_outcome {
     std::vector<std::string> problems;
     if (!file) return {"shapes", check_status::fail, "not checked: " + file.err().message};
-    auto cfg = config_of(*file, mfile);
+    auto cfg = ckpt::gpt2_config_from(file->meta(), mfile);
     if (!cfg) return {"shapes", check_status::fail, cfg.err().message};
     if (!spec) problems.push_back("the version's config does not parse: " + spec.err().message);
     else problems = config_differences(*cfg, spec->model);
     for (auto& p : shape_problems(*file, *cfg)) problems.push_back(std::move(p));
     if (problems.empty()) {
+      auto params = ckpt::gpt2_flat_params(*file, *cfg, mfile);  // shape_problems found none: it reads
+      if (!params) return {"shapes", check_status::fail, params.err().message};
       rep.cfg = *cfg;
-      rep.params = flat_params(*file, *cfg);
+      rep.params = std::move(*params);
     }
     return outcome("shapes", problems,
                    "L=" + std::to_string(cfg->layers) + " NH=" + std::to_string(cfg->heads) + " C=" +

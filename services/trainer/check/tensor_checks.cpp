@@ -15,22 +15,6 @@ std::string dims(const std::vector<std::uint64_t>& s) {
 
 }  // namespace
 
-result<model::gpt2_config> config_of(const ckpt::safetensors_file& f, const std::string& file) {
-  model::gpt2_config c;
-  for (auto [k, p] : {std::pair{"layers", &c.layers}, {"heads", &c.heads}, {"channels", &c.channels},
-                      {"max_seq_len", &c.max_seq_len}, {"vocab", &c.vocab}, {"padded_vocab", &c.padded_vocab}}) {
-    auto it = f.meta().find(k);
-    if (it == f.meta().end()) return make_error(errc::corruption, file + ": metadata lacks \"" + k + "\"");
-    char* end = nullptr;
-    const long v = std::strtol(it->second.c_str(), &end, 10);
-    if (it->second.empty() || *end != '\0' || v < 1 || v > (1L << 24))
-      return make_error(errc::corruption, file + ": metadata \"" + k + "\" is not a size: " + it->second);
-    *p = static_cast<int>(v);
-  }
-  if (auto st = c.validate(); !st) return make_error(errc::corruption, file + ": " + st.err().message);
-  return c;
-}
-
 std::vector<std::string> non_finite(const ckpt::safetensors_file& f) {
   std::vector<std::string> out;
   for (const auto& [name, t] : f.tensors()) {
@@ -82,17 +66,6 @@ std::vector<std::string> config_differences(const model::gpt2_config& a, const m
     if (x != y)
       out.push_back(std::string("model.") + k + " " + std::to_string(x) + " (checkpoint) vs " + std::to_string(y) +
                     " (the version's config)");
-  return out;
-}
-
-std::vector<float> flat_params(const ckpt::safetensors_file& f, const model::gpt2_config& cfg) {
-  const model::param_layout lay = model::make_param_layout(cfg);
-  std::vector<float> out(lay.total);
-  for (int i = 0; i < model::num_tensors; ++i) {
-    const auto id = static_cast<model::tensor_id>(i);
-    const ckpt::tensor_info* t = f.find(std::string(model::tensor_name(id)));
-    std::memcpy(out.data() + lay.offset(id), t->data.data(), lay.size(id) * sizeof(float));
-  }
   return out;
 }
 

@@ -1,5 +1,7 @@
 #include "services/trainer/check/tensor_checks.hpp"
 
+#include "libs/ckpt/gpt2_checkpoint.hpp"
+
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -54,13 +56,13 @@ struct fixture {
 TEST_CASE("a checkpoint with every value finite and every shape as configured has no problems") {
   fixture fx;
   auto f = fx.write();
-  auto c = config_of(f, "model.safetensors");
+  auto c = ckpt::gpt2_config_from(f.meta(), "model.safetensors");
   REQUIRE(c.ok());
   CHECK(c->layers == 2);
   CHECK(c->padded_vocab == 64);
   CHECK(non_finite(f).empty());
   CHECK(shape_problems(f, cfg).empty());
-  auto flat = flat_params(f, cfg);
+  auto flat = ckpt::gpt2_flat_params(f, cfg, "model.safetensors").value();
   const auto lay = model::make_param_layout(cfg);
   REQUIRE(flat.size() == lay.total);
   CHECK(flat[lay.offset(model::tensor_id::qkvw) + 3] == doctest::Approx(0.003f));
@@ -102,7 +104,7 @@ TEST_CASE("a checkpoint whose metadata disagrees with the version's config is na
   CHECK(d[1] == "model.vocab 50 (checkpoint) vs 60 (the version's config)");
   fixture fx;
   fx.meta.erase("heads");
-  auto c = config_of(fx.write(), "x/model.safetensors");
+  auto c = ckpt::gpt2_config_from(fx.write().meta(), "x/model.safetensors");
   REQUIRE_FALSE(c.ok());
   CHECK(c.err().message == "x/model.safetensors: metadata lacks \"heads\"");
 }

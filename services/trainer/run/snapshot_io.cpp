@@ -1,7 +1,7 @@
 #include "services/trainer/run/snapshot_io.hpp"
 
 #include "libs/auth/token.hpp"
-#include "libs/ckpt/safetensors.hpp"
+#include "libs/ckpt/gpt2_checkpoint.hpp"
 #include "libs/files/files.hpp"
 #include "libs/layout/layout.hpp"
 
@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <charconv>
 #include <chrono>
-#include <cstring>
 #include <filesystem>
 #include <sys/stat.h>
 
@@ -20,40 +19,7 @@ namespace {
 using nlohmann::json;
 namespace fs = std::filesystem;
 
-constexpr const char* model_file = "model.safetensors";
 constexpr const char* optimizer_file = "optimizer.safetensors";
-constexpr const char* state_file = "trainer_state.json";
-
-ckpt::metadata model_meta(const model::gpt2_config& c) {
-  return {{"format", "loom-gpt2"},
-          {"layers", std::to_string(c.layers)},
-          {"heads", std::to_string(c.heads)},
-          {"channels", std::to_string(c.channels)},
-          {"max_seq_len", std::to_string(c.max_seq_len)},
-          {"vocab", std::to_string(c.vocab)},
-          {"padded_vocab", std::to_string(c.padded_vocab)}};
-}
-
-result<model::gpt2_config> config_from_meta(const ckpt::metadata& m, const std::string& file) {
-  model::gpt2_config c;
-  auto field = [&](const char* k, int& out) -> status {
-    auto it = m.find(k);
-    if (it == m.end()) return make_error(errc::corruption, file + ": metadata lacks \"" + k + "\"");
-    try {
-      std::size_t used = 0;
-      out = std::stoi(it->second, &used);
-      if (used != it->second.size()) throw std::invalid_argument(k);
-    } catch (const std::exception&) {
-      return make_error(errc::corruption, file + ": metadata \"" + k + "\" is not an integer: " + it->second);
-    }
-    return ok_status();
-  };
-  for (auto [k, p] : {std::pair{"layers", &c.layers}, {"heads", &c.heads}, {"channels", &c.channels},
-                      {"max_seq_len", &c.max_seq_len}, {"vocab", &c.vocab}, {"padded_vocab", &c.padded_vocab}})
-    if (auto st = field(k, *p); !st) return st.err();
-  if (auto st = c.validate(); !st) return make_error(errc::corruption, file + ": " + st.err().message);
-  return c;
-}
 
 json schedule_json(const engine::lr_schedule& s) {
   return {{"max_lr", s.max_lr}, {"min_lr", s.min_lr}, {"warmup_steps", s.warmup_steps}, {"total_steps", s.total_steps}};
@@ -132,25 +98,13 @@ result<std::string> existing_checkpoint_key(const std::string& data_dir) {
 result<std::string> save_snapshot(const std::string& root, const engine::gpt2& model, const engine::adamw& opt,
                                   const train_state& st, std::string_view key, int keep,
                                   std::span<const extra_file> extras) {
-  ckpt::snapshot_writer w;
-  if (auto r = w.begin(root, st.step); !r) return r.err();
-  const model::gpt2_config& cfg = model.config();
-  const model::param_layout& lay = model.layout();
-  std::vector<ckpt::tensor_view> tensors;
-  for (int i = 0; i < model::num_tensors; ++i) {
-    auto t = static_cast<model::tensor_id>(i);
-    tensors.push_back({std::string(model::tensor_name(t)), ckpt::dtype::F32, model::tensor_shape(cfg, t),
-                       model.params().data() + lay.offset(t), lay.size(t) * sizeof(float)});
-  }
-  if (auto r = ckpt::write_safetensors(w.dir() + "/" + model_file, tensors, model_meta(cfg)); !r) return r.err();
+  std::vector<extra_file> files;  // optimizer.safetensors first, then the stage's own
   const std::uint64_t n = opt.m().size();
-  std::vector<ckpt::tensor_view> moments = {
-      {"adamw.m", ckpt::dtype::F32, {n}, opt.m().data(), n * sizeof(float)},
-      {"adamw.v", ckpt::dtype::F32, {n}, opt.v().data(), n * sizeof(float)}};
-  if (auto r = ckpt::write_safetensors(w.dir() + "/" + optimizer_file, moments,
-                                       {{"steps_taken", std::to_string(opt.steps_taken())}});
-      !r)
-    return r.err();
+  files.push_back({optimizer_file,
+                   {{"adamw.m", ckpt::dtype::F32, {n}, opt.m().data(), n * sizeof(float)},
+                    {"adamw.v", ckpt::dtype::F32, {n}, opt.v().data(), n * sizeof(float)}},
+                   {{"steps_taken", std::to_string(opt.steps_taken())}}});
+  files.insert(files.end(), extras.begin(), extras.end());
   json state = {{"step", st.step},
                 {"config_hash", st.config_hash},
                 {"lr_schedule", schedule_json(st.schedule)},
@@ -161,16 +115,10 @@ result<std::string> save_snapshot(const std::string& root, const engine::gpt2& m
                 {"loss", st.last_loss},
                 {"skipped", json::array()}};
   for (const auto& c : st.skipped) state["skipped"].push_back({{"epoch", c.epoch}, {"position", c.position}});
-  for (auto name : {model_file, optimizer_file})
-    if (auto r = w.add_existing(name); !r) return r.err();
-  for (const extra_file& e : extras) {
-    if (auto r = ckpt::write_safetensors(w.dir() + "/" + e.name, e.tensors, e.meta); !r) return r.err();
-    if (auto r = w.add_existing(e.name); !r) return r.err();
-  }
-  if (auto r = w.add_file(state_file, state.dump(1) + "\n"); !r) return r.err();
+  const std::string state_text = state.dump(1) + "\n";
   const auto now = std::chrono::duration_cast<std::chrono::seconds>(
                        std::chrono::system_clock::now().time_since_epoch()).count();
-  auto dir = w.publish(key, now);
+  auto dir = ckpt::write_gpt2_snapshot(root, st.step, {model.config(), model.params(), state_text, files}, key, now);
   if (!dir) return dir;
   if (auto r = ckpt::retain(root, static_cast<std::size_t>(std::max(1, keep)), key); !r) return r.err();
   return dir;
@@ -178,30 +126,18 @@ result<std::string> save_snapshot(const std::string& root, const engine::gpt2& m
 
 result<opened_snapshot> open_snapshot(const std::string& path, std::string_view key) {
   opened_snapshot out;
-  const fs::path p = fs::path(path).lexically_normal();
-  const std::string base = (p.has_filename() ? p.filename() : p.parent_path().filename()).string();
-  const auto step = ckpt::parse_step_dir(base);
-  if (step && fs::exists(p / "MANIFEST.json")) {
-    auto problems = ckpt::verify_snapshot(p.string(), *step, key, &out.where);
-    if (!problems.empty()) {
-      std::string all;
-      for (auto& s : problems) all += (all.empty() ? "" : "; ") + s;
-      return make_error(errc::corruption, all);
-    }
-  } else {
-    auto loaded = ckpt::load_latest(path, key);
-    if (!loaded) return loaded.err();
-    out.where = std::move(*loaded);
-  }
-  const std::string mfile = out.where.dir + "/" + model_file;
-  auto st_text = files::read_file(out.where.dir + "/" + state_file);
+  auto where = ckpt::open_snapshot_at(path, key);
+  if (!where) return where.err();
+  out.where = std::move(*where);
+  const std::string sfile = out.where.dir + "/" + ckpt::gpt2_state_file;
+  auto st_text = files::read_file(sfile);
   if (!st_text) return st_text.err();
-  auto state = parse_state(*st_text, out.where.dir + "/" + state_file);
+  auto state = parse_state(*st_text, sfile);
   if (!state) return state.err();
   out.state = std::move(*state);
-  auto model = ckpt::read_safetensors(mfile);
+  auto model = ckpt::read_gpt2_model(out.where);
   if (!model) return model.err();
-  auto cfg = config_from_meta(model->meta(), mfile);
+  auto cfg = ckpt::gpt2_config_from(model->meta(), out.where.dir + "/" + ckpt::gpt2_model_file);
   if (!cfg) return cfg.err();
   out.model = *cfg;
   out.params = std::move(*model);
@@ -209,16 +145,7 @@ result<opened_snapshot> open_snapshot(const std::string& path, std::string_view 
 }
 
 status load_params(const opened_snapshot& s, engine::gpt2& model) {
-  const std::string file = s.where.dir + "/" + model_file;
-  const ckpt::safetensors_file* f = &s.params;
-  const model::param_layout& lay = model.layout();
-  for (int i = 0; i < model::num_tensors; ++i) {
-    auto t = static_cast<model::tensor_id>(i);
-    auto data = f32_tensor(*f, std::string(model::tensor_name(t)), model::tensor_shape(model.config(), t), file);
-    if (!data) return data.err();
-    std::memcpy(model.params().data() + lay.offset(t), data->data(), data->size());
-  }
-  return ok_status();
+  return ckpt::gpt2_copy_params(s.params, model.config(), s.where.dir + "/" + ckpt::gpt2_model_file, model.params());
 }
 
 status load_optimizer(const opened_snapshot& s, engine::adamw& opt) {

@@ -1,14 +1,13 @@
 // snapshot_io: a training run's checkpoint (ARCHITECTURE.md §6) written and read
-// through libs/ckpt — model.safetensors (the 16 parameter tensors, the model
-// shape in its metadata), optimizer.safetensors (AdamW's m and v, flat, and the
+// through libs/ckpt/gpt2_checkpoint, the format's one owner — model.safetensors
+// (the 16 parameter tensors, the model shape in its metadata), optimizer.safetensors (AdamW's m and v, flat, and the
 // step count), trainer_state.json (step, LR schedule, RNG seed, data cursor,
 // config hash, thread count) under an HMAC-signed MANIFEST.json; a stage
 // may add files of its own (a reward model's head: extra_file).
 // Stateless functions; one writer per snapshot root at a time.
 #pragma once
 
-#include "libs/ckpt/safetensors.hpp"
-#include "libs/ckpt/snapshot.hpp"
+#include "libs/ckpt/gpt2_checkpoint.hpp"
 #include "libs/shards/loader.hpp"
 #include "libs/status/status.hpp"
 #include "services/trainer/engine/model.hpp"
@@ -49,11 +48,7 @@ result<std::string> existing_checkpoint_key(const std::string& data_dir);
 
 // A further safetensors file of a snapshot, signed with the rest (e.g.
 // reward_head.safetensors: the head's tensors and its optimiser's moments).
-struct extra_file {
-  std::string name;  // a plain file name
-  std::vector<ckpt::tensor_view> tensors;
-  ckpt::metadata meta;
-};
+using extra_file = ckpt::extra_file;
 
 // Publishes root/step-N (N = st.step) and keeps the newest `keep` verified
 // snapshots. Any failed write or fsync fails the snapshot (LATEST untouched).
