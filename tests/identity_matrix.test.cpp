@@ -192,8 +192,8 @@ std::string body_of(const std::string& type, const objects& o) {
     return build(type, kv{{"job", o.aggregation}, {"site", "north"}, {"fragment", "0"}, {"have_version", "0"}});
   if (type == "DeltaHeader")  // refused as malformed (no values) by whoever may send it at all
     return build(type, kv{{"job", o.aggregation}, {"site", "north"}, {"codec", "fp32"}});
-  if (type == "SyncManifestRequest") return build(type, kv{{"dataset", o.dataset}});
-  if (type == "SyncChunksRequest" || type == "SyncPackRequest") return build(type, kv{{"dataset", o.dataset}});
+  if (type == "SyncManifestRequest" || type == "SyncChunksRequest" || type == "SyncPackRequest")
+    return build(type, kv{{"dataset", o.dataset}, {"tenant", "A"}});
   FAIL("no body for " << type << ": add one to body_of");
   return "";
 }
@@ -266,7 +266,8 @@ outcome raw_call(zmq::context_t& ctx, connections& conns, const identity& id, co
     s->set(zmq::sockopt::linger, 0);
     s->connect(endpoint);
   }
-  std::vector<zmq::const_buffer> frames{zmq::buffer("loom.v1." + type), zmq::buffer(body)};
+  const std::string full_type = "loom.v1." + type;  // alive until sent (a buffer of a temporary would dangle)
+  std::vector<zmq::const_buffer> frames{zmq::buffer(full_type), zmq::buffer(body)};
   if (with_payload) frames.push_back(zmq::buffer(std::string()));
   REQUIRE(zmq::send_multipart(*s, frames));
   zmq::pollitem_t item{s->handle(), 0, ZMQ_POLLIN, 0};
@@ -412,6 +413,19 @@ TEST_CASE("every request type from every identity is allowed or denied as docs/s
   };
   o.export_id = export_of_a();
   o.export_end = export_of_a();
+  // North's own copy of tenant A's text (datasets are per tenant at a site too):
+  // the diloco stage of A's job trains on it there.
+  {
+    const layout::paths np{north->home.path()};
+    auto north_key = auth::load_token_key(np.token_key());
+    REQUIRE(north_key.ok());
+    const auto north_epoch = auth::read_epoch(np.epoch());
+    auto imp_n = run_loom(north->home.path(),
+                          {"data", "import", std::string(licences) + "/GPL-3", "--dataset", "text", "--token",
+                           now_token(*north_key, "op-a", auth::role::operator_, "A", north_epoch ? *north_epoch : 0)},
+                          120s);
+    REQUIRE_MESSAGE(imp_n.code == 0, imp_n.out << imp_n.err);
+  }
   auto dil = loom_json(c.home.path(), {"job", "submit", "--template", "pretrain-diloco-tiny", "--set",
                                        "diloco.sites=[\"north\"]", "--set", "dataset=text", "--set",
                                        "pretrain.steps=100000", "--token", op_a});
@@ -517,9 +531,10 @@ TEST_CASE("every request type from every identity is allowed or denied as docs/s
   conns["revoked"] = std::move(conns["south"]);
   // Revocation reaches every cloud service within a second (admission):
   // wait until south's open scheduler connection is refused.
-  REQUIRE(eventually([&] {
-    return rpc(ids["revoked"], "scheduler", "PingRequest", "", wire::new_request_id()).first == outcome::deny;
-  }, 20s));
+  for (const char* service : {"scheduler", "aggregator", "ingest", "trainer", "audit"})
+    REQUIRE_MESSAGE(eventually([&] {
+      return rpc(ids["revoked"], service, "PingRequest", "", wire::new_request_id()).first == outcome::deny;
+    }, 20s), service << " still answers the revoked site");
   for (const auto& [type, row] : table.rows) send_one(row, ids["revoked"]);
 
   // The matrix: every cell as expected.
@@ -531,29 +546,44 @@ TEST_CASE("every request type from every identity is allowed or denied as docs/s
   CHECK_MESSAGE(mismatches.empty(), "cells that differ from docs/security.md:" << mismatches);
 
   // Every denial is in the audit chain under the real caller: a record of its
-  // request id (gateway requests) or of its type and key (the delta socket,
-  // which carries no request ids), decision deny, the caller's key, and the
+  // request id (gateway requests), decision deny, the caller's key, and the
   // token's principal unless the key alone was refused (revoked, unenrolled).
+  // The delta and sync sockets carry no request ids and no tokens, and name
+  // keys their own way: for them, every key refused there has a deny record of
+  // that socket's service (aggregation.*, dataset.sync_refused) under its name.
   std::vector<v1::AuditEvent> events;
   std::string missing;
   eventually([&] {
     events = all_events(c);
     missing.clear();
+    std::map<std::string, std::set<std::string>> raw_refused, raw_recorded;  // socket -> key principals
     for (const auto& s : log) {
       if (s.got != outcome::deny || s.expected != outcome::deny) continue;
       const auto& id = ids[s.identity];
-      const bool delta = table.rows.at(s.type).service == "aggregator delta socket";
+      const std::string& where = table.rows.at(s.type).service;
+      if (where == "aggregator delta socket" || where == "ingest sync socket") {
+        raw_refused[where].insert(id.key_principal);
+        continue;
+      }
       bool found = false;
       for (const auto& e : events) {
-        if (e.decision() != v1::DENY || e.peer_key() != id.key_principal) continue;
-        if (delta ? e.action() != "loom.v1." + s.type : e.request_id() != s.rid) continue;
-        if (!delta && !e.principal().empty() && e.principal() != id.token_principal) continue;
-        if (!delta && e.principal().empty() && s.identity != "revoked" && s.identity != "unenrolled") continue;
+        if (e.decision() != v1::DENY || e.peer_key() != id.key_principal || e.request_id() != s.rid) continue;
+        if (!e.principal().empty() && e.principal() != id.token_principal) continue;
+        if (e.principal().empty() && s.identity != "revoked" && s.identity != "unenrolled") continue;
         found = true;
         break;
       }
       if (!found) missing += "\n  " + s.type + " from " + s.identity + " (" + s.rid + ")";
     }
+    for (const auto& e : events) {
+      if (e.decision() != v1::DENY || e.peer_key().empty()) continue;
+      if (e.action().rfind("aggregation.", 0) == 0) raw_recorded["aggregator delta socket"].insert(e.peer_key());
+      if (e.action() == "dataset.sync_refused") raw_recorded["ingest sync socket"].insert(e.peer_key());
+    }
+    for (const auto& [where, keys] : raw_refused)
+      if (raw_recorded[where].size() < keys.size())
+        missing += "\n  " + where + ": " + std::to_string(keys.size()) + " keys refused, deny records under " +
+                   std::to_string(raw_recorded[where].size()) + " key names";
     return missing.empty();
   }, 30s);
   CHECK_MESSAGE(missing.empty(), "denials with no audit record under the real caller:" << missing);

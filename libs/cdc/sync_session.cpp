@@ -2,6 +2,7 @@
 
 #include "libs/cdc/protocol.hpp"
 #include "libs/wire/bulk_transport.hpp"
+#include "loom/v1/sync.pb.h"
 
 #include <chrono>
 #include <unistd.h>
@@ -60,7 +61,17 @@ class session {
     send(manifest_reply_type, encode_summary(snap_->m, req->tenant));
   }
 
+  // Authorization before validation: a key that may not read the dataset a
+  // request names is refused as such, whatever else is wrong with the request.
+  template <class Msg>
+  status may_read_named(std::string_view body) const {
+    Msg m;
+    if (!m.ParseFromArray(body.data(), static_cast<int>(body.size()))) return {};  // malformed: said by the decoder
+    return allowed(m.tenant(), m.dataset());
+  }
+
   void on_chunks(std::string_view body) {
+    if (auto s = may_read_named<v1::SyncChunksRequest>(body); !s.ok()) return fail(chunks_reply_type, s.err());
     auto req = decode_chunks_request(body);
     if (!req.ok()) return fail(chunks_reply_type, req.err());
     if (!current(req->tenant, req->dataset) || snap_->m.root != req->root) {
@@ -79,6 +90,7 @@ class session {
   }
 
   void on_pack(std::string_view body) {
+    if (auto s = may_read_named<v1::SyncPackRequest>(body); !s.ok()) return fail(pack_done_type, s.err());
     auto req = decode_pack_request(body);
     if (!req.ok()) return fail(pack_done_type, req.err());
     if (!current(req->tenant, req->dataset)) {

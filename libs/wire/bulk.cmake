@@ -7,4 +7,4 @@ loom_add_library(wire_bulk
     ${CMAKE_CURRENT_LIST_DIR}/bulk_sender.cpp
     ${CMAKE_CURRENT_LIST_DIR}/bulk_transport.cpp
   TESTS ${CMAKE_CURRENT_LIST_DIR}/bulk.test.cpp
-  DEPS loom::status loom::crypto loom::files loom::proto loom::wire_shaped cppzmq)
+  DEPS loom::status loom::crypto loom::files loom::proto loom::wire_shaped loom::auth cppzmq)

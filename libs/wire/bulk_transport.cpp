@@ -1,5 +1,6 @@
 #include "libs/wire/bulk_transport.hpp"
 
+#include "libs/auth/token.hpp"
 #include "libs/wire/bulk_sender.hpp"
 
 #include "loom/v1/bulk.pb.h"
@@ -259,7 +260,7 @@ void serve_bulk_message(bulk_receiver& receiver, const std::vector<zmq::message_
       return status_reply(reply, errc::invalid_argument, "bulk: malformed BulkChunk (want 3 frames)");
     return serve_chunk(receiver, m, frames[2], reply);
   }
-  status_reply(reply, errc::unimplemented, "bulk: unknown message type \"" + std::string(type.substr(0, 64)) + "\"");
+  status_reply(reply, errc::unimplemented, "bulk: unknown message type \"" + auth::printable(type.substr(0, 64)) + "\"");
 }
 
 }  // namespace loom::wire

@@ -1,5 +1,6 @@
 #include "services/aggregator/delta_server.hpp"
 
+#include "libs/auth/token.hpp"
 #include "libs/files/files.hpp"
 #include "libs/layout/layout.hpp"
 #include "libs/wire/limits.hpp"
@@ -172,8 +173,10 @@ frames delta_server::impl::handle(const std::string& type, std::vector<zmq::mess
                                   const std::string& principal) {
   // ZAP vets a connection once, at its handshake: a key that left the
   // allow-list since (a revoked site) is refused here, on its open connection.
-  if (!admitted.count(principal))
+  if (!admitted.count(principal)) {
+    o.jobs->refuse_unadmitted(principal, type);
     return fail(make_error(errc::permission_denied, "key '" + principal + "' is no longer admitted (a revoked site?)"));
+  }
   if (type == "loom.v1.DeltaHeader") return delta(in, principal);
   auto parse = [&](auto& msg) { return in.size() >= 3 && msg.ParseFromArray(in[2].data(), static_cast<int>(in[2].size())); };
   if (type == "loom.v1.DeltaJoin") {
@@ -191,7 +194,7 @@ frames delta_server::impl::handle(const std::string& type, std::vector<zmq::mess
     if (auto s = o.jobs->round_status(r.job(), key_of(principal), &list); !s) return fail(s.err());
     return answer(list);
   }
-  return fail(make_error(errc::unimplemented, "the aggregator's delta socket does not handle '" + type + "'"));
+  return fail(make_error(errc::unimplemented, "the aggregator's delta socket does not handle '" + auth::printable(type.substr(0, 128)) + "'"));
 }
 
 void delta_server::impl::run() {

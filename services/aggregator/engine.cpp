@@ -3,6 +3,7 @@
 #include "services/aggregator/engine.hpp"
 
 #include "libs/audit/record.hpp"
+#include "libs/auth/token.hpp"
 #include "libs/metrics/metrics.hpp"
 #include "loom/v1/aggregator.pb.h"
 #include "services/aggregator/job_store.hpp"
@@ -53,11 +54,13 @@ std::int64_t engine::unix_now() const {
 }
 
 // outcome: audit::decision as int (1 allow, 2 deny, 3 error), so the header needs no audit include.
-void engine::emit(std::string action, std::string job, std::string reason, std::string payload, int outcome) {
+void engine::emit(std::string action, std::string job, std::string reason, std::string payload, int outcome,
+                  std::string peer) {
   if (!o_.audit) return;
   auto r = audit::service_record(o_.node_id, o_.zone, "aggregator", std::move(action), std::move(job),
                                  std::move(reason), std::move(payload));
   r.outcome = static_cast<audit::decision>(outcome);
+  r.peer = std::move(peer);
   o_.audit(std::move(r));
 }
 
@@ -90,7 +93,7 @@ status engine::check_site(const held& h, const std::string& job, const std::stri
     why = "key '" + from.id() + "' is not one of the sites placed on " + h.terms.job + "/" + h.terms.stage + " (" +
           joined(h.terms.sites) + (h.terms.edge_sites ? ", enrolled edge sites" : ", this deployment's") + ")";
   if (why.empty()) return ok_status();
-  emit(action, job, why, "key=" + from.id(), static_cast<int>(audit::decision::deny));
+  emit(action, job, why, "key=" + from.id(), static_cast<int>(audit::decision::deny), from.id());
   return make_error(errc::permission_denied, why);
 }
 
@@ -215,7 +218,14 @@ void engine::tick(nanos now) {
 void engine::refuse_header(const std::string& principal, const error& e) {
   count("deltas_rejected_total", {{"job", ""}, {"reason", "bad_header"}});
   emit("aggregation.delta_rejected", "", "bad_header: " + e.message, "key=" + principal,
-       static_cast<int>(audit::decision::deny));
+       static_cast<int>(audit::decision::deny), principal);
+}
+
+void engine::refuse_unadmitted(const std::string& principal, const std::string& type) {
+  emit("aggregation.key_refused", "",
+       auth::printable(type.substr(0, 128)) + " on an open connection of key '" + principal +
+           "', no longer admitted (a revoked site?)",
+       "key=" + principal, static_cast<int>(audit::decision::deny), principal);
 }
 
 void engine::refused_connections(std::uint64_t n) {

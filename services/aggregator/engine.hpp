@@ -141,6 +141,8 @@ class engine {
   void tick(nanos now);
   // Counts and audits a delta whose header did not parse or pass from_wire.
   void refuse_header(const std::string& principal, const error& e);
+  // A request on an open connection whose key left the allow-list since its handshake (a revoked site).
+  void refuse_unadmitted(const std::string& principal, const std::string& type);
   // Audits a refused CURVE handshake (an unknown key) seen by the ZAP handler.
   void refused_connections(std::uint64_t n);
   // Counts a message the delta socket received, by its type frame
@@ -184,7 +186,9 @@ class engine {
   std::vector<std::string> contributed(const held& h) const;
   error ended(const std::string& job) const;  // not_found for a job neither held nor retired, else naming why it ended
   void closed(const aggregation& a, const close_report& r);
-  void emit(std::string action, std::string job, std::string reason, std::string payload = "", int outcome = 1);
+  // peer: the delta socket's name of the key a refusal answered ("" for the engine's own records).
+  void emit(std::string action, std::string job, std::string reason, std::string payload = "", int outcome = 1,
+            std::string peer = "");
   void count(std::string_view name, const std::map<std::string, std::string>& labels, double by = 1);
   result<std::vector<float>> initial_params(const aggregation_spec& s, std::size_t total);
 

@@ -342,11 +342,25 @@ status sync_service::grant(const std::string& peer_public_z85, const std::string
 
 bool sync_service::may_read(const std::string& principal, const std::string& tenant, const std::string& dataset) {
   if (principal == trainer_principal) return true;
-  std::lock_guard lock(grants_mu_);
-  auto it = grants_.find({principal, tenant, dataset});
-  if (it == grants_.end()) return false;
-  if (std::chrono::steady_clock::now() < it->second) return true;
-  grants_.erase(it);
+  {
+    std::lock_guard lock(grants_mu_);
+    auto it = grants_.find({principal, tenant, dataset});
+    if (it != grants_.end() && std::chrono::steady_clock::now() < it->second) return true;
+    if (it != grants_.end()) grants_.erase(it);
+  }
+  // Refused: audited under the key (the sync socket carries no token).
+  if (o_.audit) {
+    const std::string who = tenant.empty() ? "default" : tenant;
+    auto r = audit::service_record(o_.node, o_.zone, "ingest", "dataset.sync_refused", "",
+                                   "key " + principal + " may not read dataset " + auth::printable(dataset) +
+                                       " of tenant " + auth::printable(who) + " (no grant)",
+                                   nlohmann::json{{"principal", principal}, {"tenant", who}, {"dataset", dataset}}
+                                       .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    r.outcome = audit::decision::deny;
+    r.peer = principal;
+    r.tenant = who;
+    o_.audit(std::move(r));
+  }
   return false;
 }
 
