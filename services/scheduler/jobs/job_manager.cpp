@@ -1,6 +1,5 @@
 #include "services/scheduler/jobs/job_manager.hpp"
 
-#include "libs/auth/token.hpp"
 #include "libs/store/database.hpp"
 #include "libs/files/confine.hpp"
 #include "libs/runspec/job_template.hpp"
