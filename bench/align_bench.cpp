@@ -34,8 +34,8 @@
 #include "services/trainer/align/dpo.hpp"
 #include "services/trainer/align/grpo.hpp"
 #include "services/trainer/align/reward_model.hpp"
-#include "services/trainer/engine/kernels.hpp"
-#include "services/trainer/engine/train_step.hpp"
+#include "libs/engine/kernels.hpp"
+#include "libs/engine/train_step.hpp"
 
 using namespace loom;
 using namespace loom::align;

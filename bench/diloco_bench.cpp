@@ -14,8 +14,8 @@
 //   case=<arm> loss=… loss_ratio=… bytes_per_site=… vs_fp32_sync=… syncs=… seconds=…
 //   case=parity loss_ratio=… int8_extra=… vs_fp32_sync=…   (when those three arms ran)
 #include "bench/bench_util.hpp"
-#include "services/trainer/diloco/local_rounds.hpp"
-#include "services/trainer/local/byte_text.hpp"
+#include "sim/diloco/local_rounds.hpp"
+#include "sim/text/byte_text.hpp"
 
 #include <chrono>
 #include <cstdio>
@@ -24,7 +24,7 @@
 #include <vector>
 
 using namespace loom;
-using namespace loom::trainer;
+using namespace loom::sim;
 
 namespace {
 

@@ -5,7 +5,7 @@
 //   case=asha trials=8 steps=… steps_ratio=… loss_ratio=… best_lr=… makespan_ratio=… cpu_s=…
 // Usage: hpo_bench [trials] [R] [seed]   (r = R / 10, eta = 3)
 #include "bench/bench_util.hpp"
-#include "services/trainer/hpo/local_search.hpp"
+#include "sim/hpo/local_search.hpp"
 
 #include <cstdio>
 #include <cstdlib>
@@ -16,13 +16,13 @@ int main(int argc, char** argv) {
   const int n = argc > 1 ? std::atoi(argv[1]) : 8;
   const std::int64_t R = argc > 2 ? std::atoll(argv[2]) : 300;
   const std::uint64_t seed = argc > 3 ? std::strtoull(argv[3], nullptr, 10) : 11;
-  auto text = trainer::licence_corpus();
+  auto text = sim::licence_corpus();
   if (!text) {
     std::fprintf(stderr, "hpo_bench: %s\n", text.err().message.c_str());
     return 1;
   }
-  const trainer::search_data data = trainer::bytes_split(*text, 0.05);
-  trainer::search_config cfg;
+  const sim::search_data data = sim::bytes_split(*text, 0.05);
+  sim::search_config cfg;
   cfg.model = model::gpt2_config{2, 4, 64, 32, 256, 256};
   auto space = hpo::search_space::make({hpo::parameter{"optim.lr", hpo::distribution::log_uniform, 1e-4, 3e-2, {}, false}});
   if (!space) return 1;
@@ -35,10 +35,10 @@ int main(int argc, char** argv) {
     return 1;
   }
   double t0 = bench::thread_cpu_s();
-  auto sweep = trainer::run_sweep(cfg, data, trials, R, rungs->rungs());  // measured at ASHA's rungs too
+  auto sweep = sim::run_sweep(cfg, data, trials, R, rungs->rungs());  // measured at ASHA's rungs too
   const double sweep_cpu = bench::thread_cpu_s() - t0;
   t0 = bench::thread_cpu_s();
-  auto asha = trainer::run_asha(cfg, data, trials, opt);
+  auto asha = sim::run_asha(cfg, data, trials, opt);
   const double asha_cpu = bench::thread_cpu_s() - t0;
   if (!sweep || !asha) {
     std::fprintf(stderr, "hpo_bench: %s\n", (!sweep ? sweep.err() : asha.err()).message.c_str());

@@ -34,9 +34,9 @@
 #include <string>
 #include <vector>
 
-#include "services/trainer/engine/kernels.hpp"
-#include "services/trainer/engine/model.hpp"
-#include "services/trainer/engine/optimizer.hpp"
+#include "libs/engine/kernels.hpp"
+#include "libs/engine/model.hpp"
+#include "libs/engine/optimizer.hpp"
 
 namespace {
 

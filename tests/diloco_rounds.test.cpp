@@ -3,16 +3,16 @@
 // this test with its own CURVE key in keys/peers. Synthetic training: site s
 // moves its vector toward its own target t_s for H steps (x += α(t_s − x));
 // the global vector goes to the mean of the targets. The same rounds are
-// computed in-process with libs/diloco and libs/codec (the reference); the
-// aggregator must match it after bad deltas and a kill -9 mid-run.
-#include "libs/codec/error_feedback.hpp"
+// computed in-process by the simulators' cloud (sim/diloco, the reference);
+// the sites and the aggregator's θ must match it bit for bit after bad deltas
+// and a kill -9 mid-run.
 #include "libs/crypto/hash.hpp"
 #include "libs/diloco/client/site_client.hpp"
 #include "libs/diloco/grant/grant.hpp"
 #include "libs/diloco/grant/stage_spec.hpp"
-#include "libs/diloco/outer_optimizer.hpp"
 #include "libs/files/files.hpp"
 #include "loom/v1/aggregator.pb.h"
+#include "sim/diloco/cloud.hpp"
 #include "tests/support/audit_events.hpp"
 #include "tests/support/cluster.hpp"
 
@@ -61,37 +61,32 @@ double distance_to_mean(std::span<const float> x) {
   return std::sqrt(d);
 }
 
-// The rounds as the math says, in-process: every site's delta each round,
-// int8 with error feedback up and down, the default outer Nesterov step.
-std::vector<float> reference(const std::vector<float>& theta0) {
-  auto plan = diloco::fragment_plan::flat(n, fragments, h_steps).value();
-  auto opt = diloco::outer_optimizer::make(plan, theta0, {}).value();
+// The same rounds in one process through the simulators' cloud (sim/diloco:
+// the aggregator's round logic and each site's diloco::site_rounds, the code
+// the service and site_client run): every site's delta each round, int8 with
+// error feedback up and down, the default outer Nesterov step. The sites'
+// parameters and the cloud's θ after the last round.
+struct reference_run {
+  std::vector<float> site0, theta;
+};
+reference_run reference(const std::vector<float>& theta0) {
+  aggregator::aggregation_spec spec;
+  spec.job = "reference";
+  spec.flat_size = n;
+  spec.fragments = fragments;
+  spec.sync_every = h_steps;
+  spec.codec = codec::codec_id::int8;
+  spec.rounds.staleness_bound = 1;
+  auto cloud = sim::diloco_cloud::make(spec, theta0, sites, {codec::codec_id::int8}).value();
   std::vector<std::vector<float>> local(sites, theta0);
-  std::vector<diloco::site_state> state;
-  std::vector<std::vector<codec::error_feedback>> up(sites);
-  std::vector<codec::error_feedback> down;
-  for (int s = 0; s < sites; ++s) {
-    state.push_back(diloco::site_state::make(plan, theta0, std::vector<std::uint64_t>(fragments, 0)).value());
-    for (int p = 0; p < fragments; ++p) up[s].emplace_back(plan.size(p), codec::codec_id::int8);
-  }
-  for (int p = 0; p < fragments; ++p) down.emplace_back(plan.size(p), codec::codec_id::int8);
   for (int r = 0; r < rounds; ++r) {
     for (int s = 0; s < sites; ++s) inner_steps(s, local[s]);
-    for (int p = 0; p < fragments; ++p) {
-      std::vector<float> delta(plan.size(p)), values(plan.size(p)), u(plan.size(p));
-      for (int s = 0; s < sites; ++s) {
-        REQUIRE(state[s].pseudo_gradient(p, local[s], delta).ok());
-        auto q = up[s][p].encode(delta).value();
-        REQUIRE(codec::decode(q, values).ok());
-        REQUIRE(opt.accumulate(p, static_cast<double>(tokens), values).ok());
-      }
-      REQUIRE(opt.step(p, u).ok());
-      auto q = down[p].encode(u).value();
-      REQUIRE(codec::decode(q, u).ok());
-      for (int s = 0; s < sites; ++s) REQUIRE(state[s].apply_update(p, r + 1, u, local[s]).ok());
-    }
+    for (int p = 0; p < fragments; ++p)
+      for (int s = 0; s < sites; ++s) REQUIRE(cloud.send(s, p, local[s], tokens).ok());
+    for (int p = 0; p < fragments; ++p)
+      for (int s = 0; s < sites; ++s) REQUIRE(cloud.pull(s, p, local[s]).value() > 0);
   }
-  return local[0];
+  return {local[0], std::vector<float>(cloud.theta().begin(), cloud.theta().end())};
 }
 
 // The aggregation: stage "diloco" of job "tiny", as the scheduler would grant it.
@@ -427,16 +422,28 @@ TEST_CASE("four sites run DiLoCo rounds through the aggregator, bad deltas are r
   for (auto& t : pool) t.join();
   for (int s = 0; s < sites; ++s) REQUIRE_MESSAGE(failures[s].empty(), site_name(s) << ": " << failures[s]);
 
-  // The sites agree, and with the math: the reference run, bit for bit. (The
-  // aggregator sums in fp64, so the arrival order does not show in fp32; a
-  // restart hands out the same update bytes, so the kill does not either.)
+  // The sites agree, and with the simulators' rounds for the same arrivals,
+  // bit for bit; so does the aggregator's θ (with what its downlink took
+  // back). (The aggregator sums in fp64, so the arrival order does not show
+  // in fp32; a restart reloads θ, the momentum and the downlink's residual
+  // and hands out the same update bytes, so the kill does not either.)
   const auto want = reference(theta0[0]);
   for (int s = 0; s < sites; ++s) {
     CHECK(theta0[s] == theta0[0]);
     float worst = 0;
-    for (std::size_t i = 0; i < n; ++i) worst = std::max(worst, std::abs(finals[s][i] - want[i]));
+    for (std::size_t i = 0; i < n; ++i) worst = std::max(worst, std::abs(finals[s][i] - want.site0[i]));
     CHECK_MESSAGE(worst == 0.0f, site_name(s) << " differs from the reference by " << worst);
   }
+  std::vector<float> global;
+  REQUIRE(clients[0]->join(global).ok());  // a returning site gets θ itself, in fp32
+  REQUIRE(global.size() == want.theta.size());
+  std::size_t differ = 0;
+  for (std::size_t i = 0; i < n; ++i) differ += global[i] != want.theta[i];
+  CHECK_MESSAGE(differ == 0, differ << " of the aggregator's " << n << " values differ from the simulator's θ");
+  float apart = 0;  // θ − what the sites hold: float rounding of θ − U + (U − U') only
+  for (std::size_t i = 0; i < n; ++i) apart = std::max(apart, std::abs(global[i] - finals[0][i]));
+  MESSAGE("the aggregator's θ and the sites' parameters differ by at most " << apart);
+  CHECK(apart < 1e-5f);
   const double d0 = distance_to_mean(theta0[0]), d = distance_to_mean(finals[0]);
   MESSAGE("distance to the mean of the targets: " << d0 << " -> " << d << " after " << rounds << " rounds");
   CHECK(d < 0.05 * d0);

@@ -42,4 +42,14 @@ double error_feedback::residual_norm() const {
 
 void error_feedback::reset() { std::fill(e_.begin(), e_.end(), 0.0f); }
 
+status error_feedback::restore(std::span<const float> residual) {
+  if (residual.size() != e_.size())
+    return make_error(errc::invalid_argument, "a residual of " + std::to_string(residual.size()) +
+                                                  " values for a stream of " + std::to_string(e_.size()));
+  if (const std::size_t bad = first_non_finite(residual); bad < residual.size())
+    return make_error(errc::invalid_argument, "residual value at index " + std::to_string(bad) + " is not finite");
+  std::copy(residual.begin(), residual.end(), e_.begin());
+  return ok_status();
+}
+
 }  // namespace loom::codec

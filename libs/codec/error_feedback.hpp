@@ -36,6 +36,9 @@ class error_feedback {
   double residual_norm() const;  // L2
   // Drops what was not yet sent (after a resync from a global snapshot).
   void reset();
+  // The residual as residual() gave it (a job reloaded from its saved state).
+  // invalid_argument (unchanged) for another length or a non-finite value.
+  status restore(std::span<const float> residual);
 
  private:
   codec_id codec_;

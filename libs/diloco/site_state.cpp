@@ -56,8 +56,25 @@ status site_state::pseudo_gradient(int p, std::span<const float> local, std::spa
   return ok_status();
 }
 
+void keep_progress(const fragment_plan& plan, int p, std::span<const float> global_p, std::span<const float> ref_p,
+                   std::span<float> local) {
+  std::size_t k = 0;
+  for (const auto& r : plan.ranges(p)) {
+    float* x = local.data() + r.offset;
+    for (std::size_t i = 0; i < r.count; ++i, ++k) x[i] = global_p[k] + (x[i] - ref_p[k]);
+  }
+}
+
 void site_state::merge(int p, std::span<const float> global_p, std::span<float> local) {
-  const bool flight = in_flight(p);
+  if (opts_.rule == merge_rule::keep_progress) {
+    if (in_flight(p)) {
+      keep_progress(plan_, p, global_p, sent_[p], local);
+    } else {  // nothing in flight: the reference is the anchor
+      ref_.resize(plan_.size(p));
+      plan_.gather(p, anchor_, ref_);
+      keep_progress(plan_, p, global_p, ref_, local);
+    }
+  }
   const float alpha = opts_.mix_alpha;
   std::size_t k = 0;
   for (const auto& r : plan_.ranges(p)) {
@@ -65,11 +82,8 @@ void site_state::merge(int p, std::span<const float> global_p, std::span<float> 
     float* x = local.data() + r.offset;
     for (std::size_t i = 0; i < r.count; ++i, ++k) {
       const float g = global_p[k];
-      switch (opts_.rule) {
-        case merge_rule::keep_progress: x[i] = g + (x[i] - (flight ? sent_[p][k] : a[i])); break;
-        case merge_rule::replace: x[i] = g; break;
-        case merge_rule::mix: x[i] = alpha * x[i] + (1 - alpha) * g; break;
-      }
+      if (opts_.rule == merge_rule::replace) x[i] = g;
+      if (opts_.rule == merge_rule::mix) x[i] = alpha * x[i] + (1 - alpha) * g;
       a[i] = g;
     }
   }
@@ -95,11 +109,11 @@ status site_state::apply_update(int p, std::uint64_t version, std::span<const fl
     return make_error(errc::conflict, "site_state: fragment " + std::to_string(p) + " is at version " +
                                           std::to_string(versions_[p]) + "; an update to version " +
                                           std::to_string(version) + " needs the parameters, not an update");
-  std::vector<float> global_p(update_p.size());
+  global_.resize(update_p.size());
   std::size_t k = 0;
   for (const auto& r : plan_.ranges(p))
-    for (std::size_t i = 0; i < r.count; ++i, ++k) global_p[k] = anchor_[r.offset + i] - update_p[k];
-  merge(p, global_p, local);
+    for (std::size_t i = 0; i < r.count; ++i, ++k) global_[k] = anchor_[r.offset + i] - update_p[k];
+  merge(p, global_, local);
   versions_[p] = version;
   return ok_status();
 }

@@ -33,6 +33,14 @@ struct site_options {
   float mix_alpha = 0.5f;  // α of `mix`: the local share
 };
 
+// keep_progress over fragment p: local[p] = global_p + (local[p] − ref_p),
+// element by element in the plan's range order (global_p and ref_p gathered,
+// size plan.size(p)). The one expression of the rule: site_state's merge and
+// the trainer's sync (which keeps θ_sent apart from the anchor) both call it.
+// REQUIRES: sizes as stated.
+void keep_progress(const fragment_plan& plan, int p, std::span<const float> global_p, std::span<const float> ref_p,
+                   std::span<float> local);
+
 class site_state {
  public:
   // A site joining (or returning) at the global parameters `global` (the full
@@ -69,6 +77,7 @@ class site_state {
   std::vector<float> anchor_;
   std::vector<std::uint64_t> versions_;
   std::vector<std::vector<float>> sent_;  // per fragment: local values when its delta left; empty = none in flight
+  std::vector<float> ref_, global_;       // scratch: a fragment's anchor, its new global values
 };
 
 }  // namespace loom::diloco

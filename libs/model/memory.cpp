@@ -5,7 +5,7 @@
 namespace loom::model {
 
 activation_floats activations(const gpt2_config& cfg, std::uint64_t B, std::uint64_t T) {
-  // The engine's layout (services/trainer/engine/model.cpp, place()):
+  // The engine's layout (libs/engine/model.cpp, place()):
   //   x0 (BT,C); per layer: ln1 (BT,C) + mean/rstd (BT)x2, qkv (BT,3C), att (B,NH,T,T),
   //   atty, x1, ln2 (BT,C) + mean/rstd, fch, fchg (BT,4C), x2 (BT,C);
   //   lnf (BT,C) + mean/rstd, logits (BT,Vp), losses/lse/weights/row_scale (BT).

@@ -57,12 +57,12 @@ std::vector<float> seeded_params(std::size_t n, std::uint64_t seed) {
   return v;
 }
 
-aggregation::aggregation(aggregation_spec spec, job_rounds rounds, std::string state_file)
+aggregation::aggregation(aggregation_spec spec, job_rounds rounds, diloco::downlink down, std::string state_file)
     : spec_(std::move(spec)),
       rounds_(std::make_unique<job_rounds>(std::move(rounds))),
-      state_file_(std::move(state_file)) {
+      state_file_(std::move(state_file)),
+      downlink_(std::move(down)) {
   const auto& plan = rounds_->optimizer().plan();
-  for (int p = 0; p < plan.fragments(); ++p) residual_.emplace_back(plan.size(p), 0.0f);
   last_update_.resize(plan.fragments());
   unsaved_.resize(plan.fragments());
 }
@@ -73,28 +73,23 @@ result<std::unique_ptr<aggregation>> aggregation::create(aggregation_spec spec, 
     return make_error(errc::invalid_argument, "job '" + spec.job + "': want 1-64 of [A-Za-z0-9._-]");
   auto plan = make_plan(spec);
   if (!plan) return plan.err();
+  diloco::downlink down(*plan, spec.codec, spec.error_feedback);
   auto opt = diloco::outer_optimizer::make(std::move(*plan), std::move(init), spec.outer);
   if (!opt) return opt.err();
   auto rounds = job_rounds::make(std::move(*opt), spec.rounds, now);
   if (!rounds) return rounds.err();
-  std::unique_ptr<aggregation> a(new aggregation(std::move(spec), std::move(*rounds), std::move(state_file)));
+  std::unique_ptr<aggregation> a(
+      new aggregation(std::move(spec), std::move(*rounds), std::move(down), std::move(state_file)));
   a->grant_ = std::move(grant);
-  if (auto s = save_state(a->state_file_, a->snapshot()); !s) return s.err();
+  if (auto s = a->save(); !s) return s.err();
   return a;
 }
 
 result<std::unique_ptr<aggregation>> aggregation::restore(saved_state st, std::string state_file, nanos now) {
   auto plan = make_plan(st.spec);
   if (!plan) return plan.err();
-  if (st.residual.size() != plan->total())
-    return make_error(errc::corruption, state_file + ": the downlink residual has " + std::to_string(st.residual.size()) +
-                                            " values, the plan " + std::to_string(plan->total()));
-  std::vector<std::vector<float>> residual;
-  std::size_t at = 0;
-  for (int p = 0; p < plan->fragments(); ++p) {
-    residual.emplace_back(st.residual.begin() + at, st.residual.begin() + at + plan->size(p));
-    at += plan->size(p);
-  }
+  auto down = diloco::downlink::restore(*plan, st.spec.codec, st.residual);
+  if (!down) return make_error(down.code(), state_file + ": " + down.err().message);
   auto opt = diloco::outer_optimizer::restore(std::move(*plan), std::move(st.params), std::move(st.momentum),
                                               std::move(st.versions), st.spec.outer);
   if (!opt) return make_error(opt.code(), state_file + ": " + opt.err().message);
@@ -103,14 +98,18 @@ result<std::unique_ptr<aggregation>> aggregation::restore(saved_state st, std::s
   for (const auto& s : st.sites)
     if (auto r = rounds->restore_site(s); !r) return make_error(r.code(), state_file + ": " + r.err().message);
   rounds->restore_stats(st.stats);
-  std::unique_ptr<aggregation> a(new aggregation(st.spec, std::move(*rounds), std::move(state_file)));
-  a->residual_ = std::move(residual);
+  std::unique_ptr<aggregation> a(new aggregation(st.spec, std::move(*rounds), std::move(*down), std::move(state_file)));
   for (auto& h : st.held)
     if (h.header.fragment < a->last_update_.size()) a->last_update_[h.header.fragment] = std::move(h);
   a->restarts_ = st.restarts + 1;
   a->grant_ = std::move(st.grant);
-  if (auto s = save_state(a->state_file_, a->snapshot()); !s) return s.err();
+  if (auto s = a->save(); !s) return s.err();
   return a;
+}
+
+status aggregation::save() const {
+  if (state_file_.empty()) return ok_status();  // in memory only
+  return save_state(state_file_, snapshot());
 }
 
 result<join_answer> aggregation::join(const std::string& site, const std::string& key_id) {
@@ -222,19 +221,14 @@ close_report aggregation::close(std::uint32_t p, nanos now) {
   r.step_seconds = secs;
   unsaved_[p].clear();
 
-  // Downlink with error feedback: e += U; q = enc(e); e -= dec(q). θ then
-  // takes back what q did not carry (U − U' = e_after − e_before), so θ is
-  // exactly what the sites hold after applying q.
-  auto& e = residual_[p];
-  correction_.assign(e.begin(), e.end());
-  for (std::size_t i = 0; i < e.size(); ++i) e[i] += update_[i];
-  codec::codec_id used = spec_.codec;
-  if (!codec::encode_into(used, e, {}, encoded_).ok()) {  // a value the codec cannot hold: send it exactly
-    used = codec::codec_id::fp32;
-    (void)codec::encode_into(used, e, {}, encoded_);
+  // Downlink (diloco::downlink): U through error feedback; θ takes back what
+  // q did not carry, so it is exactly what the sites hold after applying q.
+  correction_.resize(update_.size());
+  auto used = downlink_.send(static_cast<int>(p), update_, encoded_, correction_);
+  if (!used) {  // U is finite (θ and the deltas are): an internal fault
+    r.saved = used.err();
+    return r;
   }
-  (void)codec::decode_add(encoded_, e, -1.0f);
-  for (std::size_t i = 0; i < e.size(); ++i) correction_[i] = e[i] - correction_[i];
   (void)rounds_->correct(p, correction_);
   global_update_header h;
   h.job = spec_.job;
@@ -242,14 +236,14 @@ close_report aggregation::close(std::uint32_t p, nanos now) {
   h.version = c->version;
   h.base_version = c->version - 1;
   h.kind = update_kind::outer_update;
-  h.codec = std::string(codec::to_string(used));
-  h.elements = e.size();
+  h.codec = std::string(codec::to_string(*used));
+  h.elements = update_.size();
   h.payload_bytes = encoded_.size();
   h.payload_sha256 = crypto::as_view(crypto::sha256(as_chars(encoded_)));
   h.round = c->round;
   h.contributors = static_cast<std::uint32_t>(c->on_time + c->late_folded);
   last_update_[p] = held_update{std::move(h), std::make_shared<const std::string>(as_chars(encoded_))};
-  r.saved = save_state(state_file_, snapshot());
+  r.saved = save();
   return r;
 }
 
@@ -293,7 +287,7 @@ saved_state aggregation::snapshot() const {
   s.spec = spec_;
   s.params.assign(opt.params().begin(), opt.params().end());
   s.momentum.assign(opt.momentum().begin(), opt.momentum().end());
-  for (const auto& e : residual_) s.residual.insert(s.residual.end(), e.begin(), e.end());
+  s.residual = downlink_.residual();
   s.versions = opt.versions();
   s.sites = rounds_->sites();
   // A delta summed since its fragment's last step is not in the file: the

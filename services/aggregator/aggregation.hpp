@@ -4,9 +4,8 @@
 //             before job_rounds sees the values; the sender must be the site
 //             it claims to be (its CURVE principal);
 //   downlink  the outer update U of each closed round, encoded once with the
-//             job's codec through error feedback per fragment (e += U;
-//             q = enc(e); e -= dec(q), as codec::error_feedback does; the
-//             residual is kept here because it is saved and reloaded) and
+//             job's codec through diloco::downlink (error feedback per
+//             fragment, its residual saved and reloaded with the job) and
 //             kept for pulls; θ takes back U − dec(q), so it is what the
 //             sites hold, and a site that is further behind pulls θ in fp32;
 //   durable   saved after every outer step (job_store.hpp), so a restarted
@@ -16,6 +15,7 @@
 #pragma once
 
 #include "libs/codec/codec.hpp"
+#include "libs/diloco/downlink.hpp"
 #include "libs/diloco/fragment_plan.hpp"
 #include "libs/model/gpt_config.hpp"
 #include "services/aggregator/messages.hpp"
@@ -45,6 +45,9 @@ struct aggregation_spec {
   std::uint64_t init_seed = 0;     // N(0, 0.02) from this seed; 0: zeros
   std::uint64_t max_delta_tokens = 0;  // the most tokens one delta may claim (0: no bound)
   std::uint32_t min_sites = 0;     // sites that must contribute before the export; 0: every granted one
+  // false: the downlink without error feedback, the codec alone each round —
+  // an ablation for the simulators (sim/diloco); not on the wire, never saved.
+  bool error_feedback = true;
 };
 
 // The spec's fragment plan (flat or GPT-2). invalid_argument naming the field.
@@ -109,7 +112,8 @@ struct join_answer {
 class aggregation {
  public:
   // A new job at `init` (size = the plan's total), saved to `state_file`
-  // with `grant` (a serialized loom.v1.AggregationGrant).
+  // with `grant` (a serialized loom.v1.AggregationGrant). An empty
+  // state_file keeps the job in memory only (the simulators in sim/).
   static result<std::unique_ptr<aggregation>> create(aggregation_spec spec, std::vector<float> init,
                                                      std::string state_file, nanos now, std::string grant = "");
   // A job reloaded from its saved state (restarts + 1, saved again).
@@ -145,7 +149,8 @@ class aggregation {
   saved_state snapshot() const;
 
  private:
-  aggregation(aggregation_spec spec, job_rounds rounds, std::string state_file);
+  aggregation(aggregation_spec spec, job_rounds rounds, diloco::downlink down, std::string state_file);
+  status save() const;
   close_report close(std::uint32_t p, nanos now);
   // too_many_tokens / norm_bound, or nullopt. REQUIRES: values are fragment p's.
   std::optional<refusal> out_of_bounds(const delta_meta& d, std::span<const float> values);
@@ -153,7 +158,7 @@ class aggregation {
   aggregation_spec spec_;
   std::unique_ptr<job_rounds> rounds_;
   std::string state_file_;
-  std::vector<std::vector<float>> residual_;  // per fragment: the downlink's e
+  diloco::downlink downlink_;                  // the downlink's error feedback
   std::vector<std::optional<held_update>> last_update_;  // per fragment: the newest version's U
   // Per fragment: (site, its last round before) of each delta summed since the
   // fragment's last step, so a save never claims a delta the file lacks.

@@ -5,7 +5,7 @@
 #include "libs/files/files.hpp"
 #include "libs/layout/layout.hpp"
 #include "libs/tokenizer/bpe.hpp"
-#include "services/trainer/engine/kernels.hpp"
+#include "libs/engine/kernels.hpp"
 #include "libs/runspec/run_config.hpp"
 #include "services/trainer/run/sampler.hpp"
 #include "services/trainer/run/snapshot_io.hpp"

@@ -1,4 +1,4 @@
-// engine_dump: runs the GPT-2 engine (services/trainer/engine) on a few small,
+// engine_dump: runs the GPT-2 engine (libs/engine) on a few small,
 // fixed-seed cases and writes one safetensors file per case, <dir>/<case>.safetensors,
 // for torch_reference.py to recompute in PyTorch. Each file holds the initial
 // weights, the tokens and loss weights, the logits, loss and every gradient of
@@ -23,9 +23,9 @@
 #include <vector>
 
 #include "libs/ckpt/safetensors.hpp"
-#include "services/trainer/engine/model.hpp"
-#include "services/trainer/engine/optimizer.hpp"
-#include "services/trainer/engine/train_step.hpp"
+#include "libs/engine/model.hpp"
+#include "libs/engine/optimizer.hpp"
+#include "libs/engine/train_step.hpp"
 
 using namespace loom;
 using namespace loom::engine;

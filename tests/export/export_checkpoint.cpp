@@ -14,7 +14,7 @@
 #include "libs/export/hf_dir.hpp"
 #include "libs/tokenizer/bpe.hpp"
 #include "libs/tokenizer/train/hf_json.hpp"
-#include "services/trainer/engine/model.hpp"
+#include "libs/engine/model.hpp"
 #include "services/trainer/run/snapshot_io.hpp"
 
 using namespace loom;

@@ -23,7 +23,7 @@
 #include "libs/export/hf_dir.hpp"
 #include "libs/tokenizer/bpe.hpp"
 #include "libs/tokenizer/train/hf_json.hpp"
-#include "services/trainer/engine/model.hpp"
+#include "libs/engine/model.hpp"
 
 using namespace loom;
 

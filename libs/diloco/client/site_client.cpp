@@ -149,11 +149,9 @@ status site_client::join(std::vector<float>& local) {
     stats_.payload_bytes_received += (*got)[2].size();
     ++stats_.params_applied;
   }
-  auto st = site_state::make(*plan, local, versions, o_.merge);
+  auto st = site_rounds::make(*plan, local, versions, o_.codec, o_.merge);
   if (!st) return st.err();
-  state_.emplace(std::move(*st));
-  uplink_.clear();
-  for (int p = 0; p < plan->fragments(); ++p) uplink_.emplace_back(plan->size(p), o_.codec);
+  rounds_.emplace(std::move(*st));
   pending_.assign(plan->fragments(), std::nullopt);
   return ok_status();
 }
@@ -163,7 +161,7 @@ result<delta_ack> site_client::deliver(int p, const sent& s) {
   if (!raw) return raw.err();
   auto rep = expect<loom::v1::DeltaReply>(*raw);
   if (!rep) {
-    if (rep.code() == errc::already_exists) return delta_ack{s.round, state_->version(p), false, false, true};
+    if (rep.code() == errc::already_exists) return delta_ack{s.round, rounds_->version(p), false, false, true};
     if (rep.code() == errc::deadline_exceeded) pending_[p].reset();  // dropped as stale: catch up instead
     return rep.err();
   }
@@ -171,23 +169,21 @@ result<delta_ack> site_client::deliver(int p, const sent& s) {
 }
 
 result<delta_ack> site_client::send_delta(int p, std::span<const float> local, std::uint64_t tokens) {
-  if (!state_) return make_error(errc::conflict, "send_delta before join");
+  if (!rounds_) return make_error(errc::conflict, "send_delta before join");
   if (p < 0 || p >= plan().fragments()) return make_error(errc::invalid_argument, "fragment out of range");
-  delta_.resize(plan().size(p));
-  if (auto s = state_->pseudo_gradient(p, local, delta_); !s) return s.err();
   sent s;
   std::vector<std::byte> q;
-  if (auto e = uplink_[p].encode_into(delta_, q); !e) return e.err();
+  if (auto e = rounds_->encode_delta(p, local, q); !e) return e.err();
   s.payload.assign(reinterpret_cast<const char*>(q.data()), q.size());
-  s.round = state_->version(p);
+  s.round = rounds_->version(p);
   loom::v1::DeltaHeader h;
   h.set_job(o_.job);
   h.set_site(o_.site);
   h.set_round(s.round);
   h.set_fragment(static_cast<std::uint32_t>(p));
   h.set_base_version(s.round);
-  h.set_codec(std::string(codec::to_string(uplink_[p].codec())));
-  h.set_element_count(delta_.size());
+  h.set_codec(std::string(codec::to_string(rounds_->uplink(p))));
+  h.set_element_count(rounds_->last_delta().size());
   h.set_payload_bytes(s.payload.size());
   h.set_tokens(tokens);
   h.set_payload_sha256(std::string(crypto::as_view(crypto::sha256(s.payload))));
@@ -209,30 +205,21 @@ status site_client::apply(const std::vector<std::string>& reply, int p, std::spa
   values_.resize(plan().size(p));
   if (auto s = codec::decode(bytes_of(reply[2]), values_); !s) return s;
   stats_.payload_bytes_received += reply[2].size();
-  if (h.kind() == loom::v1::OUTER_UPDATE) {
-    if (auto s = state_->apply_update(p, h.version(), values_, local); !s) return s;
-    ++stats_.updates_applied;
-  } else {
-    const bool resync = h.version() > state_->version(p) + 1;
-    if (auto s = state_->apply_global(p, h.version(), values_, local); !s) return s;
-    // Missed versions: what the residual held is against anchors long gone. One
-    // version on (an aggregator that restarted no longer holds the update) is the
-    // same trajectory: the residual stays valid and is kept.
-    if (resync) uplink_[p].reset();
-    ++stats_.params_applied;
-  }
+  const bool update = h.kind() == loom::v1::OUTER_UPDATE;
+  if (auto s = rounds_->apply(p, h.version(), update, values_, local); !s) return s;
+  ++(update ? stats_.updates_applied : stats_.params_applied);
   if (pending_[p] && h.version() > pending_[p]->round) pending_[p].reset();
   return ok_status();
 }
 
 result<bool> site_client::poll(int p, std::span<float> local) {
-  if (!state_) return make_error(errc::conflict, "poll before join");
+  if (!rounds_) return make_error(errc::conflict, "poll before join");
   if (p < 0 || p >= plan().fragments()) return make_error(errc::invalid_argument, "fragment out of range");
   loom::v1::GlobalPull pull;
   pull.set_job(o_.job);
   pull.set_site(o_.site);
   pull.set_fragment(static_cast<std::uint32_t>(p));
-  pull.set_have_version(state_->version(p));
+  pull.set_have_version(rounds_->version(p));
   auto raw = request(frames_of(pull));
   if (!raw) return raw.err();
   if (!raw->empty() && (*raw)[0] == "loom.v1.GlobalUpdateHeader") {

@@ -3,8 +3,8 @@
 // server, presenting the site's key (the cloud holds it as
 // keys/peers/<site>.pub: the key is the site's name there). It joins a job,
 // sends a fragment's pseudo-gradient encoded with that fragment's error
-// feedback, and pulls and applies the fragment's new global version through
-// diloco::site_state.
+// feedback, and pulls and applies the fragment's new global version: the
+// arithmetic is diloco::site_rounds (the simulators call the same).
 //
 // Every request is bounded: `timeout` per attempt, `attempts` tries, each on a
 // fresh socket (Lazy Pirate), so an answer to an abandoned request is never
@@ -26,7 +26,7 @@
 #pragma once
 
 #include "libs/codec/error_feedback.hpp"
-#include "libs/diloco/site_state.hpp"
+#include "libs/diloco/site_rounds.hpp"
 #include "libs/status/status.hpp"
 #include "libs/wire/curve.hpp"
 #include "libs/wire/link_shaper.hpp"
@@ -103,8 +103,8 @@ class site_client {
   // One pull of fragment p: true when a newer version was applied to local.
   result<bool> poll(int p, std::span<float> local);
 
-  const site_state& state() const { return *state_; }
-  const fragment_plan& plan() const { return state_->plan(); }
+  const site_state& state() const { return rounds_->state(); }
+  const fragment_plan& plan() const { return rounds_->plan(); }
   const client_stats& stats() const { return stats_; }
   bool pending(int p) const { return pending_[p].has_value(); }
   // The emulated link (null without one): what it dropped, held, forgot.
@@ -128,10 +128,9 @@ class site_client {
   client_options o_;
   std::unique_ptr<zmq::socket_t> sock_;
   std::unique_ptr<wire::shaped_link> link_;
-  std::optional<site_state> state_;
-  std::vector<codec::error_feedback> uplink_;    // per fragment
+  std::optional<site_rounds> rounds_;            // the site's arithmetic
   std::vector<std::optional<sent>> pending_;     // per fragment
-  std::vector<float> delta_, values_;            // scratch
+  std::vector<float> values_;                    // scratch
   client_stats stats_;
 };
 

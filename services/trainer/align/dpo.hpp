@@ -10,9 +10,9 @@
 #include "libs/status/status.hpp"
 #include "services/trainer/align/losses.hpp"
 #include "services/trainer/align/preference_data.hpp"
-#include "services/trainer/engine/model.hpp"
-#include "services/trainer/engine/optimizer.hpp"
-#include "services/trainer/engine/train_step.hpp"
+#include "libs/engine/model.hpp"
+#include "libs/engine/optimizer.hpp"
+#include "libs/engine/train_step.hpp"
 
 #include <span>
 #include <vector>

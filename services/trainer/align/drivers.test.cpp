@@ -4,7 +4,7 @@
 #include "services/trainer/align/dpo.hpp"
 #include "services/trainer/align/grpo.hpp"
 #include "services/trainer/align/reward_model.hpp"
-#include "services/trainer/engine/kernels.hpp"
+#include "libs/engine/kernels.hpp"
 
 #include <doctest/doctest.h>
 

@@ -16,8 +16,8 @@
 
 #include "libs/status/status.hpp"
 #include "services/trainer/align/reward_model.hpp"
-#include "services/trainer/engine/model.hpp"
-#include "services/trainer/engine/optimizer.hpp"
+#include "libs/engine/model.hpp"
+#include "libs/engine/optimizer.hpp"
 
 #include <cstdint>
 #include <functional>

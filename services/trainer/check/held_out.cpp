@@ -4,7 +4,7 @@
 #include "libs/shards/dataset.hpp"
 #include "libs/tokenizer/bpe.hpp"
 #include "libs/tokenizer/train/hf_json.hpp"
-#include "services/trainer/engine/model.hpp"
+#include "libs/engine/model.hpp"
 
 #include <algorithm>
 #include <cstring>

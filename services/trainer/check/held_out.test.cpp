@@ -2,7 +2,7 @@
 
 #include "libs/files/files.hpp"
 #include "libs/files/temp_dir.hpp"
-#include "services/trainer/engine/model.hpp"
+#include "libs/engine/model.hpp"
 
 #include <doctest/doctest.h>
 

@@ -147,15 +147,10 @@ status site_sync::start(std::span<float> params) {
   return ok_status();
 }
 
-// θ[p] = θ_new + (θ[p] − θ_sent[p]) over fragment p's ranges, in the order
-// and with the expression of site_state's keep_progress.
+// θ[p] = θ_new + (θ[p] − θ_sent[p]): diloco's keep_progress rule itself.
 void site_sync::merge(int p, std::span<const float> global, const std::vector<float>& sent,
                       std::span<float> params) const {
-  std::size_t k = 0;
-  for (const auto& r : client_->plan().ranges(p)) {
-    float* x = params.data() + r.offset;
-    for (std::size_t i = 0; i < r.count; ++i, ++k) x[i] = global[k] + (x[i] - sent[k]);
-  }
+  diloco::keep_progress(client_->plan(), p, global, sent, params);
 }
 
 void site_sync::exchange(std::span<float> params) {

@@ -1,7 +1,7 @@
 #include "services/trainer/hpo/trial_score.hpp"
 
 #include "libs/runspec/input_files.hpp"
-#include "services/trainer/engine/model.hpp"
+#include "libs/engine/model.hpp"
 #include "services/trainer/run/text_data.hpp"
 
 #include <algorithm>

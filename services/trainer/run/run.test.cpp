@@ -4,7 +4,7 @@
 #include "libs/files/files.hpp"
 #include "libs/files/temp_dir.hpp"
 #include "libs/shards/writer.hpp"
-#include "services/trainer/engine/model.hpp"
+#include "libs/engine/model.hpp"
 #include "services/trainer/run/metrics_log.hpp"
 #include "libs/runspec/run_config.hpp"
 #include "services/trainer/run/sampler.hpp"

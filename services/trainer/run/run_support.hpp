@@ -8,7 +8,7 @@
 #include "libs/ckpt/snapshot.hpp"
 #include "libs/runspec/run_config.hpp"
 #include "libs/status/status.hpp"
-#include "services/trainer/engine/optimizer.hpp"
+#include "libs/engine/optimizer.hpp"
 #include "services/trainer/run/training_run.hpp"
 
 #include <chrono>

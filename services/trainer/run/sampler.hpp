@@ -7,7 +7,7 @@
 #pragma once
 
 #include "libs/status/status.hpp"
-#include "services/trainer/engine/model.hpp"
+#include "libs/engine/model.hpp"
 
 #include <cstdint>
 #include <span>

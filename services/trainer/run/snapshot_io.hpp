@@ -10,8 +10,8 @@
 #include "libs/ckpt/gpt2_checkpoint.hpp"
 #include "libs/shards/loader.hpp"
 #include "libs/status/status.hpp"
-#include "services/trainer/engine/model.hpp"
-#include "services/trainer/engine/optimizer.hpp"
+#include "libs/engine/model.hpp"
+#include "libs/engine/optimizer.hpp"
 
 #include <cstdint>
 #include <span>
