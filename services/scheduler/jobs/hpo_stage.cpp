@@ -252,6 +252,14 @@ void job_manager::end_search(job_rec& j, std::size_t i, time_point now) {
   s.config_toml = st.search.config_of(b);  // the stage's result: the best trial's run config
   std::string values;
   for (const auto& kv : st.search.overrides_of(b)) values += (values.empty() ? "" : " ") + kv;
+  // The result, typed for `loom job show` (stored with the stage by the event's save below).
+  s.hpo_best = hpo_best_rec{b,
+                            st.search.values_of(b),
+                            s.loss,
+                            static_cast<std::uint64_t>(st.search.max_steps()),
+                            s.checkpoint,
+                            static_cast<std::uint64_t>(st.search.steps_granted()),
+                            static_cast<std::uint64_t>(st.search.sweep_steps())};
   (void)record(j, s.name, "hpo_best",
                "best " + st.search.describe(b) + ": validation loss " + fixed(s.loss, 4) + " at step " +
                    std::to_string(st.search.max_steps()) + ", checkpoint " + s.checkpoint + "; " +
