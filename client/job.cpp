@@ -2,11 +2,13 @@
 // scheduler. Templates are TOML files found by client/templates.hpp; the
 // client sends the template's text, so the scheduler needs no access to this
 // machine's files. `job show` adds each alignment stage's held-out eval
-// (before -> after) from the model registry's versions of the job.
+// (before -> after) from the model registry's versions of the job, and an hpo
+// stage's best trial from its typed field (job_hpo.hpp).
 #include "client/cli.hpp"
 #include "client/typed_call.hpp"
 
 #include "client/input.hpp"
+#include "client/job_hpo.hpp"
 #include "client/templates.hpp"
 #include "libs/files/files.hpp"
 #include "loom/v1/jobs.pb.h"
@@ -136,6 +138,10 @@ json to_json(const loom::v1::JobInfo& j) {
                       {"sites", sites},
                       {"contributed_sites", contributed},
                       {"missing_sites", missing}});
+    if (s.has_hpo_best()) {  // an hpo stage whose search is done: its best trial, in words and typed
+      stages.back()["hpo_best"] = hpo_best_line(s.hpo_best());
+      stages.back()["best_trial"] = hpo_best_json(s.hpo_best());
+    }
   }
   return {{"id", j.id()},
           {"name", j.name()},
@@ -305,25 +311,13 @@ std::string eval_line(const std::string& stage, const stage_eval& e) {
   return line;
 }
 
-// An hpo stage's result, by stage name: its last hpo_best event's text
-// ("best trial 3 (optim.lr=0.00233): validation loss 2.7251 at step 300, ...").
-std::map<std::string, std::string> hpo_results(const loom::v1::GetJobReply& rep) {
-  std::map<std::string, std::string> out;
-  for (const auto& e : rep.events())
-    if (e.kind() == "hpo_best") out[e.stage()] = e.text();
-  return out;
-}
-
 int job_show(context& c) {
   if (c.a.positional.size() < 3) return usage(usage_line(*c.a.command));
   auto rep = get_job(c, c.a.positional[2]);
   if (!rep) return fail(c, rep.err());
   const auto evals = stage_evals(c, rep->job());
-  const auto searches = hpo_results(*rep);
   if (c.json) {
     json j = to_json(rep->job());
-    for (auto& s : j["stages"])
-      if (auto it = searches.find(s["name"].get<std::string>()); it != searches.end()) s["hpo_best"] = it->second;
     for (auto& s : j["stages"]) {
       const auto it = evals.find(s["name"].get<std::string>());
       if (it == evals.end()) continue;
@@ -338,8 +332,9 @@ int job_show(context& c) {
     return ok_exit;
   }
   print_job(rep->job());
-  for (const auto& [stage, text] : searches)
-    std::printf("  %s (hpo): %s\n", printable(stage).c_str(), printable(text).c_str());
+  for (const auto& s : rep->job().stages())  // an hpo stage's best trial (the typed field)
+    if (s.has_hpo_best())
+      std::printf("  %s (hpo): %s\n", printable(s.name()).c_str(), printable(hpo_best_line(s.hpo_best())).c_str());
   if (!evals.empty()) std::printf("  held-out eval (before -> after):\n");
   for (const auto& s : rep->job().stages())
     if (auto it = evals.find(s.name()); it != evals.end()) std::printf("    %s\n", eval_line(s.name(), it->second).c_str());

@@ -44,6 +44,7 @@ CREATE INDEX nodes_by_zone ON nodes (zone);
       site_reports_migration(),
       node_bindings_migration(),
       model_tenants_migration(),
+      hpo_best_migration(),
   };
   return all;
 }

@@ -60,6 +60,20 @@ void to_wire(const job_rec& j, loom::v1::JobInfo* o) {
     }
     for (const auto& c : s.contributed) p->add_contributed_sites(c);
     for (const auto& m : s.missing) p->add_missing_sites(m);
+    if (s.hpo_best.trial >= 0) {
+      auto* b = p->mutable_hpo_best();
+      b->set_trial(static_cast<std::uint32_t>(s.hpo_best.trial));
+      for (const auto& [key, value] : s.hpo_best.values) {
+        auto* v = b->add_values();
+        v->set_key(key);
+        v->set_value(value);
+      }
+      b->set_validation_loss(s.hpo_best.validation_loss);
+      b->set_step(s.hpo_best.step);
+      b->set_checkpoint(s.hpo_best.checkpoint);
+      b->set_steps_granted(s.hpo_best.steps_granted);
+      b->set_sweep_steps(s.hpo_best.sweep_steps);
+    }
   }
 }
 

@@ -57,6 +57,12 @@ result<std::optional<hpo_segment>> hpo_search::report(int trial, std::int64_t st
   return std::optional<hpo_segment>{hpo_segment{trial, step, asha_.rungs()[std::size_t(rung) + 1]}};
 }
 
+std::vector<std::pair<std::string, std::string>> hpo_search::values_of(int trial) const {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& a : plan_.trials[std::size_t(trial)].values) out.emplace_back(a.key, a.text());
+  return out;
+}
+
 std::string hpo_search::describe(int trial) const {
   return "trial " + std::to_string(trial) + " (" + plan_.trials[std::size_t(trial)].text() + ")";
 }

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace loom::scheduler {
@@ -56,6 +57,8 @@ class hpo_search {
   const std::string& config_of(int trial) const { return configs_[std::size_t(trial)]; }
   std::vector<std::string> overrides_of(int trial) const { return plan_.trials[std::size_t(trial)].overrides(); }
   std::string describe(int trial) const;  // "trial 3 (optim.lr=0.00233)"
+  // Its values as (key, value text) in the space's order: {{"optim.lr", "0.00233"}}.
+  std::vector<std::pair<std::string, std::string>> values_of(int trial) const;
   const std::string& eval_text() const { return plan_.spec.validation; }
   std::int64_t steps_granted() const { return asha_.steps_granted(); }
   std::int64_t sweep_steps() const { return std::int64_t(trials()) * plan_.spec.asha.max_steps; }

@@ -1,20 +1,22 @@
-// job_manager's hpo stages (issue 15 item 7): the scheduler coordinates the
-// search. The stage itself never enters the policy; each trial segment (train
-// trial t to its next rung, then score it) is a one-trainer job of its own,
-// placed in the job's zone like its other stages and sized by the trial's own
-// memory need, that the trainer runs as stage "NAME.tT" with
-// stop_at = the rung. Its end reports the validation loss; ASHA (hpo_search)
-// promotes the trial (its next segment is queued at once, normally onto the
-// trainer it frees), stops it (pruned: nothing more is queued, its trainer
-// takes the next segment) or completes it. When ASHA is done the best trial's
-// config and checkpoint become the stage's: its config_toml is the trial's,
-// the model registry registers that checkpoint, and the next stage runs with
-// the best values and starts from it. A trial ASHA will never run again
-// (failed, or pruned for good: hpo::asha::retired) has its directory
-// removed at once; when the search ends, every trial's but the best's.
-#include "services/scheduler/jobs/job_manager.hpp"
+// hpo_stages (hpo_stage.hpp): the scheduler coordinates an hpo stage's
+// search (issue 15 item 7). The stage itself never enters the policy; each
+// trial segment (train trial t to its next rung, then score it) is a
+// one-trainer job of its own, placed in the job's zone like its other stages
+// and sized by the trial's own memory need, that the trainer runs as stage
+// "NAME.tT" with stop_at = the rung. Its end reports the validation loss;
+// ASHA (hpo_search) promotes the trial (its next segment is queued at once,
+// normally onto the trainer it frees), stops it (pruned: nothing more is
+// queued, its trainer takes the next segment) or completes it. When ASHA is
+// done the best trial's config and checkpoint become the stage's: its
+// config_toml is the trial's, its hpo_best the typed result, the model
+// registry registers that checkpoint, and the next stage runs with the best
+// values and starts from it. A trial ASHA will never run again (failed, or
+// pruned for good: hpo::asha::retired) has its directory removed at once;
+// when the search ends, every trial's but the best's.
+#include "services/scheduler/jobs/hpo_stage.hpp"
 
 #include "libs/runspec/hpo_stage.hpp"
+#include "libs/runspec/job_template.hpp"
 
 #include <cmath>
 #include <cstdio>
@@ -42,41 +44,31 @@ std::string verdict(hpo::action a, std::int64_t next) {
 
 }  // namespace
 
-bool job_manager::is_hpo(const stage_rec& s) {
+bool hpo_stages::is_hpo(const stage_rec& s) {
   if (s.config_toml.find("hpo") == std::string::npos) return false;  // cheap first look
   auto spec = runspec::parse_run_config(s.config_toml, "stage " + s.name, {"model.init_from=\"/x\""});
   return spec && spec->kind == "hpo";
 }
 
-std::string job_manager::search_key(const std::string& job, std::size_t stage) {
+std::string hpo_stages::search_key(const std::string& job, std::size_t stage) {
   return job + "/" + std::to_string(stage);
 }
 
-std::string job_manager::trial_stage(const job_rec& j, const trial_run& t) const {
+std::string hpo_stages::trial_stage(const job_rec& j, const trial_run& t) const {
   return j.stages[t.stage].name + ".t" + std::to_string(t.seg.trial);
 }
 
-std::string job_manager::checkpoints_of(const job_rec& j, std::size_t i) const {
-  const stage_rec& s = j.stages[i];
-  const std::string trials = j.out_dir + "/" + s.name + "/trial-";
-  if (s.checkpoint.rfind(trials, 0) == 0) {  // an hpo stage: its best trial's snapshots
-    const auto slash = s.checkpoint.find('/', trials.size());
-    return s.checkpoint.substr(0, slash) + "/checkpoints";
-  }
-  return j.out_dir + "/" + s.name + "/checkpoints";
-}
-
-void job_manager::start_search(job_rec& j, std::size_t i, time_point now) {
+void hpo_stages::start(jobs_context& cx, job_rec& j, std::size_t i, time_point now) {
   stage_rec& s = j.stages[i];
   auto spec = runspec::parse_run_config(s.config_toml, j.id + "/" + s.name, {"model.init_from=\"/x\""});
   auto made = spec ? hpo_search::make(s.config_toml, *spec) : result<hpo_search>(spec.err());
   if (!made) {
     s.state = "running";  // stage_done's bookkeeping expects a started stage
-    stage_done(j, i, false, "its hpo search cannot start: " + made.err().message, now);
+    cx.stage_done(j, i, false, "its hpo search cannot start: " + made.err().message, now);
     return;
   }
   s.state = "running";
-  s.started_ns = s.started_ns ? s.started_ns : ns(now);
+  s.started_ns = s.started_ns ? s.started_ns : cx.ns(now);
   s.step = 0;
   s.total_steps = static_cast<std::uint64_t>(made->sweep_steps());
   j.state = "running";
@@ -86,15 +78,39 @@ void job_manager::start_search(job_rec& j, std::size_t i, time_point now) {
   const std::int64_t sweep = made->sweep_steps();
   searches_.emplace(search_key(j.id, i),
                     search_state{std::move(*made), std::vector<std::string>(n), std::vector<std::string>(n)});
-  (void)record(j, s.name, "hpo_started",
+  (void)cx.record(j, s.name, "hpo_started",
                std::to_string(n) + " trials, ASHA rungs at steps " + rungs + " (a full sweep: " +
                    std::to_string(sweep) + " steps); trials run on free trainers of " +
                    (j.zone.empty() ? std::string("any zone") : "zone " + j.zone),
                now);
-  fill_search(j, i, now);
+  fill(cx, j, i, now);
 }
 
-void job_manager::fill_search(job_rec& j, std::size_t i, time_point now) {
+bool hpo_stages::reload(jobs_context& cx, job_rec& j, std::size_t i, time_point now) {
+  stage_rec& s = j.stages[i];
+  if (s.state == "queued") {
+    start(cx, j, i, now);
+    return false;
+  }
+  // ASHA's state is in memory only: a search that was running does not
+  // survive a restart (its trials' directories stay for inspection).
+  s.state = "failed";
+  s.finished_ns = cx.ns(now);
+  j.state = "failed";
+  j.message = "stage " + s.name + ": the scheduler restarted during its hpo search (a search does not resume "
+              "yet); submit the job again";
+  for (std::size_t k = i + 1; k < j.stages.size(); ++k) j.stages[k].state = "cancelled";
+  (void)cx.record(j, s.name, "stage_failed", j.message, now);
+  return true;
+}
+
+bool hpo_stages::stop(jobs_context& cx, const std::string& job, std::size_t i, time_point now) {
+  if (!searches_.erase(search_key(job, i))) return false;
+  cancel_trials(cx, job, now);
+  return true;
+}
+
+void hpo_stages::fill(jobs_context& cx, job_rec& j, std::size_t i, time_point now) {
   auto it = searches_.find(search_key(j.id, i));
   if (it == searches_.end() || j.terminal()) return;
   // One segment waits in the queue at a time: ASHA picks the next one only
@@ -105,50 +121,53 @@ void job_manager::fill_search(job_rec& j, std::size_t i, time_point now) {
     if (waiting > 0) return;
     auto seg = it->second.search.next();
     if (!seg) break;
-    queue_segment(j, i, *seg, now);
+    queue_segment(cx, j, i, *seg, now);
     if (!searches_.count(search_key(j.id, i))) return;  // ended while placing (cannot, but cheap to check)
   }
   bool running = false;
   for (const auto& [pid, t] : trials_) running |= t.job == j.id && t.stage == i;
-  if (!running && it->second.search.done()) end_search(j, i, now);
+  if (!running && it->second.search.done()) end_search(cx, j, i, now);
 }
 
-void job_manager::queue_segment(job_rec& j, std::size_t i, const hpo_segment& seg, time_point now) {
+void hpo_stages::queue_segment(jobs_context& cx, job_rec& j, std::size_t i, const hpo_segment& seg,
+                               time_point now) {
   const policy::job_id pid = next_trial_pid_++;
   trials_[pid] = trial_run{j.id, i, seg, "", 0};
-  policy::job_spec spec = spec_of(j, i);  // the job's zone, as its other stages
+  policy::job_spec spec = cx.spec_of(j, i);  // the job's zone, as its other stages
   spec.id = pid;
   spec.per_member.memory_bytes = searches_.at(search_key(j.id, i)).search.memory_of(seg.trial);
   spec.min_members = spec.max_members = 1;
-  if (auto d = policy_.submit(spec, ms(now))) apply(*d, now);
+  if (auto d = cx.policy_.submit(spec, cx.ms(now))) cx.apply(*d, now);
 }
 
-void job_manager::apply_trial(trial_run& t, policy::job_id pid, const policy::decision& d, time_point now) {
-  job_rec& j = jobs_.at(t.job);
+void hpo_stages::apply(jobs_context& cx, const policy::decision& d, time_point now) {
+  const policy::job_id pid = d.job;
+  trial_run& t = trials_.at(pid);
+  job_rec& j = cx.jobs_.at(t.job);
   const std::string name = trial_stage(j, t);
   if (d.what == policy::action::place && !d.nodes.empty()) {
-    t.node = node_names_.at(d.nodes.front());
+    t.node = cx.node_names_.at(d.nodes.front());
     ++t.attempts;
-    slot sl;
+    jobs_context::slot sl;
     sl.job = t.job;
     sl.stage = t.stage;
     sl.trial = pid;
-    slots_[t.node] = sl;
-    (void)record(j, j.stages[t.stage].name, "hpo_placed",
+    cx.slots_[t.node] = sl;
+    (void)cx.record(j, j.stages[t.stage].name, "hpo_placed",
                  searches_.at(search_key(j.id, t.stage)).search.describe(t.seg.trial) + ": steps " +
                      std::to_string(t.seg.from) + " -> " + std::to_string(t.seg.to) + " on " + t.node,
                  now, false);
-    fill_search(j, t.stage, now);  // the next segment waits for the next free trainer
+    fill(cx, j, t.stage, now);  // the next segment waits for the next free trainer
   } else if (d.what == policy::action::preempt || d.what == policy::action::requeue) {
-    if (!t.node.empty()) slots_.erase(t.node);  // its trainer's next poll is told to stop (it snapshots)
-    (void)record(j, j.stages[t.stage].name, "hpo_requeued",
+    if (!t.node.empty()) cx.slots_.erase(t.node);  // its trainer's next poll is told to stop (it snapshots)
+    (void)cx.record(j, j.stages[t.stage].name, "hpo_requeued",
                  name + " on " + t.node + ": " + policy::to_string(d.why) + "; resumes from its latest snapshot", now,
                  false);
     t.node.clear();
   }
 }
 
-assignment job_manager::trial_assignment(const job_rec& j, const trial_run& t) const {
+assignment hpo_stages::trial_assignment(const jobs_context& cx, const job_rec& j, const trial_run& t) const {
   const stage_rec& s = j.stages[t.stage];
   const search_state& st = searches_.at(search_key(j.id, t.stage));
   assignment a;
@@ -157,20 +176,20 @@ assignment job_manager::trial_assignment(const job_rec& j, const trial_run& t) c
   a.stage = trial_stage(j, t);
   a.config_toml = runspec::fill_stage_references(st.search.config_of(t.seg.trial), j.out_dir);
   a.out_dir = j.out_dir + "/" + s.name + "/trial-" + std::to_string(t.seg.trial);
-  if (t.stage > 0) a.init_from = checkpoints_of(j, t.stage - 1);
+  if (t.stage > 0) a.init_from = cx.checkpoints_of(j, t.stage - 1);
   a.attempt = t.attempts;
   a.stop_at = static_cast<std::uint64_t>(t.seg.to);
   a.eval_text = st.search.eval_text();
   return a;
 }
 
-poll_answer job_manager::trial_poll(const poll_report& r, slot& sl, time_point now) {
+poll_answer hpo_stages::poll(jobs_context& cx, const poll_report& r, jobs_context::slot& sl, time_point now) {
   poll_answer out;
   const policy::job_id pid = sl.trial;
   const trial_run& t = trials_.at(pid);
-  const job_rec& j = jobs_.at(t.job);
+  const job_rec& j = cx.jobs_.at(t.job);
   const bool mine = r.job == j.id && r.stage == trial_stage(j, t) && r.attempt == t.attempts;
-  if (mine && (r.state == "succeeded" || r.state == "failed")) return trial_ended(pid, r, now);
+  if (mine && (r.state == "succeeded" || r.state == "failed")) return ended(cx, pid, r, now);
   if (!r.job.empty() && (r.state == "succeeded" || r.state == "failed")) {  // not the segment it holds
     out.refused = "node " + r.node + " holds " + trial_stage(j, t) + " (attempt " + std::to_string(t.attempts) +
                   "): its report of " + r.job + "/" + r.stage + " (attempt " + std::to_string(r.attempt) + ", " +
@@ -182,14 +201,14 @@ poll_answer job_manager::trial_poll(const poll_report& r, slot& sl, time_point n
     return out;
   }
   if (mine && r.state == "running") sl.delivered = true;
-  out.work = trial_assignment(j, t);
+  out.work = trial_assignment(cx, j, t);
   return out;
 }
 
-poll_answer job_manager::trial_ended(policy::job_id pid, const poll_report& r, time_point now) {
+poll_answer hpo_stages::ended(jobs_context& cx, policy::job_id pid, const poll_report& r, time_point now) {
   poll_answer out;
   trial_run& t = trials_.at(pid);
-  job_rec& j = jobs_.at(t.job);
+  job_rec& j = cx.jobs_.at(t.job);
   stage_rec& s = j.stages[t.stage];
   search_state& st = searches_.at(search_key(j.id, t.stage));
   const bool scored = r.state == "succeeded" && r.val_step == static_cast<std::uint64_t>(t.seg.to) &&
@@ -200,50 +219,50 @@ poll_answer job_manager::trial_ended(policy::job_id pid, const poll_report& r, t
   hpo::action a = hpo::action::stop;
   auto next = st.search.report(t.seg.trial, t.seg.to, loss, &a);
   if (!next) {  // a broken invariant of this file: end the search rather than loop
-    stage_done(j, t.stage, false, "hpo search: " + next.err().message, now);
+    cx.stage_done(j, t.stage, false, "hpo search: " + next.err().message, now);
     return out;
   }
   s.step = static_cast<std::uint64_t>(st.search.steps_granted());
   if (auto b = st.search.best()) s.loss = st.search.loss_of(*b);
-  (void)record(j, s.name, "hpo_trial",
+  (void)cx.record(j, s.name, "hpo_trial",
                st.search.describe(t.seg.trial) + " on " + t.node + ", step " + std::to_string(t.seg.to) + ": " +
                    (scored ? "validation loss " + fixed(loss, 4) + ", " + verdict(a, *next ? (*next)->to : 0)
                            : "failed (" + (r.message.empty() ? "no validation loss" : r.message) + "), stopped"),
                now);
-  remove_trials(j, t.stage, st.search.take_retired(), "pruned for good: no later result can promote them", now);
+  remove_trials(cx, j, t.stage, st.search.take_retired(), "pruned for good: no later result can promote them", now);
   if (*next) {  // promoted: the same trainer goes on with it, from the rung's snapshot
     t.seg = **next;
     ++t.attempts;
-    slots_.at(t.node).delivered = false;
-    out.work = trial_assignment(j, t);
+    cx.slots_.at(t.node).delivered = false;
+    out.work = trial_assignment(cx, j, t);
     return out;
   }
   // Pruned or complete: the trainer is free now, and takes what waits.
   const std::string node = t.node;
   const std::size_t stage = t.stage;
   trials_.erase(pid);
-  slots_.erase(node);
-  if (auto d = policy_.finish(pid, ms(now))) apply(*d, now);
-  fill_search(j, stage, now);
-  if (auto sl = slots_.find(node); sl != slots_.end() && sl->second.trial != 0) {  // another trial starts here at once
+  cx.slots_.erase(node);
+  if (auto d = cx.policy_.finish(pid, cx.ms(now))) cx.apply(*d, now);
+  fill(cx, j, stage, now);
+  if (auto sl = cx.slots_.find(node); sl != cx.slots_.end() && sl->second.trial != 0) {  // another trial starts here at once
     const trial_run& other = trials_.at(sl->second.trial);
-    out.work = trial_assignment(jobs_.at(other.job), other);
+    out.work = trial_assignment(cx, cx.jobs_.at(other.job), other);
   }
   return out;
 }
 
-void job_manager::end_search(job_rec& j, std::size_t i, time_point now) {
+void hpo_stages::end_search(jobs_context& cx, job_rec& j, std::size_t i, time_point now) {
   auto it = searches_.find(search_key(j.id, i));
   if (it == searches_.end()) return;
   stage_rec& s = j.stages[i];
   const search_state& st = it->second;
   const auto best = st.search.best();
   if (!best || !std::isfinite(st.search.loss_of(*best)) || st.checkpoints[std::size_t(*best)].empty()) {
-    stage_done(j, i, false, "hpo search: no trial reached a finite validation loss", now);
+    cx.stage_done(j, i, false, "hpo search: no trial reached a finite validation loss", now);
     return;
   }
   const int b = *best;
-  remove_trials(j, i, it->second.search.take_all_but_best(),
+  remove_trials(cx, j, i, it->second.search.take_all_but_best(),
                 "the search is over; the best, trial " + std::to_string(b) + ", is kept", now);
   const double spent = double(st.search.steps_granted()) / double(st.search.sweep_steps());
   s.checkpoint = st.checkpoints[std::size_t(b)];
@@ -252,7 +271,15 @@ void job_manager::end_search(job_rec& j, std::size_t i, time_point now) {
   s.config_toml = st.search.config_of(b);  // the stage's result: the best trial's run config
   std::string values;
   for (const auto& kv : st.search.overrides_of(b)) values += (values.empty() ? "" : " ") + kv;
-  (void)record(j, s.name, "hpo_best",
+  // The result, typed for `loom job show` (stored with the stage by the event's save below).
+  s.hpo_best = hpo_best_rec{b,
+                            st.search.values_of(b),
+                            s.loss,
+                            static_cast<std::uint64_t>(st.search.max_steps()),
+                            s.checkpoint,
+                            static_cast<std::uint64_t>(st.search.steps_granted()),
+                            static_cast<std::uint64_t>(st.search.sweep_steps())};
+  (void)cx.record(j, s.name, "hpo_best",
                "best " + st.search.describe(b) + ": validation loss " + fixed(s.loss, 4) + " at step " +
                    std::to_string(st.search.max_steps()) + ", checkpoint " + s.checkpoint + "; " +
                    std::to_string(st.search.steps_granted()) + " of a full sweep's " +
@@ -265,18 +292,18 @@ void job_manager::end_search(job_rec& j, std::size_t i, time_point now) {
       // Sized at submit for the values that need the most; now for the best's.
       if (auto spec = runspec::parse_run_config(*next, j.id + "/" + j.stages[i + 1].name, {"model.init_from=\"/x\""}))
         j.stages[i + 1].memory_bytes = spec->memory().total();
-      (void)record(j, j.stages[i + 1].name, "hpo_inherited", "runs with " + values + " (the best trial's)", now);
+      (void)cx.record(j, j.stages[i + 1].name, "hpo_inherited", "runs with " + values + " (the best trial's)", now);
     }
   }
-  stage_done(j, i, true, "", now);
+  cx.stage_done(j, i, true, "", now);
 }
 
-void job_manager::remove_trials(job_rec& j, std::size_t i, const std::vector<int>& trials, const std::string& why,
-                                time_point now) {
+void hpo_stages::remove_trials(jobs_context& cx, job_rec& j, std::size_t i, const std::vector<int>& trials,
+                               const std::string& why, time_point now) {
   if (trials.empty()) return;
   namespace fs = std::filesystem;
   const std::string stage_dir = j.out_dir + "/" + j.stages[i].name;
-  if (j.out_dir.rfind(root_ + "/", 0) != 0) return;  // never outside this scheduler's jobs dir
+  if (j.out_dir.rfind(cx.root_ + "/", 0) != 0) return;  // never outside this scheduler's jobs dir
   std::string removed, failed;
   for (int t : trials) {
     const std::string dir = stage_dir + "/trial-" + std::to_string(t);
@@ -287,21 +314,21 @@ void job_manager::remove_trials(job_rec& j, std::size_t i, const std::vector<int
     into += (into.empty() ? "" : ", ") + std::to_string(t) + (ec ? " (" + ec.message() + ")" : "");
   }
   if (!removed.empty())
-    (void)record(j, j.stages[i].name, "hpo_removed", "removed the directories of trials " + removed + " (" + why + ")",
+    (void)cx.record(j, j.stages[i].name, "hpo_removed", "removed the directories of trials " + removed + " (" + why + ")",
                  now, false);
   if (!failed.empty())
-    (void)record(j, j.stages[i].name, "hpo_removed", "could not remove the directories of trials " + failed, now,
+    (void)cx.record(j, j.stages[i].name, "hpo_removed", "could not remove the directories of trials " + failed, now,
                  false);
 }
 
-void job_manager::cancel_trials(const std::string& job, time_point now) {
+void hpo_stages::cancel_trials(jobs_context& cx, const std::string& job, time_point now) {
   for (auto it = trials_.begin(); it != trials_.end();) {
     if (it->second.job != job) {
       ++it;
       continue;
     }
-    if (!it->second.node.empty()) slots_.erase(it->second.node);  // told to stop at its next poll
-    (void)policy_.cancel(it->first, ms(now));
+    if (!it->second.node.empty()) cx.slots_.erase(it->second.node);  // told to stop at its next poll
+    (void)cx.policy_.cancel(it->first, cx.ms(now));
     it = trials_.erase(it);
   }
 }

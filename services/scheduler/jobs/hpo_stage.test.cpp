@@ -7,6 +7,8 @@
 #include "services/scheduler/jobs/job_manager_testing.hpp"
 
 #include "libs/runspec/run_config.hpp"
+#include "loom/v1/jobs.pb.h"
+#include "services/scheduler/wire.hpp"
 
 #include <doctest/doctest.h>
 
@@ -169,6 +171,51 @@ TEST_CASE_FIXTURE(fixture, "an hpo stage runs ASHA on free trainers, frees prune
   REQUIRE(sft_cfg.ok());
   CHECK(double(sft_cfg->lr) == doctest::Approx(best_lr));
   CHECK(sft_cfg->steps == 20);
+}
+
+TEST_CASE_FIXTURE(fixture, "a finished search's best trial is a typed field of its stage, on the wire too") {
+  for (const char* n : {"trainer@a", "trainer@b", "trainer@c"}) add_trainer(n);
+  jobs.tick(nodes, now);
+  const job_rec* j = submit_template("typed", search_then_sft);
+  CHECK(j->stages[0].hpo_best.trial == -1);  // none while the search runs
+  for (int i = 0; i < 60 && j->stages[0].state == "running"; ++i) round();
+  REQUIRE(j->stages[0].state == "succeeded");
+
+  const stage_rec& s = j->stages[0];
+  const hpo_best_rec& b = s.hpo_best;
+  REQUIRE(b.trial >= 0);
+  CHECK(b.trial < 8);
+  // The trial whose checkpoint is the stage's result, scored at R with the loss the stage shows.
+  CHECK(b.checkpoint == s.checkpoint);
+  CHECK(s.checkpoint.find("/search/trial-" + std::to_string(b.trial) + "/checkpoints/") != std::string::npos);
+  CHECK(b.step == 90);
+  CHECK(b.validation_loss == s.loss);
+  CHECK(b.steps_granted == s.step);
+  CHECK(b.sweep_steps == 8 * 90);
+  // Its values: the one searched key, the learning rate the stage's config now has.
+  REQUIRE(b.values.size() == 1);
+  CHECK(b.values[0].first == "optim.lr");
+  auto cfg = runspec::parse_run_config(s.config_toml, "best");
+  REQUIRE(cfg.ok());
+  CHECK(std::stod(b.values[0].second) == doctest::Approx(double(cfg->lr)).epsilon(1e-5));
+  CHECK(b.validation_loss == doctest::Approx(synthetic_loss(double(cfg->lr), 90)));
+  CHECK(j->stages[1].hpo_best.trial == -1);  // not an hpo stage
+
+  loom::v1::JobInfo info;
+  to_wire(*j, &info);
+  REQUIRE(info.stages_size() == 2);
+  REQUIRE(info.stages(0).has_hpo_best());
+  const auto& w = info.stages(0).hpo_best();
+  CHECK(w.trial() == std::uint32_t(b.trial));
+  REQUIRE(w.values_size() == 1);
+  CHECK(w.values(0).key() == "optim.lr");
+  CHECK(w.values(0).value() == b.values[0].second);
+  CHECK(w.validation_loss() == b.validation_loss);
+  CHECK(w.step() == 90);
+  CHECK(w.checkpoint() == s.checkpoint);
+  CHECK(w.steps_granted() == s.step);
+  CHECK(w.sweep_steps() == 8 * 90);
+  CHECK_FALSE(info.stages(1).has_hpo_best());
 }
 
 TEST_CASE_FIXTURE(fixture, "a failed trial stops for good, and cancelling the job stops every running trial") {

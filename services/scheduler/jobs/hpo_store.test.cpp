@@ -128,3 +128,26 @@ TEST_CASE_FIXTURE(store_fixture, "a finished search's result survives a restart:
   CHECK(double(sft->lr) == doctest::Approx(double(best->lr)));
   CHECK(j->stages[0].total_steps == 8 * 90);
 }
+
+TEST_CASE_FIXTURE(store_fixture, "a finished search's typed best trial survives a restart") {
+  auto r = mgr->submit(args(search_then_sft), as("h3"), nodes, now);
+  REQUIRE(r.ok());
+  const std::string id = r->first->id;
+  for (int i = 0; i < 80 && mgr->find(id)->stages[0].state == "running"; ++i) round();
+  REQUIRE(mgr->find(id)->stages[0].state == "succeeded");
+  const hpo_best_rec before = mgr->find(id)->stages[0].hpo_best;
+  REQUIRE(before.trial >= 0);
+  REQUIRE(before.values.size() == 1);
+  restart();
+  const job_rec* j = mgr->find(id);
+  REQUIRE(j);
+  const hpo_best_rec& b = j->stages[0].hpo_best;
+  CHECK(b.trial == before.trial);
+  CHECK(b.values == before.values);
+  CHECK(b.validation_loss == before.validation_loss);
+  CHECK(b.step == 90);
+  CHECK(b.checkpoint == before.checkpoint);
+  CHECK(b.steps_granted == before.steps_granted);
+  CHECK(b.sweep_steps == 8 * 90);
+  CHECK(j->stages[1].hpo_best.trial == -1);  // the sft stage has none
+}

@@ -1,14 +1,21 @@
 // job_manager: training jobs in the scheduler — submit (idempotent by request
 // id), list, cancel, and the trainers' polls that deliver assignments and carry
-// progress back; placement by the scheduling policy (policy/), one stage of a
-// job at a time, each trainer node one slot. A stage may span a group of
-// trainers (its [parallel] gang size or elastic range): each member gets the
-// same stage with its rank and the group's peers; rank 0 reports progress and
-// the end. A group that changes (a member restarted, asked to regroup, or the
-// elastic group grew or shrank) gets a new generation and every member
-// restarts from the stage's latest snapshot. Every change is written to the
-// store before it is applied in memory; a restarted scheduler reloads jobs and
-// re-attaches running stages to their trainers (policy::restore_running).
+// progress back. A thin dispatcher over three owners, one per kind of
+// placement, each with its own state and handed the shared job table
+// (jobs_context: jobs, store, events, the policy, trainer slots) per call:
+//   policy_stages  ordinary stages, placed by the scheduling policy (policy/),
+//                  one trainer or a group (its [parallel] gang size or elastic
+//                  range; each member gets its rank and the group's peers, rank
+//                  0 reports progress and the end, a group that changes gets a
+//                  new generation and restarts from the latest snapshot);
+//   hpo_stages     hpo stages: ASHA trial segments, each a one-trainer policy job;
+//   site_stages    edge-site diloco stages, member r placed on a trainer of site r.
+// The dispatcher owns what is common: the job table and request ids, load,
+// submit and cancel, routing the policy's decisions and each poll to the
+// owner of its slot, a stage's end (its result checked) and the next stage
+// queued by its kind. Every change is written to the store before it is
+// applied in memory; a restarted scheduler reloads jobs and re-attaches
+// running stages to their trainers.
 //
 //   job:   queued ──▶ running ──▶ succeeded | failed | cancelled
 //   stage: pending ─▶ queued ─(placed)─▶ running ─(trainer reports)─▶ succeeded ─▶ next stage queued
@@ -19,18 +26,23 @@
 // while the scheduler still has its assignment: it gets the same stage again and
 // resumes from the stage's latest verified snapshot.
 // Owned by the scheduler actor; not thread-safe; no CAF, no ZeroMQ; clock passed in.
-// Code: job_manager.cpp (load, placement, polls, ticks), job_requests.cpp
-// (submit, cancel, views), job_groups.cpp (trainer groups), hpo_stage.cpp
-// (hpo stages: ASHA trial segments placed like one-trainer stages of the job's zone).
+// Code: job_manager.cpp (load, routing, a stage's end, polls, ticks),
+// job_requests.cpp (submit, cancel, views), stage_result.cpp (a result's
+// check); policy_stages.{hpp,cpp} + job_groups.cpp, hpo_stage.{hpp,cpp},
+// site_stages.{hpp,cpp}; jobs_context.{hpp,cpp}; trainer_poll.hpp (poll types).
 #pragma once
 
 #include "libs/files/confine.hpp"
 #include "libs/runspec/job_template.hpp"
 #include "libs/status/status.hpp"
-#include "services/scheduler/jobs/admission.hpp"
-#include "services/scheduler/jobs/hpo_search.hpp"
 #include "services/scheduler/dataset_probe.hpp"
+#include "services/scheduler/jobs/admission.hpp"
+#include "services/scheduler/jobs/hpo_stage.hpp"
 #include "services/scheduler/jobs/job_store.hpp"
+#include "services/scheduler/jobs/jobs_context.hpp"
+#include "services/scheduler/jobs/policy_stages.hpp"
+#include "services/scheduler/jobs/site_stages.hpp"
+#include "services/scheduler/jobs/trainer_poll.hpp"
 #include "services/scheduler/policy/policy.hpp"
 #include "services/scheduler/roster.hpp"
 
@@ -66,55 +78,6 @@ struct caller {
   bool admin() const { return role == "admin"; }
 };
 
-struct peer_info {
-  std::string node, endpoint, public_key;  // a member's collective inbox
-};
-
-struct assignment {
-  std::string job, stage, config_toml, out_dir, init_from;
-  std::uint32_t attempt = 0;
-  std::uint32_t rank = 0, world = 1;
-  std::uint64_t generation = 0;
-  std::vector<peer_info> peers;  // by rank; empty for a group of one
-  std::uint64_t stop_at = 0;     // an hpo trial's segment: train to this step, score, end (0: none)
-  std::string eval_text;         // its held-out text ("" = the tail of data.text)
-  std::string tenant;            // the job's (TrainerStatus shows the job to it and admins only; whose data.dataset the trainer fetches)
-  std::string aggregation_grant; // a diloco stage: its grant, serialized (aggregation_grant.hpp)
-};
-
-// What a trainer reports in each poll.
-struct poll_report {
-  std::string node, state;  // idle, running, succeeded, failed, stopped, regroup
-  std::string job, stage;
-  std::uint32_t attempt = 0;
-  std::uint64_t step = 0, total_steps = 0;
-  double loss = 0, first_loss = 0, tokens_per_s = 0;
-  std::string checkpoint, message;
-  std::uint64_t generation = 0;             // the group formation it runs (0: none said)
-  std::string peer_endpoint, peer_public_key;  // its collective inbox
-  struct notice {
-    std::uint64_t seq = 0;
-    std::string kind, text;
-  };
-  std::vector<notice> notices;  // rollbacks, snapshot fallbacks: job events
-  double val_loss = 0;          // an hpo trial's validation loss at val_step (0: none)
-  std::uint64_t val_step = 0;
-  site_line site;               // a diloco stage's site (site.site empty otherwise)
-  // The edge site whose key sent the poll ("" for this deployment's own
-  // trainers): set by the scheduler from the connection, never by the trainer.
-  std::string caller_site;
-  std::vector<std::string> contributed, missing;  // a diloco stage's member 0 at its end (aggregator's word)
-};
-
-struct poll_answer {
-  std::optional<assignment> work;
-  bool stop = false;
-  std::uint64_t notices_acked = 0;
-  // The report's end of a stage was not applied: the node does not hold
-  // that job/stage/attempt. Why, naming them ("" when applied or none).
-  std::string refused;
-};
-
 // The cloud's judgement of a stage's final checkpoint (set_checkpoint_check):
 // MANIFEST.json's HMAC under the checkpoint key at `key_path` (read at each
 // call: the trainer makes it at its first snapshot) and the step its
@@ -122,21 +85,23 @@ struct poll_answer {
 // hashed them as it wrote them); the model registry hashes them again.
 std::function<status(const std::string& dir)> manifest_check(std::string key_path);
 
-class job_manager {
+// Derives from jobs_context privately: the job table it shares with its
+// placers is its own state (and a job_manager moves as one value).
+class job_manager : private jobs_context {
  public:
+  using unit = jobs_context::unit;
+  using async_writer = jobs_context::async_writer;
+  using event_sink = jobs_context::event_sink;
+
   // jobs_root: where stage directories go (<data dir>/jobs). db may be null (tests).
   // min_runtime: how long a stage runs before a higher-priority job may preempt
   // it (the guard against preemption loops).
   job_manager(store::database* db, std::string jobs_root,
               std::chrono::milliseconds min_runtime = default_min_runtime);
   static constexpr std::chrono::milliseconds default_min_runtime{60'000};
-  // A stage whose group asked to re-form more often than this fails (a member
-  // that cannot keep up, or a peer that cannot be reached, should not loop forever).
-  static constexpr std::uint32_t max_regroups = 20;
-  // A stage whose trainer stopped answering this often while running it fails:
-  // a stage that makes its node unresponsive (threads, memory) would otherwise
-  // take down every trainer it is placed on, one after the other.
-  static constexpr std::uint32_t max_node_losses = 2;
+  // Limits of a placed stage's group (policy_stages.hpp says why).
+  static constexpr std::uint32_t max_regroups = policy_stages::max_regroups;
+  static constexpr std::uint32_t max_node_losses = policy_stages::max_node_losses;
 
   // The scheduler's own zone: a job that names no zone runs there, and so do
   // its hpo trials (never on an edge site's trainers). Set before load().
@@ -168,7 +133,6 @@ class job_manager {
   result<std::vector<job_event>> events(const std::string& id, std::uint64_t after) const;
   // Called after each job event is stored (queued, placed, stage switches,
   // snapshots, requeues, completion, cancellation): the service audits them.
-  using event_sink = std::function<void(const job_rec&, const job_event&)>;
   void set_event_sink(event_sink fn) { sink_ = std::move(fn); }
   // Told of each stage that succeeded, after its state is set and before the
   // next stage is queued (the model registry keeps its final checkpoint);
@@ -179,8 +143,6 @@ class job_manager {
   // (which owns copies of what it writes) for a group commit and the caller
   // answers once that is durable (scheduler_logic). Without one, every change
   // commits before the call returns.
-  using unit = std::function<status(store::transaction&)>;
-  using async_writer = std::function<void(unit)>;
   void set_async_writer(async_writer w) { writer_ = std::move(w); }
   // Asked at submit for every dataset a stage names (dataset_probe.hpp); a
   // job is stored only when each is ready. Unset: datasets are not checked.
@@ -202,8 +164,8 @@ class job_manager {
   // The edge sites by name with their state (pending, enrolled, revoked): a
   // diloco stage may name only enrolled ones (refused at submit naming the
   // site and the enrolled ones). Unset: not checked (tests).
-  using site_states = std::function<result<std::map<std::string, std::string>>()>;
-  void set_site_states(site_states fn) { site_states_ = std::move(fn); }
+  using site_states = site_stages::site_states;
+  void set_site_states(site_states fn) { sites_.set_site_states(std::move(fn)); }
   // Site `site` was revoked: every job whose queued or running edge-site
   // stage names it fails, naming the site (its trainers are released: their
   // next poll is told to stop); a later stage naming it fails when queued.
@@ -213,133 +175,36 @@ class job_manager {
   void set_grant_key(std::string key) { grant_key_ = std::move(key); }
 
  private:
-  struct slot {  // what a trainer node runs
-    std::string job;
-    std::size_t stage = 0;
-    std::uint32_t rank = 0;          // its place in the stage's group
-    bool delivered = false;          // the trainer has reported running it
-    std::uint64_t running_gen = 0;   // the generation it reported running
-    bool finished = false;           // rank > 0 finished its part; rank 0 ends the stage
-    std::uint64_t notices_acked = 0; // the trainer's notices recorded as job events
-    policy::job_id trial = 0;        // an hpo trial's segment (trials_), 0: a stage
-  };
-  // An hpo stage's search (hpo_stage.cpp): ASHA's state and each trial's last checkpoint.
-  struct search_state {
-    hpo_search search;
-    std::vector<std::string> checkpoints;  // by trial: its last snapshot
-    std::vector<std::string> nodes;        // by trial: the trainer of its last segment
-  };
-  // One trial segment in the policy: a one-trainer job of its own, in the job's zone.
-  struct trial_run {
-    std::string job;
-    std::size_t stage = 0;
-    hpo_segment seg;
-    std::string node;     // while placed
-    std::uint32_t attempts = 0;
-  };
-
-  // Runs `fn` in a transaction now, or queues it with the async writer (then ok).
-  status persist(unit fn) const;
-  status record(job_rec& j, const std::string& stage, const std::string& kind, const std::string& text,
-                time_point now, bool save_whole = true);
-  policy::job_spec spec_of(const job_rec& j, std::size_t stage) const;
-  policy::job_id pid_of(const job_rec& j, std::size_t stage) const { return j.seq * 64 + stage; }
-  void apply(const policy::policy::decisions& ds, time_point now);
-  // `at_site`: the stage's result is kept at that edge site (its trainer's checkpoint), not the cloud's.
+  // The dispatcher's routing (jobs_context): a decision about a trial
+  // segment goes to hpo_stages, one about a stage to policy_stages.
+  void apply(const policy::policy::decisions& ds, time_point now) override;
+  // A stage's end: its result checked (result_problem), its trainers
+  // released, the job's state, the next stage queued by its kind.
   void stage_done(job_rec& j, std::size_t stage, bool ok, const std::string& message, time_point now,
-                  const std::string& at_site = "");
+                  const std::string& at_site = "") override;
   // Why stage i's final checkpoint may not be its result ("" when it may): check_.
   std::string result_problem(const job_rec& j, std::size_t i) const;
-  const std::string& zone_of(const job_rec& j) const { return j.zone.empty() ? home_zone_ : j.zone; }
-  // A queued or running edge-site stage that names a revoked site fails (site_stages.cpp).
-  bool fail_if_revoked(job_rec& j, std::size_t i, time_point now);
-  // A diloco stage's sites at submit: each must be enrolled.
-  status check_sites(const runspec::job_plan& plan) const;
-  // nullopt while a member of a group has not said where its inbox is.
-  std::optional<assignment> assignment_of(const job_rec& j, std::size_t stage, std::uint32_t rank) const;
-  // Group bookkeeping (job_groups.cpp): slots follow the stage's members.
-  // Removes the stage's slots (every member's) and returns them by node.
-  std::map<std::string, slot> take_slots(const job_rec& j, std::size_t stage);
-  void set_members(job_rec& j, std::size_t stage, std::vector<std::string> members);
-  void clear_members(job_rec& j, std::size_t stage);
-  void regroup(job_rec& j, std::size_t stage, const std::string& why, time_point now);
-  static std::string member_list(const std::vector<std::string>& nodes);  // "a, b, c"
+  // Stage i is queued: into the policy (policy_stages), or its search starts
+  // (hpo_stages), or site_stages places it at the next tick. `after` (a
+  // stage that just finished, in the policy) hands its queue place over.
+  void queue_stage(job_rec& j, std::size_t i, std::optional<policy::job_id> after, time_point now);
   std::optional<policy::node_id> node_index(const std::string& node);
-  policy::time_ms ms(time_point t) const;
   std::vector<trainer_view> trainers(const roster& nodes, time_point now) const;
-  static std::int64_t ns(time_point t);
   static std::string request_key(const std::string& principal, const std::string& request_id);
   // A request id seen before from this principal: the job it made or
   // cancelled; conflict when it came with another request.
   result<const request_rec*> seen_request(const caller& who, const std::string& kind) const;
-  void fail_lost_stage(job_rec& j, std::size_t i, time_point now);
-  // Stage i is queued: into the policy, or (an hpo stage) its search starts,
-  // or (an edge-site stage) place_site_stages places it at the next tick.
-  // `after` (a stage that just finished, non-hpo) hands its queue place over.
-  void queue_stage(job_rec& j, std::size_t i, std::optional<policy::job_id> after, time_point now);
-  // hpo stages (hpo_stage.cpp).
-  static bool is_hpo(const stage_rec& s);
-  static std::string search_key(const std::string& job, std::size_t stage);
-  void start_search(job_rec& j, std::size_t i, time_point now);
-  void fill_search(job_rec& j, std::size_t i, time_point now);  // queue segments while ASHA has some
-  void queue_segment(job_rec& j, std::size_t i, const hpo_segment& seg, time_point now);
-  void apply_trial(trial_run& t, policy::job_id pid, const policy::decision& d, time_point now);
-  poll_answer trial_poll(const poll_report& r, slot& sl, time_point now);
-  // A segment's end: ASHA decides; a promoted trial's next segment goes back
-  // to the same trainer in this reply, else whatever the freed trainer got.
-  poll_answer trial_ended(policy::job_id pid, const poll_report& r, time_point now);
-  void end_search(job_rec& j, std::size_t i, time_point now);
-  // Removes trials' directories (<out>/<stage>/trial-N) under this scheduler's jobs dir: an hpo_removed event.
-  void remove_trials(job_rec& j, std::size_t i, const std::vector<int>& trials, const std::string& why,
-                     time_point now);
-  void cancel_trials(const std::string& job, time_point now);  // frees their trainers (stop at the next poll)
-  std::string trial_stage(const job_rec& j, const trial_run& t) const;  // "search.t3": what the trainer runs
-  assignment trial_assignment(const job_rec& j, const trial_run& t) const;
-  // The directory of stage i's final checkpoints (an hpo stage: its best trial's).
-  std::string checkpoints_of(const job_rec& j, std::size_t i) const;
-  // Edge-site stages (site_stages.cpp): a diloco stage naming sites, placed
-  // here member by member in each site's zone rather than by the policy.
-  const std::vector<std::string>& site_zones(const job_rec& j, std::size_t stage) const;  // empty: not one
-  bool is_site_stage(const job_rec& j, std::size_t stage) const { return !site_zones(j, stage).empty(); }
-  bool site_held(const std::string& node) const;  // runs a member of an edge-site stage
-  std::string free_trainer(const roster& nodes, const std::string& zone, const std::string& prefer,
-                           time_point now) const;
-  void hold(const std::string& node, const std::string& job, std::size_t stage, std::uint32_t rank, time_point now);
-  void place_site_stages(const roster& nodes, time_point now);
-  // A trainer running its member of an edge-site stage that has no slot here
-  // (the scheduler restarted): its slot again, as running. False: not one.
-  bool readopt(const poll_report& r, time_point now);
 
-  store::database* db_;
-  std::string root_;
-  std::chrono::milliseconds min_runtime_;
-  policy::policy policy_;
-  std::map<std::string, job_rec> jobs_;                    // by id
+  policy_stages stages_;
+  hpo_stages hpo_;
+  site_stages sites_;
   std::map<std::string, request_rec> by_request_;          // principal + '\n' + request id
-  std::map<policy::job_id, std::pair<std::string, std::size_t>> by_pid_;
-  std::map<std::string, policy::node_id> node_ids_;        // trainer node -> policy node
-  std::map<policy::node_id, std::string> node_names_;
-  std::map<std::string, bool> in_policy_;                  // node -> added (and alive) in the policy
-  std::map<std::string, bool> cordoned_;                   // node -> draining in the policy
-  std::map<std::string, slot> slots_;                      // node -> its assignment
-  std::map<std::string, peer_info> peers_;                 // node -> its collective inbox (from polls)
-  std::map<std::string, search_state> searches_;           // search_key -> a running hpo stage's search
-  std::map<policy::job_id, trial_run> trials_;             // trial segments in the policy
-  // Trial segments' policy ids, above every stage's (seq * 64 + stage).
-  policy::job_id next_trial_pid_ = policy::job_id(1) << 52;
   std::uint64_t next_seq_ = 1;
-  event_sink sink_;
   stage_hook on_succeeded_;
-  async_writer writer_;
   dataset_probe probe_;
   files::root_set read_roots_;
-  std::string home_zone_ = "local";
   checkpoint_check check_;
-  site_states site_states_;
-  std::map<std::string, std::string> revoked_sites_;  // site -> the revocation's reason
-  std::string grant_key_;
   runspec::template_cache templates_;  // parsed template texts, reused across submits
-  mutable std::map<std::string, std::vector<std::string>> site_zones_;  // "<job>/<stage>" -> diloco.sites names
 };
 
 }  // namespace loom::scheduler

@@ -85,7 +85,7 @@ result<std::pair<const job_rec*, bool>> job_manager::submit(const submit_args& a
   std::set<std::string> zones{home};
   for (const auto& [id, n] : nodes.all()) zones.insert(n.zone);
   if (auto st = admit(*plan, zone, zones, trainers(nodes, now)); !st) return st.err();
-  if (auto st = check_sites(*plan); !st) return st.err();
+  if (auto st = sites_.check(*plan); !st) return st.err();
   if (!read_roots_.empty())  // every path value of every stage, found by its type (runspec/input_files.hpp)
     for (const auto& sp : plan->stages)
       if (auto st = runspec::check_inputs(read_roots_, sp.spec.input_paths(), "stage " + sp.name + ": "); !st)
@@ -159,7 +159,7 @@ result<std::pair<const job_rec*, bool>> job_manager::submit(const submit_args& a
   job_rec& stored = jobs_[id] = std::move(j);
   for (std::size_t i = 0; i < stored.stages.size(); ++i) by_pid_[pid_of(stored, i)] = {id, i};
   queue_stage(stored, 0, std::nullopt, now);
-  place_site_stages(nodes, now);
+  sites_.place(*this, nodes, now);
   return std::pair<const job_rec*, bool>{&stored, false};
 }
 
@@ -183,7 +183,7 @@ result<const job_rec*> job_manager::cancel(const std::string& id, const std::str
     if (s.state == "running" || s.state == "queued") {
       clear_members(j, i);  // the trainers' next polls are told to stop
       (void)policy_.cancel(pid_of(j, i), ms(now));
-      if (searches_.erase(search_key(j.id, i))) cancel_trials(j.id, now);  // an hpo stage's trials, likewise
+      (void)hpo_.stop(*this, j.id, i, now);  // an hpo stage's trials, likewise
     }
     if (s.state != "succeeded" && s.state != "failed") s.state = "cancelled";
   }
@@ -233,13 +233,12 @@ std::vector<trainer_view> job_manager::trainers(const roster& nodes, time_point 
 std::string job_manager::waiting(const job_rec& j, std::size_t i, const roster& nodes, time_point now) const {
   const stage_rec& s = j.stages[i];
   if (s.state != "queued") return "";
-  if (is_site_stage(j, i)) {
-    std::string none;
-    for (const auto& zone : site_zones(j, i))
-      if (free_trainer(nodes, zone, "", now).empty()) none += (none.empty() ? "" : ", ") + zone;
-    return none.empty() ? "placing it on a trainer of each site" : "no free live trainer at site(s) " + none;
-  }
+  if (sites_.is_site_stage(j, i)) return sites_.waiting(*this, j, i, nodes, now);
   return waiting_reason(zone_of(j), s.min_trainers, s.memory_bytes, trainers(nodes, now));
+}
+
+void job_manager::site_revoked(const std::string& site, const std::string& reason, time_point now) {
+  sites_.revoked(*this, site, reason, now);
 }
 
 }  // namespace loom::scheduler

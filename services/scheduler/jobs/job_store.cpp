@@ -118,8 +118,52 @@ const store::migration& submit_request_migration() {
   return m;
 }
 
+const store::migration& hpo_best_migration() {
+  // '' for every stage without one (and every row from before v12).
+  static const store::migration m{
+      .owner = "scheduler",
+      .version = 12,
+      .description = "job_stages.hpo_best: an hpo stage's best trial, typed for `loom job show`",
+      .sql = "ALTER TABLE job_stages ADD COLUMN hpo_best TEXT NOT NULL DEFAULT '';\n"};
+  return m;
+}
+
 namespace {
 std::string members_json(const stage_rec& s) { return nlohmann::json(s.members).dump(); }
+
+// {"trial":3,"values":[["optim.lr","0.00233"]],...}; "" for none.
+std::string hpo_best_json(const hpo_best_rec& b) {
+  if (b.trial < 0) return "";
+  return nlohmann::json{{"trial", b.trial},
+                        {"values", b.values},
+                        {"validation_loss", b.validation_loss},
+                        {"step", b.step},
+                        {"checkpoint", b.checkpoint},
+                        {"steps_granted", b.steps_granted},
+                        {"sweep_steps", b.sweep_steps}}
+      .dump();
+}
+
+// A column that does not parse as written above reads as none: the figures
+// are to show, and the stage's hpo_best event still says them in words.
+hpo_best_rec hpo_best_of(const std::string& text) {
+  hpo_best_rec b;
+  if (text.empty()) return b;
+  auto j = nlohmann::json::parse(text, nullptr, false);
+  if (!j.is_object()) return b;
+  try {
+    b.trial = j.at("trial").get<std::int64_t>();
+    b.values = j.at("values").get<std::vector<std::pair<std::string, std::string>>>();
+    b.validation_loss = j.at("validation_loss").get<double>();
+    b.step = j.at("step").get<std::uint64_t>();
+    b.checkpoint = j.at("checkpoint").get<std::string>();
+    b.steps_granted = j.at("steps_granted").get<std::uint64_t>();
+    b.sweep_steps = j.at("sweep_steps").get<std::uint64_t>();
+  } catch (const nlohmann::json::exception&) {
+    return hpo_best_rec{};
+  }
+  return b;
+}
 }  // namespace
 
 result<std::vector<job_rec>> load_jobs(store::transaction& tx) {
@@ -164,7 +208,7 @@ result<std::vector<job_rec>> load_jobs(store::transaction& tx) {
     auto st = tx.query(
         "SELECT name, config_toml, state, step, total_steps, loss, first_loss, tokens_per_s, node, checkpoint, "
         "attempts, started_unix_ns, finished_unix_ns, members, generation, min_trainers, max_trainers, memory_bytes, "
-        "node_losses FROM job_stages WHERE job_id = $1 ORDER BY idx",
+        "node_losses, hpo_best FROM job_stages WHERE job_id = $1 ORDER BY idx",
         {j.id});
     if (!st) return st.err();
     for (const auto& r : *st) {
@@ -194,6 +238,7 @@ result<std::vector<job_rec>> load_jobs(store::transaction& tx) {
       s.max_trainers = static_cast<std::uint32_t>(i(16));
       s.memory_bytes = static_cast<std::uint64_t>(i(17));
       s.node_losses = static_cast<std::uint32_t>(i(18));
+      s.hpo_best = hpo_best_of(t(19));
       j.stages.push_back(std::move(s));
     }
   }
@@ -217,21 +262,22 @@ status save_job(store::transaction& tx, const job_rec& j) {
     auto w = tx.exec(
         "INSERT INTO job_stages (job_id, idx, name, config_toml, state, step, total_steps, loss, first_loss, "
         "tokens_per_s, node, checkpoint, attempts, started_unix_ns, finished_unix_ns, members, generation, "
-        "min_trainers, max_trainers, memory_bytes, node_losses) "
-        "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21) "
+        "min_trainers, max_trainers, memory_bytes, node_losses, hpo_best) "
+        "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22) "
         "ON CONFLICT (job_id, idx) DO UPDATE SET state = excluded.state, step = excluded.step, "
         "total_steps = excluded.total_steps, config_toml = excluded.config_toml, "
         "memory_bytes = excluded.memory_bytes, "
         "loss = excluded.loss, first_loss = excluded.first_loss, tokens_per_s = excluded.tokens_per_s, "
         "node = excluded.node, checkpoint = excluded.checkpoint, attempts = excluded.attempts, "
         "started_unix_ns = excluded.started_unix_ns, finished_unix_ns = excluded.finished_unix_ns, "
-        "members = excluded.members, generation = excluded.generation, node_losses = excluded.node_losses",
+        "members = excluded.members, generation = excluded.generation, node_losses = excluded.node_losses, "
+        "hpo_best = excluded.hpo_best",
         {j.id, static_cast<std::int64_t>(i), s.name, s.config_toml, s.state, static_cast<std::int64_t>(s.step),
          static_cast<std::int64_t>(s.total_steps), s.loss, s.first_loss, s.tokens_per_s, s.node, s.checkpoint,
          static_cast<std::int64_t>(s.attempts), s.started_ns, s.finished_ns, members_json(s),
          static_cast<std::int64_t>(s.generation), static_cast<std::int64_t>(s.min_trainers),
          static_cast<std::int64_t>(s.max_trainers), static_cast<std::int64_t>(s.memory_bytes),
-         static_cast<std::int64_t>(s.node_losses)});
+         static_cast<std::int64_t>(s.node_losses), hpo_best_json(s.hpo_best)});
     if (!w) return w.err();
   }
   return ok_status();

@@ -1,5 +1,5 @@
 // job_store: the jobs, job_stages, job_events and job_requests tables
-// (scheduler migrations v2-v4) and the records the job manager keeps in memory. Functions run inside
+// (scheduler migrations v2-v4, v7, v12) and the records the job manager keeps in memory. Functions run inside
 // the caller's transaction; no state of their own.
 #pragma once
 
@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace loom::store {
@@ -25,6 +26,19 @@ struct site_line {
   std::uint64_t bytes_sent = 0, bytes_received = 0;
   double stall_s = 0;
   std::uint64_t round = 0, deltas_sent = 0, deferred = 0, late = 0, dropped = 0;
+};
+
+// An hpo stage's result (hpo_stage.cpp, when its search ends): the best
+// trial, the values it ran with, the validation loss it was picked by and
+// what the search spent. Stored (migration v12, job_stages.hpo_best as JSON):
+// `loom job show` reads it after a restart too.
+struct hpo_best_rec {
+  std::int64_t trial = -1;  // -1: none (not an hpo stage, or its search is not done)
+  std::vector<std::pair<std::string, std::string>> values;  // key, value as the trial's override set it
+  double validation_loss = 0;
+  std::uint64_t step = 0;  // R: where it was trained to and scored
+  std::string checkpoint;
+  std::uint64_t steps_granted = 0, sweep_steps = 0;
 };
 
 struct stage_rec {
@@ -53,6 +67,7 @@ struct stage_rec {
   // those it never had one from (member 0's last report; not stored: the
   // stage's events say it too).
   std::vector<std::string> contributed, missing;
+  hpo_best_rec hpo_best;  // an hpo stage, once its search is done
 };
 
 struct job_rec {
@@ -91,6 +106,8 @@ const store::migration& jobs_migration();
 const store::migration& groups_migration();
 const store::migration& spec_migration();
 const store::migration& submit_request_migration();
+// v12: job_stages.hpo_best, an hpo stage's best trial (hpo_best_rec) as JSON.
+const store::migration& hpo_best_migration();
 
 result<std::vector<job_rec>> load_jobs(store::transaction& tx);
 // Inserts or updates the job row and all its stage rows.
