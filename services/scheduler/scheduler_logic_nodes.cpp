@@ -92,8 +92,8 @@ handled scheduler_logic::poll_work(const loom::v1::PollWorkRequest& req, const c
   // A diloco site's uplink, measured by its trainer: kept in that site's link
   // record. Only the site's own key speaks for its zone (speaks_for above),
   // so the site is the node's zone and no other.
-  if (sites_ && req.has_site() && req.site().up_bytes_per_s() > 0 && !r.caller_site.empty())
-    if (auto st = sites_->report_bandwidth(n->zone, req.site().up_bytes_per_s()); !st)
+  if (sites_ && r.site.up_bytes_per_s > 0 && !r.caller_site.empty())
+    if (auto st = sites_->report_bandwidth(n->zone, r.site.up_bytes_per_s); !st)
       std::fprintf(stderr, "loom-scheduler: site %s's bandwidth: %s\n", n->zone.c_str(), st.err().to_string().c_str());
   loom::v1::PollWorkReply rep;
   to_wire(jobs_.poll(r, now_()), &rep);

@@ -43,21 +43,7 @@ void to_wire(const job_rec& j, loom::v1::JobInfo* o) {
     p->set_max_trainers(s.max_trainers);
     p->set_generation(s.generation);
     p->set_memory_bytes(s.memory_bytes);
-    for (const auto& x : s.sites) {
-      auto* q = p->add_sites();
-      q->set_site(x.site);
-      q->set_node(x.node);
-      q->set_step(x.step);
-      q->set_loss(x.loss);
-      q->set_bytes_sent(x.bytes_sent);
-      q->set_bytes_received(x.bytes_received);
-      q->set_stall_s(x.stall_s);
-      q->set_round(x.round);
-      q->set_deltas_sent(x.deltas_sent);
-      q->set_deltas_deferred(x.deferred);
-      q->set_deltas_late(x.late);
-      q->set_deltas_dropped(x.dropped);
-    }
+    for (const auto& x : s.sites) diloco::to_proto(x, p->add_sites());
     for (const auto& c : s.contributed) p->add_contributed_sites(c);
     for (const auto& m : s.missing) p->add_missing_sites(m);
     if (s.hpo_best.trial >= 0) {
@@ -119,9 +105,8 @@ poll_report from_wire(const loom::v1::PollWorkRequest& q) {
   r.contributed.assign(q.contributed_sites().begin(), q.contributed_sites().end());
   r.missing.assign(q.missing_sites().begin(), q.missing_sites().end());
   if (q.has_site()) {
-    const auto& x = q.site();
-    r.site = {x.site(), q.node().value(), x.step(), x.loss(), x.bytes_sent(), x.bytes_received(), x.stall_s(),
-              x.round(), x.deltas_sent(), x.deltas_deferred(), x.deltas_late(), x.deltas_dropped()};
+    r.site = diloco::from_proto(q.site());
+    r.site.node = q.node().value();
   }
   return r;
 }

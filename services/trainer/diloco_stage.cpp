@@ -185,22 +185,6 @@ void publish(metrics::service_metrics* m, const site_sync& site) {
   m->set("diloco_round", l, double(site.version(0)));
 }
 
-site_report report_of(const site_sync& site) {
-  const auto s = site.stats();
-  site_report r;
-  r.site = site.site();
-  r.bytes_sent = s.wire.payload_bytes_sent;
-  r.bytes_received = s.wire.payload_bytes_received;
-  r.stall_s = s.stall_s;
-  r.round = site.version(0);
-  r.deltas_sent = s.syncs;
-  r.deferred = s.deferred;
-  r.late = s.late;
-  r.dropped = s.dropped;
-  r.up_bytes_per_s = s.up_bytes_per_s;
-  return r;
-}
-
 std::string describe(const site_sync_stats& s) {
   std::vector<double> ms = s.sync_ms;
   std::sort(ms.begin(), ms.end());

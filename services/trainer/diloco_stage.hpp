@@ -90,8 +90,6 @@ result<stage_end> end_aggregation(runtime::service_env& env, const assigned_stag
 // the aggregator unreachable, stall seconds, the uplink codec's relative
 // error on the last delta, fragment 0's merged version (the outer round).
 void publish(metrics::service_metrics* m, const site_sync& s);
-// What the site's trainer reports with each poll (`loom job watch`).
-site_report report_of(const site_sync& s);
 // One line for the log: syncs, bytes, sync latency p50/p99, stalls.
 std::string describe(const site_sync_stats& s);
 

@@ -49,19 +49,10 @@ void to_wire(const poll_facts& f, loom::v1::PollWorkRequest* out) {
   out->set_val_loss(v.val_loss);
   out->set_val_step(v.val_step);
   if (!v.site.site.empty()) {
-    auto* s = out->mutable_site();
-    s->set_site(v.site.site);
-    s->set_step(v.step);
-    s->set_loss(v.loss);
-    s->set_bytes_sent(v.site.bytes_sent);
-    s->set_bytes_received(v.site.bytes_received);
-    s->set_stall_s(v.site.stall_s);
-    s->set_round(v.site.round);
-    s->set_deltas_sent(v.site.deltas_sent);
-    s->set_deltas_deferred(v.site.deferred);
-    s->set_deltas_late(v.site.late);
-    s->set_deltas_dropped(v.site.dropped);
-    s->set_up_bytes_per_s(v.site.up_bytes_per_s);
+    auto p = v.site;
+    p.step = v.step;
+    p.loss = v.loss;
+    diloco::to_proto(p, out->mutable_site());
   }
   for (const auto& c : v.contributed) out->add_contributed_sites(c);
   for (const auto& m : v.missing) out->add_missing_sites(m);

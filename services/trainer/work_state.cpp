@@ -92,7 +92,7 @@ void work_state::progress(std::uint64_t step, double loss, double tokens_per_s) 
   v_.tokens_per_s = tokens_per_s;
 }
 
-void work_state::site(const site_report& r) {
+void work_state::site(const diloco::site_progress& r) {
   if (v_.phase != work_phase::idle) v_.site = r;
 }
 

@@ -15,6 +15,8 @@
 // done: the outcome waits for the scheduler to hear it (the next poll).
 #pragma once
 
+#include "libs/diloco/progress/site_progress.hpp"
+
 #include "libs/status/status.hpp"
 
 #include <cstdint>
@@ -27,17 +29,6 @@ namespace loom::trainer {
 
 enum class work_phase { idle, preparing, running, stopping, regrouping, done };
 std::string_view to_string(work_phase p);
-
-// A diloco stage's site: what its sync sent and waited (site_sync's stats),
-// reported with each poll so that `loom job watch` shows every site.
-struct site_report {
-  std::string site;  // "" = not a diloco stage
-  std::uint64_t bytes_sent = 0, bytes_received = 0;
-  double stall_s = 0;
-  std::uint64_t round = 0;  // fragment 0's merged version
-  std::uint64_t deltas_sent = 0, deferred = 0, late = 0, dropped = 0;
-  double up_bytes_per_s = 0;  // the site's measured uplink (site_sync_stats); the scheduler keeps it in the site's link
-};
 
 // The stage a trainer holds and where it is in it.
 struct work_view {
@@ -53,7 +44,7 @@ struct work_view {
   std::string checkpoint, message;
   double val_loss = 0;          // an hpo trial's held-out loss at val_step (0: not scored)
   std::uint64_t val_step = 0;
-  site_report site;
+  diloco::site_progress site;  // a diloco stage's site (site_sync::progress), reported with each poll
   // A diloco stage's member 0, at its end: the sites the aggregator accepted
   // a delta from, and those it never had one from (diloco.min_sites).
   std::vector<std::string> contributed, missing;
@@ -87,7 +78,7 @@ class work_state {
   void snapshot(const std::string& dir);
   void scored(std::uint64_t step, double val_loss);  // an hpo trial's held-out loss (any state but idle)
   // A diloco site's sync figures (any state but idle; the last stay with the outcome).
-  void site(const site_report& r);
+  void site(const diloco::site_progress& r);
   // A diloco stage's end (member 0): who contributed (any state but idle).
   void contributions(std::vector<std::string> contributed, std::vector<std::string> missing);
 

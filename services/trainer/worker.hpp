@@ -23,7 +23,9 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <utility>
 #include <thread>
 #include <vector>
 
@@ -32,6 +34,9 @@ struct service_env;
 }
 
 namespace loom::trainer {
+
+struct run_options;   // run/training_run.hpp
+struct stage_extras;  // stage_kinds.hpp
 
 class worker {
  public:
@@ -48,11 +53,21 @@ class worker {
     std::vector<stage_notice> notices;  // guarded by mu_
   };
 
+  using outcome = std::pair<std::string, std::string>;  // succeeded|failed|stopped|regroup, and the message
+
   void poll_loop();
   void start(assigned_stage a);
   void train(std::shared_ptr<stage_run> run);
-  // The stage's run with its crash restarts; returns the outcome and message.
-  std::pair<std::string, std::string> run_stage(stage_run& run);
+  // The stage's run: its config, the options every run shares, one setup
+  // for its kind, then the run with its crash restarts (stage_kinds.cpp).
+  outcome run_stage(stage_run& run);
+  result<runspec::run_config> stage_config(stage_run& run);
+  result<run_options> common_options(stage_run& run, const runspec::run_config& cfg);
+  // Each kind's hooks on the run; an outcome when the stage ends before it runs.
+  std::optional<outcome> setup_trial(stage_run& run, const runspec::run_config& cfg, run_options& o, stage_extras& x);
+  std::optional<outcome> setup_site(stage_run& run, const runspec::run_config& cfg, run_options& o, stage_extras& x);
+  std::optional<outcome> setup_group(stage_run& run, const runspec::run_config& cfg, run_options& o, stage_extras& x);
+  outcome run_with_restarts(stage_run& run, const runspec::run_config& cfg, const run_options& o, stage_extras& x);
   void join_training();
   void request_stop();  // the flag the run checks, and the board's stopping
   // The rule on every file the stage reads (runspec/input_files.hpp: inside

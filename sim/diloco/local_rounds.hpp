@@ -1,19 +1,23 @@
-// local_rounds: DiLoCo with M sites and the outer optimizer in one process,
-// over the real engine (gpt2, adamw, train_step), libs/diloco (fragments,
-// outer Nesterov step, site anchors) and libs/codec (both directions, with
-// error feedback) — and, beside it, synchronous data parallelism on the same
-// data for comparison. What the aggregator service and the trainers do over
-// the wire, without the wire: the loss-parity test and diloco_bench use it to
-// measure the algorithm alone (loss, bytes), reproducibly.
+// local_rounds: DiLoCo with M sites in one process, over the real engine
+// (gpt2, adamw, train_step) and the shipping DiLoCo code — the aggregator's
+// round logic and each site's diloco::site_rounds (cloud.hpp: fragments,
+// outer Nesterov step, codecs both ways with error feedback, the server
+// applying what it sends) — and, beside it, synchronous data parallelism on
+// the same data for comparison. What the aggregator service and the trainers
+// do over the wire, without the wire: the loss-parity test and diloco_bench
+// use it to measure (loss, bytes), reproducibly.
 //
 //   sync DP:  every step, one model takes M micro-batches (site s's is
 //             micro-batch s): the all-reduced gradient of M data-parallel sites.
 //   DiLoCo:   site s takes one micro-batch of its own shard per inner step;
 //             after step t the fragment due (fragment_plan::due_after) syncs:
 //             each site's Δ = θ_anchor − θ_local is encoded (uplink codec, EF
-//             per site), the aggregator decodes and averages what arrived,
-//             takes the outer step, encodes U (downlink codec, EF on the cloud),
-//             and the sites apply it `overlap` inner steps later.
+//             per site) and submitted; the round closes by quorum (every
+//             site), or by its deadline when a site is offline; the outer
+//             step's U goes down through the downlink's error feedback, and
+//             the sites pull it `overlap` inner steps later (an offline site,
+//             back, pulls the fragment as a GlobalPull answers).
+//             Each delta weighs its tokens, as in the service.
 // Equal tokens: both arms see M × batch × seq_len tokens per step.
 // Warm start (as DiLoCo, which starts from a pretrained model): run_warm_up
 // trains one model by sync DP for W steps; both arms then continue from that

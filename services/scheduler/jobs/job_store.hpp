@@ -3,6 +3,8 @@
 // the caller's transaction; no state of their own.
 #pragma once
 
+#include "libs/diloco/progress/site_progress.hpp"
+
 #include "libs/status/status.hpp"
 
 #include <cstdint>
@@ -19,14 +21,7 @@ namespace loom::scheduler {
 
 // A diloco stage's site as its trainer last reported it (PollWork): live
 // progress for `loom job watch`, kept in memory only.
-struct site_line {
-  std::string site, node;
-  std::uint64_t step = 0;
-  double loss = 0;
-  std::uint64_t bytes_sent = 0, bytes_received = 0;
-  double stall_s = 0;
-  std::uint64_t round = 0, deltas_sent = 0, deferred = 0, late = 0, dropped = 0;
-};
+using site_line = diloco::site_progress;
 
 // An hpo stage's result (hpo_stage.cpp, when its search ends): the best
 // trial, the values it ran with, the validation loss it was picked by and

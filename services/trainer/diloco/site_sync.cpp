@@ -56,6 +56,22 @@ site_sync_stats site_sync::stats() const {
   return stats_;
 }
 
+diloco::site_progress site_sync::progress() const {
+  std::lock_guard lock(mu_);
+  diloco::site_progress r;
+  r.site = o_.site;
+  r.bytes_sent = stats_.wire.payload_bytes_sent;
+  r.bytes_received = stats_.wire.payload_bytes_received;
+  r.stall_s = stats_.stall_s;
+  r.round = slots_.empty() ? 0 : slots_[0].merged;
+  r.deltas_sent = stats_.syncs;
+  r.deltas_deferred = stats_.deferred;
+  r.deltas_late = stats_.late;
+  r.deltas_dropped = stats_.dropped;
+  r.up_bytes_per_s = stats_.up_bytes_per_s;
+  return r;
+}
+
 std::uint64_t site_sync::version(int p) const {
   std::lock_guard lock(mu_);
   return p >= 0 && p < static_cast<int>(slots_.size()) ? slots_[p].merged : 0;

@@ -41,6 +41,7 @@
 
 #include "libs/codec/codec.hpp"
 #include "libs/diloco/client/site_client.hpp"
+#include "libs/diloco/progress/site_progress.hpp"
 #include "libs/status/status.hpp"
 #include "libs/wire/curve.hpp"
 #include "services/trainer/diloco/transfer_rate.hpp"
@@ -133,6 +134,9 @@ class site_sync {
   status finish(std::uint64_t step, std::span<float> params, bool take_global);
 
   site_sync_stats stats() const;
+  // What the site's trainer reports with each poll (`loom job watch`): its
+  // sync's figures (the caller adds its step and loss).
+  diloco::site_progress progress() const;
   std::uint64_t version(int p) const;  // fragment p's version merged into the parameters
   int fragments() const { return frags_; }
   const std::string& job() const { return o_.job; }

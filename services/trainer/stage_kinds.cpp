@@ -1,0 +1,253 @@
+// The worker's stage setup, one piece per concern: the stage's config (its
+// directory, the scheduler's init_from, a diloco site's localisation, the
+// input rule), the options every run shares (the fetched dataset, progress,
+// audit and notices), one setup per kind of stage, and the crash loop.
+#include "services/trainer/stage_kinds.hpp"
+
+#include "libs/audit/emitter.hpp"
+#include "libs/files/files.hpp"
+#include "libs/layout/dataset_dirs.hpp"
+#include "libs/layout/layout.hpp"
+#include "libs/metrics/metrics.hpp"
+#include "libs/retry/backoff.hpp"
+#include "libs/runspec/input_files.hpp"
+#include "libs/runtime/restart_policy.hpp"
+#include "libs/runtime/service.hpp"
+#include "services/trainer/dataset_fetch.hpp"
+#include "services/trainer/diloco_stage.hpp"
+#include "services/trainer/run/training_run.hpp"
+#include "services/trainer/trainer_log.hpp"
+#include "services/trainer/worker.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <iostream>
+#include <thread>
+
+namespace loom::trainer {
+namespace {
+// A stage whose thread throws (e.g. bad_alloc) restarts from its latest
+// snapshot at most this often in the window, then it is reported failed.
+constexpr int max_restarts = 2;
+constexpr std::chrono::minutes restart_window{10};
+}  // namespace
+
+result<runspec::run_config> worker::stage_config(stage_run& run) {
+  if (env_.eps.is_site()) {
+    // An edge site's trainer: the cloud names its own jobs/ dir; the stage's
+    // files stay in this site's (and a diloco stage starts from the
+    // aggregator's global parameters, not a cloud checkpoint path).
+    run.out_dir = env_.paths.jobs() + "/" + run.job + "/" + run.stage;
+    run.init_from.clear();
+  }
+  if (auto st = files::make_dirs(run.out_dir); !st) return st.err();
+  const std::string origin = run.out_dir + "/config.toml";
+  (void)files::write_atomic(origin, run.config_toml);
+  // The scheduler's init_from (the previous stage's checkpoint) is part of the
+  // config as parsed: a dpo or rl stage is refused without one.
+  std::vector<std::string> placed;
+  if (!run.init_from.empty()) placed.push_back("model.init_from=\"" + run.init_from + "\"");
+  auto cfg = runspec::parse_run_config(run.config_toml, origin, placed);
+  if (!cfg) return cfg.err();
+  cfg->out_dir = run.out_dir;
+  if (!run.init_from.empty()) cfg->init_from = run.init_from;
+  if (cfg->is_diloco()) localize(*cfg, run);  // this site's directory, data and data order
+  if (auto st = confine_inputs(*cfg, run); !st) return st.err();
+  if (auto st = runspec::check_run_files(*cfg, origin); !st) return st.err();
+  (void)board_->with([&](work_state& w) {
+    w.set_total_steps(static_cast<std::uint64_t>(cfg->steps));
+    return ok_status();
+  });
+  return cfg;
+}
+
+result<run_options> worker::common_options(stage_run& run, const runspec::run_config& cfg) {
+  run_options o;
+  o.resume = true;  // a re-placed or restarted stage continues from its snapshots
+  o.data_dir = env_.paths.root;
+  o.dataset_root = env_.paths.root + "/datasets";
+  if (!cfg.dataset.empty()) {  // train from this node's copy, fetched from ingest
+    const std::string tenant = run.tenant.empty() ? std::string(layout::default_tenant) : run.tenant;
+    if (auto st = fetch_dataset(env_, tenant, cfg.dataset, stop_training_); !st) return st.err();
+    o.dataset_root = fetched_datasets(env_, tenant);
+  }
+  o.stop = &stop_training_;
+  o.log = &std::cerr;  // <data>/logs/trainer.log under `loom up`
+  o.on_started = [this] { (void)board_->with([](work_state& w) { return w.started(); }); };
+  o.on_step = [this](const step_record& rec) {
+    if (env_.metrics) {  // loom_trainer_*: the stage in progress on this trainer
+      env_.metrics->add("training_steps_total", {}, 1);
+      env_.metrics->set("training_step", {}, double(rec.step));
+      env_.metrics->set("training_loss", {}, double(rec.loss));
+      env_.metrics->set("training_tokens_per_second", {}, rec.tokens_per_s);
+    }
+    (void)board_->with([&](work_state& w) {
+      w.progress(rec.step, rec.loss, rec.tokens_per_s);
+      return ok_status();
+    });
+  };
+  stage_run* r = &run;
+  o.on_rollback = [this, r](std::uint64_t bad_step, std::uint64_t back_to, const std::string& why) {
+    if (!env_.audit) return;
+    auto rec = audit::service_record(
+        env_.node_id, env_.zone, "trainer", "checkpoint.rollback", r->job, why,
+        nlohmann::json{{"stage", r->stage}, {"bad_step", bad_step}, {"back_to_step", back_to}}.dump());
+    rec.tenant = r->tenant;
+    env_.audit->emit(std::move(rec));
+  };
+  o.on_notice = [this, r](const std::string& kind, const std::string& text) {
+    log("trainer: %s\n", r->job + "/" + r->stage + ": " + kind + ": " + text);
+    if (kind == "snapshot_fallback" && env_.audit) {  // rollbacks are audited by on_rollback
+      auto rec = audit::service_record(env_.node_id, env_.zone, "trainer", "checkpoint.fallback", r->job, text,
+                                       nlohmann::json{{"stage", r->stage}}.dump());
+      rec.tenant = r->tenant;
+      env_.audit->emit(std::move(rec));
+    }
+    const auto now = static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
+    std::lock_guard lock(mu_);
+    const std::uint64_t seq = r->notices.empty() ? now : std::max(now, r->notices.back().seq + 1);
+    r->notices.push_back({seq, kind, text});
+  };
+  o.on_snapshot = [this](const std::string& dir) {
+    (void)board_->with([&](work_state& w) {
+      w.snapshot(dir);
+      return ok_status();
+    });
+  };
+  return o;
+}
+
+// An hpo trial (the scheduler's search): at its rung the training thread
+// scores the held-out text, and the run ends there with a snapshot (the
+// schedule runs over train.steps: a promoted trial resumes from it).
+std::optional<worker::outcome> worker::setup_trial(stage_run& run, const runspec::run_config& cfg, run_options& o,
+                                                   stage_extras& x) {
+  if (cfg.is_diloco() || run.world > 1) return outcome{"failed", "an hpo trial runs on one trainer, not a group"};
+  auto made = trial_scorer::make(cfg, run.eval_text);
+  if (!made) return outcome{"failed", made.err().message};
+  x.scorer = std::move(*made);
+  const auto last = static_cast<std::uint64_t>(cfg.steps);
+  o.outer.after_step = [this, &run, &x, last](std::uint64_t step, std::span<float> p, std::uint64_t) -> status {
+    if (step != run.stop_at) return ok_status();
+    auto loss = x.scorer->score(p);
+    if (!loss) return loss.err();
+    log("trainer: %s\n", run.job + "/" + run.stage + ": validation loss " + std::to_string(*loss) + " at step " +
+                             std::to_string(step));
+    (void)board_->with([&](work_state& w) {
+      w.scored(step, *loss);
+      return ok_status();
+    });
+    x.rung_reached = true;
+    if (step < last) stop_training_ = true;  // ends after this step's snapshot
+    return ok_status();
+  };
+  return std::nullopt;
+}
+
+// A diloco stage: this trainer is one site of the stage's aggregation; its
+// sync runs on a thread of its own, the training thread only hands over and merges.
+std::optional<worker::outcome> worker::setup_site(stage_run& run, const runspec::run_config& cfg, run_options& o,
+                                                  stage_extras& x) {
+  auto made = make_site_sync(env_, cfg, run, &stop_training_);
+  if (!made) return outcome{"failed", made.err().message};
+  x.site = std::move(*made);
+  auto report = [this, &x] {
+    publish(env_.metrics, *x.site);
+    (void)board_->with([&](work_state& w) {
+      w.site(x.site->progress());
+      return ok_status();
+    });
+  };
+  o.outer.start = [&x](std::span<float> p) { return x.site->start(p); };
+  o.outer.after_step = [&x, report](std::uint64_t step, std::span<float> p, std::uint64_t tokens) {
+    auto st = x.site->after_step(step, p, tokens);  // a copy and a lock: the network is the sync thread's
+    report();
+    return st;
+  };
+  o.outer.finish = [&x, report, take_global = run.rank == 0](std::uint64_t step, std::span<float> p) {
+    auto st = x.site->finish(step, p, take_global);
+    report();
+    return st;
+  };
+  return std::nullopt;
+}
+
+// A data-parallel group: this trainer is member `rank`; the ring sums each
+// step's gradients. An exchange that fails (a peer died, hung or moved on to
+// a newer formation) ends the run with `regroup`, not `failed`.
+std::optional<worker::outcome> worker::setup_group(stage_run& run, const runspec::run_config& cfg, run_options& o,
+                                                   stage_extras& x) {
+  if (!inbox_) return outcome{"failed", "this trainer has no collective inbox (see its log): it cannot join a group"};
+  collective::group_options go;
+  go.rank = run.rank;
+  go.world = run.world;
+  go.generation = run.generation;
+  go.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(cfg.parallel_timeout_s * 1000));
+  go.stop = &stop_training_;
+  go.members = run.peers;
+  auto joined = collective::group::join(*env_.ctx, env_.keys, *inbox_, std::move(go));
+  if (!joined) return outcome{"regroup", "cannot join the group: " + joined.err().to_string()};
+  x.group = std::move(*joined);
+  o.group = {run.rank, run.world, [&x](std::span<float> d) {
+               auto st = x.group->all_reduce_sum(d);
+               if (!st) x.exchange_failed = true;
+               return st;
+             }};
+  log("trainer: %s joined its group%s\n", run.job + "/" + run.stage,
+      " as rank " + std::to_string(run.rank) + " of " + std::to_string(run.world) + ", generation " +
+          std::to_string(run.generation));
+  return std::nullopt;
+}
+
+// A crash restarts the run from its latest snapshot, as the runtime's
+// supervisor restarts an actor: a few times, with backoff, then it escalates.
+worker::outcome worker::run_with_restarts(stage_run& run, const runspec::run_config& cfg, const run_options& o,
+                                          stage_extras& x) {
+  const std::string name = run.job + "/" + run.stage;
+  runtime::restart_policy restarts(max_restarts, restart_window);
+  retry::backoff delay(std::chrono::milliseconds(500), std::chrono::milliseconds(5000));
+  for (;;) {
+    try {
+      auto sum = run_training(cfg, o);
+      if (x.site) log("trainer: %s\n", name + ": " + describe(x.site->stats()));  // however the run ended
+      if (!sum && x.exchange_failed && !stop_training_)
+        return outcome{"regroup", "the group's exchange failed: " + sum.err().to_string()};
+      if (!sum) return outcome{"failed", sum.err().message};
+      if (x.site && run.rank == 0 && !sum->stopped && !sum->snapshot.empty()) {
+        // The stage's end at the aggregator: at an edge site the global model
+        // into the cloud's stage dir; here the checkpoint is already the stage's.
+        auto end = end_aggregation(env_, run, sum->snapshot, !env_.eps.is_site());
+        if (!end) return outcome{"failed", "ending the aggregation: " + end.err().message};
+        if (env_.eps.is_site()) log("trainer: %s\n", name + ": the global model is the cloud's " + end->snapshot);
+        sum->snapshot = end->snapshot;
+        (void)board_->with([&](work_state& w) {
+          w.contributions(end->contributed, end->missing);
+          return ok_status();
+        });
+      }
+      (void)board_->with([&](work_state& w) {
+        w.progress(sum->steps, sum->last_loss, w.view().tokens_per_s);  // the last step's rate stays
+        if (!sum->snapshot.empty()) w.snapshot(sum->snapshot);
+        return ok_status();
+      });
+      if (x.rung_reached && sum->steps == run.stop_at) return outcome{"succeeded", ""};  // an hpo trial's rung
+      return outcome{sum->stopped ? "stopped" : "succeeded", ""};
+    } catch (const std::exception& e) {
+      // A member cannot restart alone: the others are inside the same step.
+      if (x.group) return outcome{"regroup", std::string("training crashed: ") + e.what()};
+      if (restarts.on_crash(runtime::restart_policy::clock::now()) == runtime::restart_policy::verdict::escalate)
+        return outcome{"failed", std::string("training crashed ") + std::to_string(max_restarts + 1) + " times: " + e.what()};
+      const auto wait = delay.next();
+      log("trainer: %s crashed (%s); restarting from its latest snapshot\n", name,
+          std::string(e.what()) + " in " + std::to_string(wait.count()) + " ms");
+      for (auto until = std::chrono::steady_clock::now() + wait;
+           std::chrono::steady_clock::now() < until && !stop_training_;)
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      if (stop_training_) return outcome{"stopped", "stopped while restarting after a crash"};
+    }
+  }
+}
+
+}  // namespace loom::trainer
