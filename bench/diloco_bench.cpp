@@ -1,6 +1,7 @@
 // diloco_bench: the DiLoCo algorithm against synchronous data parallelism on
-// the same data and tokens, in one process (services/trainer/diloco/
-// local_rounds): final validation loss and bytes per site for each codec,
+// the same data and tokens, in one process (sim/diloco/local_rounds, through
+// the aggregator's own round logic and each site's diloco::site_rounds):
+// final validation loss and bytes per site for each codec,
 // streaming fragments with overlap, a site offline a fifth of the time, and
 // plain averaging (the outer-Nesterov ablation).
 //

@@ -51,7 +51,7 @@ TEST_CASE("a lossy uplink carries what it dropped into the next delta") {
   CHECK(local == before);
 }
 
-TEST_CASE("parameters one version on keep the residual; past a missed version they drop it") {
+TEST_CASE("parameters one version on keep the residual, and past a missed version they drop it") {
   auto s = site_rounds::make(plan(), std::vector<float>{0, 0, 0, 0}, {0, 0}, codec::codec_id::int8).value();
   std::vector<float> local{-1.0f, -0.0005f, 0, 0};
   std::vector<std::byte> q;

@@ -1,38 +1,23 @@
 #include "services/trainer/worker.hpp"
 
 #include "libs/audit/emitter.hpp"
-#include "libs/cdc/received_shards.hpp"
-#include "libs/cdc/sync_client.hpp"
 #include "libs/collective/ring.hpp"
 #include "libs/files/confine.hpp"
 #include "libs/files/files.hpp"
-#include "libs/layout/dataset_dirs.hpp"
 #include "libs/layout/layout.hpp"
-#include "libs/metrics/metrics.hpp"
-#include "libs/retry/backoff.hpp"
-#include "libs/runtime/restart_policy.hpp"
 #include "libs/runtime/service.hpp"
 #include "libs/wire/client.hpp"
 #include "libs/wire/envelope_pb.hpp"
-#include "loom/v1/ingest.pb.h"
 #include "loom/v1/jobs.pb.h"
 #include "libs/runspec/input_files.hpp"
 #include "libs/runspec/run_config.hpp"
-#include "services/trainer/diloco_stage.hpp"
-#include "services/trainer/hpo/trial_score.hpp"
 #include "services/trainer/run/training_run.hpp"
 #include "services/trainer/stage_kinds.hpp"
 #include "services/trainer/trainer_log.hpp"
 
 #include <nlohmann/json.hpp>
-#include <zmq.hpp>
-
-#include <fcntl.h>
-#include <sys/file.h>
-#include <unistd.h>
 
 #include <cstdio>
-#include <filesystem>
 #include <iostream>
 
 namespace loom::trainer {
