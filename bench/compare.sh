@@ -38,9 +38,10 @@ for line in open(sys.argv[1]):
         if k in ("bench", "side", "case"):
             continue
         try:
-            runs.setdefault((kv["bench"], kv["case"], k), {}).setdefault(kv["side"], []).append(float(v))
-        except ValueError:
-            pass
+            x = float(v)
+        except ValueError:  # text (a load average in quotes): not a figure
+            continue
+        runs.setdefault((kv["bench"], kv["case"], k), {}).setdefault(kv["side"], []).append(x)
 for (b, c, k), sides in sorted(runs.items()):
     if "before" not in sides or "after" not in sides:
         continue
