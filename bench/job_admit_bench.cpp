@@ -9,7 +9,11 @@
 // submit` does. Afterwards every job must be listed once.
 //
 //   job_admit_bench [--jobs N] [--clients C]        (default 4000 jobs, 16 clients)
-//   case=admit jobs=4000 clients=16 admissions_per_s=… p50_ms=… p99_ms=… load=…
+//   case=admit jobs=4000 clients=16 admissions_per_s=… p50_ms=… p99_ms=…
+//        scheduler_cpu_us_per_job=… audit_cpu_us_per_job=… load=…
+// The CPU figures (the two services' user + system time over the submissions,
+// per job) are what to compare across builds on a shared box: wall-clock
+// throughput there moves with the other load by ±15%.
 #include "bench/bench_util.hpp"
 #include "libs/wire/client.hpp"
 #include "loom/v1/jobs.pb.h"
@@ -77,6 +81,11 @@ int main(int argc, char** argv) {
   submit.add_overrides("train.grad_accum=64");
   const std::string body = submit.SerializeAsString();
 
+  // The control plane's CPU per admission: the scheduler's (authorise,
+  // validate, store, queue) and the audit service's (each admission's record).
+  c.refresh();
+  const long sched_pid = c.ep("scheduler").pid, audit_pid = c.ep("audit").pid;
+  const double sched_cpu0 = bench::process_cpu_s(sched_pid), audit_cpu0 = bench::process_cpu_s(audit_pid);
   std::atomic<int> next{0}, failed{0};
   std::vector<std::vector<double>> lat(clients);
   std::vector<std::thread> pool;
@@ -101,6 +110,8 @@ int main(int argc, char** argv) {
     });
   for (auto& th : pool) th.join();
   const double secs = std::chrono::duration<double>(clock_type::now() - t0).count();
+  const double sched_cpu = bench::process_cpu_s(sched_pid) - sched_cpu0;
+  const double audit_cpu = bench::process_cpu_s(audit_pid) - audit_cpu0;
 
   // Correctness: every admitted job is listed exactly once, queued.
   v1::ListJobsReply listed;
@@ -118,7 +129,9 @@ int main(int argc, char** argv) {
   std::printf("admitted %d jobs with %d clients in %.2f s; listed %d (%d queued); %d failed\n", jobs, clients, secs,
               listed.jobs_size(), queued, failed.load());
   if (failed.load() != 0 || listed.jobs_size() != jobs) return 1;
-  std::printf("case=admit jobs=%d clients=%d admissions_per_s=%.0f p50_ms=%.2f p99_ms=%.2f load=\"%s\"\n", jobs, clients,
-              double(jobs) / secs, pct(0.50), pct(0.99), bench::loadavg().c_str());
+  std::printf("case=admit jobs=%d clients=%d admissions_per_s=%.0f p50_ms=%.2f p99_ms=%.2f "
+              "scheduler_cpu_us_per_job=%.0f audit_cpu_us_per_job=%.0f load=\"%s\"\n",
+              jobs, clients, double(jobs) / secs, pct(0.50), pct(0.99), sched_cpu * 1e6 / jobs, audit_cpu * 1e6 / jobs,
+              bench::loadavg().c_str());
   return 0;
 }
