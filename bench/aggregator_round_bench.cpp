@@ -1,0 +1,154 @@
+// aggregator_round_bench: one DiLoCo round through the aggregator's own round
+// logic (services/aggregator `aggregation`, in process: the payload checks,
+// decode, the norm bound, job_rounds' accumulate and outer step, the
+// downlink's error feedback, the save of the job's state) for a GPT-2 model in
+// 4 fragments with 4 sites sending int8 deltas (N(0, 1e-3), fixed seed). The
+// wire is left out: what a round costs the aggregator itself, and what it must
+// hold, is what bounds the model and the number of sites (docs/scale.md).
+// Each fragment's round: every site's delta submitted (the last closes it by
+// quorum: outer step, downlink, save), then one site's pull of the update.
+//   storage=memory  no state file;  storage=disk  the state saved after every
+//   outer step, as the service does (write, fsync, rename; in a temp dir).
+//   aggregator_round_bench [d12|350m|...]     (default d12 = GPT-2 124M)
+// Last lines, one per storage:
+//   case=round_<model> storage=<memory|disk> values=… submit_ms_per_delta=… close_ms_per_fragment=…
+//        round_s=… bytes_up_per_site=… bytes_down_per_site=… peak_rss_mb=…
+// submit: a delta that does not close its round; close: the one that does
+// (its submit, the outer step, the downlink, the save); round_s: the
+// aggregator's time for the whole round (the sites' encoding left out);
+// peak_rss_mb: the process's peak so far (the disk run comes second).
+#include "libs/crypto/hash.hpp"
+#include "libs/files/temp_dir.hpp"
+#include "services/aggregator/aggregation.hpp"
+
+#include <sys/resource.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <variant>
+#include <vector>
+
+using namespace loom;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+constexpr int sites = 4;
+
+double ms_since(clock_type::time_point t0) {
+  return std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
+}
+
+double peak_rss_mb() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) / 1024.0;
+}
+
+struct figures {
+  double submit_ms = 0, close_ms = 0, round_s = 0;
+  std::uint64_t up = 0, down = 0, values = 0;
+};
+
+int run(const std::string& name, const model::gpt2_config& cfg, bool disk, figures& f) {
+  files::temp_dir dir("agg-bench");
+  aggregator::aggregation_spec spec;
+  spec.job = "bench";
+  spec.gpt2 = cfg;
+  spec.fragments = 4;
+  spec.sync_every = 100;
+  spec.codec = codec::codec_id::int8;
+  auto plan = aggregator::make_plan(spec);
+  if (!plan) {
+    std::fprintf(stderr, "aggregator_round_bench: %s\n", plan.err().to_string().c_str());
+    return 1;
+  }
+  f.values = plan->total();
+  auto agg = aggregator::aggregation::create(spec, aggregator::seeded_params(plan->total(), 7),
+                                             disk ? dir.path() + "/state.bin" : "", aggregator::nanos{0});
+  if (!agg) {
+    std::fprintf(stderr, "aggregator_round_bench: %s\n", agg.err().to_string().c_str());
+    return 1;
+  }
+  for (int s = 0; s < sites; ++s) (void)(*agg)->join("site-" + std::to_string(s), "key-" + std::to_string(s));
+  std::mt19937_64 rng(11);
+  std::normal_distribution<float> normal(0.0f, 1e-3f);
+  double submit_ms = 0, close_ms = 0, pull_ms = 0;
+  for (int p = 0; p < plan->fragments(); ++p) {
+    std::vector<float> delta(plan->size(p));
+    for (int s = 0; s < sites; ++s) {
+      for (auto& x : delta) x = normal(rng);
+      auto q = codec::encode(codec::codec_id::int8, delta).value();
+      const std::string payload(reinterpret_cast<const char*>(q.data()), q.size());
+      aggregator::delta_header h;
+      h.job = spec.job;
+      h.meta = {"site-" + std::to_string(s), 0, static_cast<std::uint32_t>(p), 0, delta.size(), 1000};
+      h.codec = "int8";
+      h.payload_bytes = payload.size();
+      h.payload_sha256 = std::string(crypto::as_view(crypto::sha256(payload)));
+      const auto t0 = clock_type::now();
+      auto out = (*agg)->submit(h, payload, h.meta.site, aggregator::nanos{1});
+      const double took = ms_since(t0);
+      if (auto* no = std::get_if<aggregator::refusal>(&out)) {
+        std::fprintf(stderr, "aggregator_round_bench: refused (%s): %s\n", no->reason.c_str(), no->err.message.c_str());
+        return 1;
+      }
+      const auto& done = std::get<aggregator::delta_outcome>(out);
+      if (done.closed) {
+        if (!done.closed->saved) {
+          std::fprintf(stderr, "aggregator_round_bench: save: %s\n", done.closed->saved.err().message.c_str());
+          return 1;
+        }
+        close_ms += took;  // the closing delta: its own submit, the outer step, the downlink, the save
+      } else {
+        submit_ms += took;
+      }
+      f.up += payload.size();  // every site's: divided by the sites below
+    }
+    const auto t_pull = clock_type::now();
+    auto pulled = (*agg)->pull("site-0", static_cast<std::uint32_t>(p), 0, false);
+    pull_ms += ms_since(t_pull);
+    if (!pulled || !pulled->has_update) {
+      std::fprintf(stderr, "aggregator_round_bench: no update for fragment %d\n", p);
+      return 1;
+    }
+    f.down += pulled->payload->size();
+  }
+  f.round_s = (submit_ms + close_ms + pull_ms) / 1e3;  // the aggregator's time, not the sites' encoding
+  f.submit_ms = submit_ms / (plan->fragments() * (sites - 1));
+  f.close_ms = close_ms / plan->fragments();
+  f.up /= sites;
+  std::printf("%s storage=%s: %.1f s of the aggregator's time for a round of %d fragments x %d sites\n", name.c_str(),
+              disk ? "disk" : "memory", f.round_s, plan->fragments(), sites);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string which = argc > 1 ? argv[1] : "d12";
+  model::gpt2_config cfg{12, 12, 768, 1024, 50257, 50304};   // GPT-2 124M
+  if (which == "350m") cfg = {24, 16, 1024, 1024, 50257, 50304};  // GPT-2 medium
+  else if (which != "d12") {
+    std::fprintf(stderr, "aggregator_round_bench: want d12 or 350m, not %s\n", which.c_str());
+    return 2;
+  }
+  std::vector<std::string> lines;
+  for (bool disk : {false, true}) {
+    figures f;
+    if (int rc = run(which, cfg, disk, f); rc != 0) return rc;
+    char line[512];
+    std::snprintf(line, sizeof line,
+                  "case=round_%s storage=%s values=%llu submit_ms_per_delta=%.1f close_ms_per_fragment=%.1f "
+                  "round_s=%.2f bytes_up_per_site=%llu bytes_down_per_site=%llu peak_rss_mb=%.0f",
+                  which.c_str(), disk ? "disk" : "memory", static_cast<unsigned long long>(f.values), f.submit_ms,
+                  f.close_ms, f.round_s, static_cast<unsigned long long>(f.up), static_cast<unsigned long long>(f.down),
+                  peak_rss_mb());
+    lines.push_back(line);
+  }
+  for (const auto& l : lines) std::printf("%s\n", l.c_str());
+  return 0;
+}
