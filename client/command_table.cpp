@@ -47,8 +47,14 @@ std::vector<command_spec> build() {
                          "a directory ingest may import from besides <data>/imports (repeatable; kept for later `loom up`)")),
            text("site", "NAME", "run as edge site NAME of a cloud: audit, ingest and trainers (zone NAME), no scheduler or aggregator"),
            text("cloud", "tcp://HOST:PORT", "the cloud scheduler to enrol with (with --site and --enrol-token)"),
-           text("enrol-token", "T", "enrol first (when <data>/cloud.json is missing) with this `loom site token`")},
-          "start the services on loopback, wait until healthy"),
+           text("enrol-token", "T", "enrol first (when <data>/cloud.json is missing) with this `loom site token`"),
+           text("listen", "ADDR", "the IPv4 address the services listen on: one of this host's, or 0.0.0.0 (default "
+                                  "127.0.0.1; kept for later `loom up`)"),
+           text("advertise", "HOST", "the address or name other hosts reach this one at (default the --listen "
+                                     "address; kept)"),
+           text("ports", "FIRST-LAST", "every listener's port from this range, e.g. 7400-7499 for one firewall rule "
+                                       "(default any free port; kept)")},
+          "start the services (on loopback unless --listen), wait until healthy"),
       row("down", "", 0, 0, {}, "stop them (the data dir's owner: no token needed; names what it stopped)"),
       row("status", "", 0, 0, {}, "services and the node roster"),
       row("ping", "[SERVICE]...", 0, SIZE_MAX, {},

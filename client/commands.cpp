@@ -104,9 +104,13 @@ int cmd_status(context& c) {
                        {"cpu_cores", n.resources().cpu_cores()}, {"gpus", n.resources().gpus()},
                        {"memory_bytes", n.resources().memory_bytes()}, {"version", n.version()},
                        {"last_seen_unix_ns", n.last_seen_unix_ns()}});
-    print_json({{"data_dir", c.paths.root}, {"services", svc}, {"nodes", nds},
+    print_json({{"data_dir", c.paths.root},
+                {"network", {{"listen", eps->net.listen}, {"advertise", eps->net.advertise}, {"ports", eps->net.ports()}}},
+                {"services", svc}, {"nodes", nds},
                 {"roster_error", nodes ? std::string() : nodes.err().message}});
   } else {
+    std::printf("listening on %s, advertised as %s, ports %s\n\n", printable(eps->net.listen).c_str(),
+                printable(eps->net.advertise).c_str(), eps->net.has_range() ? eps->net.ports().c_str() : "any free");
     std::printf("%-11s %-8s %-7s %-9s %-9s %s\n", "SERVICE", "HEALTH", "PID", "UPTIME_S", "RESTARTS", "ENDPOINT");
     for (std::size_t i = 0; i < hs.size(); ++i) {
       const auto& h = hs[i];

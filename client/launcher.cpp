@@ -1,6 +1,7 @@
 // `loom up`: the local launcher. It takes the data dir lock (dir_lock.hpp),
 // stops what a dead watcher left running, creates keys on first run and
-// checks them (key_setup.hpp), picks free loopback ports, writes
+// checks them (key_setup.hpp), picks ports (up_network.hpp: loopback and any
+// free port unless --listen/--advertise/--ports say otherwise), writes
 // endpoints.json, starts the detached watcher (which starts and restarts the
 // services: one process each, and `--trainers N` trainer processes) handing
 // it the lock, and returns once every process answers Health. A service that
@@ -22,6 +23,7 @@
 #include "client/lifecycle.hpp"
 #include "client/procs.hpp"
 #include "client/site_enrol.hpp"
+#include "client/up_network.hpp"
 
 #include "libs/files/files.hpp"
 
@@ -192,7 +194,7 @@ int wait_healthy(context& c, bool owner, pid_t watcher, std::chrono::millisecond
 // Another process holds the data dir: a starting or running deployment is
 // waited for; anything else (`loom down` at work) is an error naming it.
 int attach(context& c, std::optional<int> want_trainers, const std::vector<std::string>& roots,
-           std::chrono::milliseconds wait, const caller& who) {
+           const layout::network& net, std::chrono::milliseconds wait, const caller& who) {
   lock_holder holder;
   result<layout::endpoints> eps = make_error(errc::not_found, "");
   bool watched = false, starting = false;
@@ -231,6 +233,12 @@ int attach(context& c, std::optional<int> want_trainers, const std::vector<std::
                                                   std::to_string(eps->trainers) + " trainer(s); run `loom down` "
                                                   "first to change it to --trainers " +
                                                   std::to_string(*want_trainers)));
+  if (eps && network_options_given(c) &&
+      (net.listen != eps->net.listen || net.advertise != eps->net.advertise || net.ports() != eps->net.ports()))
+    return fail(c, make_error(errc::conflict, "EdgeLoom is running in " + c.paths.root + " listening on " +
+                                                  eps->net.listen + " as " + eps->net.advertise +
+                                                  (eps->net.has_range() ? " (ports " + eps->net.ports() + ")" : "") +
+                                                  "; run `loom down` first to change --listen, --advertise or --ports"));
   if (eps && !roots.empty() && roots != eps->import_roots)
     return fail(c, make_error(errc::conflict, "EdgeLoom is running in " + c.paths.root +
                                                   " with other import roots; run `loom down` first to change them"));
@@ -243,10 +251,15 @@ int cmd_up(context& c) {
   auto want_trainers = trainers_option(c);
   auto roots = import_roots_option(c);
   if (!roots) return usage("loom up: " + roots.err().message);
-  {  // --site/--cloud/--enrol-token/--zone as a command line: judged before anything is made or sent
+  layout::network net;
+  {  // --site/--cloud/--enrol-token/--zone/--listen/--advertise/--ports as a command line:
+     // judged before anything is made or sent
     auto previous = layout::read_endpoints(c.paths.endpoints());
     if (auto st = check_site_options(c, previous ? *previous : layout::endpoints{}); !st)
       return usage("loom up: " + printable(st.err().message));
+    auto n = network_option(c, previous ? previous->net : layout::network{});
+    if (!n) return usage("loom up: " + printable(n.err().message));
+    net = *n;
   }
   ::umask(077);
   if (auto st = files::make_dirs(c.paths.root, 0700); !st) return fail(c, st.err());
@@ -258,7 +271,7 @@ int cmd_up(context& c) {
   auto lock = dir_lock::take(c.paths, "up");
   if (!lock) {
     if (lock.code() != errc::conflict) return fail(c, lock.err());
-    return attach(c, want_trainers, *roots, wait, who);
+    return attach(c, want_trainers, *roots, net, wait, who);
   }
   // The data dir is ours: no watcher runs. Stop what a dead one left running.
   layout::endpoints e;
@@ -288,8 +301,10 @@ int cmd_up(context& c) {
   auto site = plan_site(c, e, who);
   if (!site) return fail(c, site.err());
 
-  // Ports: one ROUTER and one metrics port per process, plus audit's PULL.
-  // Kept across restarts so a restarted service is found where it was.
+  // Ports: one ROUTER and one metrics port per process, plus audit's PULL and
+  // the second listener of ingest (dataset sync), the aggregator (deltas) and
+  // each trainer (collective inbox), all from --ports when given. Kept across
+  // restarts so a restarted service is found where it was.
   if (auto z = c.a.get("zone")) e.zone = *z;
   e.role = *site ? std::string(layout::role_site) : std::string(layout::role_cloud);
   if (*site) e.zone = (*site)->site;
@@ -299,16 +314,24 @@ int cmd_up(context& c) {
   // Forget trainer-K entries beyond the new count (a smaller --trainers than last time).
   std::erase_if(e.services,
                 [&](const auto& kv) { return std::find(names.begin(), names.end(), kv.first) == names.end(); });
-  auto ports = free_ports(static_cast<int>(names.size()) * 2 + 1);
-  if (ports.size() < names.size() * 2 + 1)
-    return fail(c, make_error(errc::unavailable, "could not find free loopback ports"));
+  e.net = net;
+  auto has_data = [](const std::string& name) {
+    const auto kind = layout::service_kind(name);
+    return kind == "ingest" || kind == "aggregator" || kind == "trainer";
+  };
+  int needed = 0;
+  for (const auto& name : names) needed += 2 + (name == "audit") + has_data(name);
+  auto ports = pick_ports(net, needed);
+  if (!ports) return fail(c, ports.err());
   std::size_t k = 0;
+  const std::string tcp = "tcp://" + net.advertise + ":";
   for (const auto& name : names) {
     auto& s = e.services[name];
     s = layout::service_endpoint{};  // pid, restarts and last exit start again
-    s.rpc = "tcp://127.0.0.1:" + std::to_string(ports[k++]);
-    s.metrics = "127.0.0.1:" + std::to_string(ports[k++]);
-    s.pull = name == "audit" ? "tcp://127.0.0.1:" + std::to_string(ports[k++]) : "";
+    s.rpc = tcp + std::to_string((*ports)[k++]);
+    s.metrics = net.advertise + ":" + std::to_string((*ports)[k++]);
+    s.pull = name == "audit" ? tcp + std::to_string((*ports)[k++]) : "";
+    s.data = has_data(name) ? tcp + std::to_string((*ports)[k++]) : "";
   }
   if (*site)  // not this deployment's processes: no pid, never started or stopped here
     for (const auto& [name, rpc] : (*site)->cloud_rpc) e.services[name] = layout::service_endpoint{rpc, "", "", 0};

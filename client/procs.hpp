@@ -59,7 +59,5 @@ std::string describe(const std::vector<deployed_process>& ps);
 // This machine's name, as service_main uses it in node ids (<service>@<host>).
 std::string host_name();
 
-// Free TCP ports on 127.0.0.1, all distinct.
-std::vector<int> free_ports(int n);
 
 }  // namespace loom::cli

@@ -28,7 +28,8 @@ json site_json(const loom::v1::SiteInfo& s) {
   json keys = json::object(), trainers = json::array(), datasets = nullptr, link = nullptr;
   for (const auto& [service, key] : s.public_keys()) keys[service] = key;
   for (const auto& t : s.trainers())
-    trainers.push_back({{"node", t.node()}, {"state", t.state()}, {"last_seen_unix_ns", t.last_seen_unix_ns()}});
+    trainers.push_back({{"node", t.node()}, {"state", t.state()}, {"last_seen_unix_ns", t.last_seen_unix_ns()},
+                        {"endpoint", t.endpoint()}});
   if (s.has_link())
     link = {{"rtt_ms", s.link().rtt_ms()}, {"bandwidth_bytes_per_s", s.link().bandwidth_bytes_per_s()},
             {"state", s.link().state()}};
@@ -119,11 +120,16 @@ int cmd_site_list(context& c) {
     print_json({{"sites", arr}});
     return ok_exit;
   }
-  std::printf("%-20s %-9s %-20s %-22s %-18s %s\n", "SITE", "STATE", "TRAINERS", "LAST_CONTACT", "LINK", "DATASETS");
-  for (const auto& s : rep->sites())
-    std::printf("%-20s %-9s %-20s %-22s %-18s %s\n", printable(s.name()).c_str(), printable(s.state()).c_str(),
-                printable(trainers_text(s)).c_str(), when(s.last_contact_unix_ns()).c_str(),
-                printable(link_text(s)).c_str(), printable(datasets_text(s)).c_str());
+  std::printf("%-20s %-9s %-16s %-20s %-22s %-18s %s\n", "SITE", "STATE", "ADDRESS", "TRAINERS", "LAST_CONTACT", "LINK",
+              "DATASETS");
+  for (const auto& s : rep->sites()) {
+    // Where its trainers registered from: the site's advertised address.
+    const std::string address = s.trainers_size() ? layout::host_of(s.trainers(0).endpoint()) : std::string();
+    std::printf("%-20s %-9s %-16s %-20s %-22s %-18s %s\n", printable(s.name()).c_str(), printable(s.state()).c_str(),
+                address.empty() ? "-" : printable(address).c_str(), printable(trainers_text(s)).c_str(),
+                when(s.last_contact_unix_ns()).c_str(), printable(link_text(s)).c_str(),
+                printable(datasets_text(s)).c_str());
+  }
   if (rep->sites_size() == 0) std::printf("(no sites: `loom site token --site NAME` starts one)\n");
   return ok_exit;
 }

@@ -28,9 +28,16 @@
 #include <nlohmann/json.hpp>
 #include <zmq.hpp>
 
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 
 namespace loom::cli {
 namespace {
@@ -67,6 +74,40 @@ status save_cloud(const layout::paths& p, const loom::v1::EnrolSiteReply& rep, c
   return files::write_atomic(p.cloud(), doc.dump(2) + "\n", 0600);
 }
 
+// Whether a TCP connection to tcp://HOST:PORT opens within `wait`: "" when it
+// does, else why not (refused, no route, timed out, unknown host).
+std::string tcp_probe(const std::string& endpoint, std::chrono::milliseconds wait) {
+  const std::string hp = endpoint.substr(endpoint.find("://") + 3);
+  const auto colon = hp.rfind(':');
+  const std::string host = hp.substr(0, colon), port = hp.substr(colon + 1);
+  addrinfo hints{}, *res = nullptr;
+  hints.ai_socktype = SOCK_STREAM;
+  if (int rc = ::getaddrinfo(host.c_str(), port.c_str(), &hints, &res); rc != 0) return "unknown host: " + std::string(::gai_strerror(rc));
+  std::string why = "no address";
+  for (auto* a = res; a; a = a->ai_next) {
+    const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    int err = ::connect(fd, a->ai_addr, a->ai_addrlen) == 0 ? 0 : errno;
+    if (err == EINPROGRESS) {
+      pollfd p{fd, POLLOUT, 0};
+      if (::poll(&p, 1, static_cast<int>(wait.count())) == 1) {
+        socklen_t len = sizeof err;
+        ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+      } else {
+        err = ETIMEDOUT;
+      }
+    }
+    ::close(fd);
+    if (err == 0) {
+      ::freeaddrinfo(res);
+      return "";
+    }
+    why = std::strerror(err);
+  }
+  ::freeaddrinfo(res);
+  return why;
+}
+
 result<loom::v1::EnrolSiteReply> send_enrolment(context& c, const std::string& endpoint, const std::string& cloud_key,
                                                 const loom::v1::EnrolSiteRequest& req) {
   auto mine = wire::load_keypair(c.paths.curve_dir(), "client");
@@ -76,10 +117,17 @@ result<loom::v1::EnrolSiteReply> send_enrolment(context& c, const std::string& e
   r.type = req.GetDescriptor()->full_name();
   r.body = req.SerializeAsString();  // no bearer token: the enrolment token in the body is the credential
   auto rep = cli.call(std::move(r));
-  if (!rep)
-    return make_error(errc::unavailable, "no answer from the cloud scheduler at " + endpoint +
-                                             " (wrong endpoint, or a token of another cloud?). If the cloud did get "
-                                             "it, the token is used: ask its admin for a new one");
+  if (!rep) {
+    // Nothing listens there, or something does that is not the cloud the
+    // token names (CURVE: a server with another key never completes the handshake).
+    if (auto why = tcp_probe(endpoint, std::chrono::milliseconds(2000)); !why.empty())
+      return make_error(errc::unavailable, "--cloud " + endpoint + " cannot be reached: " + why +
+                                               " (check the address, the route and the cloud's firewall for its --ports)");
+    return make_error(errc::invalid_argument,
+                      "--cloud " + endpoint + " answers, but not as the cloud scheduler the enrolment token names (its "
+                      "CURVE key differs, or it is another service): the wrong --cloud, or a token of another cloud. "
+                      "If it was the right cloud and it did get the request, the token is used: ask for a new one");
+  }
   if (!rep->ok()) return make_error(rep->code, "cloud scheduler: " + rep->message);
   loom::v1::EnrolSiteReply out;
   if (rep->type != out.GetDescriptor()->full_name() || !out.ParseFromString(rep->body))

@@ -97,7 +97,9 @@ std::vector<std::string> command_of(const std::string& name, const layout::endpo
   const std::string host = eps.is_site() ? eps.zone + "." + host_name() : host_name();
   if (name != kind) {
     const auto* ep = eps.find(name);
-    argv.insert(argv.end(), {"--node-id", name + "@" + host, "--bind", ep->rpc, "--metrics", ep->metrics});
+    argv.insert(argv.end(), {"--node-id", name + "@" + host, "--bind", layout::bind_of(eps.net, ep->rpc), "--metrics",
+                             layout::bind_of(eps.net, ep->metrics)});
+    if (!ep->data.empty()) argv.insert(argv.end(), {"--data", ep->data});
   } else if (eps.is_site()) {
     argv.insert(argv.end(), {"--node-id", name + "@" + host});
   }

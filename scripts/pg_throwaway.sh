@@ -1,7 +1,8 @@
 #!/bin/sh
 # Throwaway PostgreSQL 15 cluster for tests and benchmarks (STACK.md §3, §12.14).
 # Usage: pg_throwaway.sh start|stop PORT [durable]
-#   start: a fresh cluster in /tmp/loom-pg-PORT listening on 127.0.0.1:PORT
+#   start: a fresh cluster in /tmp/loom-pg-PORT listening on $PG_LISTEN:PORT
+#          ($PG_LISTEN default 127.0.0.1; the multi-host tests give a host's LAN address)
 #          (trust auth, user postgres). Default: fsync=off etc. (tests: fast,
 #          and a crash only loses a throwaway cluster). "durable": fsync=on,
 #          synchronous_commit=on, full_page_writes=on (benchmarks of durable commits).
@@ -14,6 +15,7 @@ cd /   # runuser keeps the cwd; avoid "could not change directory" noise
 cmd=${1:?usage: pg_throwaway.sh start|stop PORT [durable]}
 port=${2:?usage: pg_throwaway.sh start|stop PORT [durable]}
 mode=${3:-fast}
+listen=${PG_LISTEN:-127.0.0.1}
 dir=${TMPDIR:-/tmp}/loom-pg-$port
 PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
 if [ "$(id -u)" = 0 ]; then
@@ -38,13 +40,15 @@ start)
   if [ "$(id -u)" = 0 ]; then chown postgres:postgres "$dir"; fi
   as "$PGBIN/initdb" -D "$dir/data" -U postgres -A trust -E UTF8 --no-sync >"$dir/initdb.log" 2>&1 ||
     { cat "$dir/initdb.log" >&2; exit 1; }
-  # -k: unix socket in $dir; TCP on loopback only. max_connections: parallel
+  # Another host on the same subnet (the multi-host tests' LAN) connects over TCP too.
+  if [ "$listen" != 127.0.0.1 ]; then echo "host all all samenet trust" >> "$dir/data/pg_hba.conf"; fi
+  # -k: unix socket in $dir; TCP on $listen only (loopback by default). max_connections: parallel
   # ctest jobs each open a few connections (default 100 is enough; stated for clarity).
   if ! as "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 30 \
-       -o "-k $dir -p $port -c listen_addresses=127.0.0.1 -c max_connections=100 $opts" start >/dev/null; then
+       -o "-k $dir -p $port -c listen_addresses=$listen -c max_connections=100 $opts" start >/dev/null; then
     cat "$dir/server.log" >&2; exit 1
   fi
-  echo "pg_throwaway.sh: cluster on 127.0.0.1:$port ($mode) in $dir"
+  echo "pg_throwaway.sh: cluster on $listen:$port ($mode) in $dir"
   ;;
 stop)
   # fast (disconnects clients); on a loaded machine its checkpoint may lag:

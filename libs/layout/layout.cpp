@@ -197,7 +197,21 @@ result<endpoints> read_endpoints(const std::string& path) {
       se.restarts = s.value("restarts", std::uint64_t{0});
       se.last_exit = s.value("last_exit", std::string());
       se.last_error = s.value("last_error", std::string());
+      se.data = s.value("data", std::string());
       e.services[name] = se;
+    }
+    if (j.contains("network")) {
+      const auto& n = j.at("network");
+      e.net.listen = n.value("listen", e.net.listen);
+      e.net.advertise = n.value("advertise", e.net.advertise);
+      if (const auto ports = n.value("ports", std::string()); !ports.empty()) {
+        auto range = parse_port_range(ports);
+        if (!range) return make_error(errc::corruption, path + ": \"network\".\"ports\": " + range.err().message);
+        e.net.first_port = range->first;
+        e.net.last_port = range->second;
+      }
+      if (auto st = check_network(e.net); !st)
+        return make_error(errc::corruption, path + ": \"network\": " + st.err().message);
     }
     return e;
   } catch (const std::exception& ex) {
@@ -220,7 +234,12 @@ status write_endpoints(const std::string& path, const endpoints& e) {
     if (s.restarts) o["restarts"] = s.restarts;
     if (!s.last_exit.empty()) o["last_exit"] = s.last_exit;
     if (!s.last_error.empty()) o["last_error"] = s.last_error;
+    if (!s.data.empty()) o["data"] = s.data;
     j["services"][name] = o;
+  }
+  if (!e.net.is_default()) {
+    j["network"] = {{"listen", e.net.listen}, {"advertise", e.net.advertise}};
+    if (e.net.has_range()) j["network"]["ports"] = e.net.ports();
   }
   return files::write_atomic(path, j.dump(2) + "\n", 0600);
 }

@@ -36,6 +36,7 @@
 #pragma once
 
 #include "libs/files/output.hpp"
+#include "libs/layout/network.hpp"
 #include "libs/status/status.hpp"
 
 #include <array>
@@ -98,10 +99,11 @@ struct paths {
 // "" when there is none. Keys that signed such snapshots must not be replaced.
 std::string find_snapshot(const std::string& dir, int max_depth = 6);
 
-// One service's addresses. `rpc` is its ROUTER; `pull` only for audit.
+// One service's addresses, as advertised (network.hpp: bind_of gives where
+// to listen). `rpc` is its ROUTER; `pull` only for audit.
 struct service_endpoint {
-  std::string rpc;      // tcp://127.0.0.1:PORT
-  std::string metrics;  // 127.0.0.1:PORT
+  std::string rpc;      // tcp://HOST:PORT (HOST = the network's advertise, 127.0.0.1 by default)
+  std::string metrics;  // HOST:PORT
   std::string pull;     // audit only: PULL for AuditEvents
   std::int64_t pid = 0; // last known pid (written by the watcher)
   // Written by the watcher: how often it restarted this process since `loom
@@ -111,6 +113,10 @@ struct service_endpoint {
   std::uint64_t restarts = 0;
   std::string last_exit{};
   std::string last_error{};
+  // The process's second listener, given a port by `loom up` so that it lies
+  // in --ports: ingest's dataset sync server, the aggregator's delta server, a
+  // trainer's collective inbox. "" = any free port on the listen address.
+  std::string data{};
 };
 
 // What a deployment is (issue 15): a cloud runs every service; an edge site
@@ -132,6 +138,9 @@ struct endpoints {
   // --import-root DIR`, absolute); empty when the file has no "import_roots".
   std::vector<std::string> import_roots;
   std::map<std::string, service_endpoint> services;  // by process name: "trainer", "trainer-2", ...
+  // Where the services listen and what they advertise (`loom up --listen
+  // --advertise --ports`); the default when the file has no "network".
+  network net;
 
   const service_endpoint* find(std::string_view service) const;
   bool is_site() const { return role == role_site; }

@@ -76,6 +76,12 @@ void service_metrics::add(std::string_view name, const std::map<std::string, std
   fam->Add(labels).Increment(delta);
 }
 
+void service_metrics::count_link(std::string_view link, std::string_view type, std::string_view direction,
+                                 std::size_t bytes) {
+  add("link_bytes_total", {{"link", std::string(link)}, {"type", std::string(type)}, {"direction", std::string(direction)}},
+      static_cast<double>(bytes));
+}
+
 void service_metrics::set(std::string_view name, const std::map<std::string, std::string>& labels, double value) {
   std::lock_guard lock(mu_);
   auto key = full(name);

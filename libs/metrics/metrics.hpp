@@ -10,6 +10,9 @@
 //   up                                  1 while the service serves
 //   dropped_total{reason}               frames dropped without an answer
 //   denied_total{reason}                authorization denials
+//   link_bytes_total{link,type,direction}  request/answer bytes by peer ("local",
+//                                       or an edge site's name) and message type:
+//                                       what crosses each link (issue 26 item 4)
 #pragma once
 
 #include "libs/status/status.hpp"
@@ -49,6 +52,8 @@ class service_metrics {
   void count_dropped(std::string_view reason);
   void count_denied(std::string_view reason);
   void set_up(bool up);
+  // link_bytes_total{link, type, direction ("in" | "out")} += bytes.
+  void count_link(std::string_view link, std::string_view type, std::string_view direction, std::size_t bytes);
 
   // Service-specific metrics: loom_<service>_<name>, created on first use.
   void add(std::string_view name, const std::map<std::string, std::string>& labels, double delta = 1);

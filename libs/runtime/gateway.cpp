@@ -150,6 +150,17 @@ std::string gateway::peer_refusal(const std::string& peer, const std::string& ty
   return "";
 }
 
+namespace {
+// The link a CURVE principal came over, as link_bytes_total labels it: an
+// enrolled edge site's name ("site:<S>:<service>"), else "local" (this
+// deployment's own keys; "unenrolled" for an enrolment's key).
+std::string link_of(const std::string& peer) {
+  constexpr std::string_view prefix = "site:";
+  if (peer.rfind(prefix, 0) == 0) return peer.substr(prefix.size(), peer.find(':', prefix.size()) - prefix.size());
+  return peer == wire::unenrolled_principal ? "unenrolled" : "local";
+}
+}  // namespace
+
 void gateway::on_request(std::string identity, std::string peer, wire::request req) {
   auto started = clock::now();
   if (auto why = peer_refusal(peer, req.type); !why.empty()) {
@@ -174,6 +185,8 @@ void gateway::on_request(std::string identity, std::string peer, wire::request r
     return;
   }
 
+  // Counted once authorized: a type label only for what the table knows.
+  env_.metrics->count_link(link_of(peer), req.type, "in", req.body.size() + req.token.size() + req.request_id.size());
   if (req.type == loom::v1::HealthRequest::descriptor()->full_name()) {
     loom::v1::HealthReply h;
     h.set_service(env_.name);
@@ -186,7 +199,7 @@ void gateway::on_request(std::string identity, std::string peer, wire::request r
     h.set_node_id(env_.node_id);
     h.set_zone(env_.zone);
     h.set_endpoint(env_.rpc_endpoint);
-    h.set_metrics_endpoint(env_.metrics->endpoint());
+    h.set_metrics_endpoint(layout::advertised(env_.eps.net, env_.metrics->endpoint()));
     h.set_audit_spooled(env_.audit->pending() + env_.audit->queued());
     (*h.mutable_checks())["actor"] = host_.escalated() ? "escalated" : "ok";
     env_.metrics->count_request(req.type, errc::ok, seconds_since(started));
@@ -252,6 +265,7 @@ void gateway::answer(const pending& p, const handled& h) {
   rep.type = h.type;
   rep.body = h.body;
   env_.metrics->count_request(p.type, h.code, seconds_since(p.started));
+  env_.metrics->count_link(link_of(p.peer), p.type, "out", rep.body.size() + rep.message.size());
   if (is_denial(h.code)) env_.metrics->count_denied(to_string(h.code));
   // The logic may know the record's tenant better than the token (a service acting for a job).
   const std::string& tenant = h.audit_tenant.empty() ? p.record_tenant : h.audit_tenant;

@@ -46,7 +46,10 @@ struct service_env {
   layout::paths paths;
   layout::endpoints eps;    // as read at start
   wire::curve_keypair keys; // this service's CURVE identity
-  std::string rpc_endpoint; // where the gateway listens (tcp://127.0.0.1:PORT)
+  std::string rpc_endpoint; // the gateway's endpoint as advertised (tcp://HOST:PORT; layout/network.hpp)
+  // The process's second listener as advertised (layout::service_endpoint::data):
+  // "" = any free port on the listen address. data_bind() says where to bind it.
+  std::string data_endpoint;
   zmq::context_t* ctx = nullptr;
   metrics::service_metrics* metrics = nullptr;
   audit::emitter* audit = nullptr;
@@ -64,6 +67,18 @@ struct service_env {
   // changing keys/sites/ makes it take effect at once.
   runtime::admission* admission = nullptr;
 };
+
+// Where this process's second listener (dataset sync, delta server,
+// collective inbox) binds: data_endpoint's port on the listen address, or a
+// free port there. Report what it bound through advertised() below.
+inline std::string data_bind(const service_env& env) {
+  return env.data_endpoint.empty() ? "tcp://" + env.eps.net.listen + ":*" : layout::bind_of(env.eps.net, env.data_endpoint);
+}
+// What peers connect to for an endpoint this process bound (tcp://0.0.0.0:P
+// becomes tcp://ADVERTISE:P).
+inline std::string advertised(const service_env& env, const std::string& bound) {
+  return layout::advertised(env.eps.net, bound);
+}
 
 // env.token_for(service), or service_token when unset (tests' envs).
 inline std::string token_for(const service_env& env, std::string_view service) {

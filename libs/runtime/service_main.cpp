@@ -32,7 +32,7 @@ namespace loom::runtime {
 namespace {
 
 struct options {
-  std::string data_dir, zone, node_id, bind, metrics, database;
+  std::string data_dir, zone, node_id, bind, metrics, database, data;
 };
 
 // How long a service waits for an unreachable database at start before it
@@ -53,7 +53,7 @@ void on_signal(int) {
 int usage(const std::string& name, const std::string& why) {
   std::fprintf(stderr,
                "%s%susage: loom-%s [--data-dir D] [--zone Z] [--node-id N] [--bind tcp://HOST:PORT] "
-               "[--metrics HOST:PORT] [--database URL]\n",
+               "[--metrics HOST:PORT] [--data tcp://HOST:PORT] [--database URL]\n",
                why.c_str(), why.empty() ? "" : "\n", name.c_str());
   return 2;
 }
@@ -111,6 +111,7 @@ int service_main(int argc, char** argv, const service_spec& spec) {
     else if (a == "--node-id") ok = value(opt.node_id);
     else if (a == "--bind") ok = value(opt.bind);
     else if (a == "--metrics") ok = value(opt.metrics);
+    else if (a == "--data") ok = value(opt.data);
     else if (a == "--database") ok = value(opt.database);
     else if (a == "--help" || a == "-h") return usage(spec.name, ""), 0;
     else return usage(spec.name, "unknown option " + a);
@@ -123,9 +124,16 @@ int service_main(int argc, char** argv, const service_spec& spec) {
   const auto* mine = env.eps.find(spec.name);
   env.zone = !opt.zone.empty() ? opt.zone : env.eps.zone;
   env.node_id = !opt.node_id.empty() ? opt.node_id : spec.name + "@" + host_name();
-  std::string bind = !opt.bind.empty() ? opt.bind : (mine && !mine->rpc.empty() ? mine->rpc : "tcp://127.0.0.1:*");
-  std::string metrics_bind =
-      !opt.metrics.empty() ? opt.metrics : (mine && !mine->metrics.empty() ? mine->metrics : "127.0.0.1:0");
+  // endpoints.json holds advertised endpoints: listen where they say, on the
+  // listen address (layout/network.hpp). An explicit --bind/--metrics is taken as is.
+  const auto& net = env.eps.net;
+  std::string bind = !opt.bind.empty() ? opt.bind
+                     : mine && !mine->rpc.empty() ? layout::bind_of(net, mine->rpc)
+                                                  : "tcp://" + net.listen + ":*";
+  std::string metrics_bind = !opt.metrics.empty()                    ? opt.metrics
+                             : mine && !mine->metrics.empty() ? layout::bind_of(net, mine->metrics)
+                                                              : net.listen + ":0";
+  env.data_endpoint = !opt.data.empty() ? opt.data : mine ? mine->data : std::string();
 
   // 2. Keys: our CURVE identity, the allow-list, the token key.
   auto keys = wire::load_keypair(env.paths.curve_dir(), spec.name);
@@ -176,7 +184,7 @@ int service_main(int argc, char** argv, const service_spec& spec) {
     std::fprintf(stderr, "loom-%s: cannot listen on %s: %s\n", spec.name.c_str(), bind.c_str(), e.what());
     return 1;
   }
-  env.rpc_endpoint = server->endpoint();
+  env.rpc_endpoint = layout::advertised(net, server->endpoint());
 
   // 4. Metrics.
   auto metrics = metrics::service_metrics::start(spec.name, metrics_bind);

@@ -12,7 +12,7 @@
 namespace loom::aggregator {
 
 result<std::string> delta_bind_from(const char* value) {
-  if (!value || !*value) return std::string("tcp://127.0.0.1:*");
+  if (!value || !*value) return std::string();  // the deployment's: runtime::data_bind
   if (!wire::valid_tcp_endpoint(value, wire::endpoint_use::bind))
     return make_error(errc::invalid_argument, std::string("LOOM_AGGREGATOR_DELTA_BIND=") + value +
                                                   " is not an endpoint to listen on: want tcp://HOST:PORT "
@@ -32,12 +32,13 @@ result<std::shared_ptr<void>> start_parts(runtime::service_env& env, const std::
   auto jobs = std::make_shared<engine>(std::move(eo));
   const auto now = std::chrono::duration_cast<nanos>(std::chrono::steady_clock::now().time_since_epoch());
   for (const auto& job : jobs->load_saved(now)) std::fprintf(stderr, "loom-aggregator: resumed job %s\n", job.c_str());
-  auto server = delta_server::start({env.paths.root, env.keys, bind, jobs});
+  auto server = delta_server::start({env.paths.root, env.keys, bind.empty() ? runtime::data_bind(env) : bind, jobs,
+                                     bind.empty() && !env.data_endpoint.empty()});
   if (!server) return server.err();
   std::shared_ptr<delta_server> s = std::move(*server);
   std::fprintf(stderr, "loom-aggregator: delta socket on %s\n", s->endpoint().c_str());
   out.jobs = jobs;
-  out.where = {s->endpoint(), s->public_key()};
+  out.where = {runtime::advertised(env, s->endpoint()), s->public_key()};  // what sites on other hosts reach
   return std::static_pointer_cast<void>(s);  // the server holds the engine: its thread stops first
 }
 

@@ -20,8 +20,9 @@ struct aggregator_handles {
   delta_endpoint where;
 };
 
-// $LOOM_AGGREGATOR_DELTA_BIND (default tcp://127.0.0.1:*): invalid_argument
-// with a hint when it is not an endpoint to listen on.
+// $LOOM_AGGREGATOR_DELTA_BIND ("" when unset: the deployment's data port on
+// its listen address, runtime::data_bind): invalid_argument with a hint when
+// it is not an endpoint to listen on.
 result<std::string> delta_bind_from(const char* value);
 
 result<std::shared_ptr<void>> start_parts(runtime::service_env& env, const std::string& bind, aggregator_handles& out);

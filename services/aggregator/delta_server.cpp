@@ -207,10 +207,17 @@ void delta_server::impl::run() {
       if (item.revents & ZMQ_POLLIN) {
         std::vector<zmq::message_t> in;
         const bool got = zmq::recv_multipart(router, std::back_inserter(in), zmq::recv_flags::dontwait).has_value();
-        if (got) o.jobs->frame_received(in.size() >= 2 ? in[1].to_string_view() : std::string_view{});
+        const std::string principal = got && in.size() >= 2 ? wire::peer_user_id(in[1]) : std::string();
+        if (got) {
+          std::size_t bytes = 0;
+          for (std::size_t i = 1; i < in.size(); ++i) bytes += in[i].size();
+          o.jobs->frame_received(in.size() >= 2 ? in[1].to_string_view() : std::string_view{}, principal, bytes);
+        }
         if (got && in.size() >= 2) {
-          const std::string principal = wire::peer_user_id(in[1]);
           frames out = handle(in[1].to_string(), in, principal);
+          std::size_t out_bytes = 0;
+          for (const auto& f : out) out_bytes += f.size();
+          o.jobs->frame_answered(in[1].to_string_view(), principal, out_bytes);
           // dontwait: a peer over its HWM loses this answer and retries; the thread never blocks on one site.
           bool ok = router.send(in[0], zmq::send_flags::sndmore | zmq::send_flags::dontwait).has_value();
           for (std::size_t i = 0; ok && i < out.size(); ++i)
@@ -245,7 +252,7 @@ result<std::unique_ptr<delta_server>> delta_server::start(delta_server_options o
   p->zap = std::make_unique<wire::zap_handler>(p->ctx, wire::allow_list{}, "loom");
   if (auto s = p->reload_keys(); !s) return make_error(s.code(), "delta server keys: " + s.err().message);
   std::vector<std::string> tries;
-  if (p->o.bind == "tcp://127.0.0.1:*")
+  if (!p->o.fixed && p->o.bind.ends_with(":*"))
     if (auto last = files::read_file(endpoint_file(p->o.data_dir)); last && !last->empty()) tries.push_back(*last);
   tries.push_back(p->o.bind);
   std::string why;

@@ -43,6 +43,8 @@ struct delta_server_options {
   // sites find a restarted aggregator where it was.
   std::string bind = "tcp://127.0.0.1:*";
   std::shared_ptr<engine> jobs;
+  // `bind` is a fixed port `loom up` chose (--ports): no earlier endpoint is tried.
+  bool fixed = false;
 };
 
 class delta_server {

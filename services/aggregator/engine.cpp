@@ -235,16 +235,32 @@ void engine::refused_connections(std::uint64_t n) {
        "", static_cast<int>(audit::decision::deny));
 }
 
-void engine::frame_received(std::string_view type) {
-  // The types the delta socket answers; anything else is counted as "unknown"
-  // (a label per name a peer could choose would let it grow the metrics).
+namespace {
+// The types the delta socket answers; anything else is counted as "unknown"
+// (a label per name a peer could choose would let it grow the metrics).
+std::string_view frame_name(std::string_view type) {
   constexpr std::string_view known[] = {"DeltaHeader", "DeltaJoin", "GlobalPull", "RoundStatusQuery"};
-  std::string_view name = "unknown";
   constexpr std::string_view prefix = "loom.v1.";
   if (type.starts_with(prefix))
     for (auto k : known)
-      if (type.substr(prefix.size()) == k) name = k;
+      if (type.substr(prefix.size()) == k) return k;
+  return "unknown";
+}
+// An enrolled edge site's trainer ("sites/<S>", delta_server's key_of) is link S.
+std::string link_of(std::string_view principal) {
+  constexpr std::string_view prefix = "sites/";
+  return principal.starts_with(prefix) ? std::string(principal.substr(prefix.size())) : std::string("local");
+}
+}  // namespace
+
+void engine::frame_answered(std::string_view type, std::string_view principal, std::size_t bytes) {
+  if (o_.metrics) o_.metrics->count_link(link_of(principal), frame_name(type), "out", bytes);
+}
+
+void engine::frame_received(std::string_view type, std::string_view principal, std::size_t bytes) {
+  const std::string_view name = frame_name(type);
   count("frames_received_total", {{"type", std::string(name)}});
+  if (o_.metrics && !principal.empty()) o_.metrics->count_link(link_of(principal), name, "in", bytes);
   std::lock_guard lock(mu_);
   auto it = frames_.find(name);
   if (it == frames_.end()) it = frames_.emplace(std::string(name), 0).first;

@@ -146,8 +146,12 @@ class engine {
   // Audits a refused CURVE handshake (an unknown key) seen by the ZAP handler.
   void refused_connections(std::uint64_t n);
   // Counts a message the delta socket received, by its type frame
-  // (loom_aggregator_frames_received_total{type}; AggregatorStatusReply.frames_received).
-  void frame_received(std::string_view type);
+  // (loom_aggregator_frames_received_total{type}; AggregatorStatusReply.frames_received),
+  // and its `bytes` from `principal` (loom_aggregator_link_bytes_total, "in";
+  // the link is an enrolled site's name, else "local").
+  void frame_received(std::string_view type, std::string_view principal = {}, std::size_t bytes = 0);
+  // The answer's bytes to `principal` (link_bytes_total, "out").
+  void frame_answered(std::string_view type, std::string_view principal, std::size_t bytes);
 
   // Jobs and tombstones of `tenant` (every tenant's when all_tenants).
   void describe(loom::v1::AggregatorStatusReply* out, const std::string& tenant, bool all_tenants);

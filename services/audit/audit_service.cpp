@@ -41,8 +41,9 @@ result<std::shared_ptr<void>> start_receiver(runtime::service_env& env, const au
   if (!l) return l.err();
   log = std::move(*l);
   const auto* me = env.eps.find("audit");
-  const std::string pull =
-      !c.pull_bind.empty() ? c.pull_bind : me && !me->pull.empty() ? me->pull : "tcp://127.0.0.1:*";
+  const std::string pull = !c.pull_bind.empty()          ? c.pull_bind
+                           : me && !me->pull.empty() ? layout::bind_of(env.eps.net, me->pull)
+                                                     : "tcp://" + env.eps.net.listen + ":*";
   try {
     return std::static_pointer_cast<void>(std::make_shared<receiver>(*env.ctx, env.keys, pull, log, env.metrics));
   } catch (const std::exception& e) {

@@ -4,8 +4,9 @@
 //
 //   LOOM_INGEST_SYNC_BIND   where the dataset sync server listens:
 //                           tcp://HOST:PORT (HOST may be *, PORT 1..65535 or *);
-//                           default tcp://127.0.0.1:* (loopback, a free port).
-//                           E.g. tcp://0.0.0.0:7450 to serve another host.
+//                           default: the deployment's (`loom up --listen/--ports`:
+//                           endpoints.json's "data" port on the listen address,
+//                           loopback and a free port unless told otherwise).
 //
 // Every command-line argument is service_main's (libs/runtime/service.hpp).
 // The import roots come from endpoints.json (`loom up --import-root`), read
@@ -20,7 +21,7 @@
 namespace loom::ingest {
 
 struct ingest_config {
-  std::string sync_bind = "tcp://127.0.0.1:*";
+  std::string sync_bind;  // "" = the deployment's (runtime::data_bind)
 };
 
 // `env` looks a variable up (std::getenv in the service; a map in tests).

@@ -35,7 +35,7 @@ result<std::shared_ptr<void>> start_parts(runtime::service_env& env, const inges
   audit::emitter* em = env.audit;
   auto s = sync_service::start({.data_dir = env.paths.root,
                                 .keys = env.keys,
-                                .bind = c.sync_bind,
+                                .bind = c.sync_bind.empty() ? runtime::data_bind(env) : c.sync_bind,
                                 .tasks = tasks,
                                 .audit = [em](audit::record r) { em->emit(std::move(r)); },
                                 .zone = env.zone,
@@ -53,7 +53,12 @@ std::unique_ptr<runtime::service_logic> make_logic(runtime::service_env& env, co
   parts.tasks = h.tasks.lock();
   parts.db = env.db;
   parts.datasets_root = env.paths.root + "/datasets";
-  parts.sync_info = [sync] { return sync->info(); };
+  // Peers on other hosts are told the advertised address, never 0.0.0.0.
+  parts.sync_info = [sync, net = env.eps.net]() -> result<sync_endpoint> {
+    auto r = sync->info();
+    if (r) r->endpoint = layout::advertised(net, r->endpoint);
+    return r;
+  };
   parts.sync_grant = [sync](const std::string& peer_key, const std::string& tenant, const std::string& dataset,
                             const std::string& principal) { return sync->grant(peer_key, tenant, dataset, principal); };
   parts.pull = [sync](const std::string& tenant, const std::string& dataset, const std::string& endpoint,

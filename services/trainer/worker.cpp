@@ -25,19 +25,10 @@ namespace {
 // One poll a second: progress reaches `loom job watch` within a second and a
 // finished stage's successor starts within about one (the ≤ 1 min stage switch).
 constexpr std::chrono::milliseconds poll_interval{1000};
-
-// The host of this trainer's RPC endpoint (tcp://HOST:PORT): its collective
-// inbox listens there too, so peers reach it where they reach the service.
-std::string inbox_bind(const std::string& rpc) {
-  const auto scheme = rpc.find("://");
-  const auto colon = rpc.rfind(':');
-  if (scheme == std::string::npos || colon == std::string::npos || colon <= scheme + 3) return "tcp://127.0.0.1:*";
-  return rpc.substr(0, colon) + ":*";
-}
 }  // namespace
 
 worker::worker(runtime::service_env& env, std::shared_ptr<work_board> board) : env_(env), board_(std::move(board)) {
-  auto in = collective::inbox::bind(*env_.ctx, env_.keys, "loom", inbox_bind(env_.rpc_endpoint));
+  auto in = collective::inbox::bind(*env_.ctx, env_.keys, "loom", runtime::data_bind(env_));
   if (in) {
     inbox_ = std::move(*in);
     log("trainer: collective inbox at %s%s\n", inbox_->endpoint());
@@ -150,7 +141,7 @@ void worker::poll_loop() {
     facts.node = env_.node_id;
     facts.report = board_->with([](work_state& w) { return w.report(); });
     if (inbox_) {
-      facts.inbox_endpoint = inbox_->endpoint();
+      facts.inbox_endpoint = runtime::advertised(env_, inbox_->endpoint());  // what peers on other hosts reach
       facts.inbox_key = inbox_->public_key();
     }
     std::shared_ptr<stage_run> cur;

@@ -104,7 +104,9 @@ result<std::pair<const job_rec*, bool>> job_manager::submit(const submit_args& a
                                                " in tenant " + tenant +
                                                " (a stage reads the job outputs of its own tenant only)");
     }
-  if (probe_) {
+  // A job for an edge site's zone reads its data at the site: its trainer
+  // checks the dataset there (the cloud's ingest never holds it).
+  if (probe_ && !sites_.enrolled_site(zone)) {
     std::set<std::string> asked;
     for (const auto& sp : plan->stages)
       // An edge-site stage's data lives at its sites: their trainers check it there (the cloud never sees it).

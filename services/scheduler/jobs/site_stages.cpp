@@ -85,6 +85,14 @@ bool site_stages::readopt(jobs_context& cx, const poll_report& r, time_point now
   return false;
 }
 
+bool site_stages::enrolled_site(const std::string& zone) const {
+  if (!site_states_) return false;
+  auto states = site_states_();
+  if (!states) return false;
+  auto it = states->find(zone);
+  return it != states->end() && it->second == "enrolled";
+}
+
 status site_stages::check(const runspec::job_plan& plan) const {
   if (!site_states_) return ok_status();
   bool named = false;

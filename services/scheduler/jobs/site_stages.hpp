@@ -35,6 +35,8 @@ class site_stages {
   bool is_site_stage(const job_rec& j, std::size_t stage) const { return !zones(j, stage).empty(); }
   // A diloco stage's sites at submit: each must be enrolled. Unset states: not checked.
   status check(const runspec::job_plan& plan) const;
+  // Whether `zone` is an enrolled edge site's (a job placed there reads its data at the site).
+  bool enrolled_site(const std::string& zone) const;
   // `node` runs a member of an edge-site stage (the policy keeps it cordoned).
   bool held(const jobs_context& cx, const std::string& node) const;
   // Places queued site stages once every site has a free trainer; re-places

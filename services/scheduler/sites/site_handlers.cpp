@@ -105,6 +105,7 @@ void scheduler_logic::describe(const site_rec& s, loom::v1::SiteInfo* o) const {
     t->set_node(n.id);
     t->set_state(n.draining ? "draining" : to_string(roster_.state(n, now)));
     t->set_last_seen_unix_ns(ns(n.last_seen));
+    t->set_endpoint(n.endpoint);
   }
   o->set_last_contact_unix_ns(ns(last));
   // Link state and datasets: what the site's nodes reported with their heartbeats (site_report).
