@@ -6,6 +6,7 @@
 #include "libs/wire/limits.hpp"
 #include "loom/v1/aggregator.pb.h"
 #include "loom/v1/common.pb.h"
+#include "services/aggregator/delta_streams.hpp"
 #include "services/aggregator/engine.hpp"
 #include "services/aggregator/wire.hpp"
 
@@ -62,6 +63,7 @@ struct delta_server::impl {
   std::set<std::string> admitted;  // every principal of the allow-list now (thread only)
   std::atomic<bool> stop{false};
   std::thread thread;
+  delta_streams streams;  // streamed deltas and sliced pulls, per sending key (thread only)
 
   status reload_keys();
   void run();
@@ -69,6 +71,7 @@ struct delta_server::impl {
   frames join(const loom::v1::DeltaJoin& r, const std::string& principal);
   frames delta(std::vector<zmq::message_t>& in, const std::string& principal);
   frames pull(const loom::v1::GlobalPull& r, const std::string& principal);
+  frames chunk(const loom::v1::DeltaChunk& c, std::string_view bytes, const std::string& principal);
 };
 
 namespace {
@@ -141,7 +144,17 @@ frames delta_server::impl::delta(std::vector<zmq::message_t>& in, const std::str
     o.jobs->refuse_header(principal, h.err());
     return fail(h.err());
   }
-  const std::string_view payload = in.size() > 3 ? in[3].to_string_view() : std::string_view{};
+  std::string_view payload = in.size() > 3 ? in[3].to_string_view() : std::string_view{};
+  std::string whole;  // a streamed payload: the pieces held before this header, then its frame
+  if (w.payload_offset() > 0) {
+    auto all = streams.complete(principal, w, payload);
+    if (!all) {
+      o.jobs->refuse_header(principal, all.err());
+      return fail(all.err());
+    }
+    whole = std::move(*all);
+    payload = whole;
+  }
   auto out = o.jobs->submit(*h, payload, key_of(principal), now_ns());
   if (auto* r = std::get_if<refusal>(&out)) return fail(r->err);
   const auto& d = std::get<delta_outcome>(out);
@@ -155,7 +168,27 @@ frames delta_server::impl::delta(std::vector<zmq::message_t>& in, const std::str
   return answer(rep);
 }
 
+namespace {
+// The header of the whole payload, and the slice [offset, offset + max_bytes) of it (max_bytes 0: the rest).
+frames slice(const global_update_header& header, const std::string& payload, std::uint64_t offset,
+             std::uint64_t max_bytes) {
+  if (offset >= payload.size() && offset > 0)
+    return fail(make_error(errc::invalid_argument, "pull from offset " + std::to_string(offset) + " of a payload of " +
+                                                       std::to_string(payload.size()) + " bytes"));
+  const std::uint64_t n = max_bytes == 0 ? payload.size() - offset : std::min<std::uint64_t>(max_bytes, payload.size() - offset);
+  loom::v1::GlobalUpdateHeader h;
+  to_wire(header, &h);
+  h.set_payload_offset(offset);
+  return {"loom.v1.GlobalUpdateHeader", h.SerializeAsString(), payload.substr(offset, n)};
+}
+}  // namespace
+
 frames delta_server::impl::pull(const loom::v1::GlobalPull& r, const std::string& principal) {
+  if (r.offset() > 0) {  // a later slice: from the payload its first slice was cut from
+    auto k = streams.kept_pull(principal, r.job(), r.fragment());
+    if (!k) return fail(k.err());
+    return slice(k->header, *k->payload, r.offset(), r.max_bytes());
+  }
   auto a = o.jobs->pull(r.job(), r.site(), r.fragment(), r.have_version(), r.want_params(), key_of(principal));
   if (!a) return fail(a.err());
   if (!a->has_update) {
@@ -164,9 +197,26 @@ frames delta_server::impl::pull(const loom::v1::GlobalPull& r, const std::string
     rep.set_last_round(a->last_round);
     return answer(rep);
   }
-  loom::v1::GlobalUpdateHeader h;
-  to_wire(a->header, &h);
-  return {"loom.v1.GlobalUpdateHeader", h.SerializeAsString(), *a->payload};
+  if (r.max_bytes() > 0 && a->payload->size() > r.max_bytes())
+    streams.keep_pull(principal, r.job(), r.fragment(), a->header, a->payload);
+  return slice(a->header, *a->payload, 0, r.max_bytes());
+}
+
+frames delta_server::impl::chunk(const loom::v1::DeltaChunk& c, std::string_view bytes, const std::string& principal) {
+  auto spec = o.jobs->spec(c.job());
+  if (!spec) return fail(spec.err());
+  auto plan = make_plan(*spec);
+  if (!plan) return fail(plan.err());
+  if (c.fragment() >= static_cast<std::uint32_t>(plan->fragments()))
+    return fail(make_error(errc::invalid_argument, "delta chunk: fragment " + std::to_string(c.fragment()) +
+                                                       " out of range: the job has " + std::to_string(plan->fragments())));
+  // fp32, the largest encoding, plus room for a codec's header.
+  const std::uint64_t limit = plan->size(static_cast<int>(c.fragment())) * 4 + 4096;
+  auto held = streams.chunk(principal, c, bytes, limit, clock::now());
+  if (!held) return fail(held.err());
+  loom::v1::DeltaChunkReply rep;
+  rep.set_received(*held);
+  return answer(rep);
 }
 
 frames delta_server::impl::handle(const std::string& type, std::vector<zmq::message_t>& in,
@@ -179,6 +229,11 @@ frames delta_server::impl::handle(const std::string& type, std::vector<zmq::mess
   }
   if (type == "loom.v1.DeltaHeader") return delta(in, principal);
   auto parse = [&](auto& msg) { return in.size() >= 3 && msg.ParseFromArray(in[2].data(), static_cast<int>(in[2].size())); };
+  if (type == "loom.v1.DeltaChunk") {
+    loom::v1::DeltaChunk c;
+    if (!parse(c)) return fail(make_error(errc::invalid_argument, "bad loom.v1.DeltaChunk"));
+    return chunk(c, in.size() > 3 ? in[3].to_string_view() : std::string_view{}, principal);
+  }
   if (type == "loom.v1.DeltaJoin") {
     loom::v1::DeltaJoin r;
     return parse(r) ? join(r, principal) : fail(make_error(errc::invalid_argument, "bad loom.v1.DeltaJoin"));
@@ -230,6 +285,7 @@ void delta_server::impl::run() {
       std::fprintf(stderr, "loom-aggregator: delta socket: %s\n", e.what());
     }
     o.jobs->tick(now_ns());
+    streams.expire(clock::now());
     if (const auto r = zap->rejected(); r != refused_seen) {
       o.jobs->refused_connections(r - refused_seen);
       refused_seen = r;

@@ -239,7 +239,7 @@ namespace {
 // The types the delta socket answers; anything else is counted as "unknown"
 // (a label per name a peer could choose would let it grow the metrics).
 std::string_view frame_name(std::string_view type) {
-  constexpr std::string_view known[] = {"DeltaHeader", "DeltaJoin", "GlobalPull", "RoundStatusQuery"};
+  constexpr std::string_view known[] = {"DeltaHeader", "DeltaChunk", "DeltaJoin", "GlobalPull", "RoundStatusQuery"};
   constexpr std::string_view prefix = "loom.v1.";
   if (type.starts_with(prefix))
     for (auto k : known)

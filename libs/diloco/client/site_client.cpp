@@ -114,6 +114,35 @@ result<std::vector<std::string>> site_client::request(const std::vector<std::str
                                            std::to_string(o_.timeout.count()) + " ms");
 }
 
+result<std::vector<std::string>> site_client::pull_whole(loom::v1::GlobalPull pull) {
+  pull.set_max_bytes(o_.chunk_bytes);
+  auto first = request(frames_of(pull));
+  if (!first || first->size() < 3 || (*first)[0] != "loom.v1.GlobalUpdateHeader") return first;
+  loom::v1::GlobalUpdateHeader h;
+  if (!h.ParseFromString((*first)[1]) || h.payload_offset() != 0)
+    return make_error(errc::corruption, "a malformed GlobalUpdateHeader for fragment " + std::to_string(pull.fragment()));
+  std::string whole = std::move((*first)[2]);
+  // Bounded: each slice adds at least one byte, or the pull fails.
+  while (whole.size() < h.payload_bytes()) {
+    pull.set_offset(whole.size());
+    auto next = request(frames_of(pull));
+    if (!next) return next.err();
+    if (!next->empty() && (*next)[0] == "loom.v1.Status") return expect<loom::v1::GlobalUpdateHeader>(*next).err();
+    loom::v1::GlobalUpdateHeader n;
+    if (next->size() < 3 || (*next)[0] != "loom.v1.GlobalUpdateHeader" || !n.ParseFromString((*next)[1]) ||
+        n.payload_offset() != whole.size() || n.version() != h.version() || n.payload_sha256() != h.payload_sha256() ||
+        (*next)[2].empty())
+      return make_error(errc::corruption, "fragment " + std::to_string(pull.fragment()) + ": slice from " +
+                                              std::to_string(whole.size()) + " is not of the payload being pulled");
+    whole += (*next)[2];
+    ++stats_.chunks_received;
+  }
+  h.set_payload_offset(0);
+  (*first)[1] = h.SerializeAsString();
+  (*first)[2] = std::move(whole);
+  return first;
+}
+
 status site_client::join(std::vector<float>& local) {
   loom::v1::DeltaJoin j;
   j.set_job(o_.job);
@@ -132,7 +161,7 @@ status site_client::join(std::vector<float>& local) {
     pull.set_site(o_.site);
     pull.set_fragment(static_cast<std::uint32_t>(p));
     pull.set_want_params(true);
-    auto got = request(frames_of(pull));
+    auto got = pull_whole(pull);
     if (!got) return got.err();
     if (!got->empty() && (*got)[0] == "loom.v1.Status") return expect<loom::v1::GlobalUpdateHeader>(*got).err();
     if (got->size() < 3 || (*got)[0] != "loom.v1.GlobalUpdateHeader")
@@ -156,8 +185,52 @@ status site_client::join(std::vector<float>& local) {
   return ok_status();
 }
 
+result<std::uint64_t> site_client::send_pieces(const sent& s) {
+  loom::v1::DeltaHeader h;
+  if (!h.ParseFromString(s.header)) return make_error(errc::internal, "send_pieces: an unreadable DeltaHeader");
+  const std::uint64_t total = s.payload.size(), piece = o_.chunk_bytes;
+  const std::uint64_t last_at = (total - 1) / piece * piece;  // the last piece goes with the header
+  loom::v1::DeltaChunk c;
+  c.set_job(h.job());
+  c.set_site(h.site());
+  c.set_round(h.round());
+  c.set_fragment(h.fragment());
+  c.set_total_bytes(total);
+  c.set_payload_sha256(h.payload_sha256());
+  // Bounded: every answer either moves `at` on or sends it back to what the
+  // aggregator holds; twice the pieces (and two fresh starts) is plenty.
+  int restarts = 0;
+  for (std::uint64_t at = 0, turns = 0; at < last_at; ++turns) {
+    if (turns > 2 * (last_at / piece) + 4) return make_error(errc::unavailable, "delta upload makes no progress");
+    c.set_offset(at);
+    auto raw = request({"loom.v1.DeltaChunk", c.SerializeAsString(), s.payload.substr(at, std::min(piece, last_at - at))});
+    if (!raw) return raw.err();
+    auto rep = expect<loom::v1::DeltaChunkReply>(*raw);
+    if (!rep) {
+      if (rep.code() == errc::conflict && restarts++ < 2) {  // its pieces are gone (a restart): from the start
+        at = 0;
+        continue;
+      }
+      return rep.err();
+    }
+    at = std::min<std::uint64_t>(rep->received(), last_at);  // resumes from what the aggregator holds
+    ++stats_.chunks_sent;
+  }
+  return last_at;
+}
+
 result<delta_ack> site_client::deliver(int p, const sent& s) {
-  auto raw = request({"loom.v1.DeltaHeader", s.header, s.payload});
+  result<std::vector<std::string>> raw = make_error(errc::internal, "");
+  if (o_.chunk_bytes > 0 && s.payload.size() > o_.chunk_bytes) {
+    auto last_at = send_pieces(s);
+    if (!last_at) return last_at.err();
+    loom::v1::DeltaHeader h;
+    h.ParseFromString(s.header);
+    h.set_payload_offset(*last_at);
+    raw = request({"loom.v1.DeltaHeader", h.SerializeAsString(), s.payload.substr(*last_at)});
+  } else {
+    raw = request({"loom.v1.DeltaHeader", s.header, s.payload});
+  }
   if (!raw) return raw.err();
   auto rep = expect<loom::v1::DeltaReply>(*raw);
   if (!rep) {
@@ -220,7 +293,7 @@ result<bool> site_client::poll(int p, std::span<float> local) {
   pull.set_site(o_.site);
   pull.set_fragment(static_cast<std::uint32_t>(p));
   pull.set_have_version(rounds_->version(p));
-  auto raw = request(frames_of(pull));
+  auto raw = pull_whole(pull);
   if (!raw) return raw.err();
   if (!raw->empty() && (*raw)[0] == "loom.v1.GlobalUpdateHeader") {
     if (auto s = apply(*raw, p, local); !s) return s.err();

@@ -43,6 +43,9 @@ namespace zmq {
 class context_t;
 class socket_t;
 }  // namespace zmq
+namespace loom::v1 {
+class GlobalPull;
+}
 namespace loom::wire {
 class shaped_link;
 }
@@ -65,6 +68,11 @@ struct client_options {
   // after the request has crossed the uplink and extended while an answer is
   // still crossing the downlink, so bandwidth alone never times one out.
   std::optional<wire::link_config> link;
+  // No frame carries more payload than this (issue 26: streamed deltas and
+  // pulls): a larger delta goes as DeltaChunks before its header, a larger
+  // update or parameter pull comes in slices. A cut link resumes from what
+  // the aggregator holds. 0: whole payloads in one frame (capped at 1 GiB).
+  std::uint64_t chunk_bytes = std::uint64_t{64} << 20;
 };
 
 struct client_stats {
@@ -75,6 +83,8 @@ struct client_stats {
   std::uint64_t payload_bytes_received = 0;  // update and parameter payloads
   std::uint64_t updates_applied = 0;   // OUTER_UPDATE
   std::uint64_t params_applied = 0;    // GLOBAL_PARAMS (join, catch-up)
+  std::uint64_t chunks_sent = 0;       // DeltaChunks acknowledged (streamed deltas)
+  std::uint64_t chunks_received = 0;   // pull slices past the first (streamed pulls)
 };
 
 struct delta_ack {
@@ -120,6 +130,10 @@ class site_client {
   };
   site_client(zmq::context_t& ctx, client_options o);
   result<delta_ack> deliver(int p, const sent& s);
+  // A delta's payload but its last piece, as DeltaChunks; the last piece's offset.
+  result<std::uint64_t> send_pieces(const sent& s);
+  // A GlobalPull answered whole: its slices put together (frames as an unsliced answer's).
+  result<std::vector<std::string>> pull_whole(loom::v1::GlobalPull pull);
   // One attempt on sock_: the answer, or nullopt (timed out, dropped, refused by the socket).
   std::optional<std::vector<std::string>> exchange(const std::vector<std::string>& frames);
   status apply(const std::vector<std::string>& reply, int p, std::span<float> local);

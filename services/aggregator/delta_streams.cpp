@@ -1,0 +1,93 @@
+#include "services/aggregator/delta_streams.hpp"
+
+namespace loom::aggregator {
+namespace {
+std::string upload_key(const std::string& key, const std::string& job, std::uint32_t fragment) {
+  return key + "\n" + job + "\n" + std::to_string(fragment);
+}
+}  // namespace
+
+result<std::uint64_t> delta_streams::chunk(const std::string& key, const loom::v1::DeltaChunk& c,
+                                           std::string_view bytes, std::uint64_t limit, time_point now) {
+  const std::string what = "delta chunk of job " + c.job() + " fragment " + std::to_string(c.fragment()) + " round " +
+                           std::to_string(c.round());
+  if (c.total_bytes() == 0 || c.total_bytes() > limit)
+    return make_error(errc::invalid_argument, what + ": a payload of " + std::to_string(c.total_bytes()) +
+                                                  " bytes (this fragment's holds at most " + std::to_string(limit) + ")");
+  if (bytes.empty() || c.offset() + bytes.size() > c.total_bytes() || c.payload_sha256().size() != 32)
+    return make_error(errc::invalid_argument, what + ": bytes [" + std::to_string(c.offset()) + ", " +
+                                                  std::to_string(c.offset() + bytes.size()) + ") of a payload of " +
+                                                  std::to_string(c.total_bytes()) + " (or no SHA-256 of 32 bytes)");
+  const std::string k = upload_key(key, c.job(), c.fragment());
+  auto it = uploads_.find(k);
+  const bool same = it != uploads_.end() && it->second.round == c.round() && it->second.total == c.total_bytes() &&
+                    it->second.sha256 == c.payload_sha256() && it->second.site == c.site();
+  if (!same) {
+    if (c.offset() != 0)
+      return make_error(errc::conflict, what + ": no upload of it is held here (the aggregator restarted, or it "
+                                               "expired): send it again from offset 0");
+    upload u{c.job(), c.site(), c.payload_sha256(), c.round(), c.total_bytes(), c.fragment(), {}, now};
+    u.bytes.reserve(c.total_bytes());
+    it = uploads_.insert_or_assign(k, std::move(u)).first;  // a new delta replaces the one before
+  }
+  auto& u = it->second;
+  u.touched = now;
+  const std::uint64_t held = u.bytes.size();
+  if (c.offset() + bytes.size() <= held) return held;  // a retry of a piece held already
+  if (c.offset() != held)
+    return make_error(errc::conflict, what + ": bytes from offset " + std::to_string(c.offset()) + ", but " +
+                                          std::to_string(held) + " are held: send from offset " + std::to_string(held));
+  u.bytes.append(bytes);
+  return static_cast<std::uint64_t>(u.bytes.size());
+}
+
+result<std::string> delta_streams::complete(const std::string& key, const loom::v1::DeltaHeader& h,
+                                            std::string_view last) {
+  const std::string what = "delta of job " + h.job() + " fragment " + std::to_string(h.fragment()) + " round " +
+                           std::to_string(h.round());
+  auto it = uploads_.find(upload_key(key, h.job(), h.fragment()));
+  if (it == uploads_.end())
+    return make_error(errc::conflict, what + ": its header says " + std::to_string(h.payload_offset()) +
+                                          " bytes came before it, but none are held: send it again from offset 0");
+  auto& u = it->second;
+  if (u.round != h.round() || u.total != h.payload_bytes() || u.sha256 != h.payload_sha256() || u.site != h.site())
+    return make_error(errc::conflict, what + ": the pieces held are of another payload (round " +
+                                          std::to_string(u.round) + ", " + std::to_string(u.total) +
+                                          " bytes): send it again from offset 0");
+  if (u.bytes.size() != h.payload_offset() || h.payload_offset() + last.size() != u.total)
+    return make_error(errc::conflict, what + ": " + std::to_string(u.bytes.size()) + " bytes held and " +
+                                          std::to_string(last.size()) + " in the header's frame from offset " +
+                                          std::to_string(h.payload_offset()) + " do not make its " +
+                                          std::to_string(u.total) + " bytes");
+  std::string whole = std::move(u.bytes);
+  whole.append(last);
+  uploads_.erase(it);
+  return whole;
+}
+
+void delta_streams::keep_pull(const std::string& key, const std::string& job, std::uint32_t fragment,
+                              const global_update_header& h, std::shared_ptr<const std::string> payload) {
+  pulls_[key] = pulled{job, fragment, kept{h, std::move(payload)}};
+}
+
+result<delta_streams::kept> delta_streams::kept_pull(const std::string& key, const std::string& job,
+                                                     std::uint32_t fragment) const {
+  auto it = pulls_.find(key);
+  if (it == pulls_.end() || it->second.job != job || it->second.fragment != fragment)
+    return make_error(errc::conflict, "pull of job " + job + " fragment " + std::to_string(fragment) +
+                                          ": no payload is kept for a later slice (another pull came between, or the "
+                                          "aggregator restarted): pull again from offset 0");
+  return it->second.what;
+}
+
+void delta_streams::expire(time_point now) {
+  std::erase_if(uploads_, [&](const auto& kv) { return now - kv.second.touched > idle_; });
+}
+
+std::uint64_t delta_streams::staged_bytes() const {
+  std::uint64_t n = 0;
+  for (const auto& [k, u] : uploads_) n += u.bytes.size();
+  return n;
+}
+
+}  // namespace loom::aggregator
