@@ -42,7 +42,7 @@ namespace pb = google::protobuf;
 namespace {
 
 // The messages the aggregator's delta socket accepts besides *Request types.
-const std::set<std::string> delta_types{"DeltaJoin", "DeltaHeader", "GlobalPull", "RoundStatusQuery"};
+const std::set<std::string> delta_types{"DeltaJoin", "DeltaHeader", "DeltaChunk", "GlobalPull", "RoundStatusQuery"};
 
 // The wire contract, read from proto/loom/v1/*.proto by protobuf's own
 // compiler: every message, whether or not the test's code names it.
@@ -190,6 +190,8 @@ std::string body_of(const std::string& type, const objects& o) {
   }
   if (type == "GlobalPull")
     return build(type, kv{{"job", o.aggregation}, {"site", "north"}, {"fragment", "0"}, {"have_version", "0"}});
+  if (type == "DeltaChunk")  // a piece without bytes: refused as malformed once the key may stream to the job at all
+    return build(type, kv{{"job", o.aggregation}, {"site", "north"}, {"fragment", "0"}, {"total_bytes", "10"}});
   if (type == "DeltaHeader")  // refused as malformed (no values) by whoever may send it at all
     return build(type, kv{{"job", o.aggregation}, {"site", "north"}, {"codec", "fp32"}});
   if (type == "SyncManifestRequest" || type == "SyncChunksRequest" || type == "SyncPackRequest")

@@ -203,16 +203,10 @@ frames delta_server::impl::pull(const loom::v1::GlobalPull& r, const std::string
 }
 
 frames delta_server::impl::chunk(const loom::v1::DeltaChunk& c, std::string_view bytes, const std::string& principal) {
-  auto spec = o.jobs->spec(c.job());
-  if (!spec) return fail(spec.err());
-  auto plan = make_plan(*spec);
-  if (!plan) return fail(plan.err());
-  if (c.fragment() >= static_cast<std::uint32_t>(plan->fragments()))
-    return fail(make_error(errc::invalid_argument, "delta chunk: fragment " + std::to_string(c.fragment()) +
-                                                       " out of range: the job has " + std::to_string(plan->fragments())));
-  // fp32, the largest encoding, plus room for a codec's header.
-  const std::uint64_t limit = plan->size(static_cast<int>(c.fragment())) * 4 + 4096;
-  auto held = streams.chunk(principal, c, bytes, limit, clock::now());
+  // Held only for a key placed on the job as the site it names, and no more than the fragment can need.
+  auto limit = o.jobs->stream_limit(c.job(), c.fragment(), c.site(), key_of(principal));
+  if (!limit) return fail(limit.err());
+  auto held = streams.chunk(principal, c, bytes, *limit, clock::now());
   if (!held) return fail(held.err());
   loom::v1::DeltaChunkReply rep;
   rep.set_received(*held);

@@ -97,6 +97,20 @@ status engine::check_site(const held& h, const std::string& job, const std::stri
   return make_error(errc::permission_denied, why);
 }
 
+result<std::uint64_t> engine::stream_limit(const std::string& job, std::uint32_t fragment, const std::string& site,
+                                           const site_key& from) {
+  std::lock_guard lock(mu_);
+  held* h = find(job);
+  if (!h) return ended(job);
+  if (auto st = check_site(*h, job, site, from, "aggregation.chunk_refused"); !st) return st.err();
+  auto plan = make_plan(h->spec);
+  if (!plan) return plan.err();
+  if (fragment >= static_cast<std::uint32_t>(plan->fragments()))
+    return make_error(errc::invalid_argument, "fragment " + std::to_string(fragment) + " out of range: the job has " +
+                                                  std::to_string(plan->fragments()));
+  return plan->size(static_cast<int>(fragment)) * 4 + 4096;
+}
+
 result<join_answer> engine::join(const std::string& job, const std::string& site, const site_key& from) {
   std::lock_guard lock(mu_);
   held* h = find(job);

@@ -145,6 +145,12 @@ class engine {
   void refuse_unadmitted(const std::string& principal, const std::string& type);
   // Audits a refused CURVE handshake (an unknown key) seen by the ZAP handler.
   void refused_connections(std::uint64_t n);
+  // The most payload bytes a delta of `fragment` may stream (its values in
+  // fp32, the largest codec, and a codec header), for a key placed on the
+  // job as `site`: a streamed delta's pieces are held only for such a key
+  // (permission_denied, audited as aggregation.chunk_refused, otherwise).
+  result<std::uint64_t> stream_limit(const std::string& job, std::uint32_t fragment, const std::string& site,
+                                     const site_key& from);
   // Counts a message the delta socket received, by its type frame
   // (loom_aggregator_frames_received_total{type}; AggregatorStatusReply.frames_received),
   // and its `bytes` from `principal` (loom_aggregator_link_bytes_total, "in";
