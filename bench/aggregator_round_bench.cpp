@@ -6,20 +6,25 @@
 // wire is left out: what a round costs the aggregator itself, and what it must
 // hold, is what bounds the model and the number of sites (docs/scale.md).
 // Each fragment's round: every site's delta submitted (the last closes it by
-// quorum: outer step, downlink, save), then one site's pull of the update.
-//   storage=memory  no state file;  storage=disk  the state saved after every
-//   outer step, as the service does (write, fsync, rename; in a temp dir).
+// quorum: outer step, downlink), its save, then one site's pull of the update.
+//   storage=memory  no state file;  storage=disk  after every outer step the
+//   fragment's file and the manifest written as the service does (deferred,
+//   as the engine does, then run at once here on this thread; write, fsync,
+//   rename; in a temp dir).
 //   aggregator_round_bench [d12|350m|...]     (default d12 = GPT-2 124M)
 // Last lines, one per storage:
 //   case=round_<model> storage=<memory|disk> values=… submit_ms_per_delta=… close_ms_per_fragment=…
-//        round_s=… bytes_up_per_site=… bytes_down_per_site=… peak_rss_mb=…
+//        save_ms_per_fragment=… round_s=… bytes_up_per_site=… bytes_down_per_site=… peak_rss_mb=…
 // submit: a delta that does not close its round; close: the one that does
-// (its submit, the outer step, the downlink, the save); round_s: the
-// aggregator's time for the whole round (the sites' encoding left out);
-// peak_rss_mb: the process's peak so far (the disk run comes second).
+// (its submit, the outer step, the downlink: what the engine's lock is held
+// for); save: the fragment's file and the manifest (off the lock in the
+// service); round_s: the aggregator's time for the whole round, saves
+// included (the sites' encoding left out); peak_rss_mb: the process's peak so
+// far (the disk run comes second).
 #include "libs/crypto/hash.hpp"
 #include "libs/files/temp_dir.hpp"
 #include "services/aggregator/aggregation.hpp"
+#include "services/aggregator/job_store.hpp"
 
 #include <sys/resource.h>
 
@@ -49,7 +54,7 @@ double peak_rss_mb() {
 }
 
 struct figures {
-  double submit_ms = 0, close_ms = 0, round_s = 0;
+  double submit_ms = 0, close_ms = 0, save_ms = 0, round_s = 0;
   std::uint64_t up = 0, down = 0, values = 0;
 };
 
@@ -73,10 +78,11 @@ int run(const std::string& name, const model::gpt2_config& cfg, bool disk, figur
     std::fprintf(stderr, "aggregator_round_bench: %s\n", agg.err().to_string().c_str());
     return 1;
   }
+  (*agg)->defer_saves();
   for (int s = 0; s < sites; ++s) (void)(*agg)->join("site-" + std::to_string(s), "key-" + std::to_string(s));
   std::mt19937_64 rng(11);
   std::normal_distribution<float> normal(0.0f, 1e-3f);
-  double submit_ms = 0, close_ms = 0, pull_ms = 0;
+  double submit_ms = 0, close_ms = 0, save_ms = 0, pull_ms = 0;
   for (int p = 0; p < plan->fragments(); ++p) {
     std::vector<float> delta(plan->size(p));
     for (int s = 0; s < sites; ++s) {
@@ -98,11 +104,17 @@ int run(const std::string& name, const model::gpt2_config& cfg, bool disk, figur
       }
       const auto& done = std::get<aggregator::delta_outcome>(out);
       if (done.closed) {
-        if (!done.closed->saved) {
-          std::fprintf(stderr, "aggregator_round_bench: save: %s\n", done.closed->saved.err().message.c_str());
-          return 1;
+        close_ms += took;  // the closing delta: its own submit, the outer step, the downlink
+        if (done.closed->save) {
+          const auto t_save = clock_type::now();
+          const auto saved = aggregator::run_save(*done.closed->save);
+          save_ms += ms_since(t_save);
+          if (!saved) {
+            std::fprintf(stderr, "aggregator_round_bench: save: %s\n", saved.err().message.c_str());
+            return 1;
+          }
+          (*agg)->save_done(static_cast<std::uint32_t>(p));
         }
-        close_ms += took;  // the closing delta: its own submit, the outer step, the downlink, the save
       } else {
         submit_ms += took;
       }
@@ -117,9 +129,10 @@ int run(const std::string& name, const model::gpt2_config& cfg, bool disk, figur
     }
     f.down += pulled->payload->size();
   }
-  f.round_s = (submit_ms + close_ms + pull_ms) / 1e3;  // the aggregator's time, not the sites' encoding
+  f.round_s = (submit_ms + close_ms + save_ms + pull_ms) / 1e3;  // the aggregator's time, not the sites' encoding
   f.submit_ms = submit_ms / (plan->fragments() * (sites - 1));
   f.close_ms = close_ms / plan->fragments();
+  f.save_ms = save_ms / plan->fragments();
   f.up /= sites;
   std::printf("%s storage=%s: %.1f s of the aggregator's time for a round of %d fragments x %d sites\n", name.c_str(),
               disk ? "disk" : "memory", f.round_s, plan->fragments(), sites);
@@ -143,9 +156,10 @@ int main(int argc, char** argv) {
     char line[512];
     std::snprintf(line, sizeof line,
                   "case=round_%s storage=%s values=%llu submit_ms_per_delta=%.1f close_ms_per_fragment=%.1f "
-                  "round_s=%.2f bytes_up_per_site=%llu bytes_down_per_site=%llu peak_rss_mb=%.0f",
+                  "save_ms_per_fragment=%.1f round_s=%.2f bytes_up_per_site=%llu bytes_down_per_site=%llu "
+                  "peak_rss_mb=%.0f",
                   which.c_str(), disk ? "disk" : "memory", static_cast<unsigned long long>(f.values), f.submit_ms,
-                  f.close_ms, f.round_s, static_cast<unsigned long long>(f.up), static_cast<unsigned long long>(f.down),
+                  f.close_ms, f.save_ms, f.round_s, static_cast<unsigned long long>(f.up), static_cast<unsigned long long>(f.down),
                   peak_rss_mb());
     lines.push_back(line);
   }

@@ -148,7 +148,7 @@ TEST_CASE("an aggregation serves only the sites its stage was placed on, bounds 
       180s));
   // The grant as the scheduler minted it (kept in the aggregation's state): a copy in hostile hands.
   v1::AggregationState saved;
-  (void)global_theta(c.home.path() + "/aggregator/" + name + "/state.bin", saved);
+  saved_manifest(c.home.path() + "/aggregator/" + name + "/state.bin", saved);
   const v1::AggregationGrant grant = saved.grant();
   REQUIRE(grant.sites_size() == 1);
   CHECK(grant.sites(0) == "north");

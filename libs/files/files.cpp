@@ -80,6 +80,10 @@ status fsync_dir(const std::string& dir) {
 }
 
 status write_atomic(const std::string& path, std::string_view data, mode_t mode) {
+  return write_atomic_parts(path, std::span<const std::string_view>(&data, 1), mode);
+}
+
+status write_atomic_parts(const std::string& path, std::span<const std::string_view> parts, mode_t mode) {
   std::filesystem::path p(path);
   std::string dir = p.has_parent_path() ? p.parent_path().string() : ".";
   // Unique per process and call: two threads writing the same path must not share a temp file.
@@ -88,11 +92,12 @@ status write_atomic(const std::string& path, std::string_view data, mode_t mode)
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
   if (fd < 0) return errno_error("create", tmp);
   ::fchmod(fd, masked_mode(mode));  // exactly that: the umask may narrow the mode, never widen it
-  if (auto w = write_all(fd, data, tmp); !w) {
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    return w;
-  }
+  for (const auto data : parts)
+    if (auto w = write_all(fd, data, tmp); !w) {
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return w;
+    }
   if (::fsync(fd) != 0) {
     auto e = errno_error("fsync", tmp);
     ::close(fd);

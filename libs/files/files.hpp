@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <sys/types.h>
@@ -33,6 +34,9 @@ result<std::string> read_file(const std::string& path);
 // write/fsync/rename is an error naming the path. The new file gets
 // masked_mode(mode).
 status write_atomic(const std::string& path, std::string_view data, mode_t mode = 0644);
+// The same for data in pieces, written in order as one file: a large file
+// made of a header and views of buffers the caller keeps (no joined copy).
+status write_atomic_parts(const std::string& path, std::span<const std::string_view> parts, mode_t mode = 0644);
 
 // `mode` narrowed by this process's umask: the mode open(O_CREAT) gives a new
 // file. Processes that keep their files private (umask 077: the launcher, the

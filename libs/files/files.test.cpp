@@ -36,6 +36,17 @@ TEST_CASE("an atomic write replaces the whole file and keeps the mode asked for"
   fs::remove_all(dir);
 }
 
+TEST_CASE("an atomic write of pieces makes one file of them in order, empty pieces included") {
+  auto dir = temp_dir();
+  const std::string big(1 << 20, 'x');
+  const std::string_view parts[] = {"head|", "", big, "|tail"};
+  REQUIRE(loom::files::write_atomic_parts(dir + "/f", parts, 0600).ok());
+  auto got = loom::files::read_file(dir + "/f");
+  REQUIRE(got.ok());
+  CHECK(*got == "head|" + big + "|tail");
+  fs::remove_all(dir);
+}
+
 TEST_CASE("under umask 077 an atomic write asked for 0644 makes a private file, and never a wider one") {
   auto dir = temp_dir();
   const mode_t old = ::umask(077);

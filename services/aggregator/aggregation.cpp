@@ -1,6 +1,7 @@
 #include "services/aggregator/aggregation.hpp"
 
 #include "libs/crypto/hash.hpp"
+#include "libs/files/files.hpp"
 #include "services/aggregator/job_store.hpp"
 #include "services/aggregator/limits.hpp"
 #include "services/aggregator/wire.hpp"
@@ -9,6 +10,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <random>
 #include <set>
 #include <utility>
@@ -65,6 +67,8 @@ aggregation::aggregation(aggregation_spec spec, job_rounds rounds, diloco::downl
   const auto& plan = rounds_->optimizer().plan();
   last_update_.resize(plan.fragments());
   unsaved_.resize(plan.fragments());
+  saving_.resize(plan.fragments());
+  if (!state_file_.empty()) files_ = std::make_shared<job_files>(state_file_);
 }
 
 result<std::unique_ptr<aggregation>> aggregation::create(aggregation_spec spec, std::vector<float> init,
@@ -81,7 +85,7 @@ result<std::unique_ptr<aggregation>> aggregation::create(aggregation_spec spec, 
   std::unique_ptr<aggregation> a(
       new aggregation(std::move(spec), std::move(*rounds), std::move(down), std::move(state_file)));
   a->grant_ = std::move(grant);
-  if (auto s = a->save(); !s) return s.err();
+  if (auto s = a->save_all(); !s) return s.err();
   return a;
 }
 
@@ -103,20 +107,83 @@ result<std::unique_ptr<aggregation>> aggregation::restore(saved_state st, std::s
     if (h.header.fragment < a->last_update_.size()) a->last_update_[h.header.fragment] = std::move(h);
   a->restarts_ = st.restarts + 1;
   a->grant_ = std::move(st.grant);
-  if (auto s = a->save(); !s) return s.err();
+  if (!a->files_) return a;
+  if (st.files.empty()) {  // format 1: every fragment's file, then the manifest in place of state.bin
+    if (auto s = a->save_all(); !s) return s.err();
+  } else {  // format 2: the files stay; a manifest with the new restart count names them
+    a->files_->files = std::move(st.files);
+    saved_state h = a->header();
+    h.files = a->files_->files;
+    if (auto s = save_manifest(a->state_file_, h); !s) return s.err();
+  }
+  remove_strays(a->state_file_, a->files_->files);
   return a;
 }
 
-status aggregation::save() const {
-  if (state_file_.empty()) return ok_status();  // in memory only
-  return save_state(state_file_, snapshot());
+status aggregation::save_all() {
+  if (!files_) return ok_status();  // in memory only
+  const std::string dir = std::filesystem::path(state_file_).parent_path().string();
+  if (auto r = files::make_dirs(dir); !r) return r;
+  saved_state h = header();
+  for (std::uint32_t p = 0; p < saving_.size(); ++p) {
+    auto f = save_fragment(dir, source(p));
+    if (!f) return f.err();
+    h.files.push_back(std::move(*f));
+  }
+  if (auto st = save_manifest(state_file_, h); !st) return st;  // last: it commits them
+  files_->files = std::move(h.files);
+  return ok_status();
+}
+
+saved_state aggregation::header() const {
+  saved_state s;
+  s.spec = spec_;
+  s.sites = rounds_->sites();
+  s.stats = rounds_->stats();
+  s.restarts = restarts_;
+  s.grant = grant_;
+  return s;
+}
+
+fragment_source aggregation::source(std::uint32_t p) const {
+  const auto& opt = rounds_->optimizer();
+  fragment_source f;
+  f.job = spec_.job;
+  f.fragment = p;
+  f.version = opt.version(static_cast<int>(p));
+  for (const auto& r : opt.plan().ranges(static_cast<int>(p))) {
+    f.params.push_back(opt.params().subspan(r.offset, r.count));
+    if (!opt.momentum().empty()) f.momentum.push_back(opt.momentum().subspan(r.offset, r.count));
+  }
+  f.residual = downlink_.residual(static_cast<int>(p));
+  // A delta summed since p's last step is not in the file: the site's last
+  // round goes back to what it was, so its re-send is taken.
+  for (const auto& site : rounds_->sites()) {
+    std::int64_t last = site.last_round[p];
+    for (const auto& [id, before] : unsaved_[p])
+      if (id == site.id) {
+        last = before;  // the first one summed: its "before" is the step's
+        break;
+      }
+    f.last_round.emplace_back(site.id, last);
+  }
+  f.held = last_update_[p];
+  return f;
+}
+
+bool aggregation::saves_into(const save_task& t) const { return files_ && t.files == files_; }
+
+std::vector<std::uint64_t> aggregation::versions() const {
+  std::vector<std::uint64_t> v;
+  for (std::uint32_t p = 0; p < saving_.size(); ++p) v.push_back(published(p));
+  return v;
 }
 
 result<join_answer> aggregation::join(const std::string& site, const std::string& key_id) {
   if (auto s = rounds_->enrol(site, key_id); !s) return s.err();
   auto versions = rounds_->join(site);
   if (!versions) return versions.err();
-  join_answer a{std::move(*versions), {}};
+  join_answer a{this->versions(), {}};
   for (std::uint32_t p = 0; p < a.versions.size(); ++p) a.last_round.push_back(rounds_->last_round(site, p));
   return a;
 }
@@ -200,8 +267,8 @@ std::variant<delta_outcome, refusal> aggregation::submit(const delta_header& h, 
   unsaved_[d.fragment].emplace_back(d.site, prev);
   bytes_in_ += payload.size();
   delta_outcome out{*acc, std::nullopt, 0};
-  if (acc->closable) out.closed = close(d.fragment, now);
-  out.version = rounds_->open_round(d.fragment);
+  if (acc->closable && !saving_[d.fragment]) out.closed = close(d.fragment, now);  // else once saved (tick)
+  out.version = published(d.fragment);
   return out;
 }
 
@@ -243,13 +310,21 @@ close_report aggregation::close(std::uint32_t p, nanos now) {
   h.round = c->round;
   h.contributors = static_cast<std::uint32_t>(c->on_time + c->late_folded);
   last_update_[p] = held_update{std::move(h), std::make_shared<const std::string>(as_chars(encoded_))};
-  r.saved = save();
+  if (!files_) return r;  // in memory only
+  auto task = std::make_shared<save_task>(save_task{files_, source(p), header()});
+  if (defer_) {
+    saving_[p] = 1;
+    r.save = std::move(task);
+  } else {
+    r.saved = run_save(*task);
+  }
   return r;
 }
 
 std::vector<close_report> aggregation::tick(nanos now) {
   std::vector<close_report> out;
-  for (std::uint32_t p : rounds_->closable(now)) out.push_back(close(p, now));
+  for (std::uint32_t p : rounds_->closable(now))
+    if (!saving_[p]) out.push_back(close(p, now));
   return out;
 }
 
@@ -261,9 +336,14 @@ result<pull_answer> aggregation::pull(const std::string& site, std::uint32_t p, 
     return make_error(errc::invalid_argument, "fragment " + std::to_string(p) + " out of range: the job has " +
                                                   std::to_string(plan.fragments()));
   pull_answer a;
-  a.version = opt.version(static_cast<int>(p));
+  a.version = published(p);
   a.last_round = rounds_->last_round(site, p);
   if (have_version >= a.version && !want_params) return a;
+  // θ_p and the held update are already the next version's, which is not
+  // published before it is saved: a site that needs them asks again.
+  if (saving_[p])
+    return make_error(errc::unavailable, "fragment " + std::to_string(p) + ": version " +
+                                             std::to_string(a.version + 1) + " is being saved; pull again");
   a.has_update = true;
   const auto& held = last_update_[p];
   if (!want_params && held && held->header.version == a.version && have_version + 1 == a.version) {
@@ -279,29 +359,6 @@ result<pull_answer> aggregation::pull(const std::string& site, std::uint32_t p, 
   }
   bytes_out_ += a.payload->size();
   return a;
-}
-
-saved_state aggregation::snapshot() const {
-  const auto& opt = rounds_->optimizer();
-  saved_state s;
-  s.spec = spec_;
-  s.params.assign(opt.params().begin(), opt.params().end());
-  s.momentum.assign(opt.momentum().begin(), opt.momentum().end());
-  s.residual = downlink_.residual();
-  s.versions = opt.versions();
-  s.sites = rounds_->sites();
-  // A delta summed since its fragment's last step is not in the file: the
-  // site's last round goes back to what it was, so its re-send is taken.
-  for (std::size_t p = 0; p < unsaved_.size(); ++p)
-    for (auto it = unsaved_[p].rbegin(); it != unsaved_[p].rend(); ++it)
-      for (auto& site : s.sites)
-        if (site.id == it->first) site.last_round[p] = it->second;
-  s.stats = rounds_->stats();
-  s.restarts = restarts_;
-  for (const auto& h : last_update_)
-    if (h) s.held.push_back(*h);
-  s.grant = grant_;
-  return s;
 }
 
 }  // namespace loom::aggregator

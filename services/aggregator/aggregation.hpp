@@ -8,8 +8,12 @@
 //             fragment, its residual saved and reloaded with the job) and
 //             kept for pulls; θ takes back U − dec(q), so it is what the
 //             sites hold, and a site that is further behind pulls θ in fp32;
-//   durable   saved after every outer step (job_store.hpp), so a restarted
+//   durable   after every outer step the stepped fragment's file and the
+//             job's manifest are written (job_store.hpp), so a restarted
 //             aggregator loses no closed round and takes a re-sent delta once.
+//             The write runs in close() (inline), or, once defer_saves(), is
+//             handed to the caller to run off its lock (the engine's saver):
+//             the new version is then published only once written.
 // No sockets, no clock but the outer step's stopwatch: the delta server and
 // the engine call it. Owned by the engine; not thread-safe (the engine locks).
 #pragma once
@@ -64,7 +68,17 @@ struct held_update {
   std::shared_ptr<const std::string> payload;
 };
 
-// What the saved file holds; save_state/load_state in job_store.hpp.
+// One fragment's file in a saved job (job_store.hpp): its name in the job's
+// directory, the version it holds, the SHA-256 and size of the whole file.
+struct fragment_file {
+  std::uint32_t fragment = 0;
+  std::uint64_t version = 0;
+  std::string name;
+  std::string sha256;  // 32 raw bytes
+  std::uint64_t bytes = 0;
+};
+
+// What the saved files hold; load_state (and the writers) in job_store.hpp.
 struct saved_state {
   aggregation_spec spec;
   std::vector<float> params, momentum, residual;  // residual: every fragment's, in fragment order
@@ -74,12 +88,20 @@ struct saved_state {
   std::uint64_t restarts = 0;
   std::vector<held_update> held;  // at most one per fragment
   std::string grant;              // loom.v1.AggregationGrant, serialized: what created the job
+  std::vector<fragment_file> files;  // format 2: the file each fragment was read from; empty: format 1
 };
+
+struct save_task;  // job_store.hpp
+struct job_files;
+struct fragment_source;  // fragment_store.hpp
 
 struct close_report {
   closed_round round;
   double step_seconds = 0;
   status saved = ok_status();  // the save after the step (a failure is a round failure)
+  // With defer_saves(): the save, for the caller to run (run_save) off its
+  // lock and then report with save_done(); `saved` stays ok.
+  std::shared_ptr<save_task> save;
 };
 
 struct delta_outcome {
@@ -111,13 +133,30 @@ struct join_answer {
 
 class aggregation {
  public:
-  // A new job at `init` (size = the plan's total), saved to `state_file`
-  // with `grant` (a serialized loom.v1.AggregationGrant). An empty
-  // state_file keeps the job in memory only (the simulators in sim/).
+  // A new job at `init` (size = the plan's total), saved under `state_file`
+  // (its manifest; the fragments' files beside it) with `grant` (a
+  // serialized loom.v1.AggregationGrant). An empty state_file keeps the job
+  // in memory only (the simulators in sim/).
   static result<std::unique_ptr<aggregation>> create(aggregation_spec spec, std::vector<float> init,
                                                      std::string state_file, nanos now, std::string grant = "");
-  // A job reloaded from its saved state (restarts + 1, saved again).
+  // A job reloaded from its saved state (restarts + 1 in a new manifest; a
+  // format-1 state is written again as format 2, its state.bin replaced last).
   static result<std::unique_ptr<aggregation>> restore(saved_state st, std::string state_file, nanos now);
+
+  // From now on close() does not write: its report carries the save
+  // (close_report::save). Until save_done(p), fragment p's new version is
+  // not published (pull, join, the delta's reply: the one before) and p
+  // does not close again, so θ_p, m_p and e_p, which the save reads in
+  // place, stay as they were at the close.
+  void defer_saves() { defer_ = true; }
+  // The deferred save of fragment p was run (written or failed: the engine
+  // reports a failure as a round failure; the version is published either way).
+  void save_done(std::uint32_t p) { saving_[p] = 0; }
+  // Whether `t` is one of this job's saves (not a job of the same name since).
+  bool saves_into(const save_task& t) const;
+  // Each fragment's published version: the open round, or the one before
+  // while that round's save is being written.
+  std::vector<std::uint64_t> versions() const;
 
   // Enrols the site under its key (first time) and makes it active.
   result<join_answer> join(const std::string& site, const std::string& key_id);
@@ -145,12 +184,16 @@ class aggregation {
   double max_norm_ratio() const { return max_norm_ratio_; }
   double max_bound_use() const { return max_bound_use_; }
   void set_grant(std::string g) { grant_ = std::move(g); }
-  // The state as saved: per-site last rounds exclude deltas not yet in a step.
-  saved_state snapshot() const;
 
  private:
   aggregation(aggregation_spec spec, job_rounds rounds, diloco::downlink down, std::string state_file);
-  status save() const;
+  // Every fragment's file, then the manifest (a new job, an upgraded one).
+  status save_all();
+  // What fragment p's file is written from (views of θ_p, m_p, e_p), and the
+  // manifest's job-level part.
+  fragment_source source(std::uint32_t p) const;
+  saved_state header() const;
+  std::uint64_t published(std::uint32_t p) const { return rounds_->open_round(p) - saving_[p]; }
   close_report close(std::uint32_t p, nanos now);
   // too_many_tokens / norm_bound, or nullopt. REQUIRES: values are fragment p's.
   std::optional<refusal> out_of_bounds(const delta_meta& d, std::span<const float> values);
@@ -158,10 +201,13 @@ class aggregation {
   aggregation_spec spec_;
   std::unique_ptr<job_rounds> rounds_;
   std::string state_file_;
+  std::shared_ptr<job_files> files_;  // null: in memory only
+  bool defer_ = false;
+  std::vector<std::uint8_t> saving_;  // per fragment: 1 while its close's deferred save is not done
   diloco::downlink downlink_;                  // the downlink's error feedback
   std::vector<std::optional<held_update>> last_update_;  // per fragment: the newest version's U
   // Per fragment: (site, its last round before) of each delta summed since the
-  // fragment's last step, so a save never claims a delta the file lacks.
+  // fragment's last step, so a save never claims a delta its files lack.
   std::vector<std::vector<std::pair<std::string, std::int64_t>>> unsaved_;
   std::vector<float> decoded_, update_, correction_;  // scratch for one fragment's values
   std::vector<std::byte> encoded_;

@@ -7,6 +7,7 @@
 #include "libs/metrics/metrics.hpp"
 #include "loom/v1/aggregator.pb.h"
 #include "services/aggregator/job_store.hpp"
+#include "services/aggregator/saver.hpp"
 #include "services/aggregator/wire.hpp"
 
 #include <algorithm>
@@ -41,12 +42,18 @@ engine_options::engine_options(std::string d, std::string n, std::string z, std:
                                metrics::service_metrics* m)
     : data_dir(std::move(d)), node_id(std::move(n)), zone(std::move(z)), audit(std::move(a)), metrics(m) {}
 
-engine::engine(engine_options o) : o_(std::move(o)) {}
+engine::engine(engine_options o)
+    : o_(std::move(o)),
+      saver_(std::make_unique<saver>([this](const std::string& job, const save_task& t, const status& st,
+                                            double secs) { saved(job, t, st, secs); })) {}
 
 engine::~engine() {
   for (auto& [t, m] : makers_)
     if (t.joinable()) t.join();
+  saver_.reset();  // writes the saves still queued, while the jobs they publish to exist
 }
+
+void engine::flush_saves() { saver_->drain(); }
 
 std::int64_t engine::unix_now() const {
   if (o_.unix_now) return o_.unix_now();
@@ -156,6 +163,7 @@ std::variant<delta_outcome, refusal> engine::submit(const delta_header& h, std::
 
 void engine::closed(const aggregation& a, const close_report& r) {
   const std::string& job = a.spec().job;
+  if (r.save) saver_->push(job, r.save);
   const std::string where = "fragment " + std::to_string(r.round.fragment) + " round " + std::to_string(r.round.round);
   if (r.round.version == 0 || !r.saved) {
     count("round_failures_total", {{"job", job}});
@@ -173,6 +181,22 @@ void engine::closed(const aggregation& a, const close_report& r) {
   o_.metrics->set("quorum_size", {{"job", job}}, r.round.on_time);
   o_.metrics->set("outer_step_seconds", {{"job", job}}, r.step_seconds);
   count("rounds_closed_total", {{"job", job}, {"by", r.round.by_quorum ? "quorum" : "deadline"}});
+}
+
+void engine::saved(const std::string& job, const save_task& t, const status& st, double seconds) {
+  std::lock_guard lock(mu_);
+  held* h = find(job);
+  if (!h || !h->agg->saves_into(t)) return;  // retired meanwhile
+  const std::uint32_t p = t.fragment.fragment;
+  h->agg->save_done(p);
+  if (o_.metrics) o_.metrics->set("save_seconds", {{"job", job}}, seconds);
+  if (st) return;
+  // The version is published all the same, as the round's state lives on in
+  // memory; the files keep the fragment's previous version until a later save.
+  count("round_failures_total", {{"job", job}});
+  emit("aggregation.round_failed", job,
+       "fragment " + std::to_string(p) + " version " + std::to_string(t.fragment.version) + ": " + st.err().to_string(),
+       "", static_cast<int>(audit::decision::error));
 }
 
 result<pull_answer> engine::pull(const std::string& job, const std::string& site, std::uint32_t p,

@@ -5,15 +5,18 @@
 // quorum, retirements) and loom_aggregator_* metrics.
 //
 //   grant ──start──▶ being made ──(thread)──▶ live ──export / end / expiry──▶ retired
-//   (verified:        (StartAggregation          (deltas, pulls      (state.bin removed,
+//   (verified:        (StartAggregation          (deltas, pulls      (its state removed,
 //    MAC, expiry,      answers `starting`          from the granted   tombstone kept until
 //    caller, spec)     until it is live)           sites only)        the grant expires)
 //
 // Two threads use it: the service actor (start, export, status:
 // aggregator_logic) and the delta server's thread (join, submit, pull, tick).
 // One mutex guards the jobs; an outer step runs under it (well under 1 ms for
-// the tiny model, tens of ms per fragment of GPT-2 124M). A new job's initial
-// parameters and first save run on a thread of their own, outside the mutex.
+// the tiny model, about a second per fragment of GPT-2 124M). The save after
+// it does not: the saver's thread (saver.hpp) writes the fragment's file and
+// the manifest, and the fragment's new version is published once written. A
+// new job's initial parameters and first save run on a thread of their own,
+// outside the mutex.
 // Made in start_extra; outlives restarts of the service actor.
 #pragma once
 
@@ -47,6 +50,8 @@ class RoundStatusList;
 }  // namespace loom::v1
 
 namespace loom::aggregator {
+
+class saver;
 
 struct engine_options {
   engine_options() = default;
@@ -98,10 +103,11 @@ class engine {
   engine(const engine&) = delete;
   engine& operator=(const engine&) = delete;
 
-  // Reloads every saved job (<data>/aggregator/*/state.bin) whose grant
-  // verifies, and every tombstone whose grant has not expired (older ones
-  // are removed). A job whose grant expired is retired now; a file that does
-  // not load, or has no grant, is reported (and audited), its job left out.
+  // Reloads every saved job (<data>/aggregator/*/state.bin and the fragment
+  // files it names) whose grant verifies, and every tombstone whose grant has
+  // not expired (older ones are removed). A job whose grant expired is
+  // retired now; a job whose files do not load, or that has no grant, is
+  // reported (and audited) naming the file, its job left out.
   std::vector<std::string> load_saved(nanos now);
 
   // StartAggregation from `peer` (its CURVE principal): permission_denied for
@@ -136,9 +142,14 @@ class engine {
   // again once retired so, it answers the same (a retry, a restarted member 0).
   result<export_answer> export_global(const loom::v1::ExportGlobalRequest& req, const std::string& peer);
 
-  // Closes rounds whose deadline passed, in every job; retires jobs whose
+  // Closes rounds whose deadline passed (or whose quorum came while their
+  // fragment's last save was being written), in every job; retires jobs whose
   // grant expired and forgets tombstones whose grant expired.
   void tick(nanos now);
+  // Waits until every save of a closed round is written and its version
+  // published (tests; the destructor does it too). REQUIRES: not from the
+  // engine's own callbacks.
+  void flush_saves();
   // Counts and audits a delta whose header did not parse or pass from_wire.
   void refuse_header(const std::string& principal, const error& e);
   // A request on an open connection whose key left the allow-list since its handshake (a revoked site).
@@ -195,7 +206,10 @@ class engine {
   void status_of(const std::string& job, const held& h, loom::v1::AggregationStatus* out) const;
   std::vector<std::string> contributed(const held& h) const;
   error ended(const std::string& job) const;  // not_found for a job neither held nor retired, else naming why it ended
+  // A round closed: its save handed to the saver, its audit and metrics.
   void closed(const aggregation& a, const close_report& r);
+  // The saver's word on a save: the version published, a failure audited.
+  void saved(const std::string& job, const save_task& t, const status& st, double seconds);
   // peer: the delta socket's name of the key a refusal answered ("" for the engine's own records).
   void emit(std::string action, std::string job, std::string reason, std::string payload = "", int outcome = 1,
             std::string peer = "");
@@ -209,6 +223,7 @@ class engine {
   std::map<std::string, std::uint64_t, std::less<>> frames_;  // by type, since start
   std::list<std::pair<std::thread, std::shared_ptr<making>>> makers_;  // joined when done (start) or at the end
   std::int64_t next_sweep_ = 0;  // unix s: the next look for expired grants
+  std::unique_ptr<saver> saver_;  // last: its thread calls back into the above
 };
 
 }  // namespace loom::aggregator

@@ -15,6 +15,7 @@
 #include "loom/v1/aggregator.pb.h"
 #include "services/aggregator/global_export.hpp"
 #include "services/aggregator/job_store.hpp"
+#include "services/aggregator/saver.hpp"
 #include "services/aggregator/wire.hpp"
 
 #include <algorithm>
@@ -72,8 +73,8 @@ result<std::vector<float>> snapshot_params(const std::string& data_dir, const st
   return params;
 }
 
-// Removes what a job left in <data>/aggregator/<job>/ (state.bin, temp files
-// of a save cut short), all but its tombstone.
+// Removes what a job left in <data>/aggregator/<job>/ (state.bin, its
+// fragments' files, temp files of a save cut short), all but its tombstone.
 void remove_state(const std::string& data_dir, const std::string& job) {
   std::error_code ec;
   const fs::path dir = fs::path(state_path(data_dir, job)).parent_path();
@@ -181,7 +182,7 @@ result<started> engine::begin(const aggregation_spec& spec, const diloco::grant_
         if (h.agg) h.agg->set_grant(grant);
       }
       if (!h.agg) return started{{}, true, true};
-      return started{h.agg->rounds().optimizer().versions(), true, false};
+      return started{h.agg->versions(), true, false};
     }
     auto plan = make_plan(spec);
     if (!plan) return plan.err();
@@ -203,7 +204,7 @@ result<started> engine::begin(const aggregation_spec& spec, const diloco::grant_
   }
   if (!outcome) return outcome.err();
   std::lock_guard lock(mu_);
-  if (held* h = find(spec.job)) return started{h->agg->rounds().optimizer().versions(), false, false};
+  if (held* h = find(spec.job)) return started{h->agg->versions(), false, false};
   return make_error(errc::unavailable, "aggregation " + spec.job + " ended as soon as it was made");
 }
 
@@ -214,6 +215,7 @@ void engine::make(aggregation_spec spec, std::string grant, std::shared_ptr<maki
   auto a = init ? aggregation::create(spec, std::move(*init), state_path(o_.data_dir, spec.job), now, grant)
                 : result<std::unique_ptr<aggregation>>(init.err());
   status outcome = a ? ok_status() : status(a.err());
+  if (a) (*a)->defer_saves();  // its first save is done; a close's runs on the saver
   {
     std::lock_guard lock(mu_);
     auto it = jobs_.find(spec.job);
@@ -258,13 +260,8 @@ std::vector<std::string> engine::load_saved(nanos now) {
   for (const auto& job : saved_jobs(o_.data_dir)) {
     if (retired_.count(job)) continue;
     const std::string path = state_path(o_.data_dir, job);
-    // A save cut short by a kill -9 leaves its temp file (write_atomic's
-    // <file>.tmp.<pid>.<n>); one aggregator runs per data dir, so any there now is such a one.
-    std::error_code ec;
-    const auto dir = fs::path(path).parent_path();
-    const std::string stem = fs::path(path).filename().string() + ".tmp.";
-    for (const auto& e : fs::directory_iterator(dir, ec))
-      if (e.path().filename().string().rfind(stem, 0) == 0) fs::remove(e.path(), ec);
+    // A save cut short by a kill -9 leaves a temp file or a fragment's file
+    // no manifest names: restore() removes them once the job is back.
     auto st = load_state(path);
     result<diloco::grant_terms> terms = make_error(errc::permission_denied, "it has no grant (made before grants)");
     if (st && !st->grant.empty()) {
@@ -280,6 +277,7 @@ std::vector<std::string> engine::load_saved(nanos now) {
       emit("aggregation.resume_failed", job, a.err().to_string());
       continue;
     }
+    (*a)->defer_saves();
     emit("aggregation.resumed", job, "", "restarts=" + std::to_string((*a)->restarts()));
     const auto values = (*a)->rounds().optimizer().plan().total();
     held h{std::move(*a), {}, *terms, {}, values, nullptr};
@@ -309,6 +307,7 @@ std::vector<std::string> engine::contributed(const held& h) const {
 void engine::retire(std::map<std::string, held>::iterator it, const std::string& reason, const export_answer* end) {
   const std::string job = it->first;
   held& h = it->second;
+  saver_->forget(job);  // nothing of it is written after its state is removed below
   loom::v1::RetiredAggregation r;
   status_of(job, h, r.mutable_last());
   r.set_reason(reason);

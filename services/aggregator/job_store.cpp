@@ -12,55 +12,24 @@
 namespace loom::aggregator {
 namespace {
 
-constexpr std::string_view magic = "LOOMAGG1";
+namespace fs = std::filesystem;
 
-void put_floats(std::string& out, const std::vector<float>& v) {
-  const auto at = out.size();
-  out.resize(at + v.size() * sizeof(float));
-  if (!v.empty()) std::memcpy(out.data() + at, v.data(), v.size() * sizeof(float));
-}
+constexpr std::string_view magic_v1 = "LOOMAGG1", magic_v2 = "LOOMAGG2";
 
 error bad(const std::string& path, const std::string& what) {
   return make_error(errc::corruption, "aggregation state " + path + ": " + what);
 }
 
-}  // namespace
-
-std::string state_path(const std::string& data_dir, const std::string& job) {
-  return data_dir + "/aggregator/" + job + "/state.bin";
-}
-
-status save_state(const std::string& path, const saved_state& s) {
-  loom::v1::AggregationState h;
+// The manifest's job-level fields (the sites' last rounds are in the fragments' files).
+void header_to_wire(const saved_state& s, loom::v1::AggregationState& h) {
   to_wire(s.spec, h.mutable_spec());
-  for (auto v : s.versions) h.add_versions(v);
   for (const auto& site : s.sites) {
     auto* w = h.add_sites();
     w->set_id(site.id);
     w->set_key_id(site.key_id);
     w->set_phase(static_cast<std::uint32_t>(site.phase));
     w->set_accepted(site.accepted);
-    for (auto r : site.last_round) w->add_last_round(r);
   }
-  h.set_params(s.params.size());
-  h.set_momentum(s.momentum.size());
-  h.set_residual(s.residual.size());
-  std::string tensors;
-  tensors.reserve((s.params.size() + s.momentum.size() + s.residual.size()) * sizeof(float));
-  put_floats(tensors, s.params);
-  put_floats(tensors, s.momentum);
-  put_floats(tensors, s.residual);
-  for (const auto& held : s.held) {
-    auto* w = h.add_held();
-    w->set_fragment(held.header.fragment);
-    w->set_version(held.header.version);
-    w->set_round(held.header.round);
-    w->set_contributors(held.header.contributors);
-    w->set_codec(held.header.codec);
-    w->set_payload_bytes(held.payload->size());
-    tensors += *held.payload;
-  }
-  h.set_tensors_sha256(std::string(crypto::as_view(crypto::sha256(tensors))));
   h.set_restarts(s.restarts);
   const auto& st = s.stats;
   h.set_rounds_closed(st.rounds_closed);
@@ -72,67 +41,13 @@ status save_state(const std::string& path, const saved_state& s) {
   for (auto r : st.rejected) h.add_rejected(r);
   h.set_max_outer_step_s(st.max_outer_step_s);
   h.set_total_outer_step_s(st.total_outer_step_s);
-  if (!s.grant.empty() && !h.mutable_grant()->ParseFromString(s.grant))
-    return make_error(errc::internal, "aggregation state " + path + ": the grant to save does not parse");
-
-  const std::string header = h.SerializeAsString();
-  std::string file(magic);
-  const std::uint64_t len = header.size();
-  file.append(reinterpret_cast<const char*>(&len), sizeof len);  // little-endian hosts only (x86-64, arm64)
-  file += header;
-  file += tensors;
-  if (auto r = files::make_dirs(std::filesystem::path(path).parent_path().string()); !r) return r;
-  return files::write_atomic(path, file, 0600);
 }
 
-result<saved_state> load_state(const std::string& path) {
-  auto bytes = files::read_file(path);
-  if (!bytes) return bytes.err();
-  const std::string& b = *bytes;
-  if (b.size() < magic.size() + 8 || std::string_view(b).substr(0, magic.size()) != magic)
-    return bad(path, "does not start with " + std::string(magic));
-  std::uint64_t len = 0;
-  std::memcpy(&len, b.data() + magic.size(), sizeof len);
-  const std::size_t at = magic.size() + 8;
-  if (len > b.size() - at) return bad(path, "header length " + std::to_string(len) + " runs past the file");
-  loom::v1::AggregationState h;
-  if (!h.ParseFromArray(b.data() + at, static_cast<int>(len))) return bad(path, "the header does not parse");
-  const std::uint64_t n = h.params() + h.momentum() + h.residual();
-  std::uint64_t held_bytes = 0;
-  for (const auto& w : h.held()) held_bytes += w.payload_bytes();
-  const std::string_view tensors = std::string_view(b).substr(at + len);
-  if (tensors.size() != n * sizeof(float) + held_bytes)
-    return bad(path, "holds " + std::to_string(tensors.size()) + " tensor bytes, the header says " +
-                         std::to_string(n * sizeof(float) + held_bytes));
-  if (crypto::as_view(crypto::sha256(tensors)) != h.tensors_sha256()) return bad(path, "tensor SHA-256 mismatch");
+// The job-level fields both formats share (format 1's sites carry their last rounds).
+status header_from_wire(const std::string& path, const loom::v1::AggregationState& h, saved_state& s) {
   auto spec = from_wire(h.spec());
   if (!spec) return bad(path, spec.err().message);
-  saved_state s;
   s.spec = std::move(*spec);
-  auto take = [&, off = std::size_t{0}](std::uint64_t count) mutable {
-    std::vector<float> v(count);
-    if (count) std::memcpy(v.data(), tensors.data() + off, count * sizeof(float));
-    off += count * sizeof(float);
-    return v;
-  };
-  s.params = take(h.params());
-  s.momentum = take(h.momentum());
-  s.residual = take(h.residual());
-  std::size_t off = n * sizeof(float);
-  for (const auto& w : h.held()) {
-    held_update u;
-    auto payload = std::make_shared<const std::string>(tensors.substr(off, w.payload_bytes()));
-    off += w.payload_bytes();
-    u.header = {s.spec.job, w.fragment(), w.version(), w.version() - 1, update_kind::outer_update, w.codec(),
-                0, payload->size(), std::string(crypto::as_view(crypto::sha256(*payload))), w.round(),
-                w.contributors()};
-    auto head = codec::inspect({reinterpret_cast<const std::byte*>(payload->data()), payload->size()});
-    if (!head || w.version() == 0) return bad(path, "held update of fragment " + std::to_string(w.fragment()) + " is not a payload");
-    u.header.elements = head->n;
-    u.payload = std::move(payload);
-    s.held.push_back(std::move(u));
-  }
-  s.versions.assign(h.versions().begin(), h.versions().end());
   for (const auto& w : h.sites()) {
     if (w.phase() > static_cast<std::uint32_t>(site_phase::revoked)) return bad(path, "site " + w.id() + ": bad phase");
     s.sites.push_back({w.id(), w.key_id(), static_cast<site_phase>(w.phase()), w.accepted(),
@@ -150,7 +65,143 @@ result<saved_state> load_state(const std::string& path) {
   st.total_outer_step_s = h.total_outer_step_s();
   s.restarts = h.restarts();
   if (h.has_grant()) s.grant = h.grant().SerializeAsString();
+  return ok_status();
+}
+
+// Format 1: the whole job in one file, tensors after the header.
+result<saved_state> load_v1(const std::string& path, const loom::v1::AggregationState& h, std::string_view tensors) {
+  const std::uint64_t n = h.params() + h.momentum() + h.residual();
+  std::uint64_t held_bytes = 0;
+  for (const auto& w : h.held()) held_bytes += w.payload_bytes();
+  if (tensors.size() != n * sizeof(float) + held_bytes)
+    return bad(path, "holds " + std::to_string(tensors.size()) + " tensor bytes, the header says " +
+                         std::to_string(n * sizeof(float) + held_bytes));
+  if (crypto::as_view(crypto::sha256(tensors)) != h.tensors_sha256()) return bad(path, "tensor SHA-256 mismatch");
+  saved_state s;
+  if (auto st = header_from_wire(path, h, s); !st) return st.err();
+  auto take = [&, off = std::size_t{0}](std::uint64_t count) mutable {
+    std::vector<float> v(count);
+    if (count) std::memcpy(v.data(), tensors.data() + off, count * sizeof(float));
+    off += count * sizeof(float);
+    return v;
+  };
+  s.params = take(h.params());
+  s.momentum = take(h.momentum());
+  s.residual = take(h.residual());
+  std::size_t off = n * sizeof(float);
+  for (const auto& w : h.held()) {
+    auto u = held_from(path, s.spec.job, w.fragment(), w.version(), w.round(), w.contributors(), w.codec(),
+                       std::string(tensors.substr(off, w.payload_bytes())));
+    if (!u) return u.err();
+    off += w.payload_bytes();
+    s.held.push_back(std::move(*u));
+  }
+  s.versions.assign(h.versions().begin(), h.versions().end());
   return s;
+}
+
+// Format 2: the manifest, then each fragment's file it names.
+result<saved_state> load_v2(const std::string& path, const loom::v1::AggregationState& h) {
+  saved_state s;
+  if (auto st = header_from_wire(path, h, s); !st) return st.err();
+  auto plan = make_plan(s.spec);
+  if (!plan) return bad(path, plan.err().message);
+  const auto frags = static_cast<std::uint32_t>(plan->fragments());
+  if (static_cast<std::uint32_t>(h.files_size()) != frags)
+    return bad(path, "names " + std::to_string(h.files_size()) + " fragment files; the job has " +
+                         std::to_string(frags) + " fragments");
+  for (std::uint32_t p = 0; p < frags; ++p) {
+    const auto& w = h.files(static_cast<int>(p));
+    // The exact name a save gives it: nothing outside the job's directory is read.
+    if (w.fragment() != p || w.name() != fragment_name(p, w.version()))
+      return bad(path, "entry " + std::to_string(p) + " names '" + w.name() + "' for fragment " +
+                           std::to_string(w.fragment()));
+    s.files.push_back({p, w.version(), w.name(), w.sha256(), w.bytes()});
+    s.versions.push_back(w.version());
+  }
+  for (auto& site : s.sites) site.last_round.assign(frags, -1);  // each fragment's file says
+  s.params.assign(plan->total(), 0.0f);
+  if (s.spec.outer.momentum != 0) s.momentum.assign(plan->total(), 0.0f);
+  s.residual.assign(plan->total(), 0.0f);
+  const std::string dir = fs::path(path).parent_path().string();
+  for (const auto& f : s.files)
+    if (auto st = load_fragment(dir, f, *plan, s); !st) return st.err();
+  return s;
+}
+
+}  // namespace
+
+std::string state_path(const std::string& data_dir, const std::string& job) {
+  return data_dir + "/aggregator/" + job + "/state.bin";
+}
+
+status save_manifest(const std::string& path, const saved_state& s) {
+  loom::v1::AggregationState h;
+  header_to_wire(s, h);
+  for (const auto& f : s.files) {
+    h.add_versions(f.version);
+    auto* w = h.add_files();
+    w->set_fragment(f.fragment);
+    w->set_version(f.version);
+    w->set_name(f.name);
+    w->set_sha256(f.sha256);
+    w->set_bytes(f.bytes);
+  }
+  if (!s.grant.empty() && !h.mutable_grant()->ParseFromString(s.grant))
+    return make_error(errc::internal, "aggregation state " + path + ": the grant to save does not parse");
+  const std::string header = h.SerializeAsString();
+  std::string file(magic_v2);
+  const std::uint64_t len = header.size();
+  file.append(reinterpret_cast<const char*>(&len), sizeof len);  // little-endian hosts only (x86-64, arm64)
+  file += header;
+  if (auto r = files::make_dirs(fs::path(path).parent_path().string()); !r) return r;
+  return files::write_atomic(path, file, 0600);
+}
+
+result<saved_state> load_state(const std::string& path) {
+  auto bytes = files::read_file(path);
+  if (!bytes) return bytes.err();
+  const std::string& b = *bytes;
+  const std::string_view head = std::string_view(b).substr(0, magic_v1.size());
+  if (b.size() < magic_v1.size() + 8 || (head != magic_v1 && head != magic_v2))
+    return bad(path, "does not start with " + std::string(magic_v2) + " (or " + std::string(magic_v1) + ")");
+  std::uint64_t len = 0;
+  std::memcpy(&len, b.data() + magic_v1.size(), sizeof len);
+  const std::size_t at = magic_v1.size() + 8;
+  if (len > b.size() - at) return bad(path, "header length " + std::to_string(len) + " runs past the file");
+  loom::v1::AggregationState h;
+  if (!h.ParseFromArray(b.data() + at, static_cast<int>(len))) return bad(path, "the header does not parse");
+  if (head == magic_v1) return load_v1(path, h, std::string_view(b).substr(at + len));
+  if (at + len != b.size()) return bad(path, "holds bytes after its header");
+  return load_v2(path, h);
+}
+
+void remove_strays(const std::string& state_file, const std::vector<fragment_file>& keep) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(fs::path(state_file).parent_path(), ec)) {
+    const std::string name = e.path().filename().string();
+    const bool kept = std::any_of(keep.begin(), keep.end(), [&](const fragment_file& f) { return f.name == name; });
+    if ((name.rfind("fragment-", 0) == 0 && !kept) || name.find(".tmp.") != std::string::npos)
+      fs::remove(e.path(), ec);
+  }
+}
+
+status run_save(save_task& t) {
+  job_files& jf = *t.files;
+  const std::string dir = fs::path(jf.state_file).parent_path().string();
+  auto written = save_fragment(dir, t.fragment);
+  if (!written) return written.err();
+  const std::uint32_t p = t.fragment.fragment;
+  if (jf.files.size() <= p) jf.files.resize(p + 1);
+  const fragment_file replaced = jf.files[p];
+  jf.files[p] = *written;  // the file is whole: any later manifest may name it
+  t.header.files = jf.files;
+  if (auto st = save_manifest(jf.state_file, t.header); !st) return st;
+  if (!replaced.name.empty() && replaced.name != written->name) {
+    std::error_code ec;
+    fs::remove(dir + "/" + replaced.name, ec);  // left behind on failure: a stray, removed on reload
+  }
+  return ok_status();
 }
 
 std::string retired_path(const std::string& data_dir, const std::string& job) {
@@ -162,8 +213,8 @@ namespace {
 std::vector<std::string> jobs_with(const std::string& data_dir, const char* file) {
   std::vector<std::string> out;
   std::error_code ec;
-  for (std::filesystem::directory_iterator it(data_dir + "/aggregator", ec), end; !ec && it != end; it.increment(ec))
-    if (valid_job_name(it->path().filename().string()) && std::filesystem::exists(it->path() / file, ec))
+  for (fs::directory_iterator it(data_dir + "/aggregator", ec), end; !ec && it != end; it.increment(ec))
+    if (valid_job_name(it->path().filename().string()) && fs::exists(it->path() / file, ec))
       out.push_back(it->path().filename().string());
   std::sort(out.begin(), out.end());
   return out;

@@ -141,19 +141,17 @@ inline model::gpt2_config tiny_config() {
   return cfg;
 }
 
-// θ from <data>/aggregator/<job>/state.bin: "LOOMAGG1" | u64 LE n | header | θ fp32 ...
-inline std::vector<float> global_theta(const std::string& path, v1::AggregationState& st) {
+// The manifest of <data>/aggregator/<job>/state.bin (format 2, services/aggregator/job_store.hpp):
+// "LOOMAGG2" | u64 LE n | AggregationState (the spec, the grant, each fragment's file).
+inline void saved_manifest(const std::string& path, v1::AggregationState& st) {
   auto bytes = files::read_file(path);
   REQUIRE(bytes.ok());
   REQUIRE(bytes->size() > 16);
-  REQUIRE(bytes->compare(0, 8, "LOOMAGG1") == 0);
+  REQUIRE(bytes->compare(0, 8, "LOOMAGG2") == 0);
   std::uint64_t n = 0;
   std::memcpy(&n, bytes->data() + 8, 8);
+  REQUIRE(bytes->size() == 16 + n);
   REQUIRE(st.ParseFromArray(bytes->data() + 16, static_cast<int>(n)));
-  std::vector<float> theta(st.params());
-  REQUIRE(bytes->size() >= 16 + n + theta.size() * 4);
-  std::memcpy(theta.data(), bytes->data() + 16 + n, theta.size() * 4);
-  return theta;
 }
 
 // A snapshot's parameters in buffer order (libs/model's layout).
