@@ -9,7 +9,7 @@
 //     each learnt are the other host's LAN addresses;
 //   - `pretrain-diloco-tiny` over north and south succeeds while north's link
 //     is cut for 5 s mid-job (`ip link set down`): `loom site list` shows north
-//     degraded or down, then up again;
+//     degraded (and down, once silent past the roster's death), then up again;
 //   - the cloud's final model verifies; what crossed into the cloud's services
 //     from each site, by message type, holds no dataset traffic, and no file
 //     of the cloud holds a site's text;
@@ -213,6 +213,7 @@ TEST_CASE("a cloud and two edge sites on three hosts train one diloco job over t
                            },
                            20s);
   CHECK_MESSAGE(noticed, "north's link states seen at the cloud: " << json(seen).dump());
+  CHECK_MESSAGE(seen.count("degraded"), "north's link states seen at the cloud: " << json(seen).dump());
   MESSAGE("north's link states seen at the cloud during and after the cut: " << json(seen).dump());
   CHECK(eventually([&] { return link_state(net, cloud, "north") == "up"; }, 90s));
 

@@ -5,6 +5,7 @@
 // site.enrol.refused) say what happened to which site and never carry a
 // token.
 #include "services/scheduler/scheduler_logic.hpp"
+#include "services/scheduler/sites/link_state.hpp"
 #include "services/scheduler/store_replies.hpp"
 
 #include "libs/auth/token.hpp"
@@ -113,9 +114,10 @@ void scheduler_logic::describe(const site_rec& s, loom::v1::SiteInfo* o) const {
     auto* link = o->mutable_link();
     link->set_rtt_ms(l.value("rtt_ms", 0.0));
     link->set_bandwidth_bytes_per_s(l.value("bandwidth_bytes_per_s", 0.0));
-    // Reported "up" but silent for longer than the roster's death: the cloud sees it down.
-    const bool silent = now - last > 3 * roster_.interval() + std::chrono::seconds(2);
-    link->set_state(silent ? "down" : l.value("state", std::string("unknown")));
+    // What the site reported, made degraded and then down by its silence (link_state.hpp).
+    link->set_state(cloud_link_state(l.value("state", std::string("unknown")),
+                                     std::chrono::duration_cast<std::chrono::milliseconds>(now - last),
+                                     roster_.interval()));
   }
   auto ds = nlohmann::json::parse(s.datasets_json, nullptr, false);
   o->set_datasets_known(ds.is_array());
