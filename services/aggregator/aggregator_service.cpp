@@ -2,6 +2,7 @@
 
 #include "libs/audit/emitter.hpp"
 #include "libs/auth/token.hpp"
+#include "libs/runtime/admission.hpp"
 #include "libs/wire/endpoint.hpp"
 #include "services/aggregator/delta_server.hpp"
 #include "services/aggregator/engine.hpp"
@@ -32,8 +33,10 @@ result<std::shared_ptr<void>> start_parts(runtime::service_env& env, const std::
   auto jobs = std::make_shared<engine>(std::move(eo));
   const auto now = std::chrono::duration_cast<nanos>(std::chrono::steady_clock::now().time_since_epoch());
   for (const auto& job : jobs->load_saved(now)) std::fprintf(stderr, "loom-aggregator: resumed job %s\n", job.c_str());
+  auto* adm = env.admission;
   auto server = delta_server::start({env.paths.root, env.keys, bind.empty() ? runtime::data_bind(env) : bind, jobs,
-                                     bind.empty() && !env.data_endpoint.empty()});
+                                     bind.empty() && !env.data_endpoint.empty(),
+                                     [adm](std::string_view site) { return !adm || adm->site_admitted(site); }});
   if (!server) return server.err();
   std::shared_ptr<delta_server> s = std::move(*server);
   std::fprintf(stderr, "loom-aggregator: delta socket on %s\n", s->endpoint().c_str());

@@ -217,7 +217,9 @@ frames delta_server::impl::handle(const std::string& type, std::vector<zmq::mess
                                   const std::string& principal) {
   // ZAP vets a connection once, at its handshake: a key that left the
   // allow-list since (a revoked site) is refused here, on its open connection.
-  if (!admitted.count(principal)) {
+  const bool revoked_site = principal.rfind("sites/", 0) == 0 && o.site_admitted &&
+                            !o.site_admitted(std::string_view(principal).substr(6));
+  if (!admitted.count(principal) || revoked_site) {
     o.jobs->refuse_unadmitted(principal, type);
     return fail(make_error(errc::permission_denied, "key '" + principal + "' is no longer admitted (a revoked site?)"));
   }

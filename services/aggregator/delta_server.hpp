@@ -28,8 +28,10 @@
 #include "libs/status/status.hpp"
 #include "libs/wire/curve.hpp"
 
+#include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 namespace loom::aggregator {
 
@@ -45,6 +47,11 @@ struct delta_server_options {
   std::shared_ptr<engine> jobs;
   // `bind` is a fixed port `loom up` chose (--ports): no earlier endpoint is tried.
   bool fixed = false;
+  // Whether edge site S still has an admitted key, as the service's gateway
+  // sees it (runtime::admission::site_admitted): a revoked site's open
+  // connection is refused here the moment the gateway refuses it, not only at
+  // this socket's next key re-read. Unset: the re-read alone.
+  std::function<bool(std::string_view site)> site_admitted{};
 };
 
 class delta_server {
