@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <climits>
 #include <filesystem>
 #include <cstdlib>
@@ -43,10 +44,15 @@ service_reach reach(const paths& p, const endpoints& e, std::string_view service
   return {p.curve_dir(), ""};
 }
 
+bool endpoints::runs_here(std::string_view service) const {
+  if (is_site() && cloud_service(service)) return false;
+  return only.empty() || std::find(only.begin(), only.end(), service) != only.end();
+}
+
 std::vector<std::string> process_names(const endpoints& e) {
   std::vector<std::string> out;
   for (auto s : service_names) {
-    if (e.is_site() && cloud_service(s)) continue;
+    if (!e.runs_here(s)) continue;
     int n = s == "trainer" ? e.trainers : 1;
     for (int k = 1; k <= n; ++k) out.push_back(instance_name(s, k));
   }
@@ -185,6 +191,10 @@ result<endpoints> read_endpoints(const std::string& path) {
     e.watcher_pid = j.value("watcher_pid", std::int64_t{0});
     e.trainers = j.value("trainers", 1);  // absent in files written before --trainers
     e.import_roots = j.value("import_roots", std::vector<std::string>{});
+    e.only = j.value("only", std::vector<std::string>{});  // absent: every service
+    for (const auto& o : e.only)
+      if (std::find(service_names.begin(), service_names.end(), o) == service_names.end())
+        return make_error(errc::corruption, path + ": \"only\" names " + o + ", which is no service");
     if (e.trainers < 1 || e.trainers > max_trainers)
       return make_error(errc::corruption, path + ": \"trainers\" is " + std::to_string(e.trainers) +
                                               ", expected 1.." + std::to_string(max_trainers));
@@ -227,6 +237,7 @@ status write_endpoints(const std::string& path, const endpoints& e) {
   j["watcher_pid"] = e.watcher_pid;
   j["trainers"] = e.trainers;
   j["import_roots"] = e.import_roots;
+  if (!e.only.empty()) j["only"] = e.only;
   j["services"] = nlohmann::json::object();
   for (auto& [name, s] : e.services) {
     nlohmann::json o{{"rpc", s.rpc}, {"metrics", s.metrics}, {"pid", s.pid}};

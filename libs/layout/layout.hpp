@@ -141,9 +141,16 @@ struct endpoints {
   // Where the services listen and what they advertise (`loom up --listen
   // --advertise --ports`); the default when the file has no "network".
   network net;
+  // A cloud split over hosts (`loom up --only scheduler,audit`): the services
+  // this host runs; empty = all of them. The others' entries in `services`
+  // are another host's (`--peer-endpoints FILE`, pid 0).
+  std::vector<std::string> only;
 
   const service_endpoint* find(std::string_view service) const;
   bool is_site() const { return role == role_site; }
+  // Whether this deployment runs service kind `service` ("trainer") on this
+  // host: false for a site's cloud services and for those `only` leaves out.
+  bool runs_here(std::string_view service) const;
 };
 
 // How this deployment reaches service `service` (a kind: "scheduler"): the
@@ -159,7 +166,8 @@ service_reach reach(const paths& p, const endpoints& e, std::string_view service
 
 // Every process this deployment runs, in start order: the services in
 // service_names order with trainer-2 ... trainer-N right after "trainer"; an
-// edge site leaves out the cloud's services (cloud_service).
+// edge site leaves out the cloud's services (cloud_service), a split cloud
+// those its `only` does not name.
 std::vector<std::string> process_names(const endpoints& e);
 
 // Whether `dir` may be an import root of the deployment at `p`: an absolute

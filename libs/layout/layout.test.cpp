@@ -193,6 +193,31 @@ TEST_CASE("an edge site runs no scheduler or aggregator and reaches the cloud's 
   CHECK(loom::layout::process_names(cloud).size() == 5);
 }
 
+TEST_CASE("a split cloud runs only the services its only names, kept in the endpoints file") {
+  char tmpl[] = "/tmp/loom-layout-XXXXXX";
+  REQUIRE(::mkdtemp(tmpl));
+  const std::string path = std::string(tmpl) + "/endpoints.json";
+  loom::layout::endpoints e;
+  e.only = {"aggregator", "ingest"};
+  CHECK(loom::layout::process_names(e) == std::vector<std::string>{"ingest", "aggregator"});
+  CHECK(e.runs_here("ingest"));
+  CHECK_FALSE(e.runs_here("scheduler"));
+  CHECK_FALSE(e.runs_here("trainer"));
+  REQUIRE(loom::layout::write_endpoints(path, e).ok());
+  auto back = loom::layout::read_endpoints(path);
+  REQUIRE(back.ok());
+  CHECK(back->only == e.only);
+  loom::layout::endpoints all;  // no "only" written: every service
+  REQUIRE(loom::layout::write_endpoints(path, all).ok());
+  CHECK(loom::files::read_file(path)->find("\"only\"") == std::string::npos);
+  CHECK(loom::layout::read_endpoints(path)->only.empty());
+  REQUIRE(loom::files::write_atomic(path, "{\"services\": {}, \"only\": [\"ingest\", \"gpu\"]}", 0600).ok());
+  auto bad = loom::layout::read_endpoints(path);
+  CHECK(bad.code() == loom::errc::corruption);
+  CHECK(bad.err().message.find("gpu") != std::string::npos);
+  std::filesystem::remove_all(tmpl);
+}
+
 TEST_CASE("no output lands in a data dir's keys, tokens, store or job outputs, whatever the flags") {
   namespace fs = std::filesystem;
   char tmpl[] = "/tmp/loom-layout-XXXXXX";
