@@ -53,7 +53,11 @@ std::vector<command_spec> build() {
            text("advertise", "HOST", "the address or name other hosts reach this one at (default the --listen "
                                      "address; kept)"),
            text("ports", "FIRST-LAST", "every listener's port from this range, e.g. 7400-7499 for one firewall rule "
-                                       "(default any free port; kept)")},
+                                       "(default any free port; kept)"),
+           list("only", "S1,S2", "a cloud split over hosts: run only these services here, e.g. scheduler,audit "
+                                 "(kept; the others' endpoints come from --peer-endpoints)"),
+           path("peer-endpoints", "FILE", "with --only: a copy of the other host's endpoints.json (kept as "
+                                          "<data>/peers.json; may be given to a running deployment)")},
           "start the services (on loopback unless --listen), wait until healthy"),
       row("down", "", 0, 0, {}, "stop them (the data dir's owner: no token needed; names what it stopped)"),
       row("status", "", 0, 0, {}, "services and the node roster"),

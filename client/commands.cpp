@@ -5,7 +5,8 @@
 // restarts are its Health reply's, "actor_restarts" in --json. At an edge
 // site, status adds the cloud's scheduler and aggregator ("cloud": true), and
 // the roster is the cloud's: reached with the cloud's keys and the site's
-// token (layout::reach), like every command's calls to them.
+// token (layout::reach), like every command's calls to them. On a cloud split
+// over hosts it adds the other host's services ("other_host": true).
 #include "client/cli.hpp"
 #include "client/typed_call.hpp"
 
@@ -63,14 +64,15 @@ int cmd_status(context& c) {
   if (c.a.get("timeout") == std::nullopt) c.timeout = std::chrono::milliseconds(1000);
   // This deployment's processes, then (at an edge site) the cloud's services it
   // reaches (layout::reach: the cloud's keys and the site's token).
+  // A cloud split over hosts (`loom up --only`) adds the other host's services
+  // it knows (--peer-endpoints) the same way.
   auto names = layout::process_names(*eps);
   std::vector<bool> cloud(names.size(), false);
-  if (eps->is_site())
-    for (auto s : layout::service_names)
-      if (layout::cloud_service(s) && eps->find(s) && !eps->find(s)->rpc.empty()) {
-        names.emplace_back(s);
-        cloud.push_back(true);
-      }
+  for (auto s : layout::service_names)
+    if (!eps->runs_here(s) && eps->find(s) && !eps->find(s)->rpc.empty()) {
+      names.emplace_back(s);
+      cloud.push_back(true);
+    }
   std::vector<health_info> hs;
   int healthy = 0;
   for (const auto& n : names) {
@@ -91,7 +93,7 @@ int cmd_status(context& c) {
     nlohmann::json svc = nlohmann::json::array(), nds = nlohmann::json::array();
     for (std::size_t i = 0; i < hs.size(); ++i) {
       const auto& h = hs[i];
-      svc.push_back({{"name", h.name}, {"cloud", bool(cloud[i])}, {"healthy", h.healthy}, {"pid", h.pid}, {"uptime_ms", h.uptime_ms},
+      svc.push_back({{"name", h.name}, {"cloud", eps->is_site() && cloud[i]}, {"other_host", bool(cloud[i])}, {"healthy", h.healthy}, {"pid", h.pid}, {"uptime_ms", h.uptime_ms},
                      {"restarts", recorded[i].restarts}, {"actor_restarts", h.restarts},
                      {"last_exit", recorded[i].last_exit}, {"last_error", recorded[i].last_error},
                      {"endpoint", h.endpoint}, {"metrics", h.metrics}, {"version", h.version},
@@ -115,7 +117,7 @@ int cmd_status(context& c) {
     for (std::size_t i = 0; i < hs.size(); ++i) {
       const auto& h = hs[i];
       std::string note = h.error;
-      if (cloud[i]) note = "the cloud's" + (note.empty() ? "" : ": " + note);
+      if (cloud[i]) note = (eps->is_site() ? "the cloud's" : "another host's") + (note.empty() ? "" : ": " + note);
       if (!h.healthy && !recorded[i].last_exit.empty())
         note += (note.empty() ? "last " : "; last ") + recorded[i].last_exit;
       std::printf("%-11s %-8s %-7lld %-9.1f %-9llu %s%s\n", printable(h.name).c_str(), h.healthy ? "healthy" : "DOWN",

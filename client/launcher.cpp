@@ -17,6 +17,7 @@
 // `--site NAME --cloud EP [--enrol-token T]` makes it an edge site of a cloud
 // (up_site.cpp): audit, ingest and the trainers (zone NAME) run here and
 // register with the cloud's scheduler; no scheduler or aggregator runs here.
+// `--only S1,S2 --peer-endpoints FILE` splits a cloud over hosts (up_split.hpp).
 // Everything runs under umask 077: the data dir is the owner's alone.
 #include "client/cli.hpp"
 #include "client/dir_lock.hpp"
@@ -24,6 +25,7 @@
 #include "client/procs.hpp"
 #include "client/site_enrol.hpp"
 #include "client/up_network.hpp"
+#include "client/up_split.hpp"
 
 #include "libs/files/files.hpp"
 
@@ -194,7 +196,7 @@ int wait_healthy(context& c, bool owner, pid_t watcher, std::chrono::millisecond
 // Another process holds the data dir: a starting or running deployment is
 // waited for; anything else (`loom down` at work) is an error naming it.
 int attach(context& c, std::optional<int> want_trainers, const std::vector<std::string>& roots,
-           const layout::network& net, std::chrono::milliseconds wait, const caller& who) {
+           const layout::network& net, const split_plan& split, std::chrono::milliseconds wait, const caller& who) {
   lock_holder holder;
   result<layout::endpoints> eps = make_error(errc::not_found, "");
   bool watched = false, starting = false;
@@ -242,6 +244,16 @@ int attach(context& c, std::optional<int> want_trainers, const std::vector<std::
   if (eps && !roots.empty() && roots != eps->import_roots)
     return fail(c, make_error(errc::conflict, "EdgeLoom is running in " + c.paths.root +
                                                   " with other import roots; run `loom down` first to change them"));
+  if (eps && only_given(c) && split.only != eps->only)
+    return fail(c, make_error(errc::conflict, "EdgeLoom is running in " + c.paths.root + " with " +
+                                                  (eps->only.empty() ? "every service" : "other --only services") +
+                                                  "; run `loom down` first to change --only"));
+  // The other host's endpoints may come (or change) while this one runs: the
+  // scheduler reads them at each enrolment and checkpoint check.
+  if (split.peers) {
+    if (auto st = keep_peers(c.paths, split); !st) return fail(c, st.err());
+    if (!c.json) std::printf("kept the other host's endpoints in %s\n", printable(c.paths.peers()).c_str());
+  }
   return wait_healthy(c, false, 0, wait, who);
 }
 
@@ -252,14 +264,18 @@ int cmd_up(context& c) {
   auto roots = import_roots_option(c);
   if (!roots) return usage("loom up: " + roots.err().message);
   layout::network net;
-  {  // --site/--cloud/--enrol-token/--zone/--listen/--advertise/--ports as a command line:
-     // judged before anything is made or sent
+  split_plan split;
+  {  // --site/--cloud/--enrol-token/--zone/--listen/--advertise/--ports/--only/--peer-endpoints
+     // as a command line: judged before anything is made or sent
     auto previous = layout::read_endpoints(c.paths.endpoints());
     if (auto st = check_site_options(c, previous ? *previous : layout::endpoints{}); !st)
       return usage("loom up: " + printable(st.err().message));
     auto n = network_option(c, previous ? previous->net : layout::network{});
     if (!n) return usage("loom up: " + printable(n.err().message));
     net = *n;
+    auto sp = split_option(c, previous ? *previous : layout::endpoints{});
+    if (!sp) return usage("loom up: " + printable(sp.err().message));
+    split = *sp;
   }
   ::umask(077);
   if (auto st = files::make_dirs(c.paths.root, 0700); !st) return fail(c, st.err());
@@ -271,7 +287,7 @@ int cmd_up(context& c) {
   auto lock = dir_lock::take(c.paths, "up");
   if (!lock) {
     if (lock.code() != errc::conflict) return fail(c, lock.err());
-    return attach(c, want_trainers, *roots, net, wait, who);
+    return attach(c, want_trainers, *roots, net, split, wait, who);
   }
   // The data dir is ours: no watcher runs. Stop what a dead one left running.
   layout::endpoints e;
@@ -310,6 +326,7 @@ int cmd_up(context& c) {
   if (*site) e.zone = (*site)->site;
   if (want_trainers) e.trainers = *want_trainers;
   if (!roots->empty()) e.import_roots = *roots;
+  e.only = split.only;
   auto names = layout::process_names(e);
   // Forget trainer-K entries beyond the new count (a smaller --trainers than last time).
   std::erase_if(e.services,
@@ -336,6 +353,7 @@ int cmd_up(context& c) {
   if (*site)  // not this deployment's processes: no pid, never started or stopped here
     for (const auto& [name, rpc] : (*site)->cloud_rpc) e.services[name] = layout::service_endpoint{rpc, "", "", 0};
   e.watcher_pid = 0;
+  if (auto st = keep_peers(c.paths, split); !st) return fail(c, st.err());  // read with endpoints.json (layout.hpp)
   if (auto st = layout::write_endpoints(c.paths.endpoints(), e); !st) return fail(c, st.err());
   // The watcher inherits the lock (the same open file): it is never free in between.
   pid_t w = spawn({bin_dir() + "/loom", "watch", "--data-dir", c.paths.root}, c.paths.watcher_log(), true,

@@ -141,7 +141,7 @@ std::string body_of(const std::string& type, const objects& o) {
   static const std::set<std::string> empty{"SubmitJobRequest", "ImportDatasetRequest", "PullDatasetRequest",
                                            "IssueSiteTokenRequest", "RevokeSiteRequest", "EnrolSiteRequest",
                                            "RecordModelExportRequest", "BulkOffer", "BulkChunk",
-                                           "ListNodesRequest", "ListSitesRequest", "SyncInfoRequest",
+                                           "ListNodesRequest", "ListSitesRequest", "SiteKeysRequest", "SyncInfoRequest",
                                            "TrainerStatusRequest", "AggregatorStatusRequest",
                                            "RotateKeysRequest", "ListDatasetsRequest"};
   if (empty.count(type)) return "";

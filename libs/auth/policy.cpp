@@ -10,7 +10,7 @@ namespace {
 // `site` marks a site's business (policy_entry::site_business): the types an
 // edge site's token may send over its own keys.
 constexpr bool site = true;
-constexpr std::array<policy_entry, 46> table{{
+constexpr std::array<policy_entry, 47> table{{
     // type                             min role         mutating  what   service  [site business]
     {"loom.v1.PingRequest",             role::viewer,    false, "echo a payload; liveness and latency probe", "*", site},
     {"loom.v1.HealthRequest",           role::viewer,    false, "service health, restarts and sub-checks", "*", site},
@@ -47,6 +47,9 @@ constexpr std::array<policy_entry, 46> table{{
     {"loom.v1.IssueSiteTokenRequest",   role::admin,     true,  "a one-time enrolment token for an edge site", "scheduler"},
     {"loom.v1.RevokeSiteRequest",       role::admin,     true,  "revoke an edge site: its keys are no longer admitted", "scheduler"},
     {"loom.v1.ListSitesRequest",        role::viewer,    false, "edge sites, their trainers, link and datasets", "scheduler"},
+    // From this deployment's own service keys only (the scheduler refuses any other):
+    // a cloud split over hosts learns which site keys to admit (key_follower).
+    {"loom.v1.SiteKeysRequest",         role::operator_, false, "the enrolled sites' public keys, for a cloud service on another host", "scheduler"},
     {"loom.v1.ListModelsRequest",       role::viewer,    false, "model versions in the registry", "scheduler"},
     {"loom.v1.GetModelRequest",         role::viewer,    false, "one model version with its lineage", "scheduler"},
     {"loom.v1.DiffModelsRequest",       role::viewer,    false, "what differs between two model versions", "scheduler"},

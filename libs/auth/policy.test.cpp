@@ -9,7 +9,7 @@ using namespace loom::auth;
 
 TEST_CASE("every policy entry has a unique type and says what it is for") {
   std::set<std::string_view> seen;
-  REQUIRE(policy_table().size() == 46);
+  REQUIRE(policy_table().size() == 47);
   for (const auto& e : policy_table()) {
     CHECK_MESSAGE(!e.what.empty(), e.type);
     CHECK_MESSAGE(e.type.starts_with("loom.v1."), e.type);
@@ -56,6 +56,9 @@ TEST_CASE("only a site's enrolment carries its credential in the body instead of
   CHECK(find_policy("loom.v1.IssueSiteTokenRequest")->min_role == role::admin);
   CHECK(find_policy("loom.v1.RevokeSiteRequest")->min_role == role::admin);
   CHECK(find_policy("loom.v1.ListSitesRequest")->min_role == role::viewer);
+  // Own service keys only (the scheduler checks the key): not a site's business.
+  REQUIRE(find_policy("loom.v1.SiteKeysRequest"));
+  CHECK_FALSE(find_policy("loom.v1.SiteKeysRequest")->site_business);
 }
 
 TEST_CASE("a type missing from the table has no policy") {

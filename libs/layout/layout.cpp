@@ -115,7 +115,8 @@ std::vector<std::string> job_read_roots(const paths& p, const endpoints& e) {
 
 bool private_entry(std::string_view name) {
   static constexpr std::string_view exact[] = {"keys",   "admin.token", "endpoints.json", "cloud.json", "loom.lock",
-                                               "audit",  "spool",       "logs",           "jobs",       "datasets"};
+                                               "audit",  "spool",       "logs",           "jobs",       "datasets",
+                                               "peers.json"};
   if (name.empty() || name.front() == '.') return true;  // hidden: a service's lock or scratch
   for (auto e : exact)
     if (name == e) return true;
@@ -177,7 +178,7 @@ status check_not_private(const paths& p, const std::string& target, const std::s
   return ok_status();
 }
 
-result<endpoints> read_endpoints(const std::string& path) {
+result<endpoints> read_endpoints(const std::string& path, bool with_peers) {
   auto text = files::read_file(path);
   if (!text) return text.err();
   try {
@@ -222,6 +223,17 @@ result<endpoints> read_endpoints(const std::string& path) {
       }
       if (auto st = check_network(e.net); !st)
         return make_error(errc::corruption, path + ": \"network\": " + st.err().message);
+    }
+    if (with_peers && !e.only.empty()) {
+      const std::string peers = (std::filesystem::path(path).parent_path() / "peers.json").string();
+      auto p = read_endpoints(peers, false);
+      if (!p && p.code() != errc::not_found) return p.err();
+      if (p)
+        for (const auto& [name, s] : p->services)
+          if (!e.runs_here(service_kind(name))) {
+            e.services[name] = s;
+            e.services[name].pid = 0;  // never this host's process
+          }
     }
     return e;
   } catch (const std::exception& ex) {

@@ -76,6 +76,8 @@ struct paths {
   std::string sites_dir() const { return root + "/keys/sites"; }
   std::string cloud_keys_dir() const { return root + "/keys/cloud"; }
   std::string cloud() const { return root + "/cloud.json"; }
+  // A cloud split over hosts: the other host's services (`loom up --peer-endpoints`).
+  std::string peers() const { return root + "/peers.json"; }
   std::string cloud_token() const { return root + "/keys/cloud/token"; }
   std::string token_key() const { return root + "/keys/token.key"; }
   std::string epoch() const { return root + "/keys/epoch"; }
@@ -212,7 +214,11 @@ status check_output(const paths& p, const std::string& target, files::output_rul
 status check_not_private(const paths& p, const std::string& target, const std::string& option = "--out");
 
 // not_found if absent; corruption if unparsable or "trainers" is outside 1..max_trainers.
-result<endpoints> read_endpoints(const std::string& path);
+// A split cloud's file (non-empty `only`) is read with the other host's
+// services from peers.json beside it (pid 0; they replace what the file
+// says of those services), unless `with_peers` is false; a damaged
+// peers.json is corruption naming it.
+result<endpoints> read_endpoints(const std::string& path, bool with_peers = true);
 status write_endpoints(const std::string& path, const endpoints&);  // atomic
 
 }  // namespace loom::layout

@@ -9,6 +9,7 @@
 #include "libs/runtime/admission.hpp"
 #include "libs/runtime/builtin_logic.hpp"
 #include "libs/runtime/gateway.hpp"
+#include "libs/runtime/key_follower.hpp"
 #include "libs/runtime/registrar.hpp"
 #include "libs/runtime/service.hpp"
 #include "libs/store/database.hpp"
@@ -263,7 +264,9 @@ int service_main(int argc, char** argv, const service_spec& spec) {
                  static_cast<unsigned long long>(n), why.c_str());
   });
 
-  // 8. Registration, then serve until a signal.
+  // 8. Registration (and, away from the scheduler, its site keys), then serve until a signal.
+  std::unique_ptr<key_follower> follower;
+  if (key_follower::follows(env)) follower = std::make_unique<key_follower>(env);
   registrar reg(env);
   gateway gw(env, *server, host, gateway_options{*token_key, env.paths.epoch()});
   g_gateway = &gw;
@@ -274,7 +277,10 @@ int service_main(int argc, char** argv, const service_spec& spec) {
 
   // 9. Shutdown: stop every thread in parallel; the spool keeps what audit has not confirmed.
   auto t0 = std::chrono::steady_clock::now();
-  std::thread stop_reg([&] { reg.stop(); });
+  std::thread stop_reg([&] {
+    reg.stop();
+    follower.reset();
+  });
   host.stop();
   stop_reg.join();
   extra.reset();

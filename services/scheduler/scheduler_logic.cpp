@@ -166,6 +166,7 @@ void scheduler_logic::register_handlers() {
       .on<RevokeSiteRequest>([this](const RevokeSiteRequest& r, ctx_t c) { return revoke_site(r, c); })
       // The sites with their trainers, link and datasets.
       .on<ListSitesRequest>([this](const ListSitesRequest& r, ctx_t) { return list_sites(r); })
+      .on<SiteKeysRequest>([this](const SiteKeysRequest& r, ctx_t c) { return site_keys(r, c); })
       // The model registry, the caller's tenant's versions (every tenant's for an admin).
       .on<ListModelsRequest>([this](const ListModelsRequest& r, ctx_t c) { return list_models(r, c); })
       .on<GetModelRequest>([this](const GetModelRequest& r, ctx_t c) { return get_model(r, c); })

@@ -50,6 +50,7 @@ class PollWorkRequest;
 class IssueSiteTokenRequest;
 class RevokeSiteRequest;
 class ListSitesRequest;
+class SiteKeysRequest;
 class EnrolSiteRequest;
 class SiteInfo;
 class ListModelsRequest;
@@ -148,6 +149,7 @@ class scheduler_logic final : public runtime::service_logic {
   runtime::handled issue_site_token(const loom::v1::IssueSiteTokenRequest& req, const runtime::call_context& ctx);
   runtime::handled revoke_site(const loom::v1::RevokeSiteRequest& req, const runtime::call_context& ctx);
   runtime::handled list_sites(const loom::v1::ListSitesRequest& req);
+  runtime::handled site_keys(const loom::v1::SiteKeysRequest& req, const runtime::call_context& ctx);
   runtime::handled enrol_site(const loom::v1::EnrolSiteRequest& req);
   void describe(const site_rec& s, loom::v1::SiteInfo* out) const;  // with its trainers from the roster
   // A site node's heartbeat report (link, datasets) into the registry; `peer` is its CURVE principal.

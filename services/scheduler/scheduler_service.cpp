@@ -40,18 +40,23 @@ std::unique_ptr<store::database> open_writer(const std::string& url) {
 }
 
 // What an enrolled site is told: where the cloud's scheduler, audit and
-// aggregator listen (as endpoints.json says) and their public keys.
-cloud_info cloud_of(const runtime::service_env& env) {
-  cloud_info c{env.zone, env.keys.public_z85, env.rpc_endpoint, {}, "", env.paths.epoch()};
-  if (auto k = auth::load_token_key(env.paths.token_key())) c.token_key = *k;
+// aggregator listen (as `eps`, endpoints.json, says) and their public keys.
+std::vector<cloud_service> cloud_services_of(const runtime::service_env& env, const layout::endpoints& eps) {
+  std::vector<cloud_service> out;
   for (const char* name : {"scheduler", "audit", "aggregator"}) {
-    const auto* ep = env.eps.find(name);
+    const auto* ep = eps.find(name);
     auto key = wire::load_public_key(env.paths.curve_dir(), name);
     if (!key) continue;  // a deployment without it: nothing to tell
     cloud_service s{name, ep ? ep->rpc : "", *key, ep ? ep->pull : ""};
     if (std::string(name) == "scheduler") s.endpoint = env.rpc_endpoint;
-    c.services.push_back(std::move(s));
+    out.push_back(std::move(s));
   }
+  return out;
+}
+
+cloud_info cloud_of(const runtime::service_env& env) {
+  cloud_info c{env.zone, env.keys.public_z85, env.rpc_endpoint, cloud_services_of(env, env.eps), "", env.paths.epoch()};
+  if (auto k = auth::load_token_key(env.paths.token_key())) c.token_key = *k;
   return c;
 }
 
@@ -63,6 +68,12 @@ std::unique_ptr<site_registry> make_sites(runtime::service_env& env) {
       own ? *own : wire::allow_list{}, [adm] {
         if (adm) (void)adm->refresh();
       });
+  // Read at each enrolment: on a cloud split over hosts the aggregator's
+  // endpoints come from the other host (peers.json) after this one started.
+  r->set_cloud_services([&env] {
+    auto eps = layout::read_endpoints(env.paths.endpoints());
+    return cloud_services_of(env, eps ? *eps : env.eps);
+  });
   if (auto st = r->sync_key_files(); !st)
     std::fprintf(stderr, "loom-scheduler: enrolled site keys in %s: %s\n", env.paths.sites_dir().c_str(),
                  st.err().to_string().c_str());

@@ -8,6 +8,7 @@
 #include "services/scheduler/sites/link_state.hpp"
 #include "services/scheduler/store_replies.hpp"
 
+#include "libs/auth/identity.hpp"
 #include "libs/auth/token.hpp"
 #include "libs/runtime/admission.hpp"
 #include "libs/runtime/logic_pb.hpp"
@@ -188,6 +189,25 @@ handled scheduler_logic::list_sites(const loom::v1::ListSitesRequest&) {
   return reply(rep);
 }
 
+handled scheduler_logic::site_keys(const loom::v1::SiteKeysRequest&, const runtime::call_context& ctx) {
+  const auto p = auth::parse_peer(ctx.peer);
+  if (p.kind != auth::peer_kind::own_service)
+    return fail(errc::permission_denied,
+                "SiteKeys is sent only by this deployment's own services (their CURVE keys), which admit the sites "
+                "by them; this call came with key \"" + auth::printable(ctx.peer) + "\"");
+  if (!sites_) return no_sites();
+  auto all = sites_->list();
+  if (!all) return refused_or_store(all.err());
+  loom::v1::SiteKeysReply rep;
+  for (const auto& k : enrolled_keys(*all)) {
+    auto* o = rep.add_keys();
+    o->set_site(k.site);
+    o->set_service(k.service);
+    o->set_public_key(k.key);
+  }
+  return reply(rep);
+}
+
 handled scheduler_logic::enrol_site(const loom::v1::EnrolSiteRequest& req) {
   if (!sites_) return no_sites();
   const std::map<std::string, std::string> keys(req.public_keys().begin(), req.public_keys().end());
@@ -218,7 +238,7 @@ handled scheduler_logic::enrol_site(const loom::v1::EnrolSiteRequest& req) {
       rep.set_token_expires_unix_ns(static_cast<std::uint64_t>(expires) * 1'000'000'000ull);
     }
   }
-  for (const auto& c : sites_->cloud().services) {
+  for (const auto& c : sites_->cloud_services()) {
     auto* s = rep.add_services();
     s->set_name(c.name);
     s->set_endpoint(c.endpoint);

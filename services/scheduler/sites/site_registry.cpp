@@ -3,6 +3,7 @@
 #include "libs/auth/site_token.hpp"
 #include "libs/auth/token.hpp"
 #include "libs/files/files.hpp"
+#include "libs/runtime/site_keys.hpp"
 #include "libs/store/database.hpp"
 
 #include <nlohmann/json.hpp>
@@ -13,22 +14,12 @@
 
 namespace loom::scheduler {
 namespace {
-namespace fs = std::filesystem;
 
 // A site announces at most this many services (audit, scheduler, ingest,
 // trainer, aggregator, client and room to grow): more is not a site.
 constexpr std::size_t max_site_services = 16;
 
 error refused(const std::string& why) { return error{errc::permission_denied, why}; }
-
-// Service names become file names (<site>.<service>.pub): no dot, no slash.
-status check_service_name(const std::string& s) {
-  if (s.empty() || s.size() > 32) return make_error(errc::invalid_argument, "a service name is 1..32 characters");
-  for (char ch : s)
-    if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '-'))
-      return make_error(errc::invalid_argument, "service name " + auth::printable(s) + ": use a-z, 0-9 and -");
-  return ok_status();
-}
 
 // A link record's bandwidth (0 when none), and the record with `bw` in it.
 double bandwidth_of(const std::string& link_json) {
@@ -53,26 +44,15 @@ site_registry::site_registry(store::database* db, clock_fn now, cloud_info cloud
 status site_registry::sync_key_files() {
   auto sites = db_->with_read_transaction([](store::transaction& tx) { return load_sites(tx); });
   if (!sites) return sites.err();
-  if (auto st = files::make_dirs(keys_dir_, 0700); !st) return st;
-  std::set<std::string> want;
-  for (const auto& s : *sites) {
-    if (s.state != "enrolled") continue;
-    for (const auto& [service, key] : s.keys) {
-      const std::string name = s.name + "." + service + ".pub";
-      want.insert(name);
-      auto old = files::read_file(keys_dir_ + "/" + name);
-      if (old && *old == key + "\n") continue;
-      if (auto st = files::write_atomic(keys_dir_ + "/" + name, key + "\n", 0600); !st) return st;
-    }
-  }
-  std::error_code ec;
-  for (fs::directory_iterator it(keys_dir_, ec), end; !ec && it != end; it.increment(ec)) {
-    const auto name = it->path().filename().string();
-    if (!want.count(name) && !fs::remove(it->path(), ec))
-      return make_error(errc::unavailable, it->path().string() + ": cannot remove: " + ec.message());
-  }
-  if (ec) return make_error(errc::unavailable, keys_dir_ + ": " + ec.message());
-  return ok_status();
+  return runtime::write_site_keys(keys_dir_, enrolled_keys(*sites));
+}
+
+std::vector<runtime::site_key> enrolled_keys(const std::vector<site_rec>& sites) {
+  std::vector<runtime::site_key> out;
+  for (const auto& s : sites)
+    if (s.state == "enrolled")
+      for (const auto& [service, key] : s.keys) out.push_back({s.name, service, key});
+  return out;
 }
 
 status site_registry::after_keys_changed() {
@@ -88,7 +68,7 @@ status site_registry::check_keys(const std::map<std::string, std::string>& keys)
                                                   std::to_string(max_site_services) + ")");
   std::set<std::string> seen;
   for (const auto& [service, key] : keys) {
-    if (auto st = check_service_name(service); !st) return st;
+    if (auto st = runtime::check_site_service_name(service); !st) return st;
     if (!wire::valid_z85_key(key))
       return make_error(errc::invalid_argument, "EnrolSite: the key of " + service + " is not a CURVE public key");
     if (!seen.insert(key).second)

@@ -16,6 +16,7 @@
 // cloud, a revoked site); malformed keys are invalid_argument.
 #pragma once
 
+#include "libs/runtime/site_keys.hpp"
 #include "libs/status/status.hpp"
 #include "libs/wire/curve.hpp"
 #include "services/scheduler/sites/site_store.hpp"
@@ -46,6 +47,10 @@ struct cloud_info {
   std::string token_key{};         // the cloud's token key: signs the sites' bearer tokens ("" = none)
   std::string epoch_file{};        // keys/epoch: the tokens' revocation epoch
 };
+
+// The keys of the enrolled sites among `sites` (what keys/sites holds and
+// SiteKeysReply carries).
+std::vector<runtime::site_key> enrolled_keys(const std::vector<site_rec>& sites);
 
 class site_registry {
  public:
@@ -93,6 +98,11 @@ class site_registry {
   status report_bandwidth(const std::string& site, double bytes_per_s);
 
   const cloud_info& cloud() const { return cloud_; }
+  // What an enrolling site is told about the cloud's services: the provider's
+  // answer when one is set (the scheduler re-reads endpoints.json: on a cloud
+  // split over hosts the aggregator's host joins later), else cloud().services.
+  void set_cloud_services(std::function<std::vector<cloud_service>()> f) { services_of_ = std::move(f); }
+  std::vector<cloud_service> cloud_services() const { return services_of_ ? services_of_() : cloud_.services; }
 
  private:
   status check_keys(const std::map<std::string, std::string>& keys) const;
@@ -101,6 +111,7 @@ class site_registry {
   store::database* db_;
   clock_fn now_;
   cloud_info cloud_;
+  std::function<std::vector<cloud_service>()> services_of_;
   std::string keys_dir_;
   wire::allow_list own_keys_;
   std::function<void()> keys_changed_;
