@@ -96,4 +96,18 @@ inline std::string link_state(lan& net, lan_host& cloud, const std::string& site
 }
 
 
+// `loom job show ID` at `cloud` once the job ended (or at `limit`, as it stands then).
+inline json wait_job(lan& net, lan_host& cloud, const std::string& id, std::chrono::seconds limit,
+                     std::chrono::milliseconds every = 1000ms) {
+  json j;
+  eventually(
+      [&] {
+        j = as_json(net.loom(cloud, {"job", "show", id, "--json"}, 20s));
+        const std::string st = j.value("state", "");
+        return st == "succeeded" || st == "failed" || st == "cancelled";
+      },
+      limit, every);
+  return j;
+}
+
 }  // namespace loom::test

@@ -144,14 +144,8 @@ TEST_CASE("a cloud and two edge sites on three hosts train one diloco job over t
   MESSAGE("north's link states seen at the cloud during and after the cut: " << json(seen).dump());
   CHECK(eventually([&] { return link_state(net, cloud, "north") == "up"; }, 90s));
 
-  json done;
-  REQUIRE(eventually(
-      [&] {
-        done = as_json(net.loom(cloud, {"job", "show", id, "--json"}, 20s));
-        const std::string st = done.value("state", "");
-        return st == "succeeded" || st == "failed" || st == "cancelled";
-      },
-      300s, 1000ms));
+  json done = wait_job(net, cloud, id, 300s, 1000ms);
+  REQUIRE(done.contains("state"));
   REQUIRE_MESSAGE(done.value("state", "") == "succeeded", done.dump());
   MESSAGE("diloco job done: " << elapsed() << " s");
   const auto after_north = net.link_bytes(north), after_south = net.link_bytes(south);
@@ -226,14 +220,8 @@ TEST_CASE("a cloud and two edge sites on three hosts train one diloco job over t
   auto plain = as_json(plain_r);
   REQUIRE_MESSAGE(plain.contains("id"), plain_r.out << plain_r.err);
   const std::string plain_id = plain["id"].get<std::string>();
-  json pj;
-  REQUIRE(eventually(
-      [&] {
-        pj = as_json(net.loom(cloud, {"job", "show", plain_id, "--json"}, 20s));
-        const std::string st = pj.value("state", "");
-        return st == "succeeded" || st == "failed" || st == "cancelled";
-      },
-      240s, 1000ms));
+  json pj = wait_job(net, cloud, plain_id, 240s, 1000ms);
+  REQUIRE(pj.contains("state"));
   CHECK_MESSAGE(pj.value("state", "") == "succeeded", pj.dump());
   CHECK(!layout::find_snapshot(net.seen_from_outside(north, north.data + "/jobs/" + plain_id)).empty());
   CHECK(!exists(net.seen_from_outside(south, south.data + "/jobs/" + plain_id)));
@@ -265,14 +253,8 @@ TEST_CASE("a cloud and two edge sites on three hosts train one diloco job over t
       20s, 50ms);
   CHECK(refused);
   const double refused_after = std::chrono::duration<double>(std::chrono::steady_clock::now() - revoked_at).count();
-  json failed;
-  REQUIRE(eventually(
-      [&] {
-        failed = as_json(net.loom(cloud, {"job", "show", id2, "--json"}, 20s));
-        const std::string st = failed.value("state", "");
-        return st == "failed" || st == "succeeded" || st == "cancelled";
-      },
-      120s, 500ms));
+  json failed = wait_job(net, cloud, id2, 120s, 500ms);
+  REQUIRE(failed.contains("state"));
   CHECK_MESSAGE(failed.value("state", "") == "failed", failed.dump());
   CHECK_MESSAGE(failed.dump().find("south") != std::string::npos, failed.dump());
   CHECK_MESSAGE(failed.dump().find("revoked") != std::string::npos, failed.dump());
