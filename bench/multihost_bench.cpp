@@ -9,6 +9,8 @@
 // Last lines, one per case:
 //   case=<lan|loopback> enrol_s=… job_wall_s=… steps=… north_up_bytes=… north_down_bytes=… south_up_bytes=… south_down_bytes=…
 //   case=lan_vs_loopback job_wall_ratio=…
+//   case=lan_split_cloud … (the same job, the cloud split over two hosts: scheduler + audit / aggregator + ingest)
+//   case=split_revoke follow_s=… (a revocation at the scheduler's host until the other cloud host forgets the keys)
 #include "libs/files/files.hpp"
 #include "libs/layout/layout.hpp"
 #include "tests/multihost/lan.hpp"
@@ -19,6 +21,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <optional>
@@ -64,6 +67,42 @@ double link_bytes(const std::string& page, const std::string& site, const std::s
   return sum;
 }
 
+// A copy of `from`'s keys and admin token into `to`'s data dir (what an operator scp's).
+void split_copy(lan& net, const lan_host& from, const lan_host& to) {
+  namespace fs = std::filesystem;
+  fs::create_directories(net.seen_from_outside(to, to.data));
+  fs::permissions(net.seen_from_outside(to, to.data), fs::perms::owner_all);
+  fs::copy(net.seen_from_outside(from, from.data + "/keys"), net.seen_from_outside(to, to.data + "/keys"),
+           fs::copy_options::recursive);
+  fs::copy_file(net.seen_from_outside(from, from.data + "/admin.token"), net.seen_from_outside(to, to.data + "/admin.token"));
+}
+
+// `from`'s endpoints.json copied into `to`'s files: its path there.
+std::string peer_file(lan& net, const lan_host& from, const lan_host& to) {
+  const std::string path = net.root() + "/" + to.name + "/" + from.name + "-endpoints.json";
+  std::filesystem::copy_file(net.seen_from_outside(from, from.data + "/endpoints.json"), net.seen_from_outside(to, path),
+                             std::filesystem::copy_options::overwrite_existing);
+  return path;
+}
+
+// Seconds from `loom site revoke SITE` at the cloud until the other cloud
+// host's keys/sites holds none of the site's keys (-1: not within 10 s).
+double revoke_reaches(lan& net, place& cloud, const lan_host& other, const std::string& site) {
+  auto has_site = [&] {
+    std::error_code ec;
+    for (std::filesystem::directory_iterator it(net.seen_from_outside(other, other.data + "/keys/sites"), ec), end;
+         !ec && it != end; it.increment(ec))
+      if (it->path().filename().string().rfind(site + ".", 0) == 0) return true;
+    return false;
+  };
+  if (!has_site()) return -1;
+  const auto t = clock_type::now();
+  if (cloud.loom({"site", "revoke", site, "--reason", "bench"}, 30s).code != 0) return -1;
+  for (auto until = t + 10s; clock_type::now() < until; std::this_thread::sleep_for(10ms))
+    if (!has_site()) return since(t);
+  return -1;
+}
+
 struct outcome {
   double enrol_s = 0, wall_s = 0;
   int steps = 0;
@@ -73,11 +112,10 @@ struct outcome {
 
 // Cloud up, both sites enrolled and their text imported, one diloco job; bytes
 // from the cloud's metrics (what its services received from and sent to each site).
-outcome run_case(place& cloud, place& north, place& south, const std::string& cloud_advertise, int steps) {
+// `cloud_up` starts the cloud ("" when up, else why not).
+outcome run_case(place& cloud, place& north, place& south, const std::function<std::string()>& cloud_up, int steps) {
   outcome o;
-  std::vector<std::string> up{"up"};
-  if (!cloud.listen.empty()) up.insert(up.end(), {"--listen", "0.0.0.0", "--advertise", cloud_advertise, "--ports", "7400-7499"});
-  if (auto r = cloud.loom(up, 120s); r.code != 0) return o.error = "cloud up: " + r.err, o;
+  if (auto why = cloud_up(); !why.empty()) return o.error = "cloud up: " + why, o;
   std::map<std::string, std::string> corpus{{"north", "GPL-3"}, {"south", "GPL-2"}};
   for (auto* s : {&north, &south}) {
     auto tok = as_json(cloud.loom({"site", "token", "--site", s->name, "--json"}, 30s));
@@ -151,7 +189,10 @@ int main(int argc, char** argv) {
                      }};
       };
       place cloud = make("cloud", true), north = make("north", true), south = make("south", true);
-      lan_o = run_case(cloud, north, south, net.host("cloud").ip, steps);
+      lan_o = run_case(cloud, north, south, [&] {
+        auto r = cloud.loom({"up", "--listen", "0.0.0.0", "--advertise", net.host("cloud").ip, "--ports", "7400-7499"}, 120s);
+        return r.code == 0 ? std::string() : r.err;
+      }, steps);
       const auto n = net.link_bytes(net.host("north")), s = net.link_bytes(net.host("south"));
       std::printf("case=lan_wire north_sent_bytes=%llu north_received_bytes=%llu south_sent_bytes=%llu "
                   "south_received_bytes=%llu\n",
@@ -170,12 +211,50 @@ int main(int argc, char** argv) {
                    }};
     };
     place cloud = make("cloud", c.path()), north = make("north", n.path()), south = make("south", s.path());
-    loop_o = run_case(cloud, north, south, "", steps);
+    loop_o = run_case(cloud, north, south, [&] {
+      auto r = cloud.loom({"up"}, 120s);
+      return r.code == 0 ? std::string() : r.err;
+    }, steps);
+  }
+  outcome split_o;
+  double follow_s = -1;
+  {
+    remove_lan_leftovers();
+    lan net({"cloud", "cloud2", "north", "south"});
+    if (auto why = net.make(); !why.empty()) {
+      split_o.error = "skipped: " + why;
+    } else {
+      auto& c1 = net.host("cloud");
+      auto& c2 = net.host("cloud2");
+      c2.data = c1.data;  // the same data dir path, each host its own files
+      auto make = [&](lan_host& h) {
+        return place{h.name, h.ip,
+                     [&net, &h](std::vector<std::string> a, std::chrono::seconds t) { return net.loom(h, std::move(a), t); },
+                     [&net, &h](const std::string& url) {
+                       return net.exec(h, {"/usr/bin/curl", "-s", "--max-time", "10", url}, 30s).out;
+                     }};
+      };
+      place cloud = make(c1), cloud2 = make(c2), north = make(net.host("north")), south = make(net.host("south"));
+      split_o = run_case(cloud, north, south, [&]() -> std::string {
+        auto r = cloud.loom({"up", "--only", "scheduler,audit", "--listen", c1.ip, "--ports", "7400-7499"}, 120s);
+        if (r.code != 0) return r.err;
+        split_copy(net, c1, c2);
+        auto r2 = cloud2.loom({"up", "--only", "aggregator,ingest", "--peer-endpoints", peer_file(net, c1, c2),
+                               "--listen", c2.ip, "--ports", "7400-7499"}, 120s);
+        if (r2.code != 0) return "cloud2: " + r2.err;
+        auto r3 = cloud.loom({"up", "--peer-endpoints", peer_file(net, c2, c1)}, 60s);
+        return r3.code == 0 ? std::string() : r3.err;
+      }, steps);
+      if (split_o.error.empty()) follow_s = revoke_reaches(net, cloud, c2, "south");
+    }
   }
   print("lan", lan_o);
   print("loopback", loop_o);
+  print("lan_split_cloud", split_o);
+  if (follow_s >= 0) std::printf("case=split_revoke follow_s=%.3f\n", follow_s);
   if (lan_o.error.empty() && loop_o.error.empty())
     std::printf("case=lan_vs_loopback job_wall_ratio=%.3f enrol_ratio=%.3f\n", lan_o.wall_s / loop_o.wall_s,
                 lan_o.enrol_s / loop_o.enrol_s);
-  return lan_o.error.empty() || lan_o.error.rfind("skipped", 0) == 0 ? (loop_o.error.empty() ? 0 : 1) : 1;
+  auto ok = [](const outcome& o) { return o.error.empty() || o.error.rfind("skipped", 0) == 0; };
+  return ok(lan_o) && ok(split_o) && loop_o.error.empty() ? 0 : 1;
 }
