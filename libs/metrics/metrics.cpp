@@ -10,6 +10,8 @@
 
 #include <sstream>
 
+#include <sys/statvfs.h>
+
 namespace loom::metrics {
 namespace {
 // Request handling spans 50 µs (ping) to seconds (imports, checkpoints).
@@ -90,10 +92,31 @@ void service_metrics::set(std::string_view name, const std::map<std::string, std
   fam->Add(labels).Set(value);
 }
 
-std::string service_metrics::render() const {
+void service_metrics::on_scrape(std::function<void(service_metrics&)> fn) {
+  std::lock_guard lock(hooks_mu_);
+  hooks_.push_back(std::move(fn));
+}
+
+void service_metrics::clear_scrape_hooks() {
+  std::lock_guard lock(hooks_mu_);
+  hooks_.clear();
+}
+
+std::string service_metrics::render() {
+  {
+    std::lock_guard lock(hooks_mu_);
+    for (auto& h : hooks_) h(*this);
+  }
   std::ostringstream out;
   prometheus::TextSerializer{}.Serialize(out, registry_->Collect());
   return out.str();
+}
+
+void set_disk_gauges(service_metrics& m, const std::string& path) {
+  struct statvfs s {};
+  if (::statvfs(path.c_str(), &s) != 0 || s.f_blocks == 0) return;
+  m.set("disk_free_bytes", {}, static_cast<double>(s.f_bavail) * static_cast<double>(s.f_frsize));
+  m.set("disk_size_bytes", {}, static_cast<double>(s.f_blocks) * static_cast<double>(s.f_frsize));
 }
 
 }  // namespace loom::metrics

@@ -10,6 +10,8 @@
 //   up                                  1 while the service serves
 //   dropped_total{reason}               frames dropped without an answer
 //   denied_total{reason}                authorization denials
+//   audit_spool_depth                   audit records in the spool, not yet confirmed (at scrape)
+//   disk_free_bytes, disk_size_bytes    the data directory's file system (at scrape)
 //   link_bytes_total{link,type,direction}  request/answer bytes by peer ("local",
 //                                       or an edge site's name) and message type:
 //                                       what crosses each link (issue 26 item 4)
@@ -17,11 +19,13 @@
 
 #include "libs/status/status.hpp"
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace prometheus {
 class Registry;
@@ -59,8 +63,14 @@ class service_metrics {
   void add(std::string_view name, const std::map<std::string, std::string>& labels, double delta = 1);
   void set(std::string_view name, const std::map<std::string, std::string>& labels, double value);
 
+  // Runs `fn` before each render (on the listener's thread): gauges read at
+  // scrape time. Whatever it reads must outlive the hook: clear_scrape_hooks()
+  // before it goes.
+  void on_scrape(std::function<void(service_metrics&)> fn);
+  void clear_scrape_hooks();
+
   // Prometheus text exposition of everything registered (tests, `loom status`).
-  std::string render() const;
+  std::string render();
   std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
 
  private:
@@ -78,7 +88,14 @@ class service_metrics {
   mutable std::mutex mu_;  // guards the two maps below
   std::map<std::string, prometheus::Family<prometheus::Counter>*> counters_;
   std::map<std::string, prometheus::Family<prometheus::Gauge>*> gauges_;
+  std::mutex hooks_mu_;  // guards hooks_; taken before mu_, never inside it
+  std::vector<std::function<void(service_metrics&)>> hooks_;
   std::unique_ptr<http_listener> listener_;  // last: stopped before anything it reads goes
 };
+
+// Sets <service>_disk_free_bytes (available to this user) and
+// <service>_disk_size_bytes of the file system holding `path`; nothing if
+// statvfs fails.
+void set_disk_gauges(service_metrics& m, const std::string& path);
 
 }  // namespace loom::metrics

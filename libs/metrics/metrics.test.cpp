@@ -31,3 +31,33 @@ TEST_CASE("the metrics listener picks a free port when asked for port 0 and refu
   CHECK_FALSE(b.ok());
   CHECK(b.code() == loom::errc::unavailable);
 }
+
+TEST_CASE("a scrape hook sets its gauges before every render, and is gone once cleared") {
+  loom::metrics::service_metrics m("trainer");
+  double depth = 7;
+  m.on_scrape([&depth](loom::metrics::service_metrics& s) { s.set("audit_spool_depth", {}, depth); });
+  CHECK(m.render().find("loom_trainer_audit_spool_depth 7") != std::string::npos);
+  depth = 1234;
+  CHECK(m.render().find("loom_trainer_audit_spool_depth 1234") != std::string::npos);
+  m.clear_scrape_hooks();
+  depth = 5;
+  CHECK(m.render().find("loom_trainer_audit_spool_depth 1234") != std::string::npos);
+}
+
+TEST_CASE("the disk gauges give a file system's free and total bytes, free no more than total") {
+  loom::metrics::service_metrics m("audit");
+  loom::metrics::set_disk_gauges(m, "/tmp");
+  const auto text = m.render();
+  auto value = [&text](const std::string& name) {
+    const auto at = text.find("\n" + name + " ");
+    REQUIRE(at != std::string::npos);
+    return std::stod(text.substr(at + name.size() + 2));
+  };
+  const double free = value("loom_audit_disk_free_bytes"), size = value("loom_audit_disk_size_bytes");
+  CHECK(size > 0);
+  CHECK(free >= 0);
+  CHECK(free <= size);
+  loom::metrics::service_metrics none("audit");
+  loom::metrics::set_disk_gauges(none, "/no/such/dir/here");
+  CHECK(none.render().find("disk_free_bytes") == std::string::npos);
+}

@@ -221,6 +221,12 @@ int service_main(int argc, char** argv, const service_spec& spec) {
     return 1;
   }
   env.audit = emitter->get();
+  // Read at each scrape: the spool's unconfirmed records (LoomAuditBacklog)
+  // and the data directory's disk (LoomDiskLow). Cleared before the emitter goes.
+  env.metrics->on_scrape([em = env.audit, root = env.paths.root](metrics::service_metrics& m) {
+    m.set("audit_spool_depth", {}, static_cast<double>(em->pending()));
+    metrics::set_disk_gauges(m, root);
+  });
 
   // 6. The state store: open (retrying while unreachable), then migrate.
   std::unique_ptr<store::database> db;
@@ -285,6 +291,7 @@ int service_main(int argc, char** argv, const service_spec& spec) {
   stop_reg.join();
   extra.reset();
   db.reset();
+  env.metrics->clear_scrape_hooks();
   emitter->reset();
   server.reset();
   admitted.reset();

@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <cmath>
 #include <iostream>
 #include <thread>
 
@@ -31,6 +32,9 @@ namespace {
 // snapshot at most this often in the window, then it is reported failed.
 constexpr int max_restarts = 2;
 constexpr std::chrono::minutes restart_window{10};
+double unix_seconds_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
 }  // namespace
 
 result<runspec::run_config> worker::stage_config(stage_run& run) {
@@ -74,9 +78,26 @@ result<run_options> worker::common_options(stage_run& run, const runspec::run_co
   }
   o.stop = &stop_training_;
   o.log = &std::cerr;  // <data>/logs/trainer.log under `loom up`
-  o.on_started = [this] { (void)board_->with([](work_state& w) { return w.started(); }); };
+  // For the alerts (deploy/prometheus/alerts.yml): the stage runs, its last
+  // step and snapshot times (a rank that writes no snapshots shows NaN), and
+  // anomaly counters made at 0 so that the first one is an increase.
+  o.on_started = [this, writes_snapshots = run.rank == 0] {
+    if (env_.metrics) {
+      const double now = unix_seconds_now();
+      env_.metrics->set("stage_running", {}, 1);
+      env_.metrics->set("last_step_unix_seconds", {}, now);
+      env_.metrics->set("last_checkpoint_unix_seconds", {}, writes_snapshots ? now : std::nan(""));
+      env_.metrics->add("training_anomalies_total", {{"kind", "non_finite"}}, 0);
+      env_.metrics->add("training_anomalies_total", {{"kind", "spike"}}, 0);
+    }
+    (void)board_->with([](work_state& w) { return w.started(); });
+  };
+  o.on_anomaly = [this](const std::string& kind) {
+    if (env_.metrics) env_.metrics->add("training_anomalies_total", {{"kind", kind}}, 1);
+  };
   o.on_step = [this](const step_record& rec) {
     if (env_.metrics) {  // loom_trainer_*: the stage in progress on this trainer
+      env_.metrics->set("last_step_unix_seconds", {}, unix_seconds_now());
       env_.metrics->add("training_steps_total", {}, 1);
       env_.metrics->set("training_step", {}, double(rec.step));
       env_.metrics->set("training_loss", {}, double(rec.loss));
@@ -111,6 +132,7 @@ result<run_options> worker::common_options(stage_run& run, const runspec::run_co
     r->notices.push_back({seq, kind, text});
   };
   o.on_snapshot = [this](const std::string& dir) {
+    if (env_.metrics) env_.metrics->set("last_checkpoint_unix_seconds", {}, unix_seconds_now());
     (void)board_->with([&](work_state& w) {
       w.snapshot(dir);
       return ok_status();

@@ -5,6 +5,7 @@
 #include "libs/files/confine.hpp"
 #include "libs/files/files.hpp"
 #include "libs/layout/layout.hpp"
+#include "libs/metrics/metrics.hpp"
 #include "libs/runtime/service.hpp"
 #include "libs/wire/client.hpp"
 #include "libs/wire/envelope_pb.hpp"
@@ -74,6 +75,7 @@ void worker::start(assigned_stage a) {
 
 void worker::train(std::shared_ptr<stage_run> run) {
   auto [outcome, message] = run_stage(*run);
+  if (env_.metrics) env_.metrics->set("stage_running", {}, 0);  // LoomJobStalled, LoomCheckpointOld
   const std::string name = run->job + "/" + run->stage;
   (void)board_->with([&](work_state& w) {
     if (outcome == "regroup") (void)w.exchange_failed(message);

@@ -277,8 +277,12 @@ TEST_CASE("a NaN loss rolls back to the last snapshot and skips the batch, deter
     fired = true;
     return std::numeric_limits<float>::quiet_NaN();
   };
+  std::vector<std::string> anomalies;  // what the trainer counts for LoomLossNotFinite
+  f.on_anomaly = [&](const std::string& kind) { anomalies.push_back(kind); };
   auto a = run_training(small_config(data, tmp.path() + "/a"), f);
   REQUIRE(a.ok());
+  CHECK(anomalies == std::vector<std::string>{"non_finite"});
+  f.on_anomaly = nullptr;
   CHECK(a->steps == 12);
   CHECK(log.str().find("step 7: loss nan") != std::string::npos);
   CHECK(log.str().find("rolled back to step 4, skipping that batch") != std::string::npos);
@@ -325,9 +329,13 @@ TEST_CASE("a loss spike beyond the z-score rolls back, and anomalies past max_ro
     if (step == 10 && fired++ == 0) return 50.0f;
     return std::nullopt;
   };
+  std::vector<std::string> anomalies;  // what the trainer counts for LoomLossSpike
+  o.on_anomaly = [&](const std::string& kind) { anomalies.push_back(kind); };
   auto r = run_training(small_config(data, tmp.path() + "/spike", 12,
                                      {"anomaly.spike_zscore=3", "anomaly.spike_window=5"}), o);
   REQUIRE(r.ok());
+  CHECK(anomalies == std::vector<std::string>{"spike"});
+  o.on_anomaly = nullptr;
   CHECK(log.str().find("step 10: loss 50.0000 is a spike") != std::string::npos);
   CHECK(log.str().find("rolled back to step 8") != std::string::npos);
 

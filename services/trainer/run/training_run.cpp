@@ -446,6 +446,7 @@ result<bool> run::one_step() {
   if (o_.fault)
     if (auto f = o_.fault(step_ + 1)) s->loss = *f;
   if (const std::string why = anomaly(*s); !why.empty()) {
+    if (o_.on_anomaly) o_.on_anomaly(std::isfinite(s->loss) && std::isfinite(s->grad_norm) ? "spike" : "non_finite");
     if (auto st = roll_back(at, why); !st) return st.err();
     return true;
   }

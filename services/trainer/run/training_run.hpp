@@ -50,6 +50,9 @@ struct run_options {
   // After an anomaly rolled the run back: the step that failed, the snapshot's
   // step it went back to, and why (the trainer service audits it).
   std::function<void(std::uint64_t bad_step, std::uint64_t back_to, const std::string& why)> on_rollback;
+  // An anomalous step, before the rollback is tried: "non_finite" (loss or
+  // gradient norm NaN/inf) or "spike" (the trainer counts them for alerts).
+  std::function<void(const std::string& kind)> on_anomaly;
   // What the job's log must show besides steps: "snapshot_fallback" (the
   // newest snapshot was refused and an older one used) and "rollback" (an
   // anomaly), with a line of text each. The trainer service reports them.
