@@ -180,6 +180,7 @@ void engine::closed(const aggregation& a, const close_report& r) {
   o_.metrics->set("round", {{"job", job}, {"fragment", p}}, static_cast<double>(r.round.version));
   o_.metrics->set("quorum_size", {{"job", job}}, r.round.on_time);
   o_.metrics->set("outer_step_seconds", {{"job", job}}, r.step_seconds);
+  o_.metrics->set("last_round_unix_seconds", {{"job", job}}, static_cast<double>(unix_now()));
   count("rounds_closed_total", {{"job", job}, {"by", r.round.by_quorum ? "quorum" : "deadline"}});
 }
 

@@ -214,6 +214,7 @@ class engine {
   void emit(std::string action, std::string job, std::string reason, std::string payload = "", int outcome = 1,
             std::string peer = "");
   void count(std::string_view name, const std::map<std::string, std::string>& labels, double by = 1);
+  void live_gauges(const std::string& job, bool live);
   result<std::vector<float>> initial_params(const aggregation_spec& s, std::size_t total);
 
   engine_options o_;

@@ -3,6 +3,7 @@
 // deltas, retirement and what a restart reloads; and a job started from a
 // signed snapshot (the trainer's layout) gets exactly its parameters.
 #include "services/aggregator/engine.hpp"
+#include "libs/metrics/metrics.hpp"
 
 #include "libs/audit/record.hpp"
 #include "libs/auth/token.hpp"
@@ -448,6 +449,32 @@ TEST_CASE("the export writes only into the granted stage dir, needs every site's
   CHECK(st.jobs_size() == 0);
   REQUIRE(st.retired_size() == 2);
   for (const auto& r : st.retired()) CHECK(r.theta_sha256().size() == 32);
+}
+
+TEST_CASE("the aggregating and last-round gauges follow a job from live to a closed round to retired") {
+  deployment d;
+  metrics::service_metrics m("aggregator");
+  auto o = d.options();
+  o.metrics = &m;
+  engine e(o);
+  const auto g = d.grant("job-1", {"north"}, true, gpt2_spec(1));
+  const auto spec = domain(g);
+  REQUIRE(e.start(spec, g, "site:north:trainer", nanos(0)).ok());
+  auto page = m.render();
+  CHECK(page.find("loom_aggregator_aggregating{job=\"job-1.pretrain\"} 1") != std::string::npos);
+  CHECK(page.find("loom_aggregator_last_round_unix_seconds{job=\"job-1.pretrain\"} 1700000000") != std::string::npos);
+  d.clock += 60;  // a round closes a minute later: the reference moves
+  REQUIRE(e.join(spec.job, "north", north).ok());
+  const std::size_t n = model::make_param_layout(tiny()).total;
+  auto f = delta(spec.job, "north", 0, std::vector<float>(n, 0.001f));
+  REQUIRE(refused(e.submit(f.h, f.payload, north, nanos(0))).empty());
+  CHECK(m.render().find("loom_aggregator_last_round_unix_seconds{job=\"job-1.pretrain\"} 1700000060") != std::string::npos);
+  v1::ExportGlobalRequest req;
+  *req.mutable_grant() = g;
+  req.set_step(16);
+  req.set_trainer_state("{\"step\": 16}");
+  REQUIRE(e.export_global(req, "site:north:trainer").ok());
+  CHECK(m.render().find("loom_aggregator_aggregating{job=\"job-1.pretrain\"} 0") != std::string::npos);
 }
 
 TEST_CASE("an export whose stage dir leads out of the jobs directory through a link is refused and writes nothing") {

@@ -14,6 +14,7 @@
 #include "libs/model/init.hpp"
 #include "loom/v1/aggregator.pb.h"
 #include "services/aggregator/global_export.hpp"
+#include "libs/metrics/metrics.hpp"
 #include "services/aggregator/job_store.hpp"
 #include "services/aggregator/saver.hpp"
 #include "services/aggregator/wire.hpp"
@@ -222,6 +223,7 @@ void engine::make(aggregation_spec spec, std::string grant, std::shared_ptr<maki
     if (a && it != jobs_.end()) {
       it->second.agg = std::move(*a);
       it->second.made.reset();
+      live_gauges(spec.job, true);
       emit("aggregation.start", spec.job, "",
            "values=" + std::to_string(plan->total()) + " fragments=" + std::to_string(spec.fragments) +
                " codec=" + std::string(codec::to_string(spec.codec)) + " stage=" + it->second.terms.job + "/" +
@@ -288,6 +290,7 @@ std::vector<std::string> engine::load_saved(nanos now) {
       retire(it, "its grant expired at unix " + std::to_string(terms->expires_unix) + " (found on reload)");
       continue;
     }
+    live_gauges(job, true);
     loaded.push_back(job);
   }
   next_sweep_ = t + 1;
@@ -295,6 +298,15 @@ std::vector<std::string> engine::load_saved(nanos now) {
 }
 
 // ---- retiring ---------------------------------------------------------------
+
+// loom_aggregator_aggregating{job} (1 while live) and, as it goes live,
+// loom_aggregator_last_round_unix_seconds{job} = now: the reference of
+// LoomRoundStalled until its first round closes (closed() moves it).
+void engine::live_gauges(const std::string& job, bool live) {
+  if (!o_.metrics) return;
+  o_.metrics->set("aggregating", {{"job", job}}, live ? 1 : 0);
+  if (live) o_.metrics->set("last_round_unix_seconds", {{"job", job}}, static_cast<double>(unix_now()));
+}
 
 std::vector<std::string> engine::contributed(const held& h) const {
   std::vector<std::string> out;
@@ -333,6 +345,7 @@ void engine::retire(std::map<std::string, held>::iterator it, const std::string&
     remove_state(o_.data_dir, job);
   }
   retired_[job] = tombstone{bytes, h.terms.tenant, reason, h.terms.expires_unix};
+  live_gauges(job, false);
   emit("aggregation.retired", job, reason,
        "stage=" + h.terms.job + "/" + h.terms.stage + " contributed=" + joined(contributed(h)) +
            " theta_sha256=" + crypto::sha256_hex({reinterpret_cast<const char*>(theta.data()), theta.size() * sizeof(float)}));

@@ -58,11 +58,12 @@ node_state roster::state(const node& n, time_point now) const {
   return node_state::alive;
 }
 
-std::vector<std::string> roster::reap(time_point now, std::chrono::milliseconds keep) {
+std::vector<std::string> roster::reap(time_point now, std::chrono::milliseconds keep, std::vector<node>* removed) {
   std::vector<std::string> gone;
   for (auto it = nodes_.begin(); it != nodes_.end();) {
     if (now - it->second.last_seen > interval_ * max_missed_ + keep) {
       gone.push_back(it->first);
+      if (removed) removed->push_back(it->second);
       it = nodes_.erase(it);
     } else {
       ++it;

@@ -72,8 +72,9 @@ class roster {
   // False when the id was never registered.
   bool set_drained(const std::string& id, bool drained);
   node_state state(const node& n, time_point now) const;
-  // Removes nodes dead for longer than `keep`; returns their ids.
-  std::vector<std::string> reap(time_point now, std::chrono::milliseconds keep);
+  // Removes nodes dead for longer than `keep`; returns their ids (and, when
+  // `removed` is given, appends the nodes themselves to it).
+  std::vector<std::string> reap(time_point now, std::chrono::milliseconds keep, std::vector<node>* removed = nullptr);
 
   std::vector<node> list(const std::string& zone = "") const;
   // Every node by id, without copying (list() copies): for hot paths that only read.

@@ -1,4 +1,6 @@
 #include "services/scheduler/scheduler_logic.hpp"
+#include "libs/metrics/metrics.hpp"
+#include "loom/v1/sites.pb.h"
 #include "services/scheduler/store_replies.hpp"
 
 #include <nlohmann/json.hpp>
@@ -237,7 +239,10 @@ handled scheduler_logic::cancel_job(const loom::v1::CancelJobRequest& req, const
 void scheduler_logic::on_tick() {
   jobs_.tick(roster_, now_());
   finish_batch();  // tick's writes have no caller waiting
-  auto gone = roster_.reap(now_(), std::chrono::minutes(1));
+  std::vector<node> lost;
+  auto gone = roster_.reap(now_(), std::chrono::minutes(1), metrics_ ? &lost : nullptr);
+  for (const auto& n : lost) metrics_->add("nodes_lost_total", {{"zone", n.zone}, {"service", n.service}});
+  publish_gauges(now_());
   std::vector<std::pair<std::string, time_point>> seen(seen_.begin(), seen_.end());
   if (gone.empty() && seen.empty()) return;
   auto st = persist([&](store::transaction& tx) -> status {
@@ -247,6 +252,22 @@ void scheduler_logic::on_tick() {
     return {};
   });
   if (st) seen_.clear();  // else kept and retried next tick
+}
+
+void scheduler_logic::publish_gauges(time_point now) {
+  if (!metrics_ || now - gauges_at_ < std::chrono::seconds(2)) return;
+  gauges_at_ = now;
+  // Every {zone, service} of a live node counts from 0, so a first loss is an increase.
+  for (const auto& [id, n] : roster_.all()) metrics_->add("nodes_lost_total", {{"zone", n.zone}, {"service", n.service}}, 0);
+  if (!sites_) return;
+  auto all = sites_->list();
+  if (!all) return;  // the store away: the last values stand
+  for (const auto& s : *all) {
+    loom::v1::SiteInfo info;
+    describe(s, &info);
+    const bool down = s.state == "enrolled" && info.has_link() && info.link().state() == "down";
+    metrics_->set("site_link_down", {{"site", s.name}}, down ? 1 : 0);
+  }
 }
 
 }  // namespace loom::scheduler

@@ -29,6 +29,9 @@
 namespace loom::store {
 class group_commit;
 }  // namespace loom::store
+namespace loom::metrics {
+class service_metrics;
+}
 namespace loom::scheduler {
 class site_registry;
 struct site_rec;
@@ -116,10 +119,17 @@ class scheduler_logic final : public runtime::service_logic {
   // (models/model_registry.hpp); without one the model requests answer unimplemented.
   void set_models(std::unique_ptr<model_registry> models);
 
+  // Where on_tick publishes loom_scheduler_nodes_lost_total{zone,service}
+  // (nodes reaped: dead a minute past their missed heartbeats) and, every 2 s,
+  // loom_scheduler_site_link_down{site} (1 while `loom site list` shows the
+  // enrolled site's link down): what LoomNodeDown and LoomSiteLinkDown read.
+  void set_metrics(metrics::service_metrics* m) { metrics_ = m; }
+
   const roster& nodes() const { return roster_; }
   const job_manager& jobs() const { return jobs_; }
 
  private:
+  void publish_gauges(time_point now);
   void register_handlers();  // the table below: one line per request type
   // Async writes of one request (or tick): resolved when the last one is durable.
   struct pending_commit;
@@ -180,6 +190,8 @@ class scheduler_logic final : public runtime::service_logic {
   std::unique_ptr<site_registry> sites_;  // null: not a cloud instance
   site_sink site_sink_;
   std::unique_ptr<model_registry> models_;  // null: no state store
+  metrics::service_metrics* metrics_ = nullptr;
+  time_point gauges_at_{};  // when publish_gauges last ran
   runtime::handler_table table_{"scheduler"};
   std::unique_ptr<store::group_commit> writer_;  // last: destroyed (flushed) first
 };

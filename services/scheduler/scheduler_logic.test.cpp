@@ -1,5 +1,6 @@
 #include "services/scheduler/scheduler_logic.hpp"
 
+#include "libs/metrics/metrics.hpp"
 #include "libs/runtime/logic_pb.hpp"
 #include "loom/v1/jobs.pb.h"
 #include "loom/v1/scheduler.pb.h"
@@ -44,6 +45,27 @@ TEST_CASE_FIXTURE(fixture, "a registered node is listed with its resources and s
   now += 5s;
   list = runtime::parse_as<v1::ListNodesReply>(call(v1::ListNodesRequest{}).body);
   CHECK(list->nodes(0).state() == "dead");
+}
+
+TEST_CASE_FIXTURE(fixture, "a node reaped after its death counts as lost, from a series that started at zero") {
+  metrics::service_metrics m("scheduler");
+  logic.set_metrics(&m);
+  v1::RegisterNodeRequest reg;
+  reg.mutable_node()->set_value("trainer@h1");
+  reg.set_service("trainer");
+  reg.set_zone("north");
+  REQUIRE(call(reg).code == errc::ok);
+  now += 3s;
+  logic.on_tick();
+  CHECK(m.render().find("loom_scheduler_nodes_lost_total{service=\"trainer\",zone=\"north\"} 0") != std::string::npos);
+  now += 10s;  // dead, not yet reaped (a minute past death)
+  logic.on_tick();
+  CHECK(m.render().find("loom_scheduler_nodes_lost_total{service=\"trainer\",zone=\"north\"} 0") != std::string::npos);
+  now += 60s;
+  logic.on_tick();
+  CHECK(m.render().find("loom_scheduler_nodes_lost_total{service=\"trainer\",zone=\"north\"} 1") != std::string::npos);
+  auto list = runtime::parse_as<v1::ListNodesReply>(call(v1::ListNodesRequest{}).body);
+  CHECK(list->nodes_size() == 0);
 }
 
 TEST_CASE_FIXTURE(fixture, "bad requests get precise errors") {
