@@ -4,7 +4,7 @@
 #include "services/scheduler/jobs/job_manager.hpp"
 
 #include "libs/auth/token.hpp"
-#include "libs/ckpt/snapshot.hpp"
+#include "libs/ckpt/inspect.hpp"
 
 #include <filesystem>
 
@@ -14,11 +14,7 @@ std::function<status(const std::string& dir)> manifest_check(std::string key_pat
   return [key_path = std::move(key_path)](const std::string& dir) -> status {
     auto key = auth::load_token_key(key_path);
     if (!key) return make_error(key.code(), "the checkpoint key " + key_path + ": " + key.err().message);
-    const auto step = ckpt::parse_step_dir(std::filesystem::path(dir).filename().string());
-    if (!step) return make_error(errc::invalid_argument, dir + " is not a snapshot's step-N directory");
-    if (auto problem = ckpt::verify_manifest(dir, *step, *key); !problem.empty())
-      return make_error(errc::corruption, dir + ": " + problem);
-    return ok_status();
+    return ckpt::check_manifest(dir, *key);
   };
 }
 

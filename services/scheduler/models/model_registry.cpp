@@ -1,19 +1,13 @@
 #include "services/scheduler/models/model_registry.hpp"
 
 #include "libs/auth/token.hpp"
-#include "libs/ckpt/snapshot.hpp"
-#include "libs/crypto/hash.hpp"
-#include "libs/files/files.hpp"
 #include "libs/runspec/run_config.hpp"
 #include "libs/store/database.hpp"
 #include "services/scheduler/jobs/job_store.hpp"
 #include "services/scheduler/models/data_hashes.hpp"
 
-#include <nlohmann/json.hpp>
-
 #include <array>
 #include <cstdio>
-#include <filesystem>
 #include <set>
 #include <sstream>
 
@@ -56,49 +50,13 @@ std::string joined(const std::vector<std::string>& v) {
 
 }  // namespace
 
-std::map<std::string, double> stage_eval_beside(const std::string& dir) {
-  constexpr std::uintmax_t max_eval_bytes = 64 * 1024;  // a few dozen figures; more is not an eval.json
-  std::map<std::string, double> out;
-  const auto path = std::filesystem::path(dir).parent_path().parent_path() / "eval.json";
-  std::error_code ec;
-  const auto size = std::filesystem::file_size(path, ec);
-  if (ec || size > max_eval_bytes) return out;
-  auto text = files::read_file(path.string());
-  if (!text) return out;
-  const auto j = nlohmann::json::parse(*text, nullptr, false);
-  if (!j.is_object()) return out;
-  for (const char* when : {"before", "after"}) {
-    const auto it = j.find(when);
-    if (it == j.end() || !it->is_object()) continue;
-    for (const auto& [k, v] : it->items())
-      if (v.is_number()) out["eval_" + std::string(when) + "_" + k] = v.get<double>();
-  }
-  return out;
-}
-
 checkpoint_inspector verifying_inspector(std::string key_path) {
   return [key_path = std::move(key_path)](const std::string& dir) -> result<checkpoint_facts> {
     // Read at each call: the trainer makes the key on its first snapshot,
     // which may be after the scheduler started.
     auto key = auth::load_token_key(key_path);
     if (!key) return make_error(key.code(), "checkpoint signing key: " + key.err().message);
-    const auto step = ckpt::parse_step_dir(std::filesystem::path(dir).filename().string());
-    if (!step) return make_error(errc::invalid_argument, "checkpoint " + dir + " is not a snapshot's step-N directory");
-    std::error_code ec;
-    if (!std::filesystem::is_directory(dir, ec)) return make_error(errc::not_found, "checkpoint " + dir + " is not there");
-    ckpt::loaded_snapshot s;
-    auto problems = ckpt::verify_snapshot(dir, *step, *key, &s);
-    if (!problems.empty()) {
-      std::string why;
-      for (const auto& p : problems) why += (why.empty() ? "" : "; ") + p;
-      return make_error(errc::corruption, "checkpoint " + dir + " does not verify: " + why);
-    }
-    auto model = s.files.find("model.safetensors");
-    if (model == s.files.end())
-      return make_error(errc::corruption, "checkpoint " + dir + " lists no model.safetensors");
-    auto manifest = files::read_file(dir + "/MANIFEST.json");
-    if (!manifest) return manifest.err();
-    return checkpoint_facts{*step, crypto::sha256_hex(*manifest), model->second.sha256_hex, stage_eval_beside(dir)};
+    return ckpt::inspect_snapshot(dir, *key);
   };
 }
 

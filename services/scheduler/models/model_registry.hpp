@@ -12,6 +12,7 @@
 // checkpoint files (a d12 snapshot: about a second).
 #pragma once
 
+#include "libs/ckpt/inspect.hpp"
 #include "libs/status/status.hpp"
 #include "services/scheduler/models/model_store.hpp"
 
@@ -31,25 +32,18 @@ namespace loom::scheduler {
 
 struct job_rec;
 
-// What verification learns of a snapshot directory (<root>/step-N).
-struct checkpoint_facts {
-  std::uint64_t step = 0;
-  std::string manifest_sha256;  // of MANIFEST.json's bytes
-  std::string params_sha256;    // model.safetensors, as the verified manifest lists it
-  // The stage's held-out evaluation, from the eval.json an alignment stage
-  // writes beside its snapshots (<stage>/eval.json for <stage>/checkpoints/
-  // step-N): "eval_before_K" and "eval_after_K" for each figure K; empty when
-  // there is none (not signed: figures to show, never to trust).
-  std::map<std::string, double> eval;
-};
-// The figures of <dir>/../../eval.json as checkpoint_facts::eval names them;
-// empty when the file is missing, larger than 64 KiB or not such JSON.
-std::map<std::string, double> stage_eval_beside(const std::string& dir);
+// What verification learns of a snapshot directory (<root>/step-N): its
+// step, MANIFEST.json's and model.safetensors' SHA-256 and the eval figures
+// beside it (libs/ckpt/inspect.hpp, shared with the aggregator, which
+// inspects a checkpoint on its host for a scheduler on another).
+using checkpoint_facts = ckpt::snapshot_facts;
+using ckpt::stage_eval_beside;
 // Verifies a snapshot directory; corruption naming every problem, not_found
 // when it is not there.
 using checkpoint_inspector = std::function<result<checkpoint_facts>(const std::string& dir)>;
-// The real one: ckpt::verify_snapshot with the deployment's signing key,
-// read from `key_path` (<data>/keys/checkpoint.key) at each call.
+// The local one: ckpt::inspect_snapshot with the deployment's signing key,
+// read from `key_path` (<data>/keys/checkpoint.key) at each call. (The
+// scheduler installs remote_checkpoint.hpp's choice of it or the aggregator's.)
 checkpoint_inspector verifying_inspector(std::string key_path);
 
 // A stage's lineage and figures, as the job manager knows them at its end.
