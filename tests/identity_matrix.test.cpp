@@ -179,6 +179,8 @@ std::string body_of(const std::string& type, const objects& o) {
   if (type == "StartAggregationRequest") return build(type, kv{{"spec.job", o.aggregation}});
   if (type == "ExportGlobalRequest")
     return build(type, kv{{"job", o.aggregation}, {"stage_dir", o.stage_dir}, {"step", "1"}});
+  if (type == "InspectCheckpointRequest")  // the diloco stage's checkpoint place: refused before it is looked at
+    return build(type, kv{{"checkpoint", o.stage_dir + "/checkpoints/step-000001"}});
   if (type == "AuditWatermarkRequest") return build(type, kv{{"source", "scheduler"}});
   if (type == "AuditQueryRequest") return build(type, kv{{"job_id", o.job}, {"limit", "100"}});
   if (type == "IssueTokenRequest")

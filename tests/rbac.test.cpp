@@ -92,10 +92,13 @@ mutating_call allowed_mutating(std::string_view type, int n) {
 }
 
 // Types the gateway lets through by role but whose service refuses the
-// client key this test speaks with (they come from a trainer's key only):
-// permission_denied from the logic, for every role the policy admits.
-const std::set<std::string_view> logic_refused = {"loom.v1.RecordModelExportRequest",
-                                                  "loom.v1.ResolveModelVersionRequest"};
+// client key this test speaks with (they come from a trainer's key only, or
+// the scheduler's): permission_denied from the logic, for every role the
+// policy admits, saying so.
+const std::map<std::string_view, std::string_view> logic_refused = {
+    {"loom.v1.RecordModelExportRequest", "sent only by this deployment's trainers"},
+    {"loom.v1.ResolveModelVersionRequest", "sent only by this deployment's trainers"},
+    {"loom.v1.InspectCheckpointRequest", "for this deployment's scheduler"}};
 }  // namespace
 
 TEST_CASE("RBAC through the gateways: every request type x role x zone is allowed iff the policy says so, denials audited") {
@@ -156,7 +159,7 @@ TEST_CASE("RBAC through the gateways: every request type x role x zone is allowe
         CHECK(denied == !expect_allowed);
         if (refused_by_logic) {
           CHECK(rep.code == errc::permission_denied);
-          CHECK(rep.message.find("sent only by this deployment's trainers") != std::string::npos);
+          CHECK(rep.message.find(logic_refused.at(e.type)) != std::string::npos);
           if (e.mutating) refused_ids.insert(rid);
           continue;
         }

@@ -10,7 +10,7 @@ namespace {
 // `site` marks a site's business (policy_entry::site_business): the types an
 // edge site's token may send over its own keys.
 constexpr bool site = true;
-constexpr std::array<policy_entry, 47> table{{
+constexpr std::array<policy_entry, 48> table{{
     // type                             min role         mutating  what   service  [site business]
     {"loom.v1.PingRequest",             role::viewer,    false, "echo a payload; liveness and latency probe", "*", site},
     {"loom.v1.HealthRequest",           role::viewer,    false, "service health, restarts and sub-checks", "*", site},
@@ -38,6 +38,9 @@ constexpr std::array<policy_entry, 47> table{{
     {"loom.v1.AggregatorStatusRequest", role::viewer,    false, "aggregator rounds and state", "aggregator"},
     {"loom.v1.StartAggregationRequest", role::operator_, true,  "start a cross-site DiLoCo aggregation (idempotent for the same spec)", "aggregator", site},
     {"loom.v1.ExportGlobalRequest",     role::operator_, true,  "write an aggregation's global model as the cloud's signed stage checkpoint", "aggregator", site},
+    // From this deployment's scheduler key only (the aggregator refuses any other key,
+    // whatever the token): a split cloud's scheduler judging a checkpoint on the aggregator's host.
+    {"loom.v1.InspectCheckpointRequest", role::operator_, false, "verify and describe a checkpoint under the aggregator's jobs dir, for the scheduler", "aggregator"},
     {"loom.v1.AuditWatermarkRequest",   role::operator_, false, "highest audit seq stored for a source", "audit"},
     {"loom.v1.AuditQueryRequest",       role::operator_, false, "read stored audit events", "audit"},
     {"loom.v1.BulkOffer",               role::operator_, true,  "announce a chunked bulk transfer", "*"},

@@ -9,7 +9,7 @@ using namespace loom::auth;
 
 TEST_CASE("every policy entry has a unique type and says what it is for") {
   std::set<std::string_view> seen;
-  REQUIRE(policy_table().size() == 47);
+  REQUIRE(policy_table().size() == 48);
   for (const auto& e : policy_table()) {
     CHECK_MESSAGE(!e.what.empty(), e.type);
     CHECK_MESSAGE(e.type.starts_with("loom.v1."), e.type);
@@ -38,6 +38,7 @@ TEST_CASE("the table gives the agreed role and mutation flag per request type") 
       {"loom.v1.GetModelExportRequest", role::operator_, false},
       {"loom.v1.FetchModelExportRequest", role::operator_, false},
       {"loom.v1.EndModelExportRequest", role::operator_, true},
+      {"loom.v1.InspectCheckpointRequest", role::operator_, false},
   };
   for (const auto& w : want) {
     const policy_entry* p = find_policy(w.type);
@@ -59,6 +60,18 @@ TEST_CASE("only a site's enrolment carries its credential in the body instead of
   // Own service keys only (the scheduler checks the key): not a site's business.
   REQUIRE(find_policy("loom.v1.SiteKeysRequest"));
   CHECK_FALSE(find_policy("loom.v1.SiteKeysRequest")->site_business);
+}
+
+TEST_CASE("a checkpoint inspection is the aggregator's, read-only, never a site's business nor token-free") {
+  // The role is what the scheduler's service token carries; the aggregator
+  // itself admits only the scheduler's key (services/aggregator/checkpoint_inspect.hpp).
+  const policy_entry* p = find_policy("loom.v1.InspectCheckpointRequest");
+  REQUIRE(p != nullptr);
+  CHECK(p->service == "aggregator");
+  CHECK(p->min_role == role::operator_);
+  CHECK_FALSE(p->mutating);
+  CHECK_FALSE(p->site_business);
+  CHECK_FALSE(token_free(p->type));
 }
 
 TEST_CASE("a type missing from the table has no policy") {

@@ -1,6 +1,7 @@
 #include "services/aggregator/aggregator_logic.hpp"
 
 #include "loom/v1/aggregator.pb.h"
+#include "services/aggregator/checkpoint_inspect.hpp"
 #include "services/aggregator/engine.hpp"
 #include "services/aggregator/wire.hpp"
 
@@ -19,8 +20,8 @@ error no_grant(const char* what) {
 }
 }  // namespace
 
-aggregator_logic::aggregator_logic(std::shared_ptr<engine> jobs, delta_endpoint where)
-    : jobs_(std::move(jobs)), where_(std::move(where)) {
+aggregator_logic::aggregator_logic(std::shared_ptr<engine> jobs, delta_endpoint where, std::string data_dir)
+    : jobs_(std::move(jobs)), where_(std::move(where)), data_dir_(std::move(data_dir)) {
   using namespace loom::v1;
   // Jobs, their rounds per fragment and counters, scoped to the caller's tenant (viewer).
   table_.on<AggregatorStatusRequest>(
@@ -31,6 +32,9 @@ aggregator_logic::aggregator_logic(std::shared_ptr<engine> jobs, delta_endpoint 
   // A granted stage's end: its global model into the granted stage dir, then retired (a placed site's trainer).
   table_.on<ExportGlobalRequest>(
       [this](const ExportGlobalRequest& r, const runtime::call_context& ctx) { return export_global(r, ctx); });
+  // A checkpoint under <data>/jobs verified and described (this deployment's scheduler key only).
+  table_.on<InspectCheckpointRequest>(
+      [this](const InspectCheckpointRequest& r, const runtime::call_context& ctx) { return inspect(r, ctx); });
 }
 
 runtime::handled aggregator_logic::status(const loom::v1::AggregatorStatusRequest&, const runtime::call_context& ctx) {
@@ -74,6 +78,19 @@ runtime::handled aggregator_logic::export_global(const loom::v1::ExportGlobalReq
   h.audit_job_id = req.grant().job();
   h.audit_payload = "aggregation=" + req.grant().spec().job() + " snapshot=" + out->snapshot;
   return h;
+}
+
+runtime::handled aggregator_logic::inspect(const loom::v1::InspectCheckpointRequest& req,
+                                          const runtime::call_context& ctx) {
+  if (auto may = scheduler_only(ctx.peer, ctx.principal); !may) return runtime::fail(may.err());
+  auto facts = inspect_checkpoint(data_dir_, req.checkpoint());
+  if (!facts) return runtime::fail(facts.err());
+  loom::v1::InspectCheckpointReply rep;
+  rep.set_step(facts->step);
+  rep.set_manifest_sha256(facts->manifest_sha256);
+  rep.set_params_sha256(facts->params_sha256);
+  rep.mutable_eval()->insert(facts->eval.begin(), facts->eval.end());
+  return runtime::reply(rep);
 }
 
 }  // namespace loom::aggregator

@@ -5,6 +5,9 @@
 //   ExportGlobalRequest (operator)      a granted stage's end: export, retire
 //   AggregatorStatusRequest (viewer)    jobs, rounds per fragment, counters: the
 //                                       token's tenant's (an admin's: all)
+//   InspectCheckpointRequest (operator) verifies a checkpoint under <data>/jobs for
+//                                       this deployment's scheduler key only
+//                                       (checkpoint_inspect.hpp)
 // The sites' own traffic (join, deltas, pulls) goes to the delta server
 // (delta_server.hpp), not here. Runs on the service actor; the engine is
 // shared with the delta server's thread and locks itself.
@@ -19,6 +22,7 @@
 namespace loom::v1 {
 class AggregatorStatusRequest;
 class ExportGlobalRequest;
+class InspectCheckpointRequest;
 class StartAggregationRequest;
 }  // namespace loom::v1
 
@@ -33,7 +37,9 @@ struct delta_endpoint {
 
 class aggregator_logic final : public runtime::service_logic {
  public:
-  aggregator_logic(std::shared_ptr<engine> jobs, delta_endpoint where);
+  // data_dir: <data>, whose jobs/ InspectCheckpoint may read and whose
+  // keys/checkpoint.key verifies.
+  aggregator_logic(std::shared_ptr<engine> jobs, delta_endpoint where, std::string data_dir);
   runtime::handled handle(const std::string& type, const std::string& body,
                           const runtime::call_context& ctx) override {
     return table_.dispatch(type, body, ctx);
@@ -43,9 +49,11 @@ class aggregator_logic final : public runtime::service_logic {
   runtime::handled status(const loom::v1::AggregatorStatusRequest& req, const runtime::call_context& ctx);
   runtime::handled start(const loom::v1::StartAggregationRequest& req, const runtime::call_context& ctx);
   runtime::handled export_global(const loom::v1::ExportGlobalRequest& req, const runtime::call_context& ctx);
+  runtime::handled inspect(const loom::v1::InspectCheckpointRequest& req, const runtime::call_context& ctx);
 
   std::shared_ptr<engine> jobs_;
   delta_endpoint where_;
+  std::string data_dir_;
   runtime::handler_table table_{"aggregator"};
 };
 

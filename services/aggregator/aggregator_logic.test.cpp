@@ -51,7 +51,7 @@ TEST_CASE("the aggregator starts a granted aggregation for a placed site's train
   aggregator::engine_options o{dir.path(), "aggregator@test", "local", {}, nullptr};
   o.token_key = key;
   auto jobs = std::make_shared<aggregator::engine>(std::move(o));
-  aggregator::aggregator_logic logic(jobs, {"tcp://127.0.0.1:5555", "key"});
+  aggregator::aggregator_logic logic(jobs, {"tcp://127.0.0.1:5555", "key"}, dir.path());
   runtime::call_context site;
   site.peer = "site:north:trainer";
   site.role = "operator";

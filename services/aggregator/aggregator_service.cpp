@@ -41,12 +41,13 @@ result<std::shared_ptr<void>> start_parts(runtime::service_env& env, const std::
   std::shared_ptr<delta_server> s = std::move(*server);
   std::fprintf(stderr, "loom-aggregator: delta socket on %s\n", s->endpoint().c_str());
   out.jobs = jobs;
+  out.data_dir = env.paths.root;
   out.where = {runtime::advertised(env, s->endpoint()), s->public_key()};  // what sites on other hosts reach
   return std::static_pointer_cast<void>(s);  // the server holds the engine: its thread stops first
 }
 
 std::unique_ptr<runtime::service_logic> make_logic(const aggregator_handles& h) {
-  return std::make_unique<aggregator_logic>(h.jobs.lock(), h.where);
+  return std::make_unique<aggregator_logic>(h.jobs.lock(), h.where, h.data_dir);
 }
 
 }  // namespace loom::aggregator

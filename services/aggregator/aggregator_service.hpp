@@ -18,6 +18,7 @@ class engine;
 struct aggregator_handles {
   std::weak_ptr<engine> jobs;
   delta_endpoint where;
+  std::string data_dir;  // <data>: InspectCheckpoint's jobs/ and checkpoint key
 };
 
 // $LOOM_AGGREGATOR_DELTA_BIND ("" when unset: the deployment's data port on
