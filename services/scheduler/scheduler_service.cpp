@@ -6,6 +6,7 @@
 #include "libs/runtime/service.hpp"
 #include "libs/store/database.hpp"
 #include "services/scheduler/dataset_probe.hpp"
+#include "services/scheduler/remote_checkpoint.hpp"
 #include "services/scheduler/scheduler_logic.hpp"
 #include "services/scheduler/models/model_registry.hpp"
 #include "libs/auth/token.hpp"
@@ -105,14 +106,13 @@ std::unique_ptr<runtime::service_logic> make_logic(runtime::service_env& env, co
       env.db, [] { return std::chrono::system_clock::now(); }, env.paths.root + "/jobs", on_event, cfg.min_runtime,
       open_writer(env.database_url), env.zone);
   logic->set_metrics(env.metrics);
-  logic->set_checkpoint_check(manifest_check(env.paths.checkpoint_key()));
+  logic->set_checkpoint_check(split_cloud_check(env));  // here, or the aggregator's host (remote_checkpoint.hpp)
   logic->set_dataset_probe(ingest_probe(env));
   logic->set_read_roots(layout::job_read_roots(env.paths, env.eps));
   if (auto k = auth::load_token_key(env.paths.token_key())) logic->set_grant_key(*k);  // diloco stages' grants
   if (env.db)
     logic->set_models(std::make_unique<model_registry>(
-        env.db, [] { return std::chrono::system_clock::now(); }, verifying_inspector(env.paths.checkpoint_key()),
-        env.paths.root));
+        env.db, [] { return std::chrono::system_clock::now(); }, split_cloud_inspector(env), env.paths.root));
   if (env.db)
     logic->set_sites(make_sites(env), [em, zone](const scheduler_logic::site_event& e) {
       audit::record r;
