@@ -83,7 +83,7 @@ TEST_CASE("a tampered, foreign-signed, missing or misnamed snapshot is refused n
   CHECK(none.err().message.find("lists no model.safetensors") != std::string::npos);
 }
 
-TEST_CASE("the eval figures beside a stage's snapshots join its facts; a torn eval.json gives none") {
+TEST_CASE("the eval figures beside a stage's snapshots join its facts, and a torn eval.json gives none") {
   testing::temp_dir dir;
   const std::string stage = dir.path() + "/j1/dpo";
   const auto d = publish(stage + "/checkpoints", 30, 2.0f);

@@ -42,7 +42,7 @@ struct calls {
 
 }  // namespace
 
-TEST_CASE("a checkpoint on this host or under a local aggregator is inspected here; on a split cloud another is asked of the aggregator") {
+TEST_CASE("a checkpoint on this host or under a local aggregator is inspected here, and on a split cloud another is asked of the aggregator") {
   files::temp_dir dir("loom-remote-ckpt");
   const std::string here = dir.path() + "/jobs/j/s/checkpoints/step-000001";
   REQUIRE(files::make_dirs(here).ok());
