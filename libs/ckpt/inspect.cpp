@@ -34,7 +34,8 @@ result<snapshot_facts> inspect_snapshot(const std::string& dir, std::string_view
   const auto step = parse_step_dir(std::filesystem::path(dir).filename().string());
   if (!step) return make_error(errc::invalid_argument, "checkpoint " + dir + " is not a snapshot's step-N directory");
   std::error_code ec;
-  if (!std::filesystem::is_directory(dir, ec)) return make_error(errc::not_found, "checkpoint " + dir + " is not there");
+  if (!std::filesystem::is_directory(dir, ec))
+    return make_error(errc::not_found, "checkpoint " + dir + " is not there");
   loaded_snapshot s;
   auto problems = verify_snapshot(dir, *step, key, &s);
   if (!problems.empty()) {

@@ -24,7 +24,8 @@ checkpoint_inspector choosing_inspector(checkpoint_inspector local, checkpoint_i
 }
 
 manifest_checker choosing_check(manifest_checker local, checkpoint_inspector remote, endpoints_source eps) {
-  return [local = std::move(local), remote = std::move(remote), eps = std::move(eps)](const std::string& dir) -> status {
+  return [local = std::move(local), remote = std::move(remote),
+          eps = std::move(eps)](const std::string& dir) -> status {
     if (inspect_here(dir, eps())) return local(dir);
     auto facts = remote(dir);
     if (!facts) return facts.err();

@@ -77,7 +77,8 @@ TEST_CASE("the stage result check is the cheap local check here and the aggregat
   };
   errc remote_code = errc::ok;
   checkpoint_inspector remote = [&](const std::string& d) -> result<checkpoint_facts> {
-    if (remote_code != errc::ok) return make_error(remote_code, "the aggregator at tcp://10.0.0.2:7004: checkpoint " + d + " does not verify");
+    if (remote_code != errc::ok)
+      return make_error(remote_code, "the aggregator at tcp://10.0.0.2:7004: checkpoint " + d + " does not verify");
     return checkpoint_facts{2, "m", "p", {}};
   };
   auto check = choosing_check(local, remote, [] { return host_a(); });
