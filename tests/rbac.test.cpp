@@ -92,13 +92,14 @@ mutating_call allowed_mutating(std::string_view type, int n) {
 }
 
 // Types the gateway lets through by role but whose service refuses the
-// client key this test speaks with (they come from a trainer's key only, or
-// the scheduler's): permission_denied from the logic, for every role the
-// policy admits, saying so.
+// client key this test speaks with (they come from a trainer's key only, the
+// scheduler's, or any own service's): permission_denied from the logic, for
+// every role the policy admits, saying so.
 const std::map<std::string_view, std::string_view> logic_refused = {
     {"loom.v1.RecordModelExportRequest", "sent only by this deployment's trainers"},
     {"loom.v1.ResolveModelVersionRequest", "sent only by this deployment's trainers"},
-    {"loom.v1.InspectCheckpointRequest", "for this deployment's scheduler"}};
+    {"loom.v1.InspectCheckpointRequest", "for this deployment's scheduler"},
+    {"loom.v1.SiteKeysRequest", "sent only by this deployment's own services"}};
 }  // namespace
 
 TEST_CASE("RBAC through the gateways: every request type x role x zone is allowed iff the policy says so, denials audited") {
