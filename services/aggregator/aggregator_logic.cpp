@@ -83,7 +83,7 @@ runtime::handled aggregator_logic::export_global(const loom::v1::ExportGlobalReq
 runtime::handled aggregator_logic::inspect(const loom::v1::InspectCheckpointRequest& req,
                                           const runtime::call_context& ctx) {
   if (auto may = scheduler_only(ctx.peer, ctx.principal); !may) return runtime::fail(may.err());
-  auto facts = inspect_checkpoint(data_dir_, req.checkpoint());
+  auto facts = inspect_checkpoint(data_dir_, req.checkpoint(), req.manifest_only());
   if (!facts) return runtime::fail(facts.err());
   loom::v1::InspectCheckpointReply rep;
   rep.set_step(facts->step);

@@ -1,6 +1,7 @@
 #include "services/aggregator/checkpoint_inspect.hpp"
 
 #include "libs/auth/identity.hpp"
+#include "libs/ckpt/snapshot.hpp"
 #include "libs/auth/token.hpp"
 #include "libs/files/confine.hpp"
 #include "libs/layout/layout.hpp"
@@ -18,7 +19,8 @@ status scheduler_only(const std::string& peer, const std::string& principal) {
                         " over " + (peer.empty() ? std::string("no key") : auth::printable(peer)));
 }
 
-result<ckpt::snapshot_facts> inspect_checkpoint(const std::string& data_dir, const std::string& checkpoint) {
+result<ckpt::snapshot_facts> inspect_checkpoint(const std::string& data_dir, const std::string& checkpoint,
+                                                bool manifest_only) {
   const layout::paths paths{data_dir};
   if (!std::filesystem::path(checkpoint).is_absolute())
     return make_error(errc::permission_denied, "checkpoint " + auth::printable(checkpoint) +
@@ -31,6 +33,12 @@ result<ckpt::snapshot_facts> inspect_checkpoint(const std::string& data_dir, con
   }
   auto key = auth::load_token_key(paths.checkpoint_key());
   if (!key) return make_error(key.code(), "the aggregator's checkpoint signing key: " + key.err().message);
+  if (manifest_only) {
+    if (auto st = ckpt::check_manifest(*dir, *key); !st) return st.err();
+    ckpt::snapshot_facts f;
+    f.step = *ckpt::parse_step_dir(std::filesystem::path(*dir).filename().string());  // checked by check_manifest
+    return f;
+  }
   return ckpt::inspect_snapshot(*dir, *key);
 }
 

@@ -28,6 +28,9 @@ status scheduler_only(const std::string& peer, const std::string& principal);
 // outside jobs/). The directory it resolves to is the one inspected. Then
 // not_found when it is not there, corruption naming every problem, as
 // inspect_snapshot; the key's error when the key cannot be read.
-result<ckpt::snapshot_facts> inspect_checkpoint(const std::string& data_dir, const std::string& checkpoint);
+// manifest_only: ckpt::check_manifest instead (no file hashed); the facts
+// then hold the step alone.
+result<ckpt::snapshot_facts> inspect_checkpoint(const std::string& data_dir, const std::string& checkpoint,
+                                                bool manifest_only = false);
 
 }  // namespace loom::aggregator

@@ -56,9 +56,10 @@ struct cloud_fixture {
     REQUIRE_MESSAGE(d.ok(), d.err().message);
     return *d;
   }
-  runtime::handled ask(const std::string& checkpoint, const std::string& peer = "scheduler") {
+  runtime::handled ask(const std::string& checkpoint, const std::string& peer = "scheduler", bool manifest_only = false) {
     v1::InspectCheckpointRequest q;
     q.set_checkpoint(checkpoint);
+    q.set_manifest_only(manifest_only);
     runtime::call_context ctx{"r1", "svc:scheduler", "operator", "local", "default", peer};
     return logic->handle("loom.v1.InspectCheckpointRequest", q.SerializeAsString(), ctx);
   }
@@ -123,9 +124,24 @@ TEST_CASE("a tampered checkpoint under the jobs dir is corruption naming the fil
     io.seekp(-4, std::ios::end);
     io.write("\x01\x02\x03\x04", 4);
   }
+  // The manifest alone (the stage's result check) still verifies: no file is hashed.
+  auto cheap = f.ask(d, "scheduler", true);
+  REQUIRE_MESSAGE(cheap.code == errc::ok, cheap.message);
+  auto step = runtime::parse_as<v1::InspectCheckpointReply>(cheap.body);
+  REQUIRE(step.ok());
+  CHECK(step->step() == 4);
+  CHECK(step->params_sha256().empty());
   auto bad = f.ask(d);
   CHECK(bad.code == errc::corruption);
   CHECK(bad.message.find("model.safetensors: sha256 mismatch") != std::string::npos);
+  // A manifest tampered with fails either way.
+  {
+    std::fstream io(d + "/MANIFEST.json", std::ios::in | std::ios::out | std::ios::binary);
+    io.seekp(-3, std::ios::end);
+    io.write("x", 1);
+  }
+  CHECK(f.ask(d, "scheduler", true).code == errc::corruption);
+  CHECK(f.ask(d).code == errc::corruption);
   auto missing = f.ask(f.paths.jobs() + "/job-3/pretrain/checkpoints/step-000009");
   CHECK(missing.code == errc::not_found);
   CHECK(missing.message.find("step-000009 is not there") != std::string::npos);

@@ -40,8 +40,8 @@ endpoints_source current_endpoints(runtime::service_env& env) {
   };
 }
 
-checkpoint_inspector aggregator_inspector(runtime::service_env& env) {
-  return [&env](const std::string& dir) -> result<checkpoint_facts> {
+checkpoint_inspector aggregator_inspector(runtime::service_env& env, bool manifest_only) {
+  return [&env, manifest_only](const std::string& dir) -> result<checkpoint_facts> {
     auto eps = layout::read_endpoints(env.paths.endpoints());
     const auto* agg = eps ? eps->find("aggregator") : env.eps.find("aggregator");
     if (!agg || agg->rpc.empty())
@@ -54,6 +54,7 @@ checkpoint_inspector aggregator_inspector(runtime::service_env& env) {
     wire::client cli(*env.ctx, agg->rpc, *key, env.keys, wire::client_options{remote_inspect_timeout, 0});
     loom::v1::InspectCheckpointRequest q;
     q.set_checkpoint(dir);
+    q.set_manifest_only(manifest_only);
     auto rep = wire::call_typed<loom::v1::InspectCheckpointReply>(cli, q, env.service_token());
     if (!rep) return make_error(rep.code(), at + ": " + rep.err().message);
     const auto step = ckpt::parse_step_dir(std::filesystem::path(dir).filename().string());
@@ -71,7 +72,8 @@ checkpoint_inspector split_cloud_inspector(runtime::service_env& env) {
 }
 
 manifest_checker split_cloud_check(runtime::service_env& env) {
-  return choosing_check(manifest_check(env.paths.checkpoint_key()), aggregator_inspector(env), current_endpoints(env));
+  return choosing_check(manifest_check(env.paths.checkpoint_key()), aggregator_inspector(env, true),
+                        current_endpoints(env));
 }
 
 }  // namespace loom::scheduler

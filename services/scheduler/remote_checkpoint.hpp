@@ -39,8 +39,8 @@ bool inspect_here(const std::string& dir, const layout::endpoints& eps);
 // `local` when inspect_here(dir, eps()), else `remote` (eps() read per call).
 checkpoint_inspector choosing_inspector(checkpoint_inspector local, checkpoint_inspector remote, endpoints_source eps);
 // The same choice for job_manager's result check: `local` (the cheap
-// manifest check) here, else the remote inspection (which verifies the
-// manifest and, on that host, every file's hash too).
+// manifest check) here, else `remote` (split_cloud_check: the aggregator's
+// manifest check, as cheap).
 manifest_checker choosing_check(manifest_checker local, checkpoint_inspector remote, endpoints_source eps);
 
 // <data>/endpoints.json read now (the aggregator may have restarted on
@@ -53,8 +53,9 @@ endpoints_source current_endpoints(runtime::service_env& env);
 // aggregator's endpoint and keeps the aggregator's code (not_found,
 // corruption, permission_denied, ...); unavailable when no aggregator is
 // listed or it does not answer. A reply whose step is not the one `dir`
-// names is corruption.
-checkpoint_inspector aggregator_inspector(runtime::service_env& env);
+// names is corruption. manifest_only: the aggregator checks the manifest
+// alone (no file hashed) and the facts hold the step alone: the result check.
+checkpoint_inspector aggregator_inspector(runtime::service_env& env, bool manifest_only = false);
 
 // What the scheduler installs: choosing_inspector / choosing_check over the
 // local checks with keys/checkpoint.key and aggregator_inspector.
