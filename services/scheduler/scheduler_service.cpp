@@ -71,10 +71,7 @@ std::unique_ptr<site_registry> make_sites(runtime::service_env& env) {
       });
   // Read at each enrolment: on a cloud split over hosts the aggregator's
   // endpoints come from the other host (peers.json) after this one started.
-  r->set_cloud_services([&env] {
-    auto eps = layout::read_endpoints(env.paths.endpoints());
-    return cloud_services_of(env, eps ? *eps : env.eps);
-  });
+  r->set_cloud_services([&env, eps = current_endpoints(env)] { return cloud_services_of(env, eps()); });
   if (auto st = r->sync_key_files(); !st)
     std::fprintf(stderr, "loom-scheduler: enrolled site keys in %s: %s\n", env.paths.sites_dir().c_str(),
                  st.err().to_string().c_str());
