@@ -11,7 +11,8 @@
 //     written on cloud2, is verified and registered by cloud's scheduler over
 //     the wire (InspectCheckpointRequest);
 //   - no site sends anything to cloud2's ingest;
-//   - south revoked at cloud: cloud2 forgets its keys within about a second.
+//   - south revoked at cloud: cloud2 forgets its keys within about a second
+//     and refuses south's calls, north's still pass.
 // Root, iproute2 and util-linux only: otherwise skipped (LOOM_TEST_SKIPPED).
 #include "libs/files/files.hpp"
 #include "libs/layout/layout.hpp"
@@ -162,6 +163,15 @@ TEST_CASE("a cloud split over two hosts runs a diloco job of two edge sites, sha
   }
   CHECK(deltas > 0);
 
+  // South reaches cloud2's aggregator with its own keys (`loom status` at south probes the cloud's services)...
+  auto aggregator_healthy = [&](lan_host& site) {
+    auto st = as_json(net.loom(site, {"status", "--json"}, 30s));
+    for (const auto& s : st.value("services", json::array()))
+      if (s.value("name", "") == "aggregator") return s.value("healthy", false);
+    return false;
+  };
+  CHECK(aggregator_healthy(south));
+
   // South revoked at cloud: cloud2 no longer admits its keys within about a second.
   const auto revoked_at = std::chrono::steady_clock::now();
   REQUIRE(net.loom(cloud, {"site", "revoke", "south", "--reason", "stolen box"}, 30s).code == 0);
@@ -175,4 +185,7 @@ TEST_CASE("a cloud split over two hosts runs a diloco job of two edge sites, sha
   MESSAGE("cloud2 forgot south's keys " << after << " s after the revocation; total " << elapsed() << " s");
   CHECK(after < 3.0);  // the follower asks every 0.5 s; generous for a loaded machine
   CHECK(site_key_files(net, cloud2).count("north.trainer.pub"));
+  // ... and is refused there now, while north still gets in.
+  CHECK(eventually([&] { return !aggregator_healthy(south); }, 20s, 250ms));
+  CHECK(aggregator_healthy(north));
 }
