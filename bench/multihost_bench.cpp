@@ -67,24 +67,6 @@ double link_bytes(const std::string& page, const std::string& site, const std::s
   return sum;
 }
 
-// A copy of `from`'s keys and admin token into `to`'s data dir (what an operator scp's).
-void split_copy(lan& net, const lan_host& from, const lan_host& to) {
-  namespace fs = std::filesystem;
-  fs::create_directories(net.seen_from_outside(to, to.data));
-  fs::permissions(net.seen_from_outside(to, to.data), fs::perms::owner_all);
-  fs::copy(net.seen_from_outside(from, from.data + "/keys"), net.seen_from_outside(to, to.data + "/keys"),
-           fs::copy_options::recursive);
-  fs::copy_file(net.seen_from_outside(from, from.data + "/admin.token"), net.seen_from_outside(to, to.data + "/admin.token"));
-}
-
-// `from`'s endpoints.json copied into `to`'s files: its path there.
-std::string peer_file(lan& net, const lan_host& from, const lan_host& to) {
-  const std::string path = net.root() + "/" + to.name + "/" + from.name + "-endpoints.json";
-  std::filesystem::copy_file(net.seen_from_outside(from, from.data + "/endpoints.json"), net.seen_from_outside(to, path),
-                             std::filesystem::copy_options::overwrite_existing);
-  return path;
-}
-
 // Seconds from `loom site revoke SITE` at the cloud until the other cloud
 // host's keys/sites holds none of the site's keys (-1: not within 10 s).
 double revoke_reaches(lan& net, place& cloud, const lan_host& other, const std::string& site) {
@@ -238,11 +220,11 @@ int main(int argc, char** argv) {
       split_o = run_case(cloud, north, south, [&]() -> std::string {
         auto r = cloud.loom({"up", "--only", "scheduler,audit", "--listen", c1.ip, "--ports", "7400-7499"}, 120s);
         if (r.code != 0) return r.err;
-        split_copy(net, c1, c2);
-        auto r2 = cloud2.loom({"up", "--only", "aggregator,ingest", "--peer-endpoints", peer_file(net, c1, c2),
+        net.copy_keys(c1, c2);
+        auto r2 = cloud2.loom({"up", "--only", "aggregator,ingest", "--peer-endpoints", net.copy_endpoints(c1, c2),
                                "--listen", c2.ip, "--ports", "7400-7499"}, 120s);
         if (r2.code != 0) return "cloud2: " + r2.err;
-        auto r3 = cloud.loom({"up", "--peer-endpoints", peer_file(net, c2, c1)}, 60s);
+        auto r3 = cloud.loom({"up", "--peer-endpoints", net.copy_endpoints(c2, c1)}, 60s);
         return r3.code == 0 ? std::string() : r3.err;
       }, steps);
       if (split_o.error.empty()) follow_s = revoke_reaches(net, cloud, c2, "south");

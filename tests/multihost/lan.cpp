@@ -141,6 +141,22 @@ std::string lan::seen_from_outside(const lan_host& h, const std::string& path) c
   return "/proc/" + std::to_string(h.holder) + "/root" + path;
 }
 
+void lan::copy_keys(const lan_host& from, const lan_host& to) {
+  namespace fs = std::filesystem;
+  fs::create_directories(seen_from_outside(to, to.data));
+  fs::permissions(seen_from_outside(to, to.data), fs::perms::owner_all);
+  fs::copy(seen_from_outside(from, from.data + "/keys"), seen_from_outside(to, to.data + "/keys"),
+           fs::copy_options::recursive);
+  fs::copy_file(seen_from_outside(from, from.data + "/admin.token"), seen_from_outside(to, to.data + "/admin.token"));
+}
+
+std::string lan::copy_endpoints(const lan_host& from, const lan_host& to) {
+  const std::string path = root_ + "/" + to.name + "/" + from.name + "-endpoints.json";
+  std::filesystem::copy_file(seen_from_outside(from, from.data + "/endpoints.json"), seen_from_outside(to, path),
+                             std::filesystem::copy_options::overwrite_existing);
+  return path;
+}
+
 bool lan::set_link(const lan_host& h, bool up) {
   return ip({"-n", sw_, "link", "set", h.port_if, up ? "up" : "down"});
 }

@@ -61,6 +61,13 @@ class lan {
   // A path of `h`'s private files as this process can read them (/proc/<holder>/root/...).
   std::string seen_from_outside(const lan_host& h, const std::string& path) const;
 
+  // What an operator carries from one cloud host to another (a cloud split
+  // over hosts, `loom up --only`): `from`'s keys/ and admin.token into `to`'s
+  // data dir (made 0700), and `from`'s endpoints.json as a file of `to`'s,
+  // whose path (in `to`) copy_endpoints returns.
+  void copy_keys(const lan_host& from, const lan_host& to);
+  std::string copy_endpoints(const lan_host& from, const lan_host& to);
+
   // Sets `h`'s switch port up or down (a cut of its only link).
   bool set_link(const lan_host& h, bool up);
   // Bytes the switch port of `h` carried: {from the host, to the host}.

@@ -42,14 +42,6 @@ std::set<std::string> site_key_files(lan& net, const lan_host& h) {
   return out;
 }
 
-// `from`'s endpoints.json as a file of `to`'s (what an operator copies over): its path in `to`.
-std::string copy_endpoints(lan& net, const lan_host& from, const lan_host& to) {
-  const std::string path = net.root() + "/" + to.name + "/" + from.name + "-endpoints.json";
-  fs::copy_file(net.seen_from_outside(from, from.data + "/endpoints.json"), net.seen_from_outside(to, path),
-                fs::copy_options::overwrite_existing);
-  return path;
-}
-
 }  // namespace
 
 TEST_CASE("a cloud split over two hosts runs a diloco job of two edge sites, sharing nothing but the wire") {
@@ -78,18 +70,13 @@ TEST_CASE("a cloud split over two hosts runs a diloco job of two edge sites, sha
   // on the same PostgreSQL, in a data dir at the same path (its own files: the
   // stage directories the scheduler names are found there).
   cloud2.data = cloud.data;
-  fs::create_directories(net.seen_from_outside(cloud2, cloud2.data));
-  fs::permissions(net.seen_from_outside(cloud2, cloud2.data), fs::perms::owner_all);
-  fs::copy(net.seen_from_outside(cloud, cloud.data + "/keys"), net.seen_from_outside(cloud2, cloud2.data + "/keys"),
-           fs::copy_options::recursive);
-  fs::copy_file(net.seen_from_outside(cloud, cloud.data + "/admin.token"),
-                net.seen_from_outside(cloud2, cloud2.data + "/admin.token"));
-  auto up2 = net.loom(cloud2, {"up", "--only", "aggregator,ingest", "--peer-endpoints", copy_endpoints(net, cloud, cloud2),
+  net.copy_keys(cloud, cloud2);
+  auto up2 = net.loom(cloud2, {"up", "--only", "aggregator,ingest", "--peer-endpoints", net.copy_endpoints(cloud, cloud2),
                                "--listen", cloud2.ip, "--ports", "7400-7499"},
                       120s, db);
   REQUIRE_MESSAGE(up2.code == 0, up2.out << up2.err);
   // cloud learns cloud2's endpoints while it runs.
-  auto peer = net.loom(cloud, {"up", "--peer-endpoints", copy_endpoints(net, cloud2, cloud)}, 60s, db);
+  auto peer = net.loom(cloud, {"up", "--peer-endpoints", net.copy_endpoints(cloud2, cloud)}, 60s, db);
   REQUIRE_MESSAGE(peer.code == 0, peer.out << peer.err);
   auto status = as_json(net.loom(cloud, {"status", "--json"}, 30s));
   std::map<std::string, std::string> where;
