@@ -86,7 +86,7 @@ reference_run reference(const std::vector<float>& theta0) {
     for (int p = 0; p < fragments; ++p)
       for (int s = 0; s < sites; ++s) REQUIRE(cloud.pull(s, p, local[s]).value() > 0);
   }
-  return {local[0], std::vector<float>(cloud.theta().begin(), cloud.theta().end())};
+  return {local[0], cloud.theta()};
 }
 
 // The aggregation: stage "diloco" of job "tiny", as the scheduler would grant it.

@@ -52,4 +52,11 @@ status error_feedback::restore(std::span<const float> residual) {
   return ok_status();
 }
 
+status error_feedback::adopt(std::vector<float> residual) {
+  if (const std::size_t bad = first_non_finite(residual); bad < residual.size())
+    return make_error(errc::invalid_argument, "residual value at index " + std::to_string(bad) + " is not finite");
+  e_ = std::move(residual);
+  return ok_status();
+}
+
 }  // namespace loom::codec

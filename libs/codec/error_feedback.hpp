@@ -9,6 +9,7 @@
 #include "libs/codec/codec.hpp"
 
 #include <span>
+#include <utility>
 #include <vector>
 
 namespace loom::codec {
@@ -39,6 +40,12 @@ class error_feedback {
   // The residual as residual() gave it (a job reloaded from its saved state).
   // invalid_argument (unchanged) for another length or a non-finite value.
   status restore(std::span<const float> residual);
+  // The residual moved out (the stream then has 0 values), and a residual of
+  // any length moved in: its owner keeps it elsewhere meanwhile (the
+  // aggregator's fragments out of memory). adopt: invalid_argument
+  // (unchanged) for a non-finite value.
+  std::vector<float> release() { return std::exchange(e_, {}); }
+  status adopt(std::vector<float> residual);
 
  private:
   codec_id codec_;

@@ -5,7 +5,33 @@
 namespace loom::diloco {
 
 downlink::downlink(const fragment_plan& plan, codec::codec_id c, bool feedback) : codec_(c), feedback_(feedback) {
-  for (int p = 0; p < plan.fragments(); ++p) ef_.emplace_back(plan.size(p), c);
+  for (int p = 0; p < plan.fragments(); ++p) {
+    ef_.emplace_back(plan.size(p), c);
+    sizes_.push_back(plan.size(p));
+  }
+}
+
+downlink downlink::unloaded(const fragment_plan& plan, codec::codec_id c, bool feedback) {
+  downlink d(c, feedback);
+  for (int p = 0; p < plan.fragments(); ++p) {
+    d.ef_.emplace_back(0, c);
+    d.sizes_.push_back(plan.size(p));
+  }
+  return d;
+}
+
+std::vector<float> downlink::unload(int p) { return ef_[std::size_t(p)].release(); }
+
+status downlink::load(int p, std::vector<float> residual) {
+  if (p < 0 || std::size_t(p) >= ef_.size())
+    return make_error(errc::invalid_argument, "downlink: fragment " + std::to_string(p) + " out of range");
+  if (residual.size() != sizes_[std::size_t(p)])
+    return make_error(errc::invalid_argument, "downlink: fragment " + std::to_string(p) + " has " +
+                                                  std::to_string(sizes_[std::size_t(p)]) + " values, the residual " +
+                                                  std::to_string(residual.size()));
+  if (auto s = ef_[std::size_t(p)].adopt(std::move(residual)); !s)
+    return make_error(s.code(), "downlink: fragment " + std::to_string(p) + ": " + s.err().message);
+  return ok_status();
 }
 
 result<downlink> downlink::restore(const fragment_plan& plan, codec::codec_id c, std::span<const float> residual) {
@@ -26,6 +52,7 @@ result<codec::codec_id> downlink::send(int p, std::span<const float> update, std
   if (p < 0 || std::size_t(p) >= ef_.size())
     return make_error(errc::invalid_argument, "downlink: fragment " + std::to_string(p) + " out of range");
   auto& e = ef_[std::size_t(p)];
+  if (!loaded(p)) return make_error(errc::conflict, "downlink: fragment " + std::to_string(p) + " is not loaded");
   if (update.size() != e.size() || correction.size() != e.size())
     return make_error(errc::invalid_argument, "downlink: fragment " + std::to_string(p) + " has " +
                                                   std::to_string(e.size()) + " values, the update " +

@@ -34,6 +34,8 @@ class downlink {
   // The residuals as residual() gave them (every fragment's, in fragment
   // order). corruption when their count is not the plan's total.
   static result<downlink> restore(const fragment_plan& plan, codec::codec_id c, std::span<const float> residual);
+  // No fragment loaded: each is load()ed before its first send.
+  static downlink unloaded(const fragment_plan& plan, codec::codec_id c, bool feedback = true);
 
   // Encodes fragment p's update U into payload (formulas above) and writes
   // U − U' into correction (size plan.size(p)). Returns the codec used: the
@@ -43,13 +45,25 @@ class downlink {
                                std::span<float> correction);
 
   codec::codec_id codec() const { return codec_; }
+  // e_p (empty while p is not loaded).
   std::span<const float> residual(int p) const { return ef_[std::size_t(p)].residual(); }
-  std::vector<float> residual() const;  // every fragment's, in fragment order
+  std::vector<float> residual() const;  // every fragment's, in fragment order; REQUIRES: all loaded
+
+  // e_p moved out (its owner keeps it on disk, and may reuse the buffer);
+  // send(p) refuses until load(p).
+  std::vector<float> unload(int p);
+  // e_p as residual(p) gave it, moved in. invalid_argument (unchanged) for a
+  // bad p, size or a non-finite value.
+  status load(int p, std::vector<float> residual);
+  bool loaded(int p) const { return ef_[std::size_t(p)].size() == sizes_[std::size_t(p)]; }
 
  private:
+  downlink(codec::codec_id c, bool feedback) : codec_(c), feedback_(feedback) {}
+
   codec::codec_id codec_;
   bool feedback_ = true;
   std::vector<codec::error_feedback> ef_;  // per fragment
+  std::vector<std::size_t> sizes_;         // per fragment: its values
   std::vector<float> sent_;                // scratch: U'
 };
 

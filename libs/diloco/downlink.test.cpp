@@ -68,7 +68,7 @@ TEST_CASE("θ corrected by the downlink equals the anchor minus what the sites d
   REQUIRE(d.send(0, u, q, corr));
   REQUIRE(opt.correct(0, corr).ok());
   const auto sent = decoded(q, 3);
-  for (std::size_t i = 0; i < 3; ++i) CHECK(opt.params()[i] == 1.0f - sent[i]);
+  for (std::size_t i = 0; i < 3; ++i) CHECK(opt.full_params()[i] == 1.0f - sent[i]);
 }
 
 TEST_CASE("the residual restores bit for bit, and the restored downlink sends the same bytes") {

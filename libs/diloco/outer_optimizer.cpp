@@ -78,12 +78,10 @@ std::optional<std::size_t> first_non_finite(std::span<const float> v) {
   return std::nullopt;
 }
 
-outer_optimizer::outer_optimizer(fragment_plan plan, std::vector<float> params, std::vector<float> momentum,
-                                 std::vector<std::uint64_t> versions, outer_options opts)
+outer_optimizer::outer_optimizer(fragment_plan plan, std::vector<std::uint64_t> versions, outer_options opts)
     : plan_(std::move(plan)),
       opts_(opts),
-      params_(std::move(params)),
-      momentum_(std::move(momentum)),
+      slabs_(plan_.fragments()),
       versions_(std::move(versions)),
       acc_(plan_.fragments()) {}
 
@@ -93,19 +91,69 @@ result<outer_optimizer> outer_optimizer::make(fragment_plan plan, std::vector<fl
   return restore(std::move(plan), std::move(params), std::move(momentum), std::move(versions), opts);
 }
 
+result<outer_optimizer> outer_optimizer::unloaded(fragment_plan plan, std::vector<std::uint64_t> versions,
+                                                  outer_options opts) {
+  if (auto s = opts.validate(); !s.ok()) return s.err();
+  if (versions.size() != static_cast<std::size_t>(plan.fragments()))
+    return bad(std::to_string(versions.size()) + " versions for " + std::to_string(plan.fragments()) + " fragments");
+  return outer_optimizer(std::move(plan), std::move(versions), opts);
+}
+
 result<outer_optimizer> outer_optimizer::restore(fragment_plan plan, std::vector<float> params,
                                                  std::vector<float> momentum, std::vector<std::uint64_t> versions,
                                                  outer_options opts) {
-  if (auto s = opts.validate(); !s.ok()) return s.err();
   if (params.size() != plan.total())
     return bad("params hold " + std::to_string(params.size()) + " values; the plan has " +
                std::to_string(plan.total()));
   const std::size_t want_m = opts.momentum != 0 ? plan.total() : 0;
   if (momentum.size() != want_m)
     return bad("momentum holds " + std::to_string(momentum.size()) + " values; expected " + std::to_string(want_m));
-  if (versions.size() != static_cast<std::size_t>(plan.fragments()))
-    return bad(std::to_string(versions.size()) + " versions for " + std::to_string(plan.fragments()) + " fragments");
-  return outer_optimizer(std::move(plan), std::move(params), std::move(momentum), std::move(versions), opts);
+  auto o = unloaded(std::move(plan), std::move(versions), opts);
+  if (!o) return o.err();
+  const auto& pl = o->plan_;
+  for (int p = 0; p < pl.fragments(); ++p) {
+    std::vector<float> theta(pl.size(p)), m(momentum.empty() ? 0 : pl.size(p));
+    pl.gather(p, params, theta);
+    if (!m.empty()) pl.gather(p, momentum, m);
+    if (auto s = o->load(p, std::move(theta), std::move(m)); !s) return s.err();
+  }
+  return o;
+}
+
+status outer_optimizer::load(int p, std::vector<float> theta, std::vector<float> momentum) {
+  if (p < 0 || p >= plan_.fragments())
+    return bad("fragment " + std::to_string(p) + " out of range [0, " + std::to_string(plan_.fragments()) + ")");
+  const std::size_t n = plan_.size(p), want_m = opts_.momentum != 0 ? n : 0;
+  if (theta.size() != n || momentum.size() != want_m)
+    return bad("fragment " + std::to_string(p) + " loaded with " + std::to_string(theta.size()) + " values and " +
+               std::to_string(momentum.size()) + " of momentum; it has " + std::to_string(n) + " and " +
+               std::to_string(want_m));
+  auto& s = slabs_[std::size_t(p)];
+  s.theta = std::move(theta);
+  s.m = std::move(momentum);
+  s.loaded = true;
+  return ok_status();
+}
+
+std::pair<std::vector<float>, std::vector<float>> outer_optimizer::unload(int p) {
+  auto& s = slabs_[std::size_t(p)];
+  s.loaded = false;
+  return {std::exchange(s.theta, {}), std::exchange(s.m, {})};
+}
+
+int outer_optimizer::loaded_count() const {
+  return static_cast<int>(std::count_if(slabs_.begin(), slabs_.end(), [](const slab& s) { return s.loaded; }));
+}
+
+std::vector<float> outer_optimizer::full(std::vector<float> slab::*part) const {
+  std::vector<float> out(plan_.total());
+  for (int p = 0; p < plan_.fragments(); ++p) plan_.scatter(p, slabs_[std::size_t(p)].*part, out);
+  return out;
+}
+
+std::vector<float> outer_optimizer::full_params() const { return full(&slab::theta); }
+std::vector<float> outer_optimizer::full_momentum() const {
+  return opts_.momentum != 0 ? full(&slab::m) : std::vector<float>();
 }
 
 status outer_optimizer::accumulate(int p, double weight, std::span<const float> delta) {
@@ -117,6 +165,11 @@ status outer_optimizer::accumulate(int p, double weight, std::span<const float> 
   if (!std::isfinite(weight) || weight <= 0) return bad("weight must be finite and > 0");
   auto& a = acc_[p];
   const std::size_t n = delta.size();
+  if (a.deltas == 0 && a.f64.empty() && a.f32.empty()) {  // the first delta: the spare's zeroed pages
+    a.f64 = std::move(spare_.f64);
+    a.f32 = std::move(spare_.f32);
+    spare_ = accumulator{};
+  }
   if (opts_.precision == accumulate_in::fp64) {
     if (a.f64.size() != n) a.f64.assign(n, 0.0);
     double* acc = a.f64.data();
@@ -142,19 +195,21 @@ result<step_report> outer_optimizer::step(int p, std::span<float> update_out) {
   if (!update_out.empty() && update_out.size() != plan_.size(p))
     return bad("update_out has " + std::to_string(update_out.size()) + " values; fragment " + std::to_string(p) +
                " has " + std::to_string(plan_.size(p)));
+  auto& sl = slabs_[std::size_t(p)];
+  if (!sl.loaded)
+    return make_error(errc::conflict, "outer_optimizer: fragment " + std::to_string(p) + " is not loaded");
   const double W = a.weight;
-  std::size_t k = 0;  // index inside the fragment
-  for (const auto& r : plan_.ranges(p)) {
-    float* m = momentum_.empty() ? nullptr : momentum_.data() + r.offset;
-    float* u = update_out.empty() ? nullptr : update_out.data() + k;
-    if (opts_.precision == accumulate_in::fp64)
-      step_range(a.f64.data() + k, W, opts_, params_.data() + r.offset, m, u, r.count);
-    else
-      step_range(a.f32.data() + k, W, opts_, params_.data() + r.offset, m, u, r.count);
-    k += r.count;
-  }
-  a.weight = 0;  // step_range zeroed the accumulator as it read it
+  const std::size_t n = plan_.size(p);
+  float* m = sl.m.empty() ? nullptr : sl.m.data();
+  float* u = update_out.empty() ? nullptr : update_out.data();
+  if (opts_.precision == accumulate_in::fp64)
+    step_range(a.f64.data(), W, opts_, sl.theta.data(), m, u, n);
+  else
+    step_range(a.f32.data(), W, opts_, sl.theta.data(), m, u, n);
+  a.weight = 0;  // step_range zeroed the sums as it read them: the spare for the next fragment
   a.deltas = 0;
+  spare_ = std::move(a);
+  a = accumulator{};
   return step_report{++versions_[p], W, deltas};
 }
 
@@ -166,18 +221,14 @@ status outer_optimizer::correct(int p, std::span<const float> add) {
                                                   std::to_string(p) + " of " + std::to_string(plan_.size(p)));
   if (auto bad = first_non_finite(add))
     return make_error(errc::invalid_argument, "correct: value " + std::to_string(*bad) + " is not finite");
-  std::size_t at = 0;
-  for (const range& r : plan_.ranges(p))
-    for (std::size_t i = 0; i < r.count; ++i) params_[r.offset + i] += add[at++];
+  auto& sl = slabs_[std::size_t(p)];
+  if (!sl.loaded) return make_error(errc::conflict, "correct: fragment " + std::to_string(p) + " is not loaded");
+  for (std::size_t i = 0; i < add.size(); ++i) sl.theta[i] += add[i];
   return ok_status();
 }
 
 void outer_optimizer::discard(int p) {
-  auto& a = acc_[p];
-  std::fill(a.f64.begin(), a.f64.end(), 0.0);
-  std::fill(a.f32.begin(), a.f32.end(), 0.0f);
-  a.weight = 0;
-  a.deltas = 0;
+  acc_[p] = accumulator{};
 }
 
 }  // namespace loom::diloco

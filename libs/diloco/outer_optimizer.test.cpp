@@ -46,17 +46,17 @@ TEST_CASE("two sites, two outer Nesterov steps: the numbers worked by hand") {
   CHECK(s1->deltas == 2);
   CHECK(u[0] == doctest::Approx(0.3325).epsilon(1e-6));
   CHECK(u[1] == doctest::Approx(-0.133).epsilon(1e-6));
-  CHECK(opt->params()[0] == doctest::Approx(0.6675).epsilon(1e-6));
-  CHECK(opt->params()[1] == doctest::Approx(2.133).epsilon(1e-6));
-  CHECK(opt->momentum()[0] == doctest::Approx(0.25).epsilon(1e-6));
+  CHECK(opt->full_params()[0] == doctest::Approx(0.6675).epsilon(1e-6));
+  CHECK(opt->full_params()[1] == doctest::Approx(2.133).epsilon(1e-6));
+  CHECK(opt->full_momentum()[0] == doctest::Approx(0.25).epsilon(1e-6));
   CHECK(opt->pending_deltas(0) == 0);
 
   REQUIRE(opt->accumulate(0, 3, b).ok());  // the other order: same average
   REQUIRE(opt->accumulate(0, 1, a).ok());
   REQUIRE(opt->step(0, u).ok());
   CHECK(u[0] == doctest::Approx(0.47425).epsilon(1e-6));
-  CHECK(opt->params()[0] == doctest::Approx(0.19325).epsilon(1e-5));
-  CHECK(opt->params()[1] == doctest::Approx(2.3227).epsilon(1e-6));
+  CHECK(opt->full_params()[0] == doctest::Approx(0.19325).epsilon(1e-5));
+  CHECK(opt->full_params()[1] == doctest::Approx(2.3227).epsilon(1e-6));
   CHECK(opt->version(0) == 2);
 }
 
@@ -64,12 +64,12 @@ TEST_CASE("plain averaging makes the global parameters the token-weighted mean o
   // θ = [1, 1]; site A ends at [0.5, 2] (1 token), site B at [1.5, 0] (3 tokens).
   auto opt = outer_optimizer::make(flat_plan(2), {1.0f, 1.0f}, outer_options::plain_average());
   REQUIRE(opt.ok());
-  CHECK(opt->momentum().empty());  // μ = 0 keeps no momentum buffer
+  CHECK(opt->full_momentum().empty());  // μ = 0 keeps no momentum buffer
   REQUIRE(opt->accumulate(0, 1, std::vector<float>{0.5f, -1.0f}).ok());
   REQUIRE(opt->accumulate(0, 3, std::vector<float>{-0.5f, 1.0f}).ok());
   REQUIRE(opt->step(0).ok());
-  CHECK(opt->params()[0] == doctest::Approx((0.5 * 1 + 1.5 * 3) / 4));
-  CHECK(opt->params()[1] == doctest::Approx((2.0 * 1 + 0.0 * 3) / 4));
+  CHECK(opt->full_params()[0] == doctest::Approx((0.5 * 1 + 1.5 * 3) / 4));
+  CHECK(opt->full_params()[1] == doctest::Approx((2.0 * 1 + 0.0 * 3) / 4));
 }
 
 TEST_CASE("a step on one fragment changes only that fragment's parameters, momentum and version") {
@@ -77,9 +77,9 @@ TEST_CASE("a step on one fragment changes only that fragment's parameters, momen
   REQUIRE(opt.ok());
   REQUIRE(opt->accumulate(1, 5, std::vector<float>(5, 0.5f)).ok());
   REQUIRE(opt->step(1).ok());
-  for (int i = 0; i < 5; ++i) CHECK(opt->params()[i] == 1.0f);
-  for (int i = 5; i < 10; ++i) CHECK(opt->params()[i] < 1.0f);
-  for (int i = 0; i < 5; ++i) CHECK(opt->momentum()[i] == 0.0f);
+  for (int i = 0; i < 5; ++i) CHECK(opt->full_params()[i] == 1.0f);
+  for (int i = 5; i < 10; ++i) CHECK(opt->full_params()[i] < 1.0f);
+  for (int i = 0; i < 5; ++i) CHECK(opt->full_momentum()[i] == 0.0f);
   CHECK(opt->version(0) == 0);
   CHECK(opt->version(1) == 1);
 }
@@ -89,10 +89,10 @@ TEST_CASE("the update handed out is what the step subtracted from the global par
   REQUIRE(opt.ok());
   std::vector<float> d(32);
   for (int i = 0; i < 32; ++i) d[i] = 0.01f * static_cast<float>(i - 16);
-  std::vector<float> before(opt->params().begin(), opt->params().end()), u(32);
+  std::vector<float> before = opt->full_params(), u(32);
   REQUIRE(opt->accumulate(0, 2, d).ok());
   REQUIRE(opt->step(0, u).ok());
-  for (int i = 0; i < 32; ++i) CHECK(opt->params()[i] == before[i] - u[i]);
+  for (int i = 0; i < 32; ++i) CHECK(opt->full_params()[i] == before[i] - u[i]);
 }
 
 TEST_CASE("summed in fp64, four sites' deltas give the same bits in every arrival order") {
@@ -110,8 +110,8 @@ TEST_CASE("summed in fp64, four sites' deltas give the same bits in every arriva
     auto opt = outer_optimizer::make(flat_plan(n), std::vector<float>(n, 0.5f), outer_options{}).value();
     for (int s : order) REQUIRE(opt.accumulate(0, weights[s], deltas[s]).ok());
     REQUIRE(opt.step(0).ok());
-    if (first.empty()) first.assign(opt.params().begin(), opt.params().end());
-    CHECK(same_bits(first, opt.params()));
+    if (first.empty()) first = opt.full_params();
+    CHECK(same_bits(first, opt.full_params()));
     ++orders;
   } while (std::next_permutation(order.begin(), order.end()));
   CHECK(orders == 24);
@@ -132,7 +132,7 @@ TEST_CASE("summed in fp32, the same arrival order gives the same bits") {
     REQUIRE(opt.accumulate(0, 7, a).ok());
     REQUIRE(opt.accumulate(0, 3, b).ok());
     REQUIRE(opt.step(0).ok());
-    r.assign(opt.params().begin(), opt.params().end());
+    r = opt.full_params();
   }
   CHECK(same_bits(runs[0], runs[1]));
 }
@@ -142,15 +142,14 @@ TEST_CASE("a job restored from its saved state continues bit for bit") {
   auto run = outer_optimizer::make(flat_plan(4), {1, 2, 3, 4}, outer_options{}).value();
   REQUIRE(run.accumulate(0, 1, d1).ok());
   REQUIRE(run.step(0).ok());
-  auto resumed = outer_optimizer::restore(run.plan(), {run.params().begin(), run.params().end()},
-                                          {run.momentum().begin(), run.momentum().end()}, run.versions(),
+  auto resumed = outer_optimizer::restore(run.plan(), run.full_params(), run.full_momentum(), run.versions(),
                                           run.options());
   REQUIRE(resumed.ok());
   for (auto* o : {&run, &resumed.value()}) {
     REQUIRE(o->accumulate(0, 2, d2).ok());
     REQUIRE(o->step(0).ok());
   }
-  CHECK(same_bits(run.params(), resumed->params()));
+  CHECK(same_bits(run.full_params(), resumed->full_params()));
   CHECK(resumed->version(0) == 2);
 }
 
@@ -191,9 +190,34 @@ TEST_CASE("correct adds back what the downlink did not carry, in fragment order,
   REQUIRE(opt.ok());
   const std::vector<float> add{0.5f, -1.0f, 0.25f};
   REQUIRE(opt->correct(1, add).ok());
-  CHECK(std::vector<float>(opt->params().begin(), opt->params().end()) == std::vector<float>{1, 2, 3, 4.5f, 4, 6.25f});
+  CHECK(opt->full_params() == std::vector<float>{1, 2, 3, 4.5f, 4, 6.25f});
   CHECK(opt->correct(2, add).code() == loom::errc::invalid_argument);
   CHECK(opt->correct(0, std::vector<float>{1, 2}).code() == loom::errc::invalid_argument);
   CHECK(opt->correct(0, std::vector<float>{1, std::nanf(""), 2}).code() == loom::errc::invalid_argument);
   CHECK(opt->version(1) == 0);  // not an outer step
+}
+
+TEST_CASE("a fragment out of memory takes deltas, refuses its step until loaded back, and then steps as if it never left") {
+  const std::vector<float> d{0.1f, -0.2f, 0.3f, 0.05f};
+  auto kept = outer_optimizer::make(flat_plan(4), {1, 2, 3, 4}, outer_options{}).value();
+  auto left = outer_optimizer::make(flat_plan(4), {1, 2, 3, 4}, outer_options{}).value();
+  const std::vector<float> theta(left.params(0).begin(), left.params(0).end());
+  const std::vector<float> m(left.momentum(0).begin(), left.momentum(0).end());
+  left.unload(0);
+  CHECK_FALSE(left.loaded(0));
+  CHECK(left.loaded_count() == 0);
+  CHECK(left.params(0).empty());
+  for (auto* o : {&kept, &left}) REQUIRE(o->accumulate(0, 1, d).ok());
+  auto refused = left.step(0);
+  CHECK(refused.code() == errc::conflict);
+  CHECK(refused.err().message.find("not loaded") != std::string::npos);
+  CHECK(left.correct(0, d).code() == errc::conflict);
+  CHECK(left.load(0, {1, 2, 3}, m).code() == errc::invalid_argument);  // sizes named, nothing changed
+  CHECK_FALSE(left.loaded(0));
+  REQUIRE(left.load(0, theta, m).ok());
+  for (auto* o : {&kept, &left}) REQUIRE(o->step(0).ok());
+  CHECK(same_bits(kept.full_params(), left.full_params()));
+  CHECK(same_bits(kept.full_momentum(), left.full_momentum()));
+  CHECK(left.pending_deltas(0) == 0);
+  CHECK(left.step(0).code() == errc::conflict);  // the sum went with the step
 }

@@ -108,5 +108,5 @@ TEST_CASE("two sites and plain averaging: after a sync both hold the mean of the
   REQUIRE(b.apply_update(0, 1, u, lb).ok());
   CHECK(la == std::vector<float>{1, 3, 1, 1});
   CHECK(lb == la);
-  CHECK(opt.params()[1] == 3.0f);
+  CHECK(opt.full_params()[1] == 3.0f);
 }

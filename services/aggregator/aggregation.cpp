@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <random>
 #include <set>
 #include <utility>
@@ -68,6 +69,10 @@ aggregation::aggregation(aggregation_spec spec, job_rounds rounds, diloco::downl
   last_update_.resize(plan.fragments());
   unsaved_.resize(plan.fragments());
   saving_.resize(plan.fragments());
+  theta_norm_.assign(plan.fragments(), std::numeric_limits<double>::quiet_NaN());
+  used_.resize(plan.fragments());
+  held_cache_.resize(plan.fragments());
+  params_cache_.resize(plan.fragments());
   if (!state_file_.empty()) files_ = std::make_shared<job_files>(state_file_);
 }
 
@@ -77,34 +82,71 @@ result<std::unique_ptr<aggregation>> aggregation::create(aggregation_spec spec, 
     return make_error(errc::invalid_argument, "job '" + spec.job + "': want 1-64 of [A-Za-z0-9._-]");
   auto plan = make_plan(spec);
   if (!plan) return plan.err();
-  diloco::downlink down(*plan, spec.codec, spec.error_feedback);
-  auto opt = diloco::outer_optimizer::make(std::move(*plan), std::move(init), spec.outer);
+  if (init.size() != plan->total())
+    return make_error(errc::invalid_argument, "job '" + spec.job + "': " + std::to_string(init.size()) +
+                                                  " initial values; the model has " + std::to_string(plan->total()));
+  auto down = diloco::downlink::unloaded(*plan, spec.codec, spec.error_feedback);
+  auto opt = diloco::outer_optimizer::unloaded(*plan, std::vector<std::uint64_t>(plan->fragments(), 0), spec.outer);
   if (!opt) return opt.err();
   auto rounds = job_rounds::make(std::move(*opt), spec.rounds, now);
   if (!rounds) return rounds.err();
   std::unique_ptr<aggregation> a(
       new aggregation(std::move(spec), std::move(*rounds), std::move(down), std::move(state_file)));
   a->grant_ = std::move(grant);
-  if (auto s = a->save_all(); !s) return s.err();
+  // One fragment at a time: in memory, written, and out again past the
+  // resident bound, so a new job never holds more than init and a fragment.
+  const bool momentum = a->spec_.outer.momentum != 0;
+  if (a->files_) {
+    if (auto r = files::make_dirs(a->dir()); !r) return r.err();
+    a->files_->files.resize(plan->fragments());
+  }
+  for (int p = 0; p < plan->fragments(); ++p) {
+    const auto q = static_cast<std::uint32_t>(p);
+    fragment_values v;
+    v.params.resize(plan->size(p));
+    plan->gather(p, init, v.params);
+    v.momentum.assign(momentum ? plan->size(p) : 0, 0.0f);
+    v.residual.assign(plan->size(p), 0.0f);
+    if (auto st = a->take_values(q, std::move(v)); !st) return st.err();
+    if (!a->files_) continue;
+    auto f = save_fragment(a->dir(), a->source(q));
+    if (!f) return f.err();
+    a->files_->files[q] = std::move(*f);
+    a->make_room(a->spec_.resident_fragments + 1);
+  }
+  init = std::vector<float>();
+  if (a->files_) {
+    saved_state h = a->header();
+    h.files = a->files_->files;
+    if (auto st = save_manifest(a->state_file_, h); !st) return st.err();  // last: it commits them
+  }
   return a;
 }
 
 result<std::unique_ptr<aggregation>> aggregation::restore(saved_state st, std::string state_file, nanos now) {
   auto plan = make_plan(st.spec);
   if (!plan) return plan.err();
-  auto down = diloco::downlink::restore(*plan, st.spec.codec, st.residual);
-  if (!down) return make_error(down.code(), state_file + ": " + down.err().message);
-  auto opt = diloco::outer_optimizer::restore(std::move(*plan), std::move(st.params), std::move(st.momentum),
-                                              std::move(st.versions), st.spec.outer);
+  auto down = diloco::downlink::unloaded(*plan, st.spec.codec);
+  auto opt = diloco::outer_optimizer::unloaded(*plan, std::move(st.versions), st.spec.outer);
   if (!opt) return make_error(opt.code(), state_file + ": " + opt.err().message);
   auto rounds = job_rounds::make(std::move(*opt), st.spec.rounds, now);
   if (!rounds) return rounds.err();
   for (const auto& s : st.sites)
     if (auto r = rounds->restore_site(s); !r) return make_error(r.code(), state_file + ": " + r.err().message);
   rounds->restore_stats(st.stats);
-  std::unique_ptr<aggregation> a(new aggregation(st.spec, std::move(*rounds), std::move(*down), std::move(state_file)));
+  std::unique_ptr<aggregation> a(new aggregation(st.spec, std::move(*rounds), std::move(down), std::move(state_file)));
+  const auto frags = static_cast<std::size_t>(plan->fragments());
+  if (!st.values.empty() && st.values.size() != frags)
+    return make_error(errc::corruption, a->state_file_ + ": " + std::to_string(st.values.size()) +
+                                            " fragments' values for " + std::to_string(frags) + " fragments");
+  if (st.values.empty() && (!a->files_ || st.files.size() != frags))
+    return make_error(errc::internal, a->state_file_ + ": restored without values and without fragment files");
   for (auto& h : st.held)
     if (h.header.fragment < a->last_update_.size()) a->last_update_[h.header.fragment] = std::move(h);
+  for (std::size_t p = 0; p < st.theta_norms.size() && p < frags; ++p) a->theta_norm_[p] = st.theta_norms[p];
+  for (std::size_t p = 0; p < st.values.size(); ++p)
+    if (auto s = a->take_values(static_cast<std::uint32_t>(p), std::move(st.values[p])); !s)
+      return make_error(s.code(), a->state_file_ + ": " + s.err().message);
   a->restarts_ = st.restarts + 1;
   a->grant_ = std::move(st.grant);
   if (!a->files_) return a;
@@ -117,22 +159,126 @@ result<std::unique_ptr<aggregation>> aggregation::restore(saved_state st, std::s
     if (auto s = save_manifest(a->state_file_, h); !s) return s.err();
   }
   remove_strays(a->state_file_, a->files_->files);
+  a->make_room(a->spec_.resident_fragments + 1);
   return a;
 }
 
 status aggregation::save_all() {
   if (!files_) return ok_status();  // in memory only
-  const std::string dir = std::filesystem::path(state_file_).parent_path().string();
-  if (auto r = files::make_dirs(dir); !r) return r;
+  if (auto r = files::make_dirs(dir()); !r) return r;
   saved_state h = header();
   for (std::uint32_t p = 0; p < saving_.size(); ++p) {
-    auto f = save_fragment(dir, source(p));
+    auto f = save_fragment(dir(), source(p));
     if (!f) return f.err();
     h.files.push_back(std::move(*f));
   }
   if (auto st = save_manifest(state_file_, h); !st) return st;  // last: it commits them
   files_->files = std::move(h.files);
   return ok_status();
+}
+
+std::string aggregation::dir() const { return std::filesystem::path(state_file_).parent_path().string(); }
+
+// ---- residency --------------------------------------------------------------
+
+status aggregation::take_values(std::uint32_t p, fragment_values v) {
+  const double norm = l2_norm(v.params);
+  if (auto s = downlink_.load(static_cast<int>(p), std::move(v.residual)); !s) return s;
+  if (auto s = rounds_->load(p, std::move(v.params), std::move(v.momentum)); !s) {
+    (void)downlink_.unload(static_cast<int>(p));
+    return s;
+  }
+  theta_norm_[p] = norm;
+  used_[p] = ++use_clock_;
+  return ok_status();
+}
+
+bool aggregation::evictable(std::uint32_t p) const {
+  // Only what its file holds as it is: not while being saved, nor after a
+  // failed save (the file is the version before).
+  return files_ && rounds_->optimizer().loaded(static_cast<int>(p)) && !saving_[p] && p < files_->files.size() &&
+         files_->files[p].version == rounds_->open_round(p) && !files_->files[p].name.empty();
+}
+
+void aggregation::evict(std::uint32_t p) {
+  auto [theta, m] = rounds_->unload(p);
+  auto e = downlink_.unload(static_cast<int>(p));
+  if (theta.capacity() > spare_.params.capacity()) spare_ = {std::move(theta), std::move(m), std::move(e)};
+  if (auto& held = last_update_[p]; held && held->payload) {
+    held_cache_[p] = held->payload;  // a pull still sending it keeps it alive
+    held->payload.reset();
+  }
+  ++unloads_;
+}
+
+void aggregation::make_room(int below, std::optional<std::uint32_t> keep) {
+  if (spec_.resident_fragments <= 0 || !files_) return;
+  while (rounds_->optimizer().loaded_count() >= below) {
+    std::optional<std::uint32_t> lru;
+    for (std::uint32_t q = 0; q < used_.size(); ++q)
+      if (q != keep && evictable(q) && (!lru || used_[q] < used_[*lru])) lru = q;
+    if (!lru) return;
+    evict(*lru);
+  }
+}
+
+status aggregation::ensure_loaded(std::uint32_t p) {
+  if (rounds_->optimizer().loaded(static_cast<int>(p))) {
+    used_[p] = ++use_clock_;
+    return ok_status();
+  }
+  if (!files_ || p >= files_->files.size())
+    return make_error(errc::internal, "aggregation " + spec_.job + ": fragment " + std::to_string(p) +
+                                          " is neither in memory nor in a file");
+  make_room(spec_.resident_fragments, p);
+  auto r = read_fragment(dir(), files_->files[p], rounds_->optimizer().plan(), spec_.job,
+                         spec_.outer.momentum != 0, {}, std::exchange(spare_, {}));
+  if (!r) return r.err();
+  if (auto s = take_values(p, std::move(r->values)); !s) return s;
+  if (auto& held = last_update_[p]; held && !held->payload && r->held && r->held->header.version == held->header.version)
+    held = std::move(r->held);
+  ++loads_;
+  return ok_status();
+}
+
+void aggregation::save_done(std::uint32_t p) {
+  saving_[p] = 0;
+  make_room(spec_.resident_fragments + 1);
+}
+
+result<std::shared_ptr<const std::string>> aggregation::held_payload(std::uint32_t p) {
+  auto& held = *last_update_[p];
+  if (held.payload) return held.payload;
+  if (auto kept = held_cache_[p].lock()) return kept;
+  if (!files_ || p >= files_->files.size())
+    return make_error(errc::internal, "aggregation " + spec_.job + ": the held update of fragment " +
+                                          std::to_string(p) + " is neither in memory nor in a file");
+  auto r = read_fragment(dir(), files_->files[p], rounds_->optimizer().plan(), spec_.job, spec_.outer.momentum != 0,
+                         {false, true});
+  if (!r) return r.err();
+  if (!r->held || r->held->header.version != held.header.version)
+    return make_error(errc::corruption, "aggregation " + spec_.job + ": fragment file " + files_->files[p].name +
+                                            " does not hold the update of version " +
+                                            std::to_string(held.header.version));
+  held.header = r->held->header;  // whole: a state read without values kept only its version
+  held_cache_[p] = r->held->payload;
+  return r->held->payload;
+}
+
+result<std::vector<float>> aggregation::full_params() {
+  const auto& plan = rounds_->optimizer().plan();
+  std::vector<float> out(plan.total());
+  for (int p = 0; p < plan.fragments(); ++p) {
+    if (rounds_->optimizer().loaded(p)) {
+      plan.scatter(p, rounds_->optimizer().params(p), out);
+      continue;
+    }
+    auto r = read_fragment(dir(), files_->files[static_cast<std::size_t>(p)], plan, spec_.job,
+                           spec_.outer.momentum != 0, {true, false});
+    if (!r) return r.err();
+    plan.scatter(p, r->values.params, out);
+  }
+  return out;
 }
 
 saved_state aggregation::header() const {
@@ -151,11 +297,10 @@ fragment_source aggregation::source(std::uint32_t p) const {
   f.job = spec_.job;
   f.fragment = p;
   f.version = opt.version(static_cast<int>(p));
-  for (const auto& r : opt.plan().ranges(static_cast<int>(p))) {
-    f.params.push_back(opt.params().subspan(r.offset, r.count));
-    if (!opt.momentum().empty()) f.momentum.push_back(opt.momentum().subspan(r.offset, r.count));
-  }
+  f.params.push_back(opt.params(static_cast<int>(p)));
+  if (!opt.momentum(static_cast<int>(p)).empty()) f.momentum.push_back(opt.momentum(static_cast<int>(p)));
   f.residual = downlink_.residual(static_cast<int>(p));
+  f.theta_norm = theta_norm_[p];
   // A delta summed since p's last step is not in the file: the site's last
   // round goes back to what it was, so its re-send is taken.
   for (const auto& site : rounds_->sites()) {
@@ -209,10 +354,9 @@ std::optional<refusal> aggregation::out_of_bounds(const delta_meta& d, std::span
   if (values.empty()) return std::nullopt;
   const double norm = l2_norm(values);
   if (!std::isfinite(norm)) return std::nullopt;  // job_rounds refuses it as non_finite, naming the value
-  const auto& plan = rounds_->optimizer().plan();
-  theta_p_.resize(values.size());
-  plan.gather(static_cast<int>(d.fragment), rounds_->optimizer().params(), theta_p_);
-  const double theta = l2_norm(theta_p_), most = max_delta_norm(theta, values.size());
+  if (std::isnan(theta_norm_[d.fragment]))  // a file written before the header kept ‖θ_p‖
+    if (auto s = ensure_loaded(d.fragment); !s) return refuse("state_unreadable", s.err());
+  const double theta = theta_norm_[d.fragment], most = max_delta_norm(theta, values.size());
   if (norm > most) {
     char buf[160];
     std::snprintf(buf, sizeof buf, " has norm %.4g; the bound is %.4g (4 x the fragment's norm %.4g + 4 x sqrt(%zu))",
@@ -273,12 +417,16 @@ std::variant<delta_outcome, refusal> aggregation::submit(const delta_header& h, 
 }
 
 close_report aggregation::close(std::uint32_t p, nanos now) {
+  close_report r;
+  if (auto s = ensure_loaded(p); !s) {  // θ_p's file unreadable: nothing changed, the round stays open
+    r.saved = s.err();
+    return r;
+  }
   const auto& plan = rounds_->optimizer().plan();
   update_.resize(plan.size(p));
   const auto t0 = std::chrono::steady_clock::now();
   auto c = rounds_->close(p, now, update_);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  close_report r;
   if (!c) {  // not closable: nothing changed
     r.saved = c.err();
     return r;
@@ -297,6 +445,7 @@ close_report aggregation::close(std::uint32_t p, nanos now) {
     return r;
   }
   (void)rounds_->correct(p, correction_);
+  theta_norm_[p] = l2_norm(rounds_->optimizer().params(static_cast<int>(p)));
   global_update_header h;
   h.job = spec_.job;
   h.fragment = p;
@@ -347,15 +496,21 @@ result<pull_answer> aggregation::pull(const std::string& site, std::uint32_t p, 
   a.has_update = true;
   const auto& held = last_update_[p];
   if (!want_params && held && held->header.version == a.version && have_version + 1 == a.version) {
+    auto payload = held_payload(p);
+    if (!payload) return payload.err();
     a.header = held->header;
-    a.payload = held->payload;
+    a.payload = std::move(*payload);
+  } else if (auto kept = params_cache_[p].header.version == a.version ? params_cache_[p].payload.lock() : nullptr) {
+    a.header = params_cache_[p].header;  // the same θ_p (a version's θ_p changes only with its close)
+    a.payload = std::move(kept);
   } else {  // the parameters the sites hold: θ (it takes back what the downlink did not carry)
-    std::vector<float> part(plan.size(p));
-    plan.gather(static_cast<int>(p), opt.params(), part);
+    if (auto s = ensure_loaded(p); !s) return s.err();
+    const auto part = opt.params(static_cast<int>(p));
     (void)codec::encode_into(codec::codec_id::fp32, part, {}, encoded_);
     a.header = {spec_.job, p, a.version, 0, update_kind::params, "fp32", part.size(), encoded_.size(),
                 std::string(crypto::as_view(crypto::sha256(as_chars(encoded_)))), a.version, 0};
     a.payload = std::make_shared<const std::string>(as_chars(encoded_));
+    params_cache_[p] = {a.header, a.payload};
   }
   bytes_out_ += a.payload->size();
   return a;

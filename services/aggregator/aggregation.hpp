@@ -13,7 +13,15 @@
 //             aggregator loses no closed round and takes a re-sent delta once.
 //             The write runs in close() (inline), or, once defer_saves(), is
 //             handed to the caller to run off its lock (the engine's saver):
-//             the new version is then published only once written.
+//             the new version is then published only once written;
+//   memory    with files, at most spec.resident_fragments fragments keep θ_p,
+//             m_p, e_p and the held update in memory (the least recently used
+//             one whose file holds its version leaves first; a fragment being
+//             saved stays until written); the others are read back from their
+//             file for a close or a pull that needs them. The norm bound uses
+//             ‖θ_p‖ kept per fragment, so deltas never need θ_p in memory, and
+//             a fragment's sum exists only while it has deltas. What a job
+//             holds is bounded by its fragments in use, not the model.
 // No sockets, no clock but the outer step's stopwatch: the delta server and
 // the engine call it. Owned by the engine; not thread-safe (the engine locks).
 #pragma once
@@ -52,6 +60,11 @@ struct aggregation_spec {
   // false: the downlink without error feedback, the codec alone each round —
   // an ablation for the simulators (sim/diloco); not on the wire, never saved.
   bool error_feedback = true;
+  // How many fragments' θ_p, m_p and e_p a job with files keeps in memory
+  // (0: every one). The others wait in their fragment's file and are read
+  // back for the fragment's close or a pull of θ_p. The aggregator's choice
+  // (engine_options), not the job's: not on the wire, never saved.
+  int resident_fragments = 0;
 };
 
 // The spec's fragment plan (flat or GPT-2). invalid_argument naming the field.
@@ -78,15 +91,23 @@ struct fragment_file {
   std::uint64_t bytes = 0;
 };
 
+// One fragment's tensors as its file holds them: θ_p, m_p (empty when μ = 0)
+// and the downlink residual e_p, gathered (the plan's range order).
+struct fragment_values {
+  std::vector<float> params, momentum, residual;
+};
+
 // What the saved files hold; load_state (and the writers) in job_store.hpp.
 struct saved_state {
   aggregation_spec spec;
-  std::vector<float> params, momentum, residual;  // residual: every fragment's, in fragment order
+  // Per fragment, or empty: read from each fragment's file when it is needed.
+  std::vector<fragment_values> values;
+  std::vector<double> theta_norms;  // per fragment ‖θ_p‖ as saved (NaN: the file predates it)
   std::vector<std::uint64_t> versions;
   std::vector<site_view> sites;
   round_stats stats;
   std::uint64_t restarts = 0;
-  std::vector<held_update> held;  // at most one per fragment
+  std::vector<held_update> held;  // at most one per fragment; payload null when values were not read
   std::string grant;              // loom.v1.AggregationGrant, serialized: what created the job
   std::vector<fragment_file> files;  // format 2: the file each fragment was read from; empty: format 1
 };
@@ -151,7 +172,8 @@ class aggregation {
   void defer_saves() { defer_ = true; }
   // The deferred save of fragment p was run (written or failed: the engine
   // reports a failure as a round failure; the version is published either way).
-  void save_done(std::uint32_t p) { saving_[p] = 0; }
+  // A written fragment may now leave memory (spec.resident_fragments).
+  void save_done(std::uint32_t p);
   // Whether `t` is one of this job's saves (not a job of the same name since).
   bool saves_into(const save_task& t) const;
   // Each fragment's published version: the open round, or the one before
@@ -185,6 +207,16 @@ class aggregation {
   double max_bound_use() const { return max_bound_use_; }
   void set_grant(std::string g) { grant_ = std::move(g); }
 
+  // Fragments whose θ_p, m_p and e_p are in memory now; how many times a
+  // fragment was read back from its file, and dropped from memory, so far.
+  int resident_fragments() const { return rounds_->optimizer().loaded_count(); }
+  std::uint64_t fragment_loads() const { return loads_; }
+  std::uint64_t fragment_unloads() const { return unloads_; }
+  // The whole θ in the model's layout (the export, the tombstone's hash): a
+  // fragment not in memory is read from its file for it and stays there.
+  // corruption naming the file when one cannot be read.
+  result<std::vector<float>> full_params();
+
  private:
   aggregation(aggregation_spec spec, job_rounds rounds, diloco::downlink down, std::string state_file);
   // Every fragment's file, then the manifest (a new job, an upgraded one).
@@ -197,6 +229,20 @@ class aggregation {
   close_report close(std::uint32_t p, nanos now);
   // too_many_tokens / norm_bound, or nullopt. REQUIRES: values are fragment p's.
   std::optional<refusal> out_of_bounds(const delta_meta& d, std::span<const float> values);
+  // Residency. ensure_loaded: fragment p in memory (read from its file, after
+  // making room), or the read's error. evictable: p may leave memory now.
+  status ensure_loaded(std::uint32_t p);
+  bool evictable(std::uint32_t p) const;
+  void evict(std::uint32_t p);
+  // Drops the least recently used evictable fragments (never `keep`) until
+  // fewer than `below` are in memory, or none can go.
+  void make_room(int below, std::optional<std::uint32_t> keep = std::nullopt);
+  // Fragment p's values in memory from `v` (sizes checked by the optimizer
+  // and the downlink), its norm taken and its use recorded.
+  status take_values(std::uint32_t p, fragment_values v);
+  std::string dir() const;
+  // The held update's payload of p (read from its file when not in memory).
+  result<std::shared_ptr<const std::string>> held_payload(std::uint32_t p);
 
   aggregation_spec spec_;
   std::unique_ptr<job_rounds> rounds_;
@@ -214,8 +260,21 @@ class aggregation {
   std::uint64_t bytes_in_ = 0, bytes_out_ = 0, restarts_ = 0;
   std::map<std::string, std::uint64_t> wire_refusals_;
   std::string grant_;
-  std::vector<float> theta_p_;  // scratch: fragment p of θ, for the norm bound
   double max_norm_ratio_ = 0, max_bound_use_ = 0;
+  std::vector<double> theta_norm_;     // per fragment ‖θ_p‖ (NaN: not known until p is read)
+  std::vector<std::uint64_t> used_;    // per fragment: when it was last needed in memory
+  std::uint64_t use_clock_ = 0;
+  // Per fragment: a held payload that left memory, while a pull still holds it.
+  std::vector<std::weak_ptr<const std::string>> held_cache_;
+  // Per fragment: θ_p in fp32 as last pulled, shared by the pulls of the same
+  // version while one of them holds it (sites joining at once encode it once).
+  struct params_payload {
+    global_update_header header;
+    std::weak_ptr<const std::string> payload;
+  };
+  std::vector<params_payload> params_cache_;
+  std::uint64_t loads_ = 0, unloads_ = 0;
+  fragment_values spare_;  // the buffers of the last fragment to leave memory, for the next to come in
 };
 
 }  // namespace loom::aggregator

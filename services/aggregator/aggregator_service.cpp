@@ -7,8 +7,10 @@
 #include "services/aggregator/delta_server.hpp"
 #include "services/aggregator/engine.hpp"
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 
 namespace loom::aggregator {
 
@@ -21,6 +23,17 @@ result<std::string> delta_bind_from(const char* value) {
   return std::string(value);
 }
 
+result<int> resident_fragments_from(const char* value) {
+  if (!value || !*value) return engine_options{}.resident_fragments;
+  char* end = nullptr;
+  errno = 0;
+  const long n = std::strtol(value, &end, 10);
+  if (errno != 0 || end == value || *end != '\0' || n < 0 || n > 1 << 20)
+    return make_error(errc::invalid_argument, std::string("LOOM_AGGREGATOR_RESIDENT_FRAGMENTS=") + value +
+                                                  " is not a count of fragments: want 0 (every fragment) or more");
+  return static_cast<int>(n);
+}
+
 result<std::shared_ptr<void>> start_parts(runtime::service_env& env, const std::string& bind, aggregator_handles& out) {
   audit::emitter* em = env.audit;
   // The token key verifies the scheduler's aggregation grants (service_main
@@ -30,6 +43,9 @@ result<std::shared_ptr<void>> start_parts(runtime::service_env& env, const std::
   engine_options eo{env.paths.root, env.node_id, env.zone, [em](audit::record r) { em->emit(std::move(r)); },
                     env.metrics};
   eo.token_key = *key;
+  auto resident = resident_fragments_from(std::getenv("LOOM_AGGREGATOR_RESIDENT_FRAGMENTS"));
+  if (!resident) return resident.err();
+  eo.resident_fragments = *resident;
   auto jobs = std::make_shared<engine>(std::move(eo));
   const auto now = std::chrono::duration_cast<nanos>(std::chrono::steady_clock::now().time_since_epoch());
   for (const auto& job : jobs->load_saved(now)) std::fprintf(stderr, "loom-aggregator: resumed job %s\n", job.c_str());

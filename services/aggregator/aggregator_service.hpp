@@ -26,6 +26,11 @@ struct aggregator_handles {
 // it is not an endpoint to listen on.
 result<std::string> delta_bind_from(const char* value);
 
+// LOOM_AGGREGATOR_RESIDENT_FRAGMENTS: how many fragments of a job stay in
+// memory (engine_options::resident_fragments; unset: its default, 0: every
+// one). invalid_argument naming the value.
+result<int> resident_fragments_from(const char* value);
+
 result<std::shared_ptr<void>> start_parts(runtime::service_env& env, const std::string& bind, aggregator_handles& out);
 std::unique_ptr<runtime::service_logic> make_logic(const aggregator_handles& h);
 

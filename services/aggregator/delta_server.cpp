@@ -63,7 +63,9 @@ struct delta_server::impl {
   std::set<std::string> admitted;  // every principal of the allow-list now (thread only)
   std::atomic<bool> stop{false};
   std::thread thread;
-  delta_streams streams;  // streamed deltas and sliced pulls, per sending key (thread only)
+  // Streamed deltas (their pieces spooled in <data>/aggregator/.incoming) and
+  // sliced pulls, per sending key (thread only).
+  std::unique_ptr<delta_streams> streams;
 
   status reload_keys();
   void run();
@@ -147,7 +149,7 @@ frames delta_server::impl::delta(std::vector<zmq::message_t>& in, const std::str
   std::string_view payload = in.size() > 3 ? in[3].to_string_view() : std::string_view{};
   std::string whole;  // a streamed payload: the pieces held before this header, then its frame
   if (w.payload_offset() > 0) {
-    auto all = streams.complete(principal, w, payload);
+    auto all = streams->complete(principal, w, payload);
     if (!all) {
       o.jobs->refuse_header(principal, all.err());
       return fail(all.err());
@@ -185,7 +187,7 @@ frames slice(const global_update_header& header, const std::string& payload, std
 
 frames delta_server::impl::pull(const loom::v1::GlobalPull& r, const std::string& principal) {
   if (r.offset() > 0) {  // a later slice: from the payload its first slice was cut from
-    auto k = streams.kept_pull(principal, r.job(), r.fragment());
+    auto k = streams->kept_pull(principal, r.job(), r.fragment());
     if (!k) return fail(k.err());
     return slice(k->header, *k->payload, r.offset(), r.max_bytes());
   }
@@ -198,7 +200,7 @@ frames delta_server::impl::pull(const loom::v1::GlobalPull& r, const std::string
     return answer(rep);
   }
   if (r.max_bytes() > 0 && a->payload->size() > r.max_bytes())
-    streams.keep_pull(principal, r.job(), r.fragment(), a->header, a->payload);
+    streams->keep_pull(principal, r.job(), r.fragment(), a->header, a->payload);
   return slice(a->header, *a->payload, 0, r.max_bytes());
 }
 
@@ -206,7 +208,7 @@ frames delta_server::impl::chunk(const loom::v1::DeltaChunk& c, std::string_view
   // Held only for a key placed on the job as the site it names, and no more than the fragment can need.
   auto limit = o.jobs->stream_limit(c.job(), c.fragment(), c.site(), key_of(principal));
   if (!limit) return fail(limit.err());
-  auto held = streams.chunk(principal, c, bytes, *limit, clock::now());
+  auto held = streams->chunk(principal, c, bytes, *limit, clock::now());
   if (!held) return fail(held.err());
   loom::v1::DeltaChunkReply rep;
   rep.set_received(*held);
@@ -281,7 +283,7 @@ void delta_server::impl::run() {
       std::fprintf(stderr, "loom-aggregator: delta socket: %s\n", e.what());
     }
     o.jobs->tick(now_ns());
-    streams.expire(clock::now());
+    streams->expire(clock::now());
     if (const auto r = zap->rejected(); r != refused_seen) {
       o.jobs->refused_connections(r - refused_seen);
       refused_seen = r;
@@ -301,6 +303,7 @@ result<std::unique_ptr<delta_server>> delta_server::start(delta_server_options o
     return make_error(errc::invalid_argument, "delta server: the aggregator's CURVE keypair is not valid");
   auto p = std::make_unique<impl>();
   p->o = std::move(o);
+  p->streams = std::make_unique<delta_streams>(p->o.data_dir + "/aggregator/.incoming");
   p->zap = std::make_unique<wire::zap_handler>(p->ctx, wire::allow_list{}, "loom");
   if (auto s = p->reload_keys(); !s) return make_error(s.code(), "delta server keys: " + s.err().message);
   std::vector<std::string> tries;

@@ -1,11 +1,55 @@
 #include "services/aggregator/delta_streams.hpp"
 
+#include "libs/files/files.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
 namespace loom::aggregator {
 namespace {
 std::string upload_key(const std::string& key, const std::string& job, std::uint32_t fragment) {
   return key + "\n" + job + "\n" + std::to_string(fragment);
 }
+
+// Appends `bytes` to `path` (created 0600). The error names the file.
+status append(const std::string& path, std::string_view bytes) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  if (fd < 0) return make_error(errc::unavailable, "spool " + path + ": " + std::strerror(errno));
+  while (!bytes.empty()) {
+    const ssize_t n = ::write(fd, bytes.data(), bytes.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int e = errno;
+      ::close(fd);
+      return make_error(errc::unavailable, "spool " + path + ": " + std::strerror(e));
+    }
+    bytes.remove_prefix(static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  return ok_status();
+}
 }  // namespace
+
+delta_streams::delta_streams(std::string spool, std::chrono::seconds idle) : spool_(std::move(spool)), idle_(idle) {
+  if (spool_.empty()) return;
+  std::error_code ec;
+  std::filesystem::remove_all(spool_, ec);  // a previous process's pieces: its uploads ended with it
+  (void)files::make_dirs(spool_);
+}
+
+delta_streams::~delta_streams() {
+  for (const auto& [k, u] : uploads_) drop(u);
+}
+
+void delta_streams::drop(const upload& u) {
+  if (u.file.empty()) return;
+  std::error_code ec;
+  std::filesystem::remove(u.file, ec);
+}
 
 result<std::uint64_t> delta_streams::chunk(const std::string& key, const loom::v1::DeltaChunk& c,
                                            std::string_view bytes, std::uint64_t limit, time_point now) {
@@ -26,19 +70,31 @@ result<std::uint64_t> delta_streams::chunk(const std::string& key, const loom::v
     if (c.offset() != 0)
       return make_error(errc::conflict, what + ": no upload of it is held here (the aggregator restarted, or it "
                                                "expired): send it again from offset 0");
-    upload u{c.job(), c.site(), c.payload_sha256(), c.round(), c.total_bytes(), c.fragment(), {}, now};
-    u.bytes.reserve(c.total_bytes());
-    it = uploads_.insert_or_assign(k, std::move(u)).first;  // a new delta replaces the one before
+    upload u{c.job(), c.site(), c.payload_sha256(), c.round(), c.total_bytes(), c.fragment(), {}, {}, 0, now};
+    if (!spool_.empty()) u.file = spool_ + "/upload-" + std::to_string(++next_file_) + ".part";
+    if (it != uploads_.end()) {  // a new delta replaces the one before
+      drop(it->second);
+      it->second = std::move(u);
+    } else {
+      it = uploads_.emplace(k, std::move(u)).first;
+    }
   }
   auto& u = it->second;
   u.touched = now;
-  const std::uint64_t held = u.bytes.size();
+  const std::uint64_t held = u.held;
   if (c.offset() + bytes.size() <= held) return held;  // a retry of a piece held already
   if (c.offset() != held)
     return make_error(errc::conflict, what + ": bytes from offset " + std::to_string(c.offset()) + ", but " +
                                           std::to_string(held) + " are held: send from offset " + std::to_string(held));
-  u.bytes.append(bytes);
-  return static_cast<std::uint64_t>(u.bytes.size());
+  if (u.file.empty()) {
+    u.bytes.append(bytes);
+  } else if (auto st = append(u.file, bytes); !st) {
+    drop(u);  // what was held may be part-written: start again
+    uploads_.erase(it);
+    return make_error(st.code(), what + ": " + st.err().message + " (send it again from offset 0)");
+  }
+  u.held += bytes.size();
+  return u.held;
 }
 
 result<std::string> delta_streams::complete(const std::string& key, const loom::v1::DeltaHeader& h,
@@ -54,12 +110,25 @@ result<std::string> delta_streams::complete(const std::string& key, const loom::
     return make_error(errc::conflict, what + ": the pieces held are of another payload (round " +
                                           std::to_string(u.round) + ", " + std::to_string(u.total) +
                                           " bytes): send it again from offset 0");
-  if (u.bytes.size() != h.payload_offset() || h.payload_offset() + last.size() != u.total)
-    return make_error(errc::conflict, what + ": " + std::to_string(u.bytes.size()) + " bytes held and " +
+  if (u.held != h.payload_offset() || h.payload_offset() + last.size() != u.total)
+    return make_error(errc::conflict, what + ": " + std::to_string(u.held) + " bytes held and " +
                                           std::to_string(last.size()) + " in the header's frame from offset " +
                                           std::to_string(h.payload_offset()) + " do not make its " +
                                           std::to_string(u.total) + " bytes");
   std::string whole = std::move(u.bytes);
+  if (!u.file.empty()) {
+    const std::string file = u.file;
+    const std::uint64_t held = u.held;
+    auto read = files::read_file(file);
+    drop(u);
+    if (!read || read->size() != held) {
+      uploads_.erase(it);
+      return make_error(errc::unavailable, what + ": its pieces in " + file + " cannot be read back (" +
+                                               (read ? std::to_string(read->size()) + " bytes" : read.err().message) +
+                                               "): send it again from offset 0");
+    }
+    whole = std::move(*read);
+  }
   whole.append(last);
   uploads_.erase(it);
   return whole;
@@ -81,10 +150,20 @@ result<delta_streams::kept> delta_streams::kept_pull(const std::string& key, con
 }
 
 void delta_streams::expire(time_point now) {
-  std::erase_if(uploads_, [&](const auto& kv) { return now - kv.second.touched > idle_; });
+  std::erase_if(uploads_, [&](const auto& kv) {
+    if (now - kv.second.touched <= idle_) return false;
+    drop(kv.second);
+    return true;
+  });
 }
 
 std::uint64_t delta_streams::staged_bytes() const {
+  std::uint64_t n = 0;
+  for (const auto& [k, u] : uploads_) n += u.held;
+  return n;
+}
+
+std::uint64_t delta_streams::staged_in_memory() const {
   std::uint64_t n = 0;
   for (const auto& [k, u] : uploads_) n += u.bytes.size();
   return n;

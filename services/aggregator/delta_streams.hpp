@@ -8,9 +8,12 @@
 // Everything is held per sending CURVE key (the connection's ZAP principal):
 // one site can neither add to nor read another's transfer. An upload is held
 // per (key, job, fragment): a new delta's first piece replaces the one before;
-// an upload idle for `idle` is dropped (expire). Memory: at most one
-// fragment's payload per key and fragment in flight, and one kept pull
-// payload per key (shared with the engine's, for updates).
+// an upload idle for `idle` is dropped (expire). With a spool directory an
+// upload's pieces go to a file of their own there, not to memory, so what the
+// uploads hold in memory does not grow with the sites sending at once: one
+// payload, while complete() hands it to the engine. Without one (tests) they
+// are held in memory. One kept pull payload per key (shared with the
+// engine's, for updates and θ_p of the same version).
 // Owned by the delta server's thread; not thread-safe.
 #pragma once
 
@@ -30,13 +33,19 @@ namespace loom::aggregator {
 class delta_streams {
  public:
   using time_point = std::chrono::steady_clock::time_point;
-  explicit delta_streams(std::chrono::seconds idle = std::chrono::seconds(600)) : idle_(idle) {}
+  // `spool`: the directory for uploads' pieces ("" keeps them in memory).
+  // What a previous process left there is removed: uploads do not outlive it.
+  explicit delta_streams(std::string spool = "", std::chrono::seconds idle = std::chrono::seconds(600));
+  ~delta_streams();
+  delta_streams(const delta_streams&) = delete;
+  delta_streams& operator=(const delta_streams&) = delete;
 
   // One upload piece from `key`. `limit`: the most bytes this fragment's
   // payload may have (its values in fp32, the largest codec). The payload's
   // bytes held so far; invalid_argument for a piece that cannot belong to a
   // payload of that size, conflict for one out of order (naming the offset
-  // expected) or for a later piece of an upload not held (start again at 0).
+  // expected) or for a later piece of an upload not held (start again at 0),
+  // unavailable when the spool cannot take it (naming the file).
   result<std::uint64_t> chunk(const std::string& key, const loom::v1::DeltaChunk& c, std::string_view bytes,
                               std::uint64_t limit, time_point now);
 
@@ -60,21 +69,27 @@ class delta_streams {
 
   // Drops uploads idle since before now - idle.
   void expire(time_point now);
-  std::uint64_t staged_bytes() const;  // upload bytes held, all keys
+  std::uint64_t staged_bytes() const;  // upload bytes held, all keys (spooled or not)
+  std::uint64_t staged_in_memory() const;  // of which in memory
 
  private:
   struct upload {
     std::string job, site, sha256;
     std::uint64_t round = 0, total = 0;
     std::uint32_t fragment = 0;
-    std::string bytes;
+    std::string bytes;  // without a spool
+    std::string file;   // with one: the pieces so far
+    std::uint64_t held = 0;
     time_point touched{};
   };
+  void drop(const upload& u);
   struct pulled {
     std::string job;
     std::uint32_t fragment = 0;
     kept what;
   };
+  std::string spool_;
+  std::uint64_t next_file_ = 0;
   std::chrono::seconds idle_;
   std::map<std::string, upload> uploads_;  // "<key>\n<job>\n<fragment>"
   std::map<std::string, pulled> pulls_;    // by key

@@ -1,6 +1,12 @@
 #include "services/aggregator/delta_streams.hpp"
 
+#include "libs/files/files.hpp"
+#include "libs/files/temp_dir.hpp"
+
 #include <doctest/doctest.h>
+
+#include <chrono>
+#include <filesystem>
 
 using namespace loom;
 using namespace loom::aggregator;
@@ -71,7 +77,7 @@ TEST_CASE("pieces out of order, past the payload, too large for the fragment or 
 }
 
 TEST_CASE("a new delta's first piece replaces the upload before it, and an idle upload expires") {
-  delta_streams s(std::chrono::seconds(60));
+  delta_streams s("", std::chrono::seconds(60));
   tp now{};
   REQUIRE(s.chunk("k", piece(0), "abcd", 100, now).ok());
   CHECK(*s.chunk("k", piece(0, 10, 4), "ABCD", 100, now) == 4);  // round 4 replaces round 3
@@ -96,4 +102,43 @@ TEST_CASE("a pull's later slices come from the payload kept for its key and frag
   CHECK(k->header.version == 5);
   CHECK(s.kept_pull("k", "j", 1).code() == errc::conflict);
   CHECK(s.kept_pull("other", "j", 2).code() == errc::conflict);
+}
+
+TEST_CASE("with a spool, pieces wait in a file, not in memory; the file goes when the upload completes, is replaced or expires") {
+  files::temp_dir dir;
+  const std::string spool = dir.path() + "/.incoming";
+  namespace fs = std::filesystem;
+  auto count = [&] {
+    std::size_t n = 0;
+    for (const auto& e : fs::directory_iterator(spool)) n += e.is_regular_file() ? 1 : 0;
+    return n;
+  };
+  REQUIRE(files::make_dirs(spool).ok());
+  REQUIRE(files::write_atomic(spool + "/upload-7.part", "left by a process before", 0600).ok());
+  delta_streams s(spool, std::chrono::seconds(60));
+  CHECK(count() == 0);  // a previous process's uploads ended with it
+  tp now{};
+  CHECK(*s.chunk("k", piece(0), "abcd", 100, now) == 4);
+  CHECK(*s.chunk("k", piece(0), "abcd", 100, now) == 4);  // a retry: acknowledged, not appended
+  CHECK(*s.chunk("k", piece(4), "efg", 100, now) == 7);
+  CHECK(s.staged_bytes() == 7);
+  CHECK(s.staged_in_memory() == 0);
+  CHECK(count() == 1);
+  auto skip = s.chunk("k", piece(9), "j", 100, now);
+  CHECK(skip.code() == errc::conflict);
+  auto whole = s.complete("k", header(7), "hij");
+  REQUIRE_MESSAGE(whole.ok(), whole.err().to_string());
+  CHECK(*whole == "abcdefghij");
+  CHECK(count() == 0);
+  CHECK(s.staged_bytes() == 0);
+
+  REQUIRE(s.chunk("k", piece(0), "abcd", 100, now).ok());
+  REQUIRE(s.chunk("k", piece(0, 10, 4), "ABCD", 100, now).ok());  // the next round's delta replaces it
+  CHECK(count() == 1);
+  CHECK(s.staged_bytes() == 4);
+  REQUIRE(s.chunk("other", piece(0), "wxyz", 100, now).ok());
+  CHECK(count() == 2);
+  s.expire(now + std::chrono::seconds(61));
+  CHECK(count() == 0);
+  CHECK(s.staged_bytes() == 0);
 }

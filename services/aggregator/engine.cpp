@@ -181,6 +181,8 @@ void engine::closed(const aggregation& a, const close_report& r) {
   o_.metrics->set("quorum_size", {{"job", job}}, r.round.on_time);
   o_.metrics->set("outer_step_seconds", {{"job", job}}, r.step_seconds);
   o_.metrics->set("last_round_unix_seconds", {{"job", job}}, static_cast<double>(unix_now()));
+  o_.metrics->set("fragments_resident", {{"job", job}}, a.resident_fragments());
+  o_.metrics->set("fragment_reads", {{"job", job}}, static_cast<double>(a.fragment_loads()));
   count("rounds_closed_total", {{"job", job}, {"by", r.round.by_quorum ? "quorum" : "deadline"}});
 }
 
@@ -190,7 +192,10 @@ void engine::saved(const std::string& job, const save_task& t, const status& st,
   if (!h || !h->agg->saves_into(t)) return;  // retired meanwhile
   const std::uint32_t p = t.fragment.fragment;
   h->agg->save_done(p);
-  if (o_.metrics) o_.metrics->set("save_seconds", {{"job", job}}, seconds);
+  if (o_.metrics) {
+    o_.metrics->set("save_seconds", {{"job", job}}, seconds);
+    o_.metrics->set("fragments_resident", {{"job", job}}, h->agg->resident_fragments());
+  }
   if (st) return;
   // The version is published all the same, as the round's state lives on in
   // memory; the files keep the fragment's previous version until a later save.

@@ -70,6 +70,10 @@ struct engine_options {
   // first save: seconds). Below the gateway's 10 s deadline, which it must
   // never meet: an answer past it reads "deadline exceeded" though it worked.
   std::chrono::milliseconds start_wait{2000};
+  // Fragments of a job kept in memory (θ_p, m_p, e_p, the held update); the
+  // others wait in their files (aggregation_spec::resident_fragments). 0:
+  // every fragment. 1 holds the least; a close then reads its fragment back.
+  int resident_fragments = 1;
 };
 
 struct started {

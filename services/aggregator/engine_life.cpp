@@ -7,6 +7,7 @@
 #include "libs/auth/identity.hpp"
 #include "libs/auth/token.hpp"
 #include "libs/ckpt/gpt2_checkpoint.hpp"
+#include "libs/crypto/encoding.hpp"
 #include "libs/crypto/hash.hpp"
 #include "libs/files/confine.hpp"
 #include "libs/files/files.hpp"
@@ -210,6 +211,7 @@ result<started> engine::begin(const aggregation_spec& spec, const diloco::grant_
 }
 
 void engine::make(aggregation_spec spec, std::string grant, std::shared_ptr<making> m) {
+  spec.resident_fragments = o_.resident_fragments;
   auto plan = make_plan(spec);  // checked by begin: cannot fail here
   auto init = plan ? initial_params(spec, plan->total()) : result<std::vector<float>>(plan.err());
   const auto now = std::chrono::duration_cast<nanos>(std::chrono::steady_clock::now().time_since_epoch());
@@ -264,7 +266,8 @@ std::vector<std::string> engine::load_saved(nanos now) {
     const std::string path = state_path(o_.data_dir, job);
     // A save cut short by a kill -9 leaves a temp file or a fragment's file
     // no manifest names: restore() removes them once the job is back.
-    auto st = load_state(path);
+    auto st = load_state(path, /*with_values=*/false);  // each fragment is read when it is needed
+    if (st) st->spec.resident_fragments = o_.resident_fragments;
     result<diloco::grant_terms> terms = make_error(errc::permission_denied, "it has no grant (made before grants)");
     if (st && !st->grant.empty()) {
       loom::v1::AggregationGrant g;
@@ -324,9 +327,12 @@ void engine::retire(std::map<std::string, held>::iterator it, const std::string&
   status_of(job, h, r.mutable_last());
   r.set_reason(reason);
   r.set_retired_unix(unix_now());
-  const auto theta = h.agg->rounds().optimizer().params();
-  r.set_theta_sha256(std::string(crypto::as_view(
-      crypto::sha256({reinterpret_cast<const char*>(theta.data()), theta.size() * sizeof(float)}))));
+  if (auto theta = h.agg->full_params())
+    r.set_theta_sha256(std::string(crypto::as_view(
+        crypto::sha256({reinterpret_cast<const char*>(theta->data()), theta->size() * sizeof(float)}))));
+  else  // the tombstone still goes: without it the grant could start the job again
+    std::fprintf(stderr, "loom-aggregator: job %s retired without θ's hash: %s\n", job.c_str(),
+                 theta.err().to_string().c_str());
   for (const auto& s : contributed(h)) r.add_contributed(s);
   for (const auto& s : h.terms.sites)
     if (std::find(r.contributed().begin(), r.contributed().end(), s) == r.contributed().end()) r.add_missing(s);
@@ -348,7 +354,7 @@ void engine::retire(std::map<std::string, held>::iterator it, const std::string&
   live_gauges(job, false);
   emit("aggregation.retired", job, reason,
        "stage=" + h.terms.job + "/" + h.terms.stage + " contributed=" + joined(contributed(h)) +
-           " theta_sha256=" + crypto::sha256_hex({reinterpret_cast<const char*>(theta.data()), theta.size() * sizeof(float)}));
+           " theta_sha256=" + crypto::to_hex(r.theta_sha256()));
   jobs_.erase(it);
 }
 
@@ -396,8 +402,10 @@ result<export_answer> engine::export_global(const loom::v1::ExportGlobalRequest&
   }
   if (!req.end_only()) {
     if (h.spec.flat_size > 0) return make_error(errc::invalid_argument, "aggregation " + job + " is not a GPT-2 model");
-    auto snap = write_global_snapshot(o_.data_dir, h.spec.gpt2, h.agg->rounds().optimizer().params(),
-                                      h.terms.stage_dir, req.step(), req.trainer_state());
+    auto theta = h.agg->full_params();
+    auto snap = theta ? write_global_snapshot(o_.data_dir, h.spec.gpt2, *theta, h.terms.stage_dir, req.step(),
+                                              req.trainer_state())
+                      : result<std::string>(theta.err());
     if (!snap) {
       emit("aggregation.export", job, snap.err().message, "stage_dir=" + h.terms.stage_dir,
            static_cast<int>(audit::decision::error));

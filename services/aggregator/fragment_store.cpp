@@ -3,8 +3,16 @@
 #include "libs/crypto/hash.hpp"
 #include "libs/files/files.hpp"
 #include "loom/v1/aggregator.pb.h"
+#include "services/aggregator/limits.hpp"
 
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <limits>
+#include <memory>
 
 namespace loom::aggregator {
 namespace {
@@ -35,6 +43,7 @@ result<fragment_file> save_fragment(const std::string& dir, const fragment_sourc
   h.set_params(total(f.params));
   h.set_momentum(total(f.momentum));
   h.set_residual(f.residual.size());
+  h.set_theta_norm(f.theta_norm);
   for (const auto& [site, round] : f.last_round) {
     auto* w = h.add_last_round();
     w->set_site(site);
@@ -87,63 +96,94 @@ result<held_update> held_from(const std::string& where, const std::string& job, 
   return u;
 }
 
-status load_fragment(const std::string& dir, const fragment_file& entry, const diloco::fragment_plan& plan,
-                     saved_state& s) {
+result<fragment_read> read_fragment(const std::string& dir, const fragment_file& entry,
+                                    const diloco::fragment_plan& plan, const std::string& job, bool momentum,
+                                    fragment_want want, fragment_values reuse) {
   const std::string path = dir + "/" + entry.name;
   auto bad = [&](const std::string& what) {
-    return make_error(errc::corruption, "aggregation " + s.spec.job + ": fragment file " + path + ": " + what);
+    return make_error(errc::corruption, "aggregation " + job + ": fragment file " + path + ": " + what);
   };
-  auto bytes = files::read_file(path);
-  if (!bytes)
-    return bad(bytes.code() == errc::not_found ? "missing (the manifest names it)" : bytes.err().message);
-  const std::string& b = *bytes;
-  if (b.size() != entry.bytes)
-    return bad("holds " + std::to_string(b.size()) + " bytes, the manifest says " + std::to_string(entry.bytes));
-  if (crypto::as_view(crypto::sha256(b)) != entry.sha256) return bad("SHA-256 differs from the manifest's");
-  if (b.size() < magic.size() + 8 || std::string_view(b).substr(0, magic.size()) != magic)
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
+  if (!f) return bad(errno == ENOENT ? "missing (the manifest names it)" : std::strerror(errno));
+  struct stat st{};
+  if (::fstat(::fileno(f.get()), &st) != 0) return bad(std::strerror(errno));
+  const auto size = static_cast<std::uint64_t>(st.st_size);
+  if (size != entry.bytes)
+    return bad("holds " + std::to_string(size) + " bytes, the manifest says " + std::to_string(entry.bytes));
+  crypto::sha256_stream sha;
+  std::uint64_t left = size;
+  std::vector<char> scratch;
+  // Reads `bytes` into dst (scratch when null: hashed, then dropped).
+  auto take = [&](char* dst, std::uint64_t bytes) -> bool {
+    if (bytes > left) return false;
+    constexpr std::uint64_t chunk = 8u << 20;
+    while (bytes > 0) {
+      const std::uint64_t n = std::min(bytes, chunk);
+      char* to = dst;
+      if (!to) {
+        scratch.resize(n);
+        to = scratch.data();
+      }
+      if (std::fread(to, 1, n, f.get()) != n) return false;
+      sha.update(std::string_view(to, n));
+      if (dst) dst += n;
+      bytes -= n;
+      left -= n;
+    }
+    return true;
+  };
+  char head[magic.size() + 8];
+  if (!take(head, sizeof head) || std::string_view(head, magic.size()) != magic)
     return bad("does not start with " + std::string(magic));
   std::uint64_t len = 0;
-  std::memcpy(&len, b.data() + magic.size(), sizeof len);
-  const std::size_t at = magic.size() + 8;
+  std::memcpy(&len, head + magic.size(), sizeof len);
+  std::string header(len <= left ? len : 0, '\0');
   loom::v1::AggregationFragment h;
-  if (len > b.size() - at || !h.ParseFromArray(b.data() + at, static_cast<int>(len)))
-    return bad("the header does not parse");
+  if (len > left || !take(header.data(), len) || !h.ParseFromString(header)) return bad("the header does not parse");
   const std::uint32_t p = entry.fragment;
-  if (h.job() != s.spec.job || h.fragment() != p || h.version() != entry.version)
+  if (h.job() != job || h.fragment() != p || h.version() != entry.version)
     return bad("holds job " + h.job() + " fragment " + std::to_string(h.fragment()) + " version " +
                std::to_string(h.version()) + ", the manifest names fragment " + std::to_string(p) + " version " +
                std::to_string(entry.version));
   const std::uint64_t n = plan.size(static_cast<int>(p));
-  const std::uint64_t m = s.momentum.empty() ? 0 : n;
+  const std::uint64_t m = momentum ? n : 0;
   const std::uint64_t held = h.has_held() ? h.held().payload_bytes() : 0;
-  if (h.params() != n || h.momentum() != m || h.residual() != n ||
-      b.size() - at - len != (2 * n + m) * sizeof(float) + held)
+  if (h.params() != n || h.momentum() != m || h.residual() != n || left != (2 * n + m) * sizeof(float) + held)
     return bad("its sizes are not fragment " + std::to_string(p) + "'s (" + std::to_string(n) + " values" +
                (m ? ", with momentum" : ", no momentum") + ")");
 
-  const char* src = b.data() + at + len;
-  for (auto* full : {&s.params, &s.momentum}) {
-    if (full->empty()) continue;
-    for (const auto& r : plan.ranges(static_cast<int>(p))) {
-      std::memcpy(full->data() + r.offset, src, r.count * sizeof(float));
-      src += r.count * sizeof(float);
-    }
-  }
-  std::size_t offset = 0;  // e_p's place among every fragment's residuals
-  for (std::uint32_t q = 0; q < p; ++q) offset += plan.size(static_cast<int>(q));
-  std::memcpy(s.residual.data() + offset, src, n * sizeof(float));
-  src += n * sizeof(float);
-  for (const auto& w : h.last_round())
-    for (auto& site : s.sites)
-      if (site.id == w.site()) site.last_round[p] = w.last_round();
+  fragment_read out;
+  if (want.values) out.values = std::move(reuse);
+  auto tensor = [&](std::vector<float>& v, std::uint64_t count) {
+    if (!want.values) return take(nullptr, count * sizeof(float));
+    v.resize(count);
+    return take(reinterpret_cast<char*>(v.data()), count * sizeof(float));
+  };
+  std::string payload;
+  const bool keep_held = want.values || want.held;
+  if (keep_held) payload.resize(held);
+  if (!tensor(out.values.params, n) || !tensor(out.values.momentum, m) || !tensor(out.values.residual, n) ||
+      !take(keep_held ? payload.data() : nullptr, held))
+    return bad("ends early");
+  if (crypto::as_view(sha.finish()) != entry.sha256) return bad("SHA-256 differs from the manifest's");
+  out.theta_norm = h.has_theta_norm() ? h.theta_norm() : std::numeric_limits<double>::quiet_NaN();
+  if (want.values) out.theta_norm = l2_norm(out.values.params);
+  for (const auto& w : h.last_round()) out.last_round.emplace_back(w.site(), w.last_round());
   if (h.has_held()) {
     const auto& w = h.held();
-    auto u = held_from(path, s.spec.job, p, w.version(), w.round(), w.contributors(), w.codec(),
-                       std::string(src, held));
-    if (!u) return u.err();
-    s.held.push_back(std::move(*u));
+    if (keep_held) {
+      auto u = held_from(path, job, p, w.version(), w.round(), w.contributors(), w.codec(), std::move(payload));
+      if (!u) return u.err();
+      out.held = std::move(*u);
+    } else {  // what a pull answers with is read with the payload, when it is wanted
+      held_update u;
+      u.header.job = job;
+      u.header.fragment = p;
+      u.header.version = w.version();
+      out.held = std::move(u);
+    }
   }
-  return ok_status();
+  return out;
 }
 
 }  // namespace loom::aggregator

@@ -5,10 +5,12 @@
 //     "LOOMAGF2" | u64 LE header length | AggregationFragment (protobuf) |
 //     θ_p | m_p | e_p (raw fp32, LE) | the held outer update's payload
 //
-// The header names the job, the fragment, its version, the value counts, each
-// site's last round of this fragment inside a step and the held update's
-// fields. Written from views of the job's live buffers, so a save holds no
-// copy of the fragment; read back into a job's full vectors.
+// The header names the job, the fragment, its version, the value counts, ‖θ_p‖
+// (so a job can bound deltas without reading θ_p back), each site's last round
+// of this fragment inside a step and the held update's fields. Written from
+// views of the job's live buffers, so a save holds no copy of the fragment;
+// read back one part after another, straight into the vectors that keep them
+// (a read holds the fragment once, never the file beside it).
 // Stateless functions.
 #pragma once
 
@@ -34,6 +36,7 @@ struct fragment_source {
   std::uint64_t version = 0;
   std::vector<std::span<const float>> params, momentum;  // momentum empty when μ = 0
   std::span<const float> residual;
+  double theta_norm = 0;  // ‖θ_p‖
   std::vector<std::pair<std::string, std::int64_t>> last_round;  // (site, its last round of p inside a step)
   std::optional<held_update> held;
 };
@@ -46,16 +49,28 @@ std::string fragment_name(std::uint32_t p, std::uint64_t version);
 // says what a manifest names it by: the errors of the write, naming the file.
 result<fragment_file> save_fragment(const std::string& dir, const fragment_source& f);
 
-// Reads the file `entry` names in `dir` into fragment entry.fragment of `s`:
-// θ_p and m_p by the plan's ranges, e_p at its offset in s.residual, the
-// sites' last rounds of p (a site s.sites lacks is left out: it joins again),
-// the held update. First checks that it is the file the manifest names (size,
-// SHA-256) and then that its header agrees (job, fragment, version, counts).
-// A missing or wrong file is corruption naming the file and the job.
-// REQUIRES: s.spec, s.sites (last_round sized per fragment), s.params,
-// s.residual (and s.momentum unless μ = 0) sized for `plan`.
-status load_fragment(const std::string& dir, const fragment_file& entry, const diloco::fragment_plan& plan,
-                     saved_state& s);
+// What one fragment's file holds, read and checked.
+struct fragment_read {
+  fragment_values values;  // with_values only
+  std::vector<std::pair<std::string, std::int64_t>> last_round;  // (site, its last round of p inside a step)
+  std::optional<held_update> held;  // its payload null unless with_values or with_held
+  double theta_norm = 0;            // NaN: a file written before the header kept it
+};
+struct fragment_want {
+  bool values = true;  // θ_p, m_p, e_p
+  bool held = true;    // the held update's payload
+};
+
+// Reads the file `entry` names in `dir` (fragment entry.fragment of job `job`
+// under `plan`; `momentum`: whether the job keeps m). It must be the file the
+// manifest names (size, SHA-256, computed as it is read) and its header must
+// agree (job, fragment, version, counts). Keeps only what `want` asks for; the
+// rest is hashed and dropped. `reuse`: buffers to read the values into (a
+// fragment that left memory: its pages are already there to fill). A missing
+// or wrong file is corruption naming the file and the job.
+result<fragment_read> read_fragment(const std::string& dir, const fragment_file& entry,
+                                    const diloco::fragment_plan& plan, const std::string& job, bool momentum,
+                                    fragment_want want = {}, fragment_values reuse = {});
 
 // A held update read back (either format): the saved fields, its payload and
 // what the payload says of itself (element count, SHA-256). corruption

@@ -3,6 +3,7 @@
 #include "libs/crypto/hash.hpp"
 #include "libs/files/files.hpp"
 #include "loom/v1/aggregator.pb.h"
+#include "services/aggregator/limits.hpp"
 #include "services/aggregator/wire.hpp"
 
 #include <algorithm>
@@ -79,15 +80,29 @@ result<saved_state> load_v1(const std::string& path, const loom::v1::Aggregation
   if (crypto::as_view(crypto::sha256(tensors)) != h.tensors_sha256()) return bad(path, "tensor SHA-256 mismatch");
   saved_state s;
   if (auto st = header_from_wire(path, h, s); !st) return st.err();
-  auto take = [&, off = std::size_t{0}](std::uint64_t count) mutable {
-    std::vector<float> v(count);
-    if (count) std::memcpy(v.data(), tensors.data() + off, count * sizeof(float));
-    off += count * sizeof(float);
-    return v;
-  };
-  s.params = take(h.params());
-  s.momentum = take(h.momentum());
-  s.residual = take(h.residual());
+  auto plan = make_plan(s.spec);
+  if (!plan) return bad(path, plan.err().message);
+  if (h.params() != plan->total() || h.residual() != plan->total() ||
+      h.momentum() != (s.spec.outer.momentum != 0 ? plan->total() : 0))
+    return bad(path, "its tensor sizes are not the job's (" + std::to_string(plan->total()) + " values)");
+  std::vector<float> all(n);  // aligned: the tensors start wherever the header ends
+  if (n) std::memcpy(all.data(), tensors.data(), n * sizeof(float));
+  auto at = [&](std::uint64_t skip) { return std::span<const float>(all).subspan(skip, plan->total()); };
+  const auto params = at(0), residual = at(h.params() + h.momentum());
+  for (std::size_t p = 0, off = 0; p < std::size_t(plan->fragments()); off += plan->size(int(p)), ++p) {
+    fragment_values v;
+    const int q = static_cast<int>(p);
+    v.params.resize(plan->size(q));
+    plan->gather(q, params, v.params);
+    if (h.momentum()) {
+      v.momentum.resize(plan->size(q));
+      plan->gather(q, at(h.params()), v.momentum);
+    }
+    const auto e = residual.subspan(off, plan->size(q));
+    v.residual.assign(e.begin(), e.end());
+    s.theta_norms.push_back(l2_norm(v.params));
+    s.values.push_back(std::move(v));
+  }
   std::size_t off = n * sizeof(float);
   for (const auto& w : h.held()) {
     auto u = held_from(path, s.spec.job, w.fragment(), w.version(), w.round(), w.contributors(), w.codec(),
@@ -101,7 +116,7 @@ result<saved_state> load_v1(const std::string& path, const loom::v1::Aggregation
 }
 
 // Format 2: the manifest, then each fragment's file it names.
-result<saved_state> load_v2(const std::string& path, const loom::v1::AggregationState& h) {
+result<saved_state> load_v2(const std::string& path, const loom::v1::AggregationState& h, bool with_values) {
   saved_state s;
   if (auto st = header_from_wire(path, h, s); !st) return st.err();
   auto plan = make_plan(s.spec);
@@ -120,12 +135,17 @@ result<saved_state> load_v2(const std::string& path, const loom::v1::Aggregation
     s.versions.push_back(w.version());
   }
   for (auto& site : s.sites) site.last_round.assign(frags, -1);  // each fragment's file says
-  s.params.assign(plan->total(), 0.0f);
-  if (s.spec.outer.momentum != 0) s.momentum.assign(plan->total(), 0.0f);
-  s.residual.assign(plan->total(), 0.0f);
   const std::string dir = fs::path(path).parent_path().string();
-  for (const auto& f : s.files)
-    if (auto st = load_fragment(dir, f, *plan, s); !st) return st.err();
+  for (const auto& f : s.files) {
+    auto r = read_fragment(dir, f, *plan, s.spec.job, s.spec.outer.momentum != 0, {with_values, with_values});
+    if (!r) return r.err();
+    for (const auto& [id, round] : r->last_round)
+      for (auto& site : s.sites)
+        if (site.id == id) site.last_round[f.fragment] = round;
+    if (r->held) s.held.push_back(std::move(*r->held));
+    s.theta_norms.push_back(r->theta_norm);
+    if (with_values) s.values.push_back(std::move(r->values));
+  }
   return s;
 }
 
@@ -158,7 +178,7 @@ status save_manifest(const std::string& path, const saved_state& s) {
   return files::write_atomic(path, file, 0600);
 }
 
-result<saved_state> load_state(const std::string& path) {
+result<saved_state> load_state(const std::string& path, bool with_values) {
   auto bytes = files::read_file(path);
   if (!bytes) return bytes.err();
   const std::string& b = *bytes;
@@ -173,7 +193,7 @@ result<saved_state> load_state(const std::string& path) {
   if (!h.ParseFromArray(b.data() + at, static_cast<int>(len))) return bad(path, "the header does not parse");
   if (head == magic_v1) return load_v1(path, h, std::string_view(b).substr(at + len));
   if (at + len != b.size()) return bad(path, "holds bytes after its header");
-  return load_v2(path, h);
+  return load_v2(path, h, with_values);
 }
 
 void remove_strays(const std::string& state_file, const std::vector<fragment_file>& keep) {

@@ -47,9 +47,13 @@ std::string state_path(const std::string& data_dir, const std::string& job);
 // held updates and last rounds are the fragments' files' (s's are ignored).
 status save_manifest(const std::string& path, const saved_state& s);
 // Either format. Format 2: the manifest, then every file it names
-// (fragment_store.hpp's checks); s.files says which. corruption naming the
-// file (and for a fragment's file, the job) and what is wrong.
-result<saved_state> load_state(const std::string& path);
+// (fragment_store.hpp's checks, each file read whole to check it); s.files
+// says which. Without with_values a format-2 state keeps no tensor and no
+// held payload (the aggregation reads a fragment's when it needs them), so a
+// load holds one fragment at a time; format 1 always has its values.
+// corruption naming the file (and for a fragment's file, the job) and what
+// is wrong.
+result<saved_state> load_state(const std::string& path, bool with_values = true);
 
 // Removes, beside the manifest `state_file`, what none names: fragment files
 // not in `keep`, and temp files of a write cut short (write_atomic's

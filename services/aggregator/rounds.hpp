@@ -168,6 +168,12 @@ class job_rounds {
   // θ_p += add: the part of fragment p's last update the downlink did not
   // carry (diloco::outer_optimizer::correct).
   status correct(std::uint32_t p, std::span<const float> add) { return opt_.correct(static_cast<int>(p), add); }
+  // θ_p and m_p in and out of memory (diloco::outer_optimizer::load/unload):
+  // the aggregation keeps them in the fragment's file while p is not in use.
+  status load(std::uint32_t p, std::vector<float> theta, std::vector<float> m) {
+    return opt_.load(static_cast<int>(p), std::move(theta), std::move(m));
+  }
+  std::pair<std::vector<float>, std::vector<float>> unload(std::uint32_t p) { return opt_.unload(static_cast<int>(p)); }
   std::uint64_t open_round(std::uint32_t p) const { return opt_.version(p); }
   nanos opened(std::uint32_t p) const { return frags_[p].opened; }
   nanos deadline(std::uint32_t p) const { return frags_[p].deadline; }

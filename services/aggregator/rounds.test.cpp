@@ -66,8 +66,8 @@ TEST_CASE("a round closes by quorum as soon as every active site has sent, befor
   CHECK(c->version == 1);
   CHECK(c->on_time == 3);
   CHECK(c->weight == 300);
-  CHECK(j.optimizer().params()[0] == doctest::Approx(-2.0));  // θ -= mean(1, 2, 3)
-  CHECK(j.optimizer().params()[2] == 0.0f);                   // fragment 1 untouched
+  CHECK(j.optimizer().full_params()[0] == doctest::Approx(-2.0));  // θ -= mean(1, 2, 3)
+  CHECK(j.optimizer().full_params()[2] == 0.0f);                   // fragment 1 untouched
   CHECK(j.open_round(0) == 1);
   CHECK(j.opened(0) == sec(12));
   CHECK(j.stats().closed_by_quorum == 1);
@@ -136,7 +136,7 @@ TEST_CASE("a late delta is folded into the open round with a discounted weight, 
   CHECK(c->on_time == 2);
   CHECK(c->late_folded == 1);
   // mean Δ = (100·1 + 100·1 + 50·4) / 250 = 1.6 -> θ[0] = -1 - 1.6
-  CHECK(j.optimizer().params()[0] == doctest::Approx(-2.6));
+  CHECK(j.optimizer().full_params()[0] == doctest::Approx(-2.6));
   CHECK(j.stats().late_folded == 1);
   // Round 2 is open: s4's delta for round 0 is 2 versions behind (bound 1).
   auto dropped = j.submit(meta("s4", 0), ones, sec(130));
@@ -223,8 +223,8 @@ TEST_CASE("each kind of bad delta is refused with its reason and counted, and th
   auto c = j.close(0, sec(9));
   REQUIRE(c.ok());
   CHECK(c->on_time == 3);
-  CHECK(j.optimizer().params()[0] == doctest::Approx(-1.0));
-  CHECK(std::isfinite(j.optimizer().params()[1]));
+  CHECK(j.optimizer().full_params()[0] == doctest::Approx(-1.0));
+  CHECK(std::isfinite(j.optimizer().full_params()[1]));
 }
 
 TEST_CASE("a revoked site is refused everywhere and no longer counted in the quorum") {
@@ -299,8 +299,8 @@ TEST_CASE("two sites through a round: the outer Nesterov step gives the numbers 
   REQUIRE(c.ok());
   CHECK(u[0] == doctest::Approx(0.3325).epsilon(1e-6));
   CHECK(u[1] == doctest::Approx(-0.133).epsilon(1e-6));
-  CHECK(j.optimizer().params()[0] == doctest::Approx(0.6675).epsilon(1e-6));
-  CHECK(j.optimizer().params()[1] == doctest::Approx(2.133).epsilon(1e-6));
+  CHECK(j.optimizer().full_params()[0] == doctest::Approx(0.6675).epsilon(1e-6));
+  CHECK(j.optimizer().full_params()[1] == doctest::Approx(2.133).epsilon(1e-6));
   j.record_outer_step(0.004);
   j.record_outer_step(0.002);
   CHECK(j.stats().last_outer_step_s == 0.002);

@@ -51,7 +51,7 @@ class diloco_cloud {
   // GlobalPull answers. The payload's bytes (0: already current).
   result<std::size_t> pull(int s, int p, std::span<float> local);
 
-  std::span<const float> theta() const { return agg_->rounds().optimizer().params(); }
+  std::vector<float> theta() const { return agg_->rounds().optimizer().full_params(); }  // a copy
   std::uint64_t version(int p) const { return agg_->rounds().optimizer().version(p); }
   const diloco::site_rounds& site(int s) const { return sites_[std::size_t(s)]; }
   const diloco::fragment_plan& plan() const { return agg_->rounds().optimizer().plan(); }
