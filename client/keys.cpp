@@ -6,6 +6,7 @@
 #include "client/cli.hpp"
 #include "client/dir_lock.hpp"
 #include "client/key_setup.hpp"
+#include "client/keys_import.hpp"
 #include "client/lifecycle.hpp"
 #include "client/typed_call.hpp"
 
@@ -52,8 +53,23 @@ result<std::string> admin_key(const layout::paths& p) {
 int cmd_keys(context& c) {
   auto& pos = c.a.positional;
   if (pos.size() >= 2 && pos[1] == "rotate") return cmd_keys_rotate(c);
+  if (pos.size() >= 2 && pos[1] == "import") {
+    ::umask(077);
+    const std::string from = c.a.get("from").value_or("");
+    auto got = import_keys(from, c.paths.root + "/keys");
+    audit_local(c, {"loom.keys.import", presented_caller(c), got ? audit::decision::allow : audit::decision::error,
+                    got ? "" : got.err().message, "from " + from});
+    if (!got) return fail(c, got.err());
+    if (c.json) {
+      print_json({{"keys", c.paths.root + "/keys"}, {"imported", *got}});
+    } else {
+      std::printf("%zu key files from %s into %s/keys\n", got->size(), printable(from).c_str(),
+                  printable(c.paths.root).c_str());
+    }
+    return ok_exit;
+  }
   if (pos.size() < 2 || pos[1] != "init")
-    return usage("usage: loom keys init [--force] | loom keys rotate [--data-dir D]");
+    return usage("usage: loom keys init [--force] | loom keys rotate | loom keys import --from DIR [--data-dir D]");
   ::umask(077);
   if (!c.a.flag("force")) {
     if (auto st = ensure_keys(c.paths); !st) {
