@@ -22,6 +22,9 @@
 // visible difference).
 // Usage: train_bench [tiny|d12]. Last lines, d12 then tiny, for scripts:
 //   case=sgemm_peak gflops=<..>
+//   case=bf16_peak gflops=<..> native=<0|1> isa=<..> impl=<..>   (issue 28: oneDNN's bf16
+//        matmul, bf16 inputs and fp32 output, 2048^3; native=0 where it would be emulated)
+//   case=matmul_256x3072x768 fp32_gflops=<..> bf16_gflops=<..>   (d12's MLP shape at B·T = 256)
 //   case=<d12|tiny> tokens_per_s=<..> ms_per_step=<..> mfu=<..> peak_rss_mb=<..>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -34,6 +37,7 @@
 #include <string>
 #include <vector>
 
+#include "libs/engine/bf16.hpp"
 #include "libs/engine/kernels.hpp"
 #include "libs/engine/model.hpp"
 #include "libs/engine/optimizer.hpp"
@@ -165,6 +169,40 @@ double measure_peak() {
   return best;
 }
 
+// The best GFLOP/s of oneDNN's bf16 matmul (bf16 A, B; fp32 C) for M×N×K over
+// ~1.5 s; 0 where oneDNN has none.
+double measure_bf16(std::size_t M, std::size_t N, std::size_t K) {
+  auto mm = bf16_matmul::make(M, N, K);
+  if (!mm) return 0;
+  std::vector<std::uint16_t> a(M * K, to_bf16(0.5f)), b(K * N, to_bf16(0.25f));
+  std::vector<float> c(M * N);
+  mm->run(a.data(), b.data(), c.data());  // warm-up: oneDNN's JIT
+  double best = 0;
+  const auto until = clk::now() + std::chrono::milliseconds(1500);
+  for (int i = 0; i < 3 || clk::now() < until; ++i) {
+    const auto t0 = clk::now();
+    mm->run(a.data(), b.data(), c.data());
+    const double s = std::chrono::duration<double>(clk::now() - t0).count();
+    best = std::max(best, 2.0 * double(M) * double(N) * double(K) / s / 1e9);
+  }
+  return best;
+}
+
+// The same for the engine's fp32 matmul (out[M×N] = inp[M×K] · weight[N×K]ᵀ).
+double measure_fp32(int M, int N, int K) {
+  std::vector<float> a(std::size_t(M) * K, 0.5f), w(std::size_t(N) * K, 0.25f), out(std::size_t(M) * N);
+  kernels::matmul_forward(out.data(), a.data(), w.data(), nullptr, M, K, N);
+  double best = 0;
+  const auto until = clk::now() + std::chrono::milliseconds(1500);
+  for (int i = 0; i < 3 || clk::now() < until; ++i) {
+    const auto t0 = clk::now();
+    kernels::matmul_forward(out.data(), a.data(), w.data(), nullptr, M, K, N);
+    const double s = std::chrono::duration<double>(clk::now() - t0).count();
+    best = std::max(best, 2.0 * double(M) * double(N) * double(K) / s / 1e9);
+  }
+  return best;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -184,6 +222,8 @@ int main(int argc, char** argv) {
     std::fclose(f);
   }
   peak_gflops = measure_peak();
+  const double bf16_peak = measure_bf16(2048, 2048, 2048);
+  const double shape_fp32 = measure_fp32(256, 3072, 768), shape_bf16 = measure_bf16(256, 3072, 768);
   std::printf("train_bench: B=%d T=%d threads=%d OMP_WAIT_POLICY=%s peak=%.0f GFLOP/s (measured: sgemm 2048^3) "
               "load average %.2f %.2f %.2f\n",
               B, T, threads, std::getenv("OMP_WAIT_POLICY"), peak_gflops, load[0], load[1], load[2]);
@@ -194,6 +234,10 @@ int main(int argc, char** argv) {
   if (only != "d12") out.push_back(run({"tiny", tiny, 3, 30}));
   if (only != "tiny") out.insert(out.begin(), run({"d12", d12, 2, 12}));
   std::printf("case=sgemm_peak gflops=%.1f\n", peak_gflops);
+  const auto& bf16 = probe_bf16();
+  std::printf("case=bf16_peak gflops=%.1f native=%d isa=%s impl=%s\n", bf16_peak, bf16.native ? 1 : 0,
+              bf16.isa.c_str(), bf16.impl.empty() ? "none" : bf16.impl.c_str());
+  std::printf("case=matmul_256x3072x768 fp32_gflops=%.1f bf16_gflops=%.1f\n", shape_fp32, shape_bf16);
   for (const figures& f : out)
     std::printf("case=%s tokens_per_s=%.1f ms_per_step=%.1f mfu=%.3f peak_rss_mb=%.0f\n",
                 f.name.c_str(), f.tokens_per_s, f.ms_per_step, f.mfu, f.peak_rss_mb);

@@ -1,0 +1,151 @@
+#include "libs/engine/bf16.hpp"
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <cstring>
+#include <utility>
+
+namespace loom::engine {
+namespace {
+
+std::string isa_name(dnnl::cpu_isa isa) {
+  switch (isa) {
+    case dnnl::cpu_isa::sse41: return "sse41";
+    case dnnl::cpu_isa::avx: return "avx";
+    case dnnl::cpu_isa::avx2: return "avx2";
+    case dnnl::cpu_isa::avx2_vnni: return "avx2_vnni";
+    case dnnl::cpu_isa::avx512_mic: return "avx512_mic";
+    case dnnl::cpu_isa::avx512_mic_4ops: return "avx512_mic_4ops";
+    case dnnl::cpu_isa::avx512_core: return "avx512_core";
+    case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
+    case dnnl::cpu_isa::all: return "all";
+    default: return "isa " + std::to_string(static_cast<int>(isa));
+  }
+}
+
+bool has_bf16_instructions(dnnl::cpu_isa isa) {
+  return isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx;
+}
+
+// The primitive descriptor of C = A·B for bf16 A, B and fp32 C, or an error.
+result<dnnl::matmul::primitive_desc> matmul_pd(const dnnl::engine& eng, std::size_t M, std::size_t N, std::size_t K) {
+  using dt = dnnl::memory::data_type;
+  using tag = dnnl::memory::format_tag;
+  const auto m = static_cast<dnnl::memory::dim>(M), n = static_cast<dnnl::memory::dim>(N),
+             k = static_cast<dnnl::memory::dim>(K);
+  try {
+    dnnl::memory::desc a({m, k}, dt::bf16, tag::ab), b({k, n}, dt::bf16, tag::ab), c({m, n}, dt::f32, tag::ab);
+    return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), eng);
+  } catch (const dnnl::error& e) {
+    return make_error(errc::unavailable, std::string("oneDNN has no bf16 matmul here (") +
+                                             isa_name(dnnl::get_effective_cpu_isa()) + "): " + e.what());
+  }
+}
+
+}  // namespace
+
+std::string_view to_string(precision p) {
+  switch (p) {
+    case precision::fp32: return "fp32";
+    case precision::bf16: return "bf16";
+    case precision::automatic: return "auto";
+  }
+  return "fp32";
+}
+
+std::optional<precision> precision_from(std::string_view s) {
+  if (s == "fp32") return precision::fp32;
+  if (s == "bf16") return precision::bf16;
+  if (s == "auto") return precision::automatic;
+  return std::nullopt;
+}
+
+const bf16_support& probe_bf16() {
+  static const bf16_support s = [] {
+    bf16_support out;
+    const auto isa = dnnl::get_effective_cpu_isa();
+    out.isa = isa_name(isa);
+    dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+    auto pd = matmul_pd(eng, 256, 256, 256);
+    if (!pd) {
+      out.why = "oneDNN has no bf16 matmul on " + out.isa;
+      return out;
+    }
+    out.impl = pd->impl_info_str();
+    // "ref" is oneDNN's reference loop nest; on AVX-512 without bf16
+    // instructions its jitted kernels convert in software.
+    const bool reference = out.impl.find("ref") != std::string::npos;
+    out.native = has_bf16_instructions(isa) && !reference;
+    out.why = out.native ? "oneDNN multiplies bf16 natively here (" + out.isa + ", " + out.impl + ")"
+                         : "oneDNN would emulate bf16 here (" + out.isa + ", " + out.impl +
+                               "): no AMX or AVX512-BF16, slower than fp32";
+    return out;
+  }();
+  return s;
+}
+
+precision_choice choose_precision(precision asked, const bf16_support& s) {
+  if (asked == precision::fp32) return {precision::fp32, "fp32 as asked"};
+  if (s.native) return {precision::bf16, std::string(to_string(asked)) + ": " + s.why};
+  return {precision::fp32, std::string(to_string(asked)) + " trains in fp32: " + s.why};
+}
+
+std::uint16_t to_bf16(float x) {
+  std::uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu) != 0)
+    return static_cast<std::uint16_t>((u >> 16) | 0x0040u);  // a NaN stays one (quiet)
+  u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest, ties to even
+  return static_cast<std::uint16_t>(u >> 16);
+}
+
+float from_bf16(std::uint16_t h) {
+  const std::uint32_t u = static_cast<std::uint32_t>(h) << 16;
+  float x;
+  std::memcpy(&x, &u, sizeof x);
+  return x;
+}
+
+void to_bf16(std::span<const float> in, std::span<std::uint16_t> out) {
+  for (std::size_t i = 0; i < in.size(); ++i) out[i] = to_bf16(in[i]);
+}
+
+struct bf16_matmul::impl_t {
+  dnnl::engine eng{dnnl::engine::kind::cpu, 0};
+  dnnl::stream strm{eng};
+  dnnl::matmul::primitive_desc pd;
+  dnnl::matmul prim;
+  std::string name;
+};
+
+bf16_matmul::bf16_matmul(std::unique_ptr<impl_t> p) : p_(std::move(p)) {}
+bf16_matmul::~bf16_matmul() = default;
+bf16_matmul::bf16_matmul(bf16_matmul&&) noexcept = default;
+bf16_matmul& bf16_matmul::operator=(bf16_matmul&&) noexcept = default;
+
+result<bf16_matmul> bf16_matmul::make(std::size_t M, std::size_t N, std::size_t K) {
+  if (M == 0 || N == 0 || K == 0)
+    return make_error(errc::invalid_argument, "bf16_matmul: shape " + std::to_string(M) + "x" + std::to_string(N) +
+                                                  "x" + std::to_string(K) + " has a zero");
+  auto p = std::make_unique<impl_t>();
+  auto pd = matmul_pd(p->eng, M, N, K);
+  if (!pd) return pd.err();
+  p->pd = *pd;
+  p->prim = dnnl::matmul(p->pd);
+  p->name = p->pd.impl_info_str();
+  return bf16_matmul(std::move(p));
+}
+
+void bf16_matmul::run(const std::uint16_t* A, const std::uint16_t* B, float* C) {
+  dnnl::memory a(p_->pd.src_desc(), p_->eng, const_cast<std::uint16_t*>(A));
+  dnnl::memory b(p_->pd.weights_desc(), p_->eng, const_cast<std::uint16_t*>(B));
+  dnnl::memory c(p_->pd.dst_desc(), p_->eng, C);
+  p_->prim.execute(p_->strm, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}});
+  p_->strm.wait();
+}
+
+const std::string& bf16_matmul::impl() const { return p_->name; }
+
+}  // namespace loom::engine

@@ -1,0 +1,70 @@
+// bf16: whether this CPU multiplies bf16 natively, which precision a run
+// trains in, and a bf16 matmul through oneDNN (issue 28). oneDNN runs a bf16
+// matmul on AMX or AVX512-BF16 at several times its fp32 speed; on AVX-512
+// without bf16 instructions it emulates bf16 (~1/15 of fp32), and below
+// AVX-512 it has no bf16 matmul at all. So bf16 is used only where oneDNN's
+// effective ISA (the CPU's, capped by $DNNL_MAX_CPU_ISA) has the
+// instructions and the implementation it picks for a bf16 matmul is a native
+// one. A run asked for bf16 where they are missing trains in fp32 and says
+// why (a snapshot resumed on another machine kind keeps going).
+// probe_bf16() is computed once per process and is thread-safe.
+#pragma once
+
+#include "libs/status/status.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace loom::engine {
+
+enum class precision { fp32, bf16, automatic };
+std::string_view to_string(precision p);  // "fp32", "bf16", "auto"
+std::optional<precision> precision_from(std::string_view s);
+
+struct bf16_support {
+  bool native = false;  // oneDNN multiplies bf16 on AMX or AVX512-BF16 here
+  std::string isa;      // oneDNN's effective ISA ("avx512_core_bf16", "avx2", ...)
+  std::string impl;     // its implementation of a bf16 matmul ("" when it has none)
+  std::string why;      // one sentence: why bf16 runs natively here, or why not
+};
+const bf16_support& probe_bf16();
+
+struct precision_choice {
+  precision used = precision::fp32;  // fp32 or bf16, never automatic
+  std::string why;
+};
+// fp32 stays fp32; bf16 and auto give bf16 where `s` is native, else fp32
+// with the reason (a bf16 request that cannot be met is not a failure).
+precision_choice choose_precision(precision asked, const bf16_support& s);
+
+// Round to nearest even, as the hardware converts (NaN kept a NaN).
+std::uint16_t to_bf16(float x);
+float from_bf16(std::uint16_t h);
+void to_bf16(std::span<const float> in, std::span<std::uint16_t> out);
+
+// C[M×N] (fp32) = A[M×K] · B[K×N], A and B bf16, row-major, fp32
+// accumulation: oneDNN's matmul primitive, made once for its shape.
+class bf16_matmul {
+ public:
+  // invalid_argument for a shape with a zero, unavailable where oneDNN has no
+  // bf16 matmul (the error names its ISA).
+  static result<bf16_matmul> make(std::size_t M, std::size_t N, std::size_t K);
+  ~bf16_matmul();
+  bf16_matmul(bf16_matmul&&) noexcept;
+  bf16_matmul& operator=(bf16_matmul&&) noexcept;
+  // REQUIRES: A holds M·K, B K·N and C M·N values.
+  void run(const std::uint16_t* A, const std::uint16_t* B, float* C);
+  const std::string& impl() const;
+
+ private:
+  struct impl_t;
+  explicit bf16_matmul(std::unique_ptr<impl_t> p);
+  std::unique_ptr<impl_t> p_;
+};
+
+}  // namespace loom::engine
