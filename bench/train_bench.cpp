@@ -25,7 +25,9 @@
 //   case=bf16_peak gflops=<..> native=<0|1> isa=<..> impl=<..>   (issue 28: oneDNN's bf16
 //        matmul, bf16 inputs and fp32 output, 2048^3; native=0 where it would be emulated)
 //   case=matmul_256x3072x768 fp32_gflops=<..> bf16_gflops=<..>   (d12's MLP shape at B·T = 256)
-//   case=<d12|tiny> tokens_per_s=<..> ms_per_step=<..> mfu=<..> peak_rss_mb=<..>
+//   case=<d12|d12_bf16|tiny|tiny_bf16> B=4 T=64 tokens_per_s=<..> ms_per_step=<..> mfu=<..>
+//        [mfu_bf16=<..>] peak_rss_mb=<..>   (bf16 cases where oneDNN has native bf16;
+//        mfu against the fp32 peak, mfu_bf16 against bf16's; peak RSS per case: VmHWM reset)
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -56,12 +58,16 @@ struct bench_case {
   const char* name;
   model::gpt2_config cfg;
   int warmup, steps;  // d12 ~1-5 s/step, tiny ~0.1-1 s: both well inside 5 min
+  precision prec = precision::fp32;
 };
 
 struct figures {
   std::string name;
   double tokens_per_s, ms_per_step, mfu, peak_rss_mb;
+  double mfu_bf16 = 0;  // against the bf16 peak (bf16 cases)
 };
+
+double bf16_peak_gflops = 0;  // measured before the cases run; 0 without bf16
 
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
@@ -87,10 +93,22 @@ double machine_busy_s() {
   return double(u + n + s + irq + sirq + steal) / double(sysconf(_SC_CLK_TCK));
 }
 
+// The peak resident set since reset_peak() (VmHWM), so each case's is its own.
 double peak_rss_mib() {
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  return ru.ru_maxrss / 1024.0;  // KiB on Linux
+  double kib = 0;
+  if (FILE* f = std::fopen("/proc/self/status", "r")) {
+    char line[256];
+    while (std::fgets(line, sizeof line, f))
+      if (std::sscanf(line, "VmHWM: %lf kB", &kib) == 1) break;
+    std::fclose(f);
+  }
+  return kib / 1024.0;
+}
+void reset_peak() {
+  if (FILE* f = std::fopen("/proc/self/clear_refs", "w")) {
+    std::fputs("5", f);
+    std::fclose(f);
+  }
 }
 
 double ms(clk::time_point a, clk::time_point b) {
@@ -98,6 +116,7 @@ double ms(clk::time_point a, clk::time_point b) {
 }
 
 figures run(const bench_case& bc) {
+  reset_peak();
   auto made = gpt2::create(bc.cfg, B, T);
   if (!made) {
     std::fprintf(stderr, "train_bench: %s\n", made.err().to_string().c_str());
@@ -105,6 +124,10 @@ figures run(const bench_case& bc) {
   }
   gpt2& m = *made;
   m.init_random(1);
+  if (auto st = m.set_precision(bc.prec); !st) {
+    std::fprintf(stderr, "train_bench: %s: %s\n", bc.name, st.err().to_string().c_str());
+    std::exit(1);
+  }
   adamw opt(m.layout().total, adamw_config{}, m.layout().ranges());
   std::mt19937 rng(7);
   std::vector<std::int32_t> in(B * T), tgt(B * T);
@@ -149,7 +172,9 @@ figures run(const bench_case& bc) {
               median(bwd_ms), median(opt_ms), *std::min_element(step_ms.begin(), step_ms.end()),
               median(cpu_ms), loss, flop_per_token * tps / 1e9);
   std::fflush(stdout);
-  return {bc.name, tps, step, flop_per_token * tps / (peak_gflops * 1e9), peak_rss_mib()};
+  const double flops = flop_per_token * tps;
+  return {bc.name, tps, step, flops / (peak_gflops * 1e9), peak_rss_mib(),
+          bc.prec == precision::bf16 && bf16_peak_gflops > 0 ? flops / (bf16_peak_gflops * 1e9) : 0};
 }
 
 // The best GFLOP/s of the engine's matmul (out = inp · weightᵀ) on N = C = OC
@@ -223,6 +248,7 @@ int main(int argc, char** argv) {
   }
   peak_gflops = measure_peak();
   const double bf16_peak = measure_bf16(2048, 2048, 2048);
+  bf16_peak_gflops = bf16_peak;
   const double shape_fp32 = measure_fp32(256, 3072, 768), shape_bf16 = measure_bf16(256, 3072, 768);
   std::printf("train_bench: B=%d T=%d threads=%d OMP_WAIT_POLICY=%s peak=%.0f GFLOP/s (measured: sgemm 2048^3) "
               "load average %.2f %.2f %.2f\n",
@@ -231,15 +257,26 @@ int main(int argc, char** argv) {
   const model::gpt2_config d12{12, 12, 768, 1024, 50257, 50304};
   // tiny first, so its peak RSS is its own (ru_maxrss only grows).
   std::vector<figures> out;
-  if (only != "d12") out.push_back(run({"tiny", tiny, 3, 30}));
-  if (only != "tiny") out.insert(out.begin(), run({"d12", d12, 2, 12}));
+  // bf16 beside fp32 where oneDNN multiplies bf16 natively (issue 28).
+  const bool native_bf16 = probe_bf16().native;
+  if (only != "d12") {
+    out.push_back(run({"tiny", tiny, 3, 30}));
+    if (native_bf16) out.push_back(run({"tiny_bf16", tiny, 3, 30, precision::bf16}));
+  }
+  if (only != "tiny") {
+    if (native_bf16) out.insert(out.begin(), run({"d12_bf16", d12, 2, 12, precision::bf16}));
+    out.insert(out.begin(), run({"d12", d12, 2, 12}));
+  }
   std::printf("case=sgemm_peak gflops=%.1f\n", peak_gflops);
   const auto& bf16 = probe_bf16();
   std::printf("case=bf16_peak gflops=%.1f native=%d isa=%s impl=%s\n", bf16_peak, bf16.native ? 1 : 0,
               bf16.isa.c_str(), bf16.impl.empty() ? "none" : bf16.impl.c_str());
   std::printf("case=matmul_256x3072x768 fp32_gflops=%.1f bf16_gflops=%.1f\n", shape_fp32, shape_bf16);
-  for (const figures& f : out)
-    std::printf("case=%s tokens_per_s=%.1f ms_per_step=%.1f mfu=%.3f peak_rss_mb=%.0f\n",
-                f.name.c_str(), f.tokens_per_s, f.ms_per_step, f.mfu, f.peak_rss_mb);
+  for (const figures& f : out) {
+    std::printf("case=%s B=%d T=%d tokens_per_s=%.1f ms_per_step=%.1f mfu=%.3f", f.name.c_str(), B, T, f.tokens_per_s,
+                f.ms_per_step, f.mfu);
+    if (f.mfu_bf16 > 0) std::printf(" mfu_bf16=%.3f", f.mfu_bf16);
+    std::printf(" peak_rss_mb=%.0f\n", f.peak_rss_mb);
+  }
   return 0;
 }

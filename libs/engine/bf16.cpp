@@ -3,6 +3,8 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <cstring>
+#include <map>
+#include <tuple>
 #include <utility>
 
 namespace loom::engine {
@@ -147,5 +149,64 @@ void bf16_matmul::run(const std::uint16_t* A, const std::uint16_t* B, float* C) 
 }
 
 const std::string& bf16_matmul::impl() const { return p_->name; }
+
+struct bf16_gemm::cache {
+  dnnl::engine eng{dnnl::engine::kind::cpu, 0};
+  dnnl::stream strm{eng};
+  struct entry {
+    dnnl::matmul::primitive_desc pd;
+    dnnl::matmul prim;
+  };
+  std::map<std::tuple<bool, bool, std::size_t, std::size_t, std::size_t, bool>, entry> prims;
+};
+
+bf16_gemm::bf16_gemm() : c_(std::make_unique<cache>()) {}
+bf16_gemm::~bf16_gemm() = default;
+bf16_gemm::bf16_gemm(bf16_gemm&&) noexcept = default;
+bf16_gemm& bf16_gemm::operator=(bf16_gemm&&) noexcept = default;
+std::size_t bf16_gemm::shapes() const { return c_->prims.size(); }
+
+status bf16_gemm::run(bool trans_a, bool trans_b, std::size_t M, std::size_t N, std::size_t K, const std::uint16_t* A,
+                      const std::uint16_t* B, float* C, bool accumulate) {
+  using dt = dnnl::memory::data_type;
+  using tag = dnnl::memory::format_tag;
+  const auto key = std::make_tuple(trans_a, trans_b, M, N, K, accumulate);
+  auto it = c_->prims.find(key);
+  if (it == c_->prims.end()) {
+    const auto m = static_cast<dnnl::memory::dim>(M), n = static_cast<dnnl::memory::dim>(N),
+               k = static_cast<dnnl::memory::dim>(K);
+    try {
+      // A stored K×M is op(A) = M×K in column-major order: tag ba; B likewise.
+      dnnl::memory::desc a({m, k}, dt::bf16, trans_a ? tag::ba : tag::ab);
+      dnnl::memory::desc b({k, n}, dt::bf16, trans_b ? tag::ba : tag::ab);
+      dnnl::memory::desc c({m, n}, dt::f32, tag::ab);
+      dnnl::primitive_attr attr;
+      if (accumulate) {
+        dnnl::post_ops ops;
+        ops.append_sum(1.0f);  // C += A·B, in fp32
+        attr.set_post_ops(ops);
+      }
+      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), attr, c_->eng);
+      it = c_->prims.emplace(key, cache::entry{pd, dnnl::matmul(pd)}).first;
+    } catch (const dnnl::error& e) {
+      return make_error(errc::unavailable, "bf16 matmul " + std::to_string(M) + "x" + std::to_string(N) + "x" +
+                                               std::to_string(K) + ": oneDNN has none here (" +
+                                               isa_name(dnnl::get_effective_cpu_isa()) + "): " + e.what());
+    }
+  }
+  const auto& e = it->second;
+  dnnl::memory a(e.pd.src_desc(), c_->eng, const_cast<std::uint16_t*>(A));
+  dnnl::memory b(e.pd.weights_desc(), c_->eng, const_cast<std::uint16_t*>(B));
+  dnnl::memory c(e.pd.dst_desc(), c_->eng, C);
+  e.prim.execute(c_->strm, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}});
+  c_->strm.wait();
+  return ok_status();
+}
+
+void to_bf16_parallel(const float* in, std::uint16_t* out, std::size_t n) {
+  const auto count = static_cast<std::ptrdiff_t>(n);
+#pragma omp parallel for schedule(static)
+  for (std::ptrdiff_t i = 0; i < count; ++i) out[i] = to_bf16(in[i]);
+}
 
 }  // namespace loom::engine

@@ -67,4 +67,28 @@ class bf16_matmul {
   std::unique_ptr<impl_t> p_;
 };
 
+// C (M×N, fp32) = op(A)·op(B), or += with accumulate; A and B bf16, row-major,
+// op(A) M×K (A stored K×M when trans_a), op(B) K×N (B stored N×K when
+// trans_b). One oneDNN matmul primitive per shape, made at its first use and
+// kept (a training step has a dozen shapes). Transposes are memory layouts,
+// never copies. One thread calls it (the model's).
+class bf16_gemm {
+ public:
+  bf16_gemm();
+  ~bf16_gemm();
+  bf16_gemm(bf16_gemm&&) noexcept;
+  bf16_gemm& operator=(bf16_gemm&&) noexcept;
+  // unavailable where oneDNN has no bf16 matmul (the first call of a shape).
+  status run(bool trans_a, bool trans_b, std::size_t M, std::size_t N, std::size_t K, const std::uint16_t* A,
+             const std::uint16_t* B, float* C, bool accumulate);
+  std::size_t shapes() const;
+
+ private:
+  struct cache;
+  std::unique_ptr<cache> c_;
+};
+
+// The fp32 values of `in` rounded to bf16, in parallel (OpenMP).
+void to_bf16_parallel(const float* in, std::uint16_t* out, std::size_t n);
+
 }  // namespace loom::engine

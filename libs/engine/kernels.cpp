@@ -168,7 +168,10 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
                      bool accumulate) {
   sgemm('N', 'N', N, C, OC, dout, OC, weight, C, 0.0f, dinp, C);  // dinp = dout·W
   sgemm('T', 'N', OC, C, N, dout, OC, inp, C, accumulate ? 1.0f : 0.0f, dweight, C);  // dW (+)= doutᵀ·inp
-  if (!dbias) return;
+  if (dbias) bias_backward(dbias, dout, N, OC, accumulate);
+}
+
+void bias_backward(float* dbias, const float* dout, int N, int OC, bool accumulate) {
   const int nblocks = (OC + col_block - 1) / col_block;
 #pragma omp parallel for schedule(static)
   for (int blk = 0; blk < nblocks; ++blk) {

@@ -50,6 +50,10 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
                      const float* inp, const float* weight, int N, int C, int OC,
                      bool accumulate = true);
 
+// dbias (OC) += column sums of dout (N,OC) (accumulate = false: overwritten),
+// in a fixed order (matmul_backward's; the bf16 path's too).
+void bias_backward(float* dbias, const float* dout, int N, int OC, bool accumulate = true);
+
 // Causal self-attention. qkv (B,T,3C) holds q | k | v, each split into NH heads
 // of C/NH channels. att (B,NH,T,T): softmax rows (zero above the diagonal),
 // saved for backward. out (B,T,C).

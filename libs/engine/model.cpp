@@ -2,7 +2,9 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
+#include <vector>
 #include <new>
 #include <string>
 
@@ -180,7 +182,7 @@ result<float> gpt2::forward(std::span<const std::int32_t> inputs,
   if (!targets.empty()) std::memcpy(targets_.get(), targets.data(), sizeof(std::int32_t) * BT);
   if (auto st = forward_backbone(); !st) return st.err();
   const int N = B_ * T_;
-  k::matmul_forward(a.logits, a.lnf, param_views().wte, nullptr, N, cfg_.channels, cfg_.padded_vocab);
+  mm_forward(a.logits, a.lnf, param_views().wte, nullptr, N, cfg_.channels, cfg_.padded_vocab);
   have_targets_ = !targets.empty();
   if (!have_targets_) return 0.0f;
   k::crossentropy_forward(a.losses, a.lse, a.logits, targets_.get(), N, V, cfg_.padded_vocab);
@@ -198,8 +200,68 @@ status gpt2::forward_hidden(std::span<const std::int32_t> inputs) {
   return forward_backbone();
 }
 
+struct gpt2::bf16_state {
+  bf16_gemm gemm;
+  std::vector<std::uint16_t> params, a, b;  // the parameters' bf16 copy; two activations' scratch
+};
+void gpt2::bf16_deleter::operator()(bf16_state* s) const { delete s; }
+
+status gpt2::set_precision(precision p) {
+  if (p == precision::automatic)
+    return make_error(errc::invalid_argument, "gpt2::set_precision: resolve auto first (choose_precision)");
+  if (p == precision::fp32) {
+    bf16_.reset();
+    return ok_status();
+  }
+  if (bf16_) return ok_status();
+  auto probe = bf16_matmul::make(1, 1, 1);  // oneDNN has a bf16 matmul here at all
+  if (!probe) return probe.err();
+  std::unique_ptr<bf16_state, bf16_deleter> st(new bf16_state);
+  const std::size_t N = std::size_t(B_) * T_, C = cfg_.channels;
+  st->params.resize(params_.size());
+  st->a.resize(N * std::max<std::size_t>(4 * C, cfg_.padded_vocab));  // inp or dout of any matmul
+  st->b.resize(N * 4 * C);                                            // inp of a weight gradient
+  bf16_ = std::move(st);
+  return ok_status();
+}
+
+void gpt2::mm_forward(float* out, const float* inp, const float* weight, const float* bias, int N, int C, int OC) {
+  if (!bf16_) return k::matmul_forward(out, inp, weight, bias, N, C, OC);
+  // out (N×OC) = inp (N×C) · Wᵀ, W stored OC×C: op(B) = Wᵀ, a layout, not a copy.
+  to_bf16_parallel(inp, bf16_->a.data(), std::size_t(N) * C);
+  const std::uint16_t* w = bf16_->params.data() + (weight - params_.data());
+  if (auto st = bf16_->gemm.run(false, true, N, OC, C, bf16_->a.data(), w, out, false); !st) {
+    std::fprintf(stderr, "gpt2: %s\n", st.err().message.c_str());
+    std::abort();  // set_precision made a bf16 matmul here: a shape it cannot do is a broken invariant
+  }
+  if (!bias) return;
+#pragma omp parallel for schedule(static)
+  for (int i = 0; i < N; ++i) {
+    float* o = out + std::size_t(i) * OC;
+    for (int j = 0; j < OC; ++j) o[j] += bias[j];
+  }
+}
+
+void gpt2::mm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                       const float* weight, int N, int C, int OC, bool accumulate) {
+  if (!bf16_) return k::matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC, accumulate);
+  to_bf16_parallel(dout, bf16_->a.data(), std::size_t(N) * OC);
+  to_bf16_parallel(inp, bf16_->b.data(), std::size_t(N) * C);
+  const std::uint16_t* w = bf16_->params.data() + (weight - params_.data());
+  // dinp (N×C) = dout (N×OC) · W (OC×C); dW (OC×C) (+)= doutᵀ · inp, doutᵀ a layout.
+  auto ok = bf16_->gemm.run(false, false, N, C, OC, bf16_->a.data(), w, dinp, false);
+  if (ok) ok = bf16_->gemm.run(true, false, OC, C, N, bf16_->a.data(), bf16_->b.data(), dweight, accumulate);
+  if (!ok) {
+    std::fprintf(stderr, "gpt2: %s\n", ok.err().message.c_str());
+    std::abort();
+  }
+  if (dbias) k::bias_backward(dbias, dout, N, OC, accumulate);
+}
+
 status gpt2::forward_backbone() {
   acts a = views();
+  // bf16: this step's copy of the parameters (the optimizer changed them since).
+  if (bf16_) to_bf16_parallel(params_.data(), bf16_->params.data(), params_.size());
   const model::tensor_views p = param_views();
   const int B = B_, T = T_, C = cfg_.channels, NH = cfg_.heads, L = cfg_.layers;
   const int N = B * T;
@@ -223,14 +285,14 @@ status gpt2::forward_backbone() {
     float* fchg = a.layer(a.fchg, a.BT * a.C4, l);
     float* x2 = a.layer(a.x2, a.BT * C_, l);
     k::layernorm_forward(ln1, ln1m, ln1r, x, p.ln1w + l * C_, p.ln1b + l * C_, N, C);
-    k::matmul_forward(qkv, ln1, p.qkvw + l * 3 * C_ * C_, p.qkvb + l * 3 * C_, N, C, 3 * C);
+    mm_forward(qkv, ln1, p.qkvw + l * 3 * C_ * C_, p.qkvb + l * 3 * C_, N, C, 3 * C);
     k::attention_forward(atty, att, qkv, B, T, C, NH);
-    k::matmul_forward(a.tmp, atty, p.attprojw + l * C_ * C_, p.attprojb + l * C_, N, C, C);
+    mm_forward(a.tmp, atty, p.attprojw + l * C_ * C_, p.attprojb + l * C_, N, C, C);
     k::residual_forward(x1, x, a.tmp, a.BT * C_);
     k::layernorm_forward(ln2, ln2m, ln2r, x1, p.ln2w + l * C_, p.ln2b + l * C_, N, C);
-    k::matmul_forward(fch, ln2, p.fcw + l * 4 * C_ * C_, p.fcb + l * 4 * C_, N, C, 4 * C);
+    mm_forward(fch, ln2, p.fcw + l * 4 * C_ * C_, p.fcb + l * 4 * C_, N, C, 4 * C);
     k::gelu_forward(fchg, fch, a.BT * a.C4);
-    k::matmul_forward(a.tmp, fchg, p.fcprojw + l * 4 * C_ * C_, p.fcprojb + l * C_, N, 4 * C, C);
+    mm_forward(a.tmp, fchg, p.fcprojw + l * 4 * C_ * C_, p.fcprojb + l * C_, N, 4 * C, C);
     k::residual_forward(x2, x1, a.tmp, a.BT * C_);
   }
   if (interrupted()) return stopped();
@@ -298,7 +360,7 @@ bool gpt2::backward_from_rows(bool accumulate) {
   // Parameter gradients are written (acc = false) or added by their first
   // writer below; dwte's second writer, the encoder, always adds. wpe's rows
   // >= T are never written and stay 0 from allocation (or zero_grad()).
-  k::matmul_backward(a.dbtc, g.wte, nullptr, a.logits, a.lnf, p.wte, N, C, Vp, accumulate);
+  mm_backward(a.dbtc, g.wte, nullptr, a.logits, a.lnf, p.wte, N, C, Vp, accumulate);
   return backward_backbone(accumulate);
 }
 
@@ -319,19 +381,19 @@ bool gpt2::backward_backbone(bool accumulate) {
     if (interrupted()) return false;
     const float* x = l == 0 ? a.x0 : a.layer(a.x2, a.BT * C_, l - 1);
     const std::size_t lc = l * C_;
-    k::matmul_backward(a.dfch, g.fcprojw + l * 4 * C_ * C_, g.fcprojb + lc, a.dres,
+    mm_backward(a.dfch, g.fcprojw + l * 4 * C_ * C_, g.fcprojb + lc, a.dres,
                        a.layer(a.fchg, a.BT * a.C4, l), p.fcprojw + l * 4 * C_ * C_, N, 4 * C, C, acc);
     k::gelu_backward(a.dfch, a.layer(a.fch, a.BT * a.C4, l), a.dfch, a.BT * a.C4);
-    k::matmul_backward(a.dbtc, g.fcw + l * 4 * C_ * C_, g.fcb + 4 * lc, a.dfch,
+    mm_backward(a.dbtc, g.fcw + l * 4 * C_ * C_, g.fcb + 4 * lc, a.dfch,
                        a.layer(a.ln2, a.BT * C_, l), p.fcw + l * 4 * C_ * C_, N, C, 4 * C, acc);
     k::layernorm_backward(a.dres, g.ln2w + lc, g.ln2b + lc, a.dbtc, a.layer(a.x1, a.BT * C_, l),
                           p.ln2w + lc, a.layer(a.ln2_mean, a.BT, l), a.layer(a.ln2_rstd, a.BT, l),
                           N, C, acc);
-    k::matmul_backward(a.dbtc, g.attprojw + l * C_ * C_, g.attprojb + lc, a.dres,
+    mm_backward(a.dbtc, g.attprojw + l * C_ * C_, g.attprojb + lc, a.dres,
                        a.layer(a.atty, a.BT * C_, l), p.attprojw + l * C_ * C_, N, C, C, acc);
     k::attention_backward(a.dqkv, a.datt, a.dbtc, a.layer(a.qkv, a.BT * a.C3, l),
                           a.layer(a.att, a.att_per_layer, l), B, T, C, NH);
-    k::matmul_backward(a.dbtc, g.qkvw + l * 3 * C_ * C_, g.qkvb + 3 * lc, a.dqkv,
+    mm_backward(a.dbtc, g.qkvw + l * 3 * C_ * C_, g.qkvb + 3 * lc, a.dqkv,
                        a.layer(a.ln1, a.BT * C_, l), p.qkvw + l * 3 * C_ * C_, N, C, 3 * C, acc);
     k::layernorm_backward(a.dres, g.ln1w + lc, g.ln1b + lc, a.dbtc, x, p.ln1w + lc,
                           a.layer(a.ln1_mean, a.BT, l), a.layer(a.ln1_rstd, a.BT, l), N, C, acc);

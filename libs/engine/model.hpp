@@ -9,6 +9,7 @@
 #include <memory>
 #include <span>
 
+#include "libs/engine/bf16.hpp"
 #include "libs/status/status.hpp"
 #include "libs/model/gpt_config.hpp"
 
@@ -64,6 +65,17 @@ class gpt2 {
   void set_interrupt(std::function<bool()> test) { interrupt_ = std::move(test); }
   void zero_grad();
 
+  // The precision of every matmul of forward and backward (issue 28): fp32
+  // (oneDNN's sgemm, the default) or bf16 (oneDNN's bf16 matmul, fp32
+  // accumulation): a bf16 copy of the parameters is made at each forward and
+  // activations are rounded to bf16 as they enter a matmul. Everything else
+  // stays fp32: the master weights, gradients, layernorm, attention, softmax,
+  // GELU, the residual stream and the loss. unavailable (unchanged) where
+  // oneDNN has no bf16 matmul; invalid_argument for `automatic` (the caller
+  // resolves it: choose_precision).
+  status set_precision(precision p);
+  precision matmul_precision() const { return bf16_ ? precision::bf16 : precision::fp32; }
+
   // ---- Sequence-level losses (DPO, GRPO, reward models: services/trainer/align) ----
   // Per-token log p(target[b,t] | inputs[b,..t]) of the last forward() with
   // targets, into out (B,T): −(that token's cross-entropy), weights ignored.
@@ -108,6 +120,15 @@ class gpt2 {
  private:
   gpt2() = default;
   struct acts;  // pointers into acts_, see model.cpp
+  struct bf16_state;  // the bf16 copy of the parameters, scratch and the oneDNN primitives
+  struct bf16_deleter {
+    void operator()(bf16_state* s) const;
+  };
+  std::unique_ptr<bf16_state, bf16_deleter> bf16_;
+  // The model's matmuls, in its precision (kernels::matmul_forward/_backward's contracts).
+  void mm_forward(float* out, const float* inp, const float* weight, const float* bias, int N, int C, int OC);
+  void mm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                   const float* weight, int N, int C, int OC, bool accumulate);
   acts views();
 
   model::gpt2_config cfg_;
