@@ -231,6 +231,9 @@ std::string run_config::math_hash() const {
   // A tokenizer changes the numbers; appended only when set, so hashes of
   // GPT-2 runs (and their snapshots) stay what they were.
   std::string all = tokenizer.empty() ? std::string(buf) : std::string(buf) + "|tokenizer=" + tokenizer;
+  // The precision asked for changes the numbers; appended only when not fp32,
+  // so hashes of fp32 runs (and their snapshots) stay what they were.
+  if (precision != "fp32") all += "|precision=" + precision;
   if (is_diloco()) {  // appended only for diloco stages, as the tokenizer
     std::snprintf(buf, sizeof buf, "|diloco %u %llu %s %u %a %a %a %llu %a", diloco.sites,
                   static_cast<unsigned long long>(diloco.inner_steps), diloco.codec.c_str(), diloco.fragments,
@@ -319,6 +322,7 @@ result<run_config> read_run_config(const toml::table& root, const std::string& o
   r.integer("train", "steps", c.steps, 1, 1 << 30);
   r.integer("train", "seed", c.seed, 0, INT64_MAX);
   r.integer("train", "threads", c.threads, 0, 1024);
+  r.word("train", "precision", c.precision);
   r.real("optim", "lr", c.lr, 0.0, 10.0);
   r.real("optim", "min_lr", c.min_lr, 0.0, 10.0);
   r.integer("optim", "warmup_steps", c.warmup_steps, 0, 1 << 30);
@@ -419,6 +423,8 @@ result<run_config> read_run_config(const toml::table& root, const std::string& o
   }
   if (c.format != "lm" && c.format != "sft" && c.format != "preference")
     return bad_cfg("data.format must be \"lm\", \"sft\" or \"preference\", got \"" + c.format + "\"");
+  if (c.precision != "fp32" && c.precision != "bf16" && c.precision != "auto")
+    return bad_cfg("train.precision must be \"fp32\", \"bf16\" or \"auto\", got \"" + c.precision + "\"");
   if (!c.sft.empty()) c.format = "sft";
   if (!c.prefs.empty() || c.synthetic_prefs) c.format = "preference";
   const bool aligning = kind == "rm" || kind == "dpo" || kind == "rl";

@@ -20,7 +20,7 @@
 //   [align]       (rm dpo rl) beta loss reference samples_per_prompt max_new_tokens
 //                 kl_coef temperature top_k kl_bound eval_every
 //   [reward]      (rl) model | keywords min_len max_len regex
-//   [train]       batch seq_len grad_accum steps seed threads
+//   [train]       batch seq_len grad_accum steps seed threads precision (fp32 | bf16 | auto)
 //   [optim]       lr min_lr warmup_steps weight_decay beta1 beta2 eps grad_clip
 //   [checkpoint]  every_steps every_seconds (every_minutes: older spelling) keep
 //   [anomaly]     spike_zscore spike_window max_rollbacks
@@ -156,6 +156,11 @@ struct run_config {
   int steps = 100;
   std::uint64_t seed = 1337;
   int threads = 0;  // 0 = every core of the machine
+  // The engine's matmuls: "fp32", "bf16" (oneDNN's bf16 matmul with fp32
+  // accumulation, where the CPU multiplies bf16 natively: AMX or AVX512-BF16;
+  // elsewhere the run trains in fp32 and says so) or "auto" (bf16 where it is
+  // native, else fp32). libs/engine/bf16.hpp.
+  std::string precision = "fp32";
 
   adamw_settings adam;
   float lr = 6e-4f;

@@ -366,3 +366,24 @@ TEST_CASE("bad [align] and [reward] settings are refused naming the key and the 
   REQUIRE_FALSE(line.ok());
   CHECK(line.err().message.find("/x/a.toml:3: align.beta must be in") != std::string::npos);
 }
+
+TEST_CASE("train.precision is fp32 by default, bf16 or auto when asked, named when anything else, and hashed when not fp32") {
+  const std::string base = "[model]\nlayers = 1\nheads = 1\nchannels = 8\nmax_seq_len = 8\nvocab = 16\n"
+                           "[data]\nshards = \"/d\"\n[train]\nseq_len = 8\n[output]\ndir = \"/o\"\n";
+  auto plain = parse_run_config(base, "/t/run.toml");
+  REQUIRE(plain.ok());
+  CHECK(plain->precision == "fp32");
+  for (const char* p : {"bf16", "auto"}) {
+    auto c = parse_run_config(base, "/t/run.toml", {std::string("train.precision=\"") + p + "\""});
+    REQUIRE(c.ok());
+    CHECK(c->precision == p);
+    CHECK(c->math_hash() != plain->math_hash());  // another path through the numbers
+  }
+  auto fp32 = parse_run_config(base, "/t/run.toml", {"train.precision=\"fp32\""});
+  REQUIRE(fp32.ok());
+  CHECK(fp32->math_hash() == plain->math_hash());  // fp32 runs hash as before
+  auto bad = parse_run_config(base, "/t/run.toml", {"train.precision=\"fp16\""});
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.err().message.find("train.precision") != std::string::npos);
+  CHECK(bad.err().message.find("fp16") != std::string::npos);
+}

@@ -62,6 +62,7 @@ const std::vector<key_spec>& schema() {
       {"train", "steps", V::integer},
       {"train", "seed", V::integer},
       {"train", "threads", V::integer},
+      {"train", "precision", V::word},
       {"optim", "lr", V::real},
       {"optim", "min_lr", V::real},
       {"optim", "warmup_steps", V::integer},

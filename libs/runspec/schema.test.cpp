@@ -69,6 +69,7 @@ const std::map<std::string, std::string>& not_paths() {
       {"kind", "a stage kind (lm, sft, ...)"},
       {"data.dataset", "an ingested dataset's name; '/' refused"},
       {"data.format", "lm, sft or preference"},
+      {"train.precision", "fp32, bf16 or auto"},
       {"diloco.sites", "a count or site names ([a-z0-9-])"},
       {"diloco.codec", "a codec's name"},
       {"diloco.datasets", "dataset names; '/' refused"},

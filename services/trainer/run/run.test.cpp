@@ -12,6 +12,8 @@
 #include "services/trainer/run/training_run.hpp"
 #include "services/trainer/run/run_testing.hpp"
 
+#include "libs/engine/bf16.hpp"
+
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
@@ -79,6 +81,42 @@ TEST_CASE("a run is deterministic and stop + resume is bitwise equal to an unint
   CHECK(b3->steps == 12);
   CHECK(b3->params_sha256 == a->params_sha256);
   CHECK(losses(b) == losses(tmp.path() + "/a"));
+}
+
+TEST_CASE("train.precision = bf16: bf16 where this CPU multiplies it natively, else fp32; stop + resume bitwise equal") {
+  files::temp_dir tmp("loom-run");
+  const std::string data = make_shards(tmp.path() + "/shards");
+  run_options o;
+  o.data_dir = tmp.path() + "/home";
+  const bool native = engine::probe_bf16().native;
+  MESSAGE("bf16 here: " << engine::probe_bf16().why);
+  auto fp32 = run_training(small_config(data, tmp.path() + "/f"), o);
+  auto a = run_training(small_config(data, tmp.path() + "/a", 12, {"train.precision=\"bf16\""}), o);
+  REQUIRE(a.ok());
+  REQUIRE(fp32.ok());
+  CHECK(fp32->precision == "fp32");
+  CHECK(a->precision == (native ? "bf16" : "fp32"));  // never a failure where it cannot
+  if (native) CHECK(a->params_sha256 != fp32->params_sha256);  // it did run another path
+  const std::string b = tmp.path() + "/b";
+  std::atomic<bool> stop{true};
+  run_options ob = o;
+  ob.stop = &stop;
+  ob.interrupt_grace = std::chrono::hours(1);
+  auto b1 = run_training(small_config(data, b, 12, {"train.precision=\"bf16\""}), ob);
+  REQUIRE(b1.ok());
+  CHECK(b1->steps == 1);
+  stop = false;
+  ob.resume = true;
+  auto b2 = run_training(small_config(data, b, 12, {"train.precision=\"bf16\""}), ob);
+  REQUIRE(b2.ok());
+  CHECK(b2->first_step == 1);
+  CHECK(b2->params_sha256 == a->params_sha256);
+  CHECK(losses(b) == losses(tmp.path() + "/a"));
+  // A bf16 run's snapshots are not an fp32 run's: resuming with fp32 is another configuration.
+  run_options oc = o;
+  oc.resume = true;
+  auto other = run_training(small_config(data, b, 12), oc);
+  CHECK(other.code() == errc::conflict);
 }
 
 TEST_CASE("a run learns: loss falls from ln 64 = 4.16 below 0.6 within 150 steps on the counting pattern") {

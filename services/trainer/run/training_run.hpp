@@ -102,6 +102,7 @@ struct run_summary {
   std::string snapshot;          // the last published snapshot directory
   std::string params_sha256;     // of the final parameters' bytes
   bool stopped = false;          // ended by *stop before config.steps
+  std::string precision = "fp32";  // what the matmuls ran in (train.precision, as this CPU allows)
   // Alignment kinds (rm, dpo, rl; align_run.hpp): the held-out metrics at the end.
   std::vector<std::pair<std::string, double>> eval;
 };
