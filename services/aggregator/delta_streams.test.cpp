@@ -104,7 +104,7 @@ TEST_CASE("a pull's later slices come from the payload kept for its key and frag
   CHECK(s.kept_pull("other", "j", 2).code() == errc::conflict);
 }
 
-TEST_CASE("with a spool, pieces wait in a file, not in memory; the file goes when the upload completes, is replaced or expires") {
+TEST_CASE("with a spool, pieces wait in a file, not in memory, and the file goes when the upload completes, is replaced or expires") {
   files::temp_dir dir;
   const std::string spool = dir.path() + "/.incoming";
   namespace fs = std::filesystem;

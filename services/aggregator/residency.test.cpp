@@ -159,7 +159,7 @@ TEST_CASE("a reload reads no tensor, then each fragment when needed, and goes on
   CHECK(b->resident_fragments() <= 2);
 }
 
-TEST_CASE("a fragment file spoiled while its fragment is out of memory is named at its close; the others go on") {
+TEST_CASE("a fragment file spoiled while its fragment is out of memory is named at its close, and the others go on") {
   files::temp_dir dir;
   const std::string file = dir.path() + "/one/state.bin";
   auto a = make(file, 1);

@@ -83,7 +83,7 @@ TEST_CASE("a run is deterministic and stop + resume is bitwise equal to an unint
   CHECK(losses(b) == losses(tmp.path() + "/a"));
 }
 
-TEST_CASE("train.precision = bf16: bf16 where this CPU multiplies it natively, else fp32; stop + resume bitwise equal") {
+TEST_CASE("train.precision = bf16: bf16 where this CPU multiplies it natively, else fp32, and stop + resume is bitwise equal") {
   files::temp_dir tmp("loom-run");
   const std::string data = make_shards(tmp.path() + "/shards");
   run_options o;
