@@ -225,6 +225,15 @@ status gpt2::set_precision(precision p) {
   return ok_status();
 }
 
+precision_choice gpt2::use_precision(precision asked) {
+  auto chosen = choose_precision(asked, probe_bf16());
+  if (auto st = set_precision(chosen.used); !st) {
+    chosen = {precision::fp32, std::string(to_string(asked)) + " trains in fp32: " + st.err().message};
+    (void)set_precision(precision::fp32);
+  }
+  return chosen;
+}
+
 void gpt2::mm_forward(float* out, const float* inp, const float* weight, const float* bias, int N, int C, int OC) {
   if (!bf16_) return k::matmul_forward(out, inp, weight, bias, N, C, OC);
   // out (N×OC) = inp (N×C) · Wᵀ, W stored OC×C: op(B) = Wᵀ, a layout, not a copy.

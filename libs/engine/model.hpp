@@ -74,6 +74,10 @@ class gpt2 {
   // oneDNN has no bf16 matmul; invalid_argument for `automatic` (the caller
   // resolves it: choose_precision).
   status set_precision(precision p);
+  // What a run asks for, as this machine allows: choose_precision(asked,
+  // probe_bf16()), set; bf16 that cannot be set falls back to fp32. Returns
+  // what the matmuls now run in and why (for the run's log).
+  precision_choice use_precision(precision asked);
   precision matmul_precision() const { return bf16_ ? precision::bf16 : precision::fp32; }
 
   // ---- Sequence-level losses (DPO, GRPO, reward models: services/trainer/align) ----

@@ -195,16 +195,10 @@ status run::build_model() {
   }
   if (!made) return made.err();
   model_.emplace(std::move(*made));
-  // The matmuls' precision: what the config asks, where this CPU can (a bf16
-  // snapshot resumed on a machine without native bf16 trains on in fp32).
-  const auto asked = engine::precision_from(c_.precision).value_or(engine::precision::fp32);
-  auto chosen = engine::choose_precision(asked, engine::probe_bf16());
-  if (auto st = model_->set_precision(chosen.used); !st) {
-    chosen = {engine::precision::fp32, std::string(engine::to_string(asked)) + " trains in fp32: " + st.err().message};
-    (void)model_->set_precision(engine::precision::fp32);
-  }
+  // train.precision as this CPU allows it (bf16 resumed where it is not native: fp32).
+  const auto chosen = model_->use_precision(engine::precision_from(c_.precision).value_or(engine::precision::fp32));
   sum_.precision = std::string(engine::to_string(chosen.used));
-  say(o_, "precision: " + std::string(engine::to_string(chosen.used)) + " (" + chosen.why + ")");
+  say(o_, "precision: " + sum_.precision + " (" + chosen.why + ")");
   // A stop request lets a short step finish (its work is kept) and interrupts
   // a long one after interrupt_grace, within about a layer's time.
   if (o_.stop)
