@@ -177,55 +177,38 @@ figures run(const bench_case& bc) {
           bc.prec == precision::bf16 && bf16_peak_gflops > 0 ? flops / (bf16_peak_gflops * 1e9) : 0};
 }
 
-// The best GFLOP/s of the engine's matmul (out = inp · weightᵀ) on N = C = OC
-// = 2048 over ~1.5 s: what the kernels this benchmark runs can reach here.
-double measure_peak() {
-  constexpr int n = 2048;
-  std::vector<float> a(std::size_t(n) * n, 0.5f), w(std::size_t(n) * n, 0.25f), out(std::size_t(n) * n);
-  kernels::matmul_forward(out.data(), a.data(), w.data(), nullptr, n, n, n);  // warm-up: oneDNN's JIT
+// The best GFLOP/s of `run` (a product of `flop` operations, warmed up once:
+// oneDNN's JIT) over ~1.5 s and at least 3 runs.
+template <class F>
+double best_gflops(double flop, F run) {
+  run();
   double best = 0;
   const auto until = clk::now() + std::chrono::milliseconds(1500);
   for (int i = 0; i < 3 || clk::now() < until; ++i) {
     const auto t0 = clk::now();
-    kernels::matmul_forward(out.data(), a.data(), w.data(), nullptr, n, n, n);
-    const double s = std::chrono::duration<double>(clk::now() - t0).count();
-    best = std::max(best, 2.0 * n * double(n) * n / s / 1e9);
+    run();
+    best = std::max(best, flop / std::chrono::duration<double>(clk::now() - t0).count() / 1e9);
   }
   return best;
 }
 
-// The best GFLOP/s of oneDNN's bf16 matmul (bf16 A, B; fp32 C) for M×N×K over
-// ~1.5 s; 0 where oneDNN has none.
+// The engine's fp32 matmul, out[M×N] = inp[M×K] · weight[N×K]ᵀ.
+double measure_fp32(int M, int N, int K) {
+  std::vector<float> a(std::size_t(M) * K, 0.5f), w(std::size_t(N) * K, 0.25f), out(std::size_t(M) * N);
+  return best_gflops(2.0 * M * double(N) * K,
+                     [&] { kernels::matmul_forward(out.data(), a.data(), w.data(), nullptr, M, K, N); });
+}
+
+// The peak: the engine's fp32 matmul on 2048^3, what the kernels this benchmark runs can reach here.
+double measure_peak() { return measure_fp32(2048, 2048, 2048); }
+
+// oneDNN's bf16 matmul (bf16 A, B; fp32 C) for M×N×K; 0 where oneDNN has none.
 double measure_bf16(std::size_t M, std::size_t N, std::size_t K) {
   auto mm = bf16_matmul::make(M, N, K);
   if (!mm) return 0;
   std::vector<std::uint16_t> a(M * K, to_bf16(0.5f)), b(K * N, to_bf16(0.25f));
   std::vector<float> c(M * N);
-  mm->run(a.data(), b.data(), c.data());  // warm-up: oneDNN's JIT
-  double best = 0;
-  const auto until = clk::now() + std::chrono::milliseconds(1500);
-  for (int i = 0; i < 3 || clk::now() < until; ++i) {
-    const auto t0 = clk::now();
-    mm->run(a.data(), b.data(), c.data());
-    const double s = std::chrono::duration<double>(clk::now() - t0).count();
-    best = std::max(best, 2.0 * double(M) * double(N) * double(K) / s / 1e9);
-  }
-  return best;
-}
-
-// The same for the engine's fp32 matmul (out[M×N] = inp[M×K] · weight[N×K]ᵀ).
-double measure_fp32(int M, int N, int K) {
-  std::vector<float> a(std::size_t(M) * K, 0.5f), w(std::size_t(N) * K, 0.25f), out(std::size_t(M) * N);
-  kernels::matmul_forward(out.data(), a.data(), w.data(), nullptr, M, K, N);
-  double best = 0;
-  const auto until = clk::now() + std::chrono::milliseconds(1500);
-  for (int i = 0; i < 3 || clk::now() < until; ++i) {
-    const auto t0 = clk::now();
-    kernels::matmul_forward(out.data(), a.data(), w.data(), nullptr, M, K, N);
-    const double s = std::chrono::duration<double>(clk::now() - t0).count();
-    best = std::max(best, 2.0 * double(M) * double(N) * double(K) / s / 1e9);
-  }
-  return best;
+  return best_gflops(2.0 * double(M) * double(N) * double(K), [&] { mm->run(a.data(), b.data(), c.data()); });
 }
 
 }  // namespace
