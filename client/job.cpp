@@ -126,6 +126,7 @@ json to_json(const loom::v1::JobInfo& j) {
                       {"tokens_per_s", s.tokens_per_s()},
                       {"node", s.node()},
                       {"checkpoint", s.checkpoint()},
+                      {"precision", s.precision()},
                       {"attempts", s.attempts()},
                       {"started_unix_ns", s.started_unix_ns()},
                       {"finished_unix_ns", s.finished_unix_ns()},
@@ -165,8 +166,8 @@ void print_job(const loom::v1::JobInfo& j) {
   std::fputs(indented_lines(j.message(), "  ").c_str(), stdout);  // a failure's message whole, line by line
   std::printf("  submitted %s by %s; output %s\n", fmt_time(j.submitted_unix_ns()).c_str(),
               printable(j.principal()).c_str(), printable(j.out_dir()).c_str());
-  std::printf("  %-10s %-10s %12s %9s %9s %10s %-16s %-8s %s\n", "stage", "state", "step", "loss", "from",
-              "tokens/s", "node", "trainers", "attempts");
+  std::printf("  %-10s %-10s %12s %9s %9s %10s %-16s %-8s %-8s %s\n", "stage", "state", "step", "loss", "from",
+              "tokens/s", "node", "trainers", "attempts", "precision");
   for (const auto& s : j.stages()) {
     // Trainers: running/wanted — "2/2" a gang, "3/1-4" an elastic group.
     char group[32];
@@ -175,10 +176,11 @@ void print_job(const loom::v1::JobInfo& j) {
       std::snprintf(group, sizeof group, "%u/%u", running, s.max_trainers());
     else
       std::snprintf(group, sizeof group, "%u/%u-%u", running, s.min_trainers(), s.max_trainers());
-    std::printf("  %-10s %-10s %5llu/%-6llu %9.4f %9.4f %10.0f %-16s %-8s %u\n", printable(s.name()).c_str(),
+    std::printf("  %-10s %-10s %5llu/%-6llu %9.4f %9.4f %10.0f %-16s %-8s %-8u %s\n", printable(s.name()).c_str(),
                 printable(s.state()).c_str(), static_cast<unsigned long long>(s.step()),
                 static_cast<unsigned long long>(s.total_steps()), s.loss(), s.first_loss(), s.tokens_per_s(),
-                s.node().empty() ? "-" : printable(s.node()).c_str(), group, s.attempts());
+                s.node().empty() ? "-" : printable(s.node()).c_str(), group, s.attempts(),
+                s.precision().empty() ? "-" : printable(s.precision()).c_str());
     if (!s.waiting().empty()) std::printf("  %-10s waiting: %s\n", "", printable(s.waiting()).c_str());
     std::fputs(site_lines(s, "    ").c_str(), stdout);
     if (!s.missing_sites().empty()) {  // a diloco stage that ended with fewer sites (diloco.min_sites)

@@ -5,6 +5,7 @@
 // loses and duplicates nothing; a pretrain stage on a gang of two trainer
 // processes survives kill -9 of each member. The corpus is the GPL-3 text Debian ships
 // (imported through ingest for the pipeline test, data.text for the others).
+#include "libs/engine/bf16.hpp"
 #include "libs/files/files.hpp"
 #include "tests/support/harness.hpp"
 #include "tests/support/job_watch.hpp"
@@ -86,6 +87,20 @@ TEST_CASE("pipeline-test: pretrain then SFT from pretrain's final checkpoint, bo
   // Both show the rate they trained at, the short SFT stage too (it may end between two polls).
   CHECK(pre["tokens_per_s"].get<double>() > 0);
   CHECK(sft["tokens_per_s"].get<double>() > 0);
+  // The template says precision = "auto": bf16 where oneDNN multiplies it natively here, else fp32 —
+  // shown per stage, and the job's events say which and why.
+  const std::string machine = engine::probe_bf16().native ? "bf16" : "fp32";
+  CHECK(pre["precision"] == machine);
+  CHECK(sft["precision"] == machine);
+  {
+    auto events = loom_json(home.path(), {"job", "logs", id});
+    int said = 0;
+    for (const auto& e : events["events"])
+      said += e["kind"] == "precision" && e["text"].get<std::string>().rfind(machine + " (auto", 0) == 0;
+    CHECK(said == 2);  // pretrain and sft
+    auto text = run_loom(home.path(), {"job", "show", id});
+    CHECK(text.out.find("precision") != std::string::npos);
+  }
   MESSAGE("pretrain loss " << pre["first_loss"] << " -> " << pre["loss"] << ", sft loss " << sft["first_loss"]
                            << " -> " << sft["loss"]);
   CHECK(pre["loss"].get<double>() < pre["first_loss"].get<double>() - 1.0);  // ln(50257) = 10.8 at the start

@@ -5,6 +5,7 @@
 // The model is small (L2 H2 C64, GPT-2 vocabulary, B4 T32) so 300 steps take
 // seconds; the data is the GPL-3 text every Debian machine has.
 #include "tests/support/harness.hpp"
+#include "libs/engine/bf16.hpp"
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
@@ -27,12 +28,13 @@ namespace {
 
 const char* corpus = "/usr/share/common-licenses/GPL-3";
 
-std::string write_config(const std::string& dir, int steps) {
+std::string write_config(const std::string& dir, int steps, const std::string& precision = "fp32") {
   const std::string path = dir + "/run.toml";
   std::ofstream(path) << "[model]\nlayers = 2\nheads = 2\nchannels = 64\nmax_seq_len = 32\n"
                          "vocab = 50257\npadded_vocab = 50304\n"
                          "[data]\ntext = \"" << corpus << "\"\n"
                          "[train]\nbatch = 4\nseq_len = 32\nsteps = " << steps << "\nseed = 42\nthreads = 2\n"
+                         "precision = \"" << precision << "\"\n"
                          "[optim]\nlr = 3e-3\nmin_lr = 3e-4\nwarmup_steps = 10\n"
                          "[checkpoint]\nevery_steps = 10\nkeep = 3\n";
   return path;
@@ -87,31 +89,29 @@ nlohmann::json train_json(const std::vector<std::string>& args) {
   return nlohmann::json::parse(r.out);
 }
 
-}  // namespace
-
-TEST_CASE("kill -9 at 6 steps drawn from seed 2026, then --resume: losses and final parameters bitwise equal") {
-  test::temp_dir tmp;
-  const std::string cfg = write_config(tmp.path(), 300);
-  const std::string home = tmp.path() + "/home";
+// Trains `cfg` to `steps` uninterrupted, then again with kill -9 at `kills`
+// steps drawn from seed 2026 (each resumed with --resume): the losses and the
+// final parameters must be bitwise equal. Returns the reference's summary.
+nlohmann::json kill_and_resume(const std::string& dir, const std::string& cfg, std::uint64_t steps, std::size_t kills_wanted) {
+  const std::string home = dir + "/home";
   const std::string trainer = test::bin("loom-trainer");
-
-  auto ref = train_json({trainer, "train", "--config", cfg, "--out", tmp.path() + "/ref", "--data-dir", home,
+  auto ref = train_json({trainer, "train", "--config", cfg, "--out", dir + "/ref", "--data-dir", home,
                          "--quiet", "--json"});
-  CHECK(ref["steps"] == 300);
-  REQUIRE(loss_log(tmp.path() + "/ref").size() == 300);
+  CHECK(ref["steps"] == steps);
+  REQUIRE(loss_log(dir + "/ref").size() == steps);
 
-  // Kill points: 6 distinct steps in [5, 295] from a fixed seed, in order.
+  // Kill points: distinct steps in [5, steps - 5] from a fixed seed, in order.
   std::mt19937 rng(2026);
   std::vector<std::uint64_t> kills;
-  while (kills.size() < 6) {
-    std::uint64_t k = 5 + rng() % 291;
+  while (kills.size() < kills_wanted) {
+    std::uint64_t k = 5 + rng() % (steps - 9);
     if (std::find(kills.begin(), kills.end(), k) == kills.end()) kills.push_back(k);
   }
   std::sort(kills.begin(), kills.end());
 
-  const std::string out = tmp.path() + "/killed";
-  const std::string log = tmp.path() + "/killed.log";
-  int killed = 0;
+  const std::string out = dir + "/killed";
+  const std::string log = dir + "/killed.log";
+  std::size_t killed = 0;
   for (std::uint64_t k : kills) {
     if (logged_steps(out) >= k) continue;  // already past it (overshoot of the previous kill)
     std::vector<std::string> argv = {trainer, "train", "--config", cfg, "--out", out, "--data-dir", home, "--quiet"};
@@ -134,12 +134,80 @@ TEST_CASE("kill -9 at 6 steps drawn from seed 2026, then --resume: losses and fi
     MESSAGE("killed at step " << logged_steps(out) << " (drawn " << k << ")");
     ++killed;
   }
-  CHECK(killed >= 5);
+  CHECK(killed + 1 >= kills_wanted);
   auto fin = train_json({trainer, "train", "--config", cfg, "--out", out, "--data-dir", home, "--resume", "--json"});
-  CHECK(fin["steps"] == 300);
+  CHECK(fin["steps"] == steps);
   CHECK(fin["first_step"].get<int>() > 0);
+  CHECK(fin["precision"] == ref["precision"]);
   CHECK(fin["params_sha256"] == ref["params_sha256"]);
-  CHECK(loss_log(out) == loss_log(tmp.path() + "/ref"));
+  CHECK(loss_log(out) == loss_log(dir + "/ref"));
+  return ref;
+}
+
+}  // namespace
+
+TEST_CASE("kill -9 at 6 steps drawn from seed 2026, then --resume: losses and final parameters bitwise equal") {
+  test::temp_dir tmp;
+  auto ref = kill_and_resume(tmp.path(), write_config(tmp.path(), 300), 300, 6);
+  CHECK(ref["precision"] == "fp32");
+}
+
+TEST_CASE("a bf16 run killed with -9 at 4 steps resumes bitwise, and its snapshots say bf16") {
+  if (!engine::probe_bf16().native) {
+    MESSAGE("LOOM_TEST_SKIPPED: " << engine::probe_bf16().why);
+    return;
+  }
+  test::temp_dir tmp;
+  auto ref = kill_and_resume(tmp.path(), write_config(tmp.path(), 160, "bf16"), 160, 4);
+  CHECK(ref["precision"] == "bf16");
+  // The snapshot says which precision its steps ran in (trainer_state.json, under the signed manifest).
+  std::ifstream st(tmp.path() + "/ref/checkpoints/step-000160/trainer_state.json");
+  auto j = nlohmann::json::parse(st, nullptr, false);
+  CHECK(j.value("precision", "") == "bf16");
+}
+
+TEST_CASE("a bf16 snapshot resumed where oneDNN has no native bf16 continues in fp32 and says so, never a failure") {
+  if (!engine::probe_bf16().native) {
+    MESSAGE("LOOM_TEST_SKIPPED: " << engine::probe_bf16().why << " (the bf16 snapshot cannot be made here)");
+    return;
+  }
+  test::temp_dir tmp;
+  const std::string cfg = write_config(tmp.path(), 200, "bf16");
+  const std::string home = tmp.path() + "/home", out = tmp.path() + "/run";
+  const std::string trainer = test::bin("loom-trainer");
+  {  // bf16 until a snapshot exists, then kill -9 (a --set of the step count would be another run)
+    child_guard child{spawn({trainer, "train", "--config", cfg, "--out", out, "--data-dir", home}, tmp.path() + "/first.log")};
+    const auto deadline = std::chrono::steady_clock::now() + 120s;
+    while (!fs::exists(out + "/checkpoints/step-000010/MANIFEST.json") && std::chrono::steady_clock::now() < deadline) {
+      if (::waitpid(child.pid, nullptr, WNOHANG) == child.pid) {
+        child.pid = -1;
+        break;
+      }
+      std::this_thread::sleep_for(1ms);
+    }
+    REQUIRE(child.pid > 0);
+    ::kill(child.pid, SIGKILL);
+    ::waitpid(child.pid, nullptr, 0);
+    child.pid = -1;
+  }
+  std::ifstream first_log(tmp.path() + "/first.log");
+  std::stringstream first;
+  first << first_log.rdbuf();
+  CHECK(first.str().find("precision: bf16") != std::string::npos);
+  // The same machine with oneDNN capped below AVX512-BF16: a machine kind without bf16.
+  auto again = test::run({"/usr/bin/env", "DNNL_MAX_CPU_ISA=AVX512_CORE", trainer, "train", "--config", cfg, "--out",
+                          out, "--data-dir", home, "--resume", "--json"}, 300s);
+  INFO(again.err);
+  REQUIRE(again.code == 0);
+  auto j = nlohmann::json::parse(again.out);
+  CHECK(j["precision"] == "fp32");
+  CHECK(j["first_step"].get<int>() >= 10);
+  CHECK(j["steps"] == 200);
+  CHECK(again.err.find("precision: fp32 (bf16 trains in fp32") != std::string::npos);
+  CHECK(again.err.find(" was trained in bf16; this machine continues in fp32") != std::string::npos);
+  // Its own snapshots now say fp32.
+  std::ifstream st(out + "/checkpoints/step-000200/trainer_state.json");
+  CHECK(nlohmann::json::parse(st, nullptr, false).value("precision", "") == "fp32");
 }
 
 TEST_CASE("a corrupt snapshot is refused with its file and hashes named and the previous one is used") {

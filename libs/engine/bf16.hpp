@@ -12,6 +12,7 @@
 
 #include "libs/status/status.hpp"
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -42,9 +43,16 @@ struct precision_choice {
 // with the reason (a bf16 request that cannot be met is not a failure).
 precision_choice choose_precision(precision asked, const bf16_support& s);
 
-// Round to nearest even, as the hardware converts (NaN kept a NaN).
-std::uint16_t to_bf16(float x);
-float from_bf16(std::uint16_t h);
+// Round to nearest even, as the hardware converts (NaN kept a NaN). Inline:
+// loops over it (AdamW's fused copy, activations) vectorise.
+inline std::uint16_t to_bf16(float x) {
+  std::uint32_t u = std::bit_cast<std::uint32_t>(x);
+  if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu) != 0)
+    return static_cast<std::uint16_t>((u >> 16) | 0x0040u);  // a NaN stays one (quiet)
+  u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest, ties to even
+  return static_cast<std::uint16_t>(u >> 16);
+}
+inline float from_bf16(std::uint16_t h) { return std::bit_cast<float>(static_cast<std::uint32_t>(h) << 16); }
 void to_bf16(std::span<const float> in, std::span<std::uint16_t> out);
 
 // C[M×N] (fp32) = A[M×K] · B[K×N], A and B bf16, row-major, fp32
@@ -81,7 +89,13 @@ class bf16_gemm {
   // unavailable where oneDNN has no bf16 matmul (the first call of a shape).
   status run(bool trans_a, bool trans_b, std::size_t M, std::size_t N, std::size_t K, const std::uint16_t* A,
              const std::uint16_t* B, float* C, bool accumulate);
+  // `batch` independent products at once (attention's heads): A holds batch
+  // matrices of M·K values one after another, B of K·N, C of M·N; each as run().
+  status run_batched(std::size_t batch, bool trans_a, bool trans_b, std::size_t M, std::size_t N, std::size_t K,
+                     const std::uint16_t* A, const std::uint16_t* B, float* C, bool accumulate);
   std::size_t shapes() const;
+  // The one scratchpad every shape shares (the largest any needs).
+  std::size_t scratchpad_bytes() const;
 
  private:
   struct cache;

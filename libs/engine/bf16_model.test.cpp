@@ -1,12 +1,14 @@
 // The engine's matmuls in bf16 (gpt2::set_precision) against fp32 on the same
 // model, seed and data: logits, loss and every parameter's gradient after one
-// step, and a 1,000-step training curve (issue 28). Skipped visibly where
+// step, a 1,000-step training curve, AdamW's fused bf16 copy and the bf16
+// activations' memory (issue 28). Skipped visibly where
 // oneDNN has no native bf16 (it would emulate it, or has none).
 #include "libs/engine/model.hpp"
 #include "libs/engine/optimizer.hpp"
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -116,7 +118,8 @@ TEST_CASE("bf16 matmuls train as fp32 does: 1,000 steps, final loss within 1%, t
     REQUIRE(f32.backward(1.0f, false));
     REQUIRE(b16.backward(1.0f, false));
     o32.step(f32.params(), f32.grads(), 1e-3f);
-    o16.step(b16.params(), b16.grads(), 1e-3f);
+    const auto to = b16.params_for_update();  // the shipped path: AdamW writes the bf16 copy
+    o16.step(to.params, b16.grads(), 1e-3f, 1.0f, to.bf16);
     if (step == 0) first = l32;
     if (step >= 100 && std::fabs(double(l16) - l32) / l32 > worst) {
       worst = std::fabs(double(l16) - l32) / l32;
@@ -130,4 +133,69 @@ TEST_CASE("bf16 matmuls train as fp32 does: 1,000 steps, final loss within 1%, t
   CHECK(last32 < 0.5 * first);  // it learned: the parity below means something
   CHECK(std::fabs(last16 - last32) <= 0.01 * last32);
   CHECK(worst <= 0.02);
+}
+
+TEST_CASE("AdamW's fused bf16 copy: bitwise what a separate rounding gives, and no forward rounds the parameters again") {
+  if (skip_without_bf16()) return;
+  auto fused = make(29, precision::bf16);
+  auto plain = make(29, precision::bf16);
+  adamw of(fused.params().size(), {}, fused.layout().ranges()), op(plain.params().size(), {}, plain.layout().ranges());
+  std::vector<std::int32_t> in(B * T), tgt(B * T);
+  const std::uint64_t fused0 = fused.bf16_param_copies();
+  for (int step = 0; step < 20; ++step) {
+    batch(step, in, tgt);
+    const float lf = fused.forward(in, tgt).value(), lp = plain.forward(in, tgt).value();
+    CHECK(lf == lp);
+    REQUIRE(fused.backward(1.0f, false));
+    REQUIRE(plain.backward(1.0f, false));
+    const auto to = fused.params_for_update();
+    REQUIRE(to.bf16.size() == to.params.size());
+    of.step(to.params, fused.grads(), 1e-3f, 1.0f, to.bf16);
+    op.step(plain.params(), plain.grads(), 1e-3f);  // marks the copy stale: the next forward rounds
+  }
+  CHECK(std::equal(fused.params().begin(), fused.params().end(), plain.params().begin()));
+  // The fused model rounded its parameters once, at its first forward; the plain one at every forward.
+  CHECK(fused.bf16_param_copies() == fused0 + 1);
+  CHECK(plain.bf16_param_copies() == 20);
+  // A write through params() (a checkpoint load, a DiLoCo outer step) is seen by the next forward.
+  auto p = fused.params();
+  p[0] += 1.0f;
+  const auto before = fused.bf16_param_copies();
+  batch(20, in, tgt);
+  (void)fused.forward(in, tgt).value();
+  CHECK(fused.bf16_param_copies() == before + 1);
+  // fp32 has no copy to write.
+  auto f32 = make(29, precision::fp32);
+  CHECK(f32.params_for_update().bf16.empty());
+}
+
+TEST_CASE("bf16 keeps LayerNorm and attention outputs in bf16 only and recomputes GELU: fewer bytes than fp32") {
+  if (skip_without_bf16()) return;
+  // Activations dominate (a small vocabulary, B·T = 1024), as at d12 with B=8, T=256.
+  const model::gpt2_config wide{4, 2, 256, 128, 512, 512};
+  auto m = gpt2::create(wide, 8, 128).value();
+  const std::size_t fp32_bytes = m.allocated_bytes();
+  REQUIRE(m.set_precision(precision::bf16).ok());
+  const std::size_t bf16_bytes = m.allocated_bytes();
+  MESSAGE("bytes held: fp32 " << fp32_bytes << ", bf16 " << bf16_bytes);
+  CHECK(bf16_bytes < fp32_bytes);
+  // And back: the fp32 layout again, to the byte.
+  REQUIRE(m.set_precision(precision::fp32).ok());
+  CHECK(m.allocated_bytes() == fp32_bytes);
+}
+
+TEST_CASE("switching precision re-lays out the activations: fp32 after bf16 is bitwise fp32 from the start") {
+  if (skip_without_bf16()) return;
+  auto a = make(31, precision::fp32);
+  auto b = make(31, precision::bf16);
+  std::vector<std::int32_t> in(B * T), tgt(B * T);
+  batch(0, in, tgt);
+  (void)b.forward(in, tgt).value();
+  REQUIRE(b.backward(1.0f, false));
+  REQUIRE(b.set_precision(precision::fp32).ok());
+  const float la = a.forward(in, tgt).value(), lb = b.forward(in, tgt).value();
+  CHECK(la == lb);
+  REQUIRE(a.backward(1.0f, false));
+  REQUIRE(b.backward(1.0f, false));
+  CHECK(std::equal(a.grads().begin(), a.grads().end(), b.grads().begin()));
 }

@@ -221,6 +221,39 @@ void attention_forward(float* out, float* att, const float* qkv, int B, int T, i
       }
 }
 
+void causal_softmax_forward(float* s, int BH, int T, float scale) {
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int bh = 0; bh < BH; ++bh)
+    for (int t = 0; t < T; ++t) {
+      float* a = s + (std::size_t(bh) * T + t) * T;
+      float mx = -INFINITY;
+      for (int t2 = 0; t2 <= t; ++t2) mx = std::max(mx, a[t2] * scale);
+      float sum = 0.0f;
+      for (int t2 = 0; t2 <= t; ++t2) {
+        a[t2] = exp_fast(a[t2] * scale - mx);
+        sum += a[t2];
+      }
+      const float inv = 1.0f / sum;
+      for (int t2 = 0; t2 <= t; ++t2) a[t2] *= inv;
+      for (int t2 = t + 1; t2 < T; ++t2) a[t2] = 0.0f;
+    }
+}
+
+void causal_softmax_backward(float* ds, const float* p, const float* dp, int BH, int T, float scale) {
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int bh = 0; bh < BH; ++bh)
+    for (int t = 0; t < T; ++t) {
+      const std::size_t row = (std::size_t(bh) * T + t) * T;
+      const float* a = p + row;
+      const float* g = dp + row;
+      float* d = ds + row;
+      float dot = 0.0f;
+      for (int t2 = 0; t2 <= t; ++t2) dot += a[t2] * g[t2];
+      for (int t2 = 0; t2 <= t; ++t2) d[t2] = scale * a[t2] * (g[t2] - dot);
+      for (int t2 = t + 1; t2 < T; ++t2) d[t2] = 0.0f;
+    }
+}
+
 void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv,
                         const float* att, int B, int T, int C, int NH) {
   const int hs = C / NH;

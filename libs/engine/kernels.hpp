@@ -62,6 +62,13 @@ void attention_forward(float* out, float* att, const float* qkv, int B, int T, i
 void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv,
                         const float* att, int B, int T, int C, int NH);
 
+// Attention's softmax as a separate pass (the batched bf16 attention,
+// attention_bf16.hpp): s (BH,T,T) holds raw scores q·k per head; each row t
+// becomes softmax(scale·s[t, 0..t]) with zeros above the diagonal, in place.
+void causal_softmax_forward(float* s, int BH, int T, float scale);
+// ds (BH,T,T) = scale · P ∘ (dP − Σ_t2 P·dP) for t2 <= t, 0 above (ds may alias dp).
+void causal_softmax_backward(float* ds, const float* p, const float* dp, int BH, int T, float scale);
+
 // GELU, tanh approximation, elementwise over n values.
 void gelu_forward(float* out, const float* inp, std::size_t n);
 // dinp = gelu'(inp) * dout (overwrites); dinp may alias dout.

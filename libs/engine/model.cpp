@@ -1,5 +1,7 @@
 #include "libs/engine/model.hpp"
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstdio>
@@ -10,6 +12,7 @@
 
 #include "libs/model/init.hpp"
 #include "libs/engine/kernels.hpp"
+#include "libs/engine/model_internal.hpp"
 
 namespace loom::engine {
 namespace k = kernels;
@@ -24,57 +27,35 @@ float_buffer::float_buffer(std::size_t n) : n_(n) {
   p_.reset(p);
 }
 
-// Where each activation lives. Per-layer arrays have a leading L dimension.
-struct gpt2::acts {
-  std::size_t BT, C, C3, C4, att_per_layer;
-  float* x0;                        // (B,T,C) embeddings
-  float *ln1, *ln1_mean, *ln1_rstd; // (L,B,T,C), (L,B,T) ×2
-  float* qkv;                       // (L,B,T,3C)
-  float* att;                       // (L,B,NH,T,T)
-  float* atty;                      // (L,B,T,C) attention output before projection
-  float* x1;                        // (L,B,T,C) residual after attention
-  float *ln2, *ln2_mean, *ln2_rstd; // (L,B,T,C), (L,B,T) ×2
-  float* fch;                       // (L,B,T,4C) before GELU
-  float* fchg;                      // (L,B,T,4C) after GELU
-  float* x2;                        // (L,B,T,C) residual after MLP = block output
-  float *lnf, *lnf_mean, *lnf_rstd; // (B,T,C), (B,T) ×2
-  float* logits;                    // (B,T,Vp); dlogits in place during backward
-  float *losses, *lse, *weights, *row_scale;  // (B,T) each
-  // scratch_
-  float* tmp;    // (B,T,C) projection output before the residual add
-  float* dres;   // (B,T,C) gradient of the residual stream
-  float* dbtc;   // (B,T,C) dlnf / dln2 / datty / dln1, one at a time
-  float* dqkv;   // (B,T,3C)
-  float* dfch;   // (B,T,4C) dfchg, then dfch in place
-  float* datt;   // (B,NH,T) attention backward rows
-
-  float* layer(float* base, std::size_t per_layer, int l) const { return base + per_layer * l; }
-};
-
 namespace {
 
 struct act_sizes {
-  std::size_t acts = 0, scratch = 0;
+  std::size_t acts = 0, scratch = 0, h16 = 0;  // fp32, fp32, bf16 values
 };
 
-// Lays the activations out one after another; with base == nullptr it only counts.
+// Lays the activations out one after another; with null bases it only
+// counts. bf16: the activations only a matmul reads go to h16_base, in bf16.
 template <class Acts>
-act_sizes place(Acts& a, float* acts_base, float* scratch_base, const model::gpt2_config& cfg, int B,
-                int T) {
+act_sizes place(Acts& a, float* acts_base, float* scratch_base, std::uint16_t* h16_base,
+                const model::gpt2_config& cfg, int B, int T, bool bf16) {
   const std::size_t L = cfg.layers, BT = std::size_t(B) * T, C = cfg.channels;
   a.BT = BT; a.C = C; a.C3 = 3 * C; a.C4 = 4 * C;
   a.att_per_layer = std::size_t(B) * cfg.heads * T * T;
   std::size_t off = 0;
   auto take = [&](float*& p, std::size_t n) { p = acts_base ? acts_base + off : nullptr; off += n; };
+  auto take32 = [&](float*& p, std::size_t n) {  // fp32 only: not held in bf16
+    if (bf16) p = nullptr;
+    else take(p, n);
+  };
   take(a.x0, BT * C);
-  take(a.ln1, L * BT * C); take(a.ln1_mean, L * BT); take(a.ln1_rstd, L * BT);
+  take32(a.ln1, L * BT * C); take(a.ln1_mean, L * BT); take(a.ln1_rstd, L * BT);
   take(a.qkv, L * BT * 3 * C);
   take(a.att, L * a.att_per_layer);
-  take(a.atty, L * BT * C);
+  take32(a.atty, L * BT * C);
   take(a.x1, L * BT * C);
-  take(a.ln2, L * BT * C); take(a.ln2_mean, L * BT); take(a.ln2_rstd, L * BT);
+  take32(a.ln2, L * BT * C); take(a.ln2_mean, L * BT); take(a.ln2_rstd, L * BT);
   take(a.fch, L * BT * 4 * C);
-  take(a.fchg, L * BT * 4 * C);
+  take32(a.fchg, L * BT * 4 * C);
   take(a.x2, L * BT * C);
   take(a.lnf, BT * C); take(a.lnf_mean, BT); take(a.lnf_rstd, BT);
   take(a.logits, BT * std::size_t(cfg.padded_vocab));
@@ -90,19 +71,64 @@ act_sizes place(Acts& a, float* acts_base, float* scratch_base, const model::gpt
   stake(a.dfch, BT * 4 * C);
   stake(a.datt, std::size_t(B) * cfg.heads * T);
   s.scratch = off;
+  off = 0;
+  auto htake = [&](std::uint16_t*& p, std::size_t n) {
+    p = bf16 && h16_base ? h16_base + off : nullptr;
+    if (bf16) off += n;
+  };
+  htake(a.ln1h, L * BT * C);
+  htake(a.ln2h, L * BT * C);
+  htake(a.attyh, L * BT * C);
+  s.h16 = off;
   return s;
 }
 
 }  // namespace
 
+std::string_view gpt2::phase_name(phase p) {
+  switch (p) {
+    case phase::encoder: return "encoder";
+    case phase::layernorm: return "layernorm";
+    case phase::matmul: return "matmul";
+    case phase::to_bf16: return "to_bf16";
+    case phase::attention: return "attention";
+    case phase::gelu: return "gelu";
+    case phase::residual: return "residual";
+    case phase::loss: return "loss";
+    case phase::count: break;
+  }
+  return "?";
+}
+
+void gpt2::bf16_deleter::operator()(bf16_state* s) const { delete s; }
+
 gpt2::acts gpt2::views() {
   acts a{};
-  place(a, acts_.data(), scratch_.data(), cfg_, B_, T_);
+  place(a, acts_.data(), scratch_.data(), bf16_ ? bf16_->acts.data() : nullptr, cfg_, B_, T_, bf16_ != nullptr);
   return a;
 }
 
-result<gpt2> gpt2::create(const model::gpt2_config& cfg, int batch, int seq_len) {
+void gpt2::relayout() {
+  const acts a = views();
+  logits_ = a.logits;  // heap storage: stays valid when the model moves
+  hidden_ = a.lnf;
+  losses_ = a.losses;
+  have_targets_ = false;
+  have_backbone_ = false;
+}
+
+std::size_t gpt2::allocated_bytes() const {
+  std::size_t b = 4 * allocated_floats();
+  if (bf16_)
+    b += 2 * (bf16_->params.size() + bf16_->a.size() + bf16_->b.size() + bf16_->acts.size()) +
+         bf16_->gemm.scratchpad_bytes() + bf16_->attn->bytes();
+  return b;
+}
+
+result<gpt2> gpt2::create(const model::gpt2_config& cfg, int batch, int seq_len, precision p) {
   if (auto st = cfg.validate(); !st) return st.err();
+  if (p == precision::automatic)
+    return make_error(errc::invalid_argument, "gpt2::create: resolve auto first (choose_precision)");
   if (batch < 1 || seq_len < 1 || seq_len > cfg.max_seq_len)
     return make_error(errc::invalid_argument,
                       "gpt2: need batch >= 1 and 1 <= seq_len <= max_seq_len (" +
@@ -114,11 +140,11 @@ result<gpt2> gpt2::create(const model::gpt2_config& cfg, int batch, int seq_len)
   m.B_ = batch;
   m.T_ = seq_len;
   acts probe{};
-  const act_sizes s = place(probe, nullptr, nullptr, cfg, batch, seq_len);
+  const act_sizes s = place(probe, nullptr, nullptr, nullptr, cfg, batch, seq_len, false);
   try {
     m.params_ = float_buffer(m.layout_.total);
     m.grads_ = float_buffer(m.layout_.total);
-    m.acts_ = float_buffer(s.acts);
+    if (p == precision::fp32) m.acts_ = float_buffer(s.acts);  // bf16: set_precision lays them out below
     m.scratch_ = float_buffer(s.scratch);
     m.inputs_ = std::make_unique<std::int32_t[]>(std::size_t(batch) * seq_len);
     m.targets_ = std::make_unique<std::int32_t[]>(std::size_t(batch) * seq_len);
@@ -128,9 +154,9 @@ result<gpt2> gpt2::create(const model::gpt2_config& cfg, int batch, int seq_len)
                           std::to_string((2 * m.layout_.total + s.acts + s.scratch) * 4 >> 20) +
                           " MiB for parameters, gradients and activations");
   }
-  m.logits_ = m.views().logits;  // heap storage: stays valid when m moves
-  m.hidden_ = m.views().lnf;
-  m.losses_ = m.views().losses;
+  if (p == precision::bf16)
+    if (auto st = m.set_precision(precision::bf16); !st) return st.err();
+  m.relayout();
   return m;
 }
 
@@ -182,10 +208,13 @@ result<float> gpt2::forward(std::span<const std::int32_t> inputs,
   if (!targets.empty()) std::memcpy(targets_.get(), targets.data(), sizeof(std::int32_t) * BT);
   if (auto st = forward_backbone(); !st) return st.err();
   const int N = B_ * T_;
-  mm_forward(a.logits, a.lnf, param_views().wte, nullptr, N, cfg_.channels, cfg_.padded_vocab);
+  mm_forward(a.logits, a.lnf, pviews().wte, nullptr, N, cfg_.channels, cfg_.padded_vocab);
   have_targets_ = !targets.empty();
   if (!have_targets_) return 0.0f;
-  k::crossentropy_forward(a.losses, a.lse, a.logits, targets_.get(), N, V, cfg_.padded_vocab);
+  {
+    phase_timer t(*this, phase::loss);
+    k::crossentropy_forward(a.losses, a.lse, a.logits, targets_.get(), N, V, cfg_.padded_vocab);
+  }
   double loss = 0.0;  // serial: a fixed summation order
   for (std::size_t i = 0; i < BT; ++i) loss += double(a.weights[i]) * a.losses[i];
   weight_sum_ = static_cast<float>(wsum);
@@ -200,113 +229,148 @@ status gpt2::forward_hidden(std::span<const std::int32_t> inputs) {
   return forward_backbone();
 }
 
-struct gpt2::bf16_state {
-  bf16_gemm gemm;
-  std::vector<std::uint16_t> params, a, b;  // the parameters' bf16 copy; two activations' scratch
-};
-void gpt2::bf16_deleter::operator()(bf16_state* s) const { delete s; }
-
 status gpt2::set_precision(precision p) {
   if (p == precision::automatic)
     return make_error(errc::invalid_argument, "gpt2::set_precision: resolve auto first (choose_precision)");
-  if (p == precision::fp32) {
-    bf16_.reset();
-    return ok_status();
+  if (p == matmul_precision()) return ok_status();
+  const bool to_bf16 = p == precision::bf16;
+  if (to_bf16) {
+    auto probe = bf16_matmul::make(1, 1, 1);  // oneDNN has a bf16 matmul here at all
+    if (!probe) return probe.err();
   }
-  if (bf16_) return ok_status();
-  auto probe = bf16_matmul::make(1, 1, 1);  // oneDNN has a bf16 matmul here at all
-  if (!probe) return probe.err();
-  std::unique_ptr<bf16_state, bf16_deleter> st(new bf16_state);
-  const std::size_t N = std::size_t(B_) * T_, C = cfg_.channels;
-  st->params.resize(params_.size());
-  st->a.resize(N * std::max<std::size_t>(4 * C, cfg_.padded_vocab));  // inp or dout of any matmul
-  st->b.resize(N * 4 * C);                                            // inp of a weight gradient
+  // The activations' layout for the new precision, allocated before anything changes.
+  acts probe{};
+  const act_sizes s = place(probe, nullptr, nullptr, nullptr, cfg_, B_, T_, to_bf16);
+  std::unique_ptr<bf16_state, bf16_deleter> st;
+  float_buffer acts;
+  try {
+    acts = float_buffer(s.acts);
+    if (to_bf16) {
+      st.reset(new bf16_state);
+      const std::size_t N = std::size_t(B_) * T_, C = cfg_.channels, Vp = cfg_.padded_vocab;
+      // The LM head's backward takes the vocabulary in pieces of lm_cols
+      // columns so its bf16 dout fits beside the others' (N·4C) instead of
+      // needing N·Vp (d12 at B·T = 2048: 206 MB).
+      st->lm_cols = std::min<std::size_t>(Vp, std::max<std::size_t>(4 * C, 2048));
+      st->params.resize(params_.size());
+      st->a.resize(N * std::max<std::size_t>(4 * C, st->lm_cols));
+      st->b.resize(N * 4 * C);
+      st->acts.resize(s.h16);
+      auto at = bf16_attention::make(B_, T_, cfg_.channels, cfg_.heads);
+      if (!at) return at.err();
+      st->attn.emplace(std::move(*at));
+    }
+  } catch (const std::bad_alloc&) {
+    return make_error(errc::resource_exhausted, std::string("gpt2::set_precision: cannot allocate the ") +
+                                                    std::string(engine::to_string(p)) + " activations");
+  }
+  acts_ = std::move(acts);
   bf16_ = std::move(st);
+  bf16_copy_current_ = false;
+  relayout();
   return ok_status();
-}
-
-precision_choice gpt2::use_precision(precision asked) {
-  auto chosen = choose_precision(asked, probe_bf16());
-  if (auto st = set_precision(chosen.used); !st) {
-    chosen = {precision::fp32, std::string(to_string(asked)) + " trains in fp32: " + st.err().message};
-    (void)set_precision(precision::fp32);
-  }
-  return chosen;
-}
-
-void gpt2::mm_forward(float* out, const float* inp, const float* weight, const float* bias, int N, int C, int OC) {
-  if (!bf16_) return k::matmul_forward(out, inp, weight, bias, N, C, OC);
-  // out (N×OC) = inp (N×C) · Wᵀ, W stored OC×C: op(B) = Wᵀ, a layout, not a copy.
-  to_bf16_parallel(inp, bf16_->a.data(), std::size_t(N) * C);
-  const std::uint16_t* w = bf16_->params.data() + (weight - params_.data());
-  if (auto st = bf16_->gemm.run(false, true, N, OC, C, bf16_->a.data(), w, out, false); !st) {
-    std::fprintf(stderr, "gpt2: %s\n", st.err().message.c_str());
-    std::abort();  // set_precision made a bf16 matmul here: a shape it cannot do is a broken invariant
-  }
-  if (!bias) return;
-#pragma omp parallel for schedule(static)
-  for (int i = 0; i < N; ++i) {
-    float* o = out + std::size_t(i) * OC;
-    for (int j = 0; j < OC; ++j) o[j] += bias[j];
-  }
-}
-
-void gpt2::mm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                       const float* weight, int N, int C, int OC, bool accumulate) {
-  if (!bf16_) return k::matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC, accumulate);
-  to_bf16_parallel(dout, bf16_->a.data(), std::size_t(N) * OC);
-  to_bf16_parallel(inp, bf16_->b.data(), std::size_t(N) * C);
-  const std::uint16_t* w = bf16_->params.data() + (weight - params_.data());
-  // dinp (N×C) = dout (N×OC) · W (OC×C); dW (OC×C) (+)= doutᵀ · inp, doutᵀ a layout.
-  auto ok = bf16_->gemm.run(false, false, N, C, OC, bf16_->a.data(), w, dinp, false);
-  if (ok) ok = bf16_->gemm.run(true, false, OC, C, N, bf16_->a.data(), bf16_->b.data(), dweight, accumulate);
-  if (!ok) {
-    std::fprintf(stderr, "gpt2: %s\n", ok.err().message.c_str());
-    std::abort();
-  }
-  if (dbias) k::bias_backward(dbias, dout, N, OC, accumulate);
 }
 
 status gpt2::forward_backbone() {
   acts a = views();
-  // bf16: this step's copy of the parameters (the optimizer changed them since).
-  if (bf16_) to_bf16_parallel(params_.data(), bf16_->params.data(), params_.size());
-  const model::tensor_views p = param_views();
+  // bf16: this step's copy of the parameters, unless the optimizer wrote it.
+  if (bf16_ && !bf16_copy_current_) {
+    phase_timer t(*this, phase::to_bf16);
+    to_bf16_parallel(params_.data(), bf16_->params.data(), params_.size());
+    bf16_copy_current_ = true;
+    ++bf16_copies_;
+  }
+  const bool h = bf16_ != nullptr;
+  auto round = [&](const float* in, std::uint16_t* out, std::size_t n) {
+    phase_timer t(*this, phase::to_bf16);
+    to_bf16_parallel(in, out, n);
+  };
+  const model::tensor_views p = pviews();
   const int B = B_, T = T_, C = cfg_.channels, NH = cfg_.heads, L = cfg_.layers;
   const int N = B * T;
   const std::size_t C_ = C;
-  k::encoder_forward(a.x0, inputs_.get(), p.wte, p.wpe, B, T, C);
+  {
+    phase_timer t(*this, phase::encoder);
+    k::encoder_forward(a.x0, inputs_.get(), p.wte, p.wpe, B, T, C);
+  }
   auto stopped = [] { return make_error(errc::unavailable, "gpt2::forward: interrupted (stop requested)"); };
   for (int l = 0; l < L; ++l) {
     if (interrupted()) return stopped();
     const float* x = l == 0 ? a.x0 : a.layer(a.x2, a.BT * C_, l - 1);
-    float* ln1 = a.layer(a.ln1, a.BT * C_, l);
+    // bf16: LayerNorm and attention write fp32 into tmp, kept in bf16 only.
+    float* ln1 = h ? a.tmp : a.layer(a.ln1, a.BT * C_, l);
     float* ln1m = a.layer(a.ln1_mean, a.BT, l);
     float* ln1r = a.layer(a.ln1_rstd, a.BT, l);
     float* qkv = a.layer(a.qkv, a.BT * a.C3, l);
     float* att = a.layer(a.att, a.att_per_layer, l);
-    float* atty = a.layer(a.atty, a.BT * C_, l);
+    float* atty = h ? a.tmp : a.layer(a.atty, a.BT * C_, l);
     float* x1 = a.layer(a.x1, a.BT * C_, l);
-    float* ln2 = a.layer(a.ln2, a.BT * C_, l);
+    float* ln2 = h ? a.tmp : a.layer(a.ln2, a.BT * C_, l);
     float* ln2m = a.layer(a.ln2_mean, a.BT, l);
     float* ln2r = a.layer(a.ln2_rstd, a.BT, l);
     float* fch = a.layer(a.fch, a.BT * a.C4, l);
-    float* fchg = a.layer(a.fchg, a.BT * a.C4, l);
+    float* fchg = h ? a.dfch : a.layer(a.fchg, a.BT * a.C4, l);  // bf16: GELU's fp32 output is transient
     float* x2 = a.layer(a.x2, a.BT * C_, l);
-    k::layernorm_forward(ln1, ln1m, ln1r, x, p.ln1w + l * C_, p.ln1b + l * C_, N, C);
-    mm_forward(qkv, ln1, p.qkvw + l * 3 * C_ * C_, p.qkvb + l * 3 * C_, N, C, 3 * C);
-    k::attention_forward(atty, att, qkv, B, T, C, NH);
-    mm_forward(a.tmp, atty, p.attprojw + l * C_ * C_, p.attprojb + l * C_, N, C, C);
-    k::residual_forward(x1, x, a.tmp, a.BT * C_);
-    k::layernorm_forward(ln2, ln2m, ln2r, x1, p.ln2w + l * C_, p.ln2b + l * C_, N, C);
-    mm_forward(fch, ln2, p.fcw + l * 4 * C_ * C_, p.fcb + l * 4 * C_, N, C, 4 * C);
-    k::gelu_forward(fchg, fch, a.BT * a.C4);
-    mm_forward(a.tmp, fchg, p.fcprojw + l * 4 * C_ * C_, p.fcprojb + l * C_, N, 4 * C, C);
-    k::residual_forward(x2, x1, a.tmp, a.BT * C_);
+    const std::size_t btc = a.BT * C_;
+    {
+      phase_timer t(*this, phase::layernorm);
+      k::layernorm_forward(ln1, ln1m, ln1r, x, p.ln1w + l * C_, p.ln1b + l * C_, N, C);
+    }
+    if (h) {
+      std::uint16_t* ln1h = a.layer(a.ln1h, btc, l);
+      round(ln1, ln1h, btc);
+      mm_forward16(qkv, ln1h, p.qkvw + l * 3 * C_ * C_, p.qkvb + l * 3 * C_, N, C, 3 * C);
+    } else {
+      mm_forward(qkv, ln1, p.qkvw + l * 3 * C_ * C_, p.qkvb + l * 3 * C_, N, C, 3 * C);
+    }
+    {
+      phase_timer t(*this, phase::attention);
+      if (h) bf16_->attn->forward(atty, att, qkv);
+      else k::attention_forward(atty, att, qkv, B, T, C, NH);
+    }
+    if (h) {
+      std::uint16_t* attyh = a.layer(a.attyh, btc, l);
+      round(atty, attyh, btc);
+      mm_forward16(a.tmp, attyh, p.attprojw + l * C_ * C_, p.attprojb + l * C_, N, C, C);
+    } else {
+      mm_forward(a.tmp, atty, p.attprojw + l * C_ * C_, p.attprojb + l * C_, N, C, C);
+    }
+    {
+      phase_timer t(*this, phase::residual);
+      k::residual_forward(x1, x, a.tmp, btc);
+    }
+    {
+      phase_timer t(*this, phase::layernorm);
+      k::layernorm_forward(ln2, ln2m, ln2r, x1, p.ln2w + l * C_, p.ln2b + l * C_, N, C);
+    }
+    if (h) {
+      std::uint16_t* ln2h = a.layer(a.ln2h, btc, l);
+      round(ln2, ln2h, btc);
+      mm_forward16(fch, ln2h, p.fcw + l * 4 * C_ * C_, p.fcb + l * 4 * C_, N, C, 4 * C);
+    } else {
+      mm_forward(fch, ln2, p.fcw + l * 4 * C_ * C_, p.fcb + l * 4 * C_, N, C, 4 * C);
+    }
+    {
+      phase_timer t(*this, phase::gelu);
+      k::gelu_forward(fchg, fch, a.BT * a.C4);
+    }
+    if (h) {
+      round(fchg, bf16_->a.data(), a.BT * a.C4);
+      mm_forward16(a.tmp, bf16_->a.data(), p.fcprojw + l * 4 * C_ * C_, p.fcprojb + l * C_, N, 4 * C, C);
+    } else {
+      mm_forward(a.tmp, fchg, p.fcprojw + l * 4 * C_ * C_, p.fcprojb + l * C_, N, 4 * C, C);
+    }
+    {
+      phase_timer t(*this, phase::residual);
+      k::residual_forward(x2, x1, a.tmp, btc);
+    }
   }
   if (interrupted()) return stopped();
   const float* xl = a.layer(a.x2, a.BT * C_, L - 1);
-  k::layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, xl, p.lnfw, p.lnfb, N, C);
+  {
+    phase_timer t(*this, phase::layernorm);
+    k::layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, xl, p.lnfw, p.lnfb, N, C);
+  }
   have_backbone_ = true;
   return ok_status();
 }
@@ -356,59 +420,6 @@ status gpt2::backward_from_hidden(std::span<const float> dhidden, bool accumulat
   if (!backward_backbone(accumulate))
     return make_error(errc::unavailable, "gpt2::backward: interrupted (stop requested)");
   return ok_status();
-}
-
-bool gpt2::backward_from_rows(bool accumulate) {
-  acts a = views();
-  const model::tensor_views p = param_views();
-  const model::tensor_views g = grad_views();
-  const int N = B_ * T_, C = cfg_.channels, Vp = cfg_.padded_vocab;
-  k::crossentropy_backward(a.logits, a.logits, a.lse, targets_.get(), a.row_scale, N,
-                           cfg_.vocab, Vp);
-  have_targets_ = false;  // logits are now dlogits
-  // Parameter gradients are written (acc = false) or added by their first
-  // writer below; dwte's second writer, the encoder, always adds. wpe's rows
-  // >= T are never written and stay 0 from allocation (or zero_grad()).
-  mm_backward(a.dbtc, g.wte, nullptr, a.logits, a.lnf, p.wte, N, C, Vp, accumulate);
-  return backward_backbone(accumulate);
-}
-
-bool gpt2::backward_backbone(bool accumulate) {
-  acts a = views();
-  const model::tensor_views p = param_views();
-  const model::tensor_views g = grad_views();
-  const int B = B_, T = T_, C = cfg_.channels, NH = cfg_.heads, L = cfg_.layers;
-  const int N = B * T;
-  const std::size_t C_ = C;
-  const bool acc = accumulate;
-  std::memset(a.dres, 0, sizeof(float) * a.BT * C_);
-  const float* xl = a.layer(a.x2, a.BT * C_, L - 1);
-  k::layernorm_backward(a.dres, g.lnfw, g.lnfb, a.dbtc, xl, p.lnfw, a.lnf_mean, a.lnf_rstd, N, C,
-                        acc);
-  // dres carries d(block output); the residual adds pass it through unchanged.
-  for (int l = L - 1; l >= 0; --l) {
-    if (interrupted()) return false;
-    const float* x = l == 0 ? a.x0 : a.layer(a.x2, a.BT * C_, l - 1);
-    const std::size_t lc = l * C_;
-    mm_backward(a.dfch, g.fcprojw + l * 4 * C_ * C_, g.fcprojb + lc, a.dres,
-                       a.layer(a.fchg, a.BT * a.C4, l), p.fcprojw + l * 4 * C_ * C_, N, 4 * C, C, acc);
-    k::gelu_backward(a.dfch, a.layer(a.fch, a.BT * a.C4, l), a.dfch, a.BT * a.C4);
-    mm_backward(a.dbtc, g.fcw + l * 4 * C_ * C_, g.fcb + 4 * lc, a.dfch,
-                       a.layer(a.ln2, a.BT * C_, l), p.fcw + l * 4 * C_ * C_, N, C, 4 * C, acc);
-    k::layernorm_backward(a.dres, g.ln2w + lc, g.ln2b + lc, a.dbtc, a.layer(a.x1, a.BT * C_, l),
-                          p.ln2w + lc, a.layer(a.ln2_mean, a.BT, l), a.layer(a.ln2_rstd, a.BT, l),
-                          N, C, acc);
-    mm_backward(a.dbtc, g.attprojw + l * C_ * C_, g.attprojb + lc, a.dres,
-                       a.layer(a.atty, a.BT * C_, l), p.attprojw + l * C_ * C_, N, C, C, acc);
-    k::attention_backward(a.dqkv, a.datt, a.dbtc, a.layer(a.qkv, a.BT * a.C3, l),
-                          a.layer(a.att, a.att_per_layer, l), B, T, C, NH);
-    mm_backward(a.dbtc, g.qkvw + l * 3 * C_ * C_, g.qkvb + 3 * lc, a.dqkv,
-                       a.layer(a.ln1, a.BT * C_, l), p.qkvw + l * 3 * C_ * C_, N, C, 3 * C, acc);
-    k::layernorm_backward(a.dres, g.ln1w + lc, g.ln1b + lc, a.dbtc, x, p.ln1w + lc,
-                          a.layer(a.ln1_mean, a.BT, l), a.layer(a.ln1_rstd, a.BT, l), N, C, acc);
-  }
-  k::encoder_backward(g.wte, g.wpe, a.dres, inputs_.get(), B, T, C, acc);
-  return true;
 }
 
 }  // namespace loom::engine

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -11,8 +12,30 @@ namespace loom::engine {
 adamw::adamw(std::size_t num_params, adamw_config cfg, std::vector<model::param_range> ranges)
     : cfg_(cfg), ranges_(std::move(ranges)), m_(num_params), v_(num_params) {}
 
+namespace {
+
+// One range of the update; with bf16 != nullptr also its bf16 rounding. A
+// template so the fp32-only loop carries no branch and both vectorise.
+template <bool with_copy>
+void update_range(float* p, const float* g, float* m, float* v, std::uint16_t* bf16, long begin, long end,
+                  float b1, float b2, float c1, float c2, float eps, float lr, float decay, float grad_scale) {
+#pragma omp parallel for simd schedule(static)
+  for (long i = begin; i < end; ++i) {
+    const float gi = g[i] * grad_scale;
+    const float mi = b1 * m[i] + (1.0f - b1) * gi;
+    const float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
+    m[i] = mi;
+    v[i] = vi;
+    const float pi = p[i] * decay - lr * (mi / c1) / (std::sqrt(vi / c2) + eps);
+    p[i] = pi;
+    if constexpr (with_copy) bf16[i] = to_bf16(pi);
+  }
+}
+
+}  // namespace
+
 void adamw::step(std::span<float> params, std::span<const float> grads, float lr,
-                 float grad_scale) {
+                 float grad_scale, std::span<std::uint16_t> bf16_copy) {
   ++t_;
   const float b1 = cfg_.beta1, b2 = cfg_.beta2, eps = cfg_.eps;
   const float c1 = 1.0f - static_cast<float>(std::pow(double(b1), t_));
@@ -21,18 +44,14 @@ void adamw::step(std::span<float> params, std::span<const float> grads, float lr
   const float* g = grads.data();
   float* m = m_.data();
   float* v = v_.data();
+  if (!bf16_copy.empty() && bf16_copy.size() != params.size()) std::abort();  // REQUIRES: one per parameter
   for (const model::param_range& r : ranges_) {
     const float decay = r.decay ? 1.0f - lr * cfg_.weight_decay : 1.0f;
-    const long end = static_cast<long>(r.offset + r.count);
-#pragma omp parallel for simd schedule(static)
-    for (long i = static_cast<long>(r.offset); i < end; ++i) {
-      const float gi = g[i] * grad_scale;
-      const float mi = b1 * m[i] + (1.0f - b1) * gi;
-      const float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
-      m[i] = mi;
-      v[i] = vi;
-      p[i] = p[i] * decay - lr * (mi / c1) / (std::sqrt(vi / c2) + eps);
-    }
+    const long begin = static_cast<long>(r.offset), end = static_cast<long>(r.offset + r.count);
+    if (bf16_copy.empty())
+      update_range<false>(p, g, m, v, nullptr, begin, end, b1, b2, c1, c2, eps, lr, decay, grad_scale);
+    else
+      update_range<true>(p, g, m, v, bf16_copy.data(), begin, end, b1, b2, c1, c2, eps, lr, decay, grad_scale);
   }
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <vector>
 
@@ -30,8 +31,12 @@ class adamw {
   //   p -= lr·wd·p   (decay ranges only; decoupled, PyTorch order)
   //   p -= lr · (m / (1-β1ᵗ)) / (√(v / (1-β2ᵗ)) + eps)
   // grad_scale carries the clipping factor so clipping costs no extra pass.
+  // bf16_copy, when not empty (one value per parameter), receives each new
+  // parameter rounded to bf16 (to_bf16) in the same pass: the copy a bf16
+  // model multiplies with (gpt2::update_target), with no second pass over
+  // the parameters. The fp32 update is the same bits either way.
   void step(std::span<float> params, std::span<const float> grads, float lr,
-            float grad_scale = 1.0f);
+            float grad_scale = 1.0f, std::span<std::uint16_t> bf16_copy = {});
 
   int steps_taken() const { return t_; }
   std::span<const float> m() const { return m_.span(); }

@@ -32,7 +32,8 @@ result<step_stats> train_step(gpt2& model, adamw& opt, const lr_schedule& schedu
   const double norm = global_norm(model.grads());
   s.grad_norm = static_cast<float>(norm);
   s.lr = schedule.at(step);
-  opt.step(model.params(), model.grads(), s.lr, clip_scale(norm, grad_clip));
+  const gpt2::update_target to = model.params_for_update();  // bf16: the copy is written in the same pass
+  opt.step(to.params, model.grads(), s.lr, clip_scale(norm, grad_clip), to.bf16);
   return s;
 }
 

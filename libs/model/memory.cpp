@@ -1,5 +1,6 @@
 #include "libs/model/memory.hpp"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace loom::model {
@@ -18,8 +19,25 @@ activation_floats activations(const gpt2_config& cfg, std::uint64_t B, std::uint
   return a;
 }
 
+bf16_values bf16_layout(const gpt2_config& cfg, std::uint64_t B, std::uint64_t T) {
+  // libs/engine/model.cpp: place(..., bf16) and set_precision's buffers.
+  const std::uint64_t L = cfg.layers, C = cfg.channels, BT = B * T, Vp = std::uint64_t(cfg.padded_vocab);
+  const std::uint64_t lm_cols = std::min<std::uint64_t>(Vp, std::max<std::uint64_t>(4 * C, 2048));
+  bf16_values v;
+  v.fp32_dropped = L * BT * C * 3 + L * BT * 4 * C;  // ln1, atty, ln2; fchg
+  v.params = make_param_layout(cfg).total;
+  v.acts = 3 * L * BT * C;
+  v.scratch = BT * std::max<std::uint64_t>(4 * C, lm_cols) + BT * 4 * C;
+  // libs/engine/attention_bf16.cpp: q, k, v, dO (BT·C each) and P (B·NH·T·T)
+  // in bf16; dP (B·NH·T·T) and the products (3·BT·C) in fp32.
+  const std::uint64_t scores = B * std::uint64_t(cfg.heads) * T * T;
+  v.attention16 = 4 * BT * C + scores;
+  v.attention32 = scores + 3 * BT * C;
+  return v;
+}
+
 training_memory estimate_training(const gpt2_config& cfg, std::uint64_t batch, std::uint64_t seq_len,
-                                  std::uint64_t micro_batches, bool sft) {
+                                  std::uint64_t micro_batches, bool sft, bool may_bf16) {
   const std::uint64_t P = make_param_layout(cfg).total, BT = batch * seq_len;
   const activation_floats a = activations(cfg, batch, seq_len);
   training_memory m;
@@ -31,6 +49,14 @@ training_memory estimate_training(const gpt2_config& cfg, std::uint64_t batch, s
   // inputs and targets plus fp32 weights for SFT.
   m.batches = 8 * BT + micro_batches * BT * (sft ? 12 : 8);
   m.overhead = process_overhead_bytes;
+  if (may_bf16) {
+    const bf16_values v = bf16_layout(cfg, batch, seq_len);
+    const std::uint64_t bf16_bytes = v.bytes();
+    if (bf16_bytes > 4 * v.fp32_dropped) {  // bf16 holds more: plan for it
+      m.activations -= 4 * v.fp32_dropped;
+      m.bf16 = bf16_bytes;
+    }
+  }
   return m;
 }
 
@@ -48,8 +74,8 @@ std::string training_memory::describe() const {
     return std::string(buf);
   };
   return format_bytes(total()) + " (GiB: parameters " + gib(params) + ", gradients " + gib(grads) + ", AdamW " +
-         gib(optimizer) + ", activations " + gib(activations) + ", batches " + gib(batches) + ", process " +
-         gib(overhead) + ")";
+         gib(optimizer) + ", activations " + gib(activations) + (bf16 ? ", bf16 copies " + gib(bf16) : "") +
+         ", batches " + gib(batches) + ", process " + gib(overhead) + ")";
 }
 
 }  // namespace loom::model

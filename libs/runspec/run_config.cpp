@@ -263,11 +263,12 @@ model::training_memory run_config::memory() const {
   const std::uint64_t held = (std::uint64_t(grad_accum) + world - 1) / world;
   if (alignment()) {  // a policy of 2P rows (rm, dpo) or B rows (rl), and a reference or reward model of the same
     const std::uint64_t rows = kind == "rl" ? std::uint64_t(batch) : 2 * std::uint64_t(batch);
-    auto m = model::estimate_training(model, rows, std::uint64_t(seq_len), held, false);
-    if (kind != "rm") m = model::estimate_training(model, 2 * rows, std::uint64_t(seq_len), held, false);
+    auto m = model::estimate_training(model, rows, std::uint64_t(seq_len), held, false, precision != "fp32");
+    if (kind != "rm") m = model::estimate_training(model, 2 * rows, std::uint64_t(seq_len), held, false, precision != "fp32");
     return m;
   }
-  return model::estimate_training(model, std::uint64_t(batch), std::uint64_t(seq_len), held, format == "sft");
+  return model::estimate_training(model, std::uint64_t(batch), std::uint64_t(seq_len), held, format == "sft",
+                                  precision != "fp32");
 }
 
 std::vector<std::pair<std::string, std::string>> run_config::input_paths() const {

@@ -45,6 +45,7 @@ CREATE INDEX nodes_by_zone ON nodes (zone);
       node_bindings_migration(),
       model_tenants_migration(),
       hpo_best_migration(),
+      precision_migration(),
   };
   return all;
 }

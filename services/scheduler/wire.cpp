@@ -43,6 +43,7 @@ void to_wire(const job_rec& j, loom::v1::JobInfo* o) {
     p->set_max_trainers(s.max_trainers);
     p->set_generation(s.generation);
     p->set_memory_bytes(s.memory_bytes);
+    p->set_precision(s.precision);
     for (const auto& x : s.sites) diloco::to_proto(x, p->add_sites());
     for (const auto& c : s.contributed) p->add_contributed_sites(c);
     for (const auto& m : s.missing) p->add_missing_sites(m);
@@ -101,6 +102,7 @@ poll_report from_wire(const loom::v1::PollWorkRequest& q) {
   r.peer_public_key = q.peer_public_key();
   r.val_loss = q.val_loss();
   r.val_step = q.val_step();
+  r.precision = q.precision();
   for (const auto& n : q.notices()) r.notices.push_back({n.seq(), n.kind(), n.text()});
   r.contributed.assign(q.contributed_sites().begin(), q.contributed_sites().end());
   r.missing.assign(q.missing_sites().begin(), q.missing_sites().end());

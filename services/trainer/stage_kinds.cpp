@@ -131,6 +131,14 @@ result<run_options> worker::common_options(stage_run& run, const runspec::run_co
     const std::uint64_t seq = r->notices.empty() ? now : std::max(now, r->notices.back().seq + 1);
     r->notices.push_back({seq, kind, text});
   };
+  o.on_precision = [this, on_notice = o.on_notice](const std::string& used, const std::string& why) {
+    if (env_.metrics) env_.metrics->set("training_bf16", {}, used == "bf16" ? 1 : 0);
+    (void)board_->with([&](work_state& w) {
+      w.set_precision(used);
+      return ok_status();
+    });
+    on_notice("precision", used + " (" + why + ")");  // the job's events say which and why
+  };
   o.on_snapshot = [this](const std::string& dir) {
     if (env_.metrics) env_.metrics->set("last_checkpoint_unix_seconds", {}, unix_seconds_now());
     (void)board_->with([&](work_state& w) {

@@ -98,13 +98,14 @@ int train_main(int argc, char** argv) {
   if (a->json) {
     std::cout << nlohmann::json{{"first_step", sum->first_step}, {"steps", sum->steps},
                                 {"loss", sum->last_loss},       {"snapshot", sum->snapshot},
-                                {"params_sha256", sum->params_sha256}, {"stopped", sum->stopped}}
+                                {"params_sha256", sum->params_sha256}, {"stopped", sum->stopped},
+                                {"precision", sum->precision}}
                      .dump()
               << "\n";
   } else {
-    std::printf("%s at step %llu, loss %.4f; snapshot %s\nparameters sha256 %s\n",
+    std::printf("%s at step %llu, loss %.4f (matmuls in %s); snapshot %s\nparameters sha256 %s\n",
                 sum->stopped ? "stopped" : "done", static_cast<unsigned long long>(sum->steps),
-                double(sum->last_loss), sum->snapshot.c_str(), sum->params_sha256.c_str());
+                double(sum->last_loss), sum->precision.c_str(), sum->snapshot.c_str(), sum->params_sha256.c_str());
   }
   return 0;
 }

@@ -48,6 +48,7 @@ void to_wire(const poll_facts& f, loom::v1::PollWorkRequest* out) {
   out->set_generation(v.generation);
   out->set_val_loss(v.val_loss);
   out->set_val_step(v.val_step);
+  out->set_precision(v.precision);
   if (!v.site.site.empty()) {
     auto p = v.site;
     p.step = v.step;
@@ -79,6 +80,7 @@ void to_wire(const work_view& v, loom::v1::TrainerStatusReply* out) {
   out->set_generation(v.generation);
   out->set_checkpoint(v.checkpoint);
   out->set_message(v.message);
+  out->set_precision(v.precision);
 }
 
 }  // namespace loom::trainer

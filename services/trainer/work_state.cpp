@@ -92,6 +92,10 @@ void work_state::progress(std::uint64_t step, double loss, double tokens_per_s) 
   v_.tokens_per_s = tokens_per_s;
 }
 
+void work_state::set_precision(const std::string& p) {
+  if (v_.phase != work_phase::idle) v_.precision = p;
+}
+
 void work_state::site(const diloco::site_progress& r) {
   if (v_.phase != work_phase::idle) v_.site = r;
 }

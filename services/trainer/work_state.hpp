@@ -48,6 +48,7 @@ struct work_view {
   // A diloco stage's member 0, at its end: the sites the aggregator accepted
   // a delta from, and those it never had one from (diloco.min_sites).
   std::vector<std::string> contributed, missing;
+  std::string precision;  // what the stage's matmuls run in (fp32, bf16); "" until its model is built
 };
 
 class work_state {
@@ -75,6 +76,8 @@ class work_state {
   void set_total_steps(std::uint64_t n);
   // Progress of the step loop (running or stopping); ignored otherwise.
   void progress(std::uint64_t step, double loss, double tokens_per_s);
+  // The stage's matmul precision, once its model is built (any state but idle).
+  void set_precision(const std::string& p);
   void snapshot(const std::string& dir);
   void scored(std::uint64_t step, double val_loss);  // an hpo trial's held-out loss (any state but idle)
   // A diloco site's sync figures (any state but idle; the last stay with the outcome).

@@ -10,6 +10,8 @@
 #include "services/scheduler/jobs/job_manager.hpp"
 #include "services/scheduler/jobs/job_manager_testing.hpp"
 #include "services/scheduler/schema.hpp"
+#include "loom/v1/jobs.pb.h"
+#include "services/scheduler/wire.hpp"
 
 #include <doctest/doctest.h>
 
@@ -150,4 +152,37 @@ TEST_CASE_FIXTURE(store_fixture, "a finished search's typed best trial survives 
   CHECK(b.steps_granted == before.steps_granted);
   CHECK(b.sweep_steps == 8 * 90);
   CHECK(j->stages[1].hpo_best.trial == -1);  // the sft stage has none
+}
+
+// Not an hpo matter, but the same store and restart: a stage's matmul
+// precision (issue 28) as its trainer reported it is stored (migration v13)
+// and read back, and anything but fp32 or bf16 from a trainer is ignored.
+TEST_CASE_FIXTURE(store_fixture, "the precision a trainer reports for its stage is kept across a restart, free text is not") {
+  auto r = mgr->submit(args("[job]\nstages = [\"pretrain\"]\n[train]\nsteps = 10\n"), as("p1"), nodes, now);
+  REQUIRE(r.ok());
+  const std::string id = r->first->id;
+  poll_report idle;
+  idle.node = "trainer@a";
+  idle.state = "idle";
+  auto ans = mgr->poll(idle, now);
+  REQUIRE(ans.work);
+  poll_report run;
+  run.node = "trainer@a";
+  run.state = "running";
+  run.job = id;
+  run.stage = "pretrain";
+  run.attempt = ans.work->attempt;
+  run.step = 1;
+  run.precision = "<script>";  // not a precision: never stored
+  (void)mgr->poll(run, now);
+  CHECK(mgr->find(id)->stages[0].precision.empty());
+  run.step = 2;
+  run.precision = "bf16";
+  (void)mgr->poll(run, now);
+  CHECK(mgr->find(id)->stages[0].precision == "bf16");
+  restart();
+  CHECK(mgr->find(id)->stages[0].precision == "bf16");
+  loom::v1::JobInfo info;
+  to_wire(*mgr->find(id), &info);
+  CHECK(info.stages(0).precision() == "bf16");
 }

@@ -66,7 +66,10 @@ poll_answer policy_stages::poll(jobs_context& cx, const poll_report& r, jobs_con
     sl.delivered = true;
     sl.running_gen = s.generation;
     if (sl.rank != 0) return deliver();  // rank 0 speaks for the group
-    const bool changed = r.step != s.step || r.checkpoint != s.checkpoint;
+    // Only fp32 and bf16 are kept: a trainer's free text never reaches the store.
+    const bool new_precision = (r.precision == "fp32" || r.precision == "bf16") && r.precision != s.precision;
+    const bool changed = r.step != s.step || r.checkpoint != s.checkpoint || new_precision;
+    if (new_precision) s.precision = r.precision;
     s.step = r.step;
     s.loss = r.loss;
     s.tokens_per_s = r.tokens_per_s;
@@ -85,6 +88,7 @@ poll_answer policy_stages::poll(jobs_context& cx, const poll_report& r, jobs_con
     if (sl.rank == 0 && r.first_loss != 0) s.first_loss = r.first_loss;
     if (sl.rank == 0 && r.tokens_per_s > 0) s.tokens_per_s = r.tokens_per_s;  // a short stage may end before a running poll
     if (sl.rank == 0 && !r.checkpoint.empty()) s.checkpoint = r.checkpoint;
+    if (sl.rank == 0 && (r.precision == "fp32" || r.precision == "bf16")) s.precision = r.precision;
     if (sl.rank == 0 && !r.contributed.empty()) {  // a diloco stage's end (aggregation_grant.hpp)
       s.contributed = r.contributed;
       s.missing = r.missing;

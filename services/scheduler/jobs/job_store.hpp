@@ -63,6 +63,7 @@ struct stage_rec {
   // stage's events say it too).
   std::vector<std::string> contributed, missing;
   hpo_best_rec hpo_best;  // an hpo stage, once its search is done
+  std::string precision;  // what its matmuls run in (member 0's report: fp32, bf16; migration v13)
 };
 
 struct job_rec {
@@ -103,6 +104,8 @@ const store::migration& spec_migration();
 const store::migration& submit_request_migration();
 // v12: job_stages.hpo_best, an hpo stage's best trial (hpo_best_rec) as JSON.
 const store::migration& hpo_best_migration();
+// v13: job_stages.matmul_precision, what a stage's matmuls ran in (issue 28).
+const store::migration& precision_migration();
 
 result<std::vector<job_rec>> load_jobs(store::transaction& tx);
 // Inserts or updates the job row and all its stage rows.

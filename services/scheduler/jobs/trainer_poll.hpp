@@ -52,6 +52,7 @@ struct poll_report {
   // trainers): set by the scheduler from the connection, never by the trainer.
   std::string caller_site;
   std::vector<std::string> contributed, missing;  // a diloco stage's member 0 at its end (aggregator's word)
+  std::string precision;  // what its matmuls run in: fp32 or bf16 ("" not yet known)
 };
 
 struct poll_answer {

@@ -103,12 +103,17 @@ status align_run::prepare() {
 
 status align_run::build() {
   const int rows = c_.kind == "rl" ? c_.batch : 2 * c_.batch;
+  // train.precision for the policy and its frozen reference alike (masters stay fp32).
+  engine::precision_choice chosen = resolve_precision(c_.precision);
   for (auto* m : {&model_, &ref_}) {
     if (m == &ref_ && c_.kind == "rm") break;
-    auto made = engine::gpt2::create(c_.model, rows, c_.seq_len);
+    auto made = create_model(c_.model, rows, c_.seq_len, chosen);
     if (!made) return made.err();
     m->emplace(std::move(*made));
   }
+  (void)model_->set_precision(chosen.used);  // the reference fell back to fp32: the policy with it
+  sum_.precision = std::string(engine::to_string(chosen.used));
+  report_precision(o_, chosen);
   if (o_.stop)
     model_->set_interrupt(stop_interrupt(o_, step_started_));
   opt_.emplace(model_->params().size(), adam_of(c_), model_->layout().ranges());
@@ -166,7 +171,9 @@ status align_run::resume_or_init() {
                                                       rm->where.dir + " has no " + head_file +
                                                       "): give an rm stage's checkpoints");
       if (!head) return head.err();
-      auto made = engine::gpt2::create(rm->model, c_.batch, c_.seq_len);
+      engine::precision_choice rm_precision{sum_.precision == "bf16" ? engine::precision::bf16 : engine::precision::fp32,
+                                            "as the policy"};
+      auto made = create_model(rm->model, c_.batch, c_.seq_len, rm_precision);
       if (!made) return made.err();
       rm_.emplace(std::move(*made));
       if (auto st = load_params(*rm, *rm_); !st) return st;
@@ -193,6 +200,7 @@ status align_run::resume_or_init() {
                                                     "resuming would not continue that run");
   if (auto st = load_params(r, *model_); !st) return st;
   if (auto st = load_optimizer(r, *opt_); !st) return st;
+  note_precision_change(o_, r.where.dir, r.state.precision, sum_.precision);
   if (head_) {
     auto f = read_extra(r, head_file);
     if (!f) return f.err();
@@ -337,6 +345,7 @@ status align_run::snapshot() {
   st.threads = threads_;
   st.tokens_seen = tokens_;
   st.last_loss = sum_.last_loss;
+  st.precision = sum_.precision;
   std::vector<extra_file> extras;
   if (head_) {
     extra_file f{head_file, head_->tensors(), {{"kind", "rm"}}};

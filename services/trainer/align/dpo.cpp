@@ -128,7 +128,8 @@ result<dpo_step_result> dpo_driver::step(engine::adamw& opt, const engine::lr_sc
   const double norm = engine::global_norm(pi_.grads());
   out.grad_norm = float(norm);
   out.lr = s.at(step);
-  opt.step(pi_.params(), pi_.grads(), out.lr, engine::clip_scale(norm, grad_clip));
+  const engine::gpt2::update_target to = pi_.params_for_update();  // bf16: its copy in the same pass
+  opt.step(to.params, pi_.grads(), out.lr, engine::clip_scale(norm, grad_clip), to.bf16);
   return out;
 }
 

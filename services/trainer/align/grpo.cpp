@@ -155,7 +155,8 @@ result<grpo_stats> grpo_driver::step(engine::adamw& opt, const engine::lr_schedu
   const double norm = engine::global_norm(pi_.grads());
   st.grad_norm = float(norm);
   st.lr = s.at(step);
-  opt.step(pi_.params(), pi_.grads(), st.lr, engine::clip_scale(norm, grad_clip));
+  const engine::gpt2::update_target to = pi_.params_for_update();  // bf16: its copy in the same pass
+  opt.step(to.params, pi_.grads(), st.lr, engine::clip_scale(norm, grad_clip), to.bf16);
   return st;
 }
 

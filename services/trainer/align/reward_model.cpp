@@ -127,7 +127,8 @@ result<rm_step_result> reward_driver::step(engine::adamw& body_opt, engine::adam
   out.grad_norm = float(norm);
   out.lr = s.at(step);
   const float scale = engine::clip_scale(norm, grad_clip);
-  body_opt.step(m_.params(), m_.grads(), out.lr, scale);
+  const engine::gpt2::update_target to = m_.params_for_update();  // bf16: its copy in the same pass
+  body_opt.step(to.params, m_.grads(), out.lr, scale, to.bf16);
   head_opt.step(head_.params(), head_.grads(), out.lr, scale);
   return out;
 }

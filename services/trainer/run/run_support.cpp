@@ -105,4 +105,35 @@ void report_warnings(const run_options& o, const ckpt::loaded_snapshot& where, c
   o.on_notice("snapshot_fallback", what + ": " + all);
 }
 
+engine::precision_choice resolve_precision(const std::string& asked) {
+  return engine::choose_precision(engine::precision_from(asked).value_or(engine::precision::fp32),
+                                  engine::probe_bf16());
+}
+
+result<engine::gpt2> create_model(const model::gpt2_config& cfg, int batch, int seq_len,
+                                  engine::precision_choice& chosen) {
+  auto made = engine::gpt2::create(cfg, batch, seq_len, chosen.used);
+  if (!made && made.code() == errc::unavailable && chosen.used == engine::precision::bf16) {
+    chosen = {engine::precision::fp32, "bf16 trains in fp32: " + made.err().message};
+    made = engine::gpt2::create(cfg, batch, seq_len, engine::precision::fp32);
+  }
+  return made;
+}
+
+void report_precision(const run_options& o, const engine::precision_choice& chosen) {
+  const std::string used(engine::to_string(chosen.used));
+  say(o, "precision: " + used + " (" + chosen.why + ")");
+  if (o.on_precision) o.on_precision(used, chosen.why);
+}
+
+void note_precision_change(const run_options& o, const std::string& snapshot_dir, const std::string& was,
+                           const std::string& now) {
+  if (was == now) return;
+  const std::string text = snapshot_dir + " was trained in " + was + "; this machine continues in " + now +
+                           (now == "fp32" ? " (no native bf16 matmul here; the fp32 masters carry on unchanged)"
+                                          : " (its matmuls multiply bf16 natively here)");
+  say(o, text);
+  if (o.on_notice) o.on_notice("precision_changed", text);
+}
+
 }  // namespace loom::trainer

@@ -54,5 +54,19 @@ engine::lr_schedule schedule_of(const runspec::run_config& c);
 // Warnings of a snapshot load (refused newer snapshots) go to the log and,
 // as one "snapshot_fallback" notice, to the job.
 void report_warnings(const run_options& o, const ckpt::loaded_snapshot& where, const std::string& what);
+// train.precision (`asked`: fp32, bf16 or auto) as this CPU allows it
+// (issue 28): choose_precision over probe_bf16().
+engine::precision_choice resolve_precision(const std::string& asked);
+// A model in `chosen`'s precision (made in it: gpt2::create); where oneDNN
+// refuses bf16 after all, an fp32 one, and `chosen` says so and why.
+result<engine::gpt2> create_model(const model::gpt2_config& cfg, int batch, int seq_len,
+                                  engine::precision_choice& chosen);
+// Prints "precision: <used> (<why>)" and tells o.on_precision.
+void report_precision(const run_options& o, const engine::precision_choice& chosen);
+// A resumed snapshot whose steps ran in `was` while this run continues in
+// `now` (a bf16 snapshot on a machine without bf16, or the other way): says
+// so and reports a "precision_changed" notice; nothing when they agree.
+void note_precision_change(const run_options& o, const std::string& snapshot_dir, const std::string& was,
+                           const std::string& now);
 
 }  // namespace loom::trainer

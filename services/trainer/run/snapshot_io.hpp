@@ -30,6 +30,7 @@ struct train_state {
   int threads = 0;          // the thread count the numbers were produced with
   std::uint64_t tokens_seen = 0;
   float last_loss = 0;
+  std::string precision = "fp32";  // what the steps so far ran their matmuls in (issue 28)
   // Loader positions of batches skipped after an anomaly rollback: a resumed
   // run skips them too.
   std::vector<shards::cursor> skipped;

@@ -121,7 +121,8 @@ status run::check_limits() {
                                                   c_.threads, cores));
   threads_ = c_.threads > 0 ? c_.threads : cores;
   const auto need = model::estimate_training(c_.model, std::uint64_t(c_.batch), std::uint64_t(c_.seq_len),
-                                             (std::uint64_t(c_.grad_accum) + world_ - 1) / world_, c_.format == "sft");
+                                             (std::uint64_t(c_.grad_accum) + world_ - 1) / world_, c_.format == "sft",
+                                             c_.precision != "fp32");
   const std::uint64_t limit = o_.memory_limit ? o_.memory_limit : machine_memory() / 4 * 3;
   if (need.total() > limit)
     return make_error(errc::resource_exhausted,
@@ -173,10 +174,13 @@ status run::prepare_data() {
 status run::build_model() {
   // Out of memory: halve the micro-batch and double accumulation — the same
   // tokens per optimiser step, in smaller pieces — until it fits or batch is 1.
+  // train.precision as this CPU allows it (bf16 resumed where it is not native: fp32),
+  // the model made in it from the start.
+  engine::precision_choice chosen = resolve_precision(c_.precision);
   auto create = [&]() -> result<engine::gpt2> {
     if (o_.fail_alloc && o_.fail_alloc(c_.batch))
       return make_error(errc::resource_exhausted, "injected allocation failure");
-    return engine::gpt2::create(c_.model, c_.batch, c_.seq_len);
+    return create_model(c_.model, c_.batch, c_.seq_len, chosen);
   };
   auto made = create();
   // A group must agree on the micro-batch (the members split one data stream):
@@ -195,10 +199,8 @@ status run::build_model() {
   }
   if (!made) return made.err();
   model_.emplace(std::move(*made));
-  // train.precision as this CPU allows it (bf16 resumed where it is not native: fp32).
-  const auto chosen = model_->use_precision(engine::precision_from(c_.precision).value_or(engine::precision::fp32));
   sum_.precision = std::string(engine::to_string(chosen.used));
-  say(o_, "precision: " + sum_.precision + " (" + chosen.why + ")");
+  report_precision(o_, chosen);
   // A stop request lets a short step finish (its work is kept) and interrupts
   // a long one after interrupt_grace, within about a layer's time.
   if (o_.stop)
@@ -249,6 +251,7 @@ status run::resume_or_init() {
                                           "): resuming would not continue that run");
   if (auto st = load_params(r, *model_); !st) return st;
   if (auto st = load_optimizer(r, *opt_); !st) return st;
+  note_precision_change(o_, r.where.dir, r.state.precision, sum_.precision);
   if (lead_)
     if (auto st = set_aside_newer(ckpt_root_, r.state.step, o_); !st) return st;
   sum_.first_step = r.state.step;
@@ -323,6 +326,7 @@ status run::snapshot(std::uint64_t step) {
   st.threads = threads_;
   st.tokens_seen = tokens_seen_;
   st.last_loss = sum_.last_loss;
+  st.precision = sum_.precision;
   st.skipped = skipped_;
   auto dir = save_snapshot(ckpt_root_, *model_, *opt_, st, key_, c_.keep);
   if (!dir) return dir.err();

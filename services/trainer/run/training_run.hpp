@@ -56,7 +56,11 @@ struct run_options {
   // What the job's log must show besides steps: "snapshot_fallback" (the
   // newest snapshot was refused and an older one used) and "rollback" (an
   // anomaly), with a line of text each. The trainer service reports them.
+  // Also "precision_changed": a resumed snapshot's steps ran in another
+  // precision than this machine gives (note_precision_change).
   std::function<void(const std::string& kind, const std::string& text)> on_notice;
+  // Once the model is built: what its matmuls run in (fp32 or bf16) and why.
+  std::function<void(const std::string& used, const std::string& why)> on_precision;
   // The memory one run may plan for (its estimate, libs/model/memory.hpp, must
   // fit); 0 = 3/4 of this machine's physical memory.
   std::uint64_t memory_limit = 0;
