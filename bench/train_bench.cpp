@@ -123,17 +123,13 @@ double ms(clk::time_point a, clk::time_point b) {
 
 figures run(const bench_case& bc) {
   reset_peak();
-  auto made = gpt2::create(bc.cfg, B, T);
+  auto made = gpt2::create(bc.cfg, B, T, bc.prec);  // made in its precision, as a run makes it
   if (!made) {
-    std::fprintf(stderr, "train_bench: %s\n", made.err().to_string().c_str());
+    std::fprintf(stderr, "train_bench: %s: %s\n", bc.name, made.err().to_string().c_str());
     std::exit(1);
   }
   gpt2& m = *made;
   m.init_random(1);
-  if (auto st = m.set_precision(bc.prec); !st) {
-    std::fprintf(stderr, "train_bench: %s: %s\n", bc.name, st.err().to_string().c_str());
-    std::exit(1);
-  }
   adamw opt(m.layout().total, adamw_config{}, m.layout().ranges());
   const double model_mb = (m.allocated_bytes() + 8.0 * m.layout().total) / (1 << 20);  // + AdamW's m, v
   double rss_after_first = 0;
