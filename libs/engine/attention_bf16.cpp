@@ -82,20 +82,21 @@ void bf16_attention::gemm(bool ta, bool tb, int M, int N, int K, const std::uint
   }
 }
 
-void bf16_attention::forward(float* out, float* att, const float* qkv) {
+void bf16_attention::forward(float* out, std::uint16_t* p16, const float* qkv) {
   const int T = T_, hs = hs_;
   const std::size_t C3 = 3 * std::size_t(C_), scores = std::size_t(B_) * NH_ * T * T;
   pack(qkv, C3, 0, q_.data());
   pack(qkv, C3, C_, k_.data());
   pack(qkv, C3, 2 * std::size_t(C_), v_.data());
-  gemm(false, true, T, T, hs, q_.data(), k_.data(), att);  // S = Q·Kᵀ: K (T×hs) is Kᵀ's layout
-  kernels::causal_softmax_forward(att, B_ * NH_, T, 1.0f / std::sqrt(float(hs)));
-  to_bf16_parallel(att, p_.data(), scores);
-  gemm(false, false, T, hs, T, p_.data(), v_.data(), o_.data());  // O = P·V
+  float* s = dp_.data();
+  gemm(false, true, T, T, hs, q_.data(), k_.data(), s);  // S = Q·Kᵀ: K (T×hs) is Kᵀ's layout
+  kernels::causal_softmax_forward(s, B_ * NH_, T, 1.0f / std::sqrt(float(hs)));
+  to_bf16_parallel(s, p16, scores);  // P, saved for backward
+  gemm(false, false, T, hs, T, p16, v_.data(), o_.data());  // O = P·V
   unpack(o_.data(), out, C_, 0);
 }
 
-void bf16_attention::backward(float* dqkv, const float* dout, const float* qkv, const float* att) {
+void bf16_attention::backward(float* dqkv, const float* dout, const float* qkv, const std::uint16_t* p16) {
   const int T = T_, hs = hs_;
   const std::size_t C3 = 3 * std::size_t(C_), scores = std::size_t(B_) * NH_ * T * T;
   const std::size_t heads = std::size_t(B_) * T * C_;
@@ -106,11 +107,10 @@ void bf16_attention::backward(float* dqkv, const float* dout, const float* qkv, 
   float* dq = o_.data();
   float* dk = dq + heads;
   float* dv = dk + heads;
-  to_bf16_parallel(att, p_.data(), scores);
-  gemm(true, false, T, hs, T, p_.data(), d_.data(), dv);  // dV = Pᵀ·dO
+  gemm(true, false, T, hs, T, p16, d_.data(), dv);  // dV = Pᵀ·dO
   gemm(false, true, T, T, hs, d_.data(), v_.data(), dp_.data());  // dP = dO·Vᵀ
-  kernels::causal_softmax_backward(dp_.data(), att, dp_.data(), B_ * NH_, T, 1.0f / std::sqrt(float(hs)));
-  to_bf16_parallel(dp_.data(), p_.data(), scores);  // dS, in P's place
+  kernels::causal_softmax_backward_bf16p(dp_.data(), p16, dp_.data(), B_ * NH_, T, 1.0f / std::sqrt(float(hs)));
+  to_bf16_parallel(dp_.data(), p_.data(), scores);  // dS
   gemm(false, false, T, hs, T, p_.data(), k_.data(), dq);  // dQ = dS·K
   gemm(true, false, T, hs, T, p_.data(), q_.data(), dk);   // dK = dSᵀ·Q
   unpack(dq, dqkv, C3, 0);

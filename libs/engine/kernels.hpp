@@ -68,6 +68,8 @@ void attention_backward(float* dqkv, float* scratch, const float* dout, const fl
 void causal_softmax_forward(float* s, int BH, int T, float scale);
 // ds (BH,T,T) = scale · P ∘ (dP − Σ_t2 P·dP) for t2 <= t, 0 above (ds may alias dp).
 void causal_softmax_backward(float* ds, const float* p, const float* dp, int BH, int T, float scale);
+// The same with P kept in bf16 (uint16 bit patterns: bf16.hpp's from_bf16).
+void causal_softmax_backward_bf16p(float* ds, const std::uint16_t* p, const float* dp, int BH, int T, float scale);
 
 // GELU, tanh approximation, elementwise over n values.
 void gelu_forward(float* out, const float* inp, std::size_t n);

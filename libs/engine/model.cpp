@@ -50,7 +50,7 @@ act_sizes place(Acts& a, float* acts_base, float* scratch_base, std::uint16_t* h
   take(a.x0, BT * C);
   take32(a.ln1, L * BT * C); take(a.ln1_mean, L * BT); take(a.ln1_rstd, L * BT);
   take(a.qkv, L * BT * 3 * C);
-  take(a.att, L * a.att_per_layer);
+  take32(a.att, L * a.att_per_layer);
   take32(a.atty, L * BT * C);
   take(a.x1, L * BT * C);
   take32(a.ln2, L * BT * C); take(a.ln2_mean, L * BT); take(a.ln2_rstd, L * BT);
@@ -79,6 +79,7 @@ act_sizes place(Acts& a, float* acts_base, float* scratch_base, std::uint16_t* h
   htake(a.ln1h, L * BT * C);
   htake(a.ln2h, L * BT * C);
   htake(a.attyh, L * BT * C);
+  htake(a.atth, L * a.att_per_layer);
   s.h16 = off;
   return s;
 }
@@ -302,7 +303,7 @@ status gpt2::forward_backbone() {
     float* ln1m = a.layer(a.ln1_mean, a.BT, l);
     float* ln1r = a.layer(a.ln1_rstd, a.BT, l);
     float* qkv = a.layer(a.qkv, a.BT * a.C3, l);
-    float* att = a.layer(a.att, a.att_per_layer, l);
+    float* att = h ? nullptr : a.layer(a.att, a.att_per_layer, l);
     float* atty = h ? a.tmp : a.layer(a.atty, a.BT * C_, l);
     float* x1 = a.layer(a.x1, a.BT * C_, l);
     float* ln2 = h ? a.tmp : a.layer(a.ln2, a.BT * C_, l);
@@ -325,7 +326,7 @@ status gpt2::forward_backbone() {
     }
     {
       phase_timer t(*this, phase::attention);
-      if (h) bf16_->attn->forward(atty, att, qkv);
+      if (h) bf16_->attn->forward(atty, a.layer(a.atth, a.att_per_layer, l), qkv);
       else k::attention_forward(atty, att, qkv, B, T, C, NH);
     }
     if (h) {

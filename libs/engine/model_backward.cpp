@@ -85,7 +85,7 @@ bool gpt2::backward_backbone(bool accumulate) {
     {
       phase_timer t(*this, phase::attention);
       if (h)
-        bf16_->attn->backward(a.dqkv, a.dbtc, a.layer(a.qkv, a.BT * a.C3, l), a.layer(a.att, a.att_per_layer, l));
+        bf16_->attn->backward(a.dqkv, a.dbtc, a.layer(a.qkv, a.BT * a.C3, l), a.layer(a.atth, a.att_per_layer, l));
       else
         k::attention_backward(a.dqkv, a.datt, a.dbtc, a.layer(a.qkv, a.BT * a.C3, l),
                               a.layer(a.att, a.att_per_layer, l), B, T, C, NH);

@@ -40,9 +40,10 @@ struct gpt2::acts {
   float* dqkv;   // (B,T,3C)
   float* dfch;   // (B,T,4C) dfchg, then dfch in place
   float* datt;   // (B,NH,T) attention backward rows
-  // bf16 (set_precision): ln1, ln2 and atty are kept only here, in bf16 (their
+  // bf16 (set_precision): ln1, ln2, atty and att are kept only here, in bf16 (their
   // fp32 pointers above are null, as is fchg: recomputed in backward).
   std::uint16_t *ln1h, *ln2h, *attyh;  // (L,B,T,C) each
+  std::uint16_t* atth;                  // (L,B,NH,T,T): attention's probabilities (att is null)
 
   float* layer(float* base, std::size_t per_layer, int l) const { return base + per_layer * l; }
   std::uint16_t* layer(std::uint16_t* base, std::size_t per_layer, int l) const { return base + per_layer * l; }

@@ -24,13 +24,13 @@ bf16_values bf16_layout(const gpt2_config& cfg, std::uint64_t B, std::uint64_t T
   const std::uint64_t L = cfg.layers, C = cfg.channels, BT = B * T, Vp = std::uint64_t(cfg.padded_vocab);
   const std::uint64_t lm_cols = std::min<std::uint64_t>(Vp, std::max<std::uint64_t>(4 * C, 2048));
   bf16_values v;
-  v.fp32_dropped = L * BT * C * 3 + L * BT * 4 * C;  // ln1, atty, ln2; fchg
-  v.params = make_param_layout(cfg).total;
-  v.acts = 3 * L * BT * C;
-  v.scratch = BT * std::max<std::uint64_t>(4 * C, lm_cols) + BT * 4 * C;
-  // libs/engine/attention_bf16.cpp: q, k, v, dO (BT·C each) and P (B·NH·T·T)
-  // in bf16; dP (B·NH·T·T) and the products (3·BT·C) in fp32.
   const std::uint64_t scores = B * std::uint64_t(cfg.heads) * T * T;
+  v.fp32_dropped = L * BT * C * 3 + L * BT * 4 * C + L * scores;  // ln1, atty, ln2; fchg; att
+  v.params = make_param_layout(cfg).total;
+  v.acts = 3 * L * BT * C + L * scores;  // ln1, atty, ln2; attention's probabilities
+  v.scratch = BT * std::max<std::uint64_t>(4 * C, lm_cols) + BT * 4 * C;
+  // libs/engine/attention_bf16.cpp: q, k, v, dO (BT·C each) and dS (B·NH·T·T)
+  // in bf16; the scores or dP (B·NH·T·T) and the products (3·BT·C) in fp32.
   v.attention16 = 4 * BT * C + scores;
   v.attention32 = scores + 3 * BT * C;
   return v;

@@ -22,8 +22,9 @@ activation_floats activations(const gpt2_config& cfg, std::uint64_t batch, std::
 
 // What a model with bf16 matmuls holds instead (gpt2::set_precision, issue
 // 28): `fp32_dropped` of the fp32 activations are not kept (both LayerNorms'
-// and attention's outputs, GELU's output); bf16 values are: the parameters'
-// copy, those three activations, and the matmuls' two scratch buffers.
+// and attention's outputs, GELU's output, attention's probabilities); bf16
+// values are: the parameters' copy, those activations but GELU's, the
+// matmuls' two scratch buffers and attention's scratch.
 struct bf16_values {
   std::uint64_t fp32_dropped = 0;  // fp32 values of activations() not allocated
   std::uint64_t params = 0, acts = 0, scratch = 0;  // bf16 values
