@@ -4,6 +4,7 @@
 #include "libs/files/files.hpp"
 #include "libs/shards/manifest.hpp"
 
+#include <cmath>
 #include <filesystem>
 
 #include <unistd.h>
@@ -134,6 +135,24 @@ void note_precision_change(const run_options& o, const std::string& snapshot_dir
                                           : " (its matmuls multiply bf16 natively here)");
   say(o, text);
   if (o.on_notice) o.on_notice("precision_changed", text);
+}
+
+std::string step_anomaly(const engine::step_stats& s, std::uint64_t step, std::span<const float> recent, int window,
+                         double zscore) {
+  if (!std::isfinite(s.loss) || !std::isfinite(s.grad_norm))
+    return fmt("step %llu: loss %g, gradient norm %g: not finite", static_cast<unsigned long long>(step),
+               double(s.loss), double(s.grad_norm));
+  if (zscore <= 0 || window < 2 || recent.size() < static_cast<std::size_t>(window)) return "";
+  double mean = 0, var = 0;
+  const auto first = recent.end() - window;
+  for (auto it = first; it != recent.end(); ++it) mean += *it;
+  mean /= window;
+  for (auto it = first; it != recent.end(); ++it) var += (*it - mean) * (*it - mean);
+  const double sd = std::sqrt(var / (window - 1));
+  if (s.loss > mean + zscore * sd && s.loss > mean * 1.01)
+    return fmt("step %llu: loss %.4f is a spike (mean %.4f, sd %.4f over %d steps, z > %.1f)",
+               static_cast<unsigned long long>(step), double(s.loss), mean, sd, window, zscore);
+  return "";
 }
 
 }  // namespace loom::trainer

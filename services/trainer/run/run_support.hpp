@@ -9,12 +9,14 @@
 #include "libs/runspec/run_config.hpp"
 #include "libs/status/status.hpp"
 #include "libs/engine/optimizer.hpp"
+#include "libs/engine/train_step.hpp"
 #include "services/trainer/run/training_run.hpp"
 
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <span>
 #include <string>
 
 namespace loom::trainer {
@@ -54,6 +56,12 @@ engine::lr_schedule schedule_of(const runspec::run_config& c);
 // Warnings of a snapshot load (refused newer snapshots) go to the log and,
 // as one "snapshot_fallback" notice, to the job.
 void report_warnings(const run_options& o, const ckpt::loaded_snapshot& where, const std::string& what);
+// "" for a healthy step (1-based `step`); else why it is an anomaly: a
+// non-finite loss or gradient norm, or a loss spike — above the mean of the
+// last `window` losses of `recent` by more than `zscore` standard deviations
+// (and by 1%); zscore <= 0 or fewer losses than the window: no spike check.
+std::string step_anomaly(const engine::step_stats& s, std::uint64_t step, std::span<const float> recent, int window,
+                         double zscore);
 // train.precision (`asked`: fp32, bf16 or auto) as this CPU allows it
 // (issue 28): choose_precision over probe_bf16().
 engine::precision_choice resolve_precision(const std::string& asked);

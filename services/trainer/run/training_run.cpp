@@ -61,7 +61,6 @@ class run {
   status open_loader();     // the data cursor, the metrics history, the step's buffers
   status loop();            // steps until the end or a stop
   result<bool> one_step();  // false: stopped
-  std::string anomaly(const engine::step_stats& s) const;
   status roll_back(shards::cursor bad_batch, const std::string& why);
   status snapshot(std::uint64_t step);
   void unpack(int k);
@@ -370,25 +369,6 @@ status run::roll_back(shards::cursor bad_batch, const std::string& why) {
   return ok_status();
 }
 
-// "" for a healthy step; else why it is an anomaly (non-finite, or a spike).
-std::string run::anomaly(const engine::step_stats& s) const {
-  if (!std::isfinite(s.loss) || !std::isfinite(s.grad_norm))
-    return fmt("step %llu: loss %g, gradient norm %g: not finite", static_cast<unsigned long long>(step_ + 1),
-               double(s.loss), double(s.grad_norm));
-  if (c_.spike_zscore <= 0 || recent_.size() < static_cast<std::size_t>(c_.spike_window)) return "";
-  double mean = 0, var = 0;
-  const auto first = recent_.end() - c_.spike_window;
-  for (auto it = first; it != recent_.end(); ++it) mean += *it;
-  mean /= c_.spike_window;
-  for (auto it = first; it != recent_.end(); ++it) var += (*it - mean) * (*it - mean);
-  const double sd = std::sqrt(var / (c_.spike_window - 1));
-  if (s.loss > mean + c_.spike_zscore * sd && s.loss > mean * 1.01)
-    return fmt("step %llu: loss %.4f is a spike (mean %.4f, sd %.4f over %d steps, z > %.1f)",
-               static_cast<unsigned long long>(step_ + 1), double(s.loss), mean, sd, c_.spike_window,
-               c_.spike_zscore);
-  return "";
-}
-
 status run::loop() {
   last_snapshot_time_ = clock_type::now();
   const bool outer = o_.outer.start && step_ < total_;
@@ -453,7 +433,7 @@ result<bool> run::one_step() {
   if (!s) return s.err();
   if (o_.fault)
     if (auto f = o_.fault(step_ + 1)) s->loss = *f;
-  if (const std::string why = anomaly(*s); !why.empty()) {
+  if (const std::string why = step_anomaly(*s, step_ + 1, recent_, c_.spike_window, c_.spike_zscore); !why.empty()) {
     if (o_.on_anomaly) o_.on_anomaly(std::isfinite(s->loss) && std::isfinite(s->grad_norm) ? "spike" : "non_finite");
     if (auto st = roll_back(at, why); !st) return st.err();
     return true;
