@@ -240,21 +240,6 @@ void causal_softmax_forward(float* s, int BH, int T, float scale) {
     }
 }
 
-void causal_softmax_backward(float* ds, const float* p, const float* dp, int BH, int T, float scale) {
-#pragma omp parallel for collapse(2) schedule(static)
-  for (int bh = 0; bh < BH; ++bh)
-    for (int t = 0; t < T; ++t) {
-      const std::size_t row = (std::size_t(bh) * T + t) * T;
-      const float* a = p + row;
-      const float* g = dp + row;
-      float* d = ds + row;
-      float dot = 0.0f;
-      for (int t2 = 0; t2 <= t; ++t2) dot += a[t2] * g[t2];
-      for (int t2 = 0; t2 <= t; ++t2) d[t2] = scale * a[t2] * (g[t2] - dot);
-      for (int t2 = t + 1; t2 < T; ++t2) d[t2] = 0.0f;
-    }
-}
-
 void causal_softmax_backward_bf16p(float* ds, const std::uint16_t* p, const float* dp, int BH, int T, float scale) {
 #pragma omp parallel for collapse(2) schedule(static)
   for (int bh = 0; bh < BH; ++bh)

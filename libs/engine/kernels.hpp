@@ -66,9 +66,8 @@ void attention_backward(float* dqkv, float* scratch, const float* dout, const fl
 // attention_bf16.hpp): s (BH,T,T) holds raw scores q·k per head; each row t
 // becomes softmax(scale·s[t, 0..t]) with zeros above the diagonal, in place.
 void causal_softmax_forward(float* s, int BH, int T, float scale);
-// ds (BH,T,T) = scale · P ∘ (dP − Σ_t2 P·dP) for t2 <= t, 0 above (ds may alias dp).
-void causal_softmax_backward(float* ds, const float* p, const float* dp, int BH, int T, float scale);
-// The same with P kept in bf16 (uint16 bit patterns: bf16.hpp's from_bf16).
+// ds (BH,T,T) = scale · P ∘ (dP − Σ_t2 P·dP) for t2 <= t, 0 above (ds may
+// alias dp), with P as attention keeps it: bf16 (uint16 bit patterns, bf16.hpp).
 void causal_softmax_backward_bf16p(float* ds, const std::uint16_t* p, const float* dp, int BH, int T, float scale);
 
 // GELU, tanh approximation, elementwise over n values.

@@ -282,10 +282,6 @@ status gpt2::forward_backbone() {
     ++bf16_copies_;
   }
   const bool h = bf16_ != nullptr;
-  auto round = [&](const float* in, std::uint16_t* out, std::size_t n) {
-    phase_timer t(*this, phase::to_bf16);
-    to_bf16_parallel(in, out, n);
-  };
   const model::tensor_views p = pviews();
   const int B = B_, T = T_, C = cfg_.channels, NH = cfg_.heads, L = cfg_.layers;
   const int N = B * T;
@@ -317,25 +313,13 @@ status gpt2::forward_backbone() {
       phase_timer t(*this, phase::layernorm);
       k::layernorm_forward(ln1, ln1m, ln1r, x, p.ln1w + l * C_, p.ln1b + l * C_, N, C);
     }
-    if (h) {
-      std::uint16_t* ln1h = a.layer(a.ln1h, btc, l);
-      round(ln1, ln1h, btc);
-      mm_forward16(qkv, ln1h, p.qkvw + l * 3 * C_ * C_, p.qkvb + l * 3 * C_, N, C, 3 * C);
-    } else {
-      mm_forward(qkv, ln1, p.qkvw + l * 3 * C_ * C_, p.qkvb + l * 3 * C_, N, C, 3 * C);
-    }
+    mm_forward_kept(qkv, ln1, a.layer(a.ln1h, btc, l), p.qkvw + l * 3 * C_ * C_, p.qkvb + l * 3 * C_, N, C, 3 * C);
     {
       phase_timer t(*this, phase::attention);
       if (h) bf16_->attn->forward(atty, a.layer(a.atth, a.att_per_layer, l), qkv);
       else k::attention_forward(atty, att, qkv, B, T, C, NH);
     }
-    if (h) {
-      std::uint16_t* attyh = a.layer(a.attyh, btc, l);
-      round(atty, attyh, btc);
-      mm_forward16(a.tmp, attyh, p.attprojw + l * C_ * C_, p.attprojb + l * C_, N, C, C);
-    } else {
-      mm_forward(a.tmp, atty, p.attprojw + l * C_ * C_, p.attprojb + l * C_, N, C, C);
-    }
+    mm_forward_kept(a.tmp, atty, a.layer(a.attyh, btc, l), p.attprojw + l * C_ * C_, p.attprojb + l * C_, N, C, C);
     {
       phase_timer t(*this, phase::residual);
       k::residual_forward(x1, x, a.tmp, btc);
@@ -344,23 +328,12 @@ status gpt2::forward_backbone() {
       phase_timer t(*this, phase::layernorm);
       k::layernorm_forward(ln2, ln2m, ln2r, x1, p.ln2w + l * C_, p.ln2b + l * C_, N, C);
     }
-    if (h) {
-      std::uint16_t* ln2h = a.layer(a.ln2h, btc, l);
-      round(ln2, ln2h, btc);
-      mm_forward16(fch, ln2h, p.fcw + l * 4 * C_ * C_, p.fcb + l * 4 * C_, N, C, 4 * C);
-    } else {
-      mm_forward(fch, ln2, p.fcw + l * 4 * C_ * C_, p.fcb + l * 4 * C_, N, C, 4 * C);
-    }
+    mm_forward_kept(fch, ln2, a.layer(a.ln2h, btc, l), p.fcw + l * 4 * C_ * C_, p.fcb + l * 4 * C_, N, C, 4 * C);
     {
       phase_timer t(*this, phase::gelu);
       k::gelu_forward(fchg, fch, a.BT * a.C4);
     }
-    if (h) {
-      round(fchg, bf16_->a.data(), a.BT * a.C4);
-      mm_forward16(a.tmp, bf16_->a.data(), p.fcprojw + l * 4 * C_ * C_, p.fcprojb + l * C_, N, 4 * C, C);
-    } else {
-      mm_forward(a.tmp, fchg, p.fcprojw + l * 4 * C_ * C_, p.fcprojb + l * C_, N, 4 * C, C);
-    }
+    mm_forward(a.tmp, fchg, p.fcprojw + l * 4 * C_ * C_, p.fcprojb + l * C_, N, 4 * C, C);  // bf16: not kept
     {
       phase_timer t(*this, phase::residual);
       k::residual_forward(x2, x1, a.tmp, btc);

@@ -84,10 +84,6 @@ class gpt2 {
   // (unchanged) without memory; invalid_argument for `automatic` (the caller
   // resolves it: choose_precision).
   status set_precision(precision p);
-  // What a run asks for, as this machine allows: choose_precision(asked,
-  // probe_bf16()), set; bf16 that cannot be set falls back to fp32. Returns
-  // what the matmuls now run in and why (for the run's log).
-  precision_choice use_precision(precision asked);
   precision matmul_precision() const { return bf16_ ? precision::bf16 : precision::fp32; }
 
   // Where an optimizer writes this step's update: the parameters and, in
@@ -180,6 +176,13 @@ class gpt2 {
                    const float* weight, int N, int C, int OC, bool accumulate);
   void mm_backward16(float* dinp, float* dweight, float* dbias, const float* dout, const std::uint16_t* inp,
                      const float* weight, int N, int C, int OC, bool accumulate);
+  // An input that backward needs again: in bf16 it is rounded into `kept`
+  // (its only copy, read back by mm_backward_kept); in fp32 `kept` is null and
+  // inp itself is kept.
+  void mm_forward_kept(float* out, const float* inp, std::uint16_t* kept, const float* weight, const float* bias,
+                       int N, int C, int OC);
+  void mm_backward_kept(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                        const std::uint16_t* kept, const float* weight, int N, int C, int OC, bool accumulate);
   void bf16_gemm_or_abort(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, const std::uint16_t* A,
                           const std::uint16_t* B, float* C, bool accumulate);
   acts views();

@@ -65,23 +65,15 @@ bool gpt2::backward_backbone(bool accumulate) {
       phase_timer t(*this, phase::gelu);
       k::gelu_backward(a.dfch, fch, a.dfch, a.BT * a.C4);
     }
-    if (h)
-      mm_backward16(a.dbtc, g.fcw + l * 4 * C_ * C_, g.fcb + 4 * lc, a.dfch, a.layer(a.ln2h, btc, l),
-                    p.fcw + l * 4 * C_ * C_, N, C, 4 * C, acc);
-    else
-      mm_backward(a.dbtc, g.fcw + l * 4 * C_ * C_, g.fcb + 4 * lc, a.dfch, a.layer(a.ln2, btc, l),
-                  p.fcw + l * 4 * C_ * C_, N, C, 4 * C, acc);
+    mm_backward_kept(a.dbtc, g.fcw + l * 4 * C_ * C_, g.fcb + 4 * lc, a.dfch, a.layer(a.ln2, btc, l),
+                     a.layer(a.ln2h, btc, l), p.fcw + l * 4 * C_ * C_, N, C, 4 * C, acc);
     {
       phase_timer t(*this, phase::layernorm);
       k::layernorm_backward(a.dres, g.ln2w + lc, g.ln2b + lc, a.dbtc, a.layer(a.x1, btc, l), p.ln2w + lc,
                             a.layer(a.ln2_mean, a.BT, l), a.layer(a.ln2_rstd, a.BT, l), N, C, acc);
     }
-    if (h)
-      mm_backward16(a.dbtc, g.attprojw + l * C_ * C_, g.attprojb + lc, a.dres, a.layer(a.attyh, btc, l),
-                    p.attprojw + l * C_ * C_, N, C, C, acc);
-    else
-      mm_backward(a.dbtc, g.attprojw + l * C_ * C_, g.attprojb + lc, a.dres, a.layer(a.atty, btc, l),
-                  p.attprojw + l * C_ * C_, N, C, C, acc);
+    mm_backward_kept(a.dbtc, g.attprojw + l * C_ * C_, g.attprojb + lc, a.dres, a.layer(a.atty, btc, l),
+                     a.layer(a.attyh, btc, l), p.attprojw + l * C_ * C_, N, C, C, acc);
     {
       phase_timer t(*this, phase::attention);
       if (h)
@@ -90,12 +82,8 @@ bool gpt2::backward_backbone(bool accumulate) {
         k::attention_backward(a.dqkv, a.datt, a.dbtc, a.layer(a.qkv, a.BT * a.C3, l),
                               a.layer(a.att, a.att_per_layer, l), B, T, C, NH);
     }
-    if (h)
-      mm_backward16(a.dbtc, g.qkvw + l * 3 * C_ * C_, g.qkvb + 3 * lc, a.dqkv, a.layer(a.ln1h, btc, l),
-                    p.qkvw + l * 3 * C_ * C_, N, C, 3 * C, acc);
-    else
-      mm_backward(a.dbtc, g.qkvw + l * 3 * C_ * C_, g.qkvb + 3 * lc, a.dqkv, a.layer(a.ln1, btc, l),
-                  p.qkvw + l * 3 * C_ * C_, N, C, 3 * C, acc);
+    mm_backward_kept(a.dbtc, g.qkvw + l * 3 * C_ * C_, g.qkvb + 3 * lc, a.dqkv, a.layer(a.ln1, btc, l),
+                     a.layer(a.ln1h, btc, l), p.qkvw + l * 3 * C_ * C_, N, C, 3 * C, acc);
     {
       phase_timer t(*this, phase::layernorm);
       k::layernorm_backward(a.dres, g.ln1w + lc, g.ln1b + lc, a.dbtc, x, p.ln1w + lc, a.layer(a.ln1_mean, a.BT, l),

@@ -45,8 +45,11 @@ struct gpt2::acts {
   std::uint16_t *ln1h, *ln2h, *attyh;  // (L,B,T,C) each
   std::uint16_t* atth;                  // (L,B,NH,T,T): attention's probabilities (att is null)
 
-  float* layer(float* base, std::size_t per_layer, int l) const { return base + per_layer * l; }
-  std::uint16_t* layer(std::uint16_t* base, std::size_t per_layer, int l) const { return base + per_layer * l; }
+  // Layer l of a per-layer array; null for an array this precision does not hold.
+  float* layer(float* base, std::size_t per_layer, int l) const { return base ? base + per_layer * l : nullptr; }
+  std::uint16_t* layer(std::uint16_t* base, std::size_t per_layer, int l) const {
+    return base ? base + per_layer * l : nullptr;
+  }
 };
 
 // Adds a phase's time to the model's profile while profiling is on.

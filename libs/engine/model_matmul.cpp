@@ -13,15 +13,6 @@
 namespace loom::engine {
 namespace k = kernels;
 
-precision_choice gpt2::use_precision(precision asked) {
-  auto chosen = choose_precision(asked, probe_bf16());
-  if (auto st = set_precision(chosen.used); !st) {
-    chosen = {precision::fp32, std::string(to_string(asked)) + " trains in fp32: " + st.err().message};
-    (void)set_precision(precision::fp32);
-  }
-  return chosen;
-}
-
 gpt2::update_target gpt2::params_for_update() {
   update_target t{params_.span(), {}};
   if (bf16_) {
@@ -120,6 +111,22 @@ void gpt2::mm_backward16(float* dinp, float* dweight, float* dbias, const float*
     phase_timer t(*this, phase::matmul);
     k::bias_backward(dbias, dout, N, OC, accumulate);
   }
+}
+
+void gpt2::mm_forward_kept(float* out, const float* inp, std::uint16_t* kept, const float* weight, const float* bias,
+                           int N, int C, int OC) {
+  if (!bf16_) return mm_forward(out, inp, weight, bias, N, C, OC);
+  {
+    phase_timer t(*this, phase::to_bf16);
+    to_bf16_parallel(inp, kept, std::size_t(N) * C);
+  }
+  mm_forward16(out, kept, weight, bias, N, C, OC);
+}
+
+void gpt2::mm_backward_kept(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                            const std::uint16_t* kept, const float* weight, int N, int C, int OC, bool accumulate) {
+  if (bf16_) return mm_backward16(dinp, dweight, dbias, dout, kept, weight, N, C, OC, accumulate);
+  mm_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC, accumulate);
 }
 
 }  // namespace loom::engine
