@@ -21,7 +21,7 @@
 namespace loom::cli {
 namespace {
 
-// Every process of the deployment; the five services when none is recorded.
+// Every process of the deployment; the six services when none is recorded.
 std::vector<std::string> processes(const context& c) {
   auto eps = layout::read_endpoints(c.paths.endpoints());
   return layout::process_names(eps ? *eps : layout::endpoints{});

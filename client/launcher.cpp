@@ -53,13 +53,21 @@ using clock = std::chrono::steady_clock;
 // and stop, rather than wait out --wait while it crash-loops.
 constexpr std::uint64_t failed_starts = 2;
 
+// The console's address (https://HOST:PORT) when it runs in this deployment; "" otherwise.
+std::string console_url(const context& c) {
+  auto eps = layout::read_endpoints(c.paths.endpoints());
+  const auto* s = eps && eps->runs_here("console") ? eps->find("console") : nullptr;
+  if (!s || s->data.rfind("tcp://", 0) != 0) return "";
+  return "https://" + s->data.substr(6);
+}
+
 void print_services(const context& c, const std::vector<health_info>& hs) {
   if (c.json) {
     nlohmann::json arr = nlohmann::json::array();
     for (auto& h : hs)
       arr.push_back({{"name", h.name}, {"healthy", h.healthy}, {"pid", h.pid}, {"endpoint", h.endpoint},
                      {"metrics", h.metrics}, {"error", h.error}});
-    print_json({{"data_dir", c.paths.root}, {"services", arr}});
+    print_json({{"data_dir", c.paths.root}, {"services", arr}, {"console", console_url(c)}});
     return;
   }
   std::printf("%-11s %-8s %-7s %-26s %s\n", "SERVICE", "HEALTH", "PID", "ENDPOINT", "METRICS");
@@ -186,6 +194,9 @@ int wait_healthy(context& c, bool owner, pid_t watcher, std::chrono::millisecond
   }
   print_services(c, hs);
   if (!c.json) std::printf("%zu/%zu services healthy\n", hs.size(), hs.size());
+  if (const auto url = console_url(c); !url.empty() && !c.json)
+    std::printf("console: %s (log in with a token: %s holds the admin's)\n", printable(url).c_str(),
+                printable(c.paths.admin_token()).c_str());
   // Delivered now that audit runs, with whatever waited in the CLI's spool.
   audit_local(c, {"loom.up", who, audit::decision::allow, "",
                   std::to_string(hs.size()) + " processes healthy" + (owner ? "" : " (already running)")},
@@ -334,7 +345,7 @@ int cmd_up(context& c) {
   e.net = net;
   auto has_data = [](const std::string& name) {
     const auto kind = layout::service_kind(name);
-    return kind == "ingest" || kind == "aggregator" || kind == "trainer";
+    return kind == "ingest" || kind == "aggregator" || kind == "trainer" || kind == "console";
   };
   int needed = 0;
   for (const auto& name : names) needed += 2 + (name == "audit") + has_data(name);

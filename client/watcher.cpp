@@ -1,7 +1,7 @@
 // `loom watch` (internal): the detached local supervisor that `loom up`
 // starts. It holds the data dir lock for its whole life (dir_lock.hpp: one
 // watcher per data dir), starts every process in endpoints.json's
-// layout::process_names (the five services; with --trainers N, trainer-2 ...
+// layout::process_names (the six services; with --trainers N, trainer-2 ...
 // trainer-N after the trainer) in order, restarts any that dies (with
 // exponential backoff per process, reset after a healthy minute), and keeps
 // in endpoints.json each one's pid, restart count, how the last one ended and

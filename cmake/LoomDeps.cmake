@@ -24,5 +24,7 @@ find_package(OpenSSL 3 REQUIRED)              # OpenSSL::Crypto
 find_package(prometheus-cpp CONFIG REQUIRED)  # prometheus-cpp::core / ::pull
 find_package(nlohmann_json 3 REQUIRED)        # nlohmann_json::nlohmann_json
 find_package(tomlplusplus REQUIRED)           # tomlplusplus::tomlplusplus (compiled .so)
+# PkgConfig::HTTPLIB: Debian's cpp-httplib (compiled .so, with OpenSSL): the console's HTTPS server and the tests' client.
+pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET GLOBAL cpp-httplib)
 find_package(doctest REQUIRED)                # doctest::doctest, doctest_discover_tests()
 include(doctest)

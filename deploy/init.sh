@@ -14,7 +14,8 @@ cat > "$LOOM_HOME/endpoints.json" <<JSON
     "scheduler":  {"rpc": "tcp://scheduler:7000",  "metrics": "scheduler:9100",  "pid": 0},
     "ingest":     {"rpc": "tcp://ingest:7000",     "metrics": "ingest:9100",     "pid": 0},
     "trainer":    {"rpc": "tcp://trainer:7000",    "metrics": "trainer:9100",    "pid": 0},
-    "aggregator": {"rpc": "tcp://aggregator:7000", "metrics": "aggregator:9100", "pid": 0}
+    "aggregator": {"rpc": "tcp://aggregator:7000", "metrics": "aggregator:9100", "pid": 0},
+    "console":    {"rpc": "tcp://console:7000",    "metrics": "console:9100",    "pid": 0, "data": "tcp://console:8443"}
   }
 }
 JSON

@@ -209,7 +209,7 @@ TEST_CASE("no bad command line of any command exits other than 2 or touches a ru
   temp_dir scratch("loom-cli-scratch");
   const std::string home = c.home.path();
   const snapshot before = take(home);
-  REQUIRE(before.pids.size() == 5);
+  REQUIRE(before.pids.size() == 6);
   for (auto& [name, pid] : before.pids) CHECK_MESSAGE(pid > 0, name);
 
   // The lines of issue #13, then random ones for every command.

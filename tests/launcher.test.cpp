@@ -1,4 +1,4 @@
-// Cross-process: `loom up` -> 5/5 healthy -> ping each -> kill -9 one service
+// Cross-process: `loom up` -> 6/6 healthy -> ping each -> kill -9 one service
 // -> a new pid answers within 5 s -> `loom down` leaves no process behind.
 // `loom up --trainers 3`: three trainer processes, each a node of the roster.
 #include "tests/support/harness.hpp"
@@ -45,17 +45,18 @@ std::vector<long> all_pids(const json& st) {
 }
 }  // namespace
 
-TEST_CASE("loom up starts five healthy services that survive kill -9 and loom down stops them all") {
+TEST_CASE("loom up starts six healthy services that survive kill -9 and loom down stops them all") {
   temp_dir home("loom-up");
   up_guard guard{home.path()};
   auto up = run_loom(home.path(), {"up"}, 60s);
   INFO("up stdout: " << up.out << "\nup stderr: " << up.err);
   REQUIRE(up.code == 0);
-  CHECK(up.out.find("5/5 services healthy") != std::string::npos);
+  CHECK(up.out.find("6/6 services healthy") != std::string::npos);
+  CHECK(up.out.find("console: https://127.0.0.1:") != std::string::npos);  // where to point a browser
 
   auto st = status_json(home.path());
   REQUIRE(st.contains("services"));
-  REQUIRE(st["services"].size() == 5);
+  REQUIRE(st["services"].size() == 6);
   for (auto& s : st["services"]) {
     INFO(s.dump());
     CHECK(s["healthy"].get<bool>());
@@ -63,13 +64,13 @@ TEST_CASE("loom up starts five healthy services that survive kill -9 and loom do
     CHECK(s["metrics"].get<std::string>().rfind("127.0.0.1:", 0) == 0);
   }
   // Every service registered with the scheduler.
-  for (int i = 0; i < 50 && st["nodes"].size() < 5; ++i) {
+  for (int i = 0; i < 50 && st["nodes"].size() < 6; ++i) {
     std::this_thread::sleep_for(100ms);
     st = status_json(home.path());
   }
-  CHECK(st["nodes"].size() == 5);
+  CHECK(st["nodes"].size() == 6);
 
-  for (const char* svc : {"ingest", "scheduler", "trainer", "aggregator", "audit"}) {
+  for (const char* svc : {"ingest", "scheduler", "trainer", "aggregator", "audit", "console"}) {
     auto p = run_loom(home.path(), {"ping", svc});
     INFO(svc << ": " << p.out << p.err);
     CHECK(p.code == 0);
@@ -121,9 +122,9 @@ TEST_CASE("two loom up on different data dirs run side by side") {
   REQUIRE(run_loom(a.path(), {"up"}, 60s).code == 0);
   REQUIRE(run_loom(b.path(), {"up"}, 60s).code == 0);
   auto sa = status_json(a.path()), sb = status_json(b.path());
-  REQUIRE(sa["services"].size() == 5);
-  REQUIRE(sb["services"].size() == 5);
-  for (std::size_t i = 0; i < 5; ++i) {
+  REQUIRE(sa["services"].size() == 6);
+  REQUIRE(sb["services"].size() == 6);
+  for (std::size_t i = 0; i < 6; ++i) {
     CHECK(sa["services"][i]["healthy"].get<bool>());
     CHECK(sb["services"][i]["healthy"].get<bool>());
     CHECK(sa["services"][i]["endpoint"] != sb["services"][i]["endpoint"]);
@@ -165,10 +166,10 @@ TEST_CASE("loom up --trainers 3 runs three trainer nodes that the watcher restar
   auto up = run_loom(home.path(), {"up", "--trainers", "3"}, 60s);
   INFO("up stdout: " << up.out << "\nup stderr: " << up.err);
   REQUIRE(up.code == 0);
-  CHECK(up.out.find("7/7 services healthy") != std::string::npos);
+  CHECK(up.out.find("8/8 services healthy") != std::string::npos);
 
   auto st = status_json(home.path());
-  REQUIRE(st["services"].size() == 7);
+  REQUIRE(st["services"].size() == 8);
   std::set<long> trainer_pids;
   std::set<std::string> trainer_endpoints;
   for (const char* t : {"trainer", "trainer-2", "trainer-3"}) {
@@ -192,11 +193,11 @@ TEST_CASE("loom up --trainers 3 runs three trainer nodes that the watcher restar
   }
   INFO("roster: " << st["nodes"].dump());
   CHECK(trainer_nodes(st) == 3);
-  CHECK(st["nodes"].size() == 7);
+  CHECK(st["nodes"].size() == 8);
 
   // A plain `loom up` keeps the count; another count needs `loom down` first.
   auto again = run_loom(home.path(), {"up"}, 60s);
-  CHECK(again.out.find("7/7 services healthy") != std::string::npos);
+  CHECK(again.out.find("8/8 services healthy") != std::string::npos);
   auto change = run_loom(home.path(), {"up", "--trainers", "2"});
   INFO("change: " << change.err);
   CHECK(change.code == 1);
@@ -237,6 +238,6 @@ TEST_CASE("loom up --trainers 3 runs three trainer nodes that the watcher restar
   // The count outlives `loom down`: a plain `loom up` starts three trainers again.
   auto restart = run_loom(home.path(), {"up"}, 60s);
   INFO("restart: " << restart.out << restart.err);
-  CHECK(restart.out.find("7/7 services healthy") != std::string::npos);
+  CHECK(restart.out.find("8/8 services healthy") != std::string::npos);
   CHECK(run_loom(home.path(), {"down"}).code == 0);
 }

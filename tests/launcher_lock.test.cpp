@@ -64,13 +64,13 @@ TEST_CASE("two loom up at once on one data dir leave one watcher, and loom down 
   const int attached = (a.out.find("EdgeLoom is already") != std::string::npos) +
                        (b.out.find("EdgeLoom is already") != std::string::npos);
   CHECK(attached == 1);
-  CHECK(a.out.find("5/5 services healthy") != std::string::npos);
-  CHECK(b.out.find("5/5 services healthy") != std::string::npos);
+  CHECK(a.out.find("6/6 services healthy") != std::string::npos);
+  CHECK(b.out.find("6/6 services healthy") != std::string::npos);
 
-  // Exactly the recorded watcher and five services run for this data dir, and they stay.
+  // Exactly the recorded watcher and six services run for this data dir, and they stay.
   std::this_thread::sleep_for(1500ms);
   auto pids = recorded_pids(home.path());
-  REQUIRE(pids.size() == 6);
+  REQUIRE(pids.size() == 7);
   auto running = processes_of(home.path());
   std::sort(running.begin(), running.end());
   std::sort(pids.begin(), pids.end());
@@ -155,9 +155,9 @@ TEST_CASE("after kill -9 of the watcher loom up replaces what it left and loom d
   std::set<long> fresh;
   for (auto& [name, s] : now.services) fresh.insert(s.pid);
   for (long p : old_services) CHECK(fresh.count(p) == 0);
-  CHECK(processes_of(home.path()).size() == 6);
+  CHECK(processes_of(home.path()).size() == 7);
 
-  // Watcher killed again: `loom down` stops the five services it left and names them.
+  // Watcher killed again: `loom down` stops the six services it left and names them.
   REQUIRE(::kill(static_cast<pid_t>(now.watcher_pid), SIGKILL) == 0);
   REQUIRE(wait_dead(now.watcher_pid, 10s));
   auto down = run_loom(home.path(), {"down", "--json"}, 60s);
@@ -172,7 +172,7 @@ TEST_CASE("after kill -9 of the watcher loom up replaces what it left and loom d
     CHECK(p["pid"] == now.find(p["name"].get<std::string>())->pid);
     CHECK(p["stopped"] == true);
   }
-  CHECK(names == std::set<std::string>{"audit", "scheduler", "ingest", "trainer", "aggregator"});
+  CHECK(names == std::set<std::string>{"audit", "scheduler", "ingest", "trainer", "aggregator", "console"});
   CHECK(processes_of(home.path()).empty());
 
   // Nothing runs now: `loom down` says so, in text and JSON, with exit 0.

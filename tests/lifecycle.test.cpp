@@ -261,7 +261,7 @@ TEST_CASE("loom down stops a deployment whose admin key was overwritten, with no
   layout::paths p{home.path()};
   REQUIRE(run_loom(home.path(), {"up"}, 60s).code == 0);
   const std::vector<long> running = processes_of(home.path());
-  REQUIRE(running.size() == 6);
+  REQUIRE(running.size() == 7);  // the watcher and six services
   // What `loom data train-tokenizer --out keys/token.key` once did: JSON over the admin key, mode 0644.
   REQUIRE(files::write_atomic(p.token_key(), "{\"model\": {\"type\": \"BPE\"}}\n", 0644).ok());
   ::chmod(p.token_key().c_str(), 0644);

@@ -1,4 +1,4 @@
-// A real Prometheus (Debian's server) scrapes all five services' /metrics on
+// A real Prometheus (Debian's server) scrapes all six services' /metrics on
 // loopback; the common metrics are queryable through its HTTP API. A
 // service's /metrics stays scrapable while hundreds of idle connections are
 // held open against it, and drops them after its request timeout.

@@ -43,18 +43,18 @@ TEST_CASE("loom up keeps the roster and the audit log in PostgreSQL when LOOM_DA
   auto db = store::database::open(scratch->url());
   REQUIRE(db.ok());
   std::int64_t nodes = 0, events = 0;
-  for (int i = 0; i < 50 && (nodes < 5 || events < 5); ++i) {
+  for (int i = 0; i < 50 && (nodes < 6 || events < 6); ++i) {
     std::this_thread::sleep_for(100ms);
     nodes = count(**db, "SELECT COUNT(*) FROM nodes");
     events = count(**db, "SELECT COUNT(*) FROM audit_events WHERE action = 'loom.v1.RegisterNodeRequest'");
   }
-  CHECK(nodes == 5);
-  CHECK(events >= 5);
+  CHECK(nodes == 6);  // audit, scheduler, ingest, trainer, aggregator, console
+  CHECK(events >= 6);
   // The roster outlives the scheduler process.
   auto eps = nlohmann::json::parse(run_loom(home.path(), {"status", "--json"}).out);
-  CHECK(eps["nodes"].size() == 5);
+  CHECK(eps["nodes"].size() == 6);
   CHECK(run_loom(home.path(), {"down"}).code == 0);
-  CHECK(count(**db, "SELECT COUNT(*) FROM nodes") == 5);
+  CHECK(count(**db, "SELECT COUNT(*) FROM nodes") == 6);
   // The audit chain in PostgreSQL verifies with every service down, its tail
   // signed at the clean stop (database checkpoint and anchor file).
   CHECK(count(**db, "SELECT COUNT(*) FROM audit_checkpoints") >= 1);

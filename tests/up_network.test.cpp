@@ -54,7 +54,7 @@ TEST_CASE("loom up refuses bad --listen, --advertise and --ports values naming t
 TEST_CASE("loom up takes every port from --ports, shows the network in status, keeps it, and names a range too small") {
   temp_dir home("loom-net-ports");
   up_guard guard{home.path()};
-  // A range of 3 ports cannot hold five services (each a ROUTER and a metrics port).
+  // A range of 3 ports cannot hold six services (each a ROUTER and a metrics port).
   const int first = free_port();
   REQUIRE(first > 0);
   auto small = run_loom(home.path(), {"up", "--ports", std::to_string(first) + "-" + std::to_string(first + 2)}, 60s);
@@ -81,7 +81,7 @@ TEST_CASE("loom up takes every port from --ports, shows the network in status, k
       CHECK_MESSAGE(port_of(ep) <= hi, name << " " << ep);
     }
   }
-  CHECK(listeners == 5 * 2 + 1 + 3);  // ROUTER and metrics each, audit's PULL, ingest's/aggregator's/trainer's second
+  CHECK(listeners == 6 * 2 + 1 + 4);  // ROUTER and metrics each, audit's PULL, ingest's/aggregator's/trainer's second, the console's HTTPS
   auto status = loom_json(home.path(), {"status"});
   CHECK(status["network"].value("ports", "") == range);
   CHECK(status["network"].value("listen", "") == "127.0.0.1");

@@ -37,7 +37,9 @@ std::string instance_name(std::string_view kind, int k) {
   return k <= 1 ? std::string(kind) : std::string(kind) + "-" + std::to_string(k);
 }
 
-bool cloud_service(std::string_view service) { return service == "scheduler" || service == "aggregator"; }
+bool cloud_service(std::string_view service) {
+  return service == "scheduler" || service == "aggregator" || service == "console";
+}
 
 service_reach reach(const paths& p, const endpoints& e, std::string_view service) {
   if (e.is_site() && cloud_service(service)) return {p.cloud_keys_dir(), p.cloud_token()};

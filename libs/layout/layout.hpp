@@ -48,10 +48,11 @@
 
 namespace loom::layout {
 
-// The five services, in start order (audit first: others emit to it;
-// scheduler second: others register with it).
-inline constexpr std::array<std::string_view, 5> service_names = {"audit", "scheduler", "ingest", "trainer",
-                                                                  "aggregator"};
+// The six services, in start order (audit first: others emit to it;
+// scheduler second: others register with it; the console last: it is the
+// others' gateway for browsers).
+inline constexpr std::array<std::string_view, 6> service_names = {"audit",   "scheduler",  "ingest",
+                                                                  "trainer", "aggregator", "console"};
 bool is_service(std::string_view name);
 // The binary that runs a service ("loom-trainer" needs the "serve" subcommand).
 std::string binary_of(std::string_view service);
@@ -127,7 +128,8 @@ struct service_endpoint {
 // are the cloud's (from cloud.json, pid 0: not this deployment's processes).
 inline constexpr std::string_view role_cloud = "cloud";
 inline constexpr std::string_view role_site = "site";
-// The services an edge site does not run: it uses the cloud's.
+// The services an edge site does not run: it uses the cloud's (the
+// console is the cloud's alone: a site's operators use the cloud's).
 bool cloud_service(std::string_view service);
 
 struct endpoints {

@@ -41,7 +41,7 @@ TEST_CASE("a damaged endpoints file is corruption, a missing one not_found") {
   std::filesystem::remove_all(tmpl);
 }
 
-TEST_CASE("the five services start audit first and map to their binaries") {
+TEST_CASE("the six services start audit first and map to their binaries") {
   CHECK(loom::layout::service_names.front() == "audit");
   CHECK(loom::layout::is_service("trainer"));
   CHECK_FALSE(loom::layout::is_service("loom"));
@@ -65,10 +65,10 @@ TEST_CASE("extra trainers are named trainer-K and map back to the trainer kind")
 
   loom::layout::endpoints e;
   CHECK(loom::layout::process_names(e) ==
-        std::vector<std::string>{"audit", "scheduler", "ingest", "trainer", "aggregator"});
+        std::vector<std::string>{"audit", "scheduler", "ingest", "trainer", "aggregator", "console"});
   e.trainers = 3;
-  CHECK(loom::layout::process_names(e) ==
-        std::vector<std::string>{"audit", "scheduler", "ingest", "trainer", "trainer-2", "trainer-3", "aggregator"});
+  CHECK(loom::layout::process_names(e) == std::vector<std::string>{"audit", "scheduler", "ingest", "trainer", "trainer-2",
+                                                                   "trainer-3", "aggregator", "console"});
 }
 
 TEST_CASE("the trainer count round-trips and defaults to one in files written before it existed") {
@@ -177,7 +177,7 @@ TEST_CASE("find_snapshot finds a published step directory and ignores unpublishe
   std::filesystem::remove_all(tmpl);
 }
 
-TEST_CASE("an edge site runs no scheduler or aggregator and reaches the cloud's with keys/cloud") {
+TEST_CASE("an edge site runs no scheduler, aggregator or console and reaches the cloud's with keys/cloud") {
   loom::layout::endpoints e;
   e.role = "site";
   e.zone = "north";
@@ -190,7 +190,7 @@ TEST_CASE("an edge site runs no scheduler or aggregator and reaches the cloud's 
   CHECK(loom::layout::reach(p, e, "ingest").token_file.empty());
   loom::layout::endpoints cloud;
   CHECK(loom::layout::reach(p, cloud, "scheduler").key_dir == "/d/keys/curve");
-  CHECK(loom::layout::process_names(cloud).size() == 5);
+  CHECK(loom::layout::process_names(cloud).size() == 6);  // the console is the cloud's
 }
 
 TEST_CASE("a split cloud runs only the services its only names, kept in the endpoints file") {
