@@ -329,8 +329,9 @@ int cmd_up(context& c) {
   if (!site) return fail(c, site.err());
 
   // Ports: one ROUTER and one metrics port per process, plus audit's PULL and
-  // the second listener of ingest (dataset sync), the aggregator (deltas) and
-  // each trainer (collective inbox), all from --ports when given. Kept across
+  // the second listener of ingest (dataset sync), the aggregator (deltas),
+  // each trainer (collective inbox), the scheduler (its change events) and
+  // the console (HTTPS), all from --ports when given. Kept across
   // restarts so a restarted service is found where it was.
   if (auto z = c.a.get("zone")) e.zone = *z;
   e.role = *site ? std::string(layout::role_site) : std::string(layout::role_cloud);
@@ -345,7 +346,7 @@ int cmd_up(context& c) {
   e.net = net;
   auto has_data = [](const std::string& name) {
     const auto kind = layout::service_kind(name);
-    return kind == "ingest" || kind == "aggregator" || kind == "trainer" || kind == "console";
+    return kind == "ingest" || kind == "aggregator" || kind == "trainer" || kind == "console" || kind == "scheduler";
   };
   int needed = 0;
   for (const auto& name : names) needed += 2 + (name == "audit") + has_data(name);

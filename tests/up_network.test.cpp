@@ -81,7 +81,9 @@ TEST_CASE("loom up takes every port from --ports, shows the network in status, k
       CHECK_MESSAGE(port_of(ep) <= hi, name << " " << ep);
     }
   }
-  CHECK(listeners == 6 * 2 + 1 + 4);  // ROUTER and metrics each, audit's PULL, ingest's/aggregator's/trainer's second, the console's HTTPS
+  // ROUTER and metrics each, audit's PULL, the second of ingest, aggregator,
+  // trainer, scheduler (change events) and console (HTTPS).
+  CHECK(listeners == 6 * 2 + 1 + 5);
   auto status = loom_json(home.path(), {"status"});
   CHECK(status["network"].value("ports", "") == range);
   CHECK(status["network"].value("listen", "") == "127.0.0.1");

@@ -66,7 +66,17 @@ struct service_env {
   // The keys this process admits (own and enrolled sites'); refresh() after
   // changing keys/sites/ makes it take effect at once.
   runtime::admission* admission = nullptr;
+  // A service with spec.publishes_events: tells its event stream that
+  // something under `topic` changed ("roster", "jobs", "sites", ...). Events
+  // carry only the topic: a subscriber asks the service what changed, under
+  // its own token. Thread-safe; a no-op when the service publishes nothing.
+  std::function<void(std::string_view topic)> notify = [](std::string_view) {};
 };
+
+// Where a service's event stream listens: its second listener (the data
+// endpoint in endpoints.json) on ZAP domain own_events_zap_domain, which
+// admits this deployment's own keys only (never an edge site's).
+inline constexpr std::string_view own_events_zap_domain = "loom-own";
 
 // Where this process's second listener (dataset sync, delta server,
 // collective inbox) binds: data_endpoint's port on the listen address, or a
@@ -101,6 +111,10 @@ struct service_spec {
   // The ROUTER also admits keys it does not know (enrol_zap_domain), which
   // the gateway lets send only token-free requests: where edge sites enrol.
   bool open_to_enrolment = false;
+  // The service publishes change events (PUB on its data endpoint,
+  // own_events_zap_domain) through env.notify: the scheduler's, which the
+  // console's live pages follow.
+  bool publishes_events = false;
 };
 
 // Runs the service until SIGTERM/SIGINT (exit 0) or an unrecoverable failure

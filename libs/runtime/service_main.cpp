@@ -12,6 +12,7 @@
 #include "libs/runtime/key_follower.hpp"
 #include "libs/runtime/registrar.hpp"
 #include "libs/runtime/service.hpp"
+#include "libs/wire/pubsub.hpp"
 #include "libs/store/database.hpp"
 #include "libs/store/migrate.hpp"
 #include "libs/wire/curve.hpp"
@@ -186,6 +187,24 @@ int service_main(int argc, char** argv, const service_spec& spec) {
     return 1;
   }
   env.rpc_endpoint = layout::advertised(net, server->endpoint());
+  // The change events (service.hpp: notify): one PUB socket, guarded so any thread may notify.
+  std::unique_ptr<wire::publisher> events;
+  std::mutex events_mu;
+  if (spec.publishes_events) {
+    zap->admit_own_only_on(std::string(own_events_zap_domain));
+    try {
+      events = std::make_unique<wire::publisher>(ctx, env.keys, std::string(own_events_zap_domain), data_bind(env),
+                                                 env.node_id);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "loom-%s: cannot publish events on %s: %s\n", spec.name.c_str(), data_bind(env).c_str(),
+                   e.what());
+      return 1;
+    }
+    env.notify = [&events, &events_mu](std::string_view topic) {
+      std::lock_guard lk(events_mu);
+      events->publish(topic, "", "");
+    };
+  }
 
   // 4. Metrics.
   auto metrics = metrics::service_metrics::start(spec.name, metrics_bind);

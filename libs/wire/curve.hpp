@@ -107,6 +107,11 @@ class zap_handler {
   // unenrolled_principal. REQUIRES: open_domain non-empty and not the handler's
   // own domain; called before such a socket binds.
   void admit_unknown_on(std::string open_domain);
+  // Sockets with ZAP domain `own_domain` admit only this deployment's own
+  // keys: an admitted key whose principal is an edge site's ("site:...") is
+  // refused there (a service's event stream is for its own deployment).
+  // REQUIRES: own_domain non-empty, not the handler's own or open domain.
+  void admit_own_only_on(std::string own_domain);
 
   std::uint64_t accepted() const { return accepted_.load(); }
   std::uint64_t rejected() const { return rejected_.load(); }
@@ -124,6 +129,7 @@ class zap_handler {
   mutable std::mutex mu_;
   allow_list allowed_;       // guarded by mu_
   std::string open_domain_;  // guarded by mu_; "" = none
+  std::string own_domain_;   // guarded by mu_; "" = none
   std::atomic<bool> stop_{false};
   std::atomic<std::uint64_t> accepted_{0};
   std::atomic<std::uint64_t> rejected_{0};

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sys/stat.h>
+#include <thread>
 #include <vector>
 
 using namespace loom;
@@ -266,4 +267,48 @@ TEST_CASE("a public key survives the trip to raw bytes and back, and a non-key i
   CHECK(*back == kp.public_z85);
   CHECK(key_bytes("short").code() == errc::invalid_argument);
   CHECK(key_z85(std::string(31, 'x')).code() == errc::invalid_argument);
+}
+
+TEST_CASE("a socket on the own-only ZAP domain admits this deployment's keys and refuses an edge site's") {
+  zmq::context_t ctx;
+  auto server = generate_keypair(), own = generate_keypair(), site = generate_keypair();
+  zap_handler zap(ctx, allow_list{{own.public_z85, "console"}, {site.public_z85, "site:north:trainer"}}, "loom");
+  zap.admit_own_only_on("loom-own");
+  auto handshake = [&](const curve_keypair& who, const char* name) {
+    router_server srv(ctx, server, "loom-own", "tcp://127.0.0.1:*");
+    zmq::socket_t d(ctx, zmq::socket_type::dealer);
+    test::bounded(d);
+    d.set(zmq::sockopt::reconnect_ivl, -1);
+    make_curve_client(d, who, server.public_z85);
+    auto mon = test::monitor(ctx, d, name);
+    d.connect(srv.endpoint());
+    int result = 0;
+    for (auto until = std::chrono::steady_clock::now() + 5s; std::chrono::steady_clock::now() < until;) {
+      auto ev = test::wait_event(*mon, 1s);
+      if (!ev) continue;
+      if (ev->event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) result = 200;
+      if (ev->event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) result = static_cast<int>(ev->value);
+      if (result) break;
+    }
+    zmq_socket_monitor(d.handle(), nullptr, 0);
+    return result;
+  };
+  CHECK(handshake(own, "own-key") == 200);
+  CHECK(handshake(site, "site-key") == 400);
+  CHECK(zap.rejected() == 1);
+  // On the deployment's main domain the site's key is admitted as before.
+  router_server main_srv(ctx, server, "loom", "tcp://127.0.0.1:*");
+  client c(ctx, main_srv.endpoint(), server.public_z85, site, {2000ms, 0});
+  wire::request req;
+  req.type = "loom.v1.PingRequest";
+  std::thread answer([&] {
+    if (auto in = main_srv.poll(3000ms)) {
+      CHECK(in->peer_principal == "site:north:trainer");
+      wire::reply rep;
+      rep.request_id = in->request_id;
+      main_srv.send(in->identity, rep);
+    }
+  });
+  CHECK(c.call(req).ok());
+  answer.join();
 }

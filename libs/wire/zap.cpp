@@ -52,6 +52,11 @@ void zap_handler::admit_unknown_on(std::string open_domain) {
   open_domain_ = std::move(open_domain);
 }
 
+void zap_handler::admit_own_only_on(std::string own_domain) {
+  std::lock_guard lock(mu_);
+  own_domain_ = std::move(own_domain);
+}
+
 void zap_handler::run() {
   zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
   while (!stop_) {
@@ -68,7 +73,7 @@ void zap_handler::run() {
 bool zap_handler::domain_ok(std::string_view domain) const {
   if (domain == domain_) return true;
   std::lock_guard lock(mu_);
-  return !open_domain_.empty() && domain == open_domain_;
+  return (!open_domain_.empty() && domain == open_domain_) || (!own_domain_.empty() && domain == own_domain_);
 }
 
 void zap_handler::answer_one() {
@@ -92,7 +97,11 @@ void zap_handler::answer_one() {
     text = "malformed CURVE credentials";
   } else {
     std::lock_guard lock(mu_);
-    if (auto it = allowed_.find(z85_of(req[6])); it != allowed_.end()) {
+    const auto it = allowed_.find(z85_of(req[6]));
+    if (it != allowed_.end() && !own_domain_.empty() && req[2].to_string_view() == own_domain_ &&
+        it->second.rfind("site:", 0) == 0) {
+      text = "an edge site's key on a socket of this deployment's own";
+    } else if (it != allowed_.end()) {
       code = "200";
       text = "OK";
       user = it->second;

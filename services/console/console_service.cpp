@@ -1,5 +1,6 @@
 #include "services/console/console_service.hpp"
 
+#include "services/console/change_feed.hpp"
 #include "services/console/server.hpp"
 
 #include <cstdio>
@@ -42,13 +43,22 @@ result<std::shared_ptr<void>> start(runtime::service_env& env, const console_con
   auto tls = ensure_certificate(cfg.cert, cfg.cert_key, env.paths.state("console") + "/tls", hosts);
   if (!tls) return tls.err();
   o.tls = *tls;
+  // The feed outlives the server (declared first in the handle, destroyed last).
+  struct running {
+    std::unique_ptr<change_feed> feed;
+    std::unique_ptr<server> srv;
+  };
+  auto handle = std::make_shared<running>();
+  handle->feed = std::make_unique<change_feed>(*env.ctx, env.paths, env.keys);
+  o.feed = handle->feed.get();
   auto srv = server::start(*env.ctx, std::move(o), env.audit, env.metrics);
   if (!srv) return srv.err();
   auto fp = fingerprint(tls->cert);
   std::printf("loom-console: https://%s:%d (certificate %s%s, SHA-256 %s)\n", env.eps.net.advertise.c_str(),
               (*srv)->port(), tls->cert.c_str(), tls->generated ? ", made now" : "", fp ? fp->c_str() : "?");
   std::fflush(stdout);
-  return std::shared_ptr<void>(std::move(*srv));
+  handle->srv = std::move(*srv);
+  return std::shared_ptr<void>(handle);
 }
 
 }  // namespace loom::console

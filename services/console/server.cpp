@@ -6,6 +6,7 @@
 #include "services/console/api.hpp"
 #include "services/console/assets.hpp"
 #include "services/console/backend.hpp"
+#include "services/console/change_feed.hpp"
 #include "services/console/live.hpp"
 #include "services/console/sessions.hpp"
 
@@ -25,8 +26,15 @@ constexpr const char* cookie_name = "__Host-loom_session";
 constexpr const char* csp =
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
     "font-src 'self'; manifest-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
-// A live stream checks its session and the services this often.
+// A live stream asks the services again when the scheduler's change events
+// say so, after a short pause that folds a burst of events into one round of
+// requests; and at least every `live_refresh` for what changes without an
+// event (a link's RTT, a node's last heartbeat). Without a feed: every
+// `live_tick`. It checks its session at least every `live_wait`.
 constexpr auto live_tick = std::chrono::milliseconds(200);
+constexpr auto live_coalesce = std::chrono::milliseconds(50);
+constexpr auto live_refresh = std::chrono::seconds(5);
+constexpr auto live_wait = std::chrono::milliseconds(1000);
 // A body over 1 MiB is no console request (a submit with overrides is a few KiB).
 constexpr std::size_t max_body = 1u << 20;
 
@@ -197,10 +205,14 @@ struct server::impl {
     auto feed = std::make_shared<live_stream>(routes, req.has_param("job") ? req.get_param_value("job") : "");
     res.set_header("Cache-Control", "no-store");
     res.set_header("X-Accel-Buffering", "no");
+    struct stream_state {
+      std::chrono::steady_clock::time_point last_write{}, last_query{};
+      std::uint64_t seen = 0;  // the change feed's generation at the last query
+      bool first = true;
+    };
     res.set_chunked_content_provider(
         "text/event-stream",
-        [this, id, feed, last_write = std::chrono::steady_clock::time_point{}](std::size_t,
-                                                                             httplib::DataSink& sink) mutable {
+        [this, id, feed, st = stream_state{}](std::size_t, httplib::DataSink& sink) mutable {
           if (stopping) return false;
           auto who = sessions.use(id, now_ms());
           if (!who) {
@@ -209,14 +221,25 @@ struct server::impl {
             sink.done();
             return true;
           }
-          std::string out = feed->tick(*who);
           const auto now = std::chrono::steady_clock::now();
-          if (out.empty() && now - last_write > std::chrono::seconds(15)) out = ": keep-alive\n\n";
+          const std::uint64_t gen = opt.feed ? opt.feed->generation() : 0;
+          std::string out;
+          if (!opt.feed || st.first || gen != st.seen || now - st.last_query >= live_refresh) {
+            st.first = false;
+            st.seen = gen;
+            st.last_query = now;
+            out = feed->tick(*who);
+          }
+          if (out.empty() && now - st.last_write > std::chrono::seconds(15)) out = ": keep-alive\n\n";
           if (!out.empty()) {
             if (!sink.write(out.data(), out.size())) return false;
-            last_write = now;
+            st.last_write = now;
           }
-          std::this_thread::sleep_for(live_tick);
+          if (!opt.feed) {
+            std::this_thread::sleep_for(live_tick);
+          } else if (opt.feed->wait(st.seen, live_wait) != st.seen) {
+            std::this_thread::sleep_for(live_coalesce);
+          }
           return sink.is_writable();
         },
         [this](bool) { streams.fetch_sub(1); });

@@ -4,9 +4,11 @@
 // every request so the services verify it again), keeps their sessions in a
 // cookie (HttpOnly, Secure, SameSite=Strict), demands the session's CSRF
 // token and a same-origin request on every POST, and hands each API call to
-// api.hpp. /api/events is a server-sent-event stream (live.hpp).
+// api.hpp. /api/events is a server-sent-event stream (live.hpp) that asks
+// the services again whenever the scheduler's change events say something
+// changed (change_feed.hpp), and every 5 s for what changes without an event.
 // Owns a worker thread pool; start() returns once listening, the destructor
-// stops and joins it (bounded by the live streams' 200 ms tick).
+// stops and joins it (bounded by the live streams' 1 s wait).
 #pragma once
 
 #include "libs/layout/layout.hpp"
@@ -29,6 +31,8 @@ class service_metrics;
 
 namespace loom::console {
 
+class change_feed;
+
 struct server_options {
   std::string host = "127.0.0.1";  // where to listen
   int port = 0;                    // 0 = any free port
@@ -39,6 +43,9 @@ struct server_options {
   // At most this many live streams at once (each holds a worker): 503 beyond.
   int max_streams = 64;
   int workers = 96;
+  // The scheduler's change events (change_feed.hpp): a live stream asks the
+  // services again when one arrives. Null: every 200 ms instead (tests).
+  change_feed* feed = nullptr;
 };
 
 class server {

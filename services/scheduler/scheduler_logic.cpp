@@ -1,4 +1,6 @@
 #include "services/scheduler/scheduler_logic.hpp"
+
+#include <map>
 #include "libs/metrics/metrics.hpp"
 #include "loom/v1/sites.pb.h"
 #include "services/scheduler/store_replies.hpp"
@@ -117,6 +119,20 @@ status scheduler_logic::persist(const std::function<status(store::transaction&)>
   return db_->with_transaction([&](store::transaction& tx) { return fn(tx); });
 }
 
+namespace {
+// What a successful request of `type` changed, as the change events name it; nullptr: nothing seen.
+const char* change_topic(std::string_view type) {
+  static const std::map<std::string_view, const char*> topics = {
+      {"loom.v1.SubmitJobRequest", "jobs"},         {"loom.v1.CancelJobRequest", "jobs"},
+      {"loom.v1.PollWorkRequest", "jobs"},          {"loom.v1.RegisterNodeRequest", "roster"},
+      {"loom.v1.DrainNodeRequest", "roster"},       {"loom.v1.UndrainNodeRequest", "roster"},
+      {"loom.v1.IssueSiteTokenRequest", "sites"},   {"loom.v1.EnrolSiteRequest", "sites"},
+      {"loom.v1.RevokeSiteRequest", "sites"},       {"loom.v1.RollbackModelRequest", "models"}};
+  auto it = topics.find(type);
+  return it == topics.end() ? nullptr : it->second;
+}
+}  // namespace
+
 handled scheduler_logic::handle(const std::string& type, const std::string& body, const call_context& ctx) {
   {
     std::lock_guard lk(failure_mu_);
@@ -131,6 +147,8 @@ handled scheduler_logic::handle(const std::string& type, const std::string& body
   handled h = table_.dispatch(type, body, ctx);
   if (current_) h.durable = current_->ticket;
   finish_batch();
+  if (changed_ && h.code == errc::ok)
+    if (const char* topic = change_topic(type)) changed_(topic);
   return h;
 }
 
@@ -238,6 +256,14 @@ handled scheduler_logic::cancel_job(const loom::v1::CancelJobRequest& req, const
 
 void scheduler_logic::on_tick() {
   jobs_.tick(roster_, now_());
+  if (changed_) {  // a node turned alive, suspect or dead since the last tick
+    std::string digest;
+    for (const auto& [id, n] : roster_.all()) digest += id + '=' + to_string(roster_.state(n, now_())) + ';';
+    if (digest != roster_digest_) {
+      roster_digest_ = std::move(digest);
+      changed_("roster");
+    }
+  }
   finish_batch();  // tick's writes have no caller waiting
   std::vector<node> lost;
   auto gone = roster_.reap(now_(), std::chrono::minutes(1), metrics_ ? &lost : nullptr);

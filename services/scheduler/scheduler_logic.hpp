@@ -124,6 +124,12 @@ class scheduler_logic final : public runtime::service_logic {
   // loom_scheduler_site_link_down{site} (1 while `loom site list` shows the
   // enrolled site's link down): what LoomNodeDown and LoomSiteLinkDown read.
   void set_metrics(metrics::service_metrics* m) { metrics_ = m; }
+  // Told the topic of every change a caller can see: "jobs" (a submit,
+  // cancel, a trainer's progress), "roster" (a registration, drain, undrain,
+  // and each node's alive / suspect / dead turn, found at the tick), "sites"
+  // (a token, an enrolment, a revocation), "models" (a rollback). The service
+  // publishes them (runtime::service_env::notify); nothing else is in them.
+  void set_change_sink(std::function<void(std::string_view)> f) { changed_ = std::move(f); }
 
   const roster& nodes() const { return roster_; }
   const job_manager& jobs() const { return jobs_; }
@@ -181,6 +187,8 @@ class scheduler_logic final : public runtime::service_logic {
   store::database* db_;
   clock_fn now_;
   roster roster_;
+  std::function<void(std::string_view)> changed_;
+  std::string roster_digest_;  // each node's id and state at the last tick: a change is published
   std::map<std::string, time_point> seen_;  // heartbeats not yet written
   job_manager jobs_;
   std::shared_ptr<pending_commit> current_;  // of the call in progress

@@ -103,6 +103,7 @@ std::unique_ptr<runtime::service_logic> make_logic(runtime::service_env& env, co
       env.db, [] { return std::chrono::system_clock::now(); }, env.paths.root + "/jobs", on_event, cfg.min_runtime,
       open_writer(env.database_url), env.zone);
   logic->set_metrics(env.metrics);
+  logic->set_change_sink(env.notify);
   logic->set_checkpoint_check(split_cloud_check(env));  // here, or the aggregator's host (remote_checkpoint.hpp)
   logic->set_dataset_probe(ingest_probe(env));
   logic->set_read_roots(layout::job_read_roots(env.paths, env.eps));
