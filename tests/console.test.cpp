@@ -144,7 +144,9 @@ TEST_CASE("a viewer's console session reads but every state-changing call is ref
       {"/api/nodes/" + trainer + "/undrain", json::object()},
       {"/api/sites/token", {{"site", "north"}}},
       {"/api/sites/north/revoke", json::object()},
-      {"/api/models/mv-000001/export", {{"format", "hf"}}}};
+      {"/api/models/mv-000001/export", {{"format", "hf"}}},
+      {"/api/datasets", {{"path", corpus}, {"dataset", "viewer-text"}}},
+      {"/api/datasets/a-text/verify", json::object()}};
   for (const auto& [path, body] : calls) {
     auto [st, rep] = view.post(path, body);
     INFO(path << " -> " << rep.dump());
@@ -154,7 +156,8 @@ TEST_CASE("a viewer's console session reads but every state-changing call is ref
   const std::set<std::string> want = {"loom.v1.SubmitJobRequest",      "loom.v1.CancelJobRequest",
                                       "loom.v1.DrainNodeRequest",      "loom.v1.UndrainNodeRequest",
                                       "loom.v1.IssueSiteTokenRequest", "loom.v1.RevokeSiteRequest",
-                                      "loom.v1.StartModelExportRequest"};
+                                      "loom.v1.StartModelExportRequest", "loom.v1.ImportDatasetRequest",
+                                      "loom.v1.VerifyDatasetRequest"};
   auto denials = wait_audit(c, want.size(), [&](const auto& e) {
     return e.principal() == "view-a" && e.decision() == loom::v1::DENY && want.count(e.action());
   });

@@ -122,7 +122,7 @@ api_reply api::handle(const api_call& c) {
   if (area == "jobs") return jobs_route(c, parts);
   if (area == "nodes" || area == "sites") return cluster_route(c, parts);
   if (area == "models" || area == "exports") return models_route(c, parts);
-  if (area == "datasets" || area == "audit") return data_route(c, parts);
+  if (area == "datasets" || area == "tasks" || area == "audit") return data_route(c, parts);
   return error_reply(make_error(errc::not_found, "no route " + c.method + " " + c.path));
 }
 

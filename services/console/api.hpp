@@ -23,7 +23,11 @@
 //   GET  /api/exports/ID              GetModelExport
 //   GET  /api/exports/ID/files/NAME   the file, streamed by FetchModelExport
 //   GET  /api/datasets                ListDatasets (ingest)
+//   POST /api/datasets                {path, dataset, profile} -> ImportDataset (ingest)
 //   GET  /api/datasets/NAME           DatasetStatus (ingest)
+//   GET  /api/datasets/NAME/rejects[?offset=O&limit=N]   ListRejects (ingest)
+//   POST /api/datasets/NAME/verify    VerifyDataset (ingest)
+//   GET  /api/tasks/ID                GetTask (ingest): an import's or a verify's progress
 //   GET  /api/audit[?job=ID&limit=N]  AuditQuery (newest first)
 // Thread-safe: called from every HTTPS worker.
 #pragma once

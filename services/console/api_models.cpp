@@ -90,7 +90,44 @@ api_reply api::models_route(const api_call& c, const std::vector<std::string>& p
   return not_route(c);
 }
 
+namespace {
+// A non-negative integer query parameter within [lo, hi]; `fallback` when absent.
+result<std::uint64_t> query_number(const api_call& c, const char* name, std::uint64_t fallback, std::uint64_t lo,
+                                   std::uint64_t hi) {
+  auto it = c.query.find(name);
+  if (it == c.query.end()) return fallback;
+  const auto& v = it->second;
+  if (v.empty() || v.size() > 12 || v.find_first_not_of("0123456789") != std::string::npos ||
+      std::stoull(v) < lo || std::stoull(v) > hi)
+    return make_error(errc::invalid_argument,
+                      std::string(name) + " must be a number " + std::to_string(lo) + ".." + std::to_string(hi));
+  return std::stoull(v);
+}
+}  // namespace
+
 api_reply api::data_route(const api_call& c, const std::vector<std::string>& parts) {
+  if (parts[1] == "tasks" && parts.size() == 3 && c.method == "GET") {
+    loom::v1::GetTaskRequest req;
+    req.set_id(parts[2]);
+    return reply_of(b_.typed<loom::v1::GetTaskReply>("ingest", req, c.who.token));
+  }
+  if (parts[1] == "datasets" && c.method == "POST") {
+    if (parts.size() == 2) {  // an import of a path on ingest's host, under its import roots
+      loom::v1::ImportDatasetRequest req;
+      req.set_path(str(c.body, "path"));
+      req.set_dataset(str(c.body, "dataset"));
+      req.set_profile(str(c.body, "profile"));
+      if (req.path().size() > 4096 || req.dataset().size() > 128 || req.profile().size() > 32)
+        return error_reply(make_error(errc::invalid_argument, "path, dataset or profile is too long"));
+      return reply_of(b_.typed<loom::v1::ImportDatasetReply>("ingest", req, c.who.token));
+    }
+    if (parts.size() == 4 && parts[3] == "verify") {
+      loom::v1::VerifyDatasetRequest req;
+      req.set_name(parts[2]);
+      return reply_of(b_.typed<loom::v1::VerifyDatasetReply>("ingest", req, c.who.token));
+    }
+    return not_route(c);
+  }
   if (c.method != "GET") return not_route(c);
   if (parts[1] == "datasets") {
     if (parts.size() == 2)
@@ -100,21 +137,26 @@ api_reply api::data_route(const api_call& c, const std::vector<std::string>& par
       req.set_name(parts[2]);
       return reply_of(b_.typed<loom::v1::DatasetStatusReply>("ingest", req, c.who.token));
     }
+    if (parts.size() == 4 && parts[3] == "rejects") {
+      auto limit = query_number(c, "limit", 50, 1, 1000);
+      auto offset = query_number(c, "offset", 0, 0, std::uint64_t{1} << 40);
+      if (!limit) return error_reply(limit.err());
+      if (!offset) return error_reply(offset.err());
+      loom::v1::ListRejectsRequest req;
+      req.set_dataset(parts[2]);
+      req.set_limit(static_cast<std::uint32_t>(*limit));
+      req.set_offset(*offset);
+      return reply_of(b_.typed<loom::v1::ListRejectsReply>("ingest", req, c.who.token));
+    }
     return not_route(c);
   }
   // audit
   if (parts.size() != 2) return not_route(c);
   loom::v1::AuditQueryRequest req;
   req.set_newest(true);
-  std::uint32_t limit = 100;
-  if (auto it = c.query.find("limit"); it != c.query.end()) {
-    try {
-      limit = static_cast<std::uint32_t>(std::clamp(std::stoul(it->second), 1ul, 1000ul));
-    } catch (...) {
-      return error_reply(make_error(errc::invalid_argument, "limit must be a number 1..1000"));
-    }
-  }
-  req.set_limit(limit);
+  auto limit = query_number(c, "limit", 100, 1, 1000);
+  if (!limit) return error_reply(limit.err());
+  req.set_limit(static_cast<std::uint32_t>(*limit));
   if (auto it = c.query.find("job"); it != c.query.end()) req.set_job_id(it->second);
   if (auto it = c.query.find("request"); it != c.query.end()) req.set_request_id(it->second);
   auto rep = b_.typed<loom::v1::AuditQueryReply>("audit", req, c.who.token);

@@ -154,8 +154,20 @@ async function main() {
     if (size < 1000) throw new Error('the exported model.safetensors has ' + size + ' bytes');
     await shot('models');
 
+    step('import a dataset from the datasets page');
+    await page.goto(URL_ + '/#/datasets');
+    await page.waitForSelector('#import-button');
+    await page.type('#import-path', env('CORPUS'));
+    await page.type('#import-dataset', 'licence-text');
+    await page.click('#import-button');
+    await page.waitForSelector('#import-task[data-task="succeeded"]', { timeout: 60000 });
+    await page.waitForSelector('tr[data-dataset="licence-text"] a', { timeout: 10000 });
+    await page.click('tr[data-dataset="licence-text"] a');
+    await page.waitForFunction(() => document.querySelector('#dataset-detail').textContent.includes('Rejects of the latest import'));
+    await shot('datasets');
+
     step('every other page');
-    for (const p of ['jobs', 'datasets', 'sites', 'audit', 'overview']) {
+    for (const p of ['jobs', 'sites', 'audit', 'overview']) {
       await page.goto(URL_ + '/#/' + p);
       await page.waitForFunction(() => !document.querySelector('#page').textContent.includes('loading…'), { timeout: 10000 });
       await sleep(300);
@@ -163,6 +175,17 @@ async function main() {
     }
     const shown = await page.$$eval('#page p.error', ps => ps.map(p => p.textContent));
     if (shown.length) throw new Error('a page showed an error: ' + shown.join('; '));
+
+    step('a phone: the pages fit a 390 px screen (wide tables scroll inside their card)');
+    await page.setViewport({ width: 390, height: 844, isMobile: true, hasTouch: true });
+    for (const p of ['overview', 'topology', 'jobs']) {
+      await page.goto(URL_ + '/#/' + p);
+      await page.waitForFunction(() => !document.querySelector('#page').textContent.includes('loading…'), { timeout: 10000 });
+      await sleep(300);
+      const wide = await page.evaluate(() => document.documentElement.scrollWidth);
+      if (wide > 400) throw new Error(`the ${p} page is ${wide} px wide on a 390 px phone`);
+      await shot('phone-' + p);
+    }
   } finally {
     await browser.close();
   }

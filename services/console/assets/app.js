@@ -281,22 +281,68 @@
         h('td', {}, e.service), h('td', {}, e.reason))));
   }
 
+  // An ingest task (import, verify) followed until it ends, in `cell`.
+  async function pollTask(id, cell) {
+    for (let i = 0; i < 1200; i++) {
+      const t = (await api('GET', '/api/tasks/' + encodeURIComponent(id))).task;
+      cell.textContent = `${t.id} ${t.kind}: ${t.state} ${t.phase || ''} — ${t.documents} documents, ${t.kept} kept, ` +
+        `${t.rejected} rejected, ${t.duplicates} duplicates` + (t.message ? ' — ' + t.message : '');
+      cell.className = 'state-' + t.state;
+      cell.dataset.task = t.state;
+      if (['succeeded', 'failed', 'cancelled'].includes(t.state)) return t;
+      await new Promise(res => setTimeout(res, 500));
+    }
+  }
+
+  async function datasetDetail(d, detail) {
+    const [s, r] = await Promise.all([api('GET', '/api/datasets/' + encodeURIComponent(d.name)),
+      api('GET', '/api/datasets/' + encodeURIComponent(d.name) + '/rejects?limit=100').catch(e => ({ error: e.message }))]);
+    const task = h('p', { class: 'muted' });
+    detail.replaceChildren(h('div', { class: 'card' }, h('h2', {}, d.name + ' — shards and placement'),
+      h('button', { class: 'secondary', on: { click: () => act('verify ' + d.name, async () => {
+        const v = await api('POST', `/api/datasets/${encodeURIComponent(d.name)}/verify`);
+        await pollTask(v.task.id, task);
+      }) } }, 'Verify every shard'), task,
+      table(['shard', 'node', 'bytes', 'tokens', 'problem'], (s.shards || []).map(x => h('tr', {}, h('td', {}, x.name),
+        h('td', {}, x.node), h('td', {}, x.bytes), h('td', {}, x.tokens), h('td', { class: x.problem ? 'state-down' : '' }, x.problem || 'ok')))),
+      s.last_task ? h('p', { class: 'muted' }, `last task ${s.last_task.id}: ${s.last_task.state}, ${s.last_task.kept} kept, ` +
+        `${s.last_task.rejected} rejected, ${s.last_task.duplicates} duplicates`) : ''),
+      h('div', { class: 'card' }, h('h2', {}, 'Rejects of the latest import'),
+        r.error ? h('p', { class: 'muted' }, r.error)
+          : [h('p', { class: 'muted' }, `${r.total} in all, ${r.stored} kept in the catalogue`),
+             table(['file', 'line', 'rule', 'stage', 'detail'], (r.rejects || []).map(x => h('tr', {}, h('td', {}, x.file),
+               h('td', {}, x.line), h('td', {}, x.rule), h('td', {}, x.stage), h('td', {}, x.detail))))]));
+  }
+
   async function datasetsPage() {
     const detail = h('div', { id: 'dataset-detail' });
-    mount(h('h1', {}, 'Datasets'), h('div', { class: 'card', id: 'dataset-list' }, 'loading…'), detail);
-    const r = await api('GET', '/api/datasets');
-    $('dataset-list').replaceChildren(table(['dataset', 'version', 'documents', 'tokens', 'shards', 'bytes', 'import'],
-      (r.datasets || []).map(d => h('tr', {}, h('td', {}, h('a', { href: '#', on: { click: async ev => {
-        ev.preventDefault();
-        try {
-          const s = await api('GET', '/api/datasets/' + encodeURIComponent(d.name));
-          detail.replaceChildren(h('div', { class: 'card' }, h('h2', {}, d.name + ' — shards and placement'),
-            table(['shard', 'node', 'bytes', 'tokens', 'problem'], (s.shards || []).map(x => h('tr', {}, h('td', {}, x.name),
-              h('td', {}, x.node), h('td', {}, x.bytes), h('td', {}, x.tokens), h('td', { class: x.problem ? 'state-down' : '' }, x.problem || 'ok')))),
-            s.last_task ? h('pre', {}, JSON.stringify(s.last_task, null, 2)) : ''));
-        } catch (e) { notice(e.message, true); }
-      } } }, d.name)), h('td', {}, d.version), h('td', {}, d.documents), h('td', {}, d.tokens), h('td', {}, d.shards),
-        h('td', {}, d.bytes), h('td', {}, d.import_id)))));
+    const path = h('input', { id: 'import-path', placeholder: 'a file or directory under an import root of the ingest host' });
+    const name = h('input', { id: 'import-dataset', placeholder: 'dataset name' });
+    const progress = h('p', { id: 'import-task', class: 'muted' });
+    const form = h('form', { class: 'card' }, h('h2', {}, 'Import'), h('label', {}, 'Path ', path), h('label', {}, 'Dataset ', name),
+      h('button', { type: 'submit', id: 'import-button' }, 'Import'), progress);
+    async function load() {
+      const r = await api('GET', '/api/datasets');
+      $('dataset-list').replaceChildren(table(['dataset', 'version', 'documents', 'tokens', 'shards', 'bytes', 'import'],
+        (r.datasets || []).map(d => h('tr', { 'data-dataset': d.name }, h('td', {}, h('a', { href: '#', on: { click: ev => {
+          ev.preventDefault();
+          datasetDetail(d, detail).catch(e => notice(e.message, true));
+        } } }, d.name)), h('td', {}, d.version), h('td', {}, d.documents), h('td', {}, d.tokens), h('td', {}, d.shards),
+          h('td', {}, d.bytes), h('td', {}, d.import_id)))));
+    }
+    // The task's progress stays on the page; the list is read again when it ends.
+    form.addEventListener('submit', async ev => {
+      ev.preventDefault();
+      try {
+        const r = await api('POST', '/api/datasets', { path: path.value.trim(), dataset: name.value.trim() });
+        await pollTask(r.task.id, progress);
+        await load();
+      } catch (e) {
+        notice('import refused: ' + e.message, true);
+      }
+    });
+    mount(h('h1', {}, 'Datasets'), form, h('div', { class: 'card', id: 'dataset-list' }, 'loading…'), detail);
+    await load();
   }
 
   async function sitesPage() {
@@ -338,7 +384,9 @@
         cell.replaceChildren(h('span', { class: 'state-' + (x.passed ? 'succeeded' : 'failed'), 'data-export': x.state }, x.state +
           (x.passed ? ' (checks passed)' : ' (checks failed)')), ' ',
           ...(x.files || []).map(f => h('a', { href: `/api/exports/${encodeURIComponent(id)}/files/${encodeURIComponent(f.name)}`,
-            download: f.name, 'data-file': f.name }, f.name)));
+            download: f.name, 'data-file': f.name }, f.name + ' ')),
+          h('ul', { class: 'checks' }, (x.checks || []).map(c => h('li', { class: c.status === 'fail' ? 'state-failed' : '' },
+            `${c.name}: ${c.status}${c.detail ? ' — ' + c.detail : ''}`))));
         return;
       }
       await new Promise(res => setTimeout(res, 500));
