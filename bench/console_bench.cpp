@@ -95,35 +95,18 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
 
   // The live stream: a change to the topology (a new site) to its event.
-  std::mutex bmu;
-  std::string buffer;
-  std::atomic<bool> stop{false};
-  std::thread reader([&] {
-    auto cli = admin.client();
-    cli->Get("/api/events", admin.headers(), [&](const char* data, std::size_t len) {
-      std::lock_guard lk(bmu);
-      buffer.append(data, len);
-      return !stop.load();
-    });
-  });
-  auto seen = [&](const std::string& what) {
-    std::lock_guard lk(bmu);
-    return buffer.find(what) != std::string::npos;
-  };
-  for (auto until = clock_type::now() + std::chrono::seconds(10); !seen("event: topology") && clock_type::now() < until;)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  test::event_stream stream(admin);
+  stream.wait_for("event: topology", std::chrono::seconds(10));
   std::vector<double> updates;
   for (int i = 0; i < changes; ++i) {
     const std::string site = "bench-site-" + std::to_string(i);
     const auto t0 = clock_type::now();
     admin.post("/api/sites/token", {{"site", site}});
-    while (!seen("\"name\":\"" + site + "\"") && clock_type::now() - t0 < std::chrono::seconds(10))
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    stream.wait_for("\"name\":\"" + site + "\"", std::chrono::seconds(10));
     updates.push_back(std::chrono::duration<double, std::milli>(clock_type::now() - t0).count());
   }
-  stop = true;
   admin.post("/api/logout");  // ends the stream within one tick
-  reader.join();
+  stream.stop();
   const double worst = *std::max_element(updates.begin(), updates.end());
   std::printf("case=topology changes=%d update_ms=%.1f max_ms=%.1f\n", changes, pct(updates, 0.5), worst);
   return 0;

@@ -10,7 +10,6 @@
 
 #include <doctest/doctest.h>
 
-#include <atomic>
 #include <chrono>
 #include <set>
 #include <thread>
@@ -223,35 +222,17 @@ TEST_CASE("the console's live stream shows a change to the topology within a sec
   REQUIRE(c.up);
   auto admin = console_login(c, c.admin());
   REQUIRE(!admin.cookie.empty());
-  std::mutex mu;
-  std::string buffer;
-  std::atomic<bool> stop{false};
-  std::thread reader([&] {
-    auto cli = admin.client();
-    cli->Get("/api/events", admin.headers(), [&](const char* data, std::size_t n) {
-      std::lock_guard lk(mu);
-      buffer.append(data, n);
-      return !stop.load();
-    });
-  });
-  auto seen = [&](const std::string& what) {
-    std::lock_guard lk(mu);
-    return buffer.find(what) != std::string::npos;
-  };
-  for (auto until = std::chrono::steady_clock::now() + 10s; !seen("event: topology") && std::chrono::steady_clock::now() < until;)
-    std::this_thread::sleep_for(10ms);
-  REQUIRE(seen("event: topology"));
+  event_stream events(admin);
+  REQUIRE(events.wait_for("event: topology", 10s));
   // A new site (its enrolment token issued) is a change of the topology.
   const auto t0 = std::chrono::steady_clock::now();
   auto [st, rep] = admin.post("/api/sites/token", {{"site", "north"}});
   REQUIRE_MESSAGE(st == 200, rep.dump());
-  while (!seen("\"name\":\"north\"") && std::chrono::steady_clock::now() - t0 < 10s) std::this_thread::sleep_for(5ms);
+  const bool shown = events.wait_for("\"name\":\"north\"", 10s);
   const auto ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  stop = true;
-  // The reader returns at its next piece (a keep-alive at most 15 s away); close the stream by logging out.
-  admin.post("/api/logout");
-  reader.join();
+  admin.post("/api/logout");  // ends the stream within one tick
+  events.stop();
   MESSAGE("topology update after " << ms << " ms");
-  CHECK(seen("\"name\":\"north\""));
+  CHECK(shown);
   CHECK(ms < 1000);
 }

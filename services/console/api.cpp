@@ -101,7 +101,10 @@ bool valid_template_name(const std::string& n) {
 }  // namespace
 
 api::api(backend& b, job_series& series, std::vector<std::string> template_dirs)
-    : b_(b), series_(series), template_dirs_(std::move(template_dirs)) {}
+    : b_(b), series_(series), template_dirs_(std::move(template_dirs)) {
+  auto eps = layout::read_endpoints(b_.paths().endpoints());
+  cloud_zone_ = eps ? eps->zone : "local";
+}
 
 api_reply api::handle(const api_call& c) {
   auto parts = split_path(c.path);  // "api", ...
@@ -110,13 +113,10 @@ api_reply api::handle(const api_call& c) {
   if (area == "session" && c.method == "GET")
     return ok_reply({{"logged_in", true}, {"principal", c.who.principal}, {"role", c.who.role}, {"tenant", c.who.tenant},
                      {"csrf", c.who.csrf}});
-  if (area == "overview" && c.method == "GET") {
-    auto o = overview(c.who);
-    return o ? ok_reply(*o) : error_reply(o.err());
-  }
-  if (area == "topology" && c.method == "GET") {
-    auto t = topology(c.who);
-    return t ? ok_reply(*t) : error_reply(t.err());
+  if ((area == "overview" || area == "topology") && c.method == "GET") {
+    auto p = cluster(c.who, area == "topology");
+    if (!p) return error_reply(p.err());
+    return ok_reply(area == "overview" ? std::move(p->overview) : std::move(p->topology));
   }
   if (area == "templates" && c.method == "GET") return ok_reply(templates());
   if (area == "jobs") return jobs_route(c, parts);
@@ -276,37 +276,31 @@ namespace {
 // Worst of two link states: down > degraded > up > "".
 int rank(const std::string& s) { return s == "down" ? 3 : s == "degraded" ? 2 : s == "up" ? 1 : 0; }
 std::string worst(const std::string& a, const std::string& b) { return rank(a) >= rank(b) ? a : b; }
-}  // namespace
 
-result<json> api::topology(const session& who) {
-  auto sites = b_.typed<loom::v1::ListSitesReply>("scheduler", loom::v1::ListSitesRequest{}, who.token);
-  if (!sites) return sites.err();
-  auto nodes = b_.typed<loom::v1::ListNodesReply>("scheduler", loom::v1::ListNodesRequest{}, who.token);
-  if (!nodes) return nodes.err();
-  loom::v1::ListJobsRequest running;
-  running.set_state("running");
-  auto jobs = b_.typed<loom::v1::ListJobsReply>("scheduler", running, who.token);
+
+// The topology page: the cloud (its zone's trainers, whether an aggregator
+// runs), each site with its trainers and its link, from one round of replies.
+json topology_of(const loom::v1::ListSitesReply& sites, const loom::v1::ListNodesReply& nodes,
+                 const loom::v1::ListJobsReply& jobs, const std::string& cloud_zone) {
   // A site's latest outer round and its trainer's progress, from the running
   // diloco stages this caller may see.
   std::map<std::string, json> rounds;
-  if (jobs)
-    for (const auto& j : jobs->jobs())
+  for (const auto& j : jobs.jobs())
+    if (j.state() == "running")
       for (const auto& s : j.stages())
         for (const auto& x : s.sites())
           rounds[x.site()] = {{"job", j.id()}, {"stage", s.name()}, {"round", x.round()}, {"step", x.step()},
                               {"loss", x.loss()}, {"stall_s", x.stall_s()}};
-  const auto eps = layout::read_endpoints(b_.paths().endpoints());
-  const std::string cloud_zone = eps ? eps->zone : "local";
   json cloud_trainers = json::array();
   bool aggregator = false;
-  for (const auto& n : nodes->nodes()) {
+  for (const auto& n : nodes.nodes()) {
     if (n.service() == "aggregator") aggregator = true;
     if (n.zone() == cloud_zone && n.service() == "trainer")
       cloud_trainers.push_back({{"node", n.node().value()}, {"state", n.state()},
                                 {"last_seen_unix_ns", n.last_seen_unix_ns()}});
   }
   json out_sites = json::array();
-  for (const auto& s : sites->sites()) {
+  for (const auto& s : sites.sites()) {
     // The link as the site's trainers last measured it, made worse by what
     // the roster knows: no trainer alive is a link that is down.
     std::string trainers_state;
@@ -333,19 +327,16 @@ result<json> api::topology(const session& who) {
   }
   return json{{"cloud", {{"zone", cloud_zone}, {"aggregator", aggregator}, {"trainers", cloud_trainers}}},
               {"sites", out_sites},
-              {"roster_version", nodes->roster_version()}};
+              {"roster_version", nodes.roster_version()}};
 }
 
-result<json> api::overview(const session& who) {
-  auto nodes = b_.typed<loom::v1::ListNodesReply>("scheduler", loom::v1::ListNodesRequest{}, who.token);
-  if (!nodes) return nodes.err();
-  auto jobs = b_.typed<loom::v1::ListJobsReply>("scheduler", loom::v1::ListJobsRequest{}, who.token);
-  if (!jobs) return jobs.err();
+// The overview page: trainers busy, queue, running jobs, alerts.
+json overview_of(const loom::v1::ListNodesReply& nodes, const loom::v1::ListJobsReply& jobs) {
   std::map<std::string, int> node_states, job_states;
   json alerts = json::array(), running = json::array();
   int busy = 0, trainers = 0;
   std::map<std::string, bool> used;
-  for (const auto& j : jobs->jobs()) {
+  for (const auto& j : jobs.jobs()) {
     ++job_states[j.state()];
     if (j.state() == "running") {
       json stages = json::array();
@@ -361,7 +352,7 @@ result<json> api::overview(const session& who) {
     if (j.state() == "failed")
       alerts.push_back({{"severity", "warning"}, {"what", "job " + j.id() + " failed"}, {"detail", j.message()}});
   }
-  for (const auto& n : nodes->nodes()) {
+  for (const auto& n : nodes.nodes()) {
     ++node_states[n.state()];
     if (n.service() != "trainer") continue;
     ++trainers;
@@ -379,6 +370,21 @@ result<json> api::overview(const session& who) {
               {"utilisation", trainers ? double(busy) / trainers : 0.0},
               {"running", running},
               {"alerts", alerts}};
+}
+
+}  // namespace
+
+result<api::cluster_pages> api::cluster(const session& who, bool with_topology) {
+  auto nodes = b_.typed<loom::v1::ListNodesReply>("scheduler", loom::v1::ListNodesRequest{}, who.token);
+  if (!nodes) return nodes.err();
+  auto jobs = b_.typed<loom::v1::ListJobsReply>("scheduler", loom::v1::ListJobsRequest{}, who.token);
+  if (!jobs) return jobs.err();
+  cluster_pages out{nullptr, overview_of(*nodes, *jobs)};
+  if (!with_topology) return out;
+  auto sites = b_.typed<loom::v1::ListSitesReply>("scheduler", loom::v1::ListSitesRequest{}, who.token);
+  if (!sites) return sites.err();
+  out.topology = topology_of(*sites, *nodes, *jobs, cloud_zone_);
+  return out;
 }
 
 }  // namespace loom::console

@@ -74,9 +74,13 @@ class api {
 
   api_reply handle(const api_call& c);
 
-  // The live stream's pieces (live.hpp): the same JSON the GET routes give.
-  result<nlohmann::json> topology(const session& who);
-  result<nlohmann::json> overview(const session& who);
+  // The live stream's pieces (live.hpp): the same JSON the GET routes give,
+  // both from one round of requests (ListNodes, ListJobs, and ListSites
+  // unless `with_topology` is false: the overview alone, topology null).
+  struct cluster_pages {
+    nlohmann::json topology, overview;
+  };
+  result<cluster_pages> cluster(const session& who, bool with_topology = true);
   // GetJob under who's token; adds its progress to the curve and returns the
   // job with the curve's points from `from` (next: where to resume).
   result<nlohmann::json> job(const session& who, const std::string& id, std::size_t from, std::size_t* next);
@@ -92,6 +96,7 @@ class api {
   backend& b_;
   job_series& series_;
   std::vector<std::string> template_dirs_;
+  std::string cloud_zone_;  // this deployment's zone (endpoints.json at start): its trainers are the cloud's
 };
 
 // A proto message as JSON (field names as in proto/, zero values printed).

@@ -26,7 +26,6 @@ result<std::shared_ptr<void>> start(runtime::service_env& env, const console_con
   server_options o;
   o.paths = env.paths;
   o.template_dirs = cfg.template_dirs;
-  o.node_id = env.node_id;
   o.zone = env.zone;
   if (cfg.https_port >= 0) {
     o.host = cfg.https_host;

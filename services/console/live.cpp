@@ -21,8 +21,13 @@ std::string live_stream::tick(const session& who) {
     last = std::move(text);
     out += sse_event(name, *r);
   };
-  send_if_changed("topology", api_.topology(who), last_topology_);
-  send_if_changed("overview", api_.overview(who), last_overview_);
+  auto pages = api_.cluster(who);
+  if (pages) {
+    send_if_changed("topology", pages->topology, last_topology_);
+    send_if_changed("overview", pages->overview, last_overview_);
+  } else {
+    send_if_changed("topology", pages.err(), last_topology_);
+  }
   if (!job_.empty()) {
     std::size_t next = next_point_;
     auto j = api_.job(who, job_, next_point_, &next);

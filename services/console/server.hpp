@@ -39,7 +39,7 @@ struct server_options {
   cert_files tls;
   layout::paths paths;
   std::vector<std::string> template_dirs;
-  std::string node_id, zone;  // for the audit records of log-ins
+  std::string zone;  // for the audit records of log-ins
   // At most this many live streams at once (each holds a worker): 503 beyond.
   int max_streams = 64;
   int workers = 96;

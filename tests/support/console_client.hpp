@@ -15,8 +15,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 
 namespace loom::test {
 
@@ -80,6 +84,45 @@ inline console_session console_login(const cluster& c, const std::string& token,
   s.csrf = s.who.value("csrf", "");
   return s;
 }
+
+// A session's live stream (GET /api/events) read into a buffer on a thread
+// of its own. The thread ends at the stream's next piece after stop(): log
+// the session out first, which ends the stream within one tick.
+class event_stream {
+ public:
+  explicit event_stream(const console_session& s) : s_(s), thread_([this] {
+    auto cli = s_.client();
+    cli->Get("/api/events", s_.headers(), [this](const char* data, std::size_t n) {
+      std::lock_guard lk(mu_);
+      buffer_.append(data, n);
+      return !stop_.load();
+    });
+  }) {}
+  ~event_stream() { stop(); }
+  void stop() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+  bool seen(const std::string& what) const {
+    std::lock_guard lk(mu_);
+    return buffer_.find(what) != std::string::npos;
+  }
+  // Polls seen(what) until it holds or `timeout` passes; whether it held.
+  bool wait_for(const std::string& what, std::chrono::milliseconds timeout) const {
+    for (auto until = std::chrono::steady_clock::now() + timeout; std::chrono::steady_clock::now() < until;) {
+      if (seen(what)) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return seen(what);
+  }
+
+ private:
+  console_session s_;
+  mutable std::mutex mu_;
+  std::string buffer_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
 
 // A TLS handshake with 127.0.0.1:port allowing only versions [min, max]:
 // true when it completes.
