@@ -97,7 +97,7 @@ struct server::impl {
     r.zone = opt.zone;
     r.action = action;
     r.outcome = d;
-    r.reason = reason;
+    r.reason = auth::printable(reason.substr(0, 256));  // may hold the caller's words (a path): one escaped line
     r.service = "console";
     r.peer = "https";
     audit->emit(std::move(r));
