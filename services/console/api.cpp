@@ -46,19 +46,17 @@ json to_json(const google::protobuf::Message& m) {
   return json::parse(out, nullptr, false);
 }
 
-namespace {
-
 api_reply ok_reply(json body) {
   api_reply r;
   r.body = std::move(body);
   return r;
 }
 
-template <class M>
-api_reply reply_of(const result<M>& r) {
-  if (!r) return error_reply(r.err());
-  return ok_reply(to_json(*r));
+api_reply not_route(const api_call& c) {
+  return error_reply(make_error(errc::not_found, "no route " + c.method + " " + c.path));
 }
+
+namespace {
 
 std::vector<std::string> split_path(const std::string& path) {
   std::vector<std::string> out;
@@ -123,7 +121,7 @@ api_reply api::handle(const api_call& c) {
   if (area == "nodes" || area == "sites") return cluster_route(c, parts);
   if (area == "models" || area == "exports") return models_route(c, parts);
   if (area == "datasets" || area == "tasks" || area == "audit") return data_route(c, parts);
-  return error_reply(make_error(errc::not_found, "no route " + c.method + " " + c.path));
+  return not_route(c);
 }
 
 // ---- jobs -------------------------------------------------------------
@@ -165,7 +163,7 @@ api_reply api::jobs_route(const api_call& c, const std::vector<std::string>& par
     req.set_reason(reason->empty() ? "cancelled from the console by " + c.who.principal : *reason);
     return reply_of(b_.typed<loom::v1::CancelJobReply>("scheduler", req, c.who.token));
   }
-  return error_reply(make_error(errc::not_found, "no route " + c.method + " " + c.path));
+  return not_route(c);
 }
 
 api_reply api::submit(const api_call& c) {
@@ -269,7 +267,7 @@ api_reply api::cluster_route(const api_call& c, const std::vector<std::string>& 
       return reply_of(b_.typed<loom::v1::RevokeSiteReply>("scheduler", req, c.who.token));
     }
   }
-  return error_reply(make_error(errc::not_found, "no route " + c.method + " " + c.path));
+  return not_route(c);
 }
 
 namespace {

@@ -102,4 +102,13 @@ class api {
 // A proto message as JSON (field names as in proto/, zero values printed).
 nlohmann::json to_json(const google::protobuf::Message& m);
 
+// The routes' replies (api.cpp, api_models.cpp): a JSON body with 200; a
+// service's reply as JSON, or its error; 404 naming a route there is none of.
+api_reply ok_reply(nlohmann::json body);
+template <class M>
+api_reply reply_of(const result<M>& r) {
+  return r ? ok_reply(to_json(*r)) : error_reply(r.err());
+}
+api_reply not_route(const api_call& c);
+
 }  // namespace loom::console

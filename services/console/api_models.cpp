@@ -10,16 +10,6 @@ namespace loom::console {
 using nlohmann::json;
 
 namespace {
-api_reply not_route(const api_call& c) { return error_reply(make_error(errc::not_found, "no route " + c.method + " " + c.path)); }
-
-template <class M>
-api_reply reply_of(const result<M>& r) {
-  if (!r) return error_reply(r.err());
-  api_reply out;
-  out.body = to_json(*r);
-  return out;
-}
-
 std::string str(const json& body, const char* name) {
   return body.is_object() && body.contains(name) && body[name].is_string() ? body[name].get<std::string>() : "";
 }
