@@ -96,7 +96,8 @@ result<wire::reply> context::call(const std::string& service, const std::string&
   if (!mine) return mine.err();
   auto tok = token_for(reach);
   if (!tok) return tok.err();
-  wire::client cli(*zmq, ep->rpc, *server_key, *mine, wire::client_options{timeout, retries});
+  wire::client cli(*zmq, pinned ? std::vector<std::string>{ep->rpc} : eps->rpc_targets(service), *server_key, *mine,
+                   wire::client_options{timeout, retries});
   wire::request req;
   req.request_id = request_id;
   req.type = type;

@@ -29,6 +29,9 @@ struct context {
   bool json = false;
   std::chrono::milliseconds timeout{2000};
   std::unique_ptr<zmq::context_t> zmq;
+  // call() reaches exactly the named process ("scheduler" is then the first
+  // replica, not whichever leads): status and ping probe each process.
+  bool pinned = false;
 
   explicit context(args parsed);
   ~context();

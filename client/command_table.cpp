@@ -43,6 +43,8 @@ std::vector<command_spec> build() {
           {seconds("wait", max_wait_s, "how long to wait for every service to be healthy (default 30)"),
            text("zone", "Z", "the zone this deployment's nodes are in"),
            count("trainers", "N", 1, layout::max_trainers, "trainer processes (kept for later `loom up`)"),
+           count("scheduler-replicas", "N", 1, layout::max_scheduler_replicas,
+                 "scheduler replicas: one leads under a lease in the store, the others stand by (kept for later `loom up`)"),
            repeated(path("import-root", "DIR",
                          "a directory ingest may import from besides <data>/imports (repeatable; kept for later `loom up`)")),
            text("site", "NAME", "run as edge site NAME of a cloud: audit, ingest and trainers (zone NAME), no scheduler or aggregator"),

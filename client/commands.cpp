@@ -10,6 +10,7 @@
 #include "client/cli.hpp"
 #include "client/typed_call.hpp"
 
+#include "loom/v1/replica.pb.h"
 #include "loom/v1/scheduler.pb.h"
 #include "loom/v1/service.pb.h"
 
@@ -39,7 +40,10 @@ std::vector<std::string> targets(const context& c, std::size_t from) {
 health_info probe(context& c, const std::string& service) {
   health_info h;
   h.name = service;
+  const bool was = c.pinned;
+  c.pinned = true;  // this process, not whichever replica leads
   auto rep = typed_call<loom::v1::HealthReply>(c, service, loom::v1::HealthRequest{}, 0);
+  c.pinned = was;
   if (!rep) {
     h.error = rep.err().message;
     return h;
@@ -89,6 +93,16 @@ int cmd_status(context& c) {
     recorded.push_back(r ? *r : layout::service_endpoint{});
   }
   auto nodes = typed_call<loom::v1::ListNodesReply>(c, "scheduler", loom::v1::ListNodesRequest{}, 0);
+  // Scheduler replicas (issue 30): who leads, the epoch, each one's lag.
+  std::vector<std::pair<std::string, result<loom::v1::ReplicaStatusReply>>> replicas;
+  if (eps->scheduler_replicas > 1 && eps->runs_here("scheduler")) {
+    c.pinned = true;
+    for (int k = 1; k <= eps->scheduler_replicas; ++k) {
+      const auto n = layout::instance_name("scheduler", k);
+      replicas.emplace_back(n, typed_call<loom::v1::ReplicaStatusReply>(c, n, loom::v1::ReplicaStatusRequest{}, 0));
+    }
+    c.pinned = false;
+  }
   if (c.json) {
     nlohmann::json svc = nlohmann::json::array(), nds = nlohmann::json::array();
     for (std::size_t i = 0; i < hs.size(); ++i) {
@@ -106,7 +120,16 @@ int cmd_status(context& c) {
                        {"cpu_cores", n.resources().cpu_cores()}, {"gpus", n.resources().gpus()},
                        {"memory_bytes", n.resources().memory_bytes()}, {"version", n.version()},
                        {"last_seen_unix_ns", n.last_seen_unix_ns()}});
-    print_json({{"data_dir", c.paths.root},
+    nlohmann::json reps = nlohmann::json::array();
+    for (const auto& [n, r] : replicas)
+      if (r)
+        reps.push_back({{"name", n}, {"node_id", r->node_id()}, {"role", r->role()}, {"epoch", r->epoch()},
+                        {"leader", r->leader()}, {"leader_endpoint", r->leader_endpoint()},
+                        {"lease_left_ms", r->lease_left_ms()}, {"view_age_ms", r->view_age_ms()},
+                        {"takeovers", r->takeovers()}, {"last_error", r->last_error()}});
+      else
+        reps.push_back({{"name", n}, {"error", r.err().message}});
+    print_json({{"data_dir", c.paths.root}, {"scheduler_replicas", reps},
                 {"network", {{"listen", eps->net.listen}, {"advertise", eps->net.advertise}, {"ports", eps->net.ports()}}},
                 {"services", svc}, {"nodes", nds},
                 {"roster_error", nodes ? std::string() : nodes.err().message}});
@@ -124,6 +147,19 @@ int cmd_status(context& c) {
                   static_cast<long long>(h.pid), h.uptime_ms / 1000.0,
                   static_cast<unsigned long long>(recorded[i].restarts), printable(h.endpoint).c_str(),
                   note.empty() ? "" : ("  (" + printable(note) + ")").c_str());
+    }
+    if (!replicas.empty()) {
+      std::printf("\n%-13s %-8s %-6s %-28s %-9s %s\n", "REPLICA", "ROLE", "EPOCH", "LEADER", "LEASE_MS",
+                  "LAG_MS");
+      for (const auto& [n, r] : replicas)
+        if (r)
+          std::printf("%-13s %-8s %-6llu %-28s %-9llu %llu%s\n", printable(n).c_str(), printable(r->role()).c_str(),
+                      static_cast<unsigned long long>(r->epoch()), printable(r->leader()).c_str(),
+                      static_cast<unsigned long long>(r->lease_left_ms()),
+                      static_cast<unsigned long long>(r->view_age_ms()),
+                      r->last_error().empty() ? "" : ("  (" + printable(r->last_error()) + ")").c_str());
+        else
+          std::printf("%-13s %-8s (%s)\n", printable(n).c_str(), "DOWN", printable(r.err().message).c_str());
     }
     std::printf("\n%-28s %-11s %-7s %-8s %-6s %s\n", "NODE", "SERVICE", "ZONE", "STATE", "CORES", "MEMORY_GIB");
     if (nodes)

@@ -272,6 +272,7 @@ int attach(context& c, std::optional<int> want_trainers, const std::vector<std::
 
 int cmd_up(context& c) {
   auto want_trainers = trainers_option(c);
+  const auto want_replicas = c.a.number("scheduler-replicas");
   auto roots = import_roots_option(c);
   if (!roots) return usage("loom up: " + roots.err().message);
   layout::network net;
@@ -337,10 +338,11 @@ int cmd_up(context& c) {
   e.role = *site ? std::string(layout::role_site) : std::string(layout::role_cloud);
   if (*site) e.zone = (*site)->site;
   if (want_trainers) e.trainers = *want_trainers;
+  if (want_replicas) e.scheduler_replicas = static_cast<int>(*want_replicas);
   if (!roots->empty()) e.import_roots = *roots;
   e.only = split.only;
   auto names = layout::process_names(e);
-  // Forget trainer-K entries beyond the new count (a smaller --trainers than last time).
+  // Forget trainer-K (scheduler-K) entries beyond the new count (a smaller --trainers than last time).
   std::erase_if(e.services,
                 [&](const auto& kv) { return std::find(names.begin(), names.end(), kv.first) == names.end(); });
   e.net = net;

@@ -33,6 +33,7 @@
 #include "loom/v1/trainer.pb.h"
 #include "loom/v1/models.pb.h"
 #include "loom/v1/sites.pb.h"
+#include "loom/v1/replica.pb.h"
 
 #include <doctest/doctest.h>
 #include <google/protobuf/descriptor.h>
@@ -87,6 +88,7 @@ TEST_CASE("every request message the protos define has a policy entry and every 
   for (auto* d : anchors) linked.insert(d->file()->name());
   linked.insert(v1::ListSitesRequest::descriptor()->file()->name());
   linked.insert(v1::ListModelsRequest::descriptor()->file()->name());
+  linked.insert(v1::ReplicaStatusRequest::descriptor()->file()->name());
   std::set<std::string> on_disk;
   for (auto& f : std::filesystem::directory_iterator(LOOM_PROTO_DIR "/loom/v1"))
     if (f.path().extension() == ".proto") on_disk.insert("loom/v1/" + f.path().filename().string());

@@ -146,7 +146,7 @@ std::string body_of(const std::string& type, const objects& o) {
                                            "RotateKeysRequest", "ListDatasetsRequest"};
   if (empty.count(type)) return "";
   if (type == "PingRequest") return build(type, kv{{"payload", "matrix"}});
-  if (type == "HealthRequest") return "";
+  if (type == "HealthRequest" || type == "ReplicaStatusRequest") return "";
   if (type == "CrashRequest") return build(type, kv{{"reason", "identity matrix"}});
   if (type == "RegisterNodeRequest")
     return build(type, kv{{"node.value", o.node}, {"service", "trainer"}, {"zone", "north"},

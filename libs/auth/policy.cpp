@@ -10,10 +10,11 @@ namespace {
 // `site` marks a site's business (policy_entry::site_business): the types an
 // edge site's token may send over its own keys.
 constexpr bool site = true;
-constexpr std::array<policy_entry, 48> table{{
+constexpr std::array<policy_entry, 49> table{{
     // type                             min role         mutating  what   service  [site business]
     {"loom.v1.PingRequest",             role::viewer,    false, "echo a payload; liveness and latency probe", "*", site},
     {"loom.v1.HealthRequest",           role::viewer,    false, "service health, restarts and sub-checks", "*", site},
+    {"loom.v1.ReplicaStatusRequest",    role::viewer,    false, "which replica of a replicated service leads, its epoch and lease", "*", site},
     {"loom.v1.CrashRequest",            role::admin,     true,  "crash the service actor (test/ops hook for supervision)", "*"},
     {"loom.v1.RegisterNodeRequest",     role::operator_, true,  "register a node with the scheduler", "scheduler", site},
     {"loom.v1.NodeHeartbeatRequest",    role::operator_, false, "node liveness heartbeat to the scheduler", "scheduler", site},

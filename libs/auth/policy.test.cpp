@@ -9,7 +9,7 @@ using namespace loom::auth;
 
 TEST_CASE("every policy entry has a unique type and says what it is for") {
   std::set<std::string_view> seen;
-  REQUIRE(policy_table().size() == 48);
+  REQUIRE(policy_table().size() == 49);
   for (const auto& e : policy_table()) {
     CHECK_MESSAGE(!e.what.empty(), e.type);
     CHECK_MESSAGE(e.type.starts_with("loom.v1."), e.type);
@@ -85,7 +85,8 @@ TEST_CASE("a site's business is the node, drain, undrain and aggregation request
   for (const auto& e : policy_table())
     if (e.site_business) business.insert(e.type);
   const std::set<std::string_view> want = {
-      "loom.v1.PingRequest",          "loom.v1.HealthRequest",          "loom.v1.RegisterNodeRequest",
+      "loom.v1.PingRequest",          "loom.v1.HealthRequest",          "loom.v1.ReplicaStatusRequest",
+      "loom.v1.RegisterNodeRequest",
       "loom.v1.NodeHeartbeatRequest", "loom.v1.PollWorkRequest",        "loom.v1.DrainNodeRequest",  "loom.v1.UndrainNodeRequest",
       "loom.v1.StartAggregationRequest", "loom.v1.ExportGlobalRequest"};
   CHECK(business == want);

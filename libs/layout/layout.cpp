@@ -55,10 +55,30 @@ std::vector<std::string> process_names(const endpoints& e) {
   std::vector<std::string> out;
   for (auto s : service_names) {
     if (!e.runs_here(s)) continue;
-    int n = s == "trainer" ? e.trainers : 1;
+    int n = s == "trainer" ? e.trainers : s == "scheduler" ? e.scheduler_replicas : 1;
     for (int k = 1; k <= n; ++k) out.push_back(instance_name(s, k));
   }
   return out;
+}
+
+std::vector<std::string> endpoints::rpc_endpoints(std::string_view kind) const {
+  std::vector<std::pair<int, std::string>> found;
+  for (const auto& [name, ep] : services) {
+    if (ep.rpc.empty() || service_kind(name) != kind) continue;
+    const auto dash = name.rfind('-');
+    found.emplace_back(name == kind ? 1 : std::atoi(name.c_str() + dash + 1), ep.rpc);
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> out;
+  for (auto& f : found) out.push_back(std::move(f.second));
+  return out;
+}
+
+std::vector<std::string> endpoints::rpc_targets(std::string_view name) const {
+  if (name == "scheduler") return rpc_endpoints(name);
+  const auto* ep = find(name);
+  if (!ep || ep->rpc.empty()) return {};
+  return {ep->rpc};
 }
 
 const service_endpoint* endpoints::find(std::string_view service) const {
@@ -193,6 +213,10 @@ result<endpoints> read_endpoints(const std::string& path, bool with_peers) {
     e.zone = j.value("zone", std::string("local"));
     e.watcher_pid = j.value("watcher_pid", std::int64_t{0});
     e.trainers = j.value("trainers", 1);  // absent in files written before --trainers
+    e.scheduler_replicas = j.value("scheduler_replicas", 1);  // absent before issue 30
+    if (e.scheduler_replicas < 1 || e.scheduler_replicas > max_scheduler_replicas)
+      return make_error(errc::corruption, path + ": \"scheduler_replicas\" is " + std::to_string(e.scheduler_replicas) +
+                                              ", expected 1.." + std::to_string(max_scheduler_replicas));
     e.import_roots = j.value("import_roots", std::vector<std::string>{});
     e.only = j.value("only", std::vector<std::string>{});  // absent: every service
     for (const auto& o : e.only)
@@ -250,6 +274,7 @@ status write_endpoints(const std::string& path, const endpoints& e) {
   j["zone"] = e.zone;
   j["watcher_pid"] = e.watcher_pid;
   j["trainers"] = e.trainers;
+  if (e.scheduler_replicas != 1) j["scheduler_replicas"] = e.scheduler_replicas;
   j["import_roots"] = e.import_roots;
   if (!e.only.empty()) j["only"] = e.only;
   j["services"] = nlohmann::json::object();

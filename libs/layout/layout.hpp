@@ -62,6 +62,7 @@ std::string binary_of(std::string_view service);
 // instance is its kind's binary with its own ports and node id; it shares the
 // kind's CURVE keypair.
 inline constexpr int max_trainers = 64;
+inline constexpr int max_scheduler_replicas = 5;
 // The service kind of a process name: "trainer-3" -> "trainer", "audit" ->
 // "audit"; "" when `name` is neither a kind nor <kind>-<K> with K >= 2.
 std::string service_kind(std::string_view name);
@@ -138,6 +139,10 @@ struct endpoints {
   std::string zone = "local";  // an edge site's zone is its site name
   std::int64_t watcher_pid = 0;
   int trainers = 1;  // trainer processes (`loom up --trainers N`); 1 when the file has no "trainers"
+  // Scheduler replicas (`loom up --scheduler-replicas N`, issue 30): one
+  // leads at a time (a lease in the store), the others stand by; named
+  // scheduler, scheduler-2 ... 1 when the file has no "scheduler_replicas".
+  int scheduler_replicas = 1;
   // Directories ingest may import from besides paths::imports() (`loom up
   // --import-root DIR`, absolute); empty when the file has no "import_roots".
   std::vector<std::string> import_roots;
@@ -151,6 +156,13 @@ struct endpoints {
   std::vector<std::string> only;
 
   const service_endpoint* find(std::string_view service) const;
+  // The rpc endpoints of every process of kind `kind`, the kind's own first
+  // ("scheduler", then "scheduler-2", ...): what a client of a replicated
+  // service fails over across. Empty when none is known.
+  std::vector<std::string> rpc_endpoints(std::string_view kind) const;
+  // What a client of process `name` calls: every replica's endpoint for a
+  // replicated kind ("scheduler"), else the process's own (empty: unknown).
+  std::vector<std::string> rpc_targets(std::string_view name) const;
   bool is_site() const { return role == role_site; }
   // Whether this deployment runs service kind `service` ("trainer") on this
   // host: false for a site's cloud services and for those `only` leaves out.

@@ -4,6 +4,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <unistd.h>
@@ -252,5 +253,38 @@ TEST_CASE("no output lands in a data dir's keys, tokens, store or job outputs, w
   const loom::layout::paths fresh{base + "/not-yet"};
   CHECK(loom::layout::check_output(fresh, base + "/not-yet/keys/token.key", force).code() ==
         loom::errc::permission_denied);
+  std::filesystem::remove_all(tmpl);
+}
+
+TEST_CASE("scheduler replicas are processes scheduler, scheduler-2 ..., their count round-trips, and clients of the scheduler get every replica in order") {
+  char tmpl[] = "/tmp/loom-layout-XXXXXX";
+  REQUIRE(::mkdtemp(tmpl));
+  std::string path = std::string(tmpl) + "/endpoints.json";
+  loom::layout::endpoints e;
+  e.scheduler_replicas = 3;
+  const auto names = loom::layout::process_names(e);
+  CHECK(std::count(names.begin(), names.end(), "scheduler-2") == 1);
+  CHECK(std::count(names.begin(), names.end(), "scheduler-3") == 1);
+  CHECK(std::count(names.begin(), names.end(), "scheduler-4") == 0);
+  e.services["scheduler-3"] = {"tcp://127.0.0.1:5030", "127.0.0.1:5031", "", 0};
+  e.services["scheduler"] = {"tcp://127.0.0.1:5010", "127.0.0.1:5011", "", 0};
+  e.services["scheduler-2"] = {"tcp://127.0.0.1:5020", "127.0.0.1:5021", "", 0};
+  e.services["trainer"] = {"tcp://127.0.0.1:5040", "127.0.0.1:5041", "", 0};
+  e.services["trainer-2"] = {"tcp://127.0.0.1:5050", "127.0.0.1:5051", "", 0};
+  REQUIRE(loom::layout::write_endpoints(path, e).ok());
+  auto back = loom::layout::read_endpoints(path);
+  REQUIRE(back.ok());
+  CHECK(back->scheduler_replicas == 3);
+  CHECK(back->rpc_targets("scheduler") ==
+        std::vector<std::string>{"tcp://127.0.0.1:5010", "tcp://127.0.0.1:5020", "tcp://127.0.0.1:5030"});
+  // One process when asked by name, and trainers are never a replica set.
+  CHECK(back->rpc_targets("scheduler-2") == std::vector<std::string>{"tcp://127.0.0.1:5020"});
+  CHECK(back->rpc_targets("trainer") == std::vector<std::string>{"tcp://127.0.0.1:5040"});
+  CHECK(back->rpc_targets("nosuch").empty());
+
+  REQUIRE(loom::files::write_atomic(path, R"({"scheduler_replicas": 9, "services": {}})", 0644).ok());
+  CHECK(loom::layout::read_endpoints(path).code() == loom::errc::corruption);
+  REQUIRE(loom::files::write_atomic(path, R"({"services": {}})", 0644).ok());
+  CHECK(loom::layout::read_endpoints(path)->scheduler_replicas == 1);
   std::filesystem::remove_all(tmpl);
 }

@@ -1,4 +1,7 @@
 #include "libs/runtime/gateway.hpp"
+#include "libs/runtime/leadership.hpp"
+#include "libs/runtime/replica_logic.hpp"
+#include "loom/v1/replica.pb.h"
 
 #include "libs/audit/emitter.hpp"
 #include "libs/auth/authorize.hpp"
@@ -151,6 +154,29 @@ std::string gateway::peer_refusal(const std::string& peer, const std::string& ty
 }
 
 namespace {
+loom::v1::ReplicaStatusReply replica_status(const service_env& env) {
+  loom::v1::ReplicaStatusReply r;
+  r.set_service(env.name);
+  r.set_node_id(env.node_id);
+  r.set_zone(env.zone);
+  if (!env.leader) {
+    r.set_role("single");
+    r.set_leader(env.node_id);
+    r.set_leader_endpoint(env.rpc_endpoint);
+    return r;
+  }
+  const auto v = env.leader->snapshot();
+  r.set_role(v.leading ? "leader" : "standby");
+  r.set_epoch(static_cast<std::uint64_t>(v.epoch));
+  r.set_leader(v.leading ? env.node_id : v.leader);
+  r.set_leader_endpoint(v.leading ? env.rpc_endpoint : v.leader_endpoint);
+  r.set_lease_left_ms(static_cast<std::uint64_t>(std::max<std::int64_t>(0, v.lease_left_ms)));
+  r.set_view_age_ms(static_cast<std::uint64_t>(std::max<std::int64_t>(0, v.view_age_ms)));
+  r.set_takeovers(v.takeovers);
+  r.set_last_error(v.last_error);
+  return r;
+}
+
 // The link a CURVE principal came over, as link_bytes_total labels it: an
 // enrolled edge site's name ("site:<S>:<service>"), else "local" (this
 // deployment's own keys; "unenrolled" for an enrolment's key).
@@ -204,6 +230,22 @@ void gateway::on_request(std::string identity, std::string peer, wire::request r
     (*h.mutable_checks())["actor"] = host_.escalated() ? "escalated" : "ok";
     env_.metrics->count_request(req.type, errc::ok, seconds_since(started));
     server_.send(identity, wire::ok_reply(req, h));
+    return;
+  }
+  if (req.type == loom::v1::ReplicaStatusRequest::descriptor()->full_name()) {
+    env_.metrics->count_request(req.type, errc::ok, seconds_since(started));
+    server_.send(identity, wire::ok_reply(req, replica_status(env_)));
+    return;
+  }
+  // A standby runs no logic: every other request is sent to the leader
+  // (not audited: nothing was done; the leader audits what it does).
+  if (env_.leader && !env_.leader->leading()) {
+    auto h = not_leader(*env_.leader, env_.name, env_.node_id);
+    env_.metrics->count_request(req.type, h.code, seconds_since(started));
+    wire::reply rep = wire::error_reply(req.request_id, h.code, h.message);
+    rep.type = h.type;
+    rep.body = h.body;
+    server_.send(identity, rep);
     return;
   }
 

@@ -31,7 +31,7 @@ void key_follower::run() {
                  env_.name.c_str(), env_.paths.endpoints().c_str());
     return;
   }
-  wire::client cli(*env_.ctx, sched->rpc, *key, env_.keys, wire::client_options{period, 0});
+  wire::client cli(*env_.ctx, env_.eps.rpc_targets("scheduler"), *key, env_.keys, wire::client_options{period, 0});
   std::string last_error;
   auto note = [&](const std::string& e) {
     if (e == last_error) return;

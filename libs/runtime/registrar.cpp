@@ -68,9 +68,12 @@ void registrar::run() {
   // An edge site measures its link to the cloud from these calls (issue 15).
   const auto t0 = steady::now();
   wire::link_estimator link;
-  wire::client_options co{std::chrono::milliseconds(500), 0};
+  const auto targets = env_.eps.rpc_targets("scheduler");
+  // Replicas: a heartbeat may have to find the new leader (failover_timeout
+  // on the old one, then a standby's redirect) within its interval.
+  wire::client_options co{std::chrono::milliseconds(targets.size() > 1 ? 1000 : 500), 0};
   co.observe = [&link](const wire::link_observation& o) { link.observe(o); };
-  wire::client cli(*env_.ctx, sched->rpc, *sched_key, env_.keys, co);
+  wire::client cli(*env_.ctx, targets, *sched_key, env_.keys, co);
   retry::backoff again(std::chrono::milliseconds(100), std::chrono::milliseconds(2000));
   auto wait = [&](std::chrono::milliseconds d) {
     std::unique_lock lock(mu_);

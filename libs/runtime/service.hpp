@@ -33,7 +33,8 @@ struct migration;
 
 namespace loom::runtime {
 
-class admission;  // admission.hpp
+class admission;   // admission.hpp
+class leadership;  // leadership.hpp
 
 // The ZAP domain of a ROUTER that also lets unknown keys in (as
 // wire::unenrolled_principal, for EnrolSiteRequest only): the scheduler's.
@@ -71,6 +72,9 @@ struct service_env {
   // carry only the topic: a subscriber asks the service what changed, under
   // its own token. Thread-safe; a no-op when the service publishes nothing.
   std::function<void(std::string_view topic)> notify = [](std::string_view) {};
+  // A replicated service (spec.replicated with more than one replica, or
+  // --lease): whether this replica leads, its epoch, who does. Null otherwise.
+  const runtime::leadership* leader = nullptr;
 };
 
 // Where a service's event stream listens: its second listener (the data
@@ -115,6 +119,11 @@ struct service_spec {
   // own_events_zap_domain) through env.notify: the scheduler's, which the
   // console's live pages follow.
   bool publishes_events = false;
+  // The service may run as several replicas over one shared store, one
+  // leading at a time (leadership.hpp): the scheduler. A standby answers every
+  // request but Health and ReplicaStatus with NotLeader, runs no logic, and
+  // every write of this process is fenced by the lease's epoch.
+  bool replicated = false;
 };
 
 // Runs the service until SIGTERM/SIGINT (exit 0) or an unrecoverable failure

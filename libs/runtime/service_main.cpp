@@ -10,6 +10,8 @@
 #include "libs/runtime/builtin_logic.hpp"
 #include "libs/runtime/gateway.hpp"
 #include "libs/runtime/key_follower.hpp"
+#include "libs/runtime/leadership.hpp"
+#include "libs/runtime/replica_logic.hpp"
 #include "libs/runtime/registrar.hpp"
 #include "libs/runtime/service.hpp"
 #include "libs/wire/pubsub.hpp"
@@ -35,6 +37,7 @@ namespace {
 
 struct options {
   std::string data_dir, zone, node_id, bind, metrics, database, data;
+  bool replica = false;  // --replica: lead only under the store's lease (spec.replicated)
 };
 
 // How long a service waits for an unreachable database at start before it
@@ -55,7 +58,7 @@ void on_signal(int) {
 int usage(const std::string& name, const std::string& why) {
   std::fprintf(stderr,
                "%s%susage: loom-%s [--data-dir D] [--zone Z] [--node-id N] [--bind tcp://HOST:PORT] "
-               "[--metrics HOST:PORT] [--data tcp://HOST:PORT] [--database URL]\n",
+               "[--metrics HOST:PORT] [--data tcp://HOST:PORT] [--database URL] [--replica]\n",
                why.c_str(), why.empty() ? "" : "\n", name.c_str());
   return 2;
 }
@@ -115,6 +118,7 @@ int service_main(int argc, char** argv, const service_spec& spec) {
     else if (a == "--metrics") ok = value(opt.metrics);
     else if (a == "--data") ok = value(opt.data);
     else if (a == "--database") ok = value(opt.database);
+    else if (a == "--replica" && spec.replicated) opt.replica = true;
     else if (a == "--help" || a == "-h") return usage(spec.name, ""), 0;
     else return usage(spec.name, "unknown option " + a);
     if (!ok) return usage(spec.name, "option " + a + " needs a value");
@@ -280,9 +284,38 @@ int service_main(int argc, char** argv, const service_spec& spec) {
     }
     extra = *x;
   }
+  // A replica (several in endpoints.json, or --replica) leads only under the
+  // store's lease; standing by it runs no logic (replica_logic.hpp).
+  std::unique_ptr<leadership> leader;
+  std::atomic<actor_host*> host_ptr{nullptr};
+  if (spec.replicated && db &&
+      (opt.replica || (spec.name == "scheduler" && env.eps.scheduler_replicas > 1))) {
+    leadership_options lo;
+    lo.service = spec.name;
+    lo.node_id = env.node_id;
+    lo.endpoint = env.rpc_endpoint;
+    lo.zone = env.zone;
+    lo.database_url = env.database_url;
+    auto l = leadership::start(lease_timing_from_env(lo), [&host_ptr](bool, std::int64_t) {
+      if (auto* h = host_ptr.load()) h->post(replica_sync_type, "", call_context{}, [](handled) {});
+    });
+    if (!l) {
+      std::fprintf(stderr, "loom-%s: lease: %s\n", spec.name.c_str(), l.err().to_string().c_str());
+      return 1;
+    }
+    leader = std::move(*l);
+    env.leader = leader.get();
+    std::fprintf(stderr, "loom-%s: replica %s: leads only under the lease (ttl %lld ms)\n", spec.name.c_str(),
+                 env.node_id.c_str(), static_cast<long long>(leader->options().ttl.count()));
+  }
   actor_host host([&env, &spec]() -> std::unique_ptr<service_logic> {
-    return std::make_unique<builtin_logic>(env.name, spec.make_logic(env));
+    auto make = [&env, &spec]() -> std::unique_ptr<service_logic> {
+      return std::make_unique<builtin_logic>(env.name, spec.make_logic(env));
+    };
+    if (env.leader) return std::make_unique<replica_logic>(*env.leader, env.name, env.node_id, make);
+    return make();
   }, actor_host::options{});
+  host_ptr = &host;
   host.set_on_restart([&env](std::uint64_t n, const std::string& why) {
     env.metrics->count_restart();
     std::fprintf(stderr, "loom-%s: service actor restarted (#%llu): %s\n", env.name.c_str(),
@@ -306,7 +339,9 @@ int service_main(int argc, char** argv, const service_spec& spec) {
     reg.stop();
     follower.reset();
   });
+  host_ptr = nullptr;
   host.stop();
+  leader.reset();  // after the logic's last write: hands the lease over at once
   stop_reg.join();
   extra.reset();
   db.reset();

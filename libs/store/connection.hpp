@@ -39,6 +39,10 @@ class connection {
   virtual status reconnect() { return ok_status(); }
 };
 
+// The write fence's check (lease.cpp), run first in a write transaction of
+// a fenced database: ok, or permission_denied naming the epochs.
+status check_write_fence(connection& c);
+
 // url_or_path as given to database::open; masked is what error messages show.
 result<std::unique_ptr<connection>> open_sqlite(const std::string& path);
 result<std::unique_ptr<connection>> open_postgres(const std::string& url, const std::string& masked);

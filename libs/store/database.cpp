@@ -126,7 +126,8 @@ status database::run_transaction(const std::function<status(transaction&)>& fn, 
   transaction tx(*conn_);
   status outcome;
   try {
-    outcome = fn(tx);
+    if (!read_only && fenced_) outcome = detail::check_write_fence(*conn_);
+    if (outcome.ok()) outcome = fn(tx);
   } catch (const std::exception& e) {
     outcome = make_error(errc::internal, std::string("transaction aborted by an exception: ") + e.what());
   } catch (...) {

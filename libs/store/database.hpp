@@ -121,6 +121,12 @@ class database {
   backend kind() const;
   const std::string& masked_url() const { return masked_url_; }
 
+  // Whether this database's write transactions obey the process's write
+  // fence (lease.hpp), when one is installed: true by default; the lease's
+  // own connection sets false.
+  void set_fenced(bool on) { fenced_ = on; }
+  bool fenced() const { return fenced_; }
+
   // Begins a transaction, runs fn(tx) -> result<T>, commits. Rolls back and
   // returns the error when fn fails, a statement failed, or fn throws (then
   // errc::internal with the exception's text). When the connection is lost
@@ -147,6 +153,7 @@ class database {
   std::unique_ptr<detail::connection> conn_;
   std::string masked_url_;
   bool in_transaction_ = false;
+  bool fenced_ = true;
 };
 
 // "postgresql://user:***@host:port/db" — the password (and any password=

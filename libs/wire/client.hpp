@@ -21,6 +21,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 #include <zmq.hpp>
 
 namespace loom::wire {
@@ -40,13 +42,31 @@ struct client_options {
   // Called after every attempt of call() with its steady-clock times and
   // sizes (ok = a matching reply came): feed a link_monitor with it.
   std::function<void(const link_observation&)> observe{};
+  // A replicated service (several endpoints): how long one attempt waits
+  // before the client tries the next replica. Short, so a killed leader costs
+  // about this much; a slow but live leader only sees its request again under
+  // the same request_id (answered once: services deduplicate by it).
+  std::chrono::milliseconds failover_timeout{250};
 };
+
+// The reply type of a standby replica (issue 30): code unavailable, body a
+// loom.v1.NotLeader naming the leader and its endpoint when one is known.
+inline constexpr std::string_view not_leader_type = "loom.v1.NotLeader";
 
 class client {
  public:
   // Connects (lazily, as ZeroMQ does) to `endpoint` with CURVE, trusting the
   // server key `server_public_z85` and presenting `mine`.
   client(zmq::context_t& ctx, std::string endpoint, std::string server_public_z85, curve_keypair mine,
+         client_options opts = {});
+  // A replicated service: the same CURVE identity behind `endpoints`, one of
+  // them leading. call() goes to the replica that answered last; a standby's
+  // NotLeader sends it to the leader it names (only one of `endpoints`, never
+  // an address a reply made up), a silent replica (failover_timeout) to the
+  // next one, and while no replica leads (a takeover under way) it waits a
+  // little and asks again — all under the same request_id, until
+  // timeout x (retries + 1) has passed. One endpoint behaves as above.
+  client(zmq::context_t& ctx, std::vector<std::string> endpoints, std::string server_public_z85, curve_keypair mine,
          client_options opts = {});
   // Plaintext DEALER: benchmarks and tests only (see bench_plaintext_t).
   client(zmq::context_t& ctx, bench_plaintext_t, std::string endpoint, client_options opts = {});
@@ -73,6 +93,8 @@ class client {
   result<reply> recv(std::chrono::milliseconds timeout);
 
   const std::string& endpoint() const { return endpoint_; }
+  const std::vector<std::string>& endpoints() const { return endpoints_; }
+  std::uint64_t failovers() const { return failovers_; }  // moves to another replica
   std::uint64_t retried() const { return retried_; }      // resends after a timeout
   std::uint64_t discarded() const { return discarded_; }  // stale or undecodable replies dropped
   // The emulated links (nullptr when not shaped): their counters, for tests.
@@ -86,16 +108,31 @@ class client {
   // along meanwhile; deadline_exceeded when none; sets last_reply_bytes_.
   result<reply> next_reply(std::chrono::steady_clock::time_point deadline);
 
+  // call() for several replicas (see the constructor).
+  result<reply> call_replicated(request req);
+  void switch_to(std::size_t index);
+  // Replica sets: a monitor of the socket's connection (inproc PAIR) while a
+  // call waits, so a replica that went away (its process killed: the
+  // connection closed or refused) is left at once instead of after
+  // failover_timeout.
+  void watch_connection();
+  void unwatch_connection();
+  bool connection_lost();  // drains the monitor's events since the last call
+
   zmq::context_t& ctx_;
-  const std::string endpoint_;
+  std::vector<std::string> endpoints_;
+  std::size_t current_ = 0;
+  std::string endpoint_;  // endpoints_[current_]
   const bool curve_;
   const std::string server_public_z85_;
   const curve_keypair mine_;
   const client_options opts_;
   std::unique_ptr<zmq::socket_t> socket_;
+  std::unique_ptr<zmq::socket_t> monitor_;  // replica sets, during call() only
+  bool in_call_ = false;
   std::optional<shaped_link> link_;
   std::size_t last_reply_bytes_ = 0;
-  std::uint64_t retried_ = 0, discarded_ = 0;
+  std::uint64_t retried_ = 0, discarded_ = 0, failovers_ = 0;
 };
 
 }  // namespace loom::wire

@@ -1,6 +1,7 @@
 #include "libs/wire/client.hpp"
 #include "libs/wire/envelope_pb.hpp"
 #include "libs/wire/test_util.hpp"
+#include "loom/v1/replica.pb.h"
 #include "loom/v1/service.pb.h"
 
 #include <doctest/doctest.h>
@@ -210,4 +211,98 @@ TEST_CASE("call_typed returns the typed body, or the reply's error code and mess
   REQUIRE_FALSE(denied.ok());
   CHECK(denied.code() == errc::permission_denied);
   CHECK(denied.err().message == "not for bob");
+}
+
+namespace {
+// A standby's answer (as libs/runtime/replica_logic.cpp makes it).
+reply not_leader(const request& req, const std::string& leader, const std::string& endpoint) {
+  loom::v1::NotLeader nl;
+  nl.set_service("scheduler");
+  nl.set_replica("standby@test");
+  nl.set_leader(leader);
+  nl.set_leader_endpoint(endpoint);
+  nl.set_epoch(3);
+  reply rep;
+  rep.request_id = req.request_id;
+  rep.code = errc::unavailable;
+  rep.message = "standby@test is a standby scheduler replica";
+  rep.type = std::string(not_leader_type);
+  rep.body = nl.SerializeAsString();
+  return rep;
+}
+}  // namespace
+
+TEST_CASE("a replica set: a standby's redirect is followed to the leader it names, with the same request_id") {
+  test::curve_fixture f;
+  router_server leader(f.ctx, f.server, f.domain, "tcp://127.0.0.1:*");
+  router_server standby(f.ctx, f.server, f.domain, "tcp://127.0.0.1:*");
+  seen_log at_leader, at_standby;
+  test::served l(leader, [&](router_server& r, const router_server::incoming& in) {
+    if (!in.req) return;
+    at_leader.add(*in.req);
+    r.send(in.identity, echo(*in.req));
+  });
+  test::served s(standby, [&](router_server& r, const router_server::incoming& in) {
+    if (!in.req) return;
+    at_standby.add(*in.req);
+    r.send(in.identity, not_leader(*in.req, "leader@test", leader.endpoint()));
+  });
+  client c(f.ctx, std::vector<std::string>{standby.endpoint(), leader.endpoint()}, f.server.public_z85, f.alice,
+           {1000ms, 2});
+  auto rep = c.call(ping("rid-1"));
+  REQUIRE_MESSAGE(rep.ok(), (rep.ok() ? "" : rep.err().to_string()));
+  CHECK(rep->ok());
+  CHECK(c.endpoint() == leader.endpoint());
+  CHECK(c.failovers() == 1);
+  REQUIRE(at_standby.get().size() == 1);
+  REQUIRE(at_leader.get().size() == 1);
+  CHECK(at_leader.get()[0].request_id == "rid-1");
+  // The next call goes straight to the leader.
+  REQUIRE(c.call(ping("rid-2")).ok());
+  CHECK(at_standby.get().size() == 1);
+}
+
+TEST_CASE("a replica set: a silent replica is left after failover_timeout and the call succeeds on the next") {
+  test::curve_fixture f;
+  router_server dead(f.ctx, f.server, f.domain, "tcp://127.0.0.1:*");  // accepts, never answers
+  router_server live(f.ctx, f.server, f.domain, "tcp://127.0.0.1:*");
+  test::served d(dead, [&](router_server&, const router_server::incoming&) {});
+  test::served l(live, [&](router_server& r, const router_server::incoming& in) {
+    if (in.req) r.send(in.identity, echo(*in.req));
+  });
+  client_options o{1000ms, 2};
+  o.failover_timeout = 100ms;
+  client c(f.ctx, std::vector<std::string>{dead.endpoint(), live.endpoint()}, f.server.public_z85, f.alice, o);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto rep = c.call(ping());
+  const auto took = std::chrono::steady_clock::now() - t0;
+  REQUIRE(rep.ok());
+  CHECK(c.endpoint() == live.endpoint());
+  CHECK(took < 900ms);  // one failover_timeout, not the whole timeout
+}
+
+TEST_CASE("a replica set: a redirect to an address outside the set is not followed, and with no leader the call ends unavailable naming the last answer") {
+  test::curve_fixture f;
+  router_server a(f.ctx, f.server, f.domain, "tcp://127.0.0.1:*");
+  router_server b(f.ctx, f.server, f.domain, "tcp://127.0.0.1:*");
+  router_server elsewhere(f.ctx, f.server, f.domain, "tcp://127.0.0.1:*");  // a forged "leader"
+  std::atomic<int> forged{0};
+  test::served e(elsewhere, [&](router_server& r, const router_server::incoming& in) {
+    if (!in.req) return;
+    ++forged;
+    r.send(in.identity, echo(*in.req));
+  });
+  auto standby = [&](router_server& r, const router_server::incoming& in) {
+    if (in.req) r.send(in.identity, not_leader(*in.req, "mallory", elsewhere.endpoint()));
+  };
+  test::served sa(a, standby);
+  test::served sb(b, standby);
+  client c(f.ctx, std::vector<std::string>{a.endpoint(), b.endpoint()}, f.server.public_z85, f.alice, {200ms, 1});
+  const auto t0 = std::chrono::steady_clock::now();
+  auto rep = c.call(ping());
+  CHECK(std::chrono::steady_clock::now() - t0 < 2s);
+  REQUIRE(!rep.ok());
+  CHECK(rep.code() == errc::unavailable);
+  CHECK(rep.err().message.find("is a standby") != std::string::npos);
+  CHECK(forged == 0);
 }

@@ -24,10 +24,15 @@ result<wire::reply> backend::call(const std::string& service, const google::prot
   if (!ep || ep->rpc.empty()) return make_error(errc::unavailable, service + " is not running");
   auto kind = layout::service_kind(service);
   if (kind.empty()) kind = service;
+  // Pooled by where they connect (every replica of a replicated service):
+  // a restarted service on new ports gets fresh clients.
+  const auto targets = eps->rpc_targets(service);
+  std::string where;
+  for (const auto& t : targets) where += t + " ";
   std::unique_ptr<wire::client> cli;
   {
     std::lock_guard lk(mu_);
-    auto& pool = idle_[ep->rpc];
+    auto& pool = idle_[where];
     if (!pool.empty()) {
       cli = std::move(pool.back());
       pool.pop_back();
@@ -39,7 +44,8 @@ result<wire::reply> backend::call(const std::string& service, const google::prot
     auto mine = wire::load_keypair(paths_.curve_dir(), "client");
     if (!mine) return mine.err();
     // No retries: a browser's request is answered or reported within one timeout.
-    cli = std::make_unique<wire::client>(ctx_, ep->rpc, *server_key, *mine, wire::client_options{timeout_, 0});
+    cli = std::make_unique<wire::client>(ctx_, targets, *server_key, *mine,
+                                         wire::client_options{timeout_, 0});
   }
   wire::request req;
   req.type = msg.GetDescriptor()->full_name();
@@ -48,7 +54,7 @@ result<wire::reply> backend::call(const std::string& service, const google::prot
   auto rep = cli->call(std::move(req));
   if (!rep) return make_error(rep.code(), service + ": " + rep.err().message);
   std::lock_guard lk(mu_);
-  auto& pool = idle_[ep->rpc];
+  auto& pool = idle_[where];
   if (pool.size() < max_idle_per_endpoint) pool.push_back(std::move(cli));
   return rep;
 }

@@ -27,7 +27,8 @@ result<std::vector<std::string>> trainer_nodes(runtime::service_env& env) {
   auto key = wire::load_public_key(layout::reach(env.paths, eps ? *eps : env.eps, "scheduler").key_dir, "scheduler");
   if (!sched || sched->rpc.empty() || !key)
     return make_error(errc::unavailable, "cannot check nodes: no scheduler endpoint or key in " + env.paths.root);
-  wire::client cli(*env.ctx, sched->rpc, *key, env.keys, wire::client_options{std::chrono::milliseconds(1000), 0});
+  wire::client cli(*env.ctx, (eps ? *eps : env.eps).rpc_targets("scheduler"), *key, env.keys,
+                   wire::client_options{std::chrono::milliseconds(1000), 0});
   auto rep = wire::call_typed<loom::v1::ListNodesReply>(cli, loom::v1::ListNodesRequest{}, runtime::token_for(env, "scheduler"));
   if (!rep)
     return make_error(errc::unavailable,

@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   spec.migrations = loom::scheduler::scheduler_migrations;
   spec.open_to_enrolment = true;  // edge sites enrol here before their keys are admitted
   spec.publishes_events = true;   // roster, jobs, sites, models changed: the console's live pages follow them
+  spec.replicated = true;         // scheduler, scheduler-2 ...: one leads under the store's lease (issue 30)
   spec.make_logic = [c = *cfg](loom::runtime::service_env& env) { return loom::scheduler::make_logic(env, c); };
   return loom::runtime::service_main(argc, argv, spec);
 }

@@ -30,6 +30,10 @@ namespace loom::scheduler {
 namespace {
 using namespace loom::runtime;
 
+// How recently a stored node must have been seen for a scheduler taking over
+// to give it a fresh liveness window (see the constructor).
+constexpr std::chrono::seconds recent_enough{10};
+
 caller caller_of(const call_context& ctx, const std::string& body) {
   caller c;
   c.principal = ctx.principal.empty() ? "anonymous" : ctx.principal;
@@ -83,11 +87,21 @@ scheduler_logic::scheduler_logic(store::database* db, clock_fn now, std::string 
   if (!db_) return;
   auto nodes = db_->with_read_transaction([](store::transaction& tx) { return load_nodes(tx); });
   if (!nodes) throw std::runtime_error("cannot load the roster: " + nodes.err().to_string());
-  for (auto& n : *nodes) roster_.restore(std::move(n));
+  // A scheduler taking over (a standby after a failover, a restart) heard no
+  // heartbeat yet, and what the last one stored is up to a tick old: a node
+  // seen within the last few seconds starts a fresh liveness window now, so
+  // its running stage is re-attached, not requeued, and its heartbeats have
+  // the whole window to find the new leader. A node that does not beat again
+  // is dead three intervals after the takeover.
+  const auto at = now_();
+  for (auto& n : *nodes) {
+    if (at - n.last_seen < recent_enough) n.last_seen = std::max(n.last_seen, at);
+    roster_.restore(std::move(n));
+  }
   auto bound = db_->with_read_transaction([](store::transaction& tx) { return load_bindings(tx); });
   if (!bound) throw std::runtime_error("cannot load the node bindings: " + bound.err().to_string());
   for (auto& [id, b] : *bound) roster_.bind(id, std::move(b));
-  if (auto st = jobs_.load(roster_, now_()); !st) throw std::runtime_error("cannot load the jobs: " + st.err().to_string());
+  if (auto st = jobs_.load(roster_, at); !st) throw std::runtime_error("cannot load the jobs: " + st.err().to_string());
 }
 
 scheduler_logic::~scheduler_logic() = default;

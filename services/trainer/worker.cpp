@@ -135,7 +135,7 @@ void worker::poll_loop() {
     log("trainer: no scheduler endpoint or key in %s; not taking work\n", env_.paths.root);
     return;
   }
-  wire::client cli(*env_.ctx, sched->rpc, *sched_key, env_.keys,
+  wire::client cli(*env_.ctx, env_.eps.rpc_targets("scheduler"), *sched_key, env_.keys,
                    wire::client_options{std::chrono::milliseconds(500), 0});
   while (!quit_) {
     const work_view v = board_->view();

@@ -144,7 +144,8 @@ class scheduler_registry final : public registry_port {
       return make_error(errc::unavailable, "no scheduler endpoint in " + env_.paths.endpoints());
     auto key = wire::load_public_key(layout::reach(env_.paths, eps ? *eps : env_.eps, "scheduler").key_dir, "scheduler");
     if (!key) return key.err();
-    wire::client cli(*env_.ctx, sched->rpc, *key, env_.keys, wire::client_options{std::chrono::seconds(10), retries});
+    wire::client cli(*env_.ctx, (eps ? *eps : env_.eps).rpc_targets("scheduler"), *key, env_.keys,
+                     wire::client_options{std::chrono::seconds(10), retries});
     auto rep = wire::call_typed<Rep>(cli, req, runtime::token_for(env_, "scheduler"));
     if (!rep) return make_error(rep.code(), "scheduler: " + rep.err().message);
     return rep;
