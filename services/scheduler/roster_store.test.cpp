@@ -77,6 +77,41 @@ TEST_CASE("a restarted scheduler finds the roster it had, drains and heartbeats 
   CHECK(list->nodes(0).last_seen_unix_ns() == static_cast<std::uint64_t>(last_seen_ns));
 }
 
+TEST_CASE("a scheduler taking over gives nodes seen in the last seconds a fresh liveness window, and not long-silent ones") {
+  auto scratch = store::testing::scratch::make(engine, "takeover");
+  REQUIRE(scratch.ok());
+  auto db = store::database::open(scratch->url());
+  REQUIRE(db.ok());
+  REQUIRE(store::migrate(**db, scheduler::scheduler_migrations()).ok());
+  scheduler::time_point now{std::chrono::seconds(1'700'000'000)};
+  {
+    scheduler::scheduler_logic a(db->get(), [&] { return now; });
+    REQUIRE(call(a, reg("recent", 1)).code == errc::ok);
+    REQUIRE(call(a, reg("silent", 2)).code == errc::ok);
+    a.on_tick();
+  }
+  auto state_of = [&](scheduler::scheduler_logic& l, const std::string& id) {
+    auto list = runtime::parse_as<v1::ListNodesReply>(call(l, v1::ListNodesRequest{}).body);
+    REQUIRE(list.ok());
+    for (const auto& n : list->nodes())
+      if (n.node().value() == id) return n.state();
+    return std::string("absent");
+  };
+  // 3.5 s without a heartbeat (three missed intervals: dead to the old
+  // leader), then a new leader: the node gets a window of its own.
+  now += 3500ms;
+  {
+    scheduler::scheduler_logic b(db->get(), [&] { return now; });
+    CHECK(state_of(b, "recent") == "alive");
+    now += 3500ms;  // and does not beat again: dead three intervals after the takeover
+    CHECK(state_of(b, "recent") == "dead");
+  }
+  // Silent for longer than a takeover explains: dead at once.
+  now += 30s;
+  scheduler::scheduler_logic c(db->get(), [&] { return now; });
+  CHECK(state_of(c, "silent") == "dead");
+}
+
 TEST_CASE("long-dead nodes are removed from the store as well as the roster") {
   auto scratch = store::testing::scratch::make(engine, "reap");
   REQUIRE(scratch.ok());
