@@ -31,18 +31,29 @@ using clock_type = std::chrono::steady_clock;
 
 namespace {
 
-// LOOM_DATABASE_URL and a 300 ms lease for the services `loom up` starts
-// (the watcher passes its environment on to the restarts).
-struct replica_env {
-  explicit replica_env(const std::string& url) {
-    ::setenv("LOOM_DATABASE_URL", url.c_str(), 1);
-    ::setenv("LOOM_LEASE_TTL_MS", "300", 1);  // this 2-core box runs 10 services and 2 trainers besides
-  }
-  ~replica_env() {
-    ::unsetenv("LOOM_DATABASE_URL");
-    ::unsetenv("LOOM_LEASE_TTL_MS");
-  }
-};
+// `loom up --scheduler-replicas 3 ARGS` on a scratch PostgreSQL database with
+// a 300 ms lease (the watcher passes its environment on to the restarts);
+// this 2-core box runs 10 services and the trainers besides.
+void up_replicas(const std::string& home, const std::string& db, std::vector<std::string> args) {
+  auto scratch = store::testing::scratch::make(store::backend::postgres, db);
+  REQUIRE(scratch.ok());
+  ::setenv("LOOM_DATABASE_URL", scratch->url().c_str(), 1);
+  ::setenv("LOOM_LEASE_TTL_MS", "300", 1);
+  args.insert(args.begin(), {"up", "--scheduler-replicas", "3", "--import-root", "/usr/share/common-licenses"});
+  auto up = run_loom(home, args, 120s);
+  ::unsetenv("LOOM_DATABASE_URL");
+  ::unsetenv("LOOM_LEASE_TTL_MS");
+  INFO(up.out << up.err);
+  REQUIRE(up.code == 0);
+}
+
+// Every replica answers and exactly one leads.
+std::vector<replica_view> settled(replica_watch& watch) {
+  auto vs = wait_views(watch, [](const auto& v) { return all_answer(v) && sole_leader(v); });
+  INFO(describe(vs));
+  REQUIRE(sole_leader(vs));
+  return vs;
+}
 
 int count_events(const std::string& home, const std::string& id, const std::string& kind) {
   int n = 0;
@@ -59,25 +70,14 @@ int stage_step(const std::string& home, const std::string& id) {
 }  // namespace
 
 TEST_CASE("scheduler replicas: 20 kill -9 of the leader under load, 100 queued and 2 running jobs, none lost, duplicated or restarted") {
-  auto scratch = store::testing::scratch::make(store::backend::postgres, "failover");
-  REQUIRE(scratch.ok());
   temp_dir home("loom-failover");
   up_guard guard{home.path()};
-  {
-    replica_env env(scratch->url());
-    auto up = run_loom(home.path(),
-                       {"up", "--scheduler-replicas", "3", "--trainers", "2", "--import-root", "/usr/share/common-licenses"},
-                       120s);
-    INFO(up.out << up.err);
-    REQUIRE(up.code == 0);
-  }
+  up_replicas(home.path(), "failover", {"--trainers", "2"});
   zmq::context_t ctx(1);
   scheduler_access a{layout::paths{home.path()}};
   REQUIRE(a.ok);
   replica_watch watch(ctx, a);
-  auto vs = wait_views(watch, [](const auto& v) { return all_answer(v) && sole_leader(v); });
-  INFO(describe(vs));
-  REQUIRE(sole_leader(vs));
+  settled(watch);
 
   wire::client cli(ctx, a.eps().rpc_targets("scheduler"), a.server_key, a.mine, wire::client_options{2000ms, 2});
   // Two long jobs that run through every failover, then 100 that wait for them.
@@ -94,10 +94,12 @@ TEST_CASE("scheduler replicas: 20 kill -9 of the leader under load, 100 queued a
     REQUIRE(stage_step(home.path(), id) >= 1);
   }
   std::set<std::string> ids(running.begin(), running.end());
+  std::map<std::string, std::string> by_request;  // request id -> the job its reply named
   for (int i = 0; i < 100; ++i) {
     auto r = submit_job(cli, a.token, "queued-" + std::to_string(i), {});
     REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.err().to_string()));
     ids.insert(r->job().id());
+    by_request["queued-" + std::to_string(i)] = r->job().id();
   }
   std::map<std::string, int> steps_before;
   for (const auto& id : running) steps_before[id] = stage_step(home.path(), id);
@@ -115,6 +117,7 @@ TEST_CASE("scheduler replicas: 20 kill -9 of the leader under load, 100 queued a
         // the leader; the retry under the same request id found it.
         if (fo.ok()) {
           ids.insert(fo->job().id());
+          by_request["failover-" + std::to_string(round)] = fo->job().id();
           retried += fo->existed();
         }
       });
@@ -140,6 +143,15 @@ TEST_CASE("scheduler replicas: 20 kill -9 of the leader under load, 100 queued a
   CHECK(list.value("jobs", json::array()).size() == ids.size());
   CHECK(listed == ids);
   CHECK(ids.size() == 2 + 100 + 20);
+  std::map<std::string, std::vector<std::string>> requests_of;
+  for (const auto& [rid, id] : by_request) requests_of[id].push_back(rid);
+  for (const auto& [id, rids] : requests_of)
+    if (rids.size() > 1) {
+      std::string all;
+      for (const auto& r : rids) all += r + " ";
+      CHECK_MESSAGE(false, id << " was answered to several requests: " << all);
+      MESSAGE("events of " << id << ": " << loom_json(home.path(), {"job", "logs", id}).value("events", json::array()).dump());
+    }
   auto again = submit_job(cli, a.token, "failover-7", {});
   REQUIRE(again.ok());
   CHECK(again->existed());
@@ -155,24 +167,14 @@ TEST_CASE("scheduler replicas: 20 kill -9 of the leader under load, 100 queued a
 }
 
 TEST_CASE("a leader paused past its lease is deposed: its writes are refused by the fence, it stands by, and a standby names the leader") {
-  auto scratch = store::testing::scratch::make(store::backend::postgres, "splitbrain");
-  REQUIRE(scratch.ok());
   temp_dir home("loom-splitbrain");
   up_guard guard{home.path()};
-  {
-    replica_env env(scratch->url());
-    auto up = run_loom(home.path(), {"up", "--scheduler-replicas", "3", "--import-root", "/usr/share/common-licenses"},
-                       120s);
-    INFO(up.out << up.err);
-    REQUIRE(up.code == 0);
-  }
+  up_replicas(home.path(), "splitbrain", {});
   zmq::context_t ctx(1);
   scheduler_access a{layout::paths{home.path()}};
   REQUIRE(a.ok);
   replica_watch watch(ctx, a);
-  auto vs = wait_views(watch, [](const auto& v) { return all_answer(v) && sole_leader(v); });
-  INFO(describe(vs));
-  REQUIRE(sole_leader(vs));
+  auto vs = settled(watch);
   const auto old = *sole_leader(vs);
   const auto eps = a.eps();
   const std::string old_rpc = eps.find(old.name)->rpc;

@@ -14,6 +14,7 @@
 
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <optional>
 #include <stdexcept>
 #include <thread>
@@ -177,6 +178,48 @@ TEST_CASE("job changes through the group commit: the reply waits for a ticket th
   CHECK(rows->size() == 20);
   // A read needs no ticket.
   CHECK(!call(a, v1::ListJobsRequest{}).durable);
+}
+
+TEST_CASE("a repeated submit answered while the first is still being committed waits for that same commit") {
+  auto scratch = store::testing::scratch::make(engine, "repeat");
+  REQUIRE(scratch.ok());
+  auto db = store::database::open(scratch->url());
+  REQUIRE(db.ok());
+  REQUIRE(store::migrate(**db, scheduler::scheduler_migrations()).ok());
+  auto writer = store::database::open(scratch->url());
+  REQUIRE(writer.ok());
+  auto blocker = store::database::open(scratch->url());
+  REQUIRE(blocker.ok());
+  scheduler::time_point now{std::chrono::seconds(1'700'000'000)};
+  scheduler::scheduler_logic a(db->get(), [&] { return now; }, "/tmp/jobs", {}, 60s, std::move(*writer));
+  // Another connection holds the tables, so the group commit cannot land yet.
+  std::atomic<bool> holding{false}, release{false};
+  std::thread hold([&] {
+    (void)(*blocker)->with_transaction([&](store::transaction& tx) -> status {
+      if (tx.kind() == store::backend::postgres)
+        if (auto r = tx.exec("LOCK TABLE jobs IN SHARE ROW EXCLUSIVE MODE"); !r) return r.err();
+      holding = true;
+      for (int i = 0; i < 1000 && !release; ++i) std::this_thread::sleep_for(5ms);
+      return ok_status();
+    });
+  });
+  for (int i = 0; i < 1000 && !holding; ++i) std::this_thread::sleep_for(1ms);
+  REQUIRE(holding);
+  auto first = submit(a, "same-request");
+  REQUIRE(first.code == errc::ok);
+  REQUIRE(first.durable);
+  auto again = submit(a, "same-request");  // the client's retry: answered from memory
+  REQUIRE(again.code == errc::ok);
+  CHECK(!first.durable->outcome());
+  CHECK(again.durable == first.durable);  // not a reply that outruns the commit
+  release = true;
+  hold.join();
+  auto outcome = wait_outcome(first);
+  REQUIRE(outcome);
+  CHECK(outcome->ok());
+  // Once it is stored, a repeat needs no ticket.
+  a.on_tick();
+  CHECK(!submit(a, "same-request").durable);
 }
 
 TEST_CASE("a failed group commit fails its reply's ticket and the next call restarts the logic from the store") {

@@ -159,7 +159,18 @@ handled scheduler_logic::handle(const std::string& type, const std::string& body
   } scope{call_};
   call_ = &ctx;
   handled h = table_.dispatch(type, body, ctx);
-  if (current_) h.durable = current_->ticket;
+  if (current_) {
+    h.durable = current_->ticket;
+    if (!h.audit_job_id.empty()) unsettled_[h.audit_job_id] = current_->ticket;
+  } else if (!h.audit_job_id.empty()) {
+    // Nothing written by this call (a repeated submit or cancel): it waits for
+    // the commit that made what it names, when that is still in flight.
+    if (auto it = unsettled_.find(h.audit_job_id); it != unsettled_.end()) {
+      auto t = it->second.lock();
+      if (t && !t->outcome()) h.durable = std::move(t);
+      else unsettled_.erase(it);
+    }
+  }
   finish_batch();
   if (changed_ && h.code == errc::ok)
     if (const char* topic = change_topic(type)) changed_(topic);
@@ -269,6 +280,10 @@ handled scheduler_logic::cancel_job(const loom::v1::CancelJobRequest& req, const
 }
 
 void scheduler_logic::on_tick() {
+  std::erase_if(unsettled_, [](const auto& kv) {
+    auto t = kv.second.lock();
+    return !t || t->outcome().has_value();
+  });
   jobs_.tick(roster_, now_());
   if (changed_) {  // a node turned alive, suspect or dead since the last tick
     std::string digest;

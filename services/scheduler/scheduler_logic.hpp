@@ -192,6 +192,10 @@ class scheduler_logic final : public runtime::service_logic {
   std::map<std::string, time_point> seen_;  // heartbeats not yet written
   job_manager jobs_;
   std::shared_ptr<pending_commit> current_;  // of the call in progress
+  // Jobs whose submit or cancel is not durable yet, by id: a repeat of that
+  // request (answered from memory, `existed`) waits for the same commit, so
+  // no reply ever names a job the store might still lose (a failover).
+  std::map<std::string, std::weak_ptr<runtime::commit_ticket>> unsettled_;
   const runtime::call_context* call_ = nullptr;  // the request in progress (job events name it)
   std::mutex failure_mu_;
   std::optional<std::string> commit_failure_;  // set (once) by the committer thread
