@@ -70,6 +70,12 @@ leadership::view leadership::snapshot() const {
 void leadership::step_down(const std::string& why) {
   leading_ = false;
   store::set_fence_epoch(0);
+  {
+    std::lock_guard lock(mu_);  // who leads now is read at the next poll
+    view_.leader.clear();
+    view_.leader_endpoint.clear();
+    view_.lease_left_ms = 0;
+  }
   std::fprintf(stderr, "loom-%s: %s steps down at epoch %lld: %s\n", o_.service.c_str(), o_.node_id.c_str(),
                static_cast<long long>(epoch_.load()), why.c_str());
   if (on_change_) on_change_(false, epoch_.load());

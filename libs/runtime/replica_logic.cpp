@@ -13,14 +13,14 @@ handled not_leader(const leadership& l, const std::string& service, const std::s
   nl.set_service(service);
   nl.set_replica(node_id);
   nl.set_epoch(static_cast<std::uint64_t>(v.epoch));
-  if (v.lease_left_ms > 0 || v.leading) {
+  if ((v.lease_left_ms > 0 || v.leading) && v.leader != node_id) {  // never itself: a view from before it stepped down
     nl.set_leader(v.leader);
     nl.set_leader_endpoint(v.leader_endpoint);
   }
   handled h;
   h.code = errc::unavailable;
   h.message = node_id + " is a standby " + service + " replica; " +
-              (nl.leader().empty() ? std::string("no replica leads yet (a takeover is under way): retry")
+              (nl.leader().empty() ? std::string("it knows of no leader yet (a takeover is under way, or it has just stepped down): retry")
                                    : "the leader is " + nl.leader() + " at " + nl.leader_endpoint() + " (epoch " +
                                          std::to_string(v.epoch) + ")");
   h.type = std::string(wire::not_leader_type);
