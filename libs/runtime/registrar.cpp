@@ -69,8 +69,8 @@ void registrar::run() {
   const auto t0 = steady::now();
   wire::link_estimator link;
   const auto targets = env_.eps.rpc_targets("scheduler");
-  // Replicas: a heartbeat may have to find the new leader (failover_timeout
-  // on the old one, then a standby's redirect) within its interval.
+  // Replicas: a heartbeat may have to find the new leader (the old one's
+  // dropped connection, then a standby's redirect) within its interval.
   wire::client_options co{std::chrono::milliseconds(targets.size() > 1 ? 1000 : 500), 0};
   co.observe = [&link](const wire::link_observation& o) { link.observe(o); };
   wire::client cli(*env_.ctx, targets, *sched_key, env_.keys, co);

@@ -63,7 +63,7 @@ void client::watch_connection() {
   const std::string addr = "inproc://loom-client-monitor-" + std::to_string(next++);
   if (zmq_socket_monitor(socket_->handle(), addr.c_str(),
                          ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_CONNECT_RETRIED | ZMQ_EVENT_CLOSED) != 0)
-    return;  // no monitor: failover_timeout alone tells a dead replica
+    return;  // no monitor: the timeout alone tells a dead replica
   monitor_ = std::make_unique<zmq::socket_t>(ctx_, zmq::socket_type::pair);
   monitor_->set(zmq::sockopt::linger, 0);
   monitor_->connect(addr);
@@ -113,7 +113,7 @@ result<reply> client::call_replicated(request req) {
   // naming one of them as the leader (its lease has not run out yet) is not
   // followed back there until it has had time to come back.
   std::map<std::size_t, steady_clock::time_point> silent;
-  const auto rest = std::max(opts_.failover_timeout * 2, milliseconds(100));
+  const auto rest = opts_.revisit_after;
   std::string last = "nothing sent";
   for (int i = 0;; ++i) {
     const auto now = steady_clock::now();
@@ -125,7 +125,7 @@ result<reply> client::call_replicated(request req) {
     req.sent_unix_ns = static_cast<std::uint64_t>(loom::unix_now_ns());
     std::string bytes = encode(req);
     link_observation seen{since_epoch(now), {}, bytes.size(), 0, false};
-    const auto deadline = std::min(give_up, now + opts_.failover_timeout);
+    const auto deadline = std::min(give_up, now + opts_.timeout);
     std::optional<std::size_t> next;  // set by a standby's NotLeader
     bool redirected = false;
     bool gone = false;  // the connection closed or was refused: the replica went away
@@ -173,9 +173,13 @@ result<reply> client::call_replicated(request req) {
         seen.replied = since_epoch(steady_clock::now());
         opts_.observe(seen);
       }
-      silent.try_emplace(current_, steady_clock::now());
-      last = gone ? "the connection to " + endpoint_ + " was lost"
-                  : "no reply from " + endpoint_ + " within " + std::to_string(opts_.failover_timeout.count()) + " ms";
+      // An attempt the call's budget cut short says less than the answer before it.
+      const bool cut = !gone && deadline == give_up;
+      if (!cut || last == "nothing sent") {
+        silent.try_emplace(current_, steady_clock::now());
+        last = gone ? "the connection to " + endpoint_ + " was lost"
+                    : "no reply from " + endpoint_ + " within " + std::to_string(opts_.timeout.count()) + " ms";
+      }
     }
     if (!next) {
       // Nobody to follow: a takeover is under way (or the named leader went

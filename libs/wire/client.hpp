@@ -42,11 +42,10 @@ struct client_options {
   // Called after every attempt of call() with its steady-clock times and
   // sizes (ok = a matching reply came): feed a link_monitor with it.
   std::function<void(const link_observation&)> observe{};
-  // A replicated service (several endpoints): how long one attempt waits
-  // before the client tries the next replica. Short, so a killed leader costs
-  // about this much; a slow but live leader only sees its request again under
-  // the same request_id (answered once: services deduplicate by it).
-  std::chrono::milliseconds failover_timeout{250};
+  // A replicated service (several endpoints): a replica that went silent or
+  // away is asked again only this long after, even when a standby still
+  // names it the leader (its lease has not run out yet).
+  std::chrono::milliseconds revisit_after{250};
 };
 
 // The reply type of a standby replica (issue 30): code unavailable, body a
@@ -62,10 +61,12 @@ class client {
   // A replicated service: the same CURVE identity behind `endpoints`, one of
   // them leading. call() goes to the replica that answered last; a standby's
   // NotLeader sends it to the leader it names (only one of `endpoints`, never
-  // an address a reply made up), a silent replica (failover_timeout) to the
-  // next one, and while no replica leads (a takeover under way) it waits a
-  // little and asks again — all under the same request_id, until
-  // timeout x (retries + 1) has passed. One endpoint behaves as above.
+  // an address a reply made up); a replica whose connection drops (its
+  // process died) is left at once, one that stays silent with its connection
+  // up after `timeout`; while no replica leads (a takeover under way) it
+  // waits a little and asks again — all under the same request_id, until
+  // timeout x (retries + 1) has passed. A live but slow leader is waited for,
+  // never hopped away from. One endpoint behaves as above.
   client(zmq::context_t& ctx, std::vector<std::string> endpoints, std::string server_public_z85, curve_keypair mine,
          client_options opts = {});
   // Plaintext DEALER: benchmarks and tests only (see bench_plaintext_t).
@@ -113,8 +114,7 @@ class client {
   void switch_to(std::size_t index);
   // Replica sets: a monitor of the socket's connection (inproc PAIR) while a
   // call waits, so a replica that went away (its process killed: the
-  // connection closed or refused) is left at once instead of after
-  // failover_timeout.
+  // connection closed or refused) is left at once instead of after timeout.
   void watch_connection();
   void unwatch_connection();
   bool connection_lost();  // drains the monitor's events since the last call

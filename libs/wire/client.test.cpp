@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <memory>
 #include <chrono>
 #include <mutex>
 #include <thread>
@@ -262,7 +263,7 @@ TEST_CASE("a replica set: a standby's redirect is followed to the leader it name
   CHECK(at_standby.get().size() == 1);
 }
 
-TEST_CASE("a replica set: a silent replica is left after failover_timeout and the call succeeds on the next") {
+TEST_CASE("a replica set: a silent replica is left after the attempt's timeout and the call succeeds on the next") {
   test::curve_fixture f;
   router_server dead(f.ctx, f.server, f.domain, "tcp://127.0.0.1:*");  // accepts, never answers
   router_server live(f.ctx, f.server, f.domain, "tcp://127.0.0.1:*");
@@ -270,15 +271,42 @@ TEST_CASE("a replica set: a silent replica is left after failover_timeout and th
   test::served l(live, [&](router_server& r, const router_server::incoming& in) {
     if (in.req) r.send(in.identity, echo(*in.req));
   });
-  client_options o{1000ms, 2};
-  o.failover_timeout = 100ms;
-  client c(f.ctx, std::vector<std::string>{dead.endpoint(), live.endpoint()}, f.server.public_z85, f.alice, o);
+  client c(f.ctx, std::vector<std::string>{dead.endpoint(), live.endpoint()}, f.server.public_z85, f.alice,
+           client_options{300ms, 2});
   const auto t0 = std::chrono::steady_clock::now();
   auto rep = c.call(ping());
   const auto took = std::chrono::steady_clock::now() - t0;
   REQUIRE(rep.ok());
   CHECK(c.endpoint() == live.endpoint());
-  CHECK(took < 900ms);  // one failover_timeout, not the whole timeout
+  CHECK(took < 850ms);  // one attempt's timeout, not the whole budget
+}
+
+TEST_CASE("a replica set: a replica that goes away mid-call (its connection drops) is left at once, long before the timeout") {
+  test::curve_fixture f;
+  auto dying = std::make_unique<router_server>(f.ctx, f.server, f.domain, "tcp://127.0.0.1:*");
+  router_server live(f.ctx, f.server, f.domain, "tcp://127.0.0.1:*");
+  std::atomic<bool> got{false};
+  auto silent = std::make_unique<test::served>(*dying, [&](router_server&, const router_server::incoming& in) {
+    if (in.req) got = true;  // takes the request, never answers
+  });
+  test::served l(live, [&](router_server& r, const router_server::incoming& in) {
+    if (in.req) r.send(in.identity, echo(*in.req));
+  });
+  client c(f.ctx, std::vector<std::string>{dying->endpoint(), live.endpoint()}, f.server.public_z85, f.alice,
+           client_options{5000ms, 1});
+  std::thread killer([&] {  // the replica's process dies once the request is in it
+    for (int i = 0; i < 2000 && !got; ++i) std::this_thread::sleep_for(1ms);
+    silent.reset();
+    dying.reset();
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  auto rep = c.call(ping());
+  const auto took = std::chrono::steady_clock::now() - t0;
+  killer.join();
+  REQUIRE(got);
+  REQUIRE(rep.ok());
+  CHECK(c.endpoint() == live.endpoint());
+  CHECK(took < 2500ms);  // the dropped connection, not the 5 s timeout
 }
 
 TEST_CASE("a replica set: a redirect to an address outside the set is not followed, and with no leader the call ends unavailable naming the last answer") {
