@@ -42,6 +42,19 @@ v1::RegisterNodeRequest reg(const std::string& id, std::uint32_t pid) {
   r.set_pid(pid);
   return r;
 }
+// A scratch store on the suite's engine with the scheduler's tables.
+struct migrated {
+  store::testing::scratch scratch;
+  std::unique_ptr<store::database> db;
+};
+migrated open_migrated(const std::string& name) {
+  auto scratch = store::testing::scratch::make(engine, name);
+  REQUIRE(scratch.ok());
+  auto db = store::database::open(scratch->url());
+  REQUIRE(db.ok());
+  REQUIRE(store::migrate(**db, scheduler::scheduler_migrations()).ok());
+  return migrated{std::move(*scratch), std::move(*db)};
+}
 }  // namespace
 
 TEST_CASE("a restarted scheduler finds the roster it had, drains and heartbeats included") {
@@ -79,11 +92,9 @@ TEST_CASE("a restarted scheduler finds the roster it had, drains and heartbeats 
 }
 
 TEST_CASE("a scheduler taking over gives nodes seen in the last seconds a fresh liveness window, and not long-silent ones") {
-  auto scratch = store::testing::scratch::make(engine, "takeover");
-  REQUIRE(scratch.ok());
-  auto db = store::database::open(scratch->url());
-  REQUIRE(db.ok());
-  REQUIRE(store::migrate(**db, scheduler::scheduler_migrations()).ok());
+  auto m = open_migrated("takeover");
+  auto* db = &m.db;
+  const auto* scratch = &m.scratch;
   scheduler::time_point now{std::chrono::seconds(1'700'000'000)};
   {
     scheduler::scheduler_logic a(db->get(), [&] { return now; });
@@ -181,11 +192,9 @@ TEST_CASE("job changes through the group commit: the reply waits for a ticket th
 }
 
 TEST_CASE("a repeated submit answered while the first is still being committed waits for that same commit") {
-  auto scratch = store::testing::scratch::make(engine, "repeat");
-  REQUIRE(scratch.ok());
-  auto db = store::database::open(scratch->url());
-  REQUIRE(db.ok());
-  REQUIRE(store::migrate(**db, scheduler::scheduler_migrations()).ok());
+  auto m = open_migrated("repeat");
+  auto* db = &m.db;
+  const auto* scratch = &m.scratch;
   auto writer = store::database::open(scratch->url());
   REQUIRE(writer.ok());
   auto blocker = store::database::open(scratch->url());
