@@ -94,7 +94,6 @@ TEST_CASE("a restarted scheduler finds the roster it had, drains and heartbeats 
 TEST_CASE("a scheduler taking over gives nodes seen in the last seconds a fresh liveness window, and not long-silent ones") {
   auto m = open_migrated("takeover");
   auto* db = &m.db;
-  const auto* scratch = &m.scratch;
   scheduler::time_point now{std::chrono::seconds(1'700'000'000)};
   {
     scheduler::scheduler_logic a(db->get(), [&] { return now; });

@@ -103,6 +103,10 @@ poll_report from_wire(const loom::v1::PollWorkRequest& q) {
   r.val_loss = q.val_loss();
   r.val_step = q.val_step();
   r.precision = q.precision();
+  if (q.has_pressure()) {
+    r.pressure_level = q.pressure().level();
+    r.pressure_why = q.pressure().why();
+  }
   for (const auto& n : q.notices()) r.notices.push_back({n.seq(), n.kind(), n.text()});
   r.contributed.assign(q.contributed_sites().begin(), q.contributed_sites().end());
   r.missing.assign(q.missing_sites().begin(), q.missing_sites().end());

@@ -1,11 +1,13 @@
 #include "services/trainer/config.hpp"
 
+#include "libs/runtime/pressure.hpp"
 #include "libs/wire/link_spec.hpp"
 
 #include <charconv>
 #include <cstdio>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <set>
 
@@ -181,6 +183,15 @@ result<logits_args> parse_logits_args(const std::vector<std::string>& argv) {
 
 bool serve_env_ok(char** env) {
   auto st = wire::check_link_shape_env(env);
+  if (st) {  // load shedding's thresholds (libs/runtime/pressure.hpp), from the same environment
+    auto shed = runtime::shed_settings_from_env([env](const char* name) -> const char* {
+      const std::size_t n = std::strlen(name);
+      for (char** e = env; e && *e; ++e)
+        if (std::strncmp(*e, name, n) == 0 && (*e)[n] == '=') return *e + n + 1;
+      return nullptr;
+    });
+    if (!shed) st = shed.err();
+  }
   if (!st) std::fprintf(stderr, "loom-trainer: %s\n", st.err().message.c_str());
   return st.ok();
 }

@@ -50,7 +50,8 @@ extern const char* const sample_usage;
 extern const char* const logits_usage;
 
 // `loom-trainer serve`'s environment: every LOOM_LINK_SHAPE[_<SITE>] must be a
-// link spec (libs/wire/link_spec; services/trainer/README.md, "Weak links").
+// link spec (libs/wire/link_spec; services/trainer/README.md, "Weak links"),
+// and LOOM_SHED_* load shedding's thresholds (libs/runtime/pressure.hpp).
 // False after printing the first bad one, naming the variable and the field.
 bool serve_env_ok(char** env);
 

@@ -15,6 +15,7 @@
 #include "libs/runtime/service.hpp"
 #include "services/trainer/dataset_fetch.hpp"
 #include "services/trainer/diloco_stage.hpp"
+#include "services/trainer/load_shedder.hpp"
 #include "services/trainer/run/training_run.hpp"
 #include "services/trainer/trainer_log.hpp"
 #include "services/trainer/worker.hpp"
@@ -78,6 +79,7 @@ result<run_options> worker::common_options(stage_run& run, const runspec::run_co
   }
   o.stop = &stop_training_;
   o.log = &std::cerr;  // <data>/logs/trainer.log under `loom up`
+  o.shed = [this] { return shedder_->shed_reason(); };
   // For the alerts (deploy/prometheus/alerts.yml): the stage runs, its last
   // step and snapshot times (a rank that writes no snapshots shows NaN), and
   // anomaly counters made at 0 so that the first one is an increase.

@@ -33,6 +33,11 @@ void to_wire(const poll_facts& f, loom::v1::PollWorkRequest* out) {
     out->set_peer_public_key(f.inbox_key);
   }
   out->set_state(f.report);
+  auto* p = out->mutable_pressure();
+  p->set_level(f.pressure.level);
+  p->set_why(f.pressure.why);
+  p->set_memory(f.pressure.memory);
+  p->set_cpu(f.pressure.cpu);
   if (!f.holding) return;
   const work_view& v = *f.holding;
   out->set_job(v.job);

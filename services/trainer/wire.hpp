@@ -47,6 +47,11 @@ struct poll_facts {
   const work_view* holding = nullptr;  // null: idle
   std::vector<stage_notice> notices;
   std::string inbox_endpoint, inbox_key;  // its collective inbox ("" when it has none)
+  struct pressure_facts {
+    std::string level = "ok", why;
+    double memory = -1, cpu = -1;
+  };
+  pressure_facts pressure;  // load_shedder::facts()
 };
 void to_wire(const poll_facts& f, loom::v1::PollWorkRequest* out);
 

@@ -12,6 +12,7 @@
 #include "loom/v1/jobs.pb.h"
 #include "libs/runspec/input_files.hpp"
 #include "libs/runspec/run_config.hpp"
+#include "services/trainer/load_shedder.hpp"
 #include "services/trainer/run/training_run.hpp"
 #include "services/trainer/stage_kinds.hpp"
 #include "services/trainer/trainer_log.hpp"
@@ -19,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 
 namespace loom::trainer {
@@ -36,6 +38,9 @@ worker::worker(runtime::service_env& env, std::shared_ptr<work_board> board) : e
   } else {
     log("trainer: no collective inbox (%s); data-parallel stages will fail here%s\n", in.err().to_string());
   }
+  // serve_env_ok refused a bad LOOM_SHED_* at start: the settings parse here.
+  auto shed = runtime::shed_settings_from_env([](const char* k) { return std::getenv(k); });
+  shedder_ = std::make_unique<load_shedder>(shed ? *shed : runtime::shed_settings{}, runtime::pressure_paths{});
   poller_ = std::thread([this] { poll_loop(); });
 }
 
@@ -139,7 +144,12 @@ void worker::poll_loop() {
                    wire::client_options{std::chrono::milliseconds(500), 0});
   while (!quit_) {
     const work_view v = board_->view();
+    if (auto said = shedder_->observe(v.phase == work_phase::running, load_shedder::clock::now()); !said.empty())
+      log("trainer: %s%s\n", said);
     poll_facts facts;
+    facts.pressure = shedder_->facts();
+    if (env_.metrics && facts.pressure.memory >= 0)
+      env_.metrics->set("memory_used_ratio", {}, facts.pressure.memory);  // what load shedding reads
     facts.node = env_.node_id;
     facts.report = board_->with([](work_state& w) { return w.report(); });
     if (inbox_) {

@@ -7,7 +7,9 @@
 // (cancel, preemption) interrupts the step and snapshots the last whole one. A
 // training thread that throws is restarted from its latest snapshot under a
 // runtime::restart_policy (2 restarts in 10 minutes, with backoff), then the
-// stage is reported failed. work_state.hpp draws the states.
+// stage is reported failed. work_state.hpp draws the states. Each poll also
+// reads the machine's pressure (load_shedder.hpp): a running stage lowers
+// its micro-batch under it, and the scheduler hears the level.
 //
 // Owns two threads (poll, training); the destructor stops both within ~2 s
 // (the training thread within about a layer's time, with a snapshot).
@@ -37,6 +39,7 @@ namespace loom::trainer {
 
 struct run_options;   // run/training_run.hpp
 struct stage_extras;  // stage_kinds.hpp
+class load_shedder;   // load_shedder.hpp
 
 class worker {
  public:
@@ -80,6 +83,7 @@ class worker {
   runtime::service_env& env_;
   std::shared_ptr<work_board> board_;
   std::unique_ptr<collective::inbox> inbox_;  // null when it could not bind (groups then fail)
+  std::unique_ptr<load_shedder> shedder_;      // read by the poll loop, asked by the training thread
   std::mutex mu_;                       // guards current_ and its notices
   std::shared_ptr<stage_run> current_;  // null when idle
   std::atomic<bool> stop_training_{false};

@@ -162,6 +162,7 @@ void job_manager::queue_stage(job_rec& j, std::size_t i, std::optional<policy::j
 poll_answer job_manager::poll(const poll_report& r, time_point now) {
   poll_answer out;
   stages_.heard(r);
+  shedding_.heard(r.node, r.pressure_level, r.pressure_why);
   auto slot_it = slots_.find(r.node);
   if (slot_it == slots_.end() && sites_.readopt(*this, r, now)) slot_it = slots_.find(r.node);
   const bool ends = (r.state == "succeeded" || r.state == "failed") && !r.job.empty();
@@ -192,9 +193,11 @@ void job_manager::tick(const roster& nodes, time_point now) {
     cordoned_[id] = false;
     apply(*d, now);
   }
-  // Drained trainers finish what they run and are given nothing new.
+  // Drained trainers finish what they run and are given nothing new; so do
+  // trainers under sustained pressure, until they report ok (load_shedding.hpp).
   for (const auto& [id, live] : alive) {
-    const bool cordon = draining[id] || sites_.held(*this, id);  // an edge-site stage's member: not the policy's to give
+    const bool cordon = draining[id] || sites_.held(*this, id) ||  // an edge-site stage's member: not the policy's to give
+                        shedding_.closed(id);
     if (!live || !in_policy_[id] || cordoned_[id] == cordon) continue;
     auto d = policy_.set_draining(node_ids_.at(id), cordon, ms(now));
     if (!d) continue;
@@ -207,11 +210,24 @@ void job_manager::tick(const roster& nodes, time_point now) {
     if (a != alive.end() && a->second) continue;
     present = false;
     slots_.erase(id);
+    shedding_.forget(id);
     auto d = policy_.remove_node(node_ids_.at(id), ms(now));
     if (d) apply(*d, now);
   }
+  relieve(now);
   apply(policy_.tick(ms(now)), now);
   sites_.place(*this, nodes, now);
+}
+
+void job_manager::relieve(time_point now) {
+  auto ours = [this](const slot& sl) { return sl.trial == 0 && !sites_.is_site_stage(jobs_.at(sl.job), sl.stage); };
+  auto p = shedding_.due(*this, ours, now);
+  if (!p) return;
+  auto d = policy_.pause(p->pid, ms(now));
+  if (!d) return;  // not running in the policy after all: nothing to pause
+  pausing_ = p->why;
+  apply(*d, now);
+  pausing_.clear();
 }
 
 result<std::vector<job_event>> job_manager::events(const std::string& id, std::uint64_t after) const {

@@ -39,6 +39,7 @@
 #include "services/scheduler/jobs/admission.hpp"
 #include "services/scheduler/jobs/hpo_stage.hpp"
 #include "services/scheduler/jobs/job_store.hpp"
+#include "services/scheduler/jobs/load_shedding.hpp"
 #include "services/scheduler/jobs/jobs_context.hpp"
 #include "services/scheduler/jobs/policy_stages.hpp"
 #include "services/scheduler/jobs/site_stages.hpp"
@@ -188,6 +189,8 @@ class job_manager : private jobs_context {
   // (hpo_stages), or site_stages places it at the next tick. `after` (a
   // stage that just finished, in the policy) hands its queue place over.
   void queue_stage(job_rec& j, std::size_t i, std::optional<policy::job_id> after, time_point now);
+  // Load shedding: pauses the stage load_shedding says is due (tick()).
+  void relieve(time_point now);
   std::optional<policy::node_id> node_index(const std::string& node);
   std::vector<trainer_view> trainers(const roster& nodes, time_point now) const;
   static std::string request_key(const std::string& principal, const std::string& request_id);
@@ -198,6 +201,7 @@ class job_manager : private jobs_context {
   policy_stages stages_;
   hpo_stages hpo_;
   site_stages sites_;
+  load_shedding shedding_;
   std::map<std::string, request_rec> by_request_;          // principal + '\n' + request id
   std::uint64_t next_seq_ = 1;
   stage_hook on_succeeded_;

@@ -479,3 +479,108 @@ TEST_CASE("the cloud's manifest check passes a snapshot signed with its key and 
   CHECK(check(dir.path() + "/none/step-000007").code() == errc::corruption);  // no manifest there
   CHECK(manifest_check(dir.path() + "/missing.key")(dir.path() + "/a/step-000007").code() != errc::ok);
 }
+
+TEST_CASE("sustained pressure closes the pressed trainers and pauses the lowest-priority work there, never the top class") {
+  fixture f;
+  std::vector<std::string> events;
+  f.jobs.set_event_sink([&](const job_rec& j, const job_event& e) {
+    events.push_back(j.id + " " + e.stage + " " + e.kind + ": " + e.text);
+  });
+  f.add_trainer("trainer@a");
+  f.add_trainer("trainer@b");
+  f.jobs.tick(f.nodes, f.now);
+  auto submit = [&](const std::string& req, const std::string& cls) {
+    submit_args a = fixture::args("[job]\nstages = [\"pretrain\"]\n[train]\nsteps = 100\n");
+    a.priority_class = cls;
+    auto r = f.jobs.submit(a, fixture::as(req, cls), f.nodes, f.now);
+    REQUIRE(r.ok());
+    return r->first;
+  };
+  const job_rec* low = submit("low", "low");
+  const job_rec* high = submit("high", "high");
+  const std::string low_node = low->stages[0].node, high_node = high->stages[0].node;
+  REQUIRE(low_node != high_node);
+  auto poll = [&](const std::string& node, const std::string& state, const job_rec* j, const std::string& level) {
+    poll_report r;
+    r.node = node;
+    r.state = state;
+    if (j) {
+      r.job = j->id;
+      r.stage = "pretrain";
+      r.step = 5;
+    }
+    r.pressure_level = level;
+    r.pressure_why = level == "ok" ? "" : "memory 96% of 8.0 GiB (/proc/meminfo) >= 90%";
+    if (level == "sustained") r.pressure_why += " for 30 s";
+    return f.jobs.poll(r, f.now);
+  };
+  auto tick = [&](std::chrono::seconds dt) {
+    f.now += dt;
+    f.nodes.heartbeat("trainer@a", f.now);
+    f.nodes.heartbeat("trainer@b", f.now);
+    f.jobs.tick(f.nodes, f.now);
+  };
+  REQUIRE(poll(low_node, "idle", nullptr, "ok").work);
+  REQUIRE(poll(high_node, "idle", nullptr, "ok").work);
+  // High: the trainers lower their micro-batches themselves; nothing is paused.
+  poll(low_node, "running", low, "high");
+  poll(high_node, "running", high, "high");
+  tick(1s);
+  CHECK(low->stages[0].state == "running");
+  // Sustained: the low job is paused (checkpoint + requeue), the high one runs on.
+  poll(low_node, "running", low, "sustained");
+  poll(high_node, "running", high, "sustained");
+  tick(1s);
+  CHECK(low->stages[0].state == "queued");
+  CHECK(high->stages[0].state == "running");
+  REQUIRE(!events.empty());
+  const std::string& paused = events.back();
+  CHECK(paused.starts_with(low->id + " pretrain paused: load shedding: trainer " + low_node + " is pressed (memory 96%"));
+  CHECK(paused.find("priority low (0) is the lowest of the pressed trainers' work (highest 2)") != std::string::npos);
+  auto told = poll(low_node, "running", low, "sustained");
+  CHECK(told.stop);
+  CHECK_FALSE(poll(low_node, "stopped", low, "high").work);  // closed: still pressed, nothing new
+  tick(11s);  // past the cooldown: the high job is the top class, never paused
+  CHECK(high->stages[0].state == "running");
+  CHECK_FALSE(poll(low_node, "idle", nullptr, "high").work);
+  // The pressure passes: the node opens and the low job is placed again.
+  poll(low_node, "idle", nullptr, "ok");
+  tick(1s);
+  CHECK(low->stages[0].state == "running");
+  auto back = poll(low_node, "idle", nullptr, "ok");
+  REQUIRE(back.work);
+  CHECK(back.work->job == low->id);
+  CHECK(back.work->attempt == 2);
+}
+
+TEST_CASE("sustained pressure pauses nothing when the pressed work is all of one class") {
+  fixture f;
+  f.add_trainer("trainer@a");
+  f.add_trainer("trainer@b");
+  f.jobs.tick(f.nodes, f.now);
+  std::vector<const job_rec*> js;
+  for (const char* req : {"one", "two"}) {
+    submit_args a = fixture::args("[job]\nstages = [\"pretrain\"]\n[train]\nsteps = 100\n");
+    a.priority_class = "normal";
+    auto r = f.jobs.submit(a, fixture::as(req, "normal"), f.nodes, f.now);
+    REQUIRE(r.ok());
+    js.push_back(r->first);
+  }
+  for (const auto* j : js) {
+    poll_report r;
+    r.node = j->stages[0].node;
+    r.state = "running";
+    r.job = j->id;
+    r.stage = "pretrain";
+    r.pressure_level = "sustained";
+    r.pressure_why = "memory 99%";
+    (void)f.jobs.poll(r, f.now);
+  }
+  for (int i = 0; i < 3; ++i) {
+    f.now += 11s;
+    f.nodes.heartbeat("trainer@a", f.now);
+    f.nodes.heartbeat("trainer@b", f.now);
+    f.jobs.tick(f.nodes, f.now);
+  }
+  for (const auto* j : js) CHECK(j->stages[0].state == "running");
+}

@@ -97,6 +97,7 @@ class jobs_context {
   event_sink sink_;
   async_writer writer_;
   std::string home_zone_ = "local";
+  std::string pausing_;  // the text of the load-shedding pause being applied (load_shedding.hpp)
   std::string grant_key_;
 };
 

@@ -49,10 +49,12 @@ void policy_stages::apply(jobs_context& cx, const policy::decision& d, job_rec& 
   } else if (d.what == policy::action::preempt || d.what == policy::action::requeue) {
     cx.clear_members(j, i);
     s.state = "queued";
-    const std::string why = d.what == policy::action::preempt
+    const bool paused = d.what == policy::action::preempt && d.why == policy::reason::pressure;
+    const std::string why = paused ? cx.pausing_
+                            : d.what == policy::action::preempt
                                 ? "preempted for a higher-priority job (checkpointed, resumes later)"
                                 : "trainer " + s.node + " lost; resumes from its latest checkpoint";
-    (void)cx.record(j, s.name, "requeued", why, now);
+    (void)cx.record(j, s.name, paused ? "paused" : "requeued", why, now);
   }
 }
 

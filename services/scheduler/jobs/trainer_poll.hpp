@@ -53,6 +53,9 @@ struct poll_report {
   std::string caller_site;
   std::vector<std::string> contributed, missing;  // a diloco stage's member 0 at its end (aggregator's word)
   std::string precision;  // what its matmuls run in: fp32 or bf16 ("" not yet known)
+  // Its machine's pressure (load_shedding.hpp): ok, high or sustained ("" from
+  // older trainers: ok), and why with the numbers.
+  std::string pressure_level, pressure_why;
 };
 
 struct poll_answer {

@@ -45,6 +45,7 @@ const char* to_string(reason r) {
     case reason::backfill: return "backfill";
     case reason::reclaim: return "reclaim";
     case reason::higher_priority: return "higher_priority";
+    case reason::pressure: return "pressure";
     case reason::node_lost: return "node_lost";
     case reason::idle_capacity: return "idle_capacity";
   }

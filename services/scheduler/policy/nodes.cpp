@@ -1,6 +1,7 @@
 // The policy's node events: a node joins, drains (keeps its members, takes no
-// new ones) or is lost (its gangs requeued, elastic jobs shrunk). Split from
-// policy.cpp, which keeps the job events and the scheduling pass.
+// new ones) or is lost (its gangs requeued, elastic jobs shrunk), and a job
+// paused because its nodes are pressed (load shedding). Split from policy.cpp,
+// which keeps the job events and the scheduling pass.
 #include "services/scheduler/policy/policy.hpp"
 
 #include <algorithm>
@@ -55,6 +56,19 @@ result<policy::decisions> policy::remove_node(node_id id, time_ms now) {
     }
   }
   if (auto s = cluster_.remove_node(*idx); !s) return s.err();
+  clear_reservation();
+  ++capacity_epoch_;
+  schedule(now, out);
+  return out;
+}
+
+result<policy::decisions> policy::pause(job_id id, time_ms now) {
+  auto it = jobs_.find(id);
+  if (it == jobs_.end() || it->second.state != job_state::running)
+    return make_error(errc::not_found, "job " + std::to_string(id) + " is not running");
+  job_rec& j = it->second;
+  decisions out{{action::preempt, id, {}, 0, j.spec.checkpointable, reason::pressure, 0}};
+  stop(j);
   clear_reservation();
   ++capacity_epoch_;
   schedule(now, out);

@@ -74,6 +74,12 @@ class policy {
   // nor counted for reservations or evictions; off makes it placeable again.
   // not_found unless the node is present.
   result<decisions> set_draining(node_id id, bool on, time_ms now);
+  // Load shedding (issue 30): the job is stopped (checkpoint first when
+  // checkpointable) and queued again at its old position, like a preemption
+  // with no beneficiary (reason::pressure). The caller drains the pressed
+  // nodes first, so the pass that follows does not put it straight back.
+  // not_found unless running.
+  result<decisions> pause(job_id id, time_ms now);
   decisions tick(time_ms now);
   // Weight of a tenant in fair share (default 1). REQUIRES: weight > 0.
   void set_tenant_weight(const std::string& tenant, double weight);

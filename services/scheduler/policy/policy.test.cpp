@@ -361,3 +361,32 @@ TEST_CASE("in its own class the successor takes its job's place behind a reserva
   CHECK_FALSE(running(p, 4));
   CHECK(p.check_invariants().ok());
 }
+
+TEST_CASE("pause stops a running job for load shedding and requeues it where it was, placed again once its node opens") {
+  policy p = with_nodes(2);
+  auto a = job(1, 1, 8, 1000, 0);
+  a.checkpointable = true;
+  must(p.submit(a, 0));
+  must(p.submit(job(2, 1, 8, 1000, 5), 0));
+  must(p.submit(job(3, 1, 8, 1000, 0), 0));  // queued behind: no room
+  REQUIRE(running(p, 1));
+  const node_id on = p.find(1)->members.at(0);
+  must(p.set_draining(on, true, 10));  // the pressed node takes nothing new
+  auto d = must(p.pause(1, 20));
+  REQUIRE(d.size() == 1);  // nobody else fits anywhere: node `on` is draining
+  CHECK(d[0].what == action::preempt);
+  CHECK(d[0].why == reason::pressure);
+  CHECK(d[0].checkpoint_first);
+  CHECK(d[0].for_job == 0);
+  CHECK(p.find(1)->state == job_state::queued);
+  CHECK(running(p, 2));
+  CHECK_FALSE(p.pause(1, 30).ok());  // queued: nothing to pause
+  CHECK(p.pause(99, 30).code() == loom::errc::not_found);
+  CHECK(p.check_invariants().ok());
+  // The pressure passes: job 1 goes first again (it kept its arrival order ahead of 3).
+  d = must(p.set_draining(on, false, 40));
+  REQUIRE(d.size() == 1);
+  CHECK(d[0].what == action::place);
+  CHECK(d[0].job == 1);
+  CHECK(p.check_invariants().ok());
+}

@@ -73,6 +73,7 @@ enum class reason {
   higher_priority,  // preempt/shrink: `for_job` has a higher priority class
   node_lost,        // requeue/shrink: a node holding members was removed
   idle_capacity,    // grow: capacity no queued job could use
+  pressure,         // preempt: its nodes ran out of memory or CPU for long (load shedding, pause())
 };
 
 const char* to_string(action a);

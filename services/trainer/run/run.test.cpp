@@ -423,6 +423,84 @@ TEST_CASE("out of memory halves the micro-batch and doubles accumulation, with t
   CHECK(none.code() == errc::resource_exhausted);
 }
 
+TEST_CASE("load shedding halves the micro-batch mid-run with the same tokens per step, and a resume goes on in it bitwise") {
+  files::temp_dir tmp("loom-run");
+  const std::string data = make_shards(tmp.path() + "/shards");
+  run_options o;
+  o.data_dir = tmp.path() + "/home";
+  auto plain = run_training(small_config(data, tmp.path() + "/plain"), o);
+  REQUIRE(plain.ok());
+
+  // Pressure before step 6, once: micro-batch 2 -> 1, accumulation 2 -> 4.
+  auto pressured = [](int& asked) {
+    return [&asked]() -> std::string { return ++asked == 6 ? "memory 95% of 8.0 GiB (injected) >= 90%" : ""; };
+  };
+  int asked = 0;
+  std::vector<std::pair<std::string, std::string>> notices;
+  run_options p = o;
+  p.shed = pressured(asked);
+  p.on_notice = [&](const std::string& k, const std::string& t) { notices.emplace_back(k, t); };
+  auto shed = run_training(small_config(data, tmp.path() + "/shed"), p);
+  REQUIRE(shed.ok());
+  CHECK(shed->steps == 12);
+  CHECK(asked == 12);  // asked before every step
+  REQUIRE(notices.size() == 1);
+  CHECK(notices[0].first == "load_shed");
+  CHECK(notices[0].second ==
+        "memory 95% of 8.0 GiB (injected) >= 90%: micro-batch 2 -> 1, accumulation 2 -> 4 (32 tokens per step "
+        "unchanged) from step 6");
+  // Steps 1-5 are the same computation; after it the same windows in smaller
+  // pieces: the loss within 1% of the unpressured run's at every step.
+  auto a = losses(tmp.path() + "/plain"), b = losses(tmp.path() + "/shed");
+  REQUIRE(a.size() == b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    auto la = nlohmann::json::parse(a[i] + "}")["loss"].get<double>();
+    auto lb = nlohmann::json::parse(b[i] + "}")["loss"].get<double>();
+    if (i < 5) CHECK(a[i] == b[i]);
+    CHECK(std::abs(la - lb) <= 0.01 * la);
+  }
+  auto snap = open_snapshot(shed->snapshot, *existing_checkpoint_key(o.data_dir));
+  REQUIRE(snap.ok());
+  CHECK(snap->state.micro_batch == 1);
+  CHECK(snap->state.tokens_seen == 12u * 32u);
+
+  // The same pressure, stopped after step 9 (snapshot 9 in micro-batch 1),
+  // resumed without pressure: it goes on in micro-batch 1, bitwise.
+  asked = 0;
+  std::atomic<bool> stop{false};
+  std::ostringstream log;
+  run_options c = p;
+  c.on_notice = nullptr;
+  c.stop = &stop;
+  c.interrupt_grace = std::chrono::hours(1);
+  c.on_step = [&](const step_record& r) { if (r.step == 9) stop = true; };
+  auto c1 = run_training(small_config(data, tmp.path() + "/c"), c);
+  REQUIRE(c1.ok());
+  CHECK(c1->stopped);
+  CHECK(c1->steps == 9);
+  stop = false;
+  c.resume = true;
+  c.shed = nullptr;
+  c.on_step = nullptr;
+  c.log = &log;
+  auto c2 = run_training(small_config(data, tmp.path() + "/c"), c);
+  REQUIRE(c2.ok());
+  CHECK(c2->steps == 12);
+  CHECK(log.str().find("micro-batch 1, accumulation 4 as the snapshot ran (train.batch 2)") != std::string::npos);
+  CHECK(c2->params_sha256 == shed->params_sha256);
+  CHECK(losses(tmp.path() + "/c") == losses(tmp.path() + "/shed"));
+
+  // Micro-batch 1 has nothing left to lower: said once, the run goes on.
+  notices.clear();
+  run_options one = p;
+  one.shed = [] { return std::string("memory 99% of 8.0 GiB (injected) >= 90%"); };
+  auto ones = run_training(small_config(data, tmp.path() + "/one", 4, {"train.batch=1", "train.grad_accum=4"}), one);
+  REQUIRE(ones.ok());
+  CHECK(ones->steps == 4);
+  REQUIRE(notices.size() == 1);
+  CHECK(notices[0].second.find("micro-batch 1 already; nothing left to lower") != std::string::npos);
+}
+
 TEST_CASE("a run with an outer loop (diloco) starts from what start gives, syncs after every step and snapshots what finish leaves") {
   files::temp_dir tmp("loom-run-outer");
   const std::string data = make_shards(tmp.path() + "/shards");

@@ -45,6 +45,8 @@ result<train_state> parse_state(const std::string& text, const std::string& file
     s.precision = j.value("precision", std::string("fp32"));  // snapshots from before issue 28: fp32
     if (s.precision != "fp32" && s.precision != "bf16")
       return make_error(errc::corruption, file + ": precision \"" + s.precision + "\" is neither fp32 nor bf16");
+    s.micro_batch = j.value("micro_batch", 0);  // snapshots from before issue 30: train.batch
+    if (s.micro_batch < 0) return make_error(errc::corruption, file + ": micro_batch " + std::to_string(s.micro_batch));
     for (const json& c : j.value("skipped", json::array()))
       s.skipped.push_back({c.at("epoch").get<std::uint64_t>(), c.at("position").get<std::uint64_t>()});
     return s;
@@ -117,6 +119,7 @@ result<std::string> save_snapshot(const std::string& root, const engine::gpt2& m
                 {"tokens_seen", st.tokens_seen},
                 {"loss", st.last_loss},
                 {"precision", st.precision},
+                {"micro_batch", st.micro_batch},
                 {"skipped", json::array()}};
   for (const auto& c : st.skipped) state["skipped"].push_back({{"epoch", c.epoch}, {"position", c.position}});
   const std::string state_text = state.dump(1) + "\n";

@@ -31,6 +31,10 @@ struct train_state {
   std::uint64_t tokens_seen = 0;
   float last_loss = 0;
   std::string precision = "fp32";  // what the steps so far ran their matmuls in (issue 28)
+  // The micro-batch the steps ran in, where load shedding (or running out of
+  // memory) lowered it below train.batch — accumulation raised to match; a
+  // resumed run goes on in it. 0: train.batch (snapshots before issue 30).
+  int micro_batch = 0;
   // Loader positions of batches skipped after an anomaly rollback: a resumed
   // run skips them too.
   std::vector<shards::cursor> skipped;

@@ -62,11 +62,18 @@ class run {
   status loop();            // steps until the end or a stop
   result<bool> one_step();  // false: stopped
   status roll_back(shards::cursor bad_batch, const std::string& why);
+  // Load shedding (issue 30): before a step, when run_options::shed says so.
+  status shed();
+  // The model made anew for micro-batch `batch` (a divisor of the current one),
+  // accumulation raised to keep the tokens per step; the parameters, the
+  // optimiser and the data cursor carry on.
+  status rebatch(int batch);
+  void size_buffers();  // the step's buffers for the current micro-batch
   status snapshot(std::uint64_t step);
   void unpack(int k);
   run_summary finish();
 
-  runspec::run_config c_;  // batch and grad_accum may change on out-of-memory
+  runspec::run_config c_;  // batch and grad_accum may change on out-of-memory and load shedding
   const run_options& o_;
   const run_options::group_member& g_;
   const bool lead_;              // the member that writes out_dir
@@ -83,6 +90,8 @@ class run {
   std::vector<float> recent_;  // losses so far, for the spike check
   std::vector<shards::cursor> skipped_;
   int rollbacks_ = 0;
+  engine::precision_choice chosen_{};
+  bool shed_exhausted_ = false;  // said once: nothing left to shed here
   run_summary sum_;
   std::uint64_t tokens_seen_ = 0, step_ = 0, total_ = 0, log_every_ = 1;
   engine::lr_schedule schedule_;
@@ -175,11 +184,11 @@ status run::build_model() {
   // tokens per optimiser step, in smaller pieces — until it fits or batch is 1.
   // train.precision as this CPU allows it (bf16 resumed where it is not native: fp32),
   // the model made in it from the start.
-  engine::precision_choice chosen = resolve_precision(c_.precision);
+  chosen_ = resolve_precision(c_.precision);
   auto create = [&]() -> result<engine::gpt2> {
     if (o_.fail_alloc && o_.fail_alloc(c_.batch))
       return make_error(errc::resource_exhausted, "injected allocation failure");
-    return create_model(c_.model, c_.batch, c_.seq_len, chosen);
+    return create_model(c_.model, c_.batch, c_.seq_len, chosen_);
   };
   auto made = create();
   // A group must agree on the micro-batch (the members split one data stream):
@@ -198,8 +207,8 @@ status run::build_model() {
   }
   if (!made) return made.err();
   model_.emplace(std::move(*made));
-  sum_.precision = std::string(engine::to_string(chosen.used));
-  report_precision(o_, chosen);
+  sum_.precision = std::string(engine::to_string(chosen_.used));
+  report_precision(o_, chosen_);
   // A stop request lets a short step finish (its work is kept) and interrupts
   // a long one after interrupt_grace, within about a layer's time.
   if (o_.stop)
@@ -248,6 +257,16 @@ status run::resume_or_init() {
                                                     "thread count (hash " +
                                           r.state.config_hash.substr(0, 12) + ", this run " + run_hash_.substr(0, 12) +
                                           "): resuming would not continue that run");
+  // A run that shed load goes on in the micro-batch its snapshot ran in:
+  // the same pieces, so the same numbers as if it had never stopped.
+  if (r.state.micro_batch > 0 && r.state.micro_batch < c_.batch) {
+    if (c_.batch % r.state.micro_batch != 0)
+      return make_error(errc::conflict, fmt("%s ran in micro-batch %d, which does not divide train.batch %d",
+                                            r.where.dir.c_str(), r.state.micro_batch, c_.batch));
+    const int from = c_.batch;
+    if (auto st = rebatch(r.state.micro_batch); !st) return st;
+    say(o_, fmt("micro-batch %d, accumulation %d as the snapshot ran (train.batch %d)", c_.batch, c_.grad_accum, from));
+  }
   if (auto st = load_params(r, *model_); !st) return st;
   if (auto st = load_optimizer(r, *opt_); !st) return st;
   note_precision_change(o_, r.where.dir, r.state.precision, sum_.precision);
@@ -277,7 +296,21 @@ status run::open_loader() {
                        : metrics_log::read_losses(metrics_path_, sum_.first_step);
   if (!history) return history.err();
   recent_ = std::move(*history);
-  // Every buffer of the loop, allocated once.
+  size_buffers();
+  schedule_ = schedule_of(c_);
+  total_ = static_cast<std::uint64_t>(c_.steps);
+  log_every_ = std::max<std::uint64_t>(1, total_ / 20);
+  step_ = sum_.first_step;
+  say(o_, fmt("training L%d H%d C%d (%zu parameters) on %llu tokens: B=%d T=%d accum=%d, steps %llu..%llu, "
+              "%d threads",
+              c_.model.layers, c_.model.heads, c_.model.channels, model_->params().size(),
+              static_cast<unsigned long long>(ds_->token_count()), c_.batch, c_.seq_len, c_.grad_accum,
+              static_cast<unsigned long long>(sum_.first_step + 1), static_cast<unsigned long long>(total_), threads_));
+  return ok_status();
+}
+
+// Every buffer of the loop, allocated once per micro-batch size.
+void run::size_buffers() {
   bt_ = std::size_t(c_.batch) * std::size_t(c_.seq_len);
   const int own = static_cast<int>((static_cast<std::uint32_t>(c_.grad_accum) - g_.rank + world_ - 1) / world_);
   const bool sft = c_.format == "sft";
@@ -290,15 +323,63 @@ status run::open_loader() {
   for (int k = 0; k < own; ++k)
     micro_[k] = {inputs_[k], targets_[k], sft ? std::span<const float>(weights_[k]) : std::span<const float>()};
   dp_ = engine::data_parallel{c_.grad_accum, g_.all_reduce_sum};
-  schedule_ = schedule_of(c_);
-  total_ = static_cast<std::uint64_t>(c_.steps);
-  log_every_ = std::max<std::uint64_t>(1, total_ / 20);
-  step_ = sum_.first_step;
-  say(o_, fmt("training L%d H%d C%d (%zu parameters) on %llu tokens: B=%d T=%d accum=%d, steps %llu..%llu, "
-              "%d threads",
-              c_.model.layers, c_.model.heads, c_.model.channels, model_->params().size(),
-              static_cast<unsigned long long>(ds_->token_count()), c_.batch, c_.seq_len, c_.grad_accum,
-              static_cast<unsigned long long>(sum_.first_step + 1), static_cast<unsigned long long>(total_), threads_));
+}
+
+status run::rebatch(int batch) {
+  const int factor = c_.batch / batch;
+  std::vector<float> kept(model_->params().begin(), model_->params().end());
+  model_.reset();  // the activations go first: the point is to need less
+  auto made = create_model(c_.model, batch, c_.seq_len, chosen_);
+  if (!made) {  // back to what ran (its room was just freed), and say why
+    auto again = create_model(c_.model, c_.batch, c_.seq_len, chosen_);
+    if (!again) return again.err();
+    model_.emplace(std::move(*again));
+  } else {
+    model_.emplace(std::move(*made));
+    c_.grad_accum *= factor;
+    c_.batch = batch;
+  }
+  std::copy(kept.begin(), kept.end(), model_->params().begin());
+  if (o_.stop) model_->set_interrupt(stop_interrupt(o_, step_started_));
+  if (!made) return make_error(made.code(), fmt("micro-batch %d: %s", batch, made.err().message.c_str()));
+  lo_.batch = static_cast<std::size_t>(c_.batch);
+  if (ld_) {  // the same windows from here, in smaller pieces
+    auto again = shards::loader::create(*ds_, lo_, ld_->position());
+    if (!again) return again.err();
+    *ld_ = std::move(*again);
+    size_buffers();
+  }
+  return ok_status();
+}
+
+// Under memory (or CPU) pressure the run first does the same work in smaller
+// pieces: half the micro-batch, twice the accumulation, the tokens per step
+// and the schedule unchanged. A group agrees on its micro-batch, and
+// micro-batch 1 cannot shrink: then the scheduler's pause is what is left.
+status run::shed() {
+  if (!o_.shed) return ok_status();
+  const std::string why = o_.shed();
+  if (why.empty()) return ok_status();
+  if (world_ > 1 || c_.batch < 2) {
+    if (!shed_exhausted_ && o_.on_notice)
+      o_.on_notice("load_shed", why + (world_ > 1 ? fmt(": micro-batch %d kept (a group of %u agrees on it)", c_.batch, world_)
+                                                  : std::string(": micro-batch 1 already; nothing left to lower")));
+    shed_exhausted_ = true;
+    return ok_status();
+  }
+  const int b = c_.batch, a = c_.grad_accum;
+  if (auto st = rebatch(b / 2); !st) {
+    if (!model_) return st.err();  // not even the old size could be made again
+    if (o_.on_notice) o_.on_notice("load_shed", why + ": micro-batch " + std::to_string(b) + " kept (" + st.err().message + ")");
+    shed_exhausted_ = true;
+    return ok_status();
+  }
+  const std::string text = why + fmt(": micro-batch %d -> %d, accumulation %d -> %d (%zu tokens per step unchanged) "
+                                     "from step %llu",
+                                     b, c_.batch, a, c_.grad_accum, bt_ * std::size_t(c_.grad_accum),
+                                     static_cast<unsigned long long>(step_ + 1));
+  say(o_, "load shedding: " + text);
+  if (o_.on_notice) o_.on_notice("load_shed", text);
   return ok_status();
 }
 
@@ -326,6 +407,7 @@ status run::snapshot(std::uint64_t step) {
   st.tokens_seen = tokens_seen_;
   st.last_loss = sum_.last_loss;
   st.precision = sum_.precision;
+  st.micro_batch = c_.batch;
   st.skipped = skipped_;
   auto dir = save_snapshot(ckpt_root_, *model_, *opt_, st, key_, c_.keep);
   if (!dir) return dir.err();
@@ -403,6 +485,7 @@ status run::loop() {
 // One optimiser step; a batch marked skipped and a rolled-back step count as
 // steps of the loop that did not move `step_`. False when the run stops here.
 result<bool> run::one_step() {
+  if (auto st = shed(); !st) return st.err();
   const auto t0 = clock_type::now();
   step_started_ = t0;
   const shards::cursor at = ld_->position();

@@ -93,6 +93,14 @@ struct run_options {
     std::function<status(std::uint64_t step, std::span<float> params)> finish;
   };
   outer_loop outer;
+  // Load shedding (issue 30): asked before every step. A non-empty answer
+  // (why, with the numbers: "memory 95% of 8.0 GiB (...) >= 90%") halves the
+  // micro-batch and doubles accumulation — the tokens per step, the data
+  // order and the schedule unchanged — and says so (on_notice "load_shed").
+  // A group member, or micro-batch 1, has nothing to lower: it says so once.
+  // The trainer service answers from its pressure gauge, at most once per
+  // fresh reading after the last shed.
+  std::function<std::string()> shed;
   // Tests only: true = allocating a model of this micro-batch fails (out of memory).
   std::function<bool(int batch)> fail_alloc;
   // Tests only: replaces the loss of a step (1-based) to exercise the anomaly path.
@@ -112,7 +120,8 @@ struct run_summary {
 };
 
 // Kinds rm, dpo and rl run align_run.hpp's loop (same snapshots, metrics
-// log and resume; no anomaly rollback: a non-finite loss is an error).
+// log and resume; no anomaly rollback, no load shedding: a non-finite loss
+// is an error).
 // Anomalies (a non-finite loss or a loss spike, see run_config) roll back to
 // the last snapshot and skip the batch; when the model does not fit in memory
 // the micro-batch halves and accumulation doubles (tokens per step unchanged).
