@@ -4,6 +4,7 @@
 #include "libs/wire/link_spec.hpp"
 
 #include <charconv>
+#include <optional>
 #include <cstdio>
 #include <cmath>
 #include <cstdlib>
@@ -181,16 +182,52 @@ result<logits_args> parse_logits_args(const std::vector<std::string>& argv) {
   return a;
 }
 
+result<stage_isolation> stage_isolation_from_env(const std::function<const char*(const char*)>& getenv) {
+  stage_isolation s;
+  auto whole = [](const char* v, std::uint64_t lo, std::uint64_t hi) -> std::optional<std::uint64_t> {
+    std::uint64_t x = 0;
+    const char* end = v + std::strlen(v);
+    auto [p, ec] = std::from_chars(v, end, x);
+    if (ec != std::errc() || p != end || x < lo || x > hi) return std::nullopt;
+    return x;
+  };
+  if (const char* v = getenv("LOOM_STAGE_PROCESSES"); v && *v) {
+    if (std::string(v) != "0" && std::string(v) != "1")
+      return make_error(errc::invalid_argument, std::string("LOOM_STAGE_PROCESSES=") + v + ": 0 or 1 is expected");
+    s.processes = std::string(v) == "1";
+  }
+  if (const char* v = getenv("LOOM_STAGE_MEMORY_MB"); v && *v) {
+    auto x = whole(v, 64, 16777216);
+    if (!x) return make_error(errc::invalid_argument, std::string("LOOM_STAGE_MEMORY_MB=") + v + ": MiB 64..16777216 is expected");
+    s.memory_mb = *x;
+  }
+  if (const char* v = getenv("LOOM_INJECT_LEAK"); v && *v) {
+    const std::string t = v;
+    const auto colon = t.rfind(':');
+    auto x = colon == std::string::npos ? std::nullopt : whole(t.c_str() + colon + 1, 1, 4096);
+    if (!x || colon == 0)
+      return make_error(errc::invalid_argument, "LOOM_INJECT_LEAK=" + t + ": JOB:MIB (MiB 1..4096 per step) is expected");
+    s.leak_job = t.substr(0, colon);
+    s.leak_mib = *x;
+  }
+  return s;
+}
+
 bool serve_env_ok(char** env) {
   auto st = wire::check_link_shape_env(env);
+  auto from_env = [env](const char* name) -> const char* {
+    const std::size_t n = std::strlen(name);
+    for (char** e = env; e && *e; ++e)
+      if (std::strncmp(*e, name, n) == 0 && (*e)[n] == '=') return *e + n + 1;
+    return nullptr;
+  };
   if (st) {  // load shedding's thresholds (libs/runtime/pressure.hpp), from the same environment
-    auto shed = runtime::shed_settings_from_env([env](const char* name) -> const char* {
-      const std::size_t n = std::strlen(name);
-      for (char** e = env; e && *e; ++e)
-        if (std::strncmp(*e, name, n) == 0 && (*e)[n] == '=') return *e + n + 1;
-      return nullptr;
-    });
+    auto shed = runtime::shed_settings_from_env(from_env);
     if (!shed) st = shed.err();
+  }
+  if (st) {  // stage processes
+    auto iso = stage_isolation_from_env(from_env);
+    if (!iso) st = iso.err();
   }
   if (!st) std::fprintf(stderr, "loom-trainer: %s\n", st.err().message.c_str());
   return st.ok();

@@ -9,6 +9,7 @@
 #include "services/trainer/run/sampler.hpp"
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -54,5 +55,18 @@ extern const char* const logits_usage;
 // and LOOM_SHED_* load shedding's thresholds (libs/runtime/pressure.hpp).
 // False after printing the first bad one, naming the variable and the field.
 bool serve_env_ok(char** env);
+
+// How `serve` runs stages (services/trainer/README.md, "Stage processes"):
+// LOOM_STAGE_PROCESSES 0|1, LOOM_STAGE_MEMORY_MB 64..16777216 (the limit of
+// each stage's process; unset: twice its memory estimate + 1 GiB) and, for
+// tests, LOOM_INJECT_LEAK=JOB:MIB (that job's process keeps MIB 1..4096 more
+// per step). invalid_argument naming the variable for anything else.
+struct stage_isolation {
+  bool processes = false;
+  std::uint64_t memory_mb = 0;
+  std::string leak_job;
+  std::uint64_t leak_mib = 0;
+};
+result<stage_isolation> stage_isolation_from_env(const std::function<const char*(const char*)>& getenv);
 
 }  // namespace loom::trainer

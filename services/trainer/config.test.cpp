@@ -3,6 +3,11 @@
 
 #include <doctest/doctest.h>
 
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
 using namespace loom;
 using namespace loom::trainer;
 
@@ -74,4 +79,36 @@ TEST_CASE("loom-trainer logits keeps every --prompt in order and needs a checkpo
             .err().message.find("--tokens must be in [1,") != std::string::npos);
   CHECK(parse_logits_args({"--checkpoint", "/c", "--prompt", "p", "--out", "/o", "--max-tokens", "3"})
             .err().message == "unknown option --max-tokens");
+}
+
+TEST_CASE("serve's stage-process variables parse strictly and a bad one is refused naming it") {
+  std::map<std::string, std::string> env;
+  auto get = [&](const char* k) -> const char* {
+    auto it = env.find(k);
+    return it == env.end() ? nullptr : it->second.c_str();
+  };
+  auto none = stage_isolation_from_env(get);
+  REQUIRE(none.ok());
+  CHECK_FALSE(none->processes);  // the default: stages on the service's thread
+  env = {{"LOOM_STAGE_PROCESSES", "1"}, {"LOOM_STAGE_MEMORY_MB", "2048"}, {"LOOM_INJECT_LEAK", "job-000003:64"}};
+  auto on = stage_isolation_from_env(get);
+  REQUIRE(on.ok());
+  CHECK(on->processes);
+  CHECK(on->memory_mb == 2048);
+  CHECK(on->leak_job == "job-000003");
+  CHECK(on->leak_mib == 64);
+  for (auto [k, v] : std::vector<std::pair<std::string, std::string>>{{"LOOM_STAGE_PROCESSES", "yes"},
+                                                                      {"LOOM_STAGE_MEMORY_MB", "10"},
+                                                                      {"LOOM_STAGE_MEMORY_MB", "12abc"},
+                                                                      {"LOOM_INJECT_LEAK", "job-000003"},
+                                                                      {"LOOM_INJECT_LEAK", ":64"},
+                                                                      {"LOOM_INJECT_LEAK", "job:0"}}) {
+    auto bad_env = env;
+    bad_env[k] = v;
+    std::swap(env, bad_env);
+    auto bad = stage_isolation_from_env(get);
+    std::swap(env, bad_env);
+    REQUIRE_FALSE(bad.ok());
+    CHECK(bad.err().message.starts_with(k + "=" + v + ": "));
+  }
 }

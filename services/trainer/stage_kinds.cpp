@@ -9,6 +9,7 @@
 #include "libs/layout/dataset_dirs.hpp"
 #include "libs/layout/layout.hpp"
 #include "libs/metrics/metrics.hpp"
+#include "libs/model/memory.hpp"
 #include "libs/retry/backoff.hpp"
 #include "libs/runspec/input_files.hpp"
 #include "libs/runtime/restart_policy.hpp"
@@ -16,6 +17,7 @@
 #include "services/trainer/dataset_fetch.hpp"
 #include "services/trainer/diloco_stage.hpp"
 #include "services/trainer/load_shedder.hpp"
+#include "services/trainer/stage_process.hpp"
 #include "services/trainer/run/training_run.hpp"
 #include "services/trainer/trainer_log.hpp"
 #include "services/trainer/worker.hpp"
@@ -55,6 +57,8 @@ result<runspec::run_config> worker::stage_config(stage_run& run) {
   if (!run.init_from.empty()) placed.push_back("model.init_from=\"" + run.init_from + "\"");
   auto cfg = runspec::parse_run_config(run.config_toml, origin, placed);
   if (!cfg) return cfg.err();
+  run.config_path = origin;
+  run.placed = placed;
   cfg->out_dir = run.out_dir;
   if (!run.init_from.empty()) cfg->init_from = run.init_from;
   if (cfg->is_diloco()) localize(*cfg, run);  // this site's directory, data and data order
@@ -233,8 +237,31 @@ std::optional<worker::outcome> worker::setup_group(stage_run& run, const runspec
   return std::nullopt;
 }
 
+result<run_summary> worker::run_once(stage_run& run, const runspec::run_config& cfg, const run_options& o,
+                                     stage_extras& x) {
+  if (!stage_processes_ || x.site || x.group || x.scorer) return run_training(cfg, o);
+  runtime::box_limits limits;
+  limits.memory_bytes = stage_memory_mb_ << 20;
+  if (!limits.memory_bytes) {  // room for the run's own estimate twice over, and the process around it
+    const auto need = model::estimate_training(cfg.model, std::uint64_t(cfg.batch), std::uint64_t(cfg.seq_len),
+                                               std::uint64_t(cfg.grad_accum), cfg.format == "sft", cfg.precision != "fp32");
+    limits.memory_bytes = need.total() * 2 + (1ull << 30);
+  }
+  limits.cpus = cfg.threads > 0 ? cfg.threads : std::max(1u, std::thread::hardware_concurrency());
+  auto box = runtime::process_box::make(run.job + "-" + run.stage, limits);
+  stage_process_spec s{run.config_path, run.placed, cfg.out_dir, cfg.init_from, o.data_dir, o.dataset_root,
+                       run.job == leak_job_ ? leak_mib_ : 0};
+  stage_process_options po;
+  po.shed = o.shed;
+  po.on_spawn = [&](int pid) {
+    if (o.on_notice) o.on_notice("stage_process", "runs in process " + std::to_string(pid) + " under " + box.describe());
+  };
+  return run_in_process(s, o, box, po);
+}
+
 // A crash restarts the run from its latest snapshot, as the runtime's
 // supervisor restarts an actor: a few times, with backoff, then it escalates.
+// A crash is a job event (stage_crashed) with its cause, and so audited.
 worker::outcome worker::run_with_restarts(stage_run& run, const runspec::run_config& cfg, const run_options& o,
                                           stage_extras& x) {
   const std::string name = run.job + "/" + run.stage;
@@ -242,7 +269,7 @@ worker::outcome worker::run_with_restarts(stage_run& run, const runspec::run_con
   retry::backoff delay(std::chrono::milliseconds(500), std::chrono::milliseconds(5000));
   for (;;) {
     try {
-      auto sum = run_training(cfg, o);
+      auto sum = run_once(run, cfg, o, x);
       if (x.site) log("trainer: %s\n", name + ": " + describe(x.site->stats()));  // however the run ended
       if (!sum && x.exchange_failed && !stop_training_)
         return outcome{"regroup", "the group's exchange failed: " + sum.err().to_string()};
@@ -269,7 +296,10 @@ worker::outcome worker::run_with_restarts(stage_run& run, const runspec::run_con
     } catch (const std::exception& e) {
       // A member cannot restart alone: the others are inside the same step.
       if (x.group) return outcome{"regroup", std::string("training crashed: ") + e.what()};
-      if (restarts.on_crash(runtime::restart_policy::clock::now()) == runtime::restart_policy::verdict::escalate)
+      const bool last = restarts.on_crash(runtime::restart_policy::clock::now()) == runtime::restart_policy::verdict::escalate;
+      if (o.on_notice)
+        o.on_notice("stage_crashed", std::string(e.what()) + (last ? "; not restarted again" : "; restarting from its latest snapshot"));
+      if (last)
         return outcome{"failed", std::string("training crashed ") + std::to_string(max_restarts + 1) + " times: " + e.what()};
       const auto wait = delay.next();
       log("trainer: %s crashed (%s); restarting from its latest snapshot\n", name,

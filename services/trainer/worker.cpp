@@ -12,6 +12,7 @@
 #include "loom/v1/jobs.pb.h"
 #include "libs/runspec/input_files.hpp"
 #include "libs/runspec/run_config.hpp"
+#include "services/trainer/config.hpp"
 #include "services/trainer/load_shedder.hpp"
 #include "services/trainer/run/training_run.hpp"
 #include "services/trainer/stage_kinds.hpp"
@@ -41,6 +42,15 @@ worker::worker(runtime::service_env& env, std::shared_ptr<work_board> board) : e
   // serve_env_ok refused a bad LOOM_SHED_* at start: the settings parse here.
   auto shed = runtime::shed_settings_from_env([](const char* k) { return std::getenv(k); });
   shedder_ = std::make_unique<load_shedder>(shed ? *shed : runtime::shed_settings{}, runtime::pressure_paths{});
+  auto isolation = stage_isolation_from_env([](const char* k) { return std::getenv(k); });
+  if (isolation) {
+    stage_processes_ = isolation->processes;
+    stage_memory_mb_ = isolation->memory_mb;
+    leak_job_ = isolation->leak_job;
+    leak_mib_ = isolation->leak_mib;
+  }
+  log("trainer: stages run %s\n", stage_processes_ ? "in child processes under limits (LOOM_STAGE_PROCESSES=1)"
+                                                   : "in the service's training thread");
   poller_ = std::thread([this] { poll_loop(); });
 }
 

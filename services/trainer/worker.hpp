@@ -38,6 +38,7 @@ struct service_env;
 namespace loom::trainer {
 
 struct run_options;   // run/training_run.hpp
+struct run_summary;   // run/training_run.hpp
 struct stage_extras;  // stage_kinds.hpp
 class load_shedder;   // load_shedder.hpp
 
@@ -54,6 +55,8 @@ class worker {
   struct stage_run : assigned_stage {
     explicit stage_run(assigned_stage a) : assigned_stage(std::move(a)) {}
     std::vector<stage_notice> notices;  // guarded by mu_
+    std::string config_path;            // its config.toml, and the overrides placed on it (stage_config)
+    std::vector<std::string> placed;
   };
 
   using outcome = std::pair<std::string, std::string>;  // succeeded|failed|stopped|regroup, and the message
@@ -71,6 +74,10 @@ class worker {
   std::optional<outcome> setup_site(stage_run& run, const runspec::run_config& cfg, run_options& o, stage_extras& x);
   std::optional<outcome> setup_group(stage_run& run, const runspec::run_config& cfg, run_options& o, stage_extras& x);
   outcome run_with_restarts(stage_run& run, const runspec::run_config& cfg, const run_options& o, stage_extras& x);
+  // One attempt: in a child process of its own (stage_process.hpp) when the
+  // service runs stages so and the stage has no hooks in the service (not a
+  // group member, diloco site or hpo trial), else on this thread.
+  result<run_summary> run_once(stage_run& run, const runspec::run_config& cfg, const run_options& o, stage_extras& x);
   void join_training();
   void request_stop();  // the flag the run checks, and the board's stopping
   // The rule on every file the stage reads (runspec/input_files.hpp: inside
@@ -84,6 +91,13 @@ class worker {
   std::shared_ptr<work_board> board_;
   std::unique_ptr<collective::inbox> inbox_;  // null when it could not bind (groups then fail)
   std::unique_ptr<load_shedder> shedder_;      // read by the poll loop, asked by the training thread
+  // LOOM_STAGE_PROCESSES=1: stages in child processes under limits; LOOM_STAGE_MEMORY_MB
+  // overrides their memory limit (else twice the estimate + 1 GiB); LOOM_INJECT_LEAK=JOB:MIB
+  // (tests) makes that job's child keep MIB more per step.
+  bool stage_processes_ = false;
+  std::uint64_t stage_memory_mb_ = 0;
+  std::string leak_job_;
+  std::uint64_t leak_mib_ = 0;
   std::mutex mu_;                       // guards current_ and its notices
   std::shared_ptr<stage_run> current_;  // null when idle
   std::atomic<bool> stop_training_{false};

@@ -1,0 +1,175 @@
+// Cross-process: stages in child processes of their own (issue 30, item 2),
+// through `loom up` with LOOM_STAGE_PROCESSES=1. The trainer service runs
+// each stage in `loom-trainer stage-child` under a process_box (a cgroup v2
+// or v1 with a memory limit and a CPU quota where the machine allows it, else
+// setrlimit); a child that dies is reported with its cause (a job event
+// stage_crashed, audited) and restarted from its latest snapshot, and the
+// service keeps serving.
+#include "libs/files/files.hpp"
+#include "tests/support/harness.hpp"
+#include "tests/support/job_watch.hpp"
+#include "tests/support/loom_json.hpp"
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include <signal.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <thread>
+
+using namespace loom;
+using namespace loom::test;
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+
+namespace {
+
+const char* corpus = "/usr/share/common-licenses/GPL-3";
+
+std::string submit(const std::string& home, std::vector<std::string> extra) {
+  std::vector<std::string> args = {"job", "submit", "--template", "pipeline-test", "--set", std::string("text=") + corpus,
+                                   "--set", "threads=1"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  auto j = loom_json(home, args);
+  REQUIRE(j.contains("id"));
+  return j["id"].get<std::string>();
+}
+
+// "kind: text" of each event of `stage`.
+std::vector<std::string> events(const std::string& home, const std::string& id, const std::string& stage) {
+  std::vector<std::string> out;
+  auto logs = loom_json(home, {"job", "logs", id});
+  for (const auto& e : logs["events"])
+    if (e["stage"] == stage) out.push_back(e["kind"].get<std::string>() + ": " + e["text"].get<std::string>());
+  return out;
+}
+
+int count_starting(const std::vector<std::string>& v, const std::string& prefix) {
+  int n = 0;
+  for (const auto& s : v) n += s.starts_with(prefix);
+  return n;
+}
+
+// `loom up` with the trainers running stages in child processes; `extra_env` set around it.
+void up_with_stage_processes(const std::string& home, const std::string& trainers,
+                             std::vector<std::pair<std::string, std::string>> extra_env = {}) {
+  extra_env.emplace_back("LOOM_STAGE_PROCESSES", "1");
+  for (const auto& [k, v] : extra_env) ::setenv(k.c_str(), v.c_str(), 1);
+  auto up = run_loom(home, {"up", "--trainers", trainers, "--import-root", "/usr/share/common-licenses"}, 60s);
+  for (const auto& [k, v] : extra_env) ::unsetenv(k.c_str());
+  REQUIRE(up.code == 0);
+}
+
+double median_ms(const std::string& metrics, std::uint64_t from, std::uint64_t to) {
+  std::vector<double> v;
+  auto text = files::read_file(metrics);
+  REQUIRE(text.ok());
+  for (std::size_t at = 0; at < text->size();) {
+    std::size_t end = text->find('\n', at);
+    if (end == std::string::npos) end = text->size();
+    auto j = json::parse(text->substr(at, end - at), nullptr, false);
+    if (j.is_object() && j.value("step", 0u) >= from && j.value("step", 0u) <= to) v.push_back(j.value("ms_per_step", 0.0));
+    at = end + 1;
+  }
+  REQUIRE_FALSE(v.empty());
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+TEST_CASE("a stage's own process killed -9 is reported with its cause and resumes bitwise equal, the service untouched") {
+  temp_dir home;
+  up_guard guard{home.path()};
+  up_with_stage_processes(home.path(), "1");
+  const std::vector<std::string> steps = {"--set", "pretrain.train.steps=150"};
+  const std::string ref = submit(home.path(), steps);
+  json ref_done = wait_done(home.path(), ref);
+  REQUIRE(ref_done["state"] == "succeeded");
+  const auto ref_events = events(home.path(), ref, "pretrain");
+  REQUIRE(count_starting(ref_events, "stage_process: runs in process ") == 1);
+
+  const long service = pid_of(home.path(), "trainer");
+  REQUIRE(service > 0);
+  const std::string id = submit(home.path(), steps);
+  const std::string metrics = loom_json(home.path(), {"job", "show", id})["out_dir"].get<std::string>() + "/pretrain/metrics.jsonl";
+  REQUIRE(wait_logged_step(metrics, 30, std::chrono::steady_clock::now() + 120s, 5ms) >= 30);
+  long child = 0;
+  for (const auto& e : events(home.path(), id, "pretrain"))
+    if (e.starts_with("stage_process: runs in process ")) child = std::atol(e.c_str() + 31);
+  REQUIRE(child > 0);
+  REQUIRE(child != service);
+  MESSAGE("stage process " << child << " of trainer " << service << "; killing it");
+  REQUIRE(::kill(static_cast<pid_t>(child), SIGKILL) == 0);
+
+  json done = wait_done(home.path(), id);
+  REQUIRE(done["state"] == "succeeded");
+  const auto all = events(home.path(), id, "pretrain");
+  INFO(json(all).dump(1));
+  CHECK(count_starting(all, "stage_crashed: its process " + std::to_string(child) +
+                                " killed by signal 9 (Killed); restarting from its latest snapshot") == 1);
+  CHECK(count_starting(all, "stage_process: runs in process ") == 2);
+  CHECK(final_params_sha(done, "pretrain") == final_params_sha(ref_done, "pretrain"));
+  CHECK(final_params_sha(done, "sft") == final_params_sha(ref_done, "sft"));
+  CHECK(pid_of(home.path(), "trainer") == service);  // the service itself never restarted
+  auto trail = run_loom(home.path(), {"audit", "trail", id, "--json"}, 30s);
+  REQUIRE(trail.code == 0);
+  CHECK(trail.out.find("job.stage_crashed") != std::string::npos);
+}
+
+TEST_CASE("two jobs on one host, one leaking without bound: its limit stops it, the cause is named, the other runs on") {
+  temp_dir home;
+  up_guard guard{home.path()};
+  // job-000003 keeps 64 MiB more every step: its process meets its limit
+  // (twice its estimate + 1 GiB) within seconds, three times, and the stage
+  // fails. Beside the steady job-000001 runs first a well-behaved job-000002,
+  // then the leaking one: the steady job's step times in the two windows are
+  // what isolation is about.
+  up_with_stage_processes(home.path(), "2", {{"LOOM_INJECT_LEAK", "job-000003:64"}});
+  const std::string steady = submit(home.path(), {"--set", "pretrain.train.steps=2000"});
+  const std::string metrics =
+      loom_json(home.path(), {"job", "show", steady})["out_dir"].get<std::string>() + "/pretrain/metrics.jsonl";
+  REQUIRE(wait_logged_step(metrics, 20, std::chrono::steady_clock::now() + 120s, 5ms) >= 20);
+  const std::uint64_t normal_from = last_logged_step(metrics);
+  const std::string normal = submit(home.path(), {"--set", "pretrain.train.steps=300"});
+  REQUIRE(wait_done(home.path(), normal)["state"] == "succeeded");
+  const std::uint64_t normal_to = last_logged_step(metrics);
+  const std::string leaky = submit(home.path(), {"--set", "pretrain.train.steps=400"});
+  REQUIRE(leaky == "job-000003");
+  const std::uint64_t leak_from = last_logged_step(metrics);
+  json leaky_done = wait_done(home.path(), leaky);
+  const std::uint64_t leak_to = last_logged_step(metrics);
+  REQUIRE(leaky_done["state"] == "failed");
+  const std::string why = leaky_done.value("message", "");
+  INFO(why);
+  const auto leak_events = events(home.path(), leaky, "pretrain");
+  INFO(json(leak_events).dump(1));
+  CHECK(count_starting(leak_events, "stage_crashed: its process ") == 3);
+  const bool by_kernel = why.find("killed by the kernel for memory at its limit of ") != std::string::npos;
+  const bool by_rlimit = why.find("ran out of memory (an allocation failed under its limit)") != std::string::npos;
+  CHECK((by_kernel || by_rlimit));
+  CHECK(why.find("training crashed 3 times") != std::string::npos);
+  bool boxed = false;
+  for (const auto& e : leak_events)
+    boxed = boxed || (e.starts_with("stage_process: runs in process ") &&
+                      (e.find(" under cgroup v") != std::string::npos || e.find(" under setrlimit") != std::string::npos));
+  CHECK(boxed);
+  if (by_rlimit) MESSAGE("LOOM_TEST_SKIPPED: no cgroup here; the setrlimit fallback was checked instead");
+
+  json steady_done = wait_done(home.path(), steady);
+  REQUIRE(steady_done["state"] == "succeeded");
+  CHECK(count_starting(events(home.path(), steady, "pretrain"), "stage_crashed") == 0);
+  REQUIRE(normal_to >= normal_from + 20);
+  REQUIRE(leak_to >= leak_from + 20);
+  const double beside_normal = median_ms(metrics, normal_from + 5, normal_to);
+  const double beside_leak = median_ms(metrics, leak_from + 5, leak_to);
+  const double alone = leak_to + 60 <= 2000 ? median_ms(metrics, leak_to + 20, 2000) : 0;
+  MESSAGE("the steady job's median step: " << beside_normal << " ms beside a well-behaved job, " << beside_leak
+                                           << " ms beside the leaking one ("
+                                           << (beside_leak / beside_normal - 1) * 100 << "%), " << alone << " ms alone");
+  // Measured here: +3.4 %. The bound leaves room for a busy CI machine; a
+  // leak without limits would swap or take the host down long before it.
+  CHECK(beside_leak < beside_normal * 1.15);
+}
