@@ -13,6 +13,7 @@
 #include "loom/v1/replica.pb.h"
 #include "loom/v1/scheduler.pb.h"
 #include "loom/v1/service.pb.h"
+#include "loom/v1/trainer.pb.h"
 
 #include <nlohmann/json.hpp>
 
@@ -103,6 +104,12 @@ int cmd_status(context& c) {
     }
     c.pinned = false;
   }
+  // Each trainer here: how its stages run (issue 30: processes under cgroup
+  // v2/v1 limits, setrlimit, or its thread) and its load-shedding gauge.
+  std::vector<std::pair<std::string, result<loom::v1::TrainerStatusReply>>> trainers;
+  for (std::size_t i = 0; i < names.size(); ++i)
+    if (!cloud[i] && layout::service_kind(names[i]) == "trainer" && hs[i].healthy)
+      trainers.emplace_back(names[i], typed_call<loom::v1::TrainerStatusReply>(c, names[i], loom::v1::TrainerStatusRequest{}, 0));
   if (c.json) {
     nlohmann::json svc = nlohmann::json::array(), nds = nlohmann::json::array();
     for (std::size_t i = 0; i < hs.size(); ++i) {
@@ -129,7 +136,14 @@ int cmd_status(context& c) {
                         {"takeovers", r->takeovers()}, {"last_error", r->last_error()}});
       else
         reps.push_back({{"name", n}, {"error", r.err().message}});
-    print_json({{"data_dir", c.paths.root}, {"scheduler_replicas", reps},
+    nlohmann::json trs = nlohmann::json::array();
+    for (const auto& [n, r] : trainers)
+      if (r)
+        trs.push_back({{"name", n}, {"state", r->state()}, {"isolation", r->isolation()}, {"pressure", r->pressure()},
+                       {"memory_used", r->memory_used()}});
+      else
+        trs.push_back({{"name", n}, {"error", r.err().message}});
+    print_json({{"data_dir", c.paths.root}, {"scheduler_replicas", reps}, {"trainers", trs},
                 {"network", {{"listen", eps->net.listen}, {"advertise", eps->net.advertise}, {"ports", eps->net.ports()}}},
                 {"services", svc}, {"nodes", nds},
                 {"roster_error", nodes ? std::string() : nodes.err().message}});
@@ -160,6 +174,16 @@ int cmd_status(context& c) {
                       r->last_error().empty() ? "" : ("  (" + printable(r->last_error()) + ")").c_str());
         else
           std::printf("%-13s %-8s (%s)\n", printable(n).c_str(), "DOWN", printable(r.err().message).c_str());
+    }
+    if (!trainers.empty()) {
+      std::printf("\n%-11s %-9s %-7s %s\n", "TRAINER", "PRESSURE", "MEMORY", "STAGES RUN IN");
+      for (const auto& [n, r] : trainers)
+        if (r)
+          std::printf("%-11s %-9s %-7s %s\n", printable(n).c_str(), printable(r->pressure()).c_str(),
+                      r->memory_used() >= 0 ? (std::to_string(static_cast<int>(r->memory_used() * 100 + 0.5)) + "%").c_str() : "?",
+                      printable(r->isolation()).c_str());
+        else
+          std::printf("%-11s (%s)\n", printable(n).c_str(), printable(r.err().message).c_str());
     }
     std::printf("\n%-28s %-11s %-7s %-8s %-6s %s\n", "NODE", "SERVICE", "ZONE", "STATE", "CORES", "MEMORY_GIB");
     if (nodes)

@@ -92,6 +92,12 @@ TEST_CASE("memory pressure halves the micro-batch, then pauses the lower-priorit
     halved = halved || e.find("micro-batch 2 -> 1, accumulation 2 -> 4 (128 tokens per step unchanged) from step 1") !=
                            std::string::npos;
   CHECK(halved);
+  // `loom status` shows each trainer's gauge (the injected reading).
+  for (const auto& t : loom_json(home.path(), {"status"})["trainers"]) {
+    CHECK(t.value("pressure", "") != "ok");
+    CHECK(t.value("memory_used", 0.0) == doctest::Approx(0.97));
+    CHECK(t.value("isolation", "") == "the service's training thread");
+  }
   json mid = loom_json(home.path(), {"job", "show", high});
   CHECK(mid["stages"][0]["state"] == "running");  // never paused: the top class of the pressed work
   const auto high_pre = events(home.path(), high, "pretrain");

@@ -84,6 +84,11 @@ TEST_CASE("a stage's own process killed -9 is reported with its cause and resume
   temp_dir home;
   up_guard guard{home.path()};
   up_with_stage_processes(home.path(), "1");
+  // `loom status` says how this host runs stages.
+  const json status = loom_json(home.path(), {"status"});
+  REQUIRE(status["trainers"].size() == 1);
+  CHECK(status["trainers"][0].value("isolation", "").starts_with("processes under "));
+  MESSAGE("stages run in " << status["trainers"][0].value("isolation", ""));
   const std::vector<std::string> steps = {"--set", "pretrain.train.steps=150"};
   const std::string ref = submit(home.path(), steps);
   json ref_done = wait_done(home.path(), ref);

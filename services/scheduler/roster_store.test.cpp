@@ -123,6 +123,51 @@ TEST_CASE("a scheduler taking over gives nodes seen in the last seconds a fresh 
   CHECK(state_of(c, "silent") == "dead");
 }
 
+TEST_CASE("under a run of takeovers shorter than a tick, a node's first sign of life to each leader is stored at once") {
+  auto m = open_migrated("storm");
+  auto* db = &m.db;
+  scheduler::time_point now{std::chrono::seconds(1'700'000'000)};
+  {
+    scheduler::scheduler_logic a(db->get(), [&] { return now; });
+    REQUIRE(call(a, reg("t1", 1)).code == errc::ok);
+    a.on_tick();
+  }
+  auto stored_last_seen = [&] {
+    std::int64_t ns = 0;
+    REQUIRE(db->get()->with_read_transaction([&](store::transaction& tx) -> status {
+      auto rows = tx.query("SELECT last_seen_unix_ns FROM nodes WHERE id = $1", {std::string("t1")});
+      if (!rows) return rows.err();
+      REQUIRE(rows->size() == 1);
+      ns = *(*rows)[0].get_i64(0);
+      return {};
+    }).ok());
+    return ns;
+  };
+  // Twenty leaders of 0.7 s each, none living to its first tick: each hears
+  // one heartbeat or one poll from t1, and t1 stays alive throughout.
+  for (int k = 0; k < 20; ++k) {
+    now += 700ms;
+    scheduler::scheduler_logic leader(db->get(), [&] { return now; });
+    if (k % 2 == 0) {
+      v1::NodeHeartbeatRequest hb;
+      hb.mutable_node()->set_value("t1");
+      REQUIRE(call(leader, hb).code == errc::ok);
+    } else {
+      v1::PollWorkRequest poll;
+      poll.mutable_node()->set_value("t1");
+      poll.set_state("idle");
+      REQUIRE(call(leader, poll).code == errc::ok);
+    }
+    CHECK(stored_last_seen() == std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count());
+  }
+  now += 700ms;
+  scheduler::scheduler_logic last(db->get(), [&] { return now; });
+  auto list = runtime::parse_as<v1::ListNodesReply>(call(last, v1::ListNodesRequest{}).body);
+  REQUIRE(list.ok());
+  REQUIRE(list->nodes_size() == 1);
+  CHECK(list->nodes(0).state() == "alive");
+}
+
 TEST_CASE("long-dead nodes are removed from the store as well as the roster") {
   auto scratch = store::testing::scratch::make(engine, "reap");
   REQUIRE(scratch.ok());

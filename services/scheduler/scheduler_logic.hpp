@@ -21,6 +21,7 @@
 
 #include <functional>
 #include <map>
+#include <set>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -190,6 +191,8 @@ class scheduler_logic final : public runtime::service_logic {
   std::function<void(std::string_view)> changed_;
   std::string roster_digest_;  // each node's id and state at the last tick: a change is published
   std::map<std::string, time_point> seen_;  // heartbeats not yet written
+  std::set<std::string> heard_;             // nodes heard since this logic was made
+  void heard_from(const std::string& id, time_point now);
   job_manager jobs_;
   std::shared_ptr<pending_commit> current_;  // of the call in progress
   // Jobs whose submit or cancel is not durable yet, by id: a repeat of that

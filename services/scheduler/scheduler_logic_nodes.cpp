@@ -66,6 +66,18 @@ handled scheduler_logic::register_node(const loom::v1::RegisterNodeRequest& req,
   return reply(rep);
 }
 
+// The tick writes the last-seen times it heard. The first sign of life of a
+// node after this logic was made (a takeover, a restart) is written at once:
+// a leader that lives less than a tick would write none, and under a run of
+// failovers a node's stored time would age until a takeover found it dead
+// and requeued its running stage.
+void scheduler_logic::heard_from(const std::string& id, time_point now) {
+  seen_[id] = now;
+  if (!heard_.insert(id).second) return;
+  if (persist([id, now](store::transaction& tx) { return touch_nodes(tx, {{id, now}}); }))
+    seen_.erase(id);  // else the tick retries it
+}
+
 handled scheduler_logic::heartbeat(const loom::v1::NodeHeartbeatRequest& req, const call_context& ctx) {
   const std::string& id = req.node().value();
   if (auto st = may_send(node_request::heartbeat, ctx.peer); !st) return fail(st.err());
@@ -75,7 +87,7 @@ handled scheduler_logic::heartbeat(const loom::v1::NodeHeartbeatRequest& req, co
   loom::v1::NodeHeartbeatReply rep;
   auto now = now_();
   rep.set_known(roster_.heartbeat(id, now));
-  if (rep.known()) seen_[id] = now;
+  if (rep.known()) heard_from(id, now);
   if (rep.known()) site_report(req, ctx.peer);
   return reply(rep);
 }
@@ -86,7 +98,7 @@ handled scheduler_logic::poll_work(const loom::v1::PollWorkRequest& req, const c
   const node* n = roster_.find(r.node);
   if (!n) return fail(errc::not_found, "node " + r.node + " is not registered");
   if (auto st = speaks_for(r.node, n->zone, n->service, ctx.peer); !st) return fail(st.err());
-  roster_.heartbeat(r.node, now_());
+  if (roster_.heartbeat(r.node, now_())) heard_from(r.node, now_());  // a poll is a sign of life too
   const auto p = auth::parse_peer(ctx.peer);
   if (p.kind == auth::peer_kind::site_service) r.caller_site = p.site;
   // A diloco site's uplink, measured by its trainer: kept in that site's link

@@ -86,6 +86,9 @@ void to_wire(const work_view& v, loom::v1::TrainerStatusReply* out) {
   out->set_checkpoint(v.checkpoint);
   out->set_message(v.message);
   out->set_precision(v.precision);
+  out->set_isolation(v.isolation);
+  out->set_pressure(v.pressure);
+  out->set_memory_used(v.memory_used);
 }
 
 }  // namespace loom::trainer

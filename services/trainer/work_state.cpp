@@ -27,7 +27,7 @@ status work_state::move(std::initializer_list<work_phase> from, work_phase to, c
 
 status work_state::assign(const stage_ref& s) {
   if (auto st = move({work_phase::idle}, work_phase::preparing, "an assignment"); !st) return st;
-  v_ = work_view{};
+  clear_stage();
   v_.phase = work_phase::preparing;
   v_.job = s.job;
   v_.tenant = s.tenant;
@@ -80,7 +80,7 @@ status work_state::finish(const std::string& outcome, const std::string& message
 
 status work_state::reported() {
   if (auto st = move({work_phase::done}, work_phase::idle, "a report"); !st) return st;
-  v_ = work_view{};
+  clear_stage();
   return ok_status();
 }
 
@@ -128,10 +128,27 @@ std::string work_state::report() const {
   }
 }
 
+void work_state::clear_stage() {
+  work_view fresh;
+  fresh.isolation = v_.isolation;  // the host's facts stay
+  fresh.pressure = v_.pressure;
+  fresh.memory_used = v_.memory_used;
+  v_ = std::move(fresh);
+}
+
+void work_state::host(const std::string& isolation, const std::string& pressure, double memory_used) {
+  v_.isolation = isolation;
+  v_.pressure = pressure;
+  v_.memory_used = memory_used;
+}
+
 shown_view shown_to(const work_view& v, bool admin, std::string_view tenant) {
   if (admin || v.job.empty() || v.tenant == tenant) return {v, false};
   shown_view out;
   out.view.phase = v.phase;
+  out.view.isolation = v.isolation;  // the host's, not the job's
+  out.view.pressure = v.pressure;
+  out.view.memory_used = v.memory_used;
   out.withheld = true;
   return out;
 }

@@ -49,6 +49,10 @@ struct work_view {
   // a delta from, and those it never had one from (diloco.min_sites).
   std::vector<std::string> contributed, missing;
   std::string precision;  // what the stage's matmuls run in (fp32, bf16); "" until its model is built
+  // The host's, not the stage's (shown to every caller): how stages run here,
+  // and the load-shedding gauge (ok, high, sustained) with the memory in use.
+  std::string isolation = "the service's training thread", pressure = "ok";
+  double memory_used = -1;
 };
 
 class work_state {
@@ -82,6 +86,8 @@ class work_state {
   void scored(std::uint64_t step, double val_loss);  // an hpo trial's held-out loss (any state but idle)
   // A diloco site's sync figures (any state but idle; the last stay with the outcome).
   void site(const diloco::site_progress& r);
+  // The host's facts (any state): set by the worker at start and every poll.
+  void host(const std::string& isolation, const std::string& pressure, double memory_used);
   // A diloco stage's end (member 0): who contributed (any state but idle).
   void contributions(std::vector<std::string> contributed, std::vector<std::string> missing);
 
@@ -92,6 +98,7 @@ class work_state {
 
  private:
   status move(std::initializer_list<work_phase> from, work_phase to, const char* what);
+  void clear_stage();  // every field of the stage gone, the host's kept
   work_view v_;
 };
 

@@ -126,14 +126,23 @@ TEST_CASE("TrainerStatus shows the job to admins and its tenant, the phase alone
   auto admin = shown_to(w.view(), true, "default");
   CHECK_FALSE(admin.withheld);
   CHECK(admin.view.checkpoint == "/data/jobs/job-000001/pretrain/checkpoints/step-000003");
+  w.host("processes under cgroup v1: memory <= 1.4 GiB, cpu <= 1 core", "high", 0.93);
   auto other = shown_to(w.view(), false, "globex");
   CHECK(other.withheld);
   CHECK(other.view.phase == work_phase::running);
+  CHECK(other.view.isolation == "processes under cgroup v1: memory <= 1.4 GiB, cpu <= 1 core");  // the host's: shown
+  CHECK(other.view.pressure == "high");
+  CHECK(other.view.memory_used == doctest::Approx(0.93));
   CHECK(other.view.job.empty());
   CHECK(other.view.stage.empty());
   CHECK(other.view.checkpoint.empty());
   CHECK(other.view.step == 0);
   CHECK(other.view.tenant.empty());
+  // The host's facts outlive the stage.
+  REQUIRE(w.finish("succeeded").ok());
+  REQUIRE(w.reported().ok());
+  CHECK(w.view().job.empty());
+  CHECK(w.view().pressure == "high");
   // Idle: nothing to withhold from anyone.
   work_state idle;
   CHECK_FALSE(shown_to(idle.view(), false, "globex").withheld);

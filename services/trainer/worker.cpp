@@ -12,6 +12,7 @@
 #include "loom/v1/jobs.pb.h"
 #include "libs/runspec/input_files.hpp"
 #include "libs/runspec/run_config.hpp"
+#include "libs/runtime/process_box.hpp"
 #include "services/trainer/config.hpp"
 #include "services/trainer/load_shedder.hpp"
 #include "services/trainer/run/training_run.hpp"
@@ -49,8 +50,14 @@ worker::worker(runtime::service_env& env, std::shared_ptr<work_board> board) : e
     leak_job_ = isolation->leak_job;
     leak_mib_ = isolation->leak_mib;
   }
-  log("trainer: stages run %s\n", stage_processes_ ? "in child processes under limits (LOOM_STAGE_PROCESSES=1)"
-                                                   : "in the service's training thread");
+  if (stage_processes_) {  // what this host allows, said once (loom status shows it)
+    auto probe = runtime::process_box::make("probe", {1ull << 30, 1});
+    isolation_ = std::string("processes under ") + runtime::to_string(probe.mode()) +
+                 (probe.mode() == runtime::box_mode::rlimit ? " (memory only; " + probe.describe() + ")"
+                  : probe.describe().find("no CPU limit") != std::string::npos ? " (memory limit only: " + probe.describe() + ")"
+                                                                                : " (memory and CPU limits)");
+  }
+  log("trainer: stages run in %s%s\n", isolation_, stage_processes_ ? " (LOOM_STAGE_PROCESSES=1)" : "");
   poller_ = std::thread([this] { poll_loop(); });
 }
 
@@ -158,6 +165,10 @@ void worker::poll_loop() {
       log("trainer: %s%s\n", said);
     poll_facts facts;
     facts.pressure = shedder_->facts();
+    (void)board_->with([&](work_state& w) {
+      w.host(isolation_, facts.pressure.level, facts.pressure.memory);
+      return 0;
+    });
     if (env_.metrics && facts.pressure.memory >= 0)
       env_.metrics->set("memory_used_ratio", {}, facts.pressure.memory);  // what load shedding reads
     facts.node = env_.node_id;

@@ -95,6 +95,7 @@ class worker {
   // overrides their memory limit (else twice the estimate + 1 GiB); LOOM_INJECT_LEAK=JOB:MIB
   // (tests) makes that job's child keep MIB more per step.
   bool stage_processes_ = false;
+  std::string isolation_ = "the service's training thread";  // TrainerStatus.isolation
   std::uint64_t stage_memory_mb_ = 0;
   std::string leak_job_;
   std::uint64_t leak_mib_ = 0;
