@@ -27,36 +27,6 @@ using namespace loom::test;
 using json = nlohmann::json;
 using namespace std::chrono_literals;
 
-namespace {
-
-const char* corpus = "/usr/share/common-licenses/GPL-3";
-
-std::string submit(const std::string& home, std::vector<std::string> extra) {
-  std::vector<std::string> args = {"job", "submit", "--template", "pipeline-test", "--set", std::string("text=") + corpus,
-                                   "--set", "threads=1"};
-  args.insert(args.end(), extra.begin(), extra.end());
-  auto j = loom_json(home, args);
-  REQUIRE(j.contains("id"));
-  return j["id"].get<std::string>();
-}
-
-// "kind: text" of each event of `stage`.
-std::vector<std::string> events(const std::string& home, const std::string& id, const std::string& stage) {
-  std::vector<std::string> out;
-  auto logs = loom_json(home, {"job", "logs", id});
-  for (const auto& e : logs["events"])
-    if (e["stage"] == stage) out.push_back(e["kind"].get<std::string>() + ": " + e["text"].get<std::string>());
-  return out;
-}
-
-int count_starting(const std::vector<std::string>& v, const std::string& prefix) {
-  int n = 0;
-  for (const auto& s : v) n += s.starts_with(prefix);
-  return n;
-}
-
-}  // namespace
-
 TEST_CASE("memory pressure halves the micro-batch, then pauses the lower-priority job, which resumes bitwise equal") {
   temp_dir home;
   up_guard guard{home.path()};
@@ -73,13 +43,13 @@ TEST_CASE("memory pressure halves the micro-batch, then pauses the lower-priorit
 
   const std::vector<std::string> low_args = {"--set", "pretrain.train.steps=200", "--priority", "low", "--set",
                                              "pretrain.train.batch=2", "--set", "pretrain.train.grad_accum=2"};
-  const std::string low = submit(home.path(), low_args);
-  const std::string high = submit(home.path(), {"--set", "pretrain.train.steps=200", "--priority", "high"});
+  const std::string low = submit_pipeline_test(home.path(), low_args);
+  const std::string high = submit_pipeline_test(home.path(), {"--set", "pretrain.train.steps=200", "--priority", "high"});
   // Sustained (2 s running while pressed): the low job is paused, the high one runs on.
   std::vector<std::string> low_pre;
   const auto deadline = std::chrono::steady_clock::now() + 180s;
   while (std::chrono::steady_clock::now() < deadline) {
-    low_pre = events(home.path(), low, "pretrain");
+    low_pre = stage_events(home.path(), low, "pretrain");
     if (count_starting(low_pre, "paused: ") > 0) break;
     std::this_thread::sleep_for(200ms);
   }
@@ -100,7 +70,7 @@ TEST_CASE("memory pressure halves the micro-batch, then pauses the lower-priorit
   }
   json mid = loom_json(home.path(), {"job", "show", high});
   CHECK(mid["stages"][0]["state"] == "running");  // never paused: the top class of the pressed work
-  const auto high_pre = events(home.path(), high, "pretrain");
+  const auto high_pre = stage_events(home.path(), high, "pretrain");
   CHECK(count_starting(high_pre, "load_shed: ") >= 1);  // 4 -> 2, and on while the pressure lasts
   CHECK(count_starting(high_pre, "paused: ") == 0);
 
@@ -111,7 +81,7 @@ TEST_CASE("memory pressure halves the micro-batch, then pauses the lower-priorit
   json low_done = wait_done(home.path(), low);
   REQUIRE(low_done["state"] == "succeeded");
   CHECK(low_done["stages"][0]["attempts"].get<int>() == 2);
-  const auto low_all = events(home.path(), low, "pretrain");
+  const auto low_all = stage_events(home.path(), low, "pretrain");
   MESSAGE("the low job's pretrain events: " << json(low_all).dump(1));
   CHECK(count_starting(low_all, "paused: ") == 1);
   CHECK(count_starting(low_all, "load_shed: ") == count_starting(low_pre, "load_shed: "));  // resumed unpressured
@@ -123,11 +93,11 @@ TEST_CASE("memory pressure halves the micro-batch, then pauses the lower-priorit
   CHECK(trail.out.find("job.load_shed") != std::string::npos);
 
   // The same job unpressured in micro-batch 1: bitwise what the paused one ended with.
-  const std::string ref = submit(home.path(), {"--set", "pretrain.train.steps=200", "--priority", "low", "--set",
+  const std::string ref = submit_pipeline_test(home.path(), {"--set", "pretrain.train.steps=200", "--priority", "low", "--set",
                                                "pretrain.train.batch=1", "--set", "pretrain.train.grad_accum=4"});
   json ref_done = wait_done(home.path(), ref);
   REQUIRE(ref_done["state"] == "succeeded");
-  CHECK(count_starting(events(home.path(), ref, "pretrain"), "load_shed: ") == 0);
+  CHECK(count_starting(stage_events(home.path(), ref, "pretrain"), "load_shed: ") == 0);
   CHECK(final_params_sha(low_done, "pretrain") == final_params_sha(ref_done, "pretrain"));
   CHECK(final_params_sha(low_done, "sft") == final_params_sha(ref_done, "sft"));
 }

@@ -26,32 +26,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-const char* corpus = "/usr/share/common-licenses/GPL-3";
-
-std::string submit(const std::string& home, std::vector<std::string> extra) {
-  std::vector<std::string> args = {"job", "submit", "--template", "pipeline-test", "--set", std::string("text=") + corpus,
-                                   "--set", "threads=1"};
-  args.insert(args.end(), extra.begin(), extra.end());
-  auto j = loom_json(home, args);
-  REQUIRE(j.contains("id"));
-  return j["id"].get<std::string>();
-}
-
-// "kind: text" of each event of `stage`.
-std::vector<std::string> events(const std::string& home, const std::string& id, const std::string& stage) {
-  std::vector<std::string> out;
-  auto logs = loom_json(home, {"job", "logs", id});
-  for (const auto& e : logs["events"])
-    if (e["stage"] == stage) out.push_back(e["kind"].get<std::string>() + ": " + e["text"].get<std::string>());
-  return out;
-}
-
-int count_starting(const std::vector<std::string>& v, const std::string& prefix) {
-  int n = 0;
-  for (const auto& s : v) n += s.starts_with(prefix);
-  return n;
-}
-
 // `loom up` with the trainers running stages in child processes; `extra_env` set around it.
 void up_with_stage_processes(const std::string& home, const std::string& trainers,
                              std::vector<std::pair<std::string, std::string>> extra_env = {}) {
@@ -90,19 +64,19 @@ TEST_CASE("a stage's own process killed -9 is reported with its cause and resume
   CHECK(status["trainers"][0].value("isolation", "").starts_with("processes under "));
   MESSAGE("stages run in " << status["trainers"][0].value("isolation", ""));
   const std::vector<std::string> steps = {"--set", "pretrain.train.steps=150"};
-  const std::string ref = submit(home.path(), steps);
+  const std::string ref = submit_pipeline_test(home.path(), steps);
   json ref_done = wait_done(home.path(), ref);
   REQUIRE(ref_done["state"] == "succeeded");
-  const auto ref_events = events(home.path(), ref, "pretrain");
+  const auto ref_events = stage_events(home.path(), ref, "pretrain");
   REQUIRE(count_starting(ref_events, "stage_process: runs in process ") == 1);
 
   const long service = pid_of(home.path(), "trainer");
   REQUIRE(service > 0);
-  const std::string id = submit(home.path(), steps);
+  const std::string id = submit_pipeline_test(home.path(), steps);
   const std::string metrics = loom_json(home.path(), {"job", "show", id})["out_dir"].get<std::string>() + "/pretrain/metrics.jsonl";
   REQUIRE(wait_logged_step(metrics, 30, std::chrono::steady_clock::now() + 120s, 5ms) >= 30);
   long child = 0;
-  for (const auto& e : events(home.path(), id, "pretrain"))
+  for (const auto& e : stage_events(home.path(), id, "pretrain"))
     if (e.starts_with("stage_process: runs in process ")) child = std::atol(e.c_str() + 31);
   REQUIRE(child > 0);
   REQUIRE(child != service);
@@ -111,7 +85,7 @@ TEST_CASE("a stage's own process killed -9 is reported with its cause and resume
 
   json done = wait_done(home.path(), id);
   REQUIRE(done["state"] == "succeeded");
-  const auto all = events(home.path(), id, "pretrain");
+  const auto all = stage_events(home.path(), id, "pretrain");
   INFO(json(all).dump(1));
   CHECK(count_starting(all, "stage_crashed: its process " + std::to_string(child) +
                                 " killed by signal 9 (Killed); restarting from its latest snapshot") == 1);
@@ -133,15 +107,15 @@ TEST_CASE("two jobs on one host, one leaking without bound: its limit stops it, 
   // then the leaking one: the steady job's step times in the two windows are
   // what isolation is about.
   up_with_stage_processes(home.path(), "2", {{"LOOM_INJECT_LEAK", "job-000003:64"}});
-  const std::string steady = submit(home.path(), {"--set", "pretrain.train.steps=2000"});
+  const std::string steady = submit_pipeline_test(home.path(), {"--set", "pretrain.train.steps=2000"});
   const std::string metrics =
       loom_json(home.path(), {"job", "show", steady})["out_dir"].get<std::string>() + "/pretrain/metrics.jsonl";
   REQUIRE(wait_logged_step(metrics, 20, std::chrono::steady_clock::now() + 120s, 5ms) >= 20);
   const std::uint64_t normal_from = last_logged_step(metrics);
-  const std::string normal = submit(home.path(), {"--set", "pretrain.train.steps=300"});
+  const std::string normal = submit_pipeline_test(home.path(), {"--set", "pretrain.train.steps=300"});
   REQUIRE(wait_done(home.path(), normal)["state"] == "succeeded");
   const std::uint64_t normal_to = last_logged_step(metrics);
-  const std::string leaky = submit(home.path(), {"--set", "pretrain.train.steps=400"});
+  const std::string leaky = submit_pipeline_test(home.path(), {"--set", "pretrain.train.steps=400"});
   REQUIRE(leaky == "job-000003");
   const std::uint64_t leak_from = last_logged_step(metrics);
   json leaky_done = wait_done(home.path(), leaky);
@@ -149,7 +123,7 @@ TEST_CASE("two jobs on one host, one leaking without bound: its limit stops it, 
   REQUIRE(leaky_done["state"] == "failed");
   const std::string why = leaky_done.value("message", "");
   INFO(why);
-  const auto leak_events = events(home.path(), leaky, "pretrain");
+  const auto leak_events = stage_events(home.path(), leaky, "pretrain");
   INFO(json(leak_events).dump(1));
   CHECK(count_starting(leak_events, "stage_crashed: its process ") == 3);
   const bool by_kernel = why.find("killed by the kernel for memory at its limit of ") != std::string::npos;
@@ -165,7 +139,7 @@ TEST_CASE("two jobs on one host, one leaking without bound: its limit stops it, 
 
   json steady_done = wait_done(home.path(), steady);
   REQUIRE(steady_done["state"] == "succeeded");
-  CHECK(count_starting(events(home.path(), steady, "pretrain"), "stage_crashed") == 0);
+  CHECK(count_starting(stage_events(home.path(), steady, "pretrain"), "stage_crashed") == 0);
   REQUIRE(normal_to >= normal_from + 20);
   REQUIRE(leak_to >= leak_from + 20);
   const double beside_normal = median_ms(metrics, normal_from + 5, normal_to);

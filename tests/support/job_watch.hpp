@@ -1,6 +1,7 @@
 // Watching a training job from a cross-process test: the pid of a running
 // service, the last step a stage's metrics log holds, waiting for a step or
-// for the job's end, and a stage's final parameters' hash. Header-only (it
+// for the job's end, a stage's final parameters' hash, submitting a
+// pipeline-test job and reading a stage's events. Header-only (it
 // brings doctest and nlohmann/json only to the tests that use it); tests only,
 // one thread.
 #pragma once
@@ -97,6 +98,33 @@ inline std::string final_params_sha(const nlohmann::json& job, const std::string
     }
   FAIL("no stage " << stage);
   return "";
+}
+
+// `loom job submit --template pipeline-test` on the GPL-3 text Debian ships,
+// one thread per stage, with `extra` options after: the job's id.
+inline std::string submit_pipeline_test(const std::string& home, std::vector<std::string> extra) {
+  std::vector<std::string> args = {"job", "submit", "--template", "pipeline-test", "--set",
+                                   "text=/usr/share/common-licenses/GPL-3", "--set", "threads=1"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  auto j = loom_json(home, args);
+  REQUIRE(j.contains("id"));
+  return j["id"].get<std::string>();
+}
+
+// "kind: text" of each event of `stage` of job `id`, in order (`loom job logs`).
+inline std::vector<std::string> stage_events(const std::string& home, const std::string& id, const std::string& stage) {
+  std::vector<std::string> out;
+  auto logs = loom_json(home, {"job", "logs", id});
+  for (const auto& e : logs["events"])
+    if (e["stage"] == stage) out.push_back(e["kind"].get<std::string>() + ": " + e["text"].get<std::string>());
+  return out;
+}
+
+// How many of `v` start with `prefix`.
+inline int count_starting(const std::vector<std::string>& v, const std::string& prefix) {
+  int n = 0;
+  for (const auto& s : v) n += s.starts_with(prefix);
+  return n;
 }
 
 }  // namespace loom::test
