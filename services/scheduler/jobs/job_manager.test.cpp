@@ -584,3 +584,20 @@ TEST_CASE("sustained pressure pauses nothing when the pressed work is all of one
   }
   for (const auto* j : js) CHECK(j->stages[0].state == "running");
 }
+
+TEST_CASE("a trainer's pressure report is taken as one of three levels, and only sustained closes it, until ok") {
+  load_shedding s;
+  s.heard("t1", "panic", "");  // not a level: ok
+  CHECK_FALSE(s.closed("t1"));
+  s.heard("t1", "high", "memory 95%");
+  CHECK_FALSE(s.closed("t1"));  // high: the trainer sheds by itself
+  s.heard("t1", "sustained", std::string(10000, 'x'));
+  CHECK(s.closed("t1"));
+  s.heard("t1", "high", "memory 93%");
+  CHECK(s.closed("t1"));  // not passed yet
+  s.heard("t1", "", "");  // an older trainer says nothing: ok
+  CHECK_FALSE(s.closed("t1"));
+  s.heard("t1", "sustained", "memory 99%");
+  s.forget("t1");
+  CHECK_FALSE(s.closed("t1"));
+}

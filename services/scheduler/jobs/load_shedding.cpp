@@ -8,8 +8,10 @@ namespace loom::scheduler {
 
 void load_shedding::heard(const std::string& node, const std::string& level, const std::string& why) {
   node_pressure& n = nodes_[node];
-  n.level = level.empty() ? "ok" : level;
-  n.why = why;
+  // A trainer's words: one of the three levels (anything else is ok), and a
+  // reason of bounded length (it becomes job event text).
+  n.level = level == "high" || level == "sustained" ? level : "ok";
+  n.why = why.size() > max_why ? why.substr(0, max_why) + "..." : why;
   if (n.level == "sustained") n.closed = true;
   else if (n.level == "ok") n.closed = false;  // high keeps a closed node closed: it has not passed
 }

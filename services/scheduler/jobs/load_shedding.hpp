@@ -28,8 +28,10 @@ namespace loom::scheduler {
 class load_shedding {
  public:
   static constexpr std::chrono::seconds pause_cooldown{10};
+  static constexpr std::size_t max_why = 300;  // of a trainer's reason, kept
 
-  // A trainer's poll: its level ("" from an older trainer: ok) and why.
+  // A trainer's poll: its level (ok, high, sustained; anything else, and ""
+  // from an older trainer, is ok) and why (cut at max_why).
   void heard(const std::string& node, const std::string& level, const std::string& why);
   // Sustained seen and not ok since: the policy must not place work there.
   bool closed(const std::string& node) const;
