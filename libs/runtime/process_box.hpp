@@ -51,7 +51,6 @@ class process_box {
   bool enter() const noexcept;
   // Memory kills by the kernel inside this box so far (cgroup modes; 0 for rlimit).
   std::uint64_t oom_kills() const;
-  std::uint64_t memory_limit() const { return limits_.memory_bytes; }
   std::string memory_limit_text() const;  // "1.4 GiB", as describe() says it
 
  private:

@@ -36,9 +36,4 @@ poll_facts::pressure_facts load_shedder::facts() const {
   return {runtime::to_string(gauge_.level()), gauge_.why(), gauge_.last().memory, gauge_.last().cpu};
 }
 
-runtime::pressure_level load_shedder::level() const {
-  std::lock_guard lock(mu_);
-  return gauge_.level();
-}
-
 }  // namespace loom::trainer

@@ -33,7 +33,6 @@ class load_shedder {
   // Asked before each step: why to lower the micro-batch now ("" = not now).
   std::string shed_reason();
   poll_facts::pressure_facts facts() const;
-  runtime::pressure_level level() const;
 
  private:
   mutable std::mutex mu_;
