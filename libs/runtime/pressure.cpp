@@ -1,22 +1,15 @@
 #include "libs/runtime/pressure.hpp"
 
+#include "libs/runtime/cgroup_files.hpp"
+
 #include <charconv>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <sstream>
 #include <string_view>
 
 namespace loom::runtime {
 namespace {
-
-std::optional<std::string> slurp(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 std::string trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
@@ -45,15 +38,6 @@ std::optional<std::uint64_t> meminfo_field(const std::string& text, std::string_
   return std::nullopt;
 }
 
-// A number field of a memory.stat ("inactive_file 123"), 0 when absent.
-double stat_field(const std::string& stat, std::string_view key) {
-  const std::string k = std::string(key) + " ";
-  for (std::size_t at = stat.find(k); at != std::string::npos; at = stat.find(k, at + 1))
-    if (at == 0 || stat[at - 1] == '\n')
-      return number(std::string_view(stat).substr(at + k.size(), stat.find('\n', at) - at - k.size())).value_or(0);
-  return 0;
-}
-
 struct cgroup_limit {
   std::uint64_t used = 0, limit = 0;
   std::string source;
@@ -69,12 +53,12 @@ std::optional<cgroup_limit> nearest_limit(const std::string& root, std::string p
                                           const char* source) {
   while (true) {
     const std::string dir = root + (path == "/" ? "" : path);
-    auto max = slurp(dir + "/" + limit_file);
-    auto cur = slurp(dir + "/" + usage_file);
+    auto max = cgroup::read(dir + "/" + limit_file);
+    auto cur = cgroup::read(dir + "/" + usage_file);
     if (max && cur && trim(*max) != "max") {
       auto m = number(*max), c = number(*cur);
       if (m && c && *m > 0 && *m < unlimited) {
-        const double inactive = stat_field(slurp(dir + "/memory.stat").value_or(""), inactive_key);
+        const double inactive = double(cgroup::field(cgroup::read(dir + "/memory.stat").value_or(""), inactive_key));
         return cgroup_limit{std::uint64_t(*c > inactive ? *c - inactive : 0), std::uint64_t(*m), source};
       }
     }
@@ -88,18 +72,9 @@ std::optional<cgroup_limit> nearest_limit(const std::string& root, std::string p
 // cgroup v1 (the "memory" controller's line, memory.limit_in_bytes, where
 // "no limit" is a number near 2^63).
 std::optional<cgroup_limit> cgroup_memory(const pressure_paths& p) {
-  auto self = slurp(p.proc + "/self/cgroup");
+  auto self = cgroup::read(p.proc + "/self/cgroup");
   if (!self) return std::nullopt;
-  std::string v2, v1;
-  std::istringstream in(*self);
-  for (std::string line; std::getline(in, line);) {
-    if (line.starts_with("0::")) v2 = trim(std::string_view(line).substr(3));
-    const auto a = line.find(':'), b = a == std::string::npos ? a : line.find(':', a + 1);
-    if (b == std::string::npos) continue;
-    std::istringstream controllers(line.substr(a + 1, b - a - 1));
-    for (std::string c; std::getline(controllers, c, ',');)
-      if (c == "memory") v1 = trim(std::string_view(line).substr(b + 1));
-  }
+  const std::string v2 = cgroup::own(*self, ""), v1 = cgroup::own(*self, "memory");
   if (!v2.empty())
     if (auto l = nearest_limit(p.cgroup, v2, "memory.max", "memory.current", "inactive_file", 1e30, "cgroup v2 memory.max"))
       return l;
@@ -107,12 +82,6 @@ std::optional<cgroup_limit> cgroup_memory(const pressure_paths& p) {
     return nearest_limit(p.cgroup + "/memory", v1, "memory.limit_in_bytes", "memory.usage_in_bytes",
                          "total_inactive_file", 4e18, "cgroup v1 memory.limit_in_bytes");
   return std::nullopt;
-}
-
-std::string gib(std::uint64_t bytes) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.1f GiB", double(bytes) / double(1ull << 30));
-  return b;
 }
 
 std::string pct(double fraction) {
@@ -131,7 +100,7 @@ result<pressure_reading> read_pressure(const pressure_paths& p) {
     r.memory_source = cg->source;
   } else {
     const std::string file = p.proc + "/meminfo";
-    auto text = slurp(file);
+    auto text = cgroup::read(file);
     if (!text) return make_error(errc::unavailable, file + ": cannot be read");
     auto total = meminfo_field(*text, "MemTotal"), avail = meminfo_field(*text, "MemAvailable");
     if (!total || !avail || *total == 0)
@@ -141,7 +110,7 @@ result<pressure_reading> read_pressure(const pressure_paths& p) {
     r.memory_source = p.proc + "/meminfo";
   }
   r.memory = double(r.used_bytes) / double(r.limit_bytes);
-  if (auto psi = slurp(p.proc + "/pressure/cpu")) {
+  if (auto psi = cgroup::read(p.proc + "/pressure/cpu")) {
     // "some avg10=1.23 avg60=... avg300=... total=..."
     if (auto at = psi->find("some avg10="); at != std::string::npos) {
       const std::string_view rest = std::string_view(*psi).substr(at + 11);
@@ -152,7 +121,7 @@ result<pressure_reading> read_pressure(const pressure_paths& p) {
     }
   }
   if (p.inject.empty()) return r;
-  auto text = slurp(p.inject);
+  auto text = cgroup::read(p.inject);
   if (!text) return r;  // nothing injected (yet)
   std::istringstream in(*text);
   int n = 0;
@@ -216,7 +185,7 @@ pressure_level pressure_gauge::update(const pressure_reading& r, clock::time_poi
   std::string why;
   auto add = [&](const std::string& part) { why += (why.empty() ? "" : "; ") + part; };
   if (s_.memory > 0 && r.memory >= 0 && r.memory >= s_.memory)
-    add("memory " + pct(r.memory) + (r.limit_bytes ? " of " + gib(r.limit_bytes) : std::string()) + " (" +
+    add("memory " + pct(r.memory) + (r.limit_bytes ? " of " + cgroup::bytes_text(r.limit_bytes) : std::string()) + " (" +
         r.memory_source + ") >= " + pct(s_.memory));
   if (s_.cpu > 0 && r.cpu >= 0 && r.cpu >= s_.cpu) {
     char b[96];

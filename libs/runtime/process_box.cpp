@@ -1,12 +1,12 @@
 #include "libs/runtime/process_box.hpp"
 
+#include "libs/runtime/cgroup_files.hpp"
+
 #include <atomic>
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include <fcntl.h>
 #include <sys/resource.h>
@@ -15,13 +15,6 @@
 
 namespace loom::runtime {
 namespace {
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::ostringstream s;
-  if (in) s << in.rdbuf();
-  return s.str();
-}
 
 bool exists(const std::string& path) {
   struct stat st{};
@@ -39,39 +32,10 @@ std::string put(const std::string& path, const std::string& text) {
   return "";
 }
 
-std::string gib(std::uint64_t b) {
-  char s[32];
-  if (b >= (1ull << 30)) std::snprintf(s, sizeof s, "%.1f GiB", double(b) / double(1ull << 30));
-  else std::snprintf(s, sizeof s, "%.0f MiB", double(b) / double(1ull << 20));
-  return s;
-}
-
 std::string cores(double c) {
   char s[32];
   std::snprintf(s, sizeof s, "%g core%s", c, c == 1 ? "" : "s");
   return s;
-}
-
-// This process's cgroup path: the "0::" line (v2), or the line naming `controller` (v1).
-std::string own_cgroup(const std::string& proc_self_cgroup, const std::string& controller) {
-  std::istringstream in(proc_self_cgroup);
-  for (std::string line; std::getline(in, line);) {
-    const auto a = line.find(':'), b = a == std::string::npos ? a : line.find(':', a + 1);
-    if (b == std::string::npos) continue;
-    const std::string list = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
-    if (controller.empty() && list.empty() && line.starts_with("0:")) return path;
-    std::istringstream cs(list);
-    for (std::string c; std::getline(cs, c, ',');)
-      if (!controller.empty() && c == controller) return path;
-  }
-  return "";
-}
-
-std::uint64_t field(const std::string& text, const std::string& key) {
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);)
-    if (line.starts_with(key + " ")) return std::strtoull(line.c_str() + key.size() + 1, nullptr, 10);
-  return 0;
 }
 
 std::atomic<std::uint64_t> counter{0};
@@ -92,10 +56,10 @@ process_box process_box::make(const std::string& name, const box_limits& l, cons
   b.limits_ = l;
   std::string leaf = "loom-" + std::to_string(::getpid()) + "-" + std::to_string(++counter) + "-";
   for (char c : name) leaf += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_') ? c : '_';
-  const std::string self = slurp(p.proc + "/self/cgroup");
+  const std::string self = cgroup::read(p.proc + "/self/cgroup").value_or("");
   std::string why_not;
   auto limits_text = [&](const std::string& cpu_note) {
-    return std::string(l.memory_bytes ? "memory <= " + gib(l.memory_bytes) : "no memory limit") + ", " +
+    return std::string(l.memory_bytes ? "memory <= " + cgroup::bytes_text(l.memory_bytes) : "no memory limit") + ", " +
            (l.cpus > 0 && cpu_note.empty() ? "cpu <= " + cores(l.cpus) : "no CPU limit" + cpu_note);
   };
   auto open_procs = [&](const std::string& dir) {
@@ -110,7 +74,7 @@ process_box process_box::make(const std::string& name, const box_limits& l, cons
     b.dirs_.clear();
   };
   // cgroup v2: the unified hierarchy at the root, our own group's child.
-  const std::string v2 = own_cgroup(self, "");
+  const std::string v2 = cgroup::own(self, "");
   if (!v2.empty() && exists(p.cgroup + "/cgroup.controllers")) {
     const std::string parent = p.cgroup + (v2 == "/" ? "" : v2), dir = parent + "/" + leaf;
     if (::mkdir(dir.c_str(), 0755) == 0) {
@@ -140,7 +104,7 @@ process_box process_box::make(const std::string& name, const box_limits& l, cons
     }
   }
   // cgroup v1: the memory controller's hierarchy (and the cpu one's, where writable).
-  const std::string v1 = own_cgroup(self, "memory");
+  const std::string v1 = cgroup::own(self, "memory");
   if (!v1.empty() && exists(p.cgroup + "/memory/memory.limit_in_bytes")) {
     const std::string dir = p.cgroup + "/memory" + (v1 == "/" ? "" : v1) + "/" + leaf;
     if (::mkdir(dir.c_str(), 0755) == 0) {
@@ -148,7 +112,7 @@ process_box process_box::make(const std::string& name, const box_limits& l, cons
       std::string err = l.memory_bytes ? put(dir + "/memory.limit_in_bytes", std::to_string(l.memory_bytes)) : "";
       if (err.empty() && open_procs(dir)) {
         std::string cpu_note;
-        const std::string v1cpu = own_cgroup(self, "cpu");
+        const std::string v1cpu = cgroup::own(self, "cpu");
         if (l.cpus > 0) {
           const std::string cdir = p.cgroup + "/cpu" + (v1cpu == "/" || v1cpu.empty() ? "" : v1cpu) + "/" + leaf;
           if (::mkdir(cdir.c_str(), 0755) != 0) {
@@ -175,7 +139,7 @@ process_box process_box::make(const std::string& name, const box_limits& l, cons
   }
   if (why_not.empty()) why_not = "no cgroup hierarchy under " + p.cgroup;
   b.mode_ = box_mode::rlimit;
-  b.desc_ = "setrlimit: " + std::string(l.memory_bytes ? "data <= " + gib(l.memory_bytes) : "no memory limit") +
+  b.desc_ = "setrlimit: " + std::string(l.memory_bytes ? "data <= " + cgroup::bytes_text(l.memory_bytes) : "no memory limit") +
             ", no CPU limit (" + why_not + ")";
   return b;
 }
@@ -208,11 +172,11 @@ bool process_box::enter() const noexcept {
   return ok;
 }
 
-std::string process_box::memory_limit_text() const { return gib(limits_.memory_bytes); }
+std::string process_box::memory_limit_text() const { return cgroup::bytes_text(limits_.memory_bytes); }
 
 std::uint64_t process_box::oom_kills() const {
   if (oom_file_.empty()) return 0;
-  return field(slurp(oom_file_), "oom_kill");
+  return cgroup::field(cgroup::read(oom_file_).value_or(""), "oom_kill");
 }
 
 }  // namespace loom::runtime
