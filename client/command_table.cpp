@@ -45,6 +45,11 @@ std::vector<command_spec> build() {
            count("trainers", "N", 1, layout::max_trainers, "trainer processes (kept for later `loom up`)"),
            count("scheduler-replicas", "N", 1, layout::max_scheduler_replicas,
                  "scheduler replicas: one leads under a lease in the store, the others stand by (kept for later `loom up`)"),
+           count("audit-replicas", "N", 1, layout::max_audit_replicas,
+                 "audit replicas on this host: one stores the chain under a lease in the store, the others stand by "
+                 "(kept for later `loom up`)"),
+           count("scheduler-replica", "K", 1, layout::max_scheduler_replicas,
+                 "with --only scheduler: run replica K of --scheduler-replicas here, the others on other hosts (kept)"),
            repeated(path("import-root", "DIR",
                          "a directory ingest may import from besides <data>/imports (repeatable; kept for later `loom up`)")),
            text("site", "NAME", "run as edge site NAME of a cloud: audit, ingest and trainers (zone NAME), no scheduler or aggregator"),
@@ -58,8 +63,9 @@ std::vector<command_spec> build() {
                                        "(default any free port; kept)"),
            list("only", "S1,S2", "a cloud split over hosts: run only these services here, e.g. scheduler,audit "
                                  "(kept; the others' endpoints come from --peer-endpoints)"),
-           path("peer-endpoints", "FILE", "with --only: a copy of the other host's endpoints.json (kept as "
-                                          "<data>/peers.json; may be given to a running deployment)")},
+           repeated(path("peer-endpoints", "FILE", "with --only: a copy of another host's endpoints.json (repeatable; "
+                                                   "merged into <data>/peers.json by process name; may be given to a "
+                                                   "running deployment)"))},
           "start the services (on loopback unless --listen), wait until healthy"),
       row("down", "", 0, 0, {}, "stop them (the data dir's owner: no token needed; names what it stopped)"),
       row("status", "", 0, 0, {}, "services and the node roster"),

@@ -94,16 +94,21 @@ int cmd_status(context& c) {
     recorded.push_back(r ? *r : layout::service_endpoint{});
   }
   auto nodes = typed_call<loom::v1::ListNodesReply>(c, "scheduler", loom::v1::ListNodesRequest{}, 0);
-  // Scheduler replicas (issue 30): who leads, the epoch, each one's lag.
-  std::vector<std::pair<std::string, result<loom::v1::ReplicaStatusReply>>> replicas;
-  if (eps->scheduler_replicas > 1 && eps->runs_here("scheduler")) {
-    c.pinned = true;
-    for (int k = 1; k <= eps->scheduler_replicas; ++k) {
-      const auto n = layout::instance_name("scheduler", k);
-      replicas.emplace_back(n, typed_call<loom::v1::ReplicaStatusReply>(c, n, loom::v1::ReplicaStatusRequest{}, 0));
+  // Scheduler and audit replicas (issue 30): who leads, the epoch, each one's lag.
+  struct replica_answer {
+    std::string kind, name;
+    result<loom::v1::ReplicaStatusReply> reply;
+  };
+  std::vector<replica_answer> replicas;
+  for (const char* kind : {"scheduler", "audit"})
+    if (eps->count_of(kind) > 1 && eps->runs_here(kind)) {
+      c.pinned = true;
+      for (int k = 1; k <= eps->count_of(kind); ++k) {
+        const auto n = layout::instance_name(kind, k);
+        replicas.push_back({kind, n, typed_call<loom::v1::ReplicaStatusReply>(c, n, loom::v1::ReplicaStatusRequest{}, 0)});
+      }
+      c.pinned = false;
     }
-    c.pinned = false;
-  }
   // Each trainer here: how its stages run (issue 30: processes under cgroup
   // v2/v1 limits, setrlimit, or its thread) and its load-shedding gauge.
   std::vector<std::pair<std::string, result<loom::v1::TrainerStatusReply>>> trainers;
@@ -127,15 +132,15 @@ int cmd_status(context& c) {
                        {"cpu_cores", n.resources().cpu_cores()}, {"gpus", n.resources().gpus()},
                        {"memory_bytes", n.resources().memory_bytes()}, {"version", n.version()},
                        {"last_seen_unix_ns", n.last_seen_unix_ns()}});
-    nlohmann::json reps = nlohmann::json::array();
-    for (const auto& [n, r] : replicas)
-      if (r)
-        reps.push_back({{"name", n}, {"node_id", r->node_id()}, {"role", r->role()}, {"epoch", r->epoch()},
-                        {"leader", r->leader()}, {"leader_endpoint", r->leader_endpoint()},
-                        {"lease_left_ms", r->lease_left_ms()}, {"view_age_ms", r->view_age_ms()},
-                        {"takeovers", r->takeovers()}, {"last_error", r->last_error()}});
-      else
-        reps.push_back({{"name", n}, {"error", r.err().message}});
+    nlohmann::json reps = nlohmann::json::array(), audit_reps = nlohmann::json::array();
+    for (const auto& [kind, n, r] : replicas)
+      (kind == "audit" ? audit_reps : reps)
+          .push_back(r ? nlohmann::json{{"name", n}, {"node_id", r->node_id()}, {"zone", r->zone()}, {"role", r->role()},
+                                        {"epoch", r->epoch()}, {"leader", r->leader()},
+                                        {"leader_endpoint", r->leader_endpoint()}, {"lease_left_ms", r->lease_left_ms()},
+                                        {"view_age_ms", r->view_age_ms()}, {"takeovers", r->takeovers()},
+                                        {"last_error", r->last_error()}}
+                       : nlohmann::json{{"name", n}, {"error", r.err().message}});
     nlohmann::json trs = nlohmann::json::array();
     for (const auto& [n, r] : trainers)
       if (r)
@@ -143,7 +148,7 @@ int cmd_status(context& c) {
                        {"memory_used", r->memory_used()}});
       else
         trs.push_back({{"name", n}, {"error", r.err().message}});
-    print_json({{"data_dir", c.paths.root}, {"scheduler_replicas", reps}, {"trainers", trs},
+    print_json({{"data_dir", c.paths.root}, {"scheduler_replicas", reps}, {"audit_replicas", audit_reps}, {"trainers", trs},
                 {"network", {{"listen", eps->net.listen}, {"advertise", eps->net.advertise}, {"ports", eps->net.ports()}}},
                 {"services", svc}, {"nodes", nds},
                 {"roster_error", nodes ? std::string() : nodes.err().message}});
@@ -165,7 +170,7 @@ int cmd_status(context& c) {
     if (!replicas.empty()) {
       std::printf("\n%-13s %-8s %-6s %-28s %-9s %s\n", "REPLICA", "ROLE", "EPOCH", "LEADER", "LEASE_MS",
                   "LAG_MS");
-      for (const auto& [n, r] : replicas)
+      for (const auto& [kind, n, r] : replicas)
         if (r)
           std::printf("%-13s %-8s %-6llu %-28s %-9llu %llu%s\n", printable(n).c_str(), printable(r->role()).c_str(),
                       static_cast<unsigned long long>(r->epoch()), printable(r->leader()).c_str(),

@@ -259,11 +259,16 @@ int attach(context& c, std::optional<int> want_trainers, const std::vector<std::
     return fail(c, make_error(errc::conflict, "EdgeLoom is running in " + c.paths.root + " with " +
                                                   (eps->only.empty() ? "every service" : "other --only services") +
                                                   "; run `loom down` first to change --only"));
-  // The other host's endpoints may come (or change) while this one runs: the
-  // scheduler reads them at each enrolment and checkpoint check.
+  if (eps && c.a.number("scheduler-replica") && split.replica != eps->scheduler_replica)
+    return fail(c, make_error(errc::conflict, "EdgeLoom is running in " + c.paths.root + " as scheduler replica " +
+                                                  std::to_string(eps->scheduler_replica) +
+                                                  "; run `loom down` first to change --scheduler-replica"));
+  // The other hosts' endpoints may come (or change) while this one runs: the
+  // scheduler reads them at each enrolment and checkpoint check, the
+  // scheduler's clients when the file changes (scheduler_targets.hpp).
   if (split.peers) {
     if (auto st = keep_peers(c.paths, split); !st) return fail(c, st.err());
-    if (!c.json) std::printf("kept the other host's endpoints in %s\n", printable(c.paths.peers()).c_str());
+    if (!c.json) std::printf("kept the other hosts' endpoints in %s\n", printable(c.paths.peers()).c_str());
   }
   return wait_healthy(c, false, 0, wait, who);
 }
@@ -273,6 +278,7 @@ int attach(context& c, std::optional<int> want_trainers, const std::vector<std::
 int cmd_up(context& c) {
   auto want_trainers = trainers_option(c);
   const auto want_replicas = c.a.number("scheduler-replicas");
+  const auto want_audits = c.a.number("audit-replicas");
   auto roots = import_roots_option(c);
   if (!roots) return usage("loom up: " + roots.err().message);
   layout::network net;
@@ -339,8 +345,10 @@ int cmd_up(context& c) {
   if (*site) e.zone = (*site)->site;
   if (want_trainers) e.trainers = *want_trainers;
   if (want_replicas) e.scheduler_replicas = static_cast<int>(*want_replicas);
+  if (want_audits) e.audit_replicas = static_cast<int>(*want_audits);
   if (!roots->empty()) e.import_roots = *roots;
   e.only = split.only;
+  e.scheduler_replica = split.replica;
   auto names = layout::process_names(e);
   // Forget trainer-K (scheduler-K) entries beyond the new count (a smaller --trainers than last time).
   std::erase_if(e.services,
@@ -351,7 +359,8 @@ int cmd_up(context& c) {
     return kind == "ingest" || kind == "aggregator" || kind == "trainer" || kind == "console" || kind == "scheduler";
   };
   int needed = 0;
-  for (const auto& name : names) needed += 2 + (name == "audit") + has_data(name);
+  auto has_pull = [](const std::string& name) { return layout::service_kind(name) == "audit"; };
+  for (const auto& name : names) needed += 2 + has_pull(name) + has_data(name);
   auto ports = pick_ports(net, needed);
   if (!ports) return fail(c, ports.err());
   std::size_t k = 0;
@@ -361,7 +370,7 @@ int cmd_up(context& c) {
     s = layout::service_endpoint{};  // pid, restarts and last exit start again
     s.rpc = tcp + std::to_string((*ports)[k++]);
     s.metrics = net.advertise + ":" + std::to_string((*ports)[k++]);
-    s.pull = name == "audit" ? tcp + std::to_string((*ports)[k++]) : "";
+    s.pull = has_pull(name) ? tcp + std::to_string((*ports)[k++]) : "";
     s.data = has_data(name) ? tcp + std::to_string((*ports)[k++]) : "";
   }
   if (*site)  // not this deployment's processes: no pid, never started or stopped here

@@ -101,6 +101,8 @@ bool audit_local(context& c, const local_event& e, std::chrono::milliseconds del
   if (running && server && mine) {
     o.push_endpoint = audit->pull;
     o.rpc_endpoint = audit->rpc;
+    if (const auto audits = eps->instances("audit"); audits.size() > 1)  // replicas: the leader's PULL
+      for (const auto* a : audits) o.replicas.emplace_back(a->rpc, a->pull);
     o.server_public = *server;
     o.mine = *mine;
   } else {

@@ -30,8 +30,9 @@ result<std::vector<std::string>> only_list(const std::string& text) {
   return out;
 }
 
-// The services of `file` (a copy of the other host's endpoints.json) that it runs.
-result<layout::endpoints> peer_file(const std::string& file, const std::vector<std::string>& only) {
+// The processes of `file` (a copy of another host's endpoints.json) that it
+// runs, none of them one `mine` runs.
+result<layout::endpoints> peer_file(const std::string& file, const layout::endpoints& mine) {
   auto p = layout::read_endpoints(file, false);
   if (!p) return bad("--peer-endpoints " + file + ": " + p.err().message);
   if (p->is_site()) return bad("--peer-endpoints " + file + " is an edge site's, not a cloud host's");
@@ -42,9 +43,10 @@ result<layout::endpoints> peer_file(const std::string& file, const std::vector<s
   out.only = p->only;
   out.net = p->net;
   for (const auto& [name, s] : p->services) {
-    const auto kind = layout::service_kind(name);
-    if (!p->runs_here(kind) || s.rpc.empty()) continue;
-    if (has(only, kind)) return bad("--peer-endpoints " + file + ": both hosts run " + kind + " (--only " + joined(only) + ")");
+    if (!p->runs_process(name) || s.rpc.empty()) continue;
+    if (mine.runs_process(name))
+      return bad("--peer-endpoints " + file + ": both hosts run " + name + " (--only " + joined(mine.only) +
+                 (mine.scheduler_replica ? " --scheduler-replica " + std::to_string(mine.scheduler_replica) : "") + ")");
     out.services[name] = s;
     out.services[name].pid = 0;
   }
@@ -58,6 +60,7 @@ bool only_given(const context& c) { return c.a.get("only").has_value(); }
 result<split_plan> split_option(const context& c, const layout::endpoints& previous) {
   split_plan plan;
   plan.only = previous.only;
+  plan.replica = previous.scheduler_replica;
   const bool site = c.a.get("site").has_value() || previous.is_site();
   if (auto o = c.a.get("only")) {
     if (site) return bad("--only splits a cloud over hosts; an edge site (--site) runs audit, ingest and trainers");
@@ -65,22 +68,39 @@ result<split_plan> split_option(const context& c, const layout::endpoints& previ
     if (!l) return l.err();
     plan.only = *l;
   }
-  const auto file = c.a.get("peer-endpoints");
-  if (file && plan.only.empty())
-    return bad("--peer-endpoints " + *file + " goes with --only: this host runs every service");
-  if (file) {
-    auto p = peer_file(*file, plan.only);
+  // This host as it will run: which scheduler replica, of how many.
+  layout::endpoints mine;
+  mine.only = plan.only;
+  mine.scheduler_replicas = static_cast<int>(c.a.number("scheduler-replicas").value_or(previous.scheduler_replicas));
+  if (auto k = c.a.number("scheduler-replica")) {
+    if (!has(plan.only, "scheduler"))
+      return bad("--scheduler-replica " + std::to_string(*k) + " goes with --only naming the scheduler: the other "
+                 "replicas run on other hosts");
+    plan.replica = static_cast<int>(*k);
+  }
+  if (!has(plan.only, "scheduler")) plan.replica = 0;
+  if (plan.replica > mine.scheduler_replicas)
+    return bad("--scheduler-replica " + std::to_string(plan.replica) + " is beyond --scheduler-replicas " +
+               std::to_string(mine.scheduler_replicas));
+  mine.scheduler_replica = plan.replica;
+  const auto files = c.a.all("peer-endpoints");
+  if (!files.empty() && plan.only.empty())
+    return bad("--peer-endpoints " + files.front() + " goes with --only: this host runs every service");
+  for (const auto& file : files) {
+    auto p = peer_file(file, mine);
     if (!p) return p.err();
-    plan.peers = *p;
+    if (!plan.peers) plan.peers = layout::endpoints{};
+    for (const auto& [name, s] : p->services) plan.peers->services[name] = s;
+    plan.peers->only = p->only;
   }
   if (plan.only.empty()) return plan;
-  // What the peers run: the file given, else the one kept from an earlier `up`.
+  // What the peers run: the files given and those kept from an earlier `up`.
   std::vector<std::string> elsewhere;
-  std::optional<layout::endpoints> kept;
-  if (!plan.peers)
-    if (auto k = layout::read_endpoints(c.paths.peers(), false)) kept = *k;
-  if (const auto& p = plan.peers ? plan.peers : kept)
-    for (const auto& [name, s] : p->services) elsewhere.push_back(layout::service_kind(name));
+  if (auto kept = layout::read_endpoints(c.paths.peers(), false))
+    for (const auto& [name, s] : kept->services)
+      if (!mine.runs_process(name)) elsewhere.push_back(layout::service_kind(name));
+  if (plan.peers)
+    for (const auto& [name, s] : plan.peers->services) elsewhere.push_back(layout::service_kind(name));
   for (const char* needed : {"scheduler", "audit"})  // every service registers with one and records to the other
     if (!has(plan.only, needed) && !has(elsewhere, needed))
       return bad("--only " + joined(plan.only) + ": the " + needed + " runs on another host; name its endpoints with "
@@ -90,7 +110,15 @@ result<split_plan> split_option(const context& c, const layout::endpoints& previ
 
 status keep_peers(const layout::paths& p, const split_plan& plan) {
   if (!plan.peers) return ok_status();
-  return layout::write_endpoints(p.peers(), *plan.peers);
+  layout::endpoints merged = *plan.peers;
+  if (auto kept = layout::read_endpoints(p.peers(), false))
+    for (const auto& [name, s] : kept->services) merged.services.try_emplace(name, s);
+  // The file's own "only" lists what its processes are (read_endpoints keeps
+  // a peer's entry only where this host does not run that process).
+  merged.only.clear();
+  for (const auto& [name, s] : merged.services)
+    if (const auto kind = layout::service_kind(name); !has(merged.only, kind)) merged.only.push_back(kind);
+  return layout::write_endpoints(p.peers(), merged);
 }
 
 }  // namespace loom::cli

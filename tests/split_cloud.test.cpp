@@ -66,6 +66,13 @@ TEST_CASE("loom up refuses bad --only and --peer-endpoints values naming them, a
       {{"--only", "aggregator,ingest", "--peer-endpoints", whole.path() + "/none.json"}, "none.json"},
       {{"--only", "scheduler,ingest", "--peer-endpoints", peer}, "both hosts run scheduler"},
       {{"--only", "aggregator", "--site", "north", "--cloud", "tcp://127.0.0.1:7001"}, "--only splits a cloud"},
+      // Scheduler replicas on separate hosts (issue 30): one replica per host, never the same one twice.
+      {{"--only", "scheduler,audit", "--scheduler-replica", "2"}, "is beyond --scheduler-replicas 1"},
+      {{"--only", "audit,ingest", "--scheduler-replicas", "3", "--scheduler-replica", "2", "--peer-endpoints", peer},
+       "--scheduler-replica 2 goes with --only naming the scheduler"},
+      {{"--only", "scheduler", "--scheduler-replicas", "3", "--scheduler-replica", "1", "--peer-endpoints", peer},
+       "both hosts run scheduler (--only scheduler --scheduler-replica 1)"},
+      {{"--scheduler-replica", "6"}, "--scheduler-replica"},
   };
   for (const auto& [args, says] : cases) {
     std::vector<std::string> argv{"up"};
@@ -93,7 +100,7 @@ TEST_CASE("a cloud split over two hosts: status shows both, a site is told the o
   // The first host learns the second's while it runs.
   auto again = run_loom(a.path(), {"up", "--peer-endpoints", b.path() + "/endpoints.json"}, 60s);
   REQUIRE_MESSAGE(again.code == 0, again.out << again.err);
-  CHECK(again.out.find("kept the other host's endpoints") != std::string::npos);
+  CHECK(again.out.find("kept the other hosts' endpoints") != std::string::npos);
   // Changing what a running host runs needs `loom down`.
   auto change = run_loom(a.path(), {"up", "--only", "scheduler,audit,trainer"}, 60s);
   CHECK(change.code == 1);

@@ -82,15 +82,31 @@ bool emitter::wait_confirmed(std::chrono::milliseconds timeout) {
 }
 
 void emitter::run() {
-  zmq::socket_t push(ctx_, zmq::socket_type::push);
-  wire::apply_common_options(push);
-  // Queue only to completed connections: while audit is down, records stay in
-  // the spool instead of piling up in a pipe that dies with the connection.
-  push.set(zmq::sockopt::immediate, 1);
-  wire::make_curve_client(push, opts_.mine, opts_.server_public);
-  push.connect(opts_.push_endpoint);
-  wire::client rpc(ctx_, opts_.rpc_endpoint, opts_.server_public, opts_.mine,
-                   wire::client_options{std::chrono::milliseconds(500), 0});
+  // Replicas: the PULL paired with the ROUTER that answered last.
+  const bool replicated = opts_.replicas.size() > 1;
+  std::vector<std::string> rpcs;
+  for (const auto& [r, p] : opts_.replicas) rpcs.push_back(r);
+  auto pull_of = [&](const std::string& rpc_ep) {
+    for (const auto& [r, p] : opts_.replicas)
+      if (r == rpc_ep) return p;
+    return opts_.push_endpoint;
+  };
+  std::string push_to = replicated ? opts_.replicas.front().second : opts_.push_endpoint;
+  auto open_push = [&](const std::string& endpoint) {
+    auto s = std::make_unique<zmq::socket_t>(ctx_, zmq::socket_type::push);
+    wire::apply_common_options(*s);
+    // Queue only to completed connections: while audit is down, records stay in
+    // the spool instead of piling up in a pipe that dies with the connection.
+    s->set(zmq::sockopt::immediate, 1);
+    wire::make_curve_client(*s, opts_.mine, opts_.server_public);
+    s->connect(endpoint);
+    return s;
+  };
+  auto push = open_push(push_to);
+  auto rpc = replicated ? std::make_unique<wire::client>(ctx_, rpcs, opts_.server_public, opts_.mine,
+                                                         wire::client_options{std::chrono::milliseconds(500), 0})
+                        : std::make_unique<wire::client>(ctx_, opts_.rpc_endpoint, opts_.server_public, opts_.mine,
+                                                         wire::client_options{std::chrono::milliseconds(500), 0});
 
   std::uint64_t sent_upto = confirmed_;
   auto last_progress = clock::now();
@@ -141,7 +157,7 @@ void emitter::run() {
           auto wire_bytes = ev.SerializeAsString();
           zmq::send_result_t ok;
           try {
-            ok = push.send(zmq::buffer(wire_bytes), zmq::send_flags::dontwait);
+            ok = push->send(zmq::buffer(wire_bytes), zmq::send_flags::dontwait);
           } catch (const zmq::error_t&) {
             ok = {};
           }
@@ -157,7 +173,15 @@ void emitter::run() {
       next_poll = now + opts_.poll_every;
       loom::v1::AuditWatermarkRequest q;
       q.set_source(opts_.source);
-      auto rep = wire::call_typed<loom::v1::AuditWatermarkReply>(rpc, q, opts_.token ? opts_.token() : "");
+      auto rep = wire::call_typed<loom::v1::AuditWatermarkReply>(*rpc, q, opts_.token ? opts_.token() : "");
+      if (rep && replicated && pull_of(rpc->endpoint()) != push_to) {
+        // The lead moved: push to the new leader, from its watermark on
+        // (what went to the old one after its last commit is sent again).
+        push_to = pull_of(rpc->endpoint());
+        push = open_push(push_to);
+        sent_upto = std::min<std::uint64_t>(rep->stored_seq(), last_seq_);
+        last_progress = now;
+      }
       if (rep) {
         std::uint64_t wm = std::min<std::uint64_t>(rep->stored_seq(), last_seq_);
         if (wm > confirmed_) {

@@ -25,6 +25,8 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 namespace zmq {
 class context_t;
@@ -39,6 +41,13 @@ struct emitter_options {
   std::string spool_dir;
   std::string push_endpoint;   // audit service PULL
   std::string rpc_endpoint;    // audit service ROUTER (watermark queries)
+  // Audit replicas (issue 30: `loom up --audit-replicas N`): every replica's
+  // ROUTER and PULL, the first of each pair's kind first. When set (more
+  // than one), the watermark queries go over a replica-set client (a standby
+  // names the leader) and records are pushed to the PULL of the replica that
+  // answered last, switching, and re-sending from the watermark, when the
+  // lead moves. A standby stores nothing (it is fenced), so nothing is lost.
+  std::vector<std::pair<std::string, std::string>> replicas;  // {rpc, pull}
   std::string server_public;   // audit service CURVE public key
   wire::curve_keypair mine;
   std::function<std::string()> token;  // bearer token for watermark queries

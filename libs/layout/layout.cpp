@@ -55,27 +55,43 @@ std::vector<std::string> process_names(const endpoints& e) {
   std::vector<std::string> out;
   for (auto s : service_names) {
     if (!e.runs_here(s)) continue;
-    int n = s == "trainer" ? e.trainers : s == "scheduler" ? e.scheduler_replicas : 1;
-    for (int k = 1; k <= n; ++k) out.push_back(instance_name(s, k));
+    const int n = e.count_of(s);
+    for (int k = 1; k <= n; ++k)
+      if (s != "scheduler" || e.scheduler_replica == 0 || e.scheduler_replica == k) out.push_back(instance_name(s, k));
   }
+  return out;
+}
+
+bool endpoints::runs_process(std::string_view name) const {
+  const auto names = process_names(*this);
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+int endpoints::count_of(std::string_view kind) const {
+  return kind == "trainer" ? trainers : kind == "scheduler" ? scheduler_replicas : kind == "audit" ? audit_replicas : 1;
+}
+
+std::vector<const service_endpoint*> endpoints::instances(std::string_view kind) const {
+  std::vector<std::pair<int, const service_endpoint*>> found;
+  for (const auto& [name, ep] : services) {
+    if (ep.rpc.empty() || service_kind(name) != kind) continue;
+    const auto dash = name.rfind('-');
+    found.emplace_back(name == kind ? 1 : std::atoi(name.c_str() + dash + 1), &ep);
+  }
+  std::sort(found.begin(), found.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  std::vector<const service_endpoint*> out;
+  for (const auto& f : found) out.push_back(f.second);
   return out;
 }
 
 std::vector<std::string> endpoints::rpc_endpoints(std::string_view kind) const {
-  std::vector<std::pair<int, std::string>> found;
-  for (const auto& [name, ep] : services) {
-    if (ep.rpc.empty() || service_kind(name) != kind) continue;
-    const auto dash = name.rfind('-');
-    found.emplace_back(name == kind ? 1 : std::atoi(name.c_str() + dash + 1), ep.rpc);
-  }
-  std::sort(found.begin(), found.end());
   std::vector<std::string> out;
-  for (auto& f : found) out.push_back(std::move(f.second));
+  for (const auto* ep : instances(kind)) out.push_back(ep->rpc);
   return out;
 }
 
 std::vector<std::string> endpoints::rpc_targets(std::string_view name) const {
-  if (name == "scheduler") return rpc_endpoints(name);
+  if (name == "scheduler" || name == "audit") return rpc_endpoints(name);
   const auto* ep = find(name);
   if (!ep || ep->rpc.empty()) return {};
   return {ep->rpc};
@@ -217,6 +233,14 @@ result<endpoints> read_endpoints(const std::string& path, bool with_peers) {
     if (e.scheduler_replicas < 1 || e.scheduler_replicas > max_scheduler_replicas)
       return make_error(errc::corruption, path + ": \"scheduler_replicas\" is " + std::to_string(e.scheduler_replicas) +
                                               ", expected 1.." + std::to_string(max_scheduler_replicas));
+    e.scheduler_replica = j.value("scheduler_replica", 0);  // absent: every replica here
+    if (e.scheduler_replica < 0 || e.scheduler_replica > e.scheduler_replicas)
+      return make_error(errc::corruption, path + ": \"scheduler_replica\" is " + std::to_string(e.scheduler_replica) +
+                                              ", expected 1.." + std::to_string(e.scheduler_replicas));
+    e.audit_replicas = j.value("audit_replicas", 1);  // absent before issue 30
+    if (e.audit_replicas < 1 || e.audit_replicas > max_audit_replicas)
+      return make_error(errc::corruption, path + ": \"audit_replicas\" is " + std::to_string(e.audit_replicas) +
+                                              ", expected 1.." + std::to_string(max_audit_replicas));
     e.import_roots = j.value("import_roots", std::vector<std::string>{});
     e.only = j.value("only", std::vector<std::string>{});  // absent: every service
     for (const auto& o : e.only)
@@ -256,7 +280,7 @@ result<endpoints> read_endpoints(const std::string& path, bool with_peers) {
       if (!p && p.code() != errc::not_found) return p.err();
       if (p)
         for (const auto& [name, s] : p->services)
-          if (!e.runs_here(service_kind(name))) {
+          if (!e.runs_process(name)) {
             e.services[name] = s;
             e.services[name].pid = 0;  // never this host's process
           }
@@ -275,6 +299,8 @@ status write_endpoints(const std::string& path, const endpoints& e) {
   j["watcher_pid"] = e.watcher_pid;
   j["trainers"] = e.trainers;
   if (e.scheduler_replicas != 1) j["scheduler_replicas"] = e.scheduler_replicas;
+  if (e.scheduler_replica != 0) j["scheduler_replica"] = e.scheduler_replica;
+  if (e.audit_replicas != 1) j["audit_replicas"] = e.audit_replicas;
   j["import_roots"] = e.import_roots;
   if (!e.only.empty()) j["only"] = e.only;
   j["services"] = nlohmann::json::object();

@@ -63,6 +63,7 @@ std::string binary_of(std::string_view service);
 // kind's CURVE keypair.
 inline constexpr int max_trainers = 64;
 inline constexpr int max_scheduler_replicas = 5;
+inline constexpr int max_audit_replicas = 5;
 // The service kind of a process name: "trainer-3" -> "trainer", "audit" ->
 // "audit"; "" when `name` is neither a kind nor <kind>-<K> with K >= 2.
 std::string service_kind(std::string_view name);
@@ -143,6 +144,15 @@ struct endpoints {
   // leads at a time (a lease in the store), the others stand by; named
   // scheduler, scheduler-2 ... 1 when the file has no "scheduler_replicas".
   int scheduler_replicas = 1;
+  // Replicas on separate hosts (`loom up --only scheduler --scheduler-replica
+  // K`): the one replica this host runs, 1..scheduler_replicas; the others'
+  // entries come from the peers (peers.json). 0 (the file has no
+  // "scheduler_replica"): every replica runs here.
+  int scheduler_replica = 0;
+  // Audit replicas on this host (`loom up --audit-replicas N`, issue 30):
+  // audit, audit-2 ...; one stores the chain under the lease, the others
+  // stand by. 1 when the file has no "audit_replicas".
+  int audit_replicas = 1;
   // Directories ingest may import from besides paths::imports() (`loom up
   // --import-root DIR`, absolute); empty when the file has no "import_roots".
   std::vector<std::string> import_roots;
@@ -160,13 +170,19 @@ struct endpoints {
   // ("scheduler", then "scheduler-2", ...): what a client of a replicated
   // service fails over across. Empty when none is known.
   std::vector<std::string> rpc_endpoints(std::string_view kind) const;
+  // Every process of kind `kind` with an rpc endpoint, in the same order.
+  std::vector<const service_endpoint*> instances(std::string_view kind) const;
+  // How many processes of kind `kind` a deployment runs (trainers, replicas; else 1).
+  int count_of(std::string_view kind) const;
   // What a client of process `name` calls: every replica's endpoint for a
-  // replicated kind ("scheduler"), else the process's own (empty: unknown).
+  // replicated kind ("scheduler", "audit"), else the process's own (empty: unknown).
   std::vector<std::string> rpc_targets(std::string_view name) const;
   bool is_site() const { return role == role_site; }
   // Whether this deployment runs service kind `service` ("trainer") on this
   // host: false for a site's cloud services and for those `only` leaves out.
   bool runs_here(std::string_view service) const;
+  // Whether process `name` ("scheduler-2") is one this host runs (process_names).
+  bool runs_process(std::string_view name) const;
 };
 
 // How this deployment reaches service `service` (a kind: "scheduler"): the

@@ -256,7 +256,7 @@ TEST_CASE("no output lands in a data dir's keys, tokens, store or job outputs, w
   std::filesystem::remove_all(tmpl);
 }
 
-TEST_CASE("scheduler replicas are processes scheduler, scheduler-2 ..., their count round-trips, and clients of the scheduler get every replica in order") {
+TEST_CASE("scheduler replicas are processes scheduler, scheduler-2 ..., their count round-trips, and clients of the scheduler get every replica in order, on this host or others") {
   char tmpl[] = "/tmp/loom-layout-XXXXXX";
   REQUIRE(::mkdtemp(tmpl));
   std::string path = std::string(tmpl) + "/endpoints.json";
@@ -281,6 +281,35 @@ TEST_CASE("scheduler replicas are processes scheduler, scheduler-2 ..., their co
   CHECK(back->rpc_targets("scheduler-2") == std::vector<std::string>{"tcp://127.0.0.1:5020"});
   CHECK(back->rpc_targets("trainer") == std::vector<std::string>{"tcp://127.0.0.1:5040"});
   CHECK(back->rpc_targets("nosuch").empty());
+
+  // Replica 2 of 3 on this host (`--only scheduler --scheduler-replica 2`):
+  // it runs scheduler-2 alone; the others come from peers.json by process
+  // name, a peer's entry for scheduler-2 itself never replaces this host's.
+  e.only = {"scheduler"};
+  e.scheduler_replica = 2;
+  const auto mine = loom::layout::process_names(e);
+  CHECK(mine == std::vector<std::string>{"scheduler-2"});
+  CHECK(e.runs_process("scheduler-2"));
+  CHECK(!e.runs_process("scheduler"));
+  CHECK(!e.runs_process("trainer"));
+  e.services.erase("scheduler");
+  e.services.erase("scheduler-3");
+  REQUIRE(loom::layout::write_endpoints(path, e).ok());
+  loom::layout::endpoints peers;
+  peers.only = {"scheduler", "audit"};
+  peers.services["scheduler"] = {"tcp://10.0.0.1:7400", "10.0.0.1:7401", "", 0};
+  peers.services["scheduler-2"] = {"tcp://10.0.0.9:7400", "10.0.0.9:7401", "", 0};  // stale: this host's
+  peers.services["scheduler-3"] = {"tcp://10.0.0.3:7400", "10.0.0.3:7401", "", 0};
+  peers.services["audit"] = {"tcp://10.0.0.1:7402", "10.0.0.1:7403", "tcp://10.0.0.1:7404", 0};
+  REQUIRE(loom::layout::write_endpoints(std::string(tmpl) + "/peers.json", peers).ok());
+  back = loom::layout::read_endpoints(path);
+  REQUIRE(back.ok());
+  CHECK(back->scheduler_replica == 2);
+  CHECK(back->rpc_targets("scheduler") ==
+        std::vector<std::string>{"tcp://10.0.0.1:7400", "tcp://127.0.0.1:5020", "tcp://10.0.0.3:7400"});
+  CHECK(back->find("audit")->pull == "tcp://10.0.0.1:7404");
+  REQUIRE(loom::files::write_atomic(path, R"({"scheduler_replicas": 2, "scheduler_replica": 3, "services": {}})", 0644).ok());
+  CHECK(loom::layout::read_endpoints(path).code() == loom::errc::corruption);
 
   REQUIRE(loom::files::write_atomic(path, R"({"scheduler_replicas": 9, "services": {}})", 0644).ok());
   CHECK(loom::layout::read_endpoints(path).code() == loom::errc::corruption);

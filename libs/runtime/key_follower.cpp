@@ -1,4 +1,5 @@
 #include "libs/runtime/key_follower.hpp"
+#include "libs/runtime/scheduler_targets.hpp"
 
 #include "libs/runtime/admission.hpp"
 #include "libs/runtime/site_keys.hpp"
@@ -11,7 +12,12 @@
 namespace loom::runtime {
 
 bool key_follower::follows(const service_env& env) {
-  return !env.eps.is_site() && env.name != "scheduler" && !env.eps.runs_here("scheduler");
+  if (env.eps.is_site()) return false;
+  // Scheduler replicas on separate hosts: the one leading may be another
+  // host's, so every process here follows it, the standby replica too (its
+  // admission lets an enrolled site reach it and be told the leader).
+  if (env.eps.scheduler_replica != 0) return true;
+  return env.name != "scheduler" && !env.eps.runs_here("scheduler");
 }
 
 key_follower::key_follower(service_env& env) : env_(env) { thread_ = std::thread([this] { run(); }); }
@@ -31,7 +37,11 @@ void key_follower::run() {
                  env_.name.c_str(), env_.paths.endpoints().c_str());
     return;
   }
-  wire::client cli(*env_.ctx, env_.eps.rpc_targets("scheduler"), *key, env_.keys, wire::client_options{period, 0});
+  scheduler_targets targets(env_.paths, env_.eps.rpc_targets("scheduler"));
+  auto connect = [&] {
+    return std::make_unique<wire::client>(*env_.ctx, targets.list(), *key, env_.keys, wire::client_options{period, 0});
+  };
+  auto client = connect();
   std::string last_error;
   auto note = [&](const std::string& e) {
     if (e == last_error) return;
@@ -42,7 +52,8 @@ void key_follower::run() {
   };
   while (!stop_) {
     const auto next = std::chrono::steady_clock::now() + period;
-    auto rep = wire::call_typed<loom::v1::SiteKeysReply>(cli, loom::v1::SiteKeysRequest{}, token_for(env_, "scheduler"));
+    if (targets.refresh()) client = connect();  // a replica added or moved (peers.json)
+    auto rep = wire::call_typed<loom::v1::SiteKeysReply>(*client, loom::v1::SiteKeysRequest{}, token_for(env_, "scheduler"));
     if (!rep) {
       note(rep.err().to_string());
     } else {

@@ -25,7 +25,9 @@ class key_follower {
   static constexpr std::chrono::milliseconds period{500};
 
   // Whether a process of `env` follows the scheduler's keys: a cloud service
-  // other than the scheduler, on a host that does not run the scheduler.
+  // other than the scheduler, on a host that does not run the scheduler; and
+  // every cloud process, the scheduler replica included, on a host running
+  // one replica of several on separate hosts (`--scheduler-replica K`).
   static bool follows(const service_env& env);
 
   explicit key_follower(service_env& env);

@@ -1,4 +1,5 @@
 #include "libs/runtime/registrar.hpp"
+#include "libs/runtime/scheduler_targets.hpp"
 #include "libs/status/unix_time.hpp"
 #include "libs/wire/heartbeat.hpp"
 
@@ -68,12 +69,15 @@ void registrar::run() {
   // An edge site measures its link to the cloud from these calls (issue 15).
   const auto t0 = steady::now();
   wire::link_estimator link;
-  const auto targets = env_.eps.rpc_targets("scheduler");
-  // Replicas: a heartbeat may have to find the new leader (the old one's
-  // dropped connection, then a standby's redirect) within its interval.
-  wire::client_options co{std::chrono::milliseconds(targets.size() > 1 ? 1000 : 500), 0};
-  co.observe = [&link](const wire::link_observation& o) { link.observe(o); };
-  wire::client cli(*env_.ctx, targets, *sched_key, env_.keys, co);
+  scheduler_targets targets(env_.paths, env_.eps.rpc_targets("scheduler"));
+  auto connect = [&] {
+    // Replicas: a heartbeat may have to find the new leader (the old one's
+    // dropped connection, then a standby's redirect) within its interval.
+    wire::client_options co{std::chrono::milliseconds(targets.list().size() > 1 ? 1000 : 500), 0};
+    co.observe = [&link](const wire::link_observation& o) { link.observe(o); };
+    return std::make_unique<wire::client>(*env_.ctx, targets.list(), *sched_key, env_.keys, co);
+  };
+  auto client = connect();
   retry::backoff again(std::chrono::milliseconds(100), std::chrono::milliseconds(2000));
   auto wait = [&](std::chrono::milliseconds d) {
     std::unique_lock lock(mu_);
@@ -85,6 +89,11 @@ void registrar::run() {
   std::string last_refusal;
   bool lost = false;  // the last heartbeat found no cloud scheduler
   while (!stop_) {
+    if (targets.refresh()) {  // a replica added or moved (peers.json)
+      client = connect();
+      std::fprintf(stderr, "%s: scheduler replicas now %s\n", env_.name.c_str(), describe_targets(targets.list()).c_str());
+    }
+    wire::client& cli = *client;
     if (!registered_) {
       loom::v1::RegisterNodeRequest req;
       req.mutable_node()->set_value(env_.node_id);

@@ -229,6 +229,8 @@ int service_main(int argc, char** argv, const service_spec& spec) {
     eo.push_endpoint = a->pull;
     eo.rpc_endpoint = a->rpc;
   }
+  if (const auto audits = env.eps.instances("audit"); audits.size() > 1)  // replicas: the leader's PULL
+    for (const auto* a : audits) eo.replicas.emplace_back(a->rpc, a->pull);
   if (auto k = wire::load_public_key(env.paths.curve_dir(), "audit")) eo.server_public = *k;
   eo.mine = env.keys;
   eo.token = env.service_token;
@@ -274,22 +276,15 @@ int service_main(int argc, char** argv, const service_spec& spec) {
     env.db = db.get();
   }
 
-  // 7. Service-specific parts, then the supervised service actor.
-  std::shared_ptr<void> extra;
-  if (spec.start_extra) {
-    auto x = spec.start_extra(env);
-    if (!x) {
-      std::fprintf(stderr, "loom-%s: %s\n", spec.name.c_str(), x.err().to_string().c_str());
-      return 1;
-    }
-    extra = *x;
-  }
+  // 7. Leadership (a replica), the service-specific parts, then the
+  // supervised service actor. The lease comes first: those parts may ask
+  // whether this process leads (the audit receiver stores only then).
   // A replica (several in endpoints.json, or --replica) leads only under the
   // store's lease; standing by it runs no logic (replica_logic.hpp).
   std::unique_ptr<leadership> leader;
   std::atomic<actor_host*> host_ptr{nullptr};
   if (spec.replicated && db &&
-      (opt.replica || (spec.name == "scheduler" && env.eps.scheduler_replicas > 1))) {
+      (opt.replica || env.eps.count_of(spec.name) > 1)) {
     leadership_options lo;
     lo.service = spec.name;
     lo.node_id = env.node_id;
@@ -307,6 +302,15 @@ int service_main(int argc, char** argv, const service_spec& spec) {
     env.leader = leader.get();
     std::fprintf(stderr, "loom-%s: replica %s: leads only under the lease (ttl %lld ms)\n", spec.name.c_str(),
                  env.node_id.c_str(), static_cast<long long>(leader->options().ttl.count()));
+  }
+  std::shared_ptr<void> extra;
+  if (spec.start_extra) {
+    auto x = spec.start_extra(env);
+    if (!x) {
+      std::fprintf(stderr, "loom-%s: %s\n", spec.name.c_str(), x.err().to_string().c_str());
+      return 1;
+    }
+    extra = *x;
   }
   actor_host host([&env, &spec]() -> std::unique_ptr<service_logic> {
     auto make = [&env, &spec]() -> std::unique_ptr<service_logic> {
@@ -341,6 +345,7 @@ int service_main(int argc, char** argv, const service_spec& spec) {
   });
   host_ptr = nullptr;
   host.stop();
+  if (leader) extra.reset();  // a replica's parts write under the lease too (the audit receiver's last checkpoint)
   leader.reset();  // after the logic's last write: hands the lease over at once
   stop_reg.join();
   extra.reset();

@@ -81,6 +81,11 @@ class audit_log {
   // true when one was written.
   result<bool> tick(bool force = false);
 
+  // Reads the watermarks and the chain's tail again from the store: a replica
+  // that has just taken the lead, whose view is older than the last leader's
+  // commits (same thread as append_batch).
+  status reload() { return load(); }
+
   std::uint64_t watermark(const std::string& source) const;
   std::uint64_t total() const;       // last chained seq
   std::uint64_t anchored() const;    // newest checkpointed seq

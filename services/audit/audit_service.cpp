@@ -3,6 +3,8 @@
 #include "libs/audit/emitter.hpp"
 #include "libs/audit/record.hpp"
 #include "libs/auditchain/keyring.hpp"
+#include "libs/layout/layout.hpp"
+#include "libs/runtime/leadership.hpp"
 #include "services/audit/audit_logic.hpp"
 #include "services/audit/receiver.hpp"
 
@@ -40,12 +42,17 @@ result<std::shared_ptr<void>> start_receiver(runtime::service_env& env, const au
   auto l = audit_log::open(std::move(o));
   if (!l) return l.err();
   log = std::move(*l);
-  const auto* me = env.eps.find("audit");
+  // This process's own entry: audit-2 (--node-id audit-2@host) is a replica with its own PULL.
+  const std::string instance = env.node_id.substr(0, env.node_id.find('@'));
+  const auto* me = env.eps.find(layout::service_kind(instance) == "audit" ? instance : "audit");
   const std::string pull = !c.pull_bind.empty()          ? c.pull_bind
                            : me && !me->pull.empty() ? layout::bind_of(env.eps.net, me->pull)
                                                      : "tcp://" + env.eps.net.listen + ":*";
   try {
-    return std::static_pointer_cast<void>(std::make_shared<receiver>(*env.ctx, env.keys, pull, log, env.metrics));
+    std::function<bool()> leads;
+    if (env.leader) leads = [leader = env.leader] { return leader->leading(); };
+    return std::static_pointer_cast<void>(
+        std::make_shared<receiver>(*env.ctx, env.keys, pull, log, env.metrics, std::move(leads)));
   } catch (const std::exception& e) {
     return make_error(errc::unavailable, "audit cannot listen on " + pull + ": " + e.what());
   }

@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   spec.name = "audit";
   spec.migrations = audit_service::audit_migrations;
   spec.store_url = auditchain::store_url;  // <data>/audit.db: not the scheduler's SQLite file
+  spec.replicated = true;                  // audit, audit-2 ...: one stores the chain under the store's lease (issue 30)
   spec.start_extra = [&log, &c = *cfg](runtime::service_env& env) {
     return audit_service::start_receiver(env, c, log);
   };

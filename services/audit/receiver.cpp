@@ -16,8 +16,9 @@ constexpr int batch_max = 2048;
 }  // namespace
 
 receiver::receiver(zmq::context_t& ctx, const wire::curve_keypair& keys, std::string endpoint,
-                   std::shared_ptr<audit_log> log, metrics::service_metrics* metrics)
-    : log_(std::move(log)), metrics_(metrics) {
+                   std::shared_ptr<audit_log> log, metrics::service_metrics* metrics,
+                   std::function<bool()> leads)
+    : log_(std::move(log)), metrics_(metrics), leads_(std::move(leads)) {
   auto sock = std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::pull);
   wire::apply_common_options(*sock);
   wire::make_curve_server(*sock, keys, "loom");
@@ -33,9 +34,27 @@ receiver::~receiver() {
 void receiver::run(void* raw) {
   std::unique_ptr<zmq::socket_t> sock(static_cast<zmq::socket_t*>(raw));
   auto next_tick = std::chrono::steady_clock::now();
+  bool led = !leads_;  // a replica reloads when it takes the lead
   while (!stop_) {
     zmq::pollitem_t item{sock->handle(), 0, ZMQ_POLLIN, 0};
     zmq::poll(&item, 1, std::chrono::milliseconds(50));
+    const bool leading = !leads_ || leads_();
+    if (leading && !led) {
+      if (auto st = log_->reload(); !st) {
+        std::fprintf(stderr, "audit: taking the lead: reading the chain's tail: %s\n", st.err().to_string().c_str());
+        continue;  // asked again at the next pass; nothing is stored meanwhile
+      }
+      std::fprintf(stderr, "audit: leads; the chain's tail is seq %llu\n",
+                   static_cast<unsigned long long>(log_->total()));
+    }
+    led = leading;
+    if (!leading) {  // a standby: drop what came (its emitters re-send to the leader)
+      std::size_t dropped = 0;
+      zmq::message_t msg;
+      while (dropped < static_cast<std::size_t>(batch_max) && sock->recv(msg, zmq::recv_flags::dontwait)) ++dropped;
+      if (dropped) metrics_->add("events_total", {{"outcome", "standby"}}, static_cast<double>(dropped));
+      continue;
+    }
     if (auto now = std::chrono::steady_clock::now(); now >= next_tick) {
       // The time half of the checkpoint policy (every 60 s): a quiet log's
       // tail still gets signed.
@@ -72,6 +91,7 @@ void receiver::run(void* raw) {
   }
   // A clean stop leaves the whole log anchored (database and anchor file):
   // a later truncation of its tail is then caught by the anchor.
+  if (leads_ && !leads_()) return;
   if (auto t = log_->tick(true); !t)
     std::fprintf(stderr, "audit: final checkpoint failed: %s\n", t.err().to_string().c_str());
 }

@@ -7,6 +7,7 @@
 #include "services/audit/audit_log.hpp"
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -24,8 +25,14 @@ class receiver {
  public:
   // Binds `endpoint` (e.g. tcp://127.0.0.1:PORT) as a CURVE server in `ctx`,
   // whose ZAP handler must already be bound. Throws zmq::error_t if it cannot bind.
+  // `leads`: whether this process may store (audit replicas, issue 30: the
+  // lease holder); a standby drops what reaches it (counted as
+  // outcome="standby"; its emitter re-sends to the leader from the
+  // watermark), writes no checkpoint, and reloads the log's tail when it
+  // takes the lead. Null: always.
   receiver(zmq::context_t& ctx, const wire::curve_keypair& keys, std::string endpoint,
-           std::shared_ptr<audit_log> log, metrics::service_metrics* metrics);
+           std::shared_ptr<audit_log> log, metrics::service_metrics* metrics,
+           std::function<bool()> leads = nullptr);
   ~receiver();  // stops and joins within ~100 ms
 
  private:
@@ -33,6 +40,7 @@ class receiver {
 
   std::shared_ptr<audit_log> log_;
   metrics::service_metrics* metrics_;
+  std::function<bool()> leads_;
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };

@@ -13,6 +13,7 @@
 #include "libs/runspec/input_files.hpp"
 #include "libs/runspec/run_config.hpp"
 #include "libs/runtime/process_box.hpp"
+#include "libs/runtime/scheduler_targets.hpp"
 #include "services/trainer/config.hpp"
 #include "services/trainer/load_shedder.hpp"
 #include "services/trainer/run/training_run.hpp"
@@ -157,9 +158,18 @@ void worker::poll_loop() {
     log("trainer: no scheduler endpoint or key in %s; not taking work\n", env_.paths.root);
     return;
   }
-  wire::client cli(*env_.ctx, env_.eps.rpc_targets("scheduler"), *sched_key, env_.keys,
-                   wire::client_options{std::chrono::milliseconds(500), 0});
+  runtime::scheduler_targets targets(env_.paths, env_.eps.rpc_targets("scheduler"));
+  auto connect = [&] {
+    return std::make_unique<wire::client>(*env_.ctx, targets.list(), *sched_key, env_.keys,
+                                          wire::client_options{std::chrono::milliseconds(500), 0});
+  };
+  auto client = connect();
   while (!quit_) {
+    if (targets.refresh()) {  // a replica added or moved (peers.json)
+      client = connect();
+      log("trainer: scheduler replicas now %s\n", runtime::describe_targets(targets.list()));
+    }
+    wire::client& cli = *client;
     const work_view v = board_->view();
     if (auto said = shedder_->observe(v.phase == work_phase::running, load_shedder::clock::now()); !said.empty())
       log("trainer: %s%s\n", said);

@@ -22,6 +22,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -49,15 +50,17 @@ inline std::string admin_token(const layout::paths& p) {
   return t ? *t : "";
 }
 
-// The CURVE material a test client of the scheduler presents.
+// The CURVE material a test client of a replicated service (the scheduler,
+// or `kind`: "audit") presents.
 struct scheduler_access {
   layout::paths paths;
+  std::string kind;
   std::string server_key;
   wire::curve_keypair mine;
   std::string token;
   bool ok = false;
-  explicit scheduler_access(layout::paths p) : paths(std::move(p)) {
-    auto s = wire::load_public_key(paths.curve_dir(), "scheduler");
+  explicit scheduler_access(layout::paths p, std::string k = "scheduler") : paths(std::move(p)), kind(std::move(k)) {
+    auto s = wire::load_public_key(paths.curve_dir(), kind);
     auto m = wire::load_keypair(paths.curve_dir(), "client");
     ok = s.ok() && m.ok();
     if (ok) {
@@ -66,7 +69,11 @@ struct scheduler_access {
     }
     token = admin_token(paths);
   }
+  // Where the replicas are (and their pids): `source` when set (replicas on
+  // several hosts), else the deployment's endpoints.json.
+  std::function<layout::endpoints()> source;
   layout::endpoints eps() const {
+    if (source) return source();
     auto e = layout::read_endpoints(paths.endpoints());
     return e ? *e : layout::endpoints{};
   }
@@ -81,9 +88,9 @@ class replica_watch {
   std::vector<replica_view> views(std::chrono::milliseconds timeout = std::chrono::milliseconds(300)) {
     std::vector<replica_view> out;
     const auto eps = a_.eps();
-    for (int k = 1; k <= eps.scheduler_replicas; ++k) {
+    for (int k = 1; k <= eps.count_of(a_.kind); ++k) {
       replica_view v;
-      v.name = layout::instance_name("scheduler", k);
+      v.name = layout::instance_name(a_.kind, k);
       const auto* ep = eps.find(v.name);
       if (ep) v.pid = ep->pid;
       if (ep && !ep->rpc.empty()) {
