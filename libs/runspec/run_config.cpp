@@ -293,6 +293,11 @@ result<run_config> read_run_config(const toml::table& root, const std::string& o
   r.real("anomaly", "spike_zscore", c.spike_zscore, 0.0, 1e6);
   r.integer("anomaly", "spike_window", c.spike_window, 2, 1 << 20);
   r.integer("anomaly", "max_rollbacks", c.max_rollbacks, 0, 1 << 20);
+  r.real("anomaly", "diverge_ratio", c.diverge_ratio, 0.0, 1e6);
+  if (c.diverge_ratio != 0 && c.diverge_ratio < 1.1 && !r.first_error)
+    r.first_error = bad(origin, "anomaly.diverge_ratio",
+                        "is " + std::to_string(c.diverge_ratio) +
+                            ": want 0 (no divergence check) or at least 1.1 (that many times the first loss)");
   r.path("output", "dir", c.out_dir);
   // The stage's group: trainers = N (a gang), or min_trainers / max_trainers (elastic).
   std::uint32_t gang = 0;

@@ -178,6 +178,12 @@ struct run_config {
   double spike_zscore = 6.0;
   int spike_window = 50;
   int max_rollbacks = 10;
+  // Divergence (issue 31): a loss above diverge_ratio times the run's start
+  // (the mean of its first 5 losses; above it by more than 1 too) from the
+  // second step on is an anomaly
+  // too, rolled back like a spike; a run that keeps diverging fails as
+  // diverged instead of training on at a crawl. 0 = no check.
+  double diverge_ratio = 2.0;
 
   std::string out_dir;
 

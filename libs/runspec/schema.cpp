@@ -78,6 +78,7 @@ const std::vector<key_spec>& schema() {
       {"anomaly", "spike_zscore", V::real},
       {"anomaly", "spike_window", V::integer},
       {"anomaly", "max_rollbacks", V::integer},
+      {"anomaly", "diverge_ratio", V::real},
       {"output", "dir", V::path, F::output},
       {"parallel", "trainers", V::integer},
       {"parallel", "min_trainers", V::integer},

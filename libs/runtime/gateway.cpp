@@ -395,6 +395,14 @@ void gateway::answer_durable(const pending& p, handled h) {
   if (h.durable) {
     auto outcome = h.durable->outcome();
     if (outcome && !outcome->ok()) {  // the effect was not kept: the caller learns so
+      // A replica deposed while the change waited (the fence refused it):
+      // NotLeader, so the caller's client retries at the leader under the
+      // same request id (nothing was kept here; the leader's answer is
+      // idempotent by request id).
+      if (env_.leader && (outcome->code() == errc::permission_denied || !env_.leader->leading())) {
+        answer(p, not_leader(*env_.leader, env_.name, env_.node_id));
+        return;
+      }
       handled failed;
       failed.code = errc::unavailable;
       failed.message = env_.name + ": the state store did not keep the change: " + outcome->err().message;

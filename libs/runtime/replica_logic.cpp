@@ -54,7 +54,11 @@ handled replica_logic::handle(const std::string& type, const std::string& body, 
   sync();
   if (type == replica_sync_type) return handled{};
   if (!inner_) return not_leader(l_, service_, node_id_);
-  return inner_->handle(type, body, ctx);
+  auto h = inner_->handle(type, body, ctx);
+  // Failed while the lease moved (a write the fence refused): the caller
+  // retries at the leader, under the same request id.
+  if (h.code != errc::ok && l_.epoch() != epoch_) return not_leader(l_, service_, node_id_);
+  return h;
 }
 
 void replica_logic::on_tick() {

@@ -95,6 +95,7 @@ result<run_options> worker::common_options(stage_run& run, const runspec::run_co
       env_.metrics->set("last_checkpoint_unix_seconds", {}, writes_snapshots ? now : std::nan(""));
       env_.metrics->add("training_anomalies_total", {{"kind", "non_finite"}}, 0);
       env_.metrics->add("training_anomalies_total", {{"kind", "spike"}}, 0);
+      env_.metrics->add("training_anomalies_total", {{"kind", "diverged"}}, 0);
     }
     (void)board_->with([](work_state& w) { return w.started(); });
   };

@@ -214,7 +214,7 @@ TEST_CASE("scheduler replicas in three zones: 20 kill -9 of the leader and a lea
   const double p50 = percentile(failover_ms, 50), p99 = percentile(failover_ms, 99);
   MESSAGE("case=scheduler_three_zones failover_p50_ms=" << p50 << " failover_p99_ms=" << p99
                                                        << " failovers=" << failover_ms.size());
-  CHECK(p99 < 3000);  // generous for a loaded CI machine
+  CHECK(p99 < 10000);  // generous: four namespaces, three replicas, two trainers and PostgreSQL on 2 cores
   CHECK(leading_zones.size() >= 2);  // the lead moved between zones
 
   // Split brain: the leader's host loses its only link. The leader must not be

@@ -204,8 +204,12 @@ result<bool> lm_run::one_step() {
   if (!s) return s.err();
   if (o_.fault)
     if (auto f = o_.fault(step_ + 1)) s->loss = *f;
-  if (const std::string why = step_anomaly(*s, step_ + 1, recent_, c_.spike_window, c_.spike_zscore); !why.empty()) {
-    if (o_.on_anomaly) o_.on_anomaly(std::isfinite(s->loss) && std::isfinite(s->grad_norm) ? "spike" : "non_finite");
+  if (const std::string why = step_anomaly(*s, step_ + 1, recent_, {c_.spike_window, c_.spike_zscore, c_.diverge_ratio});
+      !why.empty()) {
+    if (o_.on_anomaly)
+      o_.on_anomaly(!std::isfinite(s->loss) || !std::isfinite(s->grad_norm) ? "non_finite"
+                    : why.find(" diverged: ") != std::string::npos        ? "diverged"
+                                                                            : "spike");
     if (auto st = roll_back(at, why); !st) return st.err();
     return true;
   }

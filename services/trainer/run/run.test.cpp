@@ -370,7 +370,8 @@ TEST_CASE("a loss spike beyond the z-score rolls back, and anomalies past max_ro
   std::vector<std::string> anomalies;  // what the trainer counts for LoomLossSpike
   o.on_anomaly = [&](const std::string& kind) { anomalies.push_back(kind); };
   auto r = run_training(small_config(data, tmp.path() + "/spike", 12,
-                                     {"anomaly.spike_zscore=3", "anomaly.spike_window=5"}), o);
+                                     {"anomaly.spike_zscore=3", "anomaly.spike_window=5", "anomaly.diverge_ratio=0"}),
+                      o);
   REQUIRE(r.ok());
   CHECK(anomalies == std::vector<std::string>{"spike"});
   o.on_anomaly = nullptr;
@@ -390,6 +391,52 @@ TEST_CASE("a loss spike beyond the z-score rolls back, and anomalies past max_ro
   auto stuck = run_training(small_config(data, tmp.path() + "/stuck", 12, {"anomaly.max_rollbacks=2"}), o);
   REQUIRE(!stuck.ok());
   CHECK(stuck.err().message.find("2 rollbacks already") != std::string::npos);
+}
+
+TEST_CASE("a loss far above the run's first is rolled back as diverged, and a learning rate far too high fails the run as diverged within a few steps") {
+  files::temp_dir tmp("loom-run");
+  const std::string data = make_shards(tmp.path() + "/shards");
+  run_options o;
+  o.data_dir = tmp.path() + "/home";
+  std::ostringstream log;
+  o.log = &log;
+  std::vector<std::string> anomalies;  // what the trainer counts for LoomLossDiverged
+  o.on_anomaly = [&](const std::string& kind) { anomalies.push_back(kind); };
+  // Injected: step 10's loss at 3x the first (vocab 64: about 4.2), once.
+  int fired = 0;
+  o.fault = [&](std::uint64_t step) -> std::optional<float> {
+    if (step == 10 && fired++ == 0) return 12.5f;
+    return std::nullopt;
+  };
+  auto r = run_training(small_config(data, tmp.path() + "/once"), o);
+  REQUIRE(r.ok());
+  CHECK(anomalies == std::vector<std::string>{"diverged"});
+  CHECK(log.str().find("step 10: loss 12.5000 diverged") != std::string::npos);
+  CHECK(log.str().find("rolled back to step 8") != std::string::npos);
+  CHECK(r->steps == 12);
+  // Off, the same loss trains on (below the spike check's window).
+  anomalies.clear();
+  fired = 0;
+  auto off = run_training(small_config(data, tmp.path() + "/off", 12, {"anomaly.diverge_ratio=0"}), o);
+  REQUIRE(off.ok());
+  CHECK(anomalies.empty());
+  // Values below 1.1 (a loss that never rose could count as diverged) are refused.
+  CHECK(!runspec::parse_run_config("[model]\nlayers = 2\n[anomaly]\ndiverge_ratio = 1.05\n", "/t.toml", {}).ok());
+
+  // For real: a learning rate of 8 (accepted: the bound is 10). The run stops
+  // within a few steps as diverged instead of training on at a crawl.
+  o.fault = nullptr;
+  anomalies.clear();
+  log.str("");
+  auto wild = run_training(small_config(data, tmp.path() + "/wild", 40, {"optim.lr=8", "optim.warmup_steps=0"}), o);
+  INFO(log.str());
+  REQUIRE(!wild.ok());
+  MESSAGE("lr=8: " << wild.err().message);
+  CHECK(wild.err().message.find("diverged") != std::string::npos);
+  REQUIRE(!anomalies.empty());
+  CHECK(anomalies.front() == "diverged");
+  auto steps = losses(tmp.path() + "/wild");
+  CHECK(steps.size() < 12);
 }
 
 TEST_CASE("out of memory halves the micro-batch and doubles accumulation, with the same tokens per step") {

@@ -4,6 +4,7 @@
 #include "libs/files/files.hpp"
 #include "libs/shards/manifest.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 
@@ -137,11 +138,25 @@ void note_precision_change(const run_options& o, const std::string& snapshot_dir
   if (o.on_notice) o.on_notice("precision_changed", text);
 }
 
-std::string step_anomaly(const engine::step_stats& s, std::uint64_t step, std::span<const float> recent, int window,
-                         double zscore) {
+std::string step_anomaly(const engine::step_stats& s, std::uint64_t step, std::span<const float> recent,
+                         const anomaly_limits& limits) {
+  const int window = limits.window;
+  const double zscore = limits.zscore;
   if (!std::isfinite(s.loss) || !std::isfinite(s.grad_norm))
     return fmt("step %llu: loss %g, gradient norm %g: not finite", static_cast<unsigned long long>(step),
                double(s.loss), double(s.grad_norm));
+  if (limits.diverge_ratio > 0 && !recent.empty()) {
+    // The start: the mean of the run's first (up to) 5 losses, so one noisy
+    // early batch neither sets nor trips the bar.
+    const std::size_t n = std::min<std::size_t>(recent.size(), 5);
+    double first = 0;
+    for (std::size_t i = 0; i < n; ++i) first += recent[i];
+    first /= static_cast<double>(n);
+    if (s.loss > limits.diverge_ratio * first && s.loss - first > 1.0)
+      return fmt("step %llu: loss %.4f diverged: %.1fx the run's start %.4f (anomaly.diverge_ratio %.1f)",
+                 static_cast<unsigned long long>(step), double(s.loss), double(s.loss) / first, first,
+                 limits.diverge_ratio);
+  }
   if (zscore <= 0 || window < 2 || recent.size() < static_cast<std::size_t>(window)) return "";
   double mean = 0, var = 0;
   const auto first = recent.end() - window;

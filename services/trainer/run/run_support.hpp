@@ -57,11 +57,20 @@ engine::lr_schedule schedule_of(const runspec::run_config& c);
 // as one "snapshot_fallback" notice, to the job.
 void report_warnings(const run_options& o, const ckpt::loaded_snapshot& where, const std::string& what);
 // "" for a healthy step (1-based `step`); else why it is an anomaly: a
-// non-finite loss or gradient norm, or a loss spike — above the mean of the
-// last `window` losses of `recent` by more than `zscore` standard deviations
-// (and by 1%); zscore <= 0 or fewer losses than the window: no spike check.
-std::string step_anomaly(const engine::step_stats& s, std::uint64_t step, std::span<const float> recent, int window,
-                         double zscore);
+// non-finite loss or gradient norm; divergence — a loss above `diverge_ratio`
+// times the run's start (the mean of its first 5 losses, or fewer while
+// there are fewer) and above it by more than 1 (diverge_ratio 0: no check),
+// named "diverged"; or a loss spike — above the
+// mean of the last `window` losses of `recent` by more than `zscore`
+// standard deviations (and by 1%); zscore <= 0 or fewer losses than the
+// window: no spike check.
+struct anomaly_limits {
+  int window = 50;
+  double zscore = 6.0;
+  double diverge_ratio = 2.0;
+};
+std::string step_anomaly(const engine::step_stats& s, std::uint64_t step, std::span<const float> recent,
+                         const anomaly_limits& limits);
 // train.precision (`asked`: fp32, bf16 or auto) as this CPU allows it
 // (issue 28): choose_precision over probe_bf16().
 engine::precision_choice resolve_precision(const std::string& asked);
