@@ -21,6 +21,7 @@
 #include <signal.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdlib>
 #include <map>
 #include <set>
@@ -32,15 +33,6 @@ using json = nlohmann::json;
 using namespace std::chrono_literals;
 
 namespace {
-
-template <class Pred>
-bool eventually(Pred pred, std::chrono::seconds limit, std::chrono::milliseconds every = 50ms) {
-  for (auto until = std::chrono::steady_clock::now() + limit; std::chrono::steady_clock::now() < until;) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(every);
-  }
-  return pred();
-}
 
 // The records the chain holds for job `id`, by action.
 std::map<std::string, int> actions_of(wire::client& audit, const std::string& token, const std::string& id) {
@@ -93,6 +85,7 @@ TEST_CASE("audit replicas: 6 kill -9 of the leader while jobs are submitted, eve
   std::mutex mu;
   std::vector<std::string> answered;  // job ids whose submit was answered
   std::atomic<bool> stop{false};
+  std::condition_variable paced;
   std::atomic<int> failed{0};
   std::thread submitter([&] {
     wire::client cli(ctx, sched.eps().rpc_targets("scheduler"), sched.server_key, sched.mine,
@@ -103,19 +96,21 @@ TEST_CASE("audit replicas: 6 kill -9 of the leader while jobs are submitted, eve
         ++failed;
         continue;
       }
-      std::lock_guard lock(mu);
+      std::unique_lock lock(mu);
       answered.push_back(r->job().id());
-      std::this_thread::sleep_for(50ms);
+      paced.wait_for(lock, 50ms, [&] { return stop.load(); });  // about 20 submits a second until stopped
     }
   });
   struct joiner {
     std::atomic<bool>& stop;
     std::thread& t;
+    std::condition_variable& paced;
     ~joiner() {
       stop = true;
+      paced.notify_all();
       if (t.joinable()) t.join();
     }
-  } join_guard{stop, submitter};
+  } join_guard{stop, submitter, paced};
 
   auto count_answered = [&] {
     std::lock_guard lock(mu);
@@ -128,7 +123,7 @@ TEST_CASE("audit replicas: 6 kill -9 of the leader while jobs are submitted, eve
     const auto old = *sole_leader(vs);
     REQUIRE(old.pid > 0);
     const auto before = count_answered();
-    CHECK(eventually([&] { return count_answered() >= before + 3; }, 20s));  // traffic flows before the kill
+    CHECK(eventually([&] { return count_answered() >= before + 3; }, 20s, 20ms));  // traffic flows before the kill
     const auto killed = std::chrono::steady_clock::now();
     REQUIRE(::kill(static_cast<pid_t>(old.pid), SIGKILL) == 0);
     // Whoever holds the lease next leads: a standby, or the killed one's
@@ -156,6 +151,7 @@ TEST_CASE("audit replicas: 6 kill -9 of the leader while jobs are submitted, eve
     REQUIRE_MESSAGE(all_answer(vs), old.name << " did not come back as a standby: " << describe(vs));
   }
   stop = true;
+  paced.notify_all();
   submitter.join();
   MESSAGE("case=audit_replicas takeover_p50_ms=" << percentile(takeover_ms, 50)
                                                  << " takeover_p99_ms=" << percentile(takeover_ms, 99)

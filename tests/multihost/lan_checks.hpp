@@ -32,15 +32,6 @@ inline json as_json(const run_result& r) {
   return j.is_discarded() ? json::object() : j;
 }
 
-template <class Pred>
-bool eventually(Pred pred, std::chrono::seconds limit, std::chrono::milliseconds every = 250ms) {
-  for (auto until = std::chrono::steady_clock::now() + limit; std::chrono::steady_clock::now() < until;) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(every);
-  }
-  return pred();
-}
-
 // A throwaway PostgreSQL on `h`'s LAN address (scripts/pg_throwaway.sh).
 struct lan_postgres {
   lan& net;

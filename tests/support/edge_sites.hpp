@@ -81,16 +81,6 @@ inline std::vector<std::string> files_under(const std::string& dir) {
 }
 
 // Waits until `pred` holds, polling every `every`, up to `limit`.
-template <class Pred>
-bool eventually(Pred pred, std::chrono::seconds limit,
-                std::chrono::milliseconds every = std::chrono::milliseconds(250)) {
-  for (auto until = std::chrono::steady_clock::now() + limit; std::chrono::steady_clock::now() < until;) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(every);
-  }
-  return pred();
-}
-
 // `loom job show ID` once the job ended (or at `limit`, as it stands then).
 inline nlohmann::json wait_job_done(const std::string& home, const std::string& id, std::chrono::seconds limit) {
   nlohmann::json j;

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace loom::test {
@@ -52,5 +53,16 @@ int free_port();
 // HTTP GET http://host:port/path on loopback; empty string on failure.
 std::string http_get(const std::string& host_port, const std::string& path,
                      std::chrono::milliseconds timeout = std::chrono::milliseconds(2000));
+
+// Polls `pred` every `every` until it holds or `limit` passes; its last answer.
+template <class Pred>
+bool eventually(Pred pred, std::chrono::seconds limit,
+                std::chrono::milliseconds every = std::chrono::milliseconds(250)) {
+  for (auto until = std::chrono::steady_clock::now() + limit; std::chrono::steady_clock::now() < until;) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(every);
+  }
+  return pred();
+}
 
 }  // namespace loom::test
