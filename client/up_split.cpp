@@ -91,7 +91,6 @@ result<split_plan> split_option(const context& c, const layout::endpoints& previ
     if (!p) return p.err();
     if (!plan.peers) plan.peers = layout::endpoints{};
     for (const auto& [name, s] : p->services) plan.peers->services[name] = s;
-    plan.peers->only = p->only;
   }
   if (plan.only.empty()) return plan;
   // What the peers run: the files given and those kept from an earlier `up`.
