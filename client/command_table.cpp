@@ -171,6 +171,12 @@ std::vector<command_spec> build() {
       row("job watch", "ID", 1, 1,
           {seconds("interval", max_wait_s, "seconds between polls (default 1)")},
           "live progress until the job ends (exit 0 when it succeeds)"),
+      row("diagnose", "JOB", 0, 1,
+          {flag("rules-markdown", "print the rules as docs/troubleshooting.md (no JOB)")},
+          "name what went wrong with a job: causes surest first, what was seen, repair steps",
+          "Reads the job and its events, the node roster, each stage's metrics log and config (when this host\n"
+          "can read the job's directory), free space there and the job's audit trail; what it could not read\n"
+          "is listed as not seen. The rules: docs/troubleshooting.md."),
       row("job cancel", "ID", 1, 1, {text("reason", "TEXT", "why (kept in the job's log)"), request_id},
           "stop a job"),
       row("site token", "", 0, 0,

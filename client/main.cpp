@@ -17,7 +17,8 @@ int main(int argc, char** argv) {
       {"up", cmd_up},     {"down", cmd_down},   {"watch", cmd_watch}, {"status", cmd_status},
       {"ping", cmd_ping}, {"token", cmd_token}, {"keys", cmd_keys},
       {"tokenize", cmd_tokenize}, {"data", cmd_data}, {"job", cmd_job}, {"templates", cmd_templates},
-      {"audit", cmd_audit}, {"site", cmd_site}, {"model", cmd_model}, {"node", cmd_node}};
+      {"audit", cmd_audit}, {"site", cmd_site}, {"model", cmd_model}, {"node", cmd_node},
+      {"diagnose", cmd_diagnose}};
   auto it = commands.find(parsed->positional.front());
   if (it == commands.end()) return usage("loom: no handler for '" + parsed->positional.front() + "'");
   context c(std::move(*parsed));

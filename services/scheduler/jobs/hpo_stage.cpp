@@ -322,15 +322,17 @@ void hpo_stages::remove_trials(jobs_context& cx, job_rec& j, std::size_t i, cons
 }
 
 void hpo_stages::cancel_trials(jobs_context& cx, const std::string& job, time_point now) {
+  std::vector<policy::policy::decisions> freed;  // what the policy placed on the trials' room: applied after
   for (auto it = trials_.begin(); it != trials_.end();) {
     if (it->second.job != job) {
       ++it;
       continue;
     }
     if (!it->second.node.empty()) cx.slots_.erase(it->second.node);  // told to stop at its next poll
-    (void)cx.policy_.cancel(it->first, cx.ms(now));
+    if (auto d = cx.policy_.cancel(it->first, cx.ms(now)); d) freed.push_back(std::move(*d));
     it = trials_.erase(it);
   }
+  for (const auto& d : freed) cx.apply(d, now);
 }
 
 }  // namespace loom::scheduler

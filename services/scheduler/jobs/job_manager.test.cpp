@@ -140,6 +140,24 @@ TEST_CASE_FIXTURE(fixture, "cancel stops a running stage at the trainer's next p
   CHECK(jobs.cancel("job-999999", "", as("c3"), now).code() == errc::not_found);
 }
 
+// The policy places the queued job on the room the cancel frees in the same
+// pass: those placements are the cancel's to apply (dropped, the job stayed
+// queued while the policy took it for running, until the roster next changed).
+TEST_CASE_FIXTURE(fixture, "cancelling a running job places the job queued behind it at once") {
+  add_trainer("trainer@a");
+  jobs.tick(nodes, now);
+  const job_rec* running = submit("r1");
+  const job_rec* waiting = submit("r2");
+  CHECK(running->state == "running");
+  CHECK(waiting->state == "queued");
+  REQUIRE(jobs.cancel(running->id, "user asked", as("c1"), now).ok());
+  CHECK(waiting->state == "running");
+  CHECK(waiting->stages[0].state == "running");
+  CHECK(waiting->stages[0].node == "trainer@a");
+  CHECK(poll("trainer@a", "running", running->id, "pretrain", 3).stop);
+  CHECK(poll("trainer@a", "idle").work);  // the trainer is given the waiting job's stage
+}
+
 TEST_CASE_FIXTURE(fixture, "a failed stage fails the job and cancels the stages after it") {
   add_trainer("trainer@a");
   jobs.tick(nodes, now);

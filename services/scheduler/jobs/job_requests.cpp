@@ -180,11 +180,15 @@ result<const job_rec*> job_manager::cancel(const std::string& id, const std::str
   }
   job_rec& j = jobs_.at(id);
   if (j.terminal()) return make_error(errc::conflict, "job " + id + " is already " + j.state);
+  // What the policy placed on the room the cancel freed: applied once the job
+  // is cancelled (dropped, a queued job would wait for the next change of the
+  // roster while the policy took it for running).
+  std::vector<policy::policy::decisions> freed;
   for (std::size_t i = 0; i < j.stages.size(); ++i) {
     stage_rec& s = j.stages[i];
     if (s.state == "running" || s.state == "queued") {
       clear_members(j, i);  // the trainers' next polls are told to stop
-      (void)policy_.cancel(pid_of(j, i), ms(now));
+      if (auto d = policy_.cancel(pid_of(j, i), ms(now)); d) freed.push_back(std::move(*d));
       (void)hpo_.stop(*this, j.id, i, now);  // an hpo stage's trials, likewise
     }
     if (s.state != "succeeded" && s.state != "failed") s.state = "cancelled";
@@ -197,6 +201,7 @@ result<const job_rec*> job_manager::cancel(const std::string& id, const std::str
     by_request_[request_key(who.principal, who.request_id)] = req;
   }
   if (auto st = record(j, "", "cancelled", j.message + " (by " + who.principal + ")", now); !st) return st.err();
+  for (const auto& d : freed) apply(d, now);
   apply(policy_.tick(ms(now)), now);
   return &j;
 }
