@@ -55,6 +55,7 @@ dg::stage_fact stage_of(const loom::v1::StageInfo& s) {
     f.sites.push_back({x.site(), x.node(), x.step(), x.round(), x.loss(), x.stall_s(), x.deltas_sent(),
                        x.deltas_deferred(), x.deltas_late(), x.deltas_dropped()});
   for (const auto& m : s.missing_sites()) f.missing_sites.push_back(m);
+  for (const auto& m : s.members()) f.members.push_back(m);
   return f;
 }
 

@@ -15,6 +15,7 @@
 //   out_of_memory       memory pressure (LOOM_PRESSURE_FILE) until micro-batch 1 has nothing left to lower
 // Each must be the top cause with repair steps; the accuracy table is printed.
 #include "libs/files/files.hpp"
+#include "tests/support/edge_sites.hpp"
 #include "tests/support/harness.hpp"
 #include "tests/support/job_watch.hpp"
 #include "tests/support/loom_json.hpp"
@@ -256,6 +257,26 @@ struct bench {
     return eventually([&] { return last_logged_step(stage_dir(id) + "/metrics.jsonl") >= step; }, limit, 50ms);
   }
   void cancel(const std::string& id) { (void)run_loom(home, {"job", "cancel", id}); }
+
+  // The accuracy table, on stdout and in the test's log; every fault tried must be named first.
+  void report() {
+    int right = 0, tried = 0;
+    std::string table = "fault                                      expected            top cause           confidence\n";
+    for (const auto& r : rows) {
+      char line[256];
+      const std::string conf = r.skipped ? "skipped" : std::to_string(int(r.confidence * 100 + 0.5)) + "%";
+      std::snprintf(line, sizeof line, "%-42s %-19s %-19s %s\n", r.fault.c_str(), r.expected.c_str(), r.got.c_str(),
+                    conf.c_str());
+      table += line;
+      if (r.skipped) continue;
+      ++tried;
+      right += r.got == r.expected;
+    }
+    table += "named first: " + std::to_string(right) + "/" + std::to_string(tried) + "\n";
+    MESSAGE(table);
+    std::printf("%s", table.c_str());
+    CHECK(right == tried);
+  }
 };
 
 // Every file of every snapshot under `dir`/checkpoints gets bytes flipped.
@@ -424,20 +445,38 @@ TEST_CASE("loom diagnose names the injected fault first, with repair steps, for 
   REQUIRE(files::write_atomic(pressure, "memory=0.10\n").ok());
   b.cancel(pressed);
 
-  // The accuracy table.
-  int right = 0, tried = 0;
-  std::string table = "fault                                      expected            top cause           confidence\n";
-  for (const auto& r : b.rows) {
-    char line[256];
-    std::snprintf(line, sizeof line, "%-42s %-19s %-19s %s\n", r.fault.c_str(), r.expected.c_str(), r.got.c_str(),
-                  r.skipped ? "skipped" : (std::to_string(int(r.confidence * 100 + 0.5)) + "%").c_str());
-    table += line;
-    if (r.skipped) continue;
-    ++tried;
-    right += r.got == r.expected;
+  b.report();
+}
+
+// The cross-site rules on a cloud and three edge sites on loopback: south's
+// trainer reaches the aggregator only through a link of 1 h latency (it never
+// contributes), east's through 1 s (every round, which needs both, waits on it).
+TEST_CASE("loom diagnose names a site cut off from the cloud and a site late for its rounds on real diloco jobs") {
+  cluster c;
+  REQUIRE(c.up);
+  auto north = start_edge_site(c, "north", "GPL-3");
+  std::unique_ptr<edge_site> south, east;
+  {
+    scoped_env cut("LOOM_LINK_SHAPE_SOUTH", "lat=1h");
+    scoped_env slow("LOOM_LINK_SHAPE_EAST", "lat=1s");
+    south = start_edge_site(c, "south", "GPL-2");
+    east = start_edge_site(c, "east", "GPL-3");
   }
-  table += "named first: " + std::to_string(right) + "/" + std::to_string(tried) + "\n";
-  MESSAGE(table);
-  std::printf("%s", table.c_str());
-  CHECK(right == tried);
+  auto submit = [&](const std::vector<std::string>& sets) {
+    std::vector<std::string> args{"job", "submit", "--template", "pretrain-diloco-tiny", "--set", "dataset=text"};
+    for (const auto& s : sets) args.insert(args.end(), {"--set", s});
+    auto sub = loom_json(c.home.path(), args);
+    REQUIRE_MESSAGE(sub.contains("id"), sub.dump());
+    return sub["id"].get<std::string>();
+  };
+  bench b{c.home.path(), "", {}};
+  const auto cut = submit({"diloco.sites=[\"north\", \"south\"]", "pretrain.steps=16"});
+  const auto late = submit({"diloco.sites=[\"north\", \"east\"]", "pretrain.steps=48"});
+  auto jc = wait_job_done(c.home.path(), cut, 300s);
+  auto jl = wait_job_done(c.home.path(), late, 300s);
+  INFO("cut: " << jc.dump());
+  INFO("late: " << jl.dump());
+  b.judge("south behind a 1 h link", cut, "site_cut_off");
+  b.judge("east behind a 1 s link", late, "late_site");
+  b.report();
 }

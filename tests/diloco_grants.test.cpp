@@ -35,12 +35,6 @@ using json = nlohmann::json;
 
 namespace {
 
-// An environment variable for what the test starts in its scope.
-struct scoped_env {
-  std::string name;
-  scoped_env(std::string n, const char* value) : name(std::move(n)) { ::setenv(name.c_str(), value, 1); }
-  ~scoped_env() { ::unsetenv(name.c_str()); }
-};
 
 std::string submit(cluster& c, const std::vector<std::string>& sets) {
   std::vector<std::string> args{"job", "submit", "--template", "pretrain-diloco-tiny", "--set", "dataset=text"};

@@ -41,6 +41,7 @@ struct stage_fact {
   double loss = 0, first_loss = 0, tokens_per_s = 0;
   std::uint32_t attempts = 0, min_trainers = 0, max_trainers = 0;
   std::uint64_t started_unix_ns = 0, finished_unix_ns = 0;
+  std::vector<std::string> members;  // the trainers running it (a group's or a cross-site stage's)
   std::vector<site_fact> sites;
   std::vector<std::string> missing_sites;
   std::vector<step_point> steps;  // its metrics log, when this host can read it

@@ -233,8 +233,37 @@ TEST_CASE("a site cut off and a late site of a cross-site stage are told apart")
   e.stages[0].sites = {{"site-0", "trainer-1", 40, 4, 3.1, 0.0, 4, 0, 0, 0}, {"site-1", "trainer-2", 12, 1, 3.5, 95.0, 1, 2, 0, 3}};
   CHECK(top(e) == "site_cut_off");
   auto g = healthy();
+  g.stages[0].members = {"trainer-1", "trainer-2"};
   g.stages[0].sites = {{"site-0", "trainer-1", 40, 6, 3.1, 0.0, 6, 0, 0, 0}, {"site-1", "trainer-2", 16, 3, 3.5, 0.5, 3, 0, 2, 0}};
   CHECK(top(g) == "late_site");
+  // As the cloud saw a real one: a site's polls slowed by its link, only the
+  // other site's progress known, and that site waiting on the rounds half the time.
+  auto w = healthy();
+  w.stages[0].members = {"trainer@north.vm", "trainer@east.vm"};
+  w.stages[0].started_unix_ns = 1'000'000'000'000;
+  w.stages[0].finished_unix_ns = w.stages[0].started_unix_ns + 30'000'000'000;
+  w.stages[0].sites = {{"north", "trainer@north.vm", 48, 6, 4.1, 15.0, 6, 0, 0, 0}};
+  auto f = diagnose(w);
+  REQUIRE(!f.empty());
+  CHECK(f.front().rule == "late_site");
+  CHECK(f.front().evidence.back().find("north waited 15.0 s of the stage's 30.0 s for rounds to close: they waited on "
+                                       "trainer@east.vm") != std::string::npos);
+  // Under load: north waited 40 s, while east's deltas were all deferred — north is ahead, so not cut off.
+  auto loaded = w;
+  loaded.stages[0].sites = {{"east", "trainer@east.vm", 48, 0, 6.3, 0.05, 0, 10, 0, 0},
+                            {"north", "trainer@north.vm", 48, 6, 5.9, 40.2, 13, 5, 0, 0}};
+  loaded.stages[0].finished_unix_ns = loaded.stages[0].started_unix_ns + 109'000'000'000;
+  CHECK(top(loaded) == "late_site");
+  w.stages[0].sites[0].stall_s = 0.2;  // rounds that never waited: nothing late
+  CHECK(top(w) == "none");
+  // A site that never contributed fails the stage: cut off, named.
+  auto cut = healthy();
+  fail_with(cut, "ending the aggregation: ExportGlobal at tcp://127.0.0.1:4000: aggregation job-1.pretrain: site south "
+                 "never contributed a delta the aggregator accepted; 2 of 2 must, 1 did (north)");
+  auto c = diagnose(cut);
+  REQUIRE(!c.empty());
+  CHECK(c.front().rule == "site_cut_off");
+  CHECK(c.front().repair.front().find("check south's link") != std::string::npos);
 }
 
 TEST_CASE("an hpo search with no finite trial is named, not as a plain divergence") {
@@ -247,6 +276,21 @@ TEST_CASE("an hpo search with no finite trial is named, not as a plain divergenc
                         "30.1 diverged: 2.8x the run's start 10.9), stopped"});
   fail_with(e, "hpo search: no trial reached a finite validation loss");
   CHECK(top(e) == "hpo_all_diverged");
+}
+
+TEST_CASE("a failure no rule names is still reported, below any named cause") {
+  auto e = healthy();
+  fail_with(e, "something nobody foresaw");
+  auto f = diagnose(e);
+  REQUIRE(f.size() == 1);
+  CHECK(f.front().rule == "unexplained_failure");
+  CHECK(f.front().evidence.front() == "failed: stage pretrain: something nobody foresaw");
+  auto d = healthy();
+  fail_with(d, "data.text: /etc/passwd is outside the allowed roots /d/imports");
+  auto g = diagnose(d);
+  REQUIRE(g.size() == 2);
+  CHECK(g.front().rule == "permission");
+  CHECK(g.back().rule == "unexplained_failure");
 }
 
 TEST_CASE("the troubleshooting doc lists every rule with its repair steps") {

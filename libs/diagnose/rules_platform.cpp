@@ -187,24 +187,43 @@ std::optional<finding> unplaced(const evidence& e) {
   return std::nullopt;
 }
 
+// "... site south never contributed ..." -> south.
+std::string silent_site(const std::string& text) {
+  const auto end = text.find(" never contributed");
+  if (end == std::string::npos) return "";
+  const auto from = text.rfind("site ", end);
+  return from == std::string::npos ? "" : text.substr(from + 5, end - from - 5);
+}
+
 // A site of a cross-site stage stalled on the cloud, dropping deltas or absent at its end.
 std::optional<finding> site_cut_off(const evidence& e) {
   constexpr double stall_limit_s = 30;  // normally ~0: the sync thread keeps ahead of training
+  auto fail = failure_mentioning(e, {" never contributed"});
   for (const auto& s : e.stages) {
+    // Stalled on the cloud and not ahead of any other site: a site ahead that
+    // stalls waits on the others' rounds (the late_site rule's).
     std::vector<const site_fact*> cut;
-    for (const auto& x : s.sites)
-      if (x.deltas_dropped > 0 || x.stall_s > stall_limit_s) cut.push_back(&x);
-    if (cut.empty() && s.missing_sites.empty()) continue;
+    for (const auto& x : s.sites) {
+      bool behind = true;
+      for (const auto& y : s.sites) behind = behind && (&y == &x || x.round <= y.round);
+      if (x.deltas_dropped > 0 || (x.stall_s > stall_limit_s && behind)) cut.push_back(&x);
+    }
+    const bool failed_here = fail && (fail->stage.empty() || fail->stage == s.name);
+    if (cut.empty() && s.missing_sites.empty() && !failed_here) continue;
     finding f;
     f.stage = s.name;
-    f.confidence = 0.85;
+    f.confidence = failed_here ? 0.95 : 0.85;
+    if (failed_here) f.evidence.push_back("failed: " + first_line(fail->text));
     for (const auto* x : cut)
       f.evidence.push_back(fmt("%s: stalled %.1f s waiting on the cloud, %llu delta(s) dropped, %llu deferred, round %llu",
                                x->site.c_str(), x->stall_s, static_cast<unsigned long long>(x->deltas_dropped),
                                static_cast<unsigned long long>(x->deltas_deferred),
                                static_cast<unsigned long long>(x->round)));
     for (const auto& m : s.missing_sites) f.evidence.push_back(m + " never contributed to the stage");
-    const std::string site = !cut.empty() ? cut.front()->site : s.missing_sites.front();
+    const std::string site = !cut.empty()                ? cut.front()->site
+                             : !s.missing_sites.empty()   ? s.missing_sites.front()
+                             : !silent_site(fail->text).empty() ? silent_site(fail->text)
+                                                               : "the site";
     f.repair.push_back("check " + site + "'s link to the cloud: on its host `loom ping`, and the cloud's `loom site list`");
     f.repair.push_back("smaller deltas on a thin link: --set diloco.codec=int8");
     f.repair.push_back(fmt("let rounds close without it: --set diloco.min_sites=%zu", std::max<std::size_t>(1, s.sites.size() - 1)));
@@ -213,29 +232,62 @@ std::optional<finding> site_cut_off(const evidence& e) {
   return std::nullopt;
 }
 
-// A round held up by one site: its deltas late, or its round or step far behind the others.
+// A round held up by one site: its deltas late, its round or step far behind
+// the others', or the others waiting on the rounds a fifth of the stage's time.
 std::optional<finding> late_site(const evidence& e) {
+  constexpr double held_s = 5, held_share = 0.2;
   for (const auto& s : e.stages) {
-    if (s.sites.size() < 2) continue;
+    if (s.sites.empty() || s.members.size() < 2) continue;
     std::uint64_t top_round = 0, top_step = 0;
     for (const auto& x : s.sites) top_round = std::max(top_round, x.round), top_step = std::max(top_step, x.step);
     const site_fact* late = nullptr;
     for (const auto& x : s.sites)
       if (x.deltas_late > 0 || x.round + 2 <= top_round || (top_step >= 20 && x.step * 2 < top_step)) late = &x;
-    if (!late) continue;
+    const std::uint64_t end = s.finished_unix_ns ? s.finished_unix_ns : e.now_unix_ns;
+    const double ran_s = end > s.started_unix_ns && s.started_unix_ns ? double(end - s.started_unix_ns) / 1e9 : 0;
+    const site_fact* waiting = nullptr;  // a site whose training waited on the rounds
+    for (const auto& x : s.sites)
+      if (x.stall_s >= held_s && ran_s > 0 && x.stall_s >= held_share * ran_s) waiting = &x;
+    if (!late && !waiting) continue;
     finding f;
     f.stage = s.name;
     f.confidence = 0.8;
-    f.evidence.push_back(fmt("%s: step %llu, round %llu, %llu late delta(s); the leading site is at step %llu, round %llu",
-                             late->site.c_str(), static_cast<unsigned long long>(late->step),
-                             static_cast<unsigned long long>(late->round), static_cast<unsigned long long>(late->deltas_late),
-                             static_cast<unsigned long long>(top_step), static_cast<unsigned long long>(top_round)));
+    if (late)
+      f.evidence.push_back(fmt("%s: step %llu, round %llu, %llu late delta(s); the leading site is at step %llu, round %llu",
+                               late->site.c_str(), static_cast<unsigned long long>(late->step),
+                               static_cast<unsigned long long>(late->round),
+                               static_cast<unsigned long long>(late->deltas_late),
+                               static_cast<unsigned long long>(top_step), static_cast<unsigned long long>(top_round)));
+    if (waiting) {
+      std::string others;
+      for (const auto& m : s.members)
+        if (m != waiting->node) others += (others.empty() ? "" : ", ") + m;
+      f.evidence.push_back(fmt("%s waited %.1f s of the stage's %.1f s for rounds to close: they waited on ",
+                               waiting->site.c_str(), waiting->stall_s, ran_s) +
+                           (others.empty() ? std::string("another site") : others));
+    }
     f.repair.push_back("see each site's speed and stall: loom job show " + e.job);
     f.repair.push_back("close rounds on the sites that are in time: --set diloco.quorum=0.5");
     f.repair.push_back("accept later deltas for a slow site: --set diloco.staleness=2");
     return f;
   }
   return std::nullopt;
+}
+
+// A failed job no other rule explains: its message, and where to look. Last
+// (its confidence is below every other rule's), so it never hides a named cause.
+std::optional<finding> unexplained_failure(const evidence& e) {
+  if (e.state != "failed") return std::nullopt;
+  auto all = failures(e);
+  finding f;
+  f.confidence = 0.2;
+  f.stage = all.empty() ? "" : all.back().stage;
+  f.evidence.push_back("failed: " + (all.empty() ? std::string("(no message)") : first_line(all.front().text)));
+  f.repair.push_back("read the job's events: loom job logs " + e.job);
+  f.repair.push_back("read the trainer's log: <data>/logs/trainer*.log on the host that ran it (loom job show " + e.job +
+                     " names the trainer)");
+  f.repair.push_back("the job's audit trail: loom audit trail " + e.job);
+  return f;
 }
 
 }  // namespace
@@ -274,16 +326,24 @@ std::vector<rule> platform_rules() {
        unplaced},
       {"site_cut_off", "A site is cut off from the cloud",
        "each site's progress in a cross-site (diloco) stage: stall, dropped deltas; sites that never contributed",
-       {"a site stalled over 30 s on the cloud, or dropping deltas", "a site that never contributed to the stage"},
+       {"a stage failed because a site never contributed a delta the aggregator accepted",
+        "a site dropping deltas, or stalled over 30 s on the cloud while no further on than any other",
+        "a site that never contributed to the stage"},
        {"check the site's link (loom ping, loom site list)", "a smaller codec (diloco.codec=int8)",
         "close rounds without it (diloco.min_sites)"},
        site_cut_off},
       {"late_site", "A cross-site round stalled by a late site",
        "each site's step, round and late deltas in a cross-site stage",
-       {"a site with late deltas", "a site two or more rounds behind the leader", "a site at under half the leader's step"},
+       {"a site with late deltas", "a site two or more rounds behind the leader", "a site at under half the leader's step",
+        "a site whose training waited on the rounds 5 s or more, and a fifth of the stage's time"},
        {"loom job show JOB (each site's speed)", "close rounds by quorum (diloco.quorum)",
         "accept later deltas (diloco.staleness)"},
        late_site},
+      {"unexplained_failure", "The job failed for a reason no rule names",
+       "the job's failure message",
+       {"the job failed (always listed for a failed job, below any named cause)"},
+       {"loom job logs JOB", "the trainer's log", "loom audit trail JOB"},
+       unexplained_failure},
   };
 }
 
