@@ -94,6 +94,7 @@ int cmd_site_enrol(context& c); // `loom site enrol` (site_enrol.cpp)
 int cmd_model(context& c);      // `loom model list|show|diff|rollback` (model.cpp)
 int cmd_node(context& c);       // `loom node drain|undrain` (node.cpp)
 int cmd_diagnose(context& c);   // `loom diagnose JOB` (diagnose.cpp)
+int cmd_init(context& c);       // `loom init` (init.cpp)
 
 // Creates whatever keys and the first admin token are missing (idempotent).
 status ensure_keys(const layout::paths& p);

@@ -67,6 +67,25 @@ std::vector<command_spec> build() {
                                                    "merged into <data>/peers.json by process name; may be given to a "
                                                    "running deployment)"))},
           "start the services (on loopback unless --listen), wait until healthy"),
+      row("init", "", 0, 0,
+          {flag("yes", "take the flags and the defaults, ask nothing (needed off a terminal)"),
+           text("site", "NAME", "set up edge site NAME (with --cloud and --enrol-token: enrolled now)"),
+           text("cloud", "tcp://HOST:PORT", "the cloud scheduler a site enrols with"),
+           text("enrol-token", "T", "the site's `loom site token` from the cloud"),
+           text("zone", "Z", "a cloud's zone (default local)"),
+           text("listen", "ADDR", "the IPv4 address the services listen on (default 127.0.0.1)"),
+           text("advertise", "HOST", "the address other hosts reach this one at"),
+           text("ports", "FIRST-LAST", "every listener's port from this range"),
+           count("trainers", "N", 1, layout::max_trainers, "trainer processes (default 1)"),
+           repeated(path("import-root", "DIR", "a directory ingest may import from besides <data>/imports (repeatable)")),
+           text("database", "URL", "the store: sqlite (the data dir's file, the default) or a postgresql:// URL, "
+                                   "connected to before anything is saved"),
+           text("template", "T", "the template of the first job (default pretrain-tiny; checked to exist)"),
+           templates},
+          "guided set-up: keys, the first admin token, addresses, store, template (again: changes only what differs)",
+          "On a terminal it asks for each answer not given as a flag; elsewhere give --yes. Every answer is\n"
+          "checked before anything is written (a PostgreSQL URL is connected to); a second run with the same\n"
+          "answers writes nothing. `loom up` then starts what it set up."),
       row("down", "", 0, 0, {}, "stop them (the data dir's owner: no token needed; names what it stopped)"),
       row("status", "", 0, 0, {}, "services and the node roster"),
       row("ping", "[SERVICE]...", 0, SIZE_MAX, {},

@@ -84,19 +84,6 @@ std::optional<int> trainers_option(const context& c) {
   return static_cast<int>(*n);
 }
 
-// --import-root DIR...: absolute, without a trailing '/', each checked
-// (layout::check_import_root); ingest checks them again at start.
-result<std::vector<std::string>> import_roots_option(const context& c) {
-  std::vector<std::string> roots;
-  for (const auto& r : c.a.all("import-root")) {
-    std::error_code ec;
-    roots.push_back(std::filesystem::absolute(r, ec).lexically_normal().string());
-    while (roots.back().size() > 1 && roots.back().ends_with('/')) roots.back().pop_back();
-    if (auto st = layout::check_import_root(c.paths, roots.back()); !st) return st.err();
-  }
-  return roots;
-}
-
 // Why `up` gives up: printed like fail() does, with its own exit code. The
 // message spans lines (what failed, the service's last output lines, what
 // was stopped): each is escaped on its own and printed as a line.
@@ -274,6 +261,17 @@ int attach(context& c, std::optional<int> want_trainers, const std::vector<std::
 }
 
 }  // namespace
+
+result<std::vector<std::string>> import_roots_option(const context& c) {
+  std::vector<std::string> roots;
+  for (const auto& r : c.a.all("import-root")) {
+    std::error_code ec;
+    roots.push_back(std::filesystem::absolute(r, ec).lexically_normal().string());
+    while (roots.back().size() > 1 && roots.back().ends_with('/')) roots.back().pop_back();
+    if (auto st = layout::check_import_root(c.paths, roots.back()); !st) return st.err();
+  }
+  return roots;
+}
 
 int cmd_up(context& c) {
   auto want_trainers = trainers_option(c);

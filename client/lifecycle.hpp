@@ -21,6 +21,7 @@
 
 #include <chrono>
 #include <string>
+#include <vector>
 
 namespace loom::cli {
 
@@ -57,5 +58,17 @@ struct local_event {
 // spool holds.
 bool audit_local(context& c, const local_event& e,
                  std::chrono::milliseconds deliver = std::chrono::milliseconds(3000));
+
+// `loom up`'s --import-root DIR...: absolute, without a trailing '/', each
+// checked (layout::check_import_root); ingest checks them again at start.
+// Also `loom init`'s.
+result<std::vector<std::string>> import_roots_option(const context& c);
+
+// <data>/database.url: the store `loom init --database URL` chose (0600).
+std::string saved_database_path(const layout::paths& p);
+// Exports it as LOOM_DATABASE_URL for this process and what it starts, unless
+// the environment names a store already (init.cpp; main() calls it for every
+// command, so `loom up` starts the services on it and `loom audit verify` reads it).
+void use_saved_database(const layout::paths& p);
 
 }  // namespace loom::cli

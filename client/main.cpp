@@ -2,6 +2,7 @@
 // the command table (options.hpp), then hands it to one command (client/*.cpp).
 // Exit codes: 0 ok, 1 error, 2 usage, 3 permission denied, 4 unavailable.
 #include "client/cli.hpp"
+#include "client/lifecycle.hpp"
 
 #include <cstdio>
 #include <map>
@@ -18,9 +19,10 @@ int main(int argc, char** argv) {
       {"ping", cmd_ping}, {"token", cmd_token}, {"keys", cmd_keys},
       {"tokenize", cmd_tokenize}, {"data", cmd_data}, {"job", cmd_job}, {"templates", cmd_templates},
       {"audit", cmd_audit}, {"site", cmd_site}, {"model", cmd_model}, {"node", cmd_node},
-      {"diagnose", cmd_diagnose}};
+      {"diagnose", cmd_diagnose}, {"init", cmd_init}};
   auto it = commands.find(parsed->positional.front());
   if (it == commands.end()) return usage("loom: no handler for '" + parsed->positional.front() + "'");
   context c(std::move(*parsed));
+  use_saved_database(c.paths);  // `loom init --database URL`'s store, unless LOOM_DATABASE_URL names one
   return it->second(c);
 }
