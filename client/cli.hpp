@@ -95,6 +95,7 @@ int cmd_model(context& c);      // `loom model list|show|diff|rollback` (model.c
 int cmd_node(context& c);       // `loom node drain|undrain` (node.cpp)
 int cmd_diagnose(context& c);   // `loom diagnose JOB` (diagnose.cpp)
 int cmd_init(context& c);       // `loom init` (init.cpp)
+int cmd_report(context& c);     // `loom report JOB --out FILE` (report.cpp)
 
 // Creates whatever keys and the first admin token are missing (idempotent).
 status ensure_keys(const layout::paths& p);

@@ -196,6 +196,11 @@ std::vector<command_spec> build() {
           "Reads the job and its events, the node roster, each stage's metrics log and config (when this host\n"
           "can read the job's directory), free space there and the job's audit trail; what it could not read\n"
           "is listed as not seen. The rules: docs/troubleshooting.md."),
+      row("report", "JOB", 1, 1,
+          {required(path("out", "FILE", "the HTML file to write (owner-only: it holds the job's audit trail)"))},
+          "one self-contained HTML page of a job: diagnosis, curves, timeline, config, data, models, audit trail",
+          "Inline CSS and SVG, no script, nothing fetched: it opens anywhere. The curves carry their points as\n"
+          "data attributes; curves need this host to read the job's directory (else listed as not seen)."),
       row("job cancel", "ID", 1, 1, {text("reason", "TEXT", "why (kept in the job's log)"), request_id},
           "stop a job"),
       row("site token", "", 0, 0,

@@ -33,6 +33,8 @@ struct stage_config {
   int threads = 0, batch = 0, grad_accum = 0, seq_len = 0, steps = 0, warmup_steps = 0;
   double lr = 0;
   int keep = 0;  // checkpoint.keep
+  std::string text;                // config.toml as the trainer was given it
+  std::string dataset, data_text;  // data.dataset, data.text
 };
 
 struct stage_fact {
@@ -73,6 +75,8 @@ struct disk_fact {
 struct audit_fact {
   std::uint64_t seq = 0;
   std::string action, service, reason;
+  std::uint64_t unix_ns = 0;
+  std::string principal, decision;
 };
 
 struct evidence {
