@@ -96,6 +96,7 @@ int cmd_node(context& c);       // `loom node drain|undrain` (node.cpp)
 int cmd_diagnose(context& c);   // `loom diagnose JOB` (diagnose.cpp)
 int cmd_init(context& c);       // `loom init` (init.cpp)
 int cmd_report(context& c);     // `loom report JOB --out FILE` (report.cpp)
+int cmd_suggest(context& c);    // `loom suggest JOB` (suggest.cpp)
 
 // Creates whatever keys and the first admin token are missing (idempotent).
 status ensure_keys(const layout::paths& p);

@@ -196,6 +196,11 @@ std::vector<command_spec> build() {
           "Reads the job and its events, the node roster, each stage's metrics log and config (when this host\n"
           "can read the job's directory), free space there and the job's audit trail; what it could not read\n"
           "is listed as not seen. The rules: docs/troubleshooting.md."),
+      row("suggest", "JOB", 1, 1, {},
+          "settings the job could run better with, from what it measured: each with its numbers and --set",
+          "Threads against the node's cores, micro-batch against memory headroom, bf16 where this CPU has\n"
+          "it, the learning rate from the loss curve's shape, a cross-site stage's H and codec from its\n"
+          "stalls, more steps when the loss still falls; largest expected gain first."),
       row("report", "JOB", 1, 1,
           {required(path("out", "FILE", "the HTML file to write (owner-only: it holds the job's audit trail)"))},
           "one self-contained HTML page of a job: diagnosis, curves, timeline, config, data, models, audit trail",

@@ -78,7 +78,11 @@ void read_stage_dir(dg::evidence& e, dg::stage_fact& s, const std::string& dir) 
   if (auto t = files::read_file(dir + "/config.toml"); t) {
     if (auto c = runspec::parse_run_config(*t, dir + "/config.toml", {}); c) {
       s.config = {true, c->kind, c->precision, c->threads, c->batch, c->grad_accum, c->seq_len,
-                  c->steps, c->warmup_steps, c->lr, c->keep, *t, c->dataset, c->text};
+                  c->steps, c->warmup_steps, c->lr, c->keep, *t, c->dataset, c->text, 0, ""};
+      if (c->is_diloco()) {
+        s.config.inner_steps = static_cast<int>(c->diloco.inner_steps);
+        s.config.codec = c->diloco.codec;
+      }
       s.hpo = s.hpo || c->kind == "hpo";
     }
   }

@@ -20,7 +20,7 @@ int main(int argc, char** argv) {
       {"tokenize", cmd_tokenize}, {"data", cmd_data}, {"job", cmd_job}, {"templates", cmd_templates},
       {"audit", cmd_audit}, {"site", cmd_site}, {"model", cmd_model}, {"node", cmd_node},
       {"diagnose", cmd_diagnose}, {"init", cmd_init},
-      {"report", cmd_report}};
+      {"report", cmd_report}, {"suggest", cmd_suggest}};
   auto it = commands.find(parsed->positional.front());
   if (it == commands.end()) return usage("loom: no handler for '" + parsed->positional.front() + "'");
   context c(std::move(*parsed));

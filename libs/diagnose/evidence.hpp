@@ -35,6 +35,8 @@ struct stage_config {
   int keep = 0;  // checkpoint.keep
   std::string text;                // config.toml as the trainer was given it
   std::string dataset, data_text;  // data.dataset, data.text
+  int inner_steps = 0;             // a cross-site stage's H (diloco.inner_steps)
+  std::string codec;               // and its delta codec (diloco.codec)
 };
 
 struct stage_fact {

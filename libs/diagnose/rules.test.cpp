@@ -23,7 +23,7 @@ evidence healthy() {
   s.name = "pretrain";
   s.state = "succeeded";
   s.node = "trainer-1";
-  s.config = {true, "lm", "fp32", 2, 4, 1, 64, 30, 5, 2e-3, 3, "", "", ""};
+  s.config = {true, "lm", "fp32", 2, 4, 1, 64, 30, 5, 2e-3, 3, "", "", "", 0, ""};
   for (int i = 1; i <= 30; ++i) s.steps.push_back({std::uint64_t(i), 10.9 - 0.16 * i, 2e-3, 1.0, 1000, 256});
   e.stages.push_back(s);
   e.nodes.push_back({"trainer-1", "trainer", "default", "alive", 2, 8ull << 30, 1});
@@ -253,6 +253,8 @@ TEST_CASE("a site cut off and a late site of a cross-site stage are told apart")
   loaded.stages[0].sites = {{"east", "trainer@east.vm", 48, 0, 6.3, 0.05, 0, 10, 0, 0},
                             {"north", "trainer@north.vm", 48, 6, 5.9, 40.2, 13, 5, 0, 0}};
   loaded.stages[0].finished_unix_ns = loaded.stages[0].started_unix_ns + 109'000'000'000;
+  CHECK(top(loaded) == "late_site");
+  loaded.stages[0].sites[0].round = 6;  // level rounds, north waiting 40 s on them: late, not cut off
   CHECK(top(loaded) == "late_site");
   w.stages[0].sites[0].stall_s = 0.2;  // rounds that never waited: nothing late
   CHECK(top(w) == "none");

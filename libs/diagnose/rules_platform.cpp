@@ -200,14 +200,13 @@ std::optional<finding> site_cut_off(const evidence& e) {
   constexpr double stall_limit_s = 30;  // normally ~0: the sync thread keeps ahead of training
   auto fail = failure_mentioning(e, {" never contributed"});
   for (const auto& s : e.stages) {
-    // Stalled on the cloud and not ahead of any other site: a site ahead that
-    // stalls waits on the others' rounds (the late_site rule's).
+    // Stalled on the cloud and rounds behind another site: a site level with
+    // the others that stalls waits on their rounds (the late_site rule's).
+    std::uint64_t top_round = 0;
+    for (const auto& x : s.sites) top_round = std::max(top_round, x.round);
     std::vector<const site_fact*> cut;
-    for (const auto& x : s.sites) {
-      bool behind = true;
-      for (const auto& y : s.sites) behind = behind && (&y == &x || x.round <= y.round);
-      if (x.deltas_dropped > 0 || (x.stall_s > stall_limit_s && behind)) cut.push_back(&x);
-    }
+    for (const auto& x : s.sites)
+      if (x.deltas_dropped > 0 || (x.stall_s > stall_limit_s && x.round < top_round)) cut.push_back(&x);
     const bool failed_here = fail && (fail->stage.empty() || fail->stage == s.name);
     if (cut.empty() && s.missing_sites.empty() && !failed_here) continue;
     finding f;
@@ -327,7 +326,7 @@ std::vector<rule> platform_rules() {
       {"site_cut_off", "A site is cut off from the cloud",
        "each site's progress in a cross-site (diloco) stage: stall, dropped deltas; sites that never contributed",
        {"a stage failed because a site never contributed a delta the aggregator accepted",
-        "a site dropping deltas, or stalled over 30 s on the cloud while no further on than any other",
+        "a site dropping deltas, or stalled over 30 s on the cloud while rounds behind another site",
         "a site that never contributed to the stage"},
        {"check the site's link (loom ping, loom site list)", "a smaller codec (diloco.codec=int8)",
         "close rounds without it (diloco.min_sites)"},
