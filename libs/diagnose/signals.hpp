@@ -4,9 +4,7 @@
 #pragma once
 
 #include "libs/diagnose/evidence.hpp"
-#include "libs/diagnose/rules.hpp"
 
-#include <cstdarg>
 #include <optional>
 #include <string>
 #include <string_view>
