@@ -2,8 +2,10 @@
 #include "client/typed_call.hpp"
 
 #include "libs/files/files.hpp"
+#include "libs/model/gpt_config.hpp"
 #include "libs/runspec/run_config.hpp"
 #include "loom/v1/audit.pb.h"
+#include "loom/v1/ingest.pb.h"
 #include "loom/v1/jobs.pb.h"
 #include "loom/v1/scheduler.pb.h"
 
@@ -11,8 +13,10 @@
 
 #include <sys/statvfs.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <map>
 
 namespace loom::cli {
 namespace {
@@ -77,12 +81,19 @@ void read_stage_dir(dg::evidence& e, dg::stage_fact& s, const std::string& dir) 
   if (auto m = files::read_file(dir + "/metrics.jsonl"); m) s.steps = read_steps(*m);
   if (auto t = files::read_file(dir + "/config.toml"); t) {
     if (auto c = runspec::parse_run_config(*t, dir + "/config.toml", {}); c) {
-      s.config = {true, c->kind, c->precision, c->threads, c->batch, c->grad_accum, c->seq_len,
-                  c->steps, c->warmup_steps, c->lr, c->keep, *t, c->dataset, c->text, 0, ""};
+      auto& f = s.config;
+      f.known = true, f.kind = c->kind, f.precision = c->precision, f.threads = c->threads, f.batch = c->batch;
+      f.grad_accum = c->grad_accum, f.seq_len = c->seq_len, f.steps = c->steps, f.warmup_steps = c->warmup_steps;
+      f.lr = c->lr, f.keep = c->keep, f.text = *t, f.dataset = c->dataset, f.data_text = c->text;
       if (c->is_diloco()) {
         s.config.inner_steps = static_cast<int>(c->diloco.inner_steps);
         s.config.codec = c->diloco.codec;
       }
+      s.config.layers = c->model.layers;
+      s.config.heads = c->model.heads;
+      s.config.channels = c->model.channels;
+      s.config.params = model::make_param_layout(c->model).total;
+      s.config.tokenizer = c->tokenizer;
       s.hpo = s.hpo || c->kind == "hpo";
     }
   }
@@ -95,6 +106,64 @@ void read_disk(dg::evidence& e, std::string path) {
   struct statvfs v {};
   if (path.empty() || ::statvfs(path.c_str(), &v) != 0) return;
   e.disks.push_back({path, std::uint64_t(v.f_bavail) * v.f_frsize, std::uint64_t(v.f_blocks) * v.f_frsize});
+}
+
+// The dataset `name` at ingest, as the job's tenant sees it: its catalogue
+// entry and the rules its latest import rejected by (of the first 10,000).
+void read_dataset(context& c, dg::evidence& e, const std::string& name) {
+  dg::dataset_fact d;
+  d.name = name;
+  loom::v1::DatasetStatusRequest q;
+  q.set_name(name);
+  q.set_for_tenant(e.tenant);
+  auto st = typed_call<loom::v1::DatasetStatusReply>(c, "ingest", q, 1);
+  if (!st) {
+    e.gaps.push_back("dataset " + name + ": " + st.err().message);
+    return;
+  }
+  d.documents = st->dataset().documents();
+  d.tokens = st->dataset().tokens();
+  d.rejects = st->dataset().rejects();
+  if (st->has_last_task() && st->last_task().kind() == "import") d.source = st->last_task().source();
+  if (d.rejects > 0) {
+    loom::v1::ListRejectsRequest r;
+    r.set_dataset(name);
+    r.set_limit(10000);
+    r.set_for_tenant(e.tenant);
+    if (auto page = typed_call<loom::v1::ListRejectsReply>(c, "ingest", r, 1); page) {
+      std::map<std::string, std::uint64_t> by;
+      for (const auto& x : page->rejects()) ++by[x.rule()];
+      d.sampled = static_cast<std::uint64_t>(page->rejects_size());
+      d.rejects_by_rule.assign(by.begin(), by.end());
+      std::stable_sort(d.rejects_by_rule.begin(), d.rejects_by_rule.end(),
+                       [](const auto& a, const auto& b) { return a.second > b.second; });
+      if (page->rejects_size() > 0) {
+        const auto& x = page->rejects(0);
+        d.example = x.rule() + " at " + x.file() + (x.line() > 0 ? ":" + std::to_string(x.line()) : "") +
+                    (x.detail().empty() ? "" : ": " + x.detail());
+      }
+    } else {
+      e.gaps.push_back("the rejects of dataset " + name + ": " + page.err().message);
+    }
+  }
+  e.datasets.push_back(std::move(d));
+}
+
+// A stage's data.text on this host: its size in tokens (bytes: exact; GPT-2 BPE: about a quarter).
+void read_text_data(dg::evidence& e, const std::string& path, const std::string& tokenizer) {
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  if (ec) {
+    e.gaps.push_back("data.text " + path + ": " + ec.message());
+    return;
+  }
+  dg::dataset_fact d;
+  d.name = path;
+  d.text_file = true;
+  d.documents = 1;
+  d.tokens_estimated = tokenizer != "bytes";
+  d.tokens = d.tokens_estimated ? size / 4 : size;
+  e.datasets.push_back(std::move(d));
 }
 
 }  // namespace
@@ -124,6 +193,14 @@ result<dg::evidence> job_evidence(context& c, const std::string& id) {
     e.stages.push_back(std::move(f));
   }
   if (!j.out_dir().empty()) read_disk(e, j.out_dir());
+  for (const auto& s : e.stages) {
+    const auto& cfg = s.config;
+    const std::string name = !cfg.dataset.empty() ? cfg.dataset : cfg.data_text;
+    if (name.empty() || std::any_of(e.datasets.begin(), e.datasets.end(), [&](const auto& d) { return d.name == name; }))
+      continue;
+    if (!cfg.dataset.empty()) read_dataset(c, e, cfg.dataset);
+    else read_text_data(e, cfg.data_text, cfg.tokenizer);
+  }
   if (auto nodes = typed_call<loom::v1::ListNodesReply>(c, "scheduler", loom::v1::ListNodesRequest{}, 1); nodes) {
     for (const auto& n : nodes->nodes())
       e.nodes.push_back({n.node().value(), n.service(), n.zone(), n.state(), n.resources().cpu_cores(),

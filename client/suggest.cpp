@@ -55,7 +55,8 @@ int cmd_suggest(context& c) {
     for (const auto& ev : s.evidence) out += "   seen: " + ev + "\n";
     std::string sets;
     for (const auto& x : s.sets) sets += " --set " + x;
-    out += "   apply:" + sets + "\n   e.g.  " + s.command + "\n";
+    if (sets.empty()) out += "   see:  " + s.command + "\n";
+    else out += "   apply:" + sets + "\n   e.g.  " + s.command + "\n";
   }
   for (const auto& g : e->gaps) out += "not seen: " + g + "\n";
   std::fputs(indented_lines(out, "").c_str(), stdout);

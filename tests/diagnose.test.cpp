@@ -15,6 +15,7 @@
 //   out_of_memory       memory pressure (LOOM_PRESSURE_FILE) until micro-batch 1 has nothing left to lower
 // Each must be the top cause with repair steps; the accuracy table is printed.
 #include "libs/files/files.hpp"
+#include "tests/support/byte_template.hpp"
 #include "tests/support/edge_sites.hpp"
 #include "tests/support/harness.hpp"
 #include "tests/support/job_watch.hpp"
@@ -44,41 +45,7 @@ namespace {
 
 const char* corpus = "/usr/share/common-licenses/GPL-3";
 
-const char* tiny_template = R"(# diag-tiny: a 2-layer byte-level GPT, steps of a few ms.
-[job]
-name = "diag-tiny"
-stages = ["pretrain"]
-
-[model]
-layers = 2
-heads = 4
-channels = 64
-max_seq_len = 32
-vocab = 256
-padded_vocab = 256
-
-[data]
-tokenizer = "bytes"
-
-[train]
-precision = "fp32"
-batch = 8
-seq_len = 32
-steps = 30
-seed = 7
-threads = 1
-
-[optim]
-lr = 3e-3
-min_lr = 1e-5
-warmup_steps = 5
-weight_decay = 0.1
-grad_clip = 1.0
-
-[checkpoint]
-every_steps = 10
-keep = 2
-)";
+const byte_gpt tiny{.name = "diag-tiny"};
 
 const char* hpo_template = R"(kind = "hpo"
 
@@ -298,19 +265,13 @@ int corrupt_snapshots(const std::string& dir) {
 
 TEST_CASE("loom diagnose names the injected fault first, with repair steps, for every rule it can inject, a healthy job has none") {
   temp_dir home{"loom-diagnose"}, tdir{"loom-diagnose-templates"};
-  REQUIRE(files::write_atomic(tdir.path() + "/diag-tiny.toml", tiny_template).ok());
+  REQUIRE(files::write_atomic(tdir.path() + "/diag-tiny.toml", byte_template(tiny)).ok());
   REQUIRE(files::write_atomic(tdir.path() + "/diag-hpo.toml", hpo_template).ok());
-  {  // diag-gpt2: the same on GPT-2 tokens, for a dataset (ingest's shards hold GPT-2 ids)
-    std::string t = tiny_template;
-    for (auto [from, to] : {std::pair<std::string, std::string>{"diag-tiny", "diag-gpt2"},
-                            {"vocab = 256\npadded_vocab = 256", "vocab = 50257\npadded_vocab = 50304"},
-                            {"[data]\ntokenizer = \"bytes\"\n", ""}}) {
-      const auto at = t.find(from);
-      REQUIRE(at != std::string::npos);
-      t.replace(at, from.size(), to);
-    }
-    REQUIRE(files::write_atomic(tdir.path() + "/diag-gpt2.toml", t).ok());
-  }
+  // diag-gpt2: the same on GPT-2 tokens, for a dataset (ingest's shards hold GPT-2 ids)
+  auto gpt2 = tiny;
+  gpt2.name = "diag-gpt2";
+  gpt2.gpt2 = true;
+  REQUIRE(files::write_atomic(tdir.path() + "/diag-gpt2.toml", byte_template(gpt2)).ok());
   tmpfs_guard jobs_fs(home.path() + "/jobs", "256m");  // root only: for the disk_full case
   up_guard guard{home.path()};
   const std::string pressure = home.path() + "/pressure";

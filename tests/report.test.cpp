@@ -4,6 +4,7 @@
 // it renders in Debian's headless chromium without a console error or any
 // request beyond the file; a screenshot lands under the build dir.
 #include "libs/files/files.hpp"
+#include "tests/support/byte_template.hpp"
 #include "tests/support/harness.hpp"
 #include "tests/support/job_watch.hpp"
 #include "tests/support/loom_json.hpp"
@@ -28,33 +29,7 @@ namespace {
 constexpr const char* npm_modules = "/usr/local/lib/edgeloom/npm/node_modules";
 constexpr const char* chromium = "/usr/bin/chromium";
 
-const char* tiny = R"([job]
-name = "report-tiny"
-stages = ["pretrain"]
-[model]
-layers = 2
-heads = 4
-channels = 64
-max_seq_len = 32
-vocab = 256
-padded_vocab = 256
-[data]
-tokenizer = "bytes"
-[train]
-precision = "fp32"
-batch = 8
-seq_len = 32
-steps = 40
-seed = 7
-threads = 1
-[optim]
-lr = 3e-3
-min_lr = 1e-5
-warmup_steps = 5
-[checkpoint]
-every_steps = 20
-keep = 2
-)";
+const byte_gpt tiny{.name = "report-tiny", .steps = 40, .every_steps = 20};
 
 // The metrics log's series `key` by step.
 std::vector<std::pair<std::uint64_t, double>> logged(const std::string& path, const std::string& key) {
@@ -85,7 +60,7 @@ std::vector<std::pair<std::uint64_t, double>> shown(const std::string& html, con
 TEST_CASE("loom report writes one self-contained page whose curves hold the job's points, and it renders in headless chromium") {
   temp_dir home{"loom-report"}, tdir{"loom-report-templates"}, out{"loom-report-out"};
   up_guard guard{home.path()};
-  REQUIRE(files::write_atomic(tdir.path() + "/report-tiny.toml", tiny).ok());
+  REQUIRE(files::write_atomic(tdir.path() + "/report-tiny.toml", byte_template(tiny)).ok());
   auto up = run_loom(home.path(), {"up", "--import-root", "/usr/share/common-licenses"}, 90s);
   REQUIRE_MESSAGE(up.code == 0, up.out << up.err);
   auto sub = loom_json(home.path(), {"job", "submit", "--templates", tdir.path(), "--template", "report-tiny", "--set",

@@ -1,13 +1,17 @@
 // Cross-process: `loom suggest` (issue 31 item 2) on real jobs through `loom
-// up` (one trainer process, which has every core of the host): a job that
-// splits its step into micro-batches of 1 with memory to spare, and — on a
-// CPU with bf16 matrix units only — one in fp32. The matching suggestion must
-// come first; the job submitted again with its --set must move the metric it
-// names (tokens/s), which the test measures. (Too few threads and a learning
-// rate too high are covered by libs/diagnose/suggest.test.cpp only: on this
-// small model a second thread did not raise tokens/s, and lr 0.05 did not
-// turn the loss back up — not yet cases the test can hold the command to.)
+// up` (one trainer process, which has every core of the host): a job run on
+// one thread, one with a learning rate so high its loss overshoots where it
+// started, one that splits its step into micro-batches of 1 with memory to
+// spare, on a CPU with bf16 matrix units only one in fp32, and one on a
+// dataset that lost a third of its files at import and is far too small for
+// its model (a narrower model first; the rejects listed with their rule). The
+// matching suggestion must come first; the job submitted again with its --set
+// must move the metric it names (tokens/s or the final loss), which the test
+// measures. The model is a 4-layer, 256-wide byte-level GPT, ~5 s jobs; the
+// threads case widens it to 384, where a step splits over two cores (which
+// the services share) for a steady 1.6x, not 1.1-1.5x.
 #include "libs/files/files.hpp"
+#include "tests/support/byte_template.hpp"
 #include "tests/support/harness.hpp"
 #include "tests/support/job_watch.hpp"
 #include "tests/support/loom_json.hpp"
@@ -16,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 
 using namespace loom;
@@ -25,38 +30,17 @@ using namespace std::chrono_literals;
 
 namespace {
 
-const char* tmpl = R"([job]
-name = "suggest-tiny"
-stages = ["pretrain"]
-[model]
-layers = 2
-heads = 4
-channels = 128
-max_seq_len = 64
-vocab = 256
-padded_vocab = 256
-[data]
-tokenizer = "bytes"
-[train]
-precision = "fp32"
-batch = 8
-seq_len = 64
-steps = 60
-seed = 7
-threads = 1
-[optim]
-lr = 3e-3
-min_lr = 1e-4
-warmup_steps = 5
-weight_decay = 0.1
-grad_clip = 1.0
-[checkpoint]
-every_steps = 0
-keep = 1
-)";
+// Measured on a 2-core EPYC: 1 -> 2 threads 10.4k -> 14.4k tokens/s; lr 3e-3
+// peaks at 7.24 (from 5.42) at step 7 and sits at 3.1, lr 1e-3 ends at 2.63.
+const byte_gpt model{.name = "suggest-tiny", .layers = 4, .channels = 256, .seq_len = 64, .steps = 60,
+                     .lr = "1e-3", .min_lr = "1e-4", .every_steps = 0, .keep = 1};
 
 struct run_figures {
-  double tokens_per_s = 0;  // median over the steps after the first
+  // The 90th percentile over the steps after the first: contention (this host's
+  // other processes, a noisy neighbour of the VM) only ever slows a step down,
+  // so the fast steps are the configuration's own speed; a median moved ±20%
+  // between runs of the same job on a 2-core host.
+  double tokens_per_s = 0;
   double final_loss = 0;    // mean of the last 10 steps
 };
 
@@ -64,10 +48,10 @@ struct bench {
   std::string home, templates;
 
   std::vector<std::string> base;  // sets every run takes first
+  std::string tmpl = "suggest-tiny", data = "text=/usr/share/common-licenses/GPL-3";
 
   std::string submit(const std::vector<std::string>& sets) {
-    std::vector<std::string> args = {"job", "submit", "--templates", templates, "--template", "suggest-tiny",
-                                     "--set", "text=/usr/share/common-licenses/GPL-3"};
+    std::vector<std::string> args = {"job", "submit", "--templates", templates, "--template", tmpl, "--set", data};
     for (const auto& s : base) args.insert(args.end(), {"--set", s});
     for (const auto& s : sets) args.insert(args.end(), {"--set", s});
     auto j = loom_json(home, args);
@@ -76,7 +60,8 @@ struct bench {
   }
   run_figures run(const std::vector<std::string>& sets, std::string* id_out = nullptr) {
     const auto id = submit(sets);
-    auto done = wait_done(home, id, 240s);
+    // Every 2 s: each look is a `loom` process, and on a 2-core host it would take from the job it measures.
+    auto done = wait_done(home, id, 240s, 2000ms);
     REQUIRE_MESSAGE(done.value("state", "") == "succeeded", done.dump());
     if (id_out) *id_out = id;
     std::vector<double> speeds, losses;
@@ -89,7 +74,7 @@ struct bench {
     }
     run_figures f;
     std::sort(speeds.begin(), speeds.end());
-    if (!speeds.empty()) f.tokens_per_s = speeds[speeds.size() / 2];
+    if (!speeds.empty()) f.tokens_per_s = speeds[speeds.size() * 9 / 10];
     const std::size_t n = std::min<std::size_t>(10, losses.size());
     for (std::size_t i = losses.size() - n; i < losses.size(); ++i) f.final_loss += losses[i] / double(n);
     return f;
@@ -113,10 +98,14 @@ bool cpu_has_bf16() {
 TEST_CASE("loom suggest puts the matching suggestion first, and its --set improves the metric it names") {
   temp_dir home{"loom-suggest"}, tdir{"loom-suggest-templates"};
   up_guard guard{home.path()};
-  REQUIRE(files::write_atomic(tdir.path() + "/suggest-tiny.toml", tmpl).ok());
+  REQUIRE(files::write_atomic(tdir.path() + "/suggest-tiny.toml", byte_template(model)).ok());
+  REQUIRE(files::write_atomic(tdir.path() + "/suggest-gpt2.toml",
+                              byte_template({.name = "suggest-gpt2", .every_steps = 0, .keep = 1, .gpt2 = true}))
+              .ok());
   auto up = run_loom(home.path(), {"up", "--import-root", "/usr/share/common-licenses"}, 90s);
   REQUIRE_MESSAGE(up.code == 0, up.out << up.err);
-  bench b{home.path(), tdir.path(), {}};
+  bench b;
+  b.home = home.path(), b.templates = tdir.path();
   unsigned cores = 0;
   for (const auto& n : loom_json(home.path(), {"status"}).value("nodes", json::array()))
     if (n.value("service", "") == "trainer") cores = n.value("cpu_cores", 0u);
@@ -133,7 +122,39 @@ TEST_CASE("loom suggest puts the matching suggestion first, and its --set improv
     return s["suggestions"][0];
   };
 
-  // 1. Micro-batches of 1 with memory to spare: the same tokens per step in larger pieces.
+  // 1. One thread on a host with more cores.
+  if (cores < 2) {
+    MESSAGE("LOOM_TEST_SKIPPED: the trainer has one core: the threads case needs two or more");
+  } else {
+    std::string id;
+    // 384 wide: on 2 cores, one of them shared with the services and this test, a 256-wide step
+    // gained 1.14-1.46x from its second thread, a 384-wide one 1.65x.
+    const auto before = b.run({"model.channels=384", "train.threads=1"}, &id);
+    const auto s = check("one thread", id, "threads");
+    CHECK(sets_of(s) == std::vector<std::string>{all});
+    auto next = sets_of(s);
+    next.insert(next.begin(), "model.channels=384");
+    const auto after = b.run(next);
+    MESSAGE("threads 1 -> " << cores << ": " << before.tokens_per_s << " -> " << after.tokens_per_s << " tokens/s");
+    // Faster, not twice: on a 64-wide model the step is mostly the 50,304-way softmax, which a
+    // narrower model keeps (1.2x measured).
+    CHECK(after.tokens_per_s > before.tokens_per_s);
+  }
+
+  // 2. A learning rate too high: the loss overshoots its start, then sits above where a lower rate gets.
+  {
+    std::string id;
+    const auto before = b.run({all, "optim.lr=3e-3"}, &id);
+    const auto s = check("lr 3e-3", id, "lr_lower");
+    CHECK(sets_of(s) == std::vector<std::string>{"optim.lr=0.001"});
+    auto next = sets_of(s);
+    next.insert(next.begin(), all);
+    const auto after = b.run(next);
+    MESSAGE("lr 3e-3 -> 1e-3: final loss " << before.final_loss << " -> " << after.final_loss);
+    CHECK(after.final_loss < before.final_loss - 0.1);
+  }
+
+  // 3. Micro-batches of 1 with memory to spare: the same tokens per step in larger pieces.
   {
     std::string id;
     const auto before = b.run({all, "train.batch=1", "train.grad_accum=8"}, &id);
@@ -146,7 +167,7 @@ TEST_CASE("loom suggest puts the matching suggestion first, and its --set improv
     CHECK(after.tokens_per_s > 1.15 * before.tokens_per_s);
   }
 
-  // 2. fp32 where the CPU has bf16 matrix units.
+  // 4. fp32 where the CPU has bf16 matrix units.
   b.base.clear();
   if (!cpu_has_bf16()) {
     MESSAGE("LOOM_TEST_SKIPPED: this CPU has no bf16 matrix units (avx512_bf16 / amx_bf16): the fp32 case runs on one that has");
@@ -159,5 +180,38 @@ TEST_CASE("loom suggest puts the matching suggestion first, and its --set improv
     const auto after = b.run(next);
     MESSAGE("fp32 -> auto: " << before.tokens_per_s << " -> " << after.tokens_per_s << " tokens/s");
     CHECK(after.tokens_per_s > 1.05 * before.tokens_per_s);  // 1.17x measured: this model's matmuls are small
+  }
+
+  // 5. A dataset whose import rejected a third of its files, far too small for the model on it: the
+  //    rejects with their rule and what to do, and a narrower model first, whose rerun is faster.
+  {
+    const std::string dir = home.path() + "/imports/forum";
+    std::filesystem::create_directories(dir);
+    for (const char* f : {"GPL-3", "GPL-2", "Apache-2.0", "LGPL-2.1"})
+      REQUIRE(files::write_atomic(dir + "/" + f + ".txt", *files::read_file(std::string("/usr/share/common-licenses/") + f)).ok());
+    REQUIRE(files::write_atomic(dir + "/note-1.txt", "see you at noon\n").ok());
+    REQUIRE(files::write_atomic(dir + "/note-2.txt", "the build is green again\n").ok());
+    auto imp = run_loom(home.path(), {"data", "import", dir, "--dataset", "forum"}, 120s);
+    REQUIRE_MESSAGE(imp.code == 0, imp.out << imp.err);
+    b.tmpl = "suggest-gpt2";
+    b.data = "dataset=forum";
+    if (cpu_has_bf16()) b.base = {"train.precision=auto"};
+    std::string id;
+    const auto before = b.run({all}, &id);
+    const auto s = check("forum: 2 of 6 files rejected, ~20k tokens for 3.3M parameters", id, "model_smaller");
+    CHECK(sets_of(s) == std::vector<std::string>{"model.channels=32"});
+    const auto all_found = b.suggest(id)["suggestions"];
+    const auto rejects = std::find_if(all_found.begin(), all_found.end(), [](const json& x) { return x["id"] == "data_rejects"; });
+    REQUIRE_MESSAGE(rejects != all_found.end(), all_found.dump(1));
+    CHECK((*rejects)["title"].get<std::string>().starts_with("33% of the documents were rejected"));
+    CHECK((*rejects)["evidence"][0] == "dataset forum: 4 documents kept, 2 rejected");
+    CHECK((*rejects)["command"] == "loom data rejects forum");
+    auto next = sets_of(s);
+    next.insert(next.begin(), all);
+    const auto after = b.run(next);
+    MESSAGE("channels 64 -> 32 on a 20k-token dataset: " << before.tokens_per_s << " -> " << after.tokens_per_s << " tokens/s");
+    // Faster, not twice: on a 64-wide model the step is mostly the 50,304-way softmax, which a
+    // narrower model keeps (1.2x measured).
+    CHECK(after.tokens_per_s > before.tokens_per_s);
   }
 }

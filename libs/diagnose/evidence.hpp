@@ -37,6 +37,9 @@ struct stage_config {
   std::string dataset, data_text;  // data.dataset, data.text
   int inner_steps = 0;             // a cross-site stage's H (diloco.inner_steps)
   std::string codec;               // and its delta codec (diloco.codec)
+  int layers = 0, heads = 0, channels = 0;  // the model's shape
+  std::uint64_t params = 0;                 // its parameter count (model::make_param_layout)
+  std::string tokenizer;                    // data.tokenizer: "" (GPT-2 BPE), "bytes", or a tokenizer.json
 };
 
 struct stage_fact {
@@ -51,6 +54,19 @@ struct stage_fact {
   std::vector<step_point> steps;  // its metrics log, when this host can read it
   stage_config config;
   bool hpo = false;  // an hpo (search) stage
+};
+
+// The data a stage trained on: a dataset at ingest (its catalogue entry, and
+// the rules its latest import rejected documents by) or a text file on this host.
+struct dataset_fact {
+  std::string name;  // the dataset's name, or the text file's path
+  bool text_file = false;
+  std::uint64_t documents = 0, tokens = 0, rejects = 0;
+  bool tokens_estimated = false;  // a text file for GPT-2 BPE: its bytes / 4
+  std::vector<std::pair<std::string, std::uint64_t>> rejects_by_rule;  // of the first `sampled`, most first
+  std::uint64_t sampled = 0;
+  std::string example;  // the first reject: "rule at file:line: detail"
+  std::string source;   // the path its latest import read, when ingest still knows it
 };
 
 // One entry of the job's log (JobEvent).
@@ -89,6 +105,7 @@ struct evidence {
   std::vector<node_fact> nodes;  // empty when the roster could not be read
   std::vector<disk_fact> disks;
   std::vector<audit_fact> audit;
+  std::vector<dataset_fact> datasets;  // what its stages trained on, once each
   std::vector<std::string> gaps;  // what could not be gathered, and why ("metrics of pretrain: not on this host")
 };
 

@@ -23,7 +23,9 @@ evidence healthy() {
   s.name = "pretrain";
   s.state = "succeeded";
   s.node = "trainer-1";
-  s.config = {true, "lm", "fp32", 2, 4, 1, 64, 30, 5, 2e-3, 3, "", "", "", 0, ""};
+  auto& c = s.config;
+  c.known = true, c.kind = "lm", c.precision = "fp32", c.threads = 2, c.batch = 4, c.grad_accum = 1, c.seq_len = 64;
+  c.steps = 30, c.warmup_steps = 5, c.lr = 2e-3, c.keep = 3;
   for (int i = 1; i <= 30; ++i) s.steps.push_back({std::uint64_t(i), 10.9 - 0.16 * i, 2e-3, 1.0, 1000, 256});
   e.stages.push_back(s);
   e.nodes.push_back({"trainer-1", "trainer", "default", "alive", 2, 8ull << 30, 1});

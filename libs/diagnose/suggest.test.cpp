@@ -4,6 +4,8 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 using namespace loom::diagnose;
 
 namespace {
@@ -19,7 +21,9 @@ evidence base() {
   s.state = "succeeded";
   s.node = "trainer@h";
   s.memory_bytes = 200ull << 20;
-  s.config = {true, "lm", "fp32", 8, 4, 1, 64, 60, 5, 2e-3, 3, "", "", "", 0, ""};
+  auto& c = s.config;
+  c.known = true, c.kind = "lm", c.precision = "fp32", c.threads = 8, c.batch = 4, c.grad_accum = 1, c.seq_len = 64;
+  c.steps = 60, c.warmup_steps = 5, c.lr = 2e-3, c.keep = 3;
   for (int i = 1; i <= 60; ++i) s.steps.push_back({std::uint64_t(i), i < 30 ? 6.0 - 0.1 * i : 3.1, 2e-3, 1, 1000, 10});
   e.stages.push_back(s);
   e.nodes.push_back({"trainer@h", "trainer", "local", "alive", 8, 16ull << 30, 1});
@@ -83,6 +87,24 @@ TEST_CASE("the learning rate from the curve's shape: lower when the loss went ba
   CHECK(f.front().sets == std::vector<std::string>{"optim.lr=0.006"});
 }
 
+TEST_CASE("a loss that overshoots its start in the first quarter asks for a lower rate, batch noise alone does not") {
+  // Measured (tests/suggest.test.cpp's model at lr 3e-3): 5.42 at step 1, 7.24 at step 7, then flat at 3.1.
+  auto spike = base();
+  spike.stages[0].steps[6].loss = 1.3 * spike.stages[0].steps[0].loss;
+  auto s = suggest(spike, {});
+  REQUIRE(!s.empty());
+  CHECK(s.front().id == "lr_lower");
+  CHECK(s.front().evidence.front().find("overshot") != std::string::npos);
+  // Byte-level batches: ±0.2 around a falling curve, its lowest single batch early. Not a rate too high.
+  auto noisy = base();
+  for (std::size_t i = 0; i < 60; ++i) noisy.stages[0].steps[i].loss += (i % 2 ? 0.2 : -0.2);
+  noisy.stages[0].steps[31].loss = 2.5;
+  for (const auto& x : suggest(noisy, {})) {
+    INFO(x.evidence.front());
+    CHECK(x.id != "lr_lower");
+  }
+}
+
 TEST_CASE("a loss still falling at the end suggests more steps") {
   auto e = base();
   for (int i = 0; i < 60; ++i) e.stages[0].steps[i].loss = 6.0 - 0.05 * i;
@@ -104,4 +126,52 @@ TEST_CASE("a cross-site stage whose site waits on the sync: a larger H and a sma
   REQUIRE(!x.empty());
   CHECK(x.front().id == "diloco_h");
   CHECK(x.front().sets == std::vector<std::string>{"diloco.inner_steps=16", "diloco.codec=int4"});
+}
+
+TEST_CASE("a model sized against its data: narrower when the data is tiny, wider when it has stopped learning on plenty") {
+  // base() has no model shape: 2 layers, 4 heads, 256 wide, the GPT-2 vocabulary.
+  auto e = base();
+  auto& c = e.stages[0].config;
+  c.layers = 2, c.heads = 4, c.channels = 256, c.dataset = "web";
+  c.params = 2 * (12ull * 256 * 256 + 13 * 256) + (50304ull + 64) * 256 + 2 * 256;  // 14.5M
+  e.datasets.push_back({"web", false, 1000, 2'000'000, 0, false, {}, 0, "", ""});   // 0.14 tokens per parameter
+  auto s = suggest(e, {});
+  REQUIRE(!s.empty());
+  const auto small = std::find_if(s.begin(), s.end(), [](const suggestion& x) { return x.id == "model_smaller"; });
+  REQUIRE(small != s.end());
+  CHECK(small->sets == std::vector<std::string>{"model.channels=32"});  // three halvings: the most it narrows
+  CHECK(small->evidence.front().find("0.14 tokens per parameter") != std::string::npos);
+  // Plenty of data (100 per parameter), 29 per parameter seen, the loss flat at its end: wider.
+  e.datasets[0].tokens = 1'450'000'000;
+  c.steps = 100, c.batch = 4096, c.grad_accum = 1, c.seq_len = 1024;  // 419M tokens seen
+  s = suggest(e, {});
+  REQUIRE(!s.empty());
+  CHECK(s.front().id == "model_larger");
+  CHECK(s.front().sets == std::vector<std::string>{"model.channels=512"});
+  // The same, the loss still falling: more steps first, not a wider model.
+  for (int i = 0; i < 60; ++i) e.stages[0].steps[i].loss = 6.0 - 0.05 * i;
+  for (const auto& x : suggest(e, {})) CHECK(x.id != "model_larger");
+  // Between the two (20 tokens per parameter): nothing about the size.
+  e.datasets[0].tokens = 290'000'000;
+  for (const auto& x : suggest(e, {})) CHECK((x.id != "model_larger" && x.id != "model_smaller"));
+}
+
+TEST_CASE("a dataset whose import rejected a fifth of its documents: the rule that rejected most, and what to do") {
+  auto e = base();
+  e.stages[0].config.dataset = "forum";
+  e.datasets.push_back({"forum", false, 800, 400'000'000, 200, false,
+                        {{"gopher_min_words", 150}, {"licence_denied", 50}}, 200,
+                        "gopher_min_words at /data/forum/a.txt: 12 words (at least 50)", "/data/forum"});
+  auto s = suggest(e, {});
+  const auto r = std::find_if(s.begin(), s.end(), [](const suggestion& x) { return x.id == "data_rejects"; });
+  REQUIRE(r != s.end());
+  CHECK(r->title.find("20% of the documents") != std::string::npos);
+  CHECK(r->title.find("gopher_min_words") != std::string::npos);
+  CHECK(r->command == "loom data rejects forum");
+  CHECK(r->sets.empty());
+  CHECK(r->evidence[1] == "by rule (of the first 200): gopher_min_words 150, licence_denied 50");
+  CHECK(r->evidence.back().find("loom data import /data/forum --dataset forum --profile minimal") != std::string::npos);
+  // 2% rejected: nothing to say. A text file's "rejects" are never counted.
+  e.datasets[0].rejects = 16;
+  for (const auto& x : suggest(e, {})) CHECK(x.id != "data_rejects");
 }

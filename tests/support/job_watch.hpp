@@ -72,17 +72,19 @@ inline std::uint64_t wait_logged_step(const std::string& metrics, std::uint64_t 
   return at;
 }
 
-// `loom job show ID` until the job is succeeded, failed or cancelled (or
-// `limit` passes): its last JSON.
+// `loom job show ID` every `poll` until the job is succeeded, failed or
+// cancelled (or `limit` passes): its last JSON. Each look is a `loom`
+// process; a test that measures the job's speed looks less often.
 inline nlohmann::json wait_done(const std::string& home, const std::string& id,
-                                std::chrono::seconds limit = std::chrono::seconds(240)) {
+                                std::chrono::seconds limit = std::chrono::seconds(240),
+                                std::chrono::milliseconds poll = std::chrono::milliseconds(250)) {
   const auto deadline = std::chrono::steady_clock::now() + limit;
   nlohmann::json j;
   while (std::chrono::steady_clock::now() < deadline) {
     j = loom_json(home, {"job", "show", id});
     const std::string st = j.value("state", "");
     if (st == "succeeded" || st == "failed" || st == "cancelled") return j;
-    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    std::this_thread::sleep_for(poll);
   }
   return j;
 }
