@@ -46,9 +46,12 @@ dg::stage_fact stage_of(const loom::v1::StageInfo& s) {
   f.max_trainers = s.max_trainers();
   f.started_unix_ns = s.started_unix_ns();
   f.finished_unix_ns = s.finished_unix_ns();
-  for (const auto& x : s.sites())
+  for (const auto& x : s.sites()) {
     f.sites.push_back({x.site(), x.node(), x.step(), x.round(), x.loss(), x.stall_s(), x.deltas_sent(),
-                       x.deltas_deferred(), x.deltas_late(), x.deltas_dropped()});
+                       x.deltas_deferred(), x.deltas_late(), x.deltas_dropped(), {}});
+    const int n = std::min(x.curve_steps_size(), x.curve_losses_size());
+    for (int i = 0; i < n; ++i) f.sites.back().curve.emplace_back(x.curve_steps(i), x.curve_losses(i));
+  }
   for (const auto& m : s.missing_sites()) f.missing_sites.push_back(m);
   for (const auto& m : s.members()) f.members.push_back(m);
   return f;

@@ -33,6 +33,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <algorithm>
 #include <atomic>
 #include <thread>
 
@@ -440,4 +441,19 @@ TEST_CASE("loom diagnose names a site cut off from the cloud and a site late for
   b.judge("south behind a 1 h link", cut, "site_cut_off");
   b.judge("east behind a 1 s link", late, "late_site");
   b.report();
+
+  // loom report on the late job: one loss curve per site, from the progress the sites reported.
+  const std::string page = c.home.path() + "/late.html";
+  auto r = run_loom(c.home.path(), {"report", late, "--out", page}, 60s);
+  REQUIRE_MESSAGE(r.code == 0, r.out << r.err);
+  const auto html = files::read_file(page);
+  REQUIRE(html.ok());
+  for (const std::string site : {"north", "east"}) {
+    const auto at = html->find("/site/" + site + "/loss\" data-steps=\"");
+    REQUIRE_MESSAGE(at != std::string::npos, site << " has no curve in the report");
+    const auto from = html->find("data-steps=\"", at) + 12;
+    const std::string steps = html->substr(from, html->find('"', from) - from);
+    INFO(site << " steps: " << steps);
+    CHECK(std::count(steps.begin(), steps.end(), ' ') >= 1);  // two points or more
+  }
 }

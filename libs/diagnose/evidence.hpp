@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace loom::diagnose {
@@ -23,6 +24,7 @@ struct site_fact {
   std::uint64_t step = 0, round = 0;
   double loss = 0, stall_s = 0;
   std::uint64_t deltas_sent = 0, deltas_deferred = 0, deltas_late = 0, deltas_dropped = 0;
+  std::vector<std::pair<std::uint64_t, double>> curve;  // (step, loss) as the scheduler saw them, thinned
 };
 
 // The stage's run config as its config.toml says (when readable; `known` false otherwise).

@@ -232,11 +232,11 @@ TEST_CASE("a site cut off and a late site of a cross-site stage are told apart")
   auto e = healthy();
   e.state = "running";
   e.stages[0].state = "running";
-  e.stages[0].sites = {{"site-0", "trainer-1", 40, 4, 3.1, 0.0, 4, 0, 0, 0}, {"site-1", "trainer-2", 12, 1, 3.5, 95.0, 1, 2, 0, 3}};
+  e.stages[0].sites = {{"site-0", "trainer-1", 40, 4, 3.1, 0.0, 4, 0, 0, 0, {}}, {"site-1", "trainer-2", 12, 1, 3.5, 95.0, 1, 2, 0, 3, {}}};
   CHECK(top(e) == "site_cut_off");
   auto g = healthy();
   g.stages[0].members = {"trainer-1", "trainer-2"};
-  g.stages[0].sites = {{"site-0", "trainer-1", 40, 6, 3.1, 0.0, 6, 0, 0, 0}, {"site-1", "trainer-2", 16, 3, 3.5, 0.5, 3, 0, 2, 0}};
+  g.stages[0].sites = {{"site-0", "trainer-1", 40, 6, 3.1, 0.0, 6, 0, 0, 0, {}}, {"site-1", "trainer-2", 16, 3, 3.5, 0.5, 3, 0, 2, 0, {}}};
   CHECK(top(g) == "late_site");
   // As the cloud saw a real one: a site's polls slowed by its link, only the
   // other site's progress known, and that site waiting on the rounds half the time.
@@ -244,7 +244,7 @@ TEST_CASE("a site cut off and a late site of a cross-site stage are told apart")
   w.stages[0].members = {"trainer@north.vm", "trainer@east.vm"};
   w.stages[0].started_unix_ns = 1'000'000'000'000;
   w.stages[0].finished_unix_ns = w.stages[0].started_unix_ns + 30'000'000'000;
-  w.stages[0].sites = {{"north", "trainer@north.vm", 48, 6, 4.1, 15.0, 6, 0, 0, 0}};
+  w.stages[0].sites = {{"north", "trainer@north.vm", 48, 6, 4.1, 15.0, 6, 0, 0, 0, {}}};
   auto f = diagnose(w);
   REQUIRE(!f.empty());
   CHECK(f.front().rule == "late_site");
@@ -252,8 +252,8 @@ TEST_CASE("a site cut off and a late site of a cross-site stage are told apart")
                                        "trainer@east.vm") != std::string::npos);
   // Under load: north waited 40 s, while east's deltas were all deferred — north is ahead, so not cut off.
   auto loaded = w;
-  loaded.stages[0].sites = {{"east", "trainer@east.vm", 48, 0, 6.3, 0.05, 0, 10, 0, 0},
-                            {"north", "trainer@north.vm", 48, 6, 5.9, 40.2, 13, 5, 0, 0}};
+  loaded.stages[0].sites = {{"east", "trainer@east.vm", 48, 0, 6.3, 0.05, 0, 10, 0, 0, {}},
+                            {"north", "trainer@north.vm", 48, 6, 5.9, 40.2, 13, 5, 0, 0, {}}};
   loaded.stages[0].finished_unix_ns = loaded.stages[0].started_unix_ns + 109'000'000'000;
   CHECK(top(loaded) == "late_site");
   loaded.stages[0].sites[0].round = 6;  // level rounds, north waiting 40 s on them: late, not cut off

@@ -121,7 +121,7 @@ TEST_CASE("a cross-site stage whose site waits on the sync: a larger H and a sma
   s.config.codec = "int8";
   s.started_unix_ns = 1'000'000'000'000;
   s.finished_unix_ns = s.started_unix_ns + 20'000'000'000;
-  s.sites = {{"north", "trainer@h", 60, 7, 3.1, 6.0, 7, 0, 0, 0}};
+  s.sites = {{"north", "trainer@h", 60, 7, 3.1, 6.0, 7, 0, 0, 0, {}}};
   auto x = suggest(e, {});
   REQUIRE(!x.empty());
   CHECK(x.front().id == "diloco_h");

@@ -121,8 +121,15 @@ std::string render_html(const input& in) {
   }
   for (const auto& s : e.stages) {
     if (s.sites.empty()) continue;
-    h += "<h3>" + escape(s.name) + ": sites</h3><p class=\"meta\">Each site's own curve stays in its metrics log at "
-         "the site; the cloud holds each site's latest progress.</p>";
+    h += "<h3>" + escape(s.name) + ": sites</h3><p class=\"meta\">Each site's loss as the scheduler saw it reported "
+         "(at most 512 points, thinned evenly; kept in the scheduler's memory while it runs). Each site's full "
+         "metrics log stays at the site.</p>";
+    for (const auto& x : s.sites) {
+      if (x.curve.empty()) continue;
+      std::vector<point> pts;
+      for (const auto& [step, loss] : x.curve) pts.push_back({step, loss});
+      h += curve(s.name + "/site/" + x.site + "/loss", s.name + ": loss at " + x.site, pts);
+    }
     std::vector<std::vector<std::string>> srows;
     for (const auto& x : s.sites)
       srows.push_back({x.site, x.node, std::to_string(x.step), fixed(x.loss), std::to_string(x.round),

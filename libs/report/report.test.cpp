@@ -39,6 +39,23 @@ TEST_CASE("a curve carries the points it draws, exactly, and the page holds ever
   CHECK(html.find("class=\"timeline\"") != std::string::npos);
 }
 
+TEST_CASE("a cross-site stage has one loss curve per site, from the points the scheduler saw") {
+  auto in = sample();
+  diagnose::stage_fact d;
+  d.name = "diloco";
+  d.state = "running";
+  d.sites.push_back({"south", "trainer@s", 40, 4, 3.5, 0, 4, 0, 0, 0, {{10, 6.0}, {20, 5.0}, {40, 3.5}}});
+  d.sites.push_back({"east", "trainer@e", 30, 3, 4.0, 0, 3, 0, 0, 0, {{15, 5.5}, {30, 4.0}}});
+  d.sites.push_back({"west", "trainer@w", 0, 0, 0, 0, 0, 0, 0, 0, {}});  // nothing reported yet: no curve
+  in.e.stages.push_back(d);
+  const auto html = render_html(in);
+  CHECK(html.find("data-series=\"diloco/site/south/loss\" data-steps=\"10 20 40\" data-values=\"6 5 3.5\"") !=
+        std::string::npos);
+  CHECK(html.find("data-series=\"diloco/site/east/loss\" data-steps=\"15 30\" data-values=\"5.5 4\"") !=
+        std::string::npos);
+  CHECK(html.find("diloco/site/west/loss") == std::string::npos);
+}
+
 TEST_CASE("the page escapes what the job says and fetches nothing") {
   const auto html = render_html(sample());
   CHECK(html.find("tiny&lt;script&gt;") != std::string::npos);

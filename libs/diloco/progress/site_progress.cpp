@@ -18,6 +18,28 @@ void to_proto(const site_progress& p, loom::v1::SiteProgress* out) {
   out->set_deltas_late(p.deltas_late);
   out->set_deltas_dropped(p.deltas_dropped);
   out->set_up_bytes_per_s(p.up_bytes_per_s);
+  for (const auto& [step, loss] : p.curve) {
+    out->add_curve_steps(step);
+    out->add_curve_losses(loss);
+  }
+}
+
+void add_curve_point(std::vector<std::pair<std::uint64_t, double>>& curve, const site_progress& p) {
+  if (!curve.empty() && p.step <= curve.back().first) return;
+  // The points are a grid of one stride (the first two's distance, doubled at
+  // each thinning) and the newest: the newest, short of a stride past the
+  // grid's last point, gives way to a newer one.
+  const std::size_t n = curve.size();
+  if (n >= 3 && curve.back().first - curve[n - 2].first < curve[1].first - curve[0].first)
+    curve.back() = {p.step, p.loss};
+  else
+    curve.emplace_back(p.step, p.loss);
+  if (curve.size() < curve_limit) return;
+  std::vector<std::pair<std::uint64_t, double>> kept;
+  kept.reserve(curve_limit / 2 + 1);
+  for (std::size_t i = 0; i + 1 < curve.size(); i += 2) kept.push_back(curve[i]);
+  kept.push_back(curve.back());
+  curve = std::move(kept);
 }
 
 site_progress from_proto(const loom::v1::SiteProgress& p) {

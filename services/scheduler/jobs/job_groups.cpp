@@ -55,9 +55,14 @@ poll_answer policy_stages::poll(jobs_context& cx, const poll_report& r, jobs_con
     auto same = [&](const site_line& x) { return x.site == r.site.site; };
     auto it = std::find_if(s.sites.begin(), s.sites.end(), same);
     if (it != s.sites.end()) {
+      auto curve = std::move(it->curve);
       *it = r.site;
+      it->curve = std::move(curve);
+      diloco::add_curve_point(it->curve, r.site);
     } else {
       s.sites.push_back(r.site);
+      s.sites.back().curve.clear();
+      diloco::add_curve_point(s.sites.back().curve, r.site);
       std::sort(s.sites.begin(), s.sites.end(), [](const site_line& a, const site_line& b) { return a.site < b.site; });
     }
   }

@@ -199,7 +199,7 @@ TEST_CASE_FIXTURE(group_fixture, "each member's site line (a diloco stage) is ke
     r.stage = "pretrain";
     r.generation = gen;
     r.step = step;
-    r.site = {site, r.node, step, 5.0, sent, 2 * sent, 0.01, 3, 4, 1, 0, 0};
+    r.site = {site, r.node, step, 5.0, sent, 2 * sent, 0.01, 3, 4, 1, 0, 0, 0, {}};
     jobs.poll(r, now);
   };
   site_poll(1, "site-1", 7, 100);
@@ -212,4 +212,10 @@ TEST_CASE_FIXTURE(group_fixture, "each member's site line (a diloco stage) is ke
   CHECK(j->stages[0].sites[1].bytes_sent == 300);
   CHECK(j->stages[0].sites[1].node == j->stages[0].members[1]);
   CHECK(j->stages[0].sites[1].round == 3);
+  // Each site's loss curve, for loom report: the scheduler's own, whatever a poll carries.
+  using curve = std::vector<std::pair<std::uint64_t, double>>;
+  CHECK(j->stages[0].sites[1].curve == curve{{7, 5.0}, {9, 5.0}});
+  CHECK(j->stages[0].sites[0].curve == curve{{8, 5.0}});
+  site_poll(0, "site-0", 8, 200);  // the same step again: no new point
+  CHECK(j->stages[0].sites[0].curve == curve{{8, 5.0}});
 }
