@@ -1,19 +1,23 @@
 #!/bin/sh
 # Throwaway PostgreSQL 15 cluster for tests and benchmarks (STACK.md §3, §12.14).
-# Usage: pg_throwaway.sh start|stop PORT [durable]
+# Usage: pg_throwaway.sh start|stop PORT [durable|tls]
 #   start: a fresh cluster in /tmp/loom-pg-PORT listening on $PG_LISTEN:PORT
 #          ($PG_LISTEN default 127.0.0.1; the multi-host tests give a host's LAN address)
 #          (trust auth, user postgres). Default: fsync=off etc. (tests: fast,
 #          and a crash only loses a throwaway cluster). "durable": fsync=on,
 #          synchronous_commit=on, full_page_writes=on (benchmarks of durable commits).
+#          "tls": TLS only, 1.3 minimum (fast otherwise), under a throwaway CA made here:
+#          $dir/tls/ca.crt signs the server's certificate (127.0.0.1, ::1, localhost);
+#          $dir/tls/other-ca.crt is a second CA that signs nothing (wrong-CA tests).
+#          pg_hba refuses every connection without TLS.
 #   stop:  stops it and removes the directory.
 # Works as root (CI: initdb/postgres refuse root, so they run as the 'postgres'
 # account via runuser) and as a normal user. The directory lives under /tmp, not
 # in the build tree: 'postgres' must be able to traverse every parent directory.
 set -eu
 cd /   # runuser keeps the cwd; avoid "could not change directory" noise
-cmd=${1:?usage: pg_throwaway.sh start|stop PORT [durable]}
-port=${2:?usage: pg_throwaway.sh start|stop PORT [durable]}
+cmd=${1:?usage: pg_throwaway.sh start|stop PORT [durable|tls]}
+port=${2:?usage: pg_throwaway.sh start|stop PORT [durable|tls]}
 mode=${3:-fast}
 listen=${PG_LISTEN:-127.0.0.1}
 dir=${TMPDIR:-/tmp}/loom-pg-$port
@@ -25,8 +29,8 @@ else
 fi
 case "$mode" in
   durable) opts="-c fsync=on -c synchronous_commit=on -c full_page_writes=on" ;;
-  fast) opts="-c fsync=off -c synchronous_commit=off -c full_page_writes=off" ;;
-  *) echo "pg_throwaway.sh: mode must be 'durable' or absent, not '$mode'" >&2; exit 2 ;;
+  fast|tls) opts="-c fsync=off -c synchronous_commit=off -c full_page_writes=off" ;;
+  *) echo "pg_throwaway.sh: mode must be 'durable', 'tls' or absent, not '$mode'" >&2; exit 2 ;;
 esac
 case "$cmd" in
 start)
@@ -42,6 +46,26 @@ start)
     { cat "$dir/initdb.log" >&2; exit 1; }
   # Another host on the same subnet (the multi-host tests' LAN) connects over TCP too.
   if [ "$listen" != 127.0.0.1 ]; then echo "host all all samenet trust" >> "$dir/data/pg_hba.conf"; fi
+  if [ "$mode" = tls ]; then
+    tls="$dir/tls"; mkdir -p "$tls"
+    ssl() { openssl "$@" >>"$dir/openssl.log" 2>&1 || { cat "$dir/openssl.log" >&2; exit 1; }; }
+    for ca in ca other-ca; do
+      ssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+        -subj "/CN=EdgeLoom throwaway $ca $port" -keyout "$tls/$ca.key" -out "$tls/$ca.crt"
+    done
+    ssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=127.0.0.1" \
+      -keyout "$tls/server.key" -out "$tls/server.csr"
+    printf 'subjectAltName=IP:127.0.0.1,IP:::1,DNS:localhost\n' > "$tls/san.ext"
+    ssl x509 -req -in "$tls/server.csr" -CA "$tls/ca.crt" -CAkey "$tls/ca.key" -CAcreateserial -days 2 \
+      -extfile "$tls/san.ext" -out "$tls/server.crt"
+    chmod 0644 "$tls"/*.crt; chmod 0600 "$tls"/*.key
+    if [ "$(id -u)" = 0 ]; then chown -R postgres:postgres "$tls"; fi
+    chmod 0755 "$tls"
+    # Unix socket as before; over TCP, TLS or nothing.
+    printf 'local all all trust\nhostnossl all all all reject\nhostssl all all 127.0.0.1/32 trust\nhostssl all all ::1/128 trust\n' \
+      > "$dir/data/pg_hba.conf"
+    opts="$opts -c ssl=on -c ssl_cert_file=$tls/server.crt -c ssl_key_file=$tls/server.key -c ssl_min_protocol_version=TLSv1.3"
+  fi
   # -k: unix socket in $dir; TCP on $listen only (loopback by default). max_connections: parallel
   # ctest jobs each open a few connections (default 100 is enough; stated for clarity).
   if ! as "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 30 \

@@ -12,6 +12,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace loom::store::detail {
@@ -46,6 +47,14 @@ status check_write_fence(connection& c);
 // url_or_path as given to database::open; masked is what error messages show.
 result<std::unique_ptr<connection>> open_sqlite(const std::string& path);
 result<std::unique_ptr<connection>> open_postgres(const std::string& url, const std::string& masked);
+
+// The URL libpq is given: connect_timeout=5 unless named, and, when the URL
+// asks for TLS (sslmode require / verify-ca / verify-full),
+// ssl_min_protocol_version=TLSv1.3 unless named.
+std::string with_connect_defaults(const std::string& url);
+// libpq's connect failure `message` -> the code (unavailable: worth retrying;
+// a refusal over TLS, a CA or a password: not) and a hint to append ("" or " (...)").
+std::pair<errc, std::string> explain_connect_error(const std::string& message);
 
 // "$1" -> 1; 0 when `name` is not of that form.
 int placeholder_number(std::string_view name);

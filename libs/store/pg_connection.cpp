@@ -113,10 +113,9 @@ class pg_connection final : public connection {
       conn_.reset();
       std::string m = e.what();
       while (!m.empty() && (m.back() == '\n' || m.back() == ' ')) m.pop_back();
-      // A wrong password will not fix itself: no point retrying it.
-      errc code = m.find("authentication failed") != std::string::npos ? errc::unauthenticated
-                                                                         : errc::unavailable;
-      return make_error(code, "cannot connect to " + masked_ + ": " + m);
+      // A wrong password, CA or TLS setting will not fix itself: no point retrying it.
+      const auto [code, hint] = explain_connect_error(m);
+      return make_error(code, "cannot connect to " + masked_ + ": " + m + hint);
     }
   }
 
@@ -315,17 +314,54 @@ class pg_connection final : public connection {
   bool broken_ = false;
 };
 
-std::string with_connect_timeout(const std::string& url) {
-  if (url.find("connect_timeout=") != std::string::npos) return url;
-  // 5 s: loopback or LAN connects in milliseconds; a dead host should fail fast
-  // so open_with_retry can try again.
-  return url + (url.find('?') == std::string::npos ? "?" : "&") + "connect_timeout=5";
-}
-
 }  // namespace
 
+std::string with_connect_defaults(const std::string& url) {
+  std::string out = url;
+  auto add = [&](const std::string& kv) { out += (out.find('?') == std::string::npos ? "?" : "&") + kv; };
+  auto has = [&](const std::string& key) {
+    for (std::size_t at = out.find(key + "="); at != std::string::npos; at = out.find(key + "=", at + 1))
+      if (at > 0 && (out[at - 1] == '?' || out[at - 1] == '&')) return true;
+    return false;
+  };
+  // 5 s: loopback or LAN connects in milliseconds; a dead host should fail fast
+  // so open_with_retry can try again.
+  if (!has("connect_timeout")) add("connect_timeout=5");
+  // TLS, when the URL asks for it (sslmode require, verify-ca, verify-full), is
+  // TLS 1.3 unless the URL names another minimum: no downgrade to 1.2 by a
+  // middlebox or an old server.
+  const bool tls = out.find("sslmode=require") != std::string::npos ||
+                   out.find("sslmode=verify-ca") != std::string::npos ||
+                   out.find("sslmode=verify-full") != std::string::npos;
+  if (tls && !has("ssl_min_protocol_version")) add("ssl_min_protocol_version=TLSv1.3");
+  return out;
+}
+
+std::pair<errc, std::string> explain_connect_error(const std::string& m) {
+  auto has = [&](const char* s) { return m.find(s) != std::string::npos; };
+  if (has("authentication failed")) return {errc::unauthenticated, ""};
+  if (has("no encryption"))
+    return {errc::unauthenticated,
+            " (the server takes only TLS connections: add sslmode=verify-full&sslrootcert=/path/to/ca.crt to the URL)"};
+  if (has("certificate verify failed"))
+    return {errc::unauthenticated,
+            " (the server's certificate does not verify against the URL's sslrootcert: a wrong CA, or a server that "
+            "is not the one named)"};
+  if (has("does not match host name") || has("server certificate for"))
+    return {errc::unauthenticated, " (the server's certificate names another host: connect by a name it carries)"};
+  if (has("protocol version") || has("unsupported protocol"))
+    return {errc::unauthenticated,
+            " (no TLS version both sides take: EdgeLoom asks for TLS 1.3 at least; a server limited to 1.2 must be "
+            "upgraded, or the URL must name ssl_min_protocol_version)"};
+  if (has("root certificate file") || has("could not read root certificate"))
+    return {errc::invalid_argument, ""};
+  if (has("server does not support SSL"))
+    return {errc::unauthenticated, " (the URL asks for TLS and the server has it off)"};
+  return {errc::unavailable, ""};
+}
+
 result<std::unique_ptr<connection>> open_postgres(const std::string& url, const std::string& masked) {
-  auto c = std::make_unique<pg_connection>(with_connect_timeout(url), masked);
+  auto c = std::make_unique<pg_connection>(with_connect_defaults(url), masked);
   if (auto s = c->connect(); !s.ok()) return s.err();
   return std::unique_ptr<connection>(std::move(c));
 }
