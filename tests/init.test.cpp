@@ -8,6 +8,7 @@
 #include "libs/files/files.hpp"
 #include "libs/store/testing.hpp"
 #include "tests/support/harness.hpp"
+#include "tests/support/scoped_env.hpp"
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
@@ -143,11 +144,10 @@ TEST_CASE("loom init --database saves a reachable PostgreSQL URL, and loom up ke
   CHECK((st.st_mode & 0777) == 0600);
   CHECK(state_of(init(home, {"--database", pg->url()}), "store") == "unchanged");
 
-  const char* env = std::getenv("LOOM_DATABASE_URL");
-  const std::string saved_env = env ? env : "";
-  ::unsetenv("LOOM_DATABASE_URL");  // the saved URL alone
-  auto up = run_loom(home, {"up"}, 90s);
-  if (!saved_env.empty()) ::setenv("LOOM_DATABASE_URL", saved_env.c_str(), 1);
+  auto up = [&] {
+    scoped_env saved_url_alone("LOOM_DATABASE_URL", nullptr);
+    return run_loom(home, {"up"}, 90s);
+  }();
   INFO(up.out << up.err);
   REQUIRE(up.code == 0);
   CHECK_FALSE(fs::exists(home + "/loom.db"));

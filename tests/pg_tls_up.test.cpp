@@ -7,6 +7,7 @@
 // before anything is written.
 #include "libs/store/database.hpp"
 #include "tests/support/harness.hpp"
+#include "tests/support/scoped_env.hpp"
 
 #include <doctest/doctest.h>
 
@@ -61,11 +62,10 @@ TEST_CASE("loom init and loom up on a PostgreSQL that takes TLS 1.3 only: every 
   auto ok = run_loom(home, {"init", "--yes", "--database", tls_url("ca.crt")}, 60s);
   INFO(ok.out << ok.err);
   REQUIRE(ok.code == 0);
-  const char* env = std::getenv("LOOM_DATABASE_URL");
-  const std::string saved_env = env ? env : "";
-  ::unsetenv("LOOM_DATABASE_URL");  // the saved URL alone
-  auto up = run_loom(home, {"up"}, 90s);
-  if (!saved_env.empty()) ::setenv("LOOM_DATABASE_URL", saved_env.c_str(), 1);
+  auto up = [&] {
+    scoped_env saved_url_alone("LOOM_DATABASE_URL", nullptr);
+    return run_loom(home, {"up"}, 90s);
+  }();
   INFO(up.out << up.err);
   REQUIRE(up.code == 0);
   CHECK_FALSE(fs::exists(home + "/loom.db"));

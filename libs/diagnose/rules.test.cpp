@@ -3,6 +3,7 @@
 // out on top with its repair steps; a healthy job has no finding.
 #include "libs/diagnose/render.hpp"
 #include "libs/diagnose/rules.hpp"
+#include "libs/diagnose/test_evidence.hpp"
 
 #include <doctest/doctest.h>
 
@@ -15,19 +16,8 @@ namespace {
 
 // A pretrain-tiny job whose loss fell from 10.9 to 6 over 30 steps at 1000 tokens/s.
 evidence healthy() {
-  evidence e;
-  e.job = "job-1";
-  e.template_name = "pretrain-tiny";
-  e.state = "succeeded";
-  stage_fact s;
-  s.name = "pretrain";
-  s.state = "succeeded";
-  s.node = "trainer-1";
-  auto& c = s.config;
-  c.known = true, c.kind = "lm", c.precision = "fp32", c.threads = 2, c.batch = 4, c.grad_accum = 1, c.seq_len = 64;
-  c.steps = 30, c.warmup_steps = 5, c.lr = 2e-3, c.keep = 3;
-  for (int i = 1; i <= 30; ++i) s.steps.push_back({std::uint64_t(i), 10.9 - 0.16 * i, 2e-3, 1.0, 1000, 256});
-  e.stages.push_back(s);
+  evidence e = testing::one_stage_job("trainer-1", 2, 30);
+  for (int i = 1; i <= 30; ++i) e.stages[0].steps.push_back({std::uint64_t(i), 10.9 - 0.16 * i, 2e-3, 1.0, 1000, 256});
   e.nodes.push_back({"trainer-1", "trainer", "default", "alive", 2, 8ull << 30, 1});
   e.disks.push_back({"/data/jobs/job-1", 50ull << 30, 100ull << 30});
   return e;

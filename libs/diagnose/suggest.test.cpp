@@ -1,6 +1,7 @@
 // Each suggestion on evidence built by hand: it comes when its measurement
 // says so, with the --set that applies it, and not otherwise.
 #include "libs/diagnose/suggest.hpp"
+#include "libs/diagnose/test_evidence.hpp"
 
 #include <doctest/doctest.h>
 
@@ -12,20 +13,10 @@ namespace {
 
 // One stage on an 8-core, 16 GiB trainer: threads 8, micro-batch 4, a loss falling then flat.
 evidence base() {
-  evidence e;
-  e.job = "job-1";
-  e.template_name = "pretrain-tiny";
-  e.state = "succeeded";
-  stage_fact s;
-  s.name = "pretrain";
-  s.state = "succeeded";
-  s.node = "trainer@h";
+  evidence e = testing::one_stage_job("trainer@h", 8, 60);
+  auto& s = e.stages[0];
   s.memory_bytes = 200ull << 20;
-  auto& c = s.config;
-  c.known = true, c.kind = "lm", c.precision = "fp32", c.threads = 8, c.batch = 4, c.grad_accum = 1, c.seq_len = 64;
-  c.steps = 60, c.warmup_steps = 5, c.lr = 2e-3, c.keep = 3;
   for (int i = 1; i <= 60; ++i) s.steps.push_back({std::uint64_t(i), i < 30 ? 6.0 - 0.1 * i : 3.1, 2e-3, 1, 1000, 10});
-  e.stages.push_back(s);
   e.nodes.push_back({"trainer@h", "trainer", "local", "alive", 8, 16ull << 30, 1});
   return e;
 }

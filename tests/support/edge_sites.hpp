@@ -13,6 +13,7 @@
 #include "loom/v1/aggregator.pb.h"
 #include "tests/support/cluster.hpp"
 #include "tests/support/loom_json.hpp"
+#include "tests/support/scoped_env.hpp"
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
@@ -30,14 +31,6 @@
 namespace loom::test {
 
 inline const char* licences = "/usr/share/common-licenses";
-
-// An environment variable for what the test starts in its scope (a site's
-// LOOM_LINK_SHAPE_<SITE>, read by its trainer).
-struct scoped_env {
-  std::string name;
-  scoped_env(std::string n, const char* value) : name(std::move(n)) { ::setenv(name.c_str(), value, 1); }
-  ~scoped_env() { ::unsetenv(name.c_str()); }
-};
 
 // An edge site: its name, its data dir, and `loom down` of it at the end.
 struct edge_site {
