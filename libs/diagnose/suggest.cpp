@@ -65,10 +65,19 @@ double params_at(const stage_config& c, int channels) {
   return L * (12 * W * W + 13 * W) + rest * W;
 }
 
-double tenth_median(const stage_fact& s, std::size_t from, std::size_t n) {
+// The median loss of steps [from, from + n) (the mean of the middle two for
+// an even n): how the curve is read, since one batch's loss is noisy
+// (byte-level text: ±0.2 step to step, and an easy batch now and then).
+// NaN when the range holds a non-finite loss or runs past the log.
+double loss_median(const stage_fact& s, std::size_t from, std::size_t n) {
+  if (n == 0 || from + n > s.steps.size()) return std::nan("");
   std::vector<double> v;
-  for (std::size_t i = from; i < from + n && i < s.steps.size(); ++i) v.push_back(s.steps[i].loss);
-  return v.empty() ? std::nan("") : median_of(std::move(v));
+  for (std::size_t i = from; i < from + n; ++i) {
+    if (!std::isfinite(s.steps[i].loss)) return std::nan("");
+    v.push_back(s.steps[i].loss);
+  }
+  std::sort(v.begin(), v.end());
+  return (v[(n - 1) / 2] + v[n / 2]) / 2;
 }
 
 // A model sized against its data (Hoffmann et al. 2022: about 20 tokens per
@@ -104,7 +113,7 @@ void model_size(const evidence& e, const stage_fact& s, std::vector<suggestion>&
   const double seen = double(c.steps) * c.batch * std::max(1, c.grad_accum) * c.seq_len;
   const std::size_t n = s.steps.size(), tail = std::max<std::size_t>(5, n / 10);
   if (per >= 80 && seen >= 20 * N && s.state == "succeeded" && n >= 2 * tail) {
-    const double last = tenth_median(s, n - tail, tail), before = tenth_median(s, n - 2 * tail, tail);
+    const double last = loss_median(s, n - tail, tail), before = loss_median(s, n - 2 * tail, tail);
     if (!(std::isfinite(last) && std::isfinite(before) && last >= 0.98 * before)) return;  // still falling: more_steps
     auto x = make(e, s, "model_larger", "a wider model: the data can feed one and this one has stopped learning",
                   {fmt("model.channels=%d", 2 * c.channels)}, "loss", 0.3);
@@ -214,19 +223,9 @@ void for_stage(const evidence& e, const stage_fact& s, const cpu_facts& cpu, std
   // The learning rate from the loss curve's shape.
   const double lr = stage_lr(s);
   if (lr > 0 && s.steps.size() >= 20 && c.kind != "rm" && c.kind != "dpo" && c.kind != "rl") {
-    // One batch's loss is noisy (byte-level text: ±0.2 step to step, and an
-    // easy batch now and then), so the curve is read through a moving median
-    // of a tenth of the run.
+    // The curve through a moving median of a tenth of the run (loss_median).
     const std::size_t n = s.steps.size(), tail = std::max<std::size_t>(5, n / 10);
-    auto window = [&](std::size_t from) {
-      std::vector<double> v;
-      for (std::size_t i = from; i < from + tail; ++i) {
-        if (!std::isfinite(s.steps[i].loss)) return std::nan("");
-        v.push_back(s.steps[i].loss);
-      }
-      std::sort(v.begin(), v.end());
-      return (v[(tail - 1) / 2] + v[tail / 2]) / 2;
-    };
+    auto window = [&](std::size_t from) { return loss_median(s, from, tail); };
     std::size_t at_min = tail - 1;
     double best = window(0);
     for (std::size_t i = tail; i < n; ++i) {

@@ -10,6 +10,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <optional>
 #include <unordered_map>
 
 namespace loom::store::detail {
@@ -319,21 +320,24 @@ class pg_connection final : public connection {
 std::string with_connect_defaults(const std::string& url) {
   std::string out = url;
   auto add = [&](const std::string& kv) { out += (out.find('?') == std::string::npos ? "?" : "&") + kv; };
-  auto has = [&](const std::string& key) {
+  // The value of query parameter `key` (a name inside another's value is not one); nullopt when absent.
+  auto param = [&](const std::string& key) -> std::optional<std::string> {
     for (std::size_t at = out.find(key + "="); at != std::string::npos; at = out.find(key + "=", at + 1))
-      if (at > 0 && (out[at - 1] == '?' || out[at - 1] == '&')) return true;
-    return false;
+      if (at > 0 && (out[at - 1] == '?' || out[at - 1] == '&')) {
+        const std::size_t from = at + key.size() + 1;
+        return out.substr(from, out.find('&', from) - from);
+      }
+    return std::nullopt;
   };
   // 5 s: loopback or LAN connects in milliseconds; a dead host should fail fast
   // so open_with_retry can try again.
-  if (!has("connect_timeout")) add("connect_timeout=5");
+  if (!param("connect_timeout")) add("connect_timeout=5");
   // TLS, when the URL asks for it (sslmode require, verify-ca, verify-full), is
   // TLS 1.3 unless the URL names another minimum: no downgrade to 1.2 by a
   // middlebox or an old server.
-  const bool tls = out.find("sslmode=require") != std::string::npos ||
-                   out.find("sslmode=verify-ca") != std::string::npos ||
-                   out.find("sslmode=verify-full") != std::string::npos;
-  if (tls && !has("ssl_min_protocol_version")) add("ssl_min_protocol_version=TLSv1.3");
+  const auto mode = param("sslmode");
+  const bool tls = mode && (*mode == "require" || *mode == "verify-ca" || *mode == "verify-full");
+  if (tls && !param("ssl_min_protocol_version")) add("ssl_min_protocol_version=TLSv1.3");
   return out;
 }
 
