@@ -124,7 +124,7 @@ TEST_CASE("scheduler replicas: 20 kill -9 of the leader under load, 100 queued a
       REQUIRE_MESSAGE(r.ok, "round " << round << ": " << r.why);
       failover_ms.push_back(r.client_ms);
       MESSAGE("round " << round << ": " << r.old.name << " (epoch " << r.old.epoch << ") killed, " << r.now.name
-                       << " leads at epoch " << r.now.epoch << ", the client saw " << r.client_ms << " ms");
+                       << (r.own_restart ? " (its restart)" : "") << " leads at epoch " << r.now.epoch << ", the client saw " << r.client_ms << " ms");
     }
     CHECK(load.successes() > 100);
     MESSAGE(retried << " of the 20 submits made during a takeover were committed before their answer was lost "

@@ -205,7 +205,7 @@ TEST_CASE("scheduler replicas in three zones: 20 kill -9 of the leader and a lea
       failover_ms.push_back(r.client_ms);
       leading_zones.insert(host_of(r.now.name).name);
       MESSAGE("round " << round << ": " << r.old.name << " in " << host_of(r.old.name).name << " killed, " << r.now.name
-                       << " in " << host_of(r.now.name).name << " leads at epoch " << r.now.epoch << ", the client saw "
+                       << " in " << host_of(r.now.name).name << (r.own_restart ? " (its restart)" : "") << " leads at epoch " << r.now.epoch << ", the client saw "
                        << r.client_ms << " ms");
     }
     CHECK(load.successes() > 100);

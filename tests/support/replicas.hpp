@@ -246,11 +246,13 @@ std::vector<replica_view> wait_views(replica_watch& w, P pred, std::chrono::mill
 // `load` see it, kills it with SIGKILL, runs `during` (e.g. a submit in the
 // middle of the takeover), waits for another replica to lead at a higher
 // epoch and for the load to be answered again, then for the watcher's
-// restart of the killed one to stand by. `why` says what did not happen.
+// restart of the killed one to answer (as a standby, or as the leader when
+// its restart won the lease). `why` says what did not happen.
 struct failover_round {
   bool ok = false;
   std::string why;
   replica_view old, now;
+  bool own_restart = false;  // `now` is the killed replica's restart
   double client_ms = -1;  // kill -> the load's first success after it
 };
 template <class F>
@@ -268,23 +270,28 @@ failover_round kill_leader(replica_watch& w, replica_load& load, F during) {
   const auto killed = std::chrono::steady_clock::now();
   if (::kill(static_cast<pid_t>(r.old.pid), SIGKILL) != 0) return r.why = "kill failed", r;
   during();
-  vs = wait_views(w, [&](const auto& v) {
+  // Any leader at a higher epoch is a takeover: the killed process is dead,
+  // so whoever answers as leader is another one — a standby, or the killed
+  // replica's own restart when the watcher brought it back before a standby
+  // won the expired lease (both are the same race on the lease).
+  auto took_over = [&](const auto& v) {
     auto l = sole_leader(v);
-    return l && l->name != r.old.name && l->epoch > r.old.epoch;
-  });
-  if (!sole_leader(vs) || sole_leader(vs)->name == r.old.name)
-    return r.why = "no takeover after killing " + r.old.name + ": " + describe(vs), r;
+    return l && l->epoch > r.old.epoch;
+  };
+  vs = wait_views(w, took_over);
+  if (!took_over(vs)) return r.why = "no takeover after killing " + r.old.name + ": " + describe(vs), r;
   r.now = *sole_leader(vs);
+  r.own_restart = r.now.name == r.old.name;
   for (auto until = std::chrono::steady_clock::now() + 15s;
        (r.client_ms = load.failover_after(killed)) < 0 && std::chrono::steady_clock::now() < until;)
     std::this_thread::sleep_for(5ms);
   if (r.client_ms < 0) return r.why = "the load got no answer after the takeover: " + load.last_error(), r;
   vs = wait_views(w, [&](const auto& v) {
     for (const auto& x : v)
-      if (x.name == r.old.name) return all_answer(v) && x.role == "standby" && x.pid != r.old.pid;
+      if (x.name == r.old.name) return all_answer(v) && sole_leader(v) && x.pid != r.old.pid;
     return false;
   }, 40s);
-  if (!all_answer(vs)) return r.why = r.old.name + " did not come back as a standby: " + describe(vs), r;
+  if (!all_answer(vs)) return r.why = r.old.name + " did not come back: " + describe(vs), r;
   r.ok = true;
   return r;
 }
