@@ -1,4 +1,4 @@
-// `loom audit verify|trail|tail` and `loom keys rotate`: the audit log.
+// `loom audit verify|trail|tail|archive` and `loom keys rotate`: the audit log.
 // verify reads the state store and the anchor file directly (libs/auditchain):
 // it works with the services down and needs no data key, only the anchor
 // public keys. trail and tail ask the audit service, which decrypts payloads
@@ -83,6 +83,7 @@ int verify(context& c) {
   o.from_seq = from;
   o.keys_dir = c.a.get_or("keys", c.paths.audit_keys());
   o.anchor_file = c.a.get_or("anchors", c.paths.audit_anchors());
+  o.archive_dir = c.a.get_or("archive", "");
   auto started = std::chrono::steady_clock::now();
   auto rep = auditchain::verify_store(**db, o);
   if (!rep) return fail(c, rep.err());
@@ -103,6 +104,44 @@ int verify(context& c) {
                 static_cast<unsigned long long>(rep->anchored_seq), secs, printable((*db)->masked_url()).c_str());
   }
   return rep->ok() ? ok_exit : error_exit;
+}
+
+int archive(context& c) {
+  loom::v1::AuditArchiveRequest q;
+  q.set_older_than_days(static_cast<std::uint32_t>(c.a.number("older-than-days").value_or(0)));
+  q.set_dry_run(c.a.flag("dry-run"));
+  auto rep = typed_call<loom::v1::AuditArchiveReply>(c, "audit", q, 1);
+  if (!rep) return fail(c, rep.err());
+  if (c.json) {
+    print_json({{"first_seq", rep->first_seq()},
+                {"last_seq", rep->last_seq()},
+                {"rows", rep->rows()},
+                {"file", rep->file()},
+                {"sha256", rep->sha256()},
+                {"oldest", rep->rows() ? utc(static_cast<std::uint64_t>(rep->oldest_unix_ns())) : ""},
+                {"newest", rep->rows() ? utc(static_cast<std::uint64_t>(rep->newest_unix_ns())) : ""},
+                {"why_none", rep->why_none()},
+                {"dry_run", rep->dry_run()},
+                {"older_than_days", rep->older_than_days()},
+                {"live_first_seq", rep->live_first_seq()}});
+    return ok_exit;
+  }
+  if (rep->rows() == 0) {
+    std::printf("nothing archived (records older than %u days): %s\n", rep->older_than_days(),
+                printable(rep->why_none()).c_str());
+    return ok_exit;
+  }
+  std::printf("%s seqs %llu..%llu (%llu records, %s .. %s) %s %s\n", rep->dry_run() ? "would archive" : "archived",
+              static_cast<unsigned long long>(rep->first_seq()), static_cast<unsigned long long>(rep->last_seq()),
+              static_cast<unsigned long long>(rep->rows()),
+              utc(static_cast<std::uint64_t>(rep->oldest_unix_ns())).c_str(),
+              utc(static_cast<std::uint64_t>(rep->newest_unix_ns())).c_str(), rep->dry_run() ? "as" : "to",
+              printable(rep->file()).c_str());
+  if (!rep->dry_run())
+    std::printf("  sha256 %s; the live chain starts at seq %llu; check both with: loom audit verify --archive "
+                "<the audit service's data dir>/audit/archive\n",
+                rep->sha256().c_str(), static_cast<unsigned long long>(rep->live_first_seq()));
+  return ok_exit;
 }
 
 int trail(context& c) {
@@ -163,6 +202,7 @@ int cmd_audit(context& c) {
   if (sub == "verify") return verify(c);
   if (sub == "trail") return trail(c);
   if (sub == "tail") return tail(c);
+  if (sub == "archive") return archive(c);
   return usage("usage:\n" + overview("audit"));
 }
 

@@ -112,8 +112,15 @@ std::vector<command_spec> build() {
           {count("from", "SEQ", 1, max_seq, "first seq to check (default 1)"),
            text("database", "URL", "the store to read (default: the data dir's)"),
            path("keys", "DIR", "anchor public keys (default <data>/keys/audit)"),
-           path("anchors", "FILE", "anchor file (default <data>/audit/anchors.log)")},
+           path("anchors", "FILE", "anchor file (default <data>/audit/anchors.log)"),
+           path("archive", "DIR", "also check the archived segments' files there, first, end to end with the live "
+                                  "chain (the audit service writes them to <data>/audit/archive)")},
           "check the audit hash chain and its signed anchors (store read directly)"),
+      row("audit archive", "", 0, 0,
+          {count("older-than-days", "N", 1, 36500, "archive records older than N days (default: the retention; "
+                                                   "less than the retention is refused)"),
+           flag("dry-run", "say what would be archived, move nothing")},
+          "move audit records past the retention to an archive file (admin; the store refuses younger ones)"),
       row("audit trail", "JOB", 1, 1, {}, "a job's audit timeline"),
       row("audit tail", "", 0, 0,
           {count("lines", "N", 1, max_rows, "how many of the newest events (default 20)"),

@@ -356,7 +356,7 @@ TEST_CASE("loom audit verify: exit 0 on the live chain, exit 1 naming the seq on
     REQUIRE(db.ok());
     auto st = (*db)->with_transaction([&](store::transaction& tx) -> status {
       return tx.exec_script(std::string("DROP TRIGGER audit_events_append_only_update; "
-                                        "DROP TRIGGER audit_events_append_only_delete; "
+                                        "DROP TRIGGER audit_events_retention; "
                                         "DROP TRIGGER audit_checkpoints_append_only_delete; ") +
                             t.sql);
     });

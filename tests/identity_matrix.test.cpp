@@ -143,7 +143,8 @@ std::string body_of(const std::string& type, const objects& o) {
                                            "RecordModelExportRequest", "BulkOffer", "BulkChunk",
                                            "ListNodesRequest", "ListSitesRequest", "SiteKeysRequest", "SyncInfoRequest",
                                            "TrainerStatusRequest", "AggregatorStatusRequest",
-                                           "RotateKeysRequest", "ListDatasetsRequest"};
+                                           "RotateKeysRequest", "ListDatasetsRequest",
+                                           "AuditArchiveRequest"};
   if (empty.count(type)) return "";
   if (type == "PingRequest") return build(type, kv{{"payload", "matrix"}});
   if (type == "HealthRequest" || type == "ReplicaStatusRequest") return "";

@@ -207,12 +207,95 @@ result<std::vector<checkpoint>> read_checkpoints(store::transaction& tx, const t
   return out;
 }
 
+result<std::vector<archive_entry>> read_archive_entries(store::transaction& tx, const tables& t) {
+  auto exists = tx.kind() == store::backend::sqlite
+                    ? tx.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = $1", {t.archives})
+                    : tx.query("SELECT 1 FROM information_schema.tables WHERE table_name = $1 AND "
+                               "table_schema = current_schema()",
+                               {t.archives});
+  if (!exists) return exists.err();
+  std::vector<archive_entry> out;
+  if (exists->empty()) return out;
+  auto rows = tx.query("SELECT first_seq, last_seq, rows, prev_hash, last_hash, oldest_ns, newest_ns, created_ns, "
+                       "file, sha256 FROM " + t.archives + " ORDER BY first_seq");
+  if (!rows) return rows.err();
+  for (const auto& r : *rows) {
+    archive_entry e;
+    std::int64_t first = 0, last = 0, n = 0;
+    if (!get_int(r, 0, first) || !get_int(r, 1, last) || !get_int(r, 2, n) || !get_hash(r, 3, e.prev_hash) ||
+        !get_hash(r, 4, e.last_hash) || !get_int(r, 5, e.oldest_ns) || !get_int(r, 6, e.newest_ns) ||
+        !get_int(r, 7, e.created_ns) || !get_bytes(r, 8, e.file) || !get_bytes(r, 9, e.sha256))
+      return make_error(errc::corruption, t.archives + " has a row with a NULL or mistyped column (first_seq " +
+                                              std::to_string(first) + ")");
+    e.first_seq = static_cast<std::uint64_t>(first);
+    e.last_seq = static_cast<std::uint64_t>(last);
+    e.rows = static_cast<std::uint64_t>(n);
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+status insert_archive_entry(store::transaction& tx, const archive_entry& e, const tables& t) {
+  auto done = tx.exec("INSERT INTO " + t.archives +
+                          " (first_seq, last_seq, rows, prev_hash, last_hash, oldest_ns, newest_ns, created_ns, file, "
+                          "sha256) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+                      {i64(e.first_seq), i64(e.last_seq), i64(e.rows), store::blob{std::string(as_view(e.prev_hash))},
+                       store::blob{std::string(as_view(e.last_hash))}, e.oldest_ns, e.newest_ns, e.created_ns, e.file,
+                       e.sha256});
+  if (!done) return done.err();
+  return ok_status();
+}
+
+namespace {
+
+// Feeds every archived segment's rows to `v`, file by file in seq order;
+// false once the verifier has failed (an archive problem included).
+bool walk_archives(chain_verifier& v, std::span<const archive_entry> entries, const std::string& dir,
+                   std::size_t& files_read) {
+  for (const auto& e : entries) {
+    const std::string path = dir + "/" + e.file;
+    auto a = read_archive(path);
+    if (!a) {
+      v.archive_problem(e.first_seq, a.code() == errc::not_found
+                                         ? "the archive of seqs " + std::to_string(e.first_seq) + ".." +
+                                               std::to_string(e.last_seq) + " (" + path + ") is missing"
+                                         : a.err().message);
+      return false;
+    }
+    if (a->header.sha256 != e.sha256) {
+      v.archive_problem(e.first_seq, path + " is not the file archived: its SHA-256 is " + a->header.sha256 +
+                                         ", audit_archives recorded " + e.sha256);
+      return false;
+    }
+    if (a->header.first_seq != e.first_seq || a->header.last_seq != e.last_seq) {
+      v.archive_problem(e.first_seq, path + " holds seqs " + std::to_string(a->header.first_seq) + ".." +
+                                         std::to_string(a->header.last_seq) + ", audit_archives lists it for " +
+                                         std::to_string(e.first_seq) + ".." + std::to_string(e.last_seq));
+      return false;
+    }
+    for (const auto& r : a->rows)
+      if (!v.feed(r)) return false;
+    if (a->rows.back().row_hash != e.last_hash) {
+      v.archive_problem(e.last_seq, path + ": the hash of its last row is not the one audit_archives recorded");
+      return false;
+    }
+    ++files_read;
+  }
+  return true;
+}
+
+}  // namespace
+
 result<verify_report> verify_in(store::transaction& tx, std::uint64_t from_seq, const anchor_keys& keys,
-                                std::span<const checkpoint> external, const tables& names, std::size_t page_rows) {
+                                std::span<const checkpoint> external, const tables& names, std::size_t page_rows,
+                                const std::string& archive_dir) {
   if (from_seq == 0) from_seq = 1;
   if (page_rows == 0) page_rows = 1;
   auto in_db = read_checkpoints(tx, names);
   if (!in_db) return in_db.err();
+  auto archived = read_archive_entries(tx, names);
+  if (!archived) return archived.err();
+  const std::uint64_t archived_to = archived->empty() ? 0 : archived->back().last_seq;
 
   // One anchor per distinct checkpoint; identical ones from both places merge.
   std::map<std::pair<std::uint64_t, std::string>, std::pair<checkpoint, int>> merged;  // where: 1 db, 2 file
@@ -241,10 +324,29 @@ result<verify_report> verify_in(store::transaction& tx, std::uint64_t from_seq, 
   }
 
   verify_report early;
+  std::vector<std::string> archive_notes;
+  const bool walk_files = archived_to > 0 && !archive_dir.empty() && from_seq == 1;
+  if (archived_to > 0 && from_seq > 1 && from_seq <= archived_to)
+    return make_error(errc::invalid_argument, "seq " + std::to_string(from_seq) + " is archived (seqs " +
+                                                  std::to_string(archived->front().first_seq) + ".." +
+                                                  std::to_string(archived_to) +
+                                                  "): verify from the start with --archive DIR");
+  hash32 start = genesis_hash;
+  std::uint64_t live_from = from_seq;
+  if (archived_to > 0 && from_seq == 1) live_from = archived_to + 1;
+  const bool start_known = archived_to > 0 && !walk_files && (from_seq == 1 || from_seq == archived_to + 1);
+  if (start_known) {
+    // The live rows alone: they start from the hash recorded after the last
+    // archived segment, which the next signed checkpoint proves.
+    from_seq = archived_to + 1;
+    start = archived->back().last_hash;
+    archive_notes.push_back("seqs " + std::to_string(archived->front().first_seq) + ".." +
+                            std::to_string(archived_to) + " are archived in " + std::to_string(archived->size()) +
+                            " file(s) listed in " + names.archives + ", not checked here (--archive DIR checks them)");
+  }
   early.from_seq = from_seq;
   early.last_seq = from_seq - 1;
-  hash32 start = genesis_hash;
-  if (from_seq > 1) {
+  if (from_seq > 1 && !start_known) {
     auto prev = tx.query("SELECT seq, row_hash FROM " + names.events + " WHERE seq = $1", {i64(from_seq - 1)});
     if (!prev) return prev.err();
     if (prev->empty()) {
@@ -270,8 +372,16 @@ result<verify_report> verify_in(store::transaction& tx, std::uint64_t from_seq, 
   chain_verifier v(from_seq, start, std::move(anchors));
   const std::string sql = page_sql(names, page_rows);
   chain_row row;
-  std::uint64_t next = from_seq;
-  for (;;) {
+  std::uint64_t next = walk_files ? live_from : from_seq;
+  std::size_t files_read = 0;
+  if (walk_files) {
+    walk_archives(v, *archived, archive_dir, files_read);
+    archive_notes.push_back(std::to_string(files_read) + " of " + std::to_string(archived->size()) +
+                            " archive file(s) in " + archive_dir +
+                            " checked: seqs " + std::to_string(archived->front().first_seq) + ".." +
+                            std::to_string(archived_to));
+  }
+  for (; !v.failed();) {
     auto page = tx.query(sql, {i64(next)});
     if (!page) return page.err();
     for (const auto& r : *page) {
@@ -288,6 +398,8 @@ result<verify_report> verify_in(store::transaction& tx, std::uint64_t from_seq, 
     next = row.seq + 1;
   }
   verify_report rep = v.finish();
+  if (!archive_dir.empty() && archived_to == 0) archive_notes.push_back("no archived segments in " + names.archives);
+  rep.notes.insert(rep.notes.end(), archive_notes.begin(), archive_notes.end());
   if (only_file > 0)
     rep.notes.push_back(std::to_string(only_file) + " checkpoint(s) only in the anchor file, not in " +
                         names.checkpoints);
@@ -330,7 +442,7 @@ result<verify_report> verify_store(store::database& db, const verify_options& o)
     notes.push_back("no trusted anchor keys" + (o.keys_dir.empty() ? std::string() : " in " + o.keys_dir) +
                     ": every checkpoint fails its signature check");
   auto rep = db.with_read_transaction([&](store::transaction& tx) {
-    return verify_in(tx, o.from_seq, *keys, external, o.names, o.page_rows);
+    return verify_in(tx, o.from_seq, *keys, external, o.names, o.page_rows, o.archive_dir);
   });
   if (!rep) return rep.err();
   rep->notes.insert(rep->notes.begin(), notes.begin(), notes.end());

@@ -8,6 +8,7 @@
 // as loom::store requires).
 #pragma once
 
+#include "libs/auditchain/archive.hpp"
 #include "libs/auditchain/checkpoint.hpp"
 #include "libs/auditchain/row.hpp"
 #include "libs/auditchain/verifier.hpp"
@@ -31,6 +32,7 @@ namespace loom::auditchain {
 struct tables {
   std::string events = "audit_events";
   std::string checkpoints = "audit_checkpoints";
+  std::string archives = "audit_archives";  // archived segments (archive.hpp); absent before the audit service's v4
 };
 
 // DDL for both tables; both belong in migrate.hpp's append_only_tables. The
@@ -62,6 +64,11 @@ result<chain_tail> read_tail(store::transaction& tx, const tables& t = {});
 // Every checkpoint row, by seq.
 result<std::vector<checkpoint>> read_checkpoints(store::transaction& tx, const tables& t = {});
 
+// The archived segments listed in t.archives, by first_seq; none when the
+// table does not exist (a store the audit service's v4 has not reached).
+result<std::vector<archive_entry>> read_archive_entries(store::transaction& tx, const tables& t = {});
+status insert_archive_entry(store::transaction& tx, const archive_entry& e, const tables& t = {});
+
 struct verify_options {
   std::uint64_t from_seq = 1;  // start here, trusting row from_seq - 1's hash
   std::string keys_dir;        // trusted anchor-*.pub; "" or missing: none (checkpoints then fail)
@@ -71,6 +78,12 @@ struct verify_options {
   // starts with its genesis checkpoint (writer.hpp's anchor_genesis).
   std::string anchor_file;
   tables names;
+  // Where the archived segments' files are (`loom audit verify --archive
+  // DIR`): they are walked first, in seq order, each file's SHA-256 checked
+  // against audit_archives, then the live rows continue the same chain.
+  // "" = the live rows only, from the hash after the last archived segment
+  // (noted; the next signed checkpoint proves that hash).
+  std::string archive_dir;
   std::size_t page_rows = 1024;  // rows per SELECT: amortises the query, stays in cache (measured: 256–1024 best)
 };
 
@@ -94,6 +107,6 @@ std::string store_url(const std::string& data_dir);
 // checkpoints already loaded (tests tamper and verify in one transaction).
 result<verify_report> verify_in(store::transaction& tx, std::uint64_t from_seq, const anchor_keys& keys,
                                 std::span<const checkpoint> external, const tables& names = {},
-                                std::size_t page_rows = 1024);
+                                std::size_t page_rows = 1024, const std::string& archive_dir = {});
 
 }  // namespace loom::auditchain

@@ -15,6 +15,7 @@ std::string_view to_string(fault f) {
     case fault::anchor_mismatch: return "anchor_mismatch";
     case fault::truncated: return "truncated";
     case fault::anchor_missing: return "anchor_missing";
+    case fault::archive: return "archive";
   }
   return "unknown";
 }
@@ -118,6 +119,10 @@ void chain_verifier::malformed(std::uint64_t seq, const std::string& why) {
     return;
   }
   fail(fault::malformed, seq, why);
+}
+
+void chain_verifier::archive_problem(std::uint64_t seq, const std::string& why) {
+  if (!failed()) fail(fault::archive, seq, why);
 }
 
 verify_report chain_verifier::finish() {

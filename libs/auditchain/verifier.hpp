@@ -16,6 +16,8 @@
 //   truncated        first missing seq               the log ends below a signed checkpoint
 //   anchor_missing   from_seq                        an anchor key exists but its anchor file is
 //                                                    gone or holds no checkpoint (verify_store)
+//   archive          the archived segment's first    an archive file listed in audit_archives is
+//                    seq                             missing, altered or not the segment it claims
 //
 // A recomputed chain is consistent row by row, so only a checkpoint exposes
 // it, and only the range (last proven seq, checkpoint seq] can be named.
@@ -43,7 +45,8 @@ enum class fault {
   anchor_signature,
   anchor_mismatch,
   truncated,
-  anchor_missing
+  anchor_missing,
+  archive
 };
 std::string_view to_string(fault f);  // "gap", "hash_mismatch", …
 
@@ -82,6 +85,9 @@ class chain_verifier {
   bool feed(const chain_row& r);
   // Feeds a row that could not be decoded (NULL / wrong-size column).
   void malformed(std::uint64_t seq, const std::string& why);
+  // An archived segment starting at `seq` could not be read or is not the
+  // one audit_archives lists (archive.hpp); the walk stops there.
+  void archive_problem(std::uint64_t seq, const std::string& why);
   // After the last row: checks the tail against the anchors.
   verify_report finish();
 

@@ -10,7 +10,7 @@ namespace {
 // `site` marks a site's business (policy_entry::site_business): the types an
 // edge site's token may send over its own keys.
 constexpr bool site = true;
-constexpr std::array<policy_entry, 49> table{{
+constexpr std::array<policy_entry, 50> table{{
     // type                             min role         mutating  what   service  [site business]
     {"loom.v1.PingRequest",             role::viewer,    false, "echo a payload; liveness and latency probe", "*", site},
     {"loom.v1.HealthRequest",           role::viewer,    false, "service health, restarts and sub-checks", "*", site},
@@ -46,6 +46,7 @@ constexpr std::array<policy_entry, 49> table{{
     {"loom.v1.AuditQueryRequest",       role::operator_, false, "read stored audit events", "audit"},
     {"loom.v1.BulkOffer",               role::operator_, true,  "announce a chunked bulk transfer", "*"},
     {"loom.v1.RotateKeysRequest",       role::admin,     true,  "rotate the audit key-encryption key now", "audit"},
+    {"loom.v1.AuditArchiveRequest",     role::admin,     true,  "move audit records older than the retention to an archive file", "audit"},
     {"loom.v1.IssueTokenRequest",       role::admin,     true,  "issue a bearer token (audited; the token itself is never stored)", "audit"},
     {"loom.v1.BulkChunk",               role::operator_, true,  "one chunk of a bulk transfer", "*"},
     {"loom.v1.IssueSiteTokenRequest",   role::admin,     true,  "a one-time enrolment token for an edge site", "scheduler"},

@@ -9,7 +9,7 @@ using namespace loom::auth;
 
 TEST_CASE("every policy entry has a unique type and says what it is for") {
   std::set<std::string_view> seen;
-  REQUIRE(policy_table().size() == 49);
+  REQUIRE(policy_table().size() == 50);
   for (const auto& e : policy_table()) {
     CHECK_MESSAGE(!e.what.empty(), e.type);
     CHECK_MESSAGE(e.type.starts_with("loom.v1."), e.type);
@@ -25,6 +25,7 @@ TEST_CASE("the table gives the agreed role and mutation flag per request type") 
       {"loom.v1.RegisterNodeRequest", role::operator_, true},
       {"loom.v1.ListNodesRequest", role::viewer, false},
       {"loom.v1.AuditQueryRequest", role::operator_, false},
+      {"loom.v1.AuditArchiveRequest", role::admin, true},
       {"loom.v1.BulkChunk", role::operator_, true},
       {"loom.v1.SubmitJobRequest", role::operator_, true},
       {"loom.v1.CancelJobRequest", role::operator_, true},

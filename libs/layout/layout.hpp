@@ -87,6 +87,8 @@ struct paths {
   std::string checkpoint_key() const { return root + "/keys/checkpoint.key"; }
   std::string audit_keys() const { return root + "/keys/audit"; }
   std::string audit_anchors() const { return root + "/audit/anchors.log"; }
+  // Archived segments of the audit chain (`loom audit archive`; libs/auditchain/archive.hpp).
+  std::string audit_archive() const { return root + "/audit/archive"; }
   std::string admin_token() const { return root + "/admin.token"; }
   std::string spool(std::string_view service) const { return root + "/spool/" + std::string(service); }
   std::string log(std::string_view service) const { return root + "/logs/" + std::string(service) + ".log"; }

@@ -6,6 +6,7 @@
 #include "libs/auditchain/writer.hpp"
 #include "libs/files/files.hpp"
 #include "libs/store/database.hpp"
+#include "services/audit/archive.hpp"
 #include "services/audit/wire.hpp"
 
 #include <algorithm>
@@ -75,6 +76,10 @@ status audit_log::load() {
         m = std::max(m, static_cast<std::uint64_t>(*seq));
       }
     }
+    // Sources whose records were archived (some or all of them).
+    auto archived = archived_watermarks(tx);
+    if (!archived) return archived.err();
+    for (const auto& [src, seq] : *archived) marks[src] = std::max(marks[src], seq);
     return {};
   });
   if (!loaded) return loaded.err();

@@ -90,6 +90,9 @@ class audit_log {
   std::uint64_t total() const;       // last chained seq
   std::uint64_t anchored() const;    // newest checkpointed seq
   auditchain::keyring& keys() { return *keys_; }
+  // The retention and the clock this log was opened with (the archive request's).
+  std::chrono::days retention() const { return opt_.keyring.retention; }
+  auditchain::sys_time now() const { return opt_.clock(); }
 
  private:
   explicit audit_log(audit_log_options o);

@@ -5,6 +5,7 @@
 #include "libs/status/unix_time.hpp"
 #include "libs/store/database.hpp"
 #include "loom/v1/audit.pb.h"
+#include "services/audit/archive.hpp"
 #include "services/audit/wire.hpp"
 
 #include <nlohmann/json.hpp>
@@ -35,6 +36,9 @@ audit_logic::audit_logic(std::shared_ptr<audit_log> log, store::database* db, la
       .on<AuditQueryRequest>([this](const AuditQueryRequest& r, ctx_t c) { return query(r, c); })
       // A new key-encryption key now (`loom keys rotate`); audited with its version.
       .on<RotateKeysRequest>([this](const RotateKeysRequest& r, ctx_t) { return rotate_keys(r); })
+      // The oldest records, past the retention, to an archive file (`loom audit archive`); audited,
+      // refusals included (a younger cut-off, the store's triggers).
+      .on<AuditArchiveRequest>([this](const AuditArchiveRequest& r, ctx_t) { return archive(r); })
       // A signed token for a principal, role, zones and tenant (`loom token issue`); audited, never the token.
       .on<IssueTokenRequest>([this](const IssueTokenRequest& r, ctx_t) { return issue_token(r); });
 }
@@ -78,6 +82,39 @@ handled audit_logic::rotate_keys(const loom::v1::RotateKeysRequest&) {
   rep.set_kek_version(*v);
   auto h = reply(rep);
   h.audit_payload = nlohmann::json{{"kek_version", *v}, {"scheduled", false}}.dump();
+  return h;
+}
+
+handled audit_logic::archive(const loom::v1::AuditArchiveRequest& req) {
+  const auto retention = log_->retention();
+  const std::chrono::days older_than{req.older_than_days() == 0 ? retention.count() : req.older_than_days()};
+  if (older_than < retention)
+    return fail(errc::permission_denied,
+                "audit records are kept " + std::to_string(retention.count()) +
+                    " days (the retention; LOOM_AUDIT_RETENTION_DAYS, 180 at least): records younger than that "
+                    "are never archived or deleted, so --older-than-days " +
+                    std::to_string(req.older_than_days()) + " is refused");
+  archive_request ar;
+  ar.older_than = older_than;
+  ar.dry_run = req.dry_run();
+  auto done = archive_old(*db_, paths_.audit_archive(), ar, log_->now());
+  if (!done) {
+    // The store's own refusal (its triggers: younger than 180 days by the
+    // database's clock, unarchived, the newest) is a denial like ours.
+    const auto& m = done.err().message;
+    const bool store_refused = m.find("retention") != std::string::npos ||
+                               m.find("never deleted") != std::string::npos ||
+                               m.find("audit_archives holds it") != std::string::npos;
+    return fail(store_refused ? errc::permission_denied : done.code(), m);
+  }
+  loom::v1::AuditArchiveReply rep;
+  archive_to_wire(*done, static_cast<std::uint32_t>(older_than.count()), &rep);
+  auto h = reply(rep);
+  h.audit_payload = nlohmann::json{{"first_seq", rep.first_seq()}, {"last_seq", rep.last_seq()},
+                                   {"rows", rep.rows()},           {"file", rep.file()},
+                                   {"sha256", rep.sha256()},       {"dry_run", rep.dry_run()},
+                                   {"older_than_days", rep.older_than_days()}}
+                        .dump();
   return h;
 }
 

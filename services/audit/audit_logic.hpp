@@ -20,6 +20,7 @@ namespace loom::v1 {
 class AuditWatermarkRequest;
 class AuditQueryRequest;
 class RotateKeysRequest;
+class AuditArchiveRequest;
 class IssueTokenRequest;
 }  // namespace loom::v1
 
@@ -37,6 +38,7 @@ class audit_logic final : public runtime::service_logic {
   runtime::handled watermark(const loom::v1::AuditWatermarkRequest& req, const runtime::call_context& ctx);
   runtime::handled query(const loom::v1::AuditQueryRequest& req, const runtime::call_context& ctx);
   runtime::handled rotate_keys(const loom::v1::RotateKeysRequest& req);
+  runtime::handled archive(const loom::v1::AuditArchiveRequest& req);
   runtime::handled issue_token(const loom::v1::IssueTokenRequest& req);
 
   std::shared_ptr<audit_log> log_;

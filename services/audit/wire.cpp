@@ -91,4 +91,18 @@ void to_wire(const auth::claims& c, const std::string& token, loom::v1::IssueTok
   out->set_tenant(c.tenant);
 }
 
+void archive_to_wire(const archive_outcome& o, std::uint32_t older_than_days, loom::v1::AuditArchiveReply* out) {
+  out->set_first_seq(o.entry.first_seq);
+  out->set_last_seq(o.entry.last_seq);
+  out->set_rows(o.entry.rows);
+  out->set_file(o.entry.file);
+  out->set_sha256(o.entry.sha256);
+  out->set_oldest_unix_ns(o.entry.oldest_ns);
+  out->set_newest_unix_ns(o.entry.newest_ns);
+  out->set_why_none(o.why_none);
+  out->set_dry_run(o.dry_run);
+  out->set_older_than_days(older_than_days);
+  out->set_live_first_seq(o.live_first);
+}
+
 }  // namespace loom::audit_service

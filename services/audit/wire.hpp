@@ -8,6 +8,7 @@
 #include "libs/auditchain/row.hpp"
 #include "libs/auth/token.hpp"
 #include "libs/status/status.hpp"
+#include "services/audit/archive.hpp"
 #include "services/audit/audit_log.hpp"
 
 #include <cstdint>
@@ -20,6 +21,7 @@ class AuditQueryRequest;
 class AuditQueryReply;
 class IssueTokenRequest;
 class IssueTokenReply;
+class AuditArchiveReply;
 }  // namespace loom::v1
 
 namespace loom::audit_service {
@@ -57,5 +59,8 @@ struct token_request {
 token_request token_request_from_wire(const loom::v1::IssueTokenRequest& r);
 
 void to_wire(const auth::claims& c, const std::string& token, loom::v1::IssueTokenReply* out);
+
+// What an archive request did (or, dry, would do); `older_than_days` as applied.
+void archive_to_wire(const archive_outcome& o, std::uint32_t older_than_days, loom::v1::AuditArchiveReply* out);
 
 }  // namespace loom::audit_service
