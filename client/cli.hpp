@@ -82,6 +82,7 @@ int cmd_status(context& c);
 int cmd_ping(context& c);
 int cmd_token(context& c);
 int cmd_keys(context& c);
+int cmd_keys_status(context& c);  // `loom keys status`: key-encryption keys and their ages (keys_status.cpp)
 int cmd_keys_rotate(context& c);  // `loom keys rotate`: a new audit KEK version (audited)
 int cmd_audit(context& c);        // `loom audit verify|trail|tail`
 int cmd_tokenize(context& c);

@@ -105,6 +105,8 @@ std::vector<command_spec> build() {
                          "new key invalidates)")},
           "create keys and the first admin token"),
       row("keys rotate", "", 0, 0, {}, "new audit key-encryption key version (old ones only decrypt)"),
+      row("keys status", "", 0, 0, {},
+          "the audit and at-rest key-encryption keys: versions, ages, when the next rotation is due (read locally)"),
       row("keys import", "", 0, 0,
           {required(path("from", "DIR", "a read-only copy of a deployment's keys/ (a Kubernetes Secret, a compose secret)"))},
           "copy keys into <data>/keys, owner-only (a container's init step)"),

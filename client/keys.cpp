@@ -53,6 +53,7 @@ result<std::string> admin_key(const layout::paths& p) {
 int cmd_keys(context& c) {
   auto& pos = c.a.positional;
   if (pos.size() >= 2 && pos[1] == "rotate") return cmd_keys_rotate(c);
+  if (pos.size() >= 2 && pos[1] == "status") return cmd_keys_status(c);
   if (pos.size() >= 2 && pos[1] == "import") {
     ::umask(077);
     const std::string from = c.a.get("from").value_or("");
@@ -69,7 +70,8 @@ int cmd_keys(context& c) {
     return ok_exit;
   }
   if (pos.size() < 2 || pos[1] != "init")
-    return usage("usage: loom keys init [--force] | loom keys rotate | loom keys import --from DIR [--data-dir D]");
+    return usage("usage: loom keys init [--force] | loom keys rotate | loom keys status | loom keys import --from DIR "
+                 "[--data-dir D]");
   ::umask(077);
   if (!c.a.flag("force")) {
     if (auto st = ensure_keys(c.paths); !st) {

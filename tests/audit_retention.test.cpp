@@ -2,7 +2,8 @@
 //   * `loom audit archive` against a running `loom up`: the admin's request
 //     archives nothing younger than the retention; a shorter cut-off is
 //     refused (exit 3) even for the admin, a viewer is refused at the gateway,
-//     and each of them is in the audit chain, the refusals as deny;
+//     and each of them is in the audit chain, the refusals as deny; `loom
+//     keys status` lists the audit KEK versions with their ages;
 //   * `loom audit verify --archive DIR` on a data dir whose oldest records
 //     were archived by the audit service's own code (a chain stamped 200–300
 //     days ago): exit 0 walking archive and live rows as one chain; a changed
@@ -42,7 +43,7 @@ int count_action(const std::vector<v1::AuditEvent>& evs, v1::Decision d) {
 
 }  // namespace
 
-TEST_CASE("loom audit archive keeps everything younger than the retention, refuses a shorter cut-off even to an admin, and audits each try") {
+TEST_CASE("loom audit archive keeps everything younger than the retention, refuses a shorter cut-off even to an admin, and audits each try, and loom keys status shows the keys' ages") {
   cluster c;
   REQUIRE(c.up);
   const std::string home = c.home.path();
@@ -75,6 +76,23 @@ TEST_CASE("loom audit archive keeps everything younger than the retention, refus
   }
   CHECK(count_action(evs, v1::ALLOW) == 2);
   CHECK(count_action(evs, v1::DENY) == 3);
+
+  // `loom keys status`: the audit KEK's version and age, the next rotation due in 30 days;
+  // a rotation adds version 2, which then wraps new keys.
+  auto ks = run_loom(home, {"keys", "status", "--json"});
+  REQUIRE_MESSAGE(ks.code == 0, ks.out << ks.err);
+  auto rings = json::parse(ks.out)["key_encryption_keys"];
+  REQUIRE(rings.size() == 2);
+  CHECK(rings[0]["keys"] == "audit");
+  REQUIRE(rings[0]["keks"].size() == 1);
+  CHECK(rings[0]["keks"][0]["age_days"].get<double>() < 1);
+  CHECK(rings[0]["next_rotation_in_days"].get<double>() > 29);
+  CHECK(rings[1]["keys"] == "at rest");
+  REQUIRE(run_loom(home, {"keys", "rotate"}).code == 0);
+  auto ks2 = run_loom(home, {"keys", "status"});
+  CHECK_MESSAGE(has(ks2.out, "version 2"), ks2.out);
+  CHECK_MESSAGE(has(ks2.out, "(wraps new keys)"), ks2.out);
+  CHECK_MESSAGE(has(ks2.out, "(unwraps only)"), ks2.out);
 
   // Nothing was archived: verify --archive finds no segments and passes.
   auto v = run_loom(home, {"audit", "verify", "--archive", layout::paths{home}.audit_archive(), "--json"});

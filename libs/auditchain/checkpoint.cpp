@@ -1,6 +1,6 @@
 #include "libs/auditchain/checkpoint.hpp"
 
-#include "libs/auditchain/key_files.hpp"
+#include "libs/files/secret_files.hpp"
 #include "libs/crypto/encoding.hpp"
 #include "libs/files/files.hpp"
 #include "libs/crypto/hash.hpp"
@@ -88,7 +88,7 @@ anchor_signer::anchor_signer(std::shared_ptr<pkey> k, std::string public_raw)
 
 result<anchor_signer> anchor_signer::load(const std::string& dir) {
   const std::string path = dir + signing_file;
-  auto pem = detail::read_private(path);
+  auto pem = files::secret::read_private(path);
   if (!pem) return pem.err();
   pkey_ptr k = read_pem(*pem, true);
   if (!k) return make_error(errc::corruption, path + " is not a PEM Ed25519 private key");
@@ -99,9 +99,9 @@ result<anchor_signer> anchor_signer::load(const std::string& dir) {
 }
 
 result<anchor_signer> anchor_signer::generate(const std::string& dir) {
-  if (auto s = detail::make_private_dir(dir); !s) return s.err();
+  if (auto s = files::secret::make_private_dir(dir); !s) return s.err();
   const std::string path = dir + signing_file;
-  if (detail::exists(path)) return make_error(errc::already_exists, "an anchor signing key exists: " + path);
+  if (files::secret::exists(path)) return make_error(errc::already_exists, "an anchor signing key exists: " + path);
   pkey_ptr k(EVP_PKEY_Q_keygen(nullptr, nullptr, "ED25519"), EVP_PKEY_free);
   if (!k) die("Ed25519 keygen");
   bio_ptr priv(BIO_new(BIO_s_mem()), BIO_free), pub(BIO_new(BIO_s_mem()), BIO_free);
@@ -111,9 +111,9 @@ result<anchor_signer> anchor_signer::generate(const std::string& dir) {
   std::string raw = raw_public(k.get());
   // The public half first: a crash in between leaves a harmless public key.
   const std::string pub_path = dir + "/anchor-" + key_id_of(raw) + ".pub";
-  if (auto s = detail::create_exclusive(pub_path, bio_text(pub.get()), 0644); !s) return s.err();
+  if (auto s = files::secret::create_exclusive(pub_path, bio_text(pub.get()), 0644); !s) return s.err();
   std::string pem = bio_text(priv.get());
-  auto s = detail::create_exclusive(path, pem, 0600);
+  auto s = files::secret::create_exclusive(path, pem, 0600);
   OPENSSL_cleanse(pem.data(), pem.size());
   if (!s) {
     std::error_code ec;

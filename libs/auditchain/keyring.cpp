@@ -1,6 +1,6 @@
 #include "libs/auditchain/keyring.hpp"
 
-#include "libs/auditchain/key_files.hpp"
+#include "libs/files/secret_files.hpp"
 #include "libs/crypto/encoding.hpp"
 #include "libs/files/files.hpp"
 #include "libs/status/unix_time.hpp"
@@ -93,7 +93,7 @@ result<std::unique_ptr<keyring>> keyring::open(const std::string& dir, keyring_o
                                                   " days is below the minimum of 180 days");
   if (opt.kek_rotation.count() <= 0) return make_error(errc::invalid_argument, "KEK rotation period must be positive");
   if (opt.create) {
-    if (auto s = detail::make_private_dir(dir); !s) return s.err();
+    if (auto s = files::secret::make_private_dir(dir); !s) return s.err();
   } else if (!std::filesystem::is_directory(dir)) {
     return make_error(errc::not_found, "no audit keys directory " + dir);
   }
@@ -112,6 +112,13 @@ keyring::~keyring() {
   for (auto& [d, k] : deks_) OPENSSL_cleanse(k.key.data(), k.key.size());
 }
 
+std::vector<std::pair<std::uint32_t, std::int64_t>> keyring::kek_ages() const {
+  std::lock_guard lock(mu_);
+  std::vector<std::pair<std::uint32_t, std::int64_t>> out;
+  for (const auto& [v, k] : keks_) out.emplace_back(v, k.created_ns);
+  return out;
+}
+
 status keyring::load_keks() {
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator(dir_, ec)) {
@@ -121,7 +128,7 @@ status keyring::load_keks() {
         !parse_int(std::string_view(name).substr(4, 6), v))
       continue;
     if (keks_.count(v)) continue;
-    auto text = detail::read_private(e.path().string());
+    auto text = files::secret::read_private(e.path().string());
     if (!text) return text.err();
     auto f = fields(*text);
     std::int64_t created = 0;
@@ -155,7 +162,7 @@ result<std::uint32_t> keyring::rotate_locked(sys_time now, bool scheduled) {
     k.created_ns = unix_ns(now);
     std::string text = "loom-audit-kek v1 " + std::to_string(v) + " " + std::to_string(k.created_ns) + " " +
                        crypto::to_hex(view(k.key)) + "\n";
-    auto s = detail::create_exclusive(kek_path(v), text);
+    auto s = files::secret::create_exclusive(kek_path(v), text);
     wipe(text);
     if (s.code() == errc::already_exists) continue;
     if (!s) return s.err();
@@ -194,7 +201,7 @@ result<const keyring::dek*> keyring::day_key(std::uint32_t day, bool create) {
   // keys purge`) may have destroyed a key this one still holds.
   if (create)
     if (auto it = deks_.find(day); it != deks_.end()) return &it->second;
-  if (detail::exists(tombstone_path(day))) {
+  if (files::secret::exists(tombstone_path(day))) {
     if (auto it = deks_.find(day); it != deks_.end()) {
       OPENSSL_cleanse(it->second.key.data(), key_size);
       deks_.erase(it);
@@ -203,7 +210,7 @@ result<const keyring::dek*> keyring::day_key(std::uint32_t day, bool create) {
   }
   if (auto it = deks_.find(day); it != deks_.end()) return &it->second;
   for (int attempt = 0; attempt < 2; ++attempt) {
-    auto text = detail::read_private(path);
+    auto text = files::secret::read_private(path);
     if (text.ok()) {
       auto f = fields(*text);
       std::uint32_t fday = 0, kv = 0;
@@ -243,7 +250,7 @@ result<const keyring::dek*> keyring::day_key(std::uint32_t day, bool create) {
     std::string body = "loom-audit-dek v1 " + std::to_string(day) + " " + std::to_string(kv) + " " +
                        crypto::to_hex(std::string_view(sealed).substr(9, nonce_size)) + " " +
                        crypto::to_hex(std::string_view(sealed).substr(header_size)) + "\n";
-    auto s = detail::create_exclusive(path, body);
+    auto s = files::secret::create_exclusive(path, body);
     if (s.ok()) {
       dek& slot = deks_[day];
       slot.kek_version = kv;
@@ -301,14 +308,14 @@ status keyring::purge_locked(std::uint32_t day, sys_time now) {
                           ") is younger than the retention of " + std::to_string(keep) +
                           " days; it may be purged from " + day_name(first) + " on");
   }
-  const bool has_key = detail::exists(dek_path(day));
-  const bool has_tombstone = detail::exists(tombstone_path(day));
+  const bool has_key = files::secret::exists(dek_path(day));
+  const bool has_tombstone = files::secret::exists(tombstone_path(day));
   if (!has_key && !has_tombstone)
     return make_error(errc::not_found, "no data key for " + day_name(day) + " (day " + std::to_string(day) + ")");
   // Tombstone first: a crash before the shred leaves a key that no reader
   // uses and that the next purge finishes off.
   if (!has_tombstone) {
-    auto s = detail::create_exclusive(tombstone_path(day), "destroyed " + std::to_string(unix_ns(now)) + "\n", 0644);
+    auto s = files::secret::create_exclusive(tombstone_path(day), "destroyed " + std::to_string(unix_ns(now)) + "\n", 0644);
     if (!s && s.code() != errc::already_exists) return s;
   }
   if (auto it = deks_.find(day); it != deks_.end()) {
@@ -316,7 +323,7 @@ status keyring::purge_locked(std::uint32_t day, sys_time now) {
     deks_.erase(it);
   }
   if (has_key) {
-    auto s = detail::shred(dek_path(day));
+    auto s = files::secret::shred(dek_path(day));
     if (!s && s.code() != errc::not_found) return s;
   }
   return ok_status();

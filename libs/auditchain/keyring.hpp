@@ -84,6 +84,8 @@ class keyring {
   result<std::vector<std::uint32_t>> purge_expired(sys_time now);
 
   std::uint32_t current_kek_version() const;
+  // Every KEK version and when it was made (`loom keys status`).
+  std::vector<std::pair<std::uint32_t, std::int64_t>> kek_ages() const;
   result<std::vector<day_key_info>> day_keys() const;
   const std::string& dir() const { return dir_; }
 

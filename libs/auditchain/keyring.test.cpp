@@ -1,6 +1,6 @@
 #include "libs/auditchain/keyring.hpp"
 
-#include "libs/auditchain/key_files.hpp"
+#include "libs/files/secret_files.hpp"
 
 #include "libs/crypto/encoding.hpp"
 #include "libs/files/files.hpp"
@@ -263,13 +263,13 @@ TEST_CASE("canary: no key ever appears in a sealed payload, plain or hex") {
 TEST_CASE("a key file is never overwritten: a second create is already_exists and a missing one is not_found") {
   loom::files::temp_dir dir("loom-key-files");
   const std::string path = dir.path() + "/k.key";
-  REQUIRE(detail::create_exclusive(path, "first").ok());
-  auto again = detail::create_exclusive(path, "second");
+  REQUIRE(loom::files::secret::create_exclusive(path, "first").ok());
+  auto again = loom::files::secret::create_exclusive(path, "second");
   CHECK(again.code() == errc::already_exists);
   CHECK(again.err().message.find(path) != std::string::npos);
-  CHECK(*detail::read_private(path) == "first");
-  auto missing = detail::read_private(dir.path() + "/none.key");
+  CHECK(*loom::files::secret::read_private(path) == "first");
+  auto missing = loom::files::secret::read_private(dir.path() + "/none.key");
   CHECK(missing.code() == errc::not_found);
   CHECK(missing.err().message.find("No such file") != std::string::npos);
-  CHECK(detail::shred(dir.path() + "/none.key").code() == errc::not_found);
+  CHECK(loom::files::secret::shred(dir.path() + "/none.key").code() == errc::not_found);
 }

@@ -86,6 +86,8 @@ struct paths {
   std::string epoch() const { return root + "/keys/epoch"; }
   std::string checkpoint_key() const { return root + "/keys/checkpoint.key"; }
   std::string audit_keys() const { return root + "/keys/audit"; }
+  // Key-encryption keys for data at rest (libs/atrest).
+  std::string atrest_keys() const { return root + "/keys/atrest"; }
   std::string audit_anchors() const { return root + "/audit/anchors.log"; }
   // Archived segments of the audit chain (`loom audit archive`; libs/auditchain/archive.hpp).
   std::string audit_archive() const { return root + "/audit/archive"; }

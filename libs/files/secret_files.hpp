@@ -1,4 +1,5 @@
-// Private to libs/auditchain: files that hold secrets. Created exclusively
+// Files that hold secrets (the audit keyring's and the at-rest keys, libs/auditchain
+// and libs/atrest). Created exclusively
 // (a key is never overwritten: replacing a day key would make that day's
 // payloads unreadable), with mode 0600, durably (temp -> fsync -> link ->
 // fsync dir); read only when no one but the owner may read them.
@@ -11,7 +12,7 @@
 #include <string_view>
 #include <sys/types.h>
 
-namespace loom::auditchain::detail {
+namespace loom::files::secret {
 
 // Publishes `data` at `path` unless it exists (then already_exists, nothing
 // changed). Readers see no file or the whole file.
@@ -31,4 +32,4 @@ status make_private_dir(const std::string& dir);
 
 bool exists(const std::string& path);
 
-}  // namespace loom::auditchain::detail
+}  // namespace loom::files::secret

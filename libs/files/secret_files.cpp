@@ -1,4 +1,4 @@
-#include "libs/auditchain/key_files.hpp"
+#include "libs/files/secret_files.hpp"
 
 #include "libs/files/files.hpp"
 
@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-namespace loom::auditchain::detail {
+namespace loom::files::secret {
 namespace {
 
 std::string dir_of(const std::string& path) {
@@ -85,4 +85,4 @@ bool exists(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0;
 }
 
-}  // namespace loom::auditchain::detail
+}  // namespace loom::files::secret

@@ -1,0 +1,233 @@
+#include "libs/atrest/sealed.hpp"
+
+#include "libs/files/files.hpp"
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <memory>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace loom::atrest {
+namespace {
+
+constexpr char magic[8] = {'L', 'O', 'O', 'M', 'S', 'E', 'A', 'L'};
+constexpr std::uint32_t format_version = 1;
+constexpr std::uint32_t min_chunk = 4096, max_chunk = 64u << 20;
+constexpr std::size_t wrap_aad_size = 32, wrap_nonce_at = 32, wrapped_at = 44, wrap_tag_at = 76;
+
+using cipher_ctx = std::unique_ptr<EVP_CIPHER_CTX, decltype(&EVP_CIPHER_CTX_free)>;
+
+const EVP_CIPHER* aes256gcm() {
+  static EVP_CIPHER* c = EVP_CIPHER_fetch(nullptr, "AES-256-GCM", nullptr);
+  return c;
+}
+
+void put32(unsigned char* p, std::uint32_t v) {
+  for (int i = 3; i >= 0; --i, v >>= 8) p[i] = static_cast<unsigned char>(v);
+}
+std::uint32_t get32(const unsigned char* p) {
+  return (std::uint32_t{p[0]} << 24) | (std::uint32_t{p[1]} << 16) | (std::uint32_t{p[2]} << 8) | p[3];
+}
+void put64(unsigned char* p, std::uint64_t v) {
+  for (int i = 7; i >= 0; --i, v >>= 8) p[i] = static_cast<unsigned char>(v);
+}
+
+const unsigned char* u(std::string_view s) { return reinterpret_cast<const unsigned char*>(s.data()); }
+
+// One AES-256-GCM operation with a reused context: encrypt (tag out) or
+// decrypt (tag in, false when it does not verify).
+bool gcm(EVP_CIPHER_CTX* c, bool enc, const key256& key, const unsigned char* iv, const unsigned char* aad1,
+         std::size_t aad1_n, const unsigned char* aad2, std::size_t aad2_n, const unsigned char* in, std::size_t n,
+         unsigned char* out, unsigned char* tag) {
+  int len = 0, fin = 0;
+  if (enc) {
+    return EVP_EncryptInit_ex2(c, aes256gcm(), key.data(), iv, nullptr) == 1 &&
+           EVP_EncryptUpdate(c, nullptr, &len, aad1, static_cast<int>(aad1_n)) == 1 &&
+           (aad2_n == 0 || EVP_EncryptUpdate(c, nullptr, &len, aad2, static_cast<int>(aad2_n)) == 1) &&
+           (n == 0 || EVP_EncryptUpdate(c, out, &len, in, static_cast<int>(n)) == 1) &&
+           EVP_EncryptFinal_ex(c, out + n, &fin) == 1 &&
+           EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_GET_TAG, static_cast<int>(sealed_tag_size), tag) == 1;
+  }
+  return EVP_DecryptInit_ex2(c, aes256gcm(), key.data(), iv, nullptr) == 1 &&
+         EVP_DecryptUpdate(c, nullptr, &len, aad1, static_cast<int>(aad1_n)) == 1 &&
+         (aad2_n == 0 || EVP_DecryptUpdate(c, nullptr, &len, aad2, static_cast<int>(aad2_n)) == 1) &&
+         (n == 0 || EVP_DecryptUpdate(c, out, &len, in, static_cast<int>(n)) == 1) &&
+         EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_SET_TAG, static_cast<int>(sealed_tag_size), tag) == 1 &&
+         EVP_DecryptFinal_ex(c, out + n, &fin) == 1;
+}
+
+// The chunk layout a body of `body` bytes must have: the count and the last chunk's plaintext size.
+bool layout(std::size_t body, std::uint32_t chunk, std::size_t& count, std::size_t& last_plain) {
+  const std::size_t full = std::size_t{chunk} + sealed_tag_size;
+  if (body < sealed_tag_size) return false;
+  count = (body + full - 1) / full;
+  const std::size_t rest = body - (count - 1) * full;  // the last chunk, tag included
+  if (rest < sealed_tag_size) return false;
+  last_plain = rest - sealed_tag_size;
+  // A last chunk of 0 bytes only when it is the only one (an empty object).
+  return !(last_plain == 0 && count > 1);
+}
+
+// The file's bytes into `out`, reusing its capacity.
+status read_whole(const std::string& path, std::string& out) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return files::errno_error("open", path);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    auto e = files::errno_error("stat", path);
+    ::close(fd);
+    return e;
+  }
+  out.resize(static_cast<std::size_t>(st.st_size));
+  std::size_t got = 0;
+  while (got < out.size()) {
+    const ssize_t n = ::read(fd, out.data() + got, out.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      auto e = n < 0 ? files::errno_error("read", path)
+                     : make_error(errc::corruption, path + " shrank while it was read");
+      ::close(fd);
+      return e;
+    }
+    got += static_cast<std::size_t>(n);
+  }
+  ::close(fd);
+  return ok_status();
+}
+
+}  // namespace
+
+bool looks_sealed(std::string_view head) {
+  return head.size() >= sizeof magic && std::memcmp(head.data(), magic, sizeof magic) == 0;
+}
+
+status seal_into(std::string_view plain, kek_store& keys, sys_time now, std::string& out, std::uint32_t chunk) {
+  if (chunk < min_chunk || chunk > max_chunk)
+    return make_error(errc::invalid_argument, "a sealed chunk is 4 KiB..64 MiB, not " + std::to_string(chunk));
+  auto kek = keys.for_wrap(now);
+  if (!kek) return kek.err();
+  key256 dek{};
+  unsigned char header[sealed_header_size] = {};
+  std::memcpy(header, magic, sizeof magic);
+  put32(header + 8, format_version);
+  put32(header + 12, kek->first);
+  put32(header + 16, chunk);
+  if (RAND_bytes(dek.data(), static_cast<int>(dek.size())) != 1 || RAND_bytes(header + 24, 8 + 12) != 1) {
+    OPENSSL_cleanse(kek->second.data(), kek->second.size());
+    return make_error(errc::internal, "RAND_bytes failed sealing an object");
+  }
+  cipher_ctx c(EVP_CIPHER_CTX_new(), EVP_CIPHER_CTX_free);
+  bool ok = c && gcm(c.get(), true, kek->second, header + wrap_nonce_at, header, wrap_aad_size, nullptr, 0,
+                     dek.data(), dek.size(), header + wrapped_at, header + wrap_tag_at);
+  OPENSSL_cleanse(kek->second.data(), kek->second.size());
+  const std::size_t count = plain.empty() ? 1 : (plain.size() + chunk - 1) / chunk;
+  out.resize(sealed_header_size + plain.size() + count * sealed_tag_size);
+  std::memcpy(out.data(), header, sealed_header_size);
+  auto* dst = reinterpret_cast<unsigned char*>(out.data()) + sealed_header_size;
+  unsigned char iv[12], idx[9];
+  std::memcpy(iv, header + 24, 8);
+  for (std::size_t i = 0; ok && i < count; ++i) {
+    const std::size_t off = i * std::size_t{chunk};
+    const std::size_t n = std::min<std::size_t>(chunk, plain.size() - off);
+    put32(iv + 8, static_cast<std::uint32_t>(i));
+    put64(idx, i);
+    idx[8] = i + 1 == count ? 1 : 0;
+    ok = gcm(c.get(), true, dek, iv, header, sealed_header_size, idx, sizeof idx, u(plain) + off, n, dst, dst + n);
+    dst += n + sealed_tag_size;
+  }
+  OPENSSL_cleanse(dek.data(), dek.size());
+  if (!ok) return make_error(errc::internal, "AES-256-GCM failed sealing an object");
+  return ok_status();
+}
+
+result<std::string> seal(std::string_view plain, kek_store& keys, sys_time now, std::uint32_t chunk) {
+  std::string out;
+  if (auto st = seal_into(plain, keys, now, out, chunk); !st) return st.err();
+  return out;
+}
+
+status unseal_into(std::string_view sealed, kek_store& keys, const std::string& what, std::string& out) {
+  auto bad = [&](const std::string& why) { return make_error(errc::corruption, what + ": " + why); };
+  if (sealed.size() < sealed_header_size + sealed_tag_size || !looks_sealed(sealed))
+    return bad("not a sealed object (no LOOMSEAL header, or shorter than one)");
+  const auto* h = u(sealed);
+  if (get32(h + 8) != format_version)
+    return bad("sealed format version " + std::to_string(get32(h + 8)) + " is not 1");
+  const std::uint32_t chunk = get32(h + 16);
+  if (chunk < min_chunk || chunk > max_chunk || get32(h + 20) != 0)
+    return bad("the sealed header is damaged (chunk size " + std::to_string(chunk) + ")");
+  std::size_t count = 0, last_plain = 0;
+  if (!layout(sealed.size() - sealed_header_size, chunk, count, last_plain))
+    return bad("a sealed object of " + std::to_string(sealed.size()) + " bytes cannot be whole: cut or extended");
+  auto kek = keys.get(get32(h + 12));
+  if (!kek) return error{kek.code(), what + ": " + kek.err().message};
+  cipher_ctx c(EVP_CIPHER_CTX_new(), EVP_CIPHER_CTX_free);
+  key256 dek{};
+  unsigned char tag[sealed_tag_size];
+  std::memcpy(tag, h + wrap_tag_at, sizeof tag);
+  bool ok = c && gcm(c.get(), false, *kek, h + wrap_nonce_at, h, wrap_aad_size, nullptr, 0, h + wrapped_at,
+                     dek.size(), dek.data(), tag);
+  OPENSSL_cleanse(kek->data(), kek->size());
+  if (!ok) {
+    OPENSSL_cleanse(dek.data(), dek.size());
+    return bad("its data key does not unwrap under KEK version " + std::to_string(get32(h + 12)) +
+               ": the header was changed or the object is another deployment's");
+  }
+  const std::size_t plain_size = (count - 1) * std::size_t{chunk} + last_plain;
+  out.resize(plain_size);
+  const unsigned char* src = h + sealed_header_size;
+  auto* dst = reinterpret_cast<unsigned char*>(out.data());
+  unsigned char iv[12], idx[9];
+  std::memcpy(iv, h + 24, 8);
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::size_t n = i + 1 == count ? last_plain : chunk;
+    put32(iv + 8, static_cast<std::uint32_t>(i));
+    put64(idx, i);
+    idx[8] = i + 1 == count ? 1 : 0;
+    std::memcpy(tag, src + n, sizeof tag);
+    if (!gcm(c.get(), false, dek, iv, h, sealed_header_size, idx, sizeof idx, src, n, dst, tag)) {
+      OPENSSL_cleanse(dek.data(), dek.size());
+      OPENSSL_cleanse(out.data(), out.size());
+      const std::size_t from = i * std::size_t{chunk};
+      return bad("chunk " + std::to_string(i) + " (plaintext bytes " + std::to_string(from) + ".." +
+                 std::to_string(from + n) + ") fails authentication: changed, cut, reordered or not sealed by "
+                 "this deployment");
+    }
+    src += n + sealed_tag_size;
+    dst += n;
+  }
+  OPENSSL_cleanse(dek.data(), dek.size());
+  return ok_status();
+}
+
+result<std::string> unseal(std::string_view sealed, kek_store& keys, const std::string& what) {
+  std::string out;
+  if (auto st = unseal_into(sealed, keys, what, out); !st) return st.err();
+  return out;
+}
+
+status write_sealed(const std::string& path, std::string_view plain, kek_store& keys, sys_time now,
+                    std::uint32_t chunk, mode_t mode) {
+  auto s = seal(plain, keys, now, chunk);
+  if (!s) return s.err();
+  return files::write_atomic(path, *s, mode);
+}
+
+result<std::string> read_sealed(const std::string& path, kek_store& keys) {
+  auto bytes = files::read_file(path);
+  if (!bytes) return bytes.err();
+  return unseal(*bytes, keys, path);
+}
+
+status read_sealed_into(const std::string& path, kek_store& keys, std::string& scratch, std::string& out) {
+  if (auto st = read_whole(path, scratch); !st) return st;
+  return unseal_into(scratch, keys, path, out);
+}
+
+}  // namespace loom::atrest
