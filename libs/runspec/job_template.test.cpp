@@ -323,6 +323,24 @@ TEST_CASE("an override value that is not exactly one TOML value is refused namin
   CHECK(msg(resolve_template("t", pipeline, {"dataset=5abc"})) == "ok");
 }
 
+// Found by tests/fuzz (fuzz_template, input "#\0dataset=\xe9"): a bare-word
+// override that is not UTF-8 was accepted, and the resolved stage config it was
+// written into was no longer TOML the trainer could read.
+TEST_CASE("an override value that is not valid UTF-8 is refused at resolution naming the key and the byte") {
+  auto r = resolve_template("t", "#", {"dataset=\xe9"});
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.code() == errc::invalid_argument);
+  CHECK(r.err().message.find("--set data.dataset") != std::string::npos);
+  CHECK(r.err().message.find("not valid UTF-8: byte 1 is 0xe9") != std::string::npos);
+  // Overlong, surrogate and truncated sequences too; well-formed UTF-8 stays a bare word.
+  for (const char* bad : {"dataset=\xc0\xae", "dataset=a\xed\xa0\x80", "dataset=ab\xf0\x9f\x98", "dataset=\xf5\x80\x80\x80"})
+    CHECK_FALSE(resolve_template("t", pipeline, {bad}).ok());
+  auto ok = resolve_template("t", pipeline, {"dataset=caf\xc3\xa9-\xf0\x9f\x98\x80"});
+  REQUIRE(ok.ok());
+  CHECK(ok->stages[0].spec.dataset == "caf\xc3\xa9-\xf0\x9f\x98\x80");
+  for (const auto& st : ok->stages) CHECK(parse_run_config(st.config_toml, "/x/" + st.name + ".toml").ok());
+}
+
 TEST_CASE("output.dir is no key of a job: the scheduler names each stage's directory") {
   auto r = resolve_template("t", pipeline, {"text=/d/c.txt", "output.dir=/tmp/elsewhere"});
   REQUIRE_FALSE(r.ok());

@@ -7,6 +7,35 @@
 #include <cstring>
 
 namespace loom::runspec {
+namespace {
+
+// Offset of the first byte of `text` that does not start a well-formed UTF-8
+// sequence (Unicode 15 table 3-7: no overlongs, surrogates or code points
+// above U+10FFFF), or text.size(). A TOML document is UTF-8: a bare word that
+// is not would be written into the stage's config as a string the trainer's
+// parser then refuses (found by tests/fuzz fuzz_template: "dataset=\xe9").
+std::size_t first_bad_utf8(std::string_view text) {
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    std::size_t n = 0;
+    unsigned char lo = 0x80, hi = 0xbf;  // allowed range of the second byte
+    if (c < 0x80) n = 1;
+    else if (c >= 0xc2 && c <= 0xdf) n = 2;
+    else if (c >= 0xe0 && c <= 0xef) n = 3, lo = c == 0xe0 ? 0xa0 : 0x80, hi = c == 0xed ? 0x9f : 0xbf;
+    else if (c >= 0xf0 && c <= 0xf4) n = 4, lo = c == 0xf0 ? 0x90 : 0x80, hi = c == 0xf4 ? 0x8f : 0xbf;
+    else return i;
+    if (text.size() - i < n) return i;
+    for (std::size_t k = 1; k < n; ++k) {
+      const unsigned char b = static_cast<unsigned char>(text[i + k]);
+      if (k == 1 ? (b < lo || b > hi) : (b < 0x80 || b > 0xbf)) return i;
+    }
+    i += n;
+  }
+  return text.size();
+}
+
+}  // namespace
 
 std::string quoted_text(std::string_view text, std::size_t max) {
   std::string out = "\"";
@@ -35,6 +64,13 @@ result<std::unique_ptr<toml::node>> override_value(const std::string& text) {
       return make_error(errc::invalid_argument, quoted_text(text) + " is not one TOML value: it holds a control character "
                                                                "(a value is one line; write escapes inside a quoted "
                                                                "string)");
+  // The message never repeats the bad bytes: it travels in a protobuf string.
+  if (const auto bad = first_bad_utf8(text); bad < text.size()) {
+    char hex[8];
+    std::snprintf(hex, sizeof hex, "0x%02x", static_cast<unsigned char>(text[bad]));
+    return make_error(errc::invalid_argument, "the value is not valid UTF-8: byte " + std::to_string(bad + 1) + " is " +
+                                                  hex + " (a run spec is a TOML document, which is UTF-8)");
+  }
   // A TOML value starts with a quote, bracket, sign, digit or the t/f/i/n of
   // true, false, inf and nan: anything else (a path, a name) is a plain string,
   // known without a parse that would throw.

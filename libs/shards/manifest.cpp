@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <optional>
+
 namespace loom::shards {
 namespace {
 
@@ -17,6 +19,15 @@ error bad(const std::string& origin, const std::string& what) {
 bool plain_file_name(const std::string& n) {
   return !n.empty() && n != "." && n != ".." && n.find('/') == std::string::npos &&
          n.find('\0') == std::string::npos;
+}
+
+// A count (bytes, tokens, docs, version): a JSON integer >= 0, else nullopt.
+// nlohmann's get<std::uint64_t>() converts whatever number it finds: -1 wraps
+// to 2^64-1, 1.5 truncates to 1, and a float beyond 2^64 is undefined
+// behaviour (found by tests/fuzz fuzz_manifest: "tokens": 3.3e34).
+std::optional<std::uint64_t> count_field(const json& obj, const char* key) {
+  if (!obj.is_object() || !obj.contains(key) || !obj[key].is_number_unsigned()) return std::nullopt;
+  return obj[key].get<std::uint64_t>();
 }
 
 }  // namespace
@@ -44,7 +55,7 @@ result<manifest> parse_manifest(std::string_view text, const std::string& origin
   try {
     if (!doc.is_object() || doc.value("format", "") != "loom-shards")
       return bad(origin, "format is not \"loom-shards\"");
-    if (doc.value("version", 0u) != format_version)
+    if (count_field(doc, "version") != format_version)
       return bad(origin, "unsupported version " + doc.value("version", json()).dump());
     if (!doc.contains("shards") || !doc["shards"].is_array()) return bad(origin, "no shards array");
     manifest m;
@@ -54,9 +65,12 @@ result<manifest> parse_manifest(std::string_view text, const std::string& origin
       if (!plain_file_name(s.name)) return bad(origin, "shard name \"" + s.name + "\" is not a plain file name");
       s.sha256 = j.at("sha256").get<std::string>();
       if (s.sha256.size() != 64) return bad(origin, s.name + ": sha256 is not 64 hex digits");
-      s.bytes = j.at("bytes").get<std::uint64_t>();
-      s.tokens = j.at("tokens").get<std::uint64_t>();
-      s.docs = j.at("docs").get<std::uint64_t>();
+      const auto bytes = count_field(j, "bytes"), tokens = count_field(j, "tokens"), docs = count_field(j, "docs");
+      if (!bytes || !tokens || !docs)
+        return bad(origin, s.name + ": bytes, tokens and docs must be integers from 0 to 2^64-1");
+      s.bytes = *bytes;
+      s.tokens = *tokens;
+      s.docs = *docs;
       auto t = dtype_from_string(j.at("dtype").get<std::string>());
       if (!t) return bad(origin, s.name + ": unknown dtype " + j.at("dtype").dump());
       s.type = *t;

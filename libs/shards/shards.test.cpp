@@ -187,6 +187,42 @@ TEST_CASE("a manifest naming a shard outside its directory is refused") {
   CHECK(contains(m.err().message, "../x.bin"));
 }
 
+// Found by tests/fuzz (fuzz_manifest): a count written as a float beyond
+// 2^64 was converted to uint64 (undefined behaviour); -1 wrapped and 1.5
+// truncated. This is the crashing input, byte for byte.
+TEST_CASE("a manifest whose counts are not integers from 0 to 2^64-1 is refused naming the shard") {
+  const std::string fuzzed = R"({
+  "format": "loom-shards",
+  "shards": [
+    {
+      "bytes": 324,
+      "docs": 5,
+      "dtype": "uint32",
+      "name": "shard-0_in",
+      "node": "",
+      "sha256": "49ed34b334f75348747630f9d8d84e62c2238a3fe76a5273f4432c3632d2b08d",
+      "tokens": 33333333333333333333333333333333355
+    }
+  ],
+  "version": 1
+}
+)";
+  auto m = parse_manifest(fuzzed, "m.json");
+  REQUIRE_FALSE(m.ok());
+  CHECK(m.code() == errc::corruption);
+  CHECK(contains(m.err().message, "m.json: shard-0_in: bytes, tokens and docs must be integers"));
+  auto with = [](std::string_view count, std::string_view version = "1") {
+    return parse_manifest(R"({"format":"loom-shards","version":)" + std::string(version) +
+                              R"(,"shards":[{"name":"a.bin","sha256":")" + std::string(64, '0') +
+                              R"(","bytes":1,"tokens":)" + std::string(count) + R"(,"docs":1,"dtype":"uint16"}]})",
+                          "m.json");
+  };
+  for (auto bad : {"-1", "1.5", "1e30", "\"7\"", "true", "null"}) CHECK_FALSE(with(bad).ok());
+  REQUIRE(with("18446744073709551615").ok());
+  CHECK(with("18446744073709551615")->shards[0].tokens == UINT64_MAX);
+  for (auto bad : {"1.0", "1e40", "-1", "\"1\""}) CHECK_FALSE(with("1", bad).ok());
+}
+
 TEST_CASE("the untouched small shard opens and its sha256 matches") {
   small_shard s;
   auto r = shard_reader::open(s.path, crypto::sha256_hex(s.bytes));

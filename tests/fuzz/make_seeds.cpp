@@ -1,0 +1,237 @@
+// fuzz_seeds OUT_DIR SOURCE_DIR: writes the seed corpora of the fuzz targets
+// (tests/fuzz/corpus/<target>/) with the product's own writers, so a seed is
+// exactly what the product sends or stores: envelopes, bulk frames, ring
+// frames, every codec's payload, a shard and its manifest, safetensors, GGUF,
+// a trained tokenizer.json, tokens, and the repository's own TOML templates.
+// Deterministic (fixed seeds, fixed clock) except where the product itself
+// draws random bytes (request ids, enrolment secrets). The ingest seeds that
+// need gzip/zstd/tar are added by tests/fuzz/make_seeds.sh, which runs this.
+#include "libs/auth/site_token.hpp"
+#include "libs/auth/token.hpp"
+#include "libs/ckpt/gpt2_checkpoint.hpp"
+#include "libs/ckpt/safetensors.hpp"
+#include "libs/codec/codec.hpp"
+#include "libs/collective/frame.hpp"
+#include "libs/crypto/encoding.hpp"
+#include "libs/crypto/hash.hpp"
+#include "libs/export/gguf.hpp"
+#include "libs/shards/writer.hpp"
+#include "libs/tokenizer/train/hf_json.hpp"
+#include "libs/tokenizer/train/piece_counts.hpp"
+#include "libs/wire/envelope.hpp"
+#include "loom/v1/bulk.pb.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+namespace fs = std::filesystem;
+using namespace loom;
+
+namespace {
+
+fs::path out_root;
+
+void put(const std::string& target, const std::string& name, std::string_view bytes) {
+  fs::create_directories(out_root / target);
+  std::ofstream(out_root / target / name, std::ios::binary | std::ios::trunc)
+      .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+template <class T>
+T must(result<T> r, const char* what) {
+  if (!r.ok()) {
+    std::fprintf(stderr, "fuzz_seeds: %s: %s\n", what, r.err().to_string().c_str());
+    std::exit(1);
+  }
+  return std::move(*r);
+}
+std::string slurp(const fs::path& p) {
+  std::ostringstream s;
+  s << std::ifstream(p, std::ios::binary).rdbuf();
+  return s.str();
+}
+std::string byte0(char b, std::string_view rest) { return std::string(1, b) + std::string(rest); }
+std::string le(std::uint64_t v, int bytes) {
+  std::string s;
+  for (int i = 0; i < bytes; ++i) s += static_cast<char>(v >> (8 * i) & 0xff);
+  return s;
+}
+std::vector<float> wave(std::size_t n) {  // deterministic deltas of mixed magnitude
+  std::vector<float> x(n);
+  for (std::size_t i = 0; i < n; ++i) x[i] = 0.01f * std::sin(0.7f * i) * (1.0f + (i % 7));
+  return x;
+}
+
+void envelopes() {
+  wire::request req{"0123456789abcdef0123456789abcdef", "loom.v1.PingRequest", "\x0a\x02hi", "lt1.x.y", 1700000000000, 2};
+  put("fuzz_envelope", "request", wire::encode(req));
+  auto rep = wire::error_reply(req.request_id, errc::invalid_argument, "bad field");
+  rep.details["field"] = "name";
+  put("fuzz_envelope", "error_reply", wire::encode(rep));
+  wire::reply ok{req.request_id, "loom.v1.PingReply", "\x08\x01", errc::ok, "", {}};
+  put("fuzz_envelope", "ok_reply", wire::encode(ok));
+}
+
+void bulk() {  // offer, then the object's 3 chunks of 1 KiB, 1 KiB, 952 bytes
+  std::string object(3000, '\0');
+  for (std::size_t i = 0; i < object.size(); ++i) object[i] = static_cast<char>('a' + i % 26);
+  v1::BulkOffer o;
+  o.set_transfer_id("t1");
+  o.set_name("shard-000001.bin");
+  o.set_total_bytes(object.size());
+  o.set_chunk_bytes(1024);
+  o.set_chunk_count(3);
+  o.set_sha256(std::string(crypto::as_view(crypto::sha256(object))));
+  std::string offer = o.SerializeAsString();
+  std::string seq = byte0(0, le(offer.size(), 2) + offer);
+  put("fuzz_bulk", "offer", seq);
+  for (std::uint32_t i = 0; i < 3; ++i) {
+    std::string data = object.substr(i * 1024, 1024);
+    v1::BulkChunk c;
+    c.set_transfer_id("t1");
+    c.set_index(i);
+    c.set_offset(i * 1024);
+    c.set_sha256(std::string(crypto::as_view(crypto::sha256(data))));
+    std::string h = c.SerializeAsString();
+    seq += "\x01" + le(h.size(), 2) + h + le(data.size(), 4) + data;
+  }
+  put("fuzz_bulk", "offer_and_chunks", seq);
+}
+
+void ring_frames() {
+  collective::frame_header h{1, 3, collective::phase::all_gather, 7, 2, 1, 2, 40, 5, 15};
+  std::string f(collective::frame_header_bytes + 5 * 4, '\0');
+  collective::encode_header(h, f.data());
+  put("fuzz_collective_frame", "all_gather", f);
+}
+
+void codecs() {
+  auto x = wave(300);
+  codec::options small;  // small blocks and chunks: every block kind in a short payload
+  small.int8_block = 32, small.int4_block = 16, small.topk_chunk = 128, small.topk_density = 0.1;
+  for (auto c : codec::all_codecs) {
+    auto p = must(codec::encode(c, x), "codec");
+    put("fuzz_codec", std::string(codec::to_string(c)), {reinterpret_cast<const char*>(p.data()), p.size()});
+    auto q = must(codec::encode(c, std::span<const float>(x).first(100), small), "codec");
+    put("fuzz_codec", std::string(codec::to_string(c)) + "_small", {reinterpret_cast<const char*>(q.data()), q.size()});
+  }
+}
+
+void shard_and_manifest(const fs::path& tmp) {
+  for (auto type : {shards::dtype::uint16, shards::dtype::uint32}) {
+    auto dir = tmp / std::string(shards::to_string(type));
+    auto w = must(shards::shard_writer::create({dir.string(), type, std::uint64_t{16} << 20, {}}), "shard writer");
+    for (std::uint32_t d = 0; d < 5; ++d) {
+      std::vector<std::uint32_t> doc(3 + d * 4);
+      for (std::size_t i = 0; i < doc.size(); ++i) doc[i] = (d * 977 + i * 31) % (type == shards::dtype::uint16 ? 50257 : 100000);
+      if (!w.append(doc).ok()) std::exit(1);
+    }
+    must(w.finish(), "shard finish");
+    put("fuzz_shard", std::string(shards::to_string(type)), slurp(dir / shards::shard_file_name(1)));
+    put("fuzz_manifest", std::string(shards::to_string(type)), slurp(dir / shards::manifest_file_name));
+  }
+  put("fuzz_manifest", "cursor", R"({"epoch":1,"position":4096})");
+}
+
+void safetensors(const fs::path& tmp) {
+  std::vector<float> a = wave(12);
+  std::vector<std::uint16_t> b(6, 0x3c00);
+  std::vector<ckpt::tensor_view> t{{"wte", ckpt::dtype::F32, {3, 4}, a.data(), a.size() * 4},
+                                   {"ln.b", ckpt::dtype::F16, {6}, b.data(), b.size() * 2}};
+  model::gpt2_config tiny{2, 2, 8, 16, 64, 64};
+  auto p = (tmp / "m.safetensors").string();
+  if (!ckpt::write_safetensors(p, t, ckpt::gpt2_metadata(tiny)).ok()) std::exit(1);
+  put("fuzz_safetensors", "gpt2_meta", slurp(p));
+}
+
+void gguf(const fs::path& tmp) {
+  auto v = wave(64);
+  std::vector<exporter::gguf_kv> kv{{"general.architecture", exporter::gguf_value::string("gpt2")},
+                                    {"gpt2.block_count", exporter::gguf_value::u32(2)},
+                                    {"tokenizer.ggml.tokens", exporter::gguf_value::string_array({"a", "b", "ab"})},
+                                    {"general.alignment", exporter::gguf_value::u32(32)}};
+  std::vector<exporter::gguf_tensor_in> t{{"f32", {8, 2}, exporter::gguf_type::f32, std::span<const float>(v).first(16)},
+                                          {"f16", {4}, exporter::gguf_type::f16, std::span<const float>(v).first(4)},
+                                          {"q8", {32, 2}, exporter::gguf_type::q8_0, v}};
+  auto p = tmp / "m.gguf";
+  if (!exporter::write_gguf_file(p, kv, t).ok()) std::exit(1);
+  put("fuzz_gguf", "three_types", slurp(p));
+}
+
+void hf_tokenizer() {
+  tokenizer::piece_counts counts;
+  for (int i = 0; i < 20; ++i) counts.add_document("the cat sat on the mat; the hat is flat. 12 34 ");
+  auto t = must(tokenizer::train_bpe(counts, {280, 2, 1024}), "train_bpe");
+  put("fuzz_hf_tokenizer", "trained", tokenizer::to_hf_json(tokenizer::spec_of(t)));
+}
+
+void tokens() {
+  const std::string key(32, 'k');  // the fuzz target's key
+  auth::claims c{"alice@site-a", auth::role::operator_, {"edge-a", "*"}, 1900000000, 3, 1600000000, "acme"};
+  auto tok = must(auth::issue_token(c, key), "issue_token");
+  put("fuzz_token", "raw_token", byte0(0, tok));
+  auto first = tok.find('.'), second = tok.find('.', first + 1);
+  put("fuzz_token", "payload", "\x01" + must(crypto::base64url_decode(tok.substr(first + 1, second - first - 1)), "b64"));
+  put("fuzz_token", "enrol", "\x02" + auth::make_enrol_token(std::string(32, '\x11')));
+}
+
+void templates(const fs::path& src) {
+  for (const auto& e : fs::directory_iterator(src / "templates")) {
+    if (e.path().extension() != ".toml") continue;
+    auto name = e.path().stem().string();
+    auto text = slurp(e.path());
+    put("fuzz_template", name, text);
+    if (name.starts_with("pretrain-tiny") || name == "sft-tiny" || name == "pretrain-diloco-tiny")
+      put("fuzz_run_config", name, text);
+    if (name.starts_with("hpo")) {
+      put("fuzz_hpo", name, text);
+      put("fuzz_run_config", name, text);
+    }
+  }
+  put("fuzz_template", "with_overrides", slurp(src / "templates/pretrain-tiny.toml") +
+                                             std::string(1, '\0') + "train.steps=7\nstage.kind=\"lm\"\nlr=0.001");
+}
+
+void texts() {
+  put("fuzz_tokenizer", "english", "Hello world! It's 2024, isn't it?  New\nlines\t\tand  spaces.");
+  put("fuzz_tokenizer", "unicode", "Grüße, 世界 🌍 — ça va? ١٢٣ \u00a0nbsp");
+  put("fuzz_tokenizer", "bad_utf8", "ab\xff\xfe\xc3 \xe2\x82 \xf0\x9f\x98 x<|endoftext|>");
+  // Ingest: byte 0 = name index | split << 4 (fuzz_ingest's table).
+  put("fuzz_ingest", "text", byte0(0, "First paragraph line one.\nline two.\n\nSecond paragraph.\n"));
+  put("fuzz_ingest", "markdown", "\x11" "# Title\n\nSome *emphasis* and `code`.\n\n- item\n- [link](http://x)\n");
+  put("fuzz_ingest", "html", "\x02" "<html><head><title>t</title><script>x()</script></head><body><p>A &amp; B &#x263a;</p><br>C</body></html>");
+  put("fuzz_ingest", "jsonl", "\x03" "{\"text\":\"one\"}\n{\"text\":\"two\\u00e9\"}\n{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"},{\"role\":\"assistant\",\"content\":\"yo\"}]}\n{\"prompt\":\"p\",\"chosen\":\"c\",\"rejected\":\"r\"}\n");
+  put("fuzz_ingest", "csv", "\x04" "id,text\n1,\"quoted, with comma\"\n2,\"multi\nline \"\"q\"\"\"\n");
+  put("fuzz_ingest", "tsv", "\x05" "id\ttext\n1\thello\n2\tworld\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: fuzz_seeds OUT_DIR SOURCE_DIR\n");
+    return 2;
+  }
+  out_root = argv[1];
+  auto tmp = fs::temp_directory_path() / ("loom-fuzz-seeds-" + std::to_string(::getpid()));
+  fs::create_directories(tmp);
+  envelopes();
+  bulk();
+  ring_frames();
+  codecs();
+  shard_and_manifest(tmp);
+  safetensors(tmp);
+  gguf(tmp);
+  hf_tokenizer();
+  tokens();
+  templates(argv[2]);
+  texts();
+  fs::remove_all(tmp);
+  return 0;
+}
