@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 
 namespace loom::auditchain {
 namespace {
@@ -106,10 +107,10 @@ const char* row_from_json(const json& j, chain_row& r) {
 
 }  // namespace
 
-std::string archive_file_name(std::uint64_t first_seq, std::uint64_t last_seq) {
-  char buf[96];
-  std::snprintf(buf, sizeof buf, "audit-%020llu-%020llu.jsonl", static_cast<unsigned long long>(first_seq),
-                static_cast<unsigned long long>(last_seq));
+std::string archive_file_name(std::uint64_t first_seq, std::uint64_t last_seq, std::int64_t created_ns) {
+  char buf[128];
+  std::snprintf(buf, sizeof buf, "audit-%020llu-%020llu-%lld.jsonl", static_cast<unsigned long long>(first_seq),
+                static_cast<unsigned long long>(last_seq), static_cast<long long>(created_ns));
   return buf;
 }
 
@@ -132,7 +133,9 @@ result<archive_entry> write_archive(const std::string& dir, std::span<const chai
     e.oldest_ns = std::min(e.oldest_ns, rows[i].unix_ns);
     e.newest_ns = std::max(e.newest_ns, rows[i].unix_ns);
   }
-  e.file = archive_file_name(e.first_seq, e.last_seq);
+  e.file = archive_file_name(e.first_seq, e.last_seq, created_ns);
+  if (std::filesystem::exists(dir + "/" + e.file))
+    return make_error(errc::already_exists, dir + "/" + e.file + " exists: an archive is never written over");
   std::string out = json{{"format", archive_format},
                          {"first_seq", e.first_seq},
                          {"last_seq", e.last_seq},

@@ -41,8 +41,11 @@ struct archive_entry {
   std::string sha256;  // hex digest of the whole file
 };
 
-// "audit-00000000000000000001-00000000000000004000.jsonl": sorts by seq.
-std::string archive_file_name(std::uint64_t first_seq, std::uint64_t last_seq);
+// "audit-00000000000000000001-00000000000000004000-<created ns>.jsonl":
+// sorts by seq; the creation time makes each write's name its own, so a
+// write whose listing fails (a concurrent archive of the same seqs, a
+// deposed replica) removes only its own file, never a listed one.
+std::string archive_file_name(std::uint64_t first_seq, std::uint64_t last_seq, std::int64_t created_ns);
 
 // Writes `rows` (contiguous, linked, non-empty) and `checkpoints` as
 // dir/archive_file_name(...); the entry describes the file written

@@ -148,7 +148,7 @@ result<archive_outcome> archive_old(store::database& db, const std::string& dir,
       out.entry.oldest_ns = std::min(out.entry.oldest_ns, r.unix_ns);
       out.entry.newest_ns = std::max(out.entry.newest_ns, r.unix_ns);
     }
-    out.entry.file = archive_file_name(p->first, p->last);
+    out.entry.file = archive_file_name(p->first, p->last, now_ns);
     return out;
   }
   auto written = write_archive(dir, p->rows, p->checkpoints, now_ns);
