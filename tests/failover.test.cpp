@@ -111,7 +111,7 @@ TEST_CASE("scheduler replicas: 20 kill -9 of the leader under load, 100 queued a
     for (int round = 0; round < 20; ++round) {
       // A submit in the middle of each takeover: it reaches the new leader, once.
       auto r = kill_leader(watch, load, [&] {
-        auto fo = submit_job(cli, a.token, "failover-" + std::to_string(round), {});
+        auto fo = submit_job_answered(cli, a.token, "failover-" + std::to_string(round));
         CHECK_MESSAGE(fo.ok(), (fo.ok() ? "" : fo.err().to_string()));
         // existed: its first attempt was committed and the answer lost with
         // the leader; the retry under the same request id found it.
@@ -124,7 +124,7 @@ TEST_CASE("scheduler replicas: 20 kill -9 of the leader under load, 100 queued a
       REQUIRE_MESSAGE(r.ok, "round " << round << ": " << r.why);
       failover_ms.push_back(r.client_ms);
       MESSAGE("round " << round << ": " << r.old.name << " (epoch " << r.old.epoch << ") killed, " << r.now.name
-                       << (r.own_restart ? " (its restart)" : "") << " leads at epoch " << r.now.epoch << ", the client saw " << r.client_ms << " ms");
+                       << std::string(r.own_restart ? " (its restart)" : "") << " leads at epoch " << r.now.epoch << ", the client saw " << r.client_ms << " ms");
     }
     CHECK(load.successes() > 100);
     MESSAGE(retried << " of the 20 submits made during a takeover were committed before their answer was lost "

@@ -188,13 +188,14 @@ TEST_CASE("scheduler replicas in three zones: 20 kill -9 of the leader and a lea
   for (const auto& id : running) steps_before[id] = step_of(id);
   MESSAGE("2 running, 100 queued: " << elapsed() << " s");
 
+  auto submit_answered = [&](const std::string& rid) { return submit_job_answered(cli, access.token, rid); };
   std::vector<double> failover_ms;
   std::set<std::string> leading_zones;
   {
     replica_load load(ctx, access);
     for (int round = 0; round < 20; ++round) {
       auto r = kill_leader(watch, load, [&] {
-        auto fo = submit_job(cli, access.token, "failover-" + std::to_string(round), {});
+        auto fo = submit_answered("failover-" + std::to_string(round));
         CHECK_MESSAGE(fo.ok(), (fo.ok() ? "" : fo.err().to_string()));
         if (fo.ok()) {
           ids.insert(fo->job().id());
@@ -205,7 +206,7 @@ TEST_CASE("scheduler replicas in three zones: 20 kill -9 of the leader and a lea
       failover_ms.push_back(r.client_ms);
       leading_zones.insert(host_of(r.now.name).name);
       MESSAGE("round " << round << ": " << r.old.name << " in " << host_of(r.old.name).name << " killed, " << r.now.name
-                       << " in " << host_of(r.now.name).name << (r.own_restart ? " (its restart)" : "") << " leads at epoch " << r.now.epoch << ", the client saw "
+                       << " in " << host_of(r.now.name).name << std::string(r.own_restart ? " (its restart)" : "") << " leads at epoch " << r.now.epoch << ", the client saw "
                        << r.client_ms << " ms");
     }
     CHECK(load.successes() > 100);
@@ -253,7 +254,7 @@ TEST_CASE("scheduler replicas in three zones: 20 kill -9 of the leader and a lea
     MESSAGE(old.name << " in " << cut.name << " cut off; " << sole_leader(vs)->name << " leads at epoch "
                      << sole_leader(vs)->epoch << "; the client saw " << client_ms << " ms");
     CHECK(client_ms >= 0);
-    auto during = submit_job(cli, access.token, "during-split", {});
+    auto during = submit_answered("during-split");
     REQUIRE_MESSAGE(during.ok(), (during.ok() ? "" : during.err().to_string()));
     ids.insert(during->job().id());
     by_request["during-split"] = during->job().id();

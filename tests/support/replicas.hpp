@@ -152,6 +152,20 @@ inline result<loom::v1::SubmitJobReply> submit_job(wire::client& cli, const std:
   return out;
 }
 
+// submit_job until it is answered: a submit whose answer was lost in a
+// takeover (unavailable after the client's own retries) has an unknown
+// outcome, so it is asked again with the same request id, as any client must,
+// and answered with the one job that request made — never a second one. At
+// most 6 tries.
+inline result<loom::v1::SubmitJobReply> submit_job_answered(wire::client& cli, const std::string& token,
+                                                            const std::string& request_id,
+                                                            const std::vector<std::string>& overrides = {}) {
+  auto r = submit_job(cli, token, request_id, overrides);
+  for (int tries = 0; !r.ok() && r.code() == errc::unavailable && tries < 5; ++tries)
+    r = submit_job(cli, token, request_id, overrides);
+  return r;
+}
+
 // A steady client load on the replica set: ListJobs every `period`, each
 // success's completion time kept. failover_after(t) = how long after `t` the
 // first call succeeded: the client-visible failover of a kill at t.
