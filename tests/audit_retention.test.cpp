@@ -69,11 +69,12 @@ TEST_CASE("loom audit archive keeps everything younger than the retention, refus
 
   // Every try is a record: two allowed (the dry run too), three denied.
   std::vector<v1::AuditEvent> evs;
-  for (int i = 0; i < 200; ++i) {
-    evs = all_events(c);
-    if (count_action(evs, v1::ALLOW) >= 2 && count_action(evs, v1::DENY) >= 3) break;
-    std::this_thread::sleep_for(50ms);
-  }
+  eventually(
+      [&] {
+        evs = all_events(c);
+        return count_action(evs, v1::ALLOW) >= 2 && count_action(evs, v1::DENY) >= 3;
+      },
+      10s, 50ms);
   CHECK(count_action(evs, v1::ALLOW) == 2);
   CHECK(count_action(evs, v1::DENY) == 3);
 
