@@ -1,5 +1,7 @@
 #include "libs/atrest/sealed.hpp"
 
+#include "libs/atrest/read_whole.hpp"
+
 #include "libs/files/files.hpp"
 
 #include <openssl/crypto.h>
@@ -74,37 +76,20 @@ bool layout(std::size_t body, std::uint32_t chunk, std::size_t& count, std::size
   return !(last_plain == 0 && count > 1);
 }
 
-// The file's bytes into `out`, reusing its capacity.
-status read_whole(const std::string& path, std::string& out) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return files::errno_error("open", path);
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    auto e = files::errno_error("stat", path);
-    ::close(fd);
-    return e;
-  }
-  out.resize(static_cast<std::size_t>(st.st_size));
-  std::size_t got = 0;
-  while (got < out.size()) {
-    const ssize_t n = ::read(fd, out.data() + got, out.size() - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      auto e = n < 0 ? files::errno_error("read", path)
-                     : make_error(errc::corruption, path + " shrank while it was read");
-      ::close(fd);
-      return e;
-    }
-    got += static_cast<std::size_t>(n);
-  }
-  ::close(fd);
-  return ok_status();
-}
-
 }  // namespace
 
 bool looks_sealed(std::string_view head) {
   return head.size() >= sizeof magic && std::memcmp(head.data(), magic, sizeof magic) == 0;
+}
+
+std::optional<std::uint64_t> sealed_plain_size(std::string_view head, std::uint64_t file_size) {
+  if (head.size() < sealed_header_size || !looks_sealed(head) || file_size < sealed_header_size) return std::nullopt;
+  const auto* h = u(head);
+  const std::uint32_t chunk = get32(h + 16);
+  if (get32(h + 8) != format_version || chunk < min_chunk || chunk > max_chunk) return std::nullopt;
+  std::size_t count = 0, last_plain = 0;
+  if (!layout(static_cast<std::size_t>(file_size - sealed_header_size), chunk, count, last_plain)) return std::nullopt;
+  return std::uint64_t{(count - 1)} * chunk + last_plain;
 }
 
 status seal_into(std::string_view plain, kek_store& keys, sys_time now, std::string& out, std::uint32_t chunk) {
@@ -226,8 +211,38 @@ result<std::string> read_sealed(const std::string& path, kek_store& keys) {
 }
 
 status read_sealed_into(const std::string& path, kek_store& keys, std::string& scratch, std::string& out) {
-  if (auto st = read_whole(path, scratch); !st) return st;
+  if (auto st = detail::read_whole(path, scratch); !st) return st;
   return unseal_into(scratch, keys, path, out);
 }
 
 }  // namespace loom::atrest
+
+namespace loom::atrest::detail {
+
+status read_whole(const std::string& path, std::string& out) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return files::errno_error("open", path);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    auto e = files::errno_error("stat", path);
+    ::close(fd);
+    return e;
+  }
+  out.resize(static_cast<std::size_t>(st.st_size));
+  std::size_t got = 0;
+  while (got < out.size()) {
+    const ssize_t n = ::read(fd, out.data() + got, out.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      auto e = n < 0 ? files::errno_error("read", path)
+                     : make_error(errc::corruption, path + " shrank while it was read");
+      ::close(fd);
+      return e;
+    }
+    got += static_cast<std::size_t>(n);
+  }
+  ::close(fd);
+  return ok_status();
+}
+
+}  // namespace loom::atrest::detail

@@ -26,6 +26,7 @@
 #include "libs/status/status.hpp"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -36,6 +37,11 @@ inline constexpr std::uint32_t default_chunk = 1u << 20;
 
 // Whether `head` (a file's first bytes) starts like a sealed object.
 bool looks_sealed(std::string_view head);
+
+// The plaintext size a sealed file of `file_size` bytes holds, from its header
+// (`head`: at least its first 92 bytes) — a stat-cheap size check that needs
+// no key. nullopt when the header or the size cannot be a sealed object's.
+std::optional<std::uint64_t> sealed_plain_size(std::string_view head, std::uint64_t file_size);
 
 // Sealed bytes of `plain` (a new data key, wrapped by keys.for_wrap(now)).
 // invalid_argument for a chunk size outside 4 KiB..64 MiB.

@@ -1,5 +1,7 @@
 #include "libs/shards/check.hpp"
 
+#include "libs/atrest/object.hpp"
+#include "libs/atrest/sealed.hpp"
 #include "libs/crypto/encoding.hpp"
 #include "libs/crypto/hash.hpp"
 
@@ -19,14 +21,34 @@ namespace {
 // calls, sets the pace; small enough to poll the stop flag every few ms.
 constexpr std::size_t hash_buffer_bytes = std::size_t{1} << 20;
 
+// The first bytes of a file that is sealed at rest; nullopt for a plain (or unreadable) one.
+std::optional<std::string> sealed_head(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return std::nullopt;
+  std::string head(atrest::sealed_header_size, '\0');
+  ssize_t n;
+  do {
+    n = ::pread(fd, head.data(), head.size(), 0);
+  } while (n < 0 && errno == EINTR);
+  ::close(fd);
+  if (n < 8 || !atrest::looks_sealed(head)) return std::nullopt;
+  head.resize(static_cast<std::size_t>(n));
+  return head;
+}
+
 std::optional<std::string> cheap_problem(const std::string& path, const shard_info& s) {
   struct stat st {};
   if (::lstat(path.c_str(), &st) != 0)  // a link is not the dataset's own file
     return errno == ENOENT ? std::string("is missing") : "cannot be read: " + std::string(std::strerror(errno));
   if (S_ISLNK(st.st_mode)) return std::string("is a symbolic link, not a file of the dataset");
   if (!S_ISREG(st.st_mode)) return std::string("is not a regular file");
-  if (static_cast<std::uint64_t>(st.st_size) != s.bytes)
-    return "has " + std::to_string(st.st_size) + " bytes, the manifest says " + std::to_string(s.bytes);
+  auto size = static_cast<std::uint64_t>(st.st_size);
+  if (auto head = sealed_head(path)) {  // sealed at rest: the manifest lists the plaintext's size
+    auto plain = atrest::sealed_plain_size(*head, size);
+    if (!plain) return "is sealed at rest but its header and size (" + std::to_string(size) + " bytes) do not fit";
+    size = *plain;
+  }
+  if (size != s.bytes) return "has " + std::to_string(size) + " bytes, the manifest says " + std::to_string(s.bytes);
   return std::nullopt;
 }
 
@@ -73,6 +95,14 @@ result<std::vector<shard_problem>> check_shards(const std::string& dir, std::spa
     }
     if (depth == check_depth::cheap) continue;
     std::string why;
+    if (sealed_head(path)) {  // the plaintext's hash: unsealing verifies every chunk's tag first
+      if (stop && stop->load(std::memory_order_relaxed)) return make_error(errc::unavailable, "shard check stopped");
+      auto plain = atrest::read_object(path);
+      if (!plain) out.push_back({s.name, "cannot be unsealed: " + plain.err().message});
+      else if (auto got = crypto::sha256_hex(*plain); got != s.sha256)
+        out.push_back({s.name, "has SHA-256 " + got + ", the manifest says " + s.sha256});
+      continue;
+    }
     auto got = sha256_of(path, buf, why, stop);
     if (!got) return got.err();
     if (!*got) out.push_back({s.name, std::move(why)});

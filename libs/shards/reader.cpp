@@ -1,5 +1,6 @@
 #include "libs/shards/reader.hpp"
 
+#include "libs/atrest/object.hpp"
 #include "libs/crypto/hash.hpp"
 
 #include <cerrno>
@@ -33,8 +34,9 @@ shard_reader::shard_reader(shard_reader&& o) noexcept { *this = std::move(o); }
 
 shard_reader& shard_reader::operator=(shard_reader&& o) noexcept {
   if (this != &o) {
-    if (base_) ::munmap(const_cast<unsigned char*>(base_), size_);
+    if (base_ && !plain_) ::munmap(const_cast<unsigned char*>(base_), size_);
     path_ = std::move(o.path_);
+    plain_ = std::move(o.plain_);
     base_ = std::exchange(o.base_, nullptr);
     size_ = std::exchange(o.size_, 0);
     type_ = o.type_;
@@ -46,11 +48,28 @@ shard_reader& shard_reader::operator=(shard_reader&& o) noexcept {
 }
 
 shard_reader::~shard_reader() {
-  if (base_) ::munmap(const_cast<unsigned char*>(base_), size_);
+  if (base_ && !plain_) ::munmap(const_cast<unsigned char*>(base_), size_);
 }
 
-result<shard_reader> shard_reader::open(const std::string& path, std::string_view expected_sha) {
+result<shard_reader> shard_reader::open(const std::string& path, std::string_view expected_sha,
+                                       atrest::kek_store* keys) {
   auto bad = [&](const std::string& what) { return make_error(errc::corruption, path + ": " + what); };
+  if (atrest::is_sealed_file(path)) {
+    // Sealed at rest: unsealed (every chunk's tag verified) into memory the
+    // reader owns, then validated exactly as a mapped file.
+    shard_reader r;
+    r.path_ = path;
+    r.plain_ = std::make_unique<std::string>();
+    std::string scratch;
+    if (auto st = atrest::read_object_into(path, scratch, *r.plain_, keys); !st) return st.err();
+    if (r.plain_->size() < header_bytes)
+      return bad("truncated: " + std::to_string(r.plain_->size()) + " bytes unsealed, a header needs " +
+                 std::to_string(header_bytes));
+    r.base_ = reinterpret_cast<const unsigned char*>(r.plain_->data());
+    r.size_ = r.plain_->size();
+    if (auto st = r.validate(expected_sha); !st) return st.err();
+    return r;
+  }
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     const int e = errno;
@@ -78,6 +97,15 @@ result<shard_reader> shard_reader::open(const std::string& path, std::string_vie
   r.path_ = path;
   r.base_ = static_cast<const unsigned char*>(map);
   r.size_ = size;
+  if (auto st = r.validate(expected_sha); !st) return st.err();
+  return r;
+}
+
+status shard_reader::validate(std::string_view expected_sha) {
+  shard_reader& r = *this;
+  const std::string& path = path_;
+  const std::uint64_t size = size_;
+  auto bad = [&](const std::string& what) { return make_error(errc::corruption, path + ": " + what); };
   const unsigned char* p = r.base_;
 
   if (std::memcmp(p, magic.data(), magic.size()) != 0) return bad("bad magic");
@@ -131,7 +159,7 @@ result<shard_reader> shard_reader::open(const std::string& path, std::string_vie
     if (got != lower(expected_sha))
       return bad("sha256 " + got + " does not match manifest " + std::string(expected_sha));
   }
-  return r;
+  return ok_status();
 }
 
 std::uint64_t shard_reader::doc_start(std::uint64_t k) const {

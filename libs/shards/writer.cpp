@@ -1,5 +1,7 @@
 #include "libs/shards/writer.hpp"
 
+#include "libs/atrest/object.hpp"
+
 #include "libs/crypto/hash.hpp"
 #include "libs/files/files.hpp"
 
@@ -80,7 +82,8 @@ status shard_writer::publish_shard() {
   info.docs = docs;
   info.type = opt_.type;
   if (opt_.place) info.node = opt_.place(info);
-  if (auto s = files::write_atomic(opt_.dir + "/" + info.name, file); !s) return s;
+  const auto now = opt_.now ? opt_.now() : std::chrono::system_clock::now();
+  if (auto s = atrest::write_object(opt_.dir + "/" + info.name, file, opt_.seal, now); !s) return s;
   manifest_.shards.push_back(std::move(info));
   tokens_.clear();
   starts_.clear();

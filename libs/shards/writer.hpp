@@ -1,17 +1,23 @@
 // shard_writer: appends whole documents of token ids, rolls to a new shard file when the
 // current one would pass the size target, and publishes each shard and finally
-// manifest.json atomically (temp -> fsync -> rename -> fsync dir). Owned by one thread.
+// manifest.json atomically (temp -> fsync -> rename -> fsync dir), each shard sealed at
+// rest when the options give keys. Owned by one thread.
 #pragma once
 
 #include "libs/shards/format.hpp"
 #include "libs/shards/manifest.hpp"
 #include "libs/status/status.hpp"
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <span>
 #include <string>
 #include <vector>
+
+namespace loom::atrest {
+class kek_store;
+}
 
 namespace loom::shards {
 
@@ -23,6 +29,11 @@ struct writer_options {
   std::uint64_t target_bytes = std::uint64_t{16} << 20;
   // Node a finished shard is placed on; unset leaves "" (ingest brings rendezvous hashing).
   std::function<std::string(const shard_info&)> place;
+  // Seal each shard at rest under these keys (libs/atrest; null: plain files). The
+  // manifest's sha256 and bytes stay those of the plaintext: a dataset's identity does
+  // not depend on its keys. `now` is the rotation clock (system_clock when unset).
+  atrest::kek_store* seal = nullptr;
+  std::function<std::chrono::system_clock::time_point()> now;
 };
 
 class shard_writer {

@@ -1,0 +1,81 @@
+#include "libs/atrest/object.hpp"
+
+#include "libs/atrest/read_whole.hpp"
+#include "libs/atrest/sealed.hpp"
+#include "libs/files/files.hpp"
+
+#include <cerrno>
+#include <fcntl.h>
+#include <mutex>
+#include <unistd.h>
+
+namespace loom::atrest {
+namespace {
+
+std::mutex process_mu;
+std::shared_ptr<kek_store> process_store;  // guarded by process_mu
+
+}  // namespace
+
+void set_process_keys(std::shared_ptr<kek_store> keys) {
+  std::lock_guard lock(process_mu);
+  process_store = std::move(keys);
+}
+
+std::shared_ptr<kek_store> process_keys() {
+  std::lock_guard lock(process_mu);
+  return process_store;
+}
+
+result<std::shared_ptr<kek_store>> open_process_keys(const std::string& dir, kek_options o, sys_time now) {
+  auto k = kek_store::open(dir, std::move(o), now);
+  if (!k) return k.err();
+  std::shared_ptr<kek_store> shared = std::move(*k);
+  set_process_keys(shared);
+  return shared;
+}
+
+bool is_sealed_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char head[8];
+  ssize_t n;
+  do {
+    n = ::pread(fd, head, sizeof head, 0);
+  } while (n < 0 && errno == EINTR);
+  ::close(fd);
+  return n == static_cast<ssize_t>(sizeof head) && looks_sealed({head, sizeof head});
+}
+
+status read_object_into(const std::string& path, std::string& scratch, std::string& out, kek_store* keys,
+                        bool* sealed) {
+  if (auto st = detail::read_whole(path, scratch); !st) return st;
+  const bool is = looks_sealed(scratch);
+  if (sealed) *sealed = is;
+  if (!is) {
+    out.swap(scratch);
+    return ok_status();
+  }
+  std::shared_ptr<kek_store> held;
+  if (!keys) {
+    held = process_keys();
+    keys = held.get();
+  }
+  if (!keys)
+    return make_error(errc::not_found, path + " is sealed at rest, and this process has no at-rest key directory "
+                                              "(<data>/keys/atrest) to open it with");
+  return unseal_into(scratch, *keys, path, out);
+}
+
+result<std::string> read_object(const std::string& path, kek_store* keys) {
+  std::string scratch, out;
+  if (auto st = read_object_into(path, scratch, out, keys); !st) return st.err();
+  return out;
+}
+
+status write_object(const std::string& path, std::string_view plain, kek_store* keys, sys_time now, mode_t mode) {
+  if (!keys) return files::write_atomic(path, plain, mode);
+  return write_sealed(path, plain, *keys, now, default_chunk, mode);
+}
+
+}  // namespace loom::atrest

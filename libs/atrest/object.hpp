@@ -1,0 +1,47 @@
+// Objects at rest as their readers and writers see them: a file is either
+// sealed (sealed.hpp) or plain, and a reader need not know which — the magic
+// says. Where the keys come from: a writer decides whether to seal and passes
+// its kek_store; a reader of a sealed file uses the store it is given, else
+// the process's (set once at start by a service or CLI that owns a data
+// directory: set_process_keys), so the many readers of shards and
+// checkpoints need no new parameter. A sealed file met without any store is
+// errc::not_found naming the file (as is one whose KEK version is missing).
+// Thread-safe: the process's store is guarded; kek_store is thread-safe.
+#pragma once
+
+#include "libs/atrest/kek_store.hpp"
+#include "libs/status/status.hpp"
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <sys/types.h>
+
+namespace loom::atrest {
+
+// The process's key store (nullptr clears it).
+void set_process_keys(std::shared_ptr<kek_store> keys);
+std::shared_ptr<kek_store> process_keys();
+
+// Opens the KEK directory `dir` for this process (made when missing, with
+// `o`) and sets it as the process's store. Errors name the directory.
+result<std::shared_ptr<kek_store>> open_process_keys(const std::string& dir, kek_options o, sys_time now);
+
+// Whether the file at `path` starts like a sealed object (false when it
+// cannot be read).
+bool is_sealed_file(const std::string& path);
+
+// The plaintext of the file at `path`: unsealed (tags verified, errors name
+// the path) when sealed, as is when plain. `keys` null: the process's store.
+result<std::string> read_object(const std::string& path, kek_store* keys = nullptr);
+// The same into `out`, the file's bytes read into `scratch` (both reused);
+// `sealed` (when given) says whether the file was sealed.
+status read_object_into(const std::string& path, std::string& scratch, std::string& out, kek_store* keys = nullptr,
+                        bool* sealed = nullptr);
+
+// Publishes `plain` at `path` atomically: sealed under `keys` (a new data key
+// wrapped by keys.for_wrap(now)) when keys is given, plain otherwise.
+status write_object(const std::string& path, std::string_view plain, kek_store* keys, sys_time now,
+                    mode_t mode = 0644);
+
+}  // namespace loom::atrest
