@@ -10,13 +10,30 @@
 //     plain one; sealed_fresh_buffers_ms is read_sealed, new buffers each time;
 //   * file_write: the same shard published durably (write_atomic: temp,
 //     fsync, rename) plain and sealed, best of 5 — fsync dominates.
-// The training throughput with sealed shards and checkpoints is not
-// measured here: the trainer does not read sealed objects yet.
+//   * import_shards: 64 MiB of token documents through shard_writer (the
+//     last stage of an import: 16 MiB shards, each published durably) plain
+//     and sealed, MB/s of shard bytes, best of 3;
+//   * train_encrypted: the path users run — run_training (what the trainer
+//     service and `loom-trainer train` call) on the pretrain-tiny model
+//     (4 layers, 256 channels, GPT-2 vocabulary, batch 4 x 64 x 2, one
+//     thread) over /usr/share/common-licenses/GPL-3, 100 steps with a
+//     snapshot every 50 (keep 3) as the template has it: plain, then with
+//     the process's keys at rest (its data cache and snapshots sealed, every
+//     read unsealed), alternating, best of 2 each; ratio = sealed / plain
+//     wall time (the target: < 1.03).
 // Last lines, one per case:
 //   case=aes_gcm seal_gb_per_s=<..> unseal_gb_per_s=<..>
 //   case=shard_read plain_ms=<..> sealed_ms=<..> ratio=<..> sealed_fresh_buffers_ms=<..>
 //   case=file_write plain_ms=<..> sealed_ms=<..> ratio=<..>
+//   case=import_shards plain_mb_per_s=<..> sealed_mb_per_s=<..> ratio=<..>
+//   case=train_encrypted plain_s=<..> sealed_s=<..> ratio=<..> tokens_per_s_plain=<..> tokens_per_s_sealed=<..>
+// LOOM_BENCH_QUICK=1 skips train_encrypted (about 2 minutes here).
 #include "bench/bench_util.hpp"
+
+#include "libs/atrest/object.hpp"
+#include "libs/runspec/run_config.hpp"
+#include "libs/shards/writer.hpp"
+#include "services/trainer/run/training_run.hpp"
 
 #include "libs/atrest/kek_store.hpp"
 #include "libs/atrest/sealed.hpp"
@@ -26,7 +43,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <functional>
+#include <random>
 
 using namespace loom;
 
@@ -43,6 +63,57 @@ double best_of(int n, const std::function<void()>& f, bool cpu) {
     best = std::min(best, t);
   }
   return best;
+}
+
+// 64 MiB of documents (uint16 ids, 200..2000 tokens) through a shard writer
+// into `dir`, sealed under `keys` when given; the wall seconds.
+double import_shards(const std::string& dir, atrest::kek_store* keys) {
+  std::filesystem::remove_all(dir);
+  shards::writer_options o;
+  o.dir = dir;
+  o.seal = keys;
+  auto w = shards::shard_writer::create(o);
+  if (!w) return -1;
+  std::mt19937 rng(7);
+  std::vector<std::uint32_t> doc;
+  std::uint64_t bytes = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  while (bytes < (64u << 20)) {
+    doc.resize(200 + rng() % 1800);
+    for (auto& id : doc) id = rng() % 50257;
+    if (!w->append(doc)) return -1;
+    bytes += doc.size() * 2;
+  }
+  if (!w->finish()) return -1;
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// One run_training of the pretrain-tiny model for 100 steps into `out`
+// (removed first); the wall seconds and tokens, or -1 on failure.
+std::pair<double, double> train_once(const std::string& root, const std::string& out) {
+  std::filesystem::remove_all(out);
+  const std::string toml =
+      "[model]\nlayers = 4\nheads = 4\nchannels = 256\nmax_seq_len = 256\nvocab = 50257\npadded_vocab = 50304\n"
+      "[data]\ntext = \"/usr/share/common-licenses/GPL-3\"\n"
+      "[train]\nprecision = \"fp32\"\nbatch = 4\nseq_len = 64\ngrad_accum = 2\nsteps = 100\nseed = 1337\nthreads = 1\n"
+      "[optim]\nlr = 2e-3\nmin_lr = 2e-4\nwarmup_steps = 20\n"
+      "[checkpoint]\nevery_steps = 50\nkeep = 3\n"
+      "[output]\ndir = \"" + out + "\"\n";
+  auto cfg = runspec::parse_run_config(toml, root + "/bench.toml", {});
+  if (!cfg) {
+    std::fprintf(stderr, "crypt_bench: %s\n", cfg.err().to_string().c_str());
+    return {-1, 0};
+  }
+  trainer::run_options o;
+  o.data_dir = root + "/data";
+  const auto t0 = std::chrono::steady_clock::now();
+  auto sum = trainer::run_training(*cfg, o);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!sum) {
+    std::fprintf(stderr, "crypt_bench: run_training: %s\n", sum.err().to_string().c_str());
+    return {-1, 0};
+  }
+  return {s, 100.0 * 4 * 64 * 2};
 }
 
 }  // namespace
@@ -83,10 +154,53 @@ int main() {
     std::fprintf(stderr, "crypt_bench: the sealed shard reads back different\n");
     return 1;
   }
+  double imp_plain = 1e30, imp_sealed = 1e30;
+  for (int i = 0; i < 3; ++i) {
+    imp_plain = std::min(imp_plain, import_shards(dir.path() + "/import-plain", nullptr));
+    imp_sealed = std::min(imp_sealed, import_shards(dir.path() + "/import-sealed", &k));
+  }
+  if (imp_plain <= 0 || imp_sealed <= 0) {
+    std::fprintf(stderr, "crypt_bench: the shard import failed\n");
+    return 1;
+  }
+
+  double tr_plain = 1e30, tr_sealed = 1e30, tokens = 0;
+  const char* quick = std::getenv("LOOM_BENCH_QUICK");
+  const bool train = !(quick && std::string(quick) == "1");
+  if (train) {
+    const std::string root = dir.path() + "/train";
+    std::shared_ptr<atrest::kek_store> shared(&k, [](atrest::kek_store*) {});
+    for (int i = 0; i < 2; ++i) {
+      atrest::set_process_keys(nullptr);
+      auto [p, n] = train_once(root, root + "/plain");
+      atrest::set_process_keys(shared);
+      auto [q, m] = train_once(root, root + "/sealed");
+      atrest::set_process_keys(nullptr);
+      if (p < 0 || q < 0) return 1;
+      tr_plain = std::min(tr_plain, p);
+      tr_sealed = std::min(tr_sealed, q);
+      tokens = n;
+      std::printf("train_encrypted: round %d plain %.2f s, sealed %.2f s\n", i + 1, p, q);
+      std::fflush(stdout);
+    }
+    if (!atrest::is_sealed_file(root + "/sealed/checkpoints/step-000100/model.safetensors") ||
+        atrest::is_sealed_file(root + "/plain/checkpoints/step-000100/model.safetensors")) {
+      std::fprintf(stderr, "crypt_bench: the sealed run's snapshot is not sealed (or the plain one is)\n");
+      return 1;
+    }
+  }
+
   std::printf("case=aes_gcm seal_gb_per_s=%.2f unseal_gb_per_s=%.2f\n", gb / seal_s, gb / unseal_s);
   std::printf("case=shard_read plain_ms=%.2f sealed_ms=%.2f ratio=%.2f sealed_fresh_buffers_ms=%.2f\n",
               r_plain * 1e3, r_sealed * 1e3, r_sealed / r_plain, r_fresh * 1e3);
   std::printf("case=file_write plain_ms=%.2f sealed_ms=%.2f ratio=%.2f\n", w_plain * 1e3, w_sealed * 1e3,
               w_sealed / w_plain);
+  const double mb = 64.0 * 1048576 / 1e6;
+  std::printf("case=import_shards plain_mb_per_s=%.1f sealed_mb_per_s=%.1f ratio=%.3f\n", mb / imp_plain,
+              mb / imp_sealed, imp_sealed / imp_plain);
+  if (train)
+    std::printf("case=train_encrypted plain_s=%.2f sealed_s=%.2f ratio=%.3f tokens_per_s_plain=%.1f "
+                "tokens_per_s_sealed=%.1f\n",
+                tr_plain, tr_sealed, tr_sealed / tr_plain, tokens / tr_plain, tokens / tr_sealed);
   return 0;
 }

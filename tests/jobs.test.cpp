@@ -5,6 +5,7 @@
 // loses and duplicates nothing; a pretrain stage on a gang of two trainer
 // processes survives kill -9 of each member. The corpus is the GPL-3 text Debian ships
 // (imported through ingest for the pipeline test, data.text for the others).
+#include "libs/atrest/kek_store.hpp"
 #include "libs/engine/bf16.hpp"
 #include "libs/files/files.hpp"
 #include "tests/support/harness.hpp"
@@ -23,6 +24,7 @@
 #include <thread>
 
 using namespace loom;
+namespace fs = std::filesystem;
 using namespace loom::test;
 using json = nlohmann::json;
 using namespace std::chrono_literals;
@@ -65,6 +67,10 @@ void kill_and_wait(const std::string& home, const std::string& service) {
 TEST_CASE("pipeline-test: pretrain then SFT from pretrain's final checkpoint, both succeed, loss falls") {
   temp_dir home;
   up_guard guard{home.path()};
+  // The deployment's at-rest KEK is 40 days old (the rotation age is 30): the
+  // trainer replaces it before its first stage, audited, and seals with the new one.
+  REQUIRE(atrest::kek_store::open(home.path() + "/keys/atrest", {}, std::chrono::system_clock::now() - std::chrono::days(40))
+              .ok());
   REQUIRE(run_loom(home.path(), {"up", "--import-root", "/usr/share/common-licenses"}, 60s).code == 0);
   // The corpus goes in through ingest; the trainer fetches the dataset from it,
   // pretrains on its shards and generates the SFT records from its documents.
@@ -106,6 +112,15 @@ TEST_CASE("pipeline-test: pretrain then SFT from pretrain's final checkpoint, bo
   CHECK(pre["loss"].get<double>() < pre["first_loss"].get<double>() - 1.0);  // ln(50257) = 10.8 at the start
   const std::string pre_final = pre["checkpoint"].get<std::string>();
   CHECK(pre_final.ends_with("/pretrain/checkpoints/step-000030"));
+  // Sealed at rest under KEK version 2 (bytes 12..16 of the header), the old one kept for what it sealed.
+  {
+    CHECK(fs::exists(home.path() + "/keys/atrest/kek-000001.key"));
+    CHECK(fs::exists(home.path() + "/keys/atrest/kek-000002.key"));
+    const std::string model = files::read_file(pre_final + "/model.safetensors").value();
+    REQUIRE(model.size() > 16);
+    CHECK(model.compare(0, 8, "LOOMSEAL") == 0);
+    CHECK(model.substr(12, 4) == std::string("\0\0\0\2", 4));
+  }
 
   // The SFT stage was queued from that checkpoint and its trainer loaded it.
   auto logs = loom_json(home.path(), {"job", "logs", id});
@@ -166,6 +181,8 @@ TEST_CASE("pipeline-test: pretrain then SFT from pretrain's final checkpoint, bo
   for (const auto& e : cancelled.value("events", json::array()))
     saw_cancel |= e.value("action", "") == "loom.v1.CancelJobRequest" && e.value("decision", "") == "allow";
   CHECK(saw_cancel);
+  auto tail = run_loom(home.path(), {"audit", "tail", "--lines", "2000", "--json"});
+  CHECK(tail.out.find("\"keys.atrest.rotate\"") != std::string::npos);
   auto verify = run_loom(home.path(), {"audit", "verify"});
   INFO(verify.out);
   CHECK(verify.code == 0);

@@ -16,6 +16,7 @@
 #include "libs/export/gguf.hpp"
 #include "libs/files/files.hpp"
 #include "loom/v1/models.pb.h"
+#include "tests/support/at_rest.hpp"
 #include "tests/support/audit_events.hpp"
 #include "tests/support/cluster.hpp"
 #include "tests/support/loom_json.hpp"
@@ -257,7 +258,7 @@ TEST_CASE("a client with no access to the data dir checks a version and receives
   const std::string hf_bytes = files::read_file(client.path() + "/hf/model.safetensors").value();
   CHECK(crypto::sha256_hex(hf_bytes) == hf["output_sha256"]);
   // The received parameters are the version's: HF's wte is the checkpoint's first V rows.
-  auto ours = ckpt::parse_safetensors(files::read_file(checkpoint + "/model.safetensors").value(), "checkpoint");
+  auto ours = ckpt::parse_safetensors(test::plain_file(checkpoint + "/model.safetensors", home), "checkpoint");
   auto theirs = ckpt::parse_safetensors(hf_bytes, "export");
   REQUIRE(ours.ok());
   REQUIRE(theirs.ok());

@@ -128,6 +128,13 @@ result<std::uint32_t> kek_store::rotate_locked(sys_time now) {
                                         ": other processes kept making the same version");
 }
 
+status kek_store::rotate_if_due(sys_time now) {
+  auto k = for_wrap(now);
+  if (!k) return k.err();
+  OPENSSL_cleanse(k->second.data(), k->second.size());
+  return ok_status();
+}
+
 result<std::pair<std::uint32_t, key256>> kek_store::for_wrap(sys_time now) {
   std::optional<std::uint32_t> rotated;
   std::pair<std::uint32_t, key256> out;

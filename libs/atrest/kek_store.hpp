@@ -55,6 +55,9 @@ class kek_store {
   // A KEK by version (unwrap); re-reads the directory for a version another
   // process made. not_found naming the file when it does not exist.
   result<key256> get(std::uint32_t version);
+  // Rotates when for_wrap would (the newest KEK is past its age) without
+  // handing out a key: a service rotating before its workers seal.
+  status rotate_if_due(sys_time now);
   // A new version now (`loom keys rotate --at-rest`); returns it.
   result<std::uint32_t> rotate(sys_time now);
 

@@ -14,6 +14,7 @@ namespace {
 
 std::mutex process_mu;
 std::shared_ptr<kek_store> process_store;  // guarded by process_mu
+bool process_seals = true;                  // guarded by process_mu
 
 }  // namespace
 
@@ -27,12 +28,52 @@ std::shared_ptr<kek_store> process_keys() {
   return process_store;
 }
 
+void set_sealing(bool on) {
+  std::lock_guard lock(process_mu);
+  process_seals = on;
+}
+
+std::shared_ptr<kek_store> sealing_keys() {
+  std::lock_guard lock(process_mu);
+  return process_seals ? process_store : nullptr;
+}
+
 result<std::shared_ptr<kek_store>> open_process_keys(const std::string& dir, kek_options o, sys_time now) {
   auto k = kek_store::open(dir, std::move(o), now);
   if (!k) return k.err();
   std::shared_ptr<kek_store> shared = std::move(*k);
   set_process_keys(shared);
   return shared;
+}
+
+result<std::shared_ptr<kek_store>> open_process_keys_from_env(
+    const std::string& dir, const std::function<const char*(const char*)>& getenv, sys_time now,
+    std::function<void(std::uint32_t version, bool scheduled)> on_rotate) {
+  const char* mode = getenv("LOOM_AT_REST");
+  const std::string m = mode ? mode : "on";
+  if (m != "on" && m != "off")
+    return make_error(errc::invalid_argument, "LOOM_AT_REST=" + m + ": expected on or off");
+  kek_options o;
+  if (const char* days = getenv("LOOM_AT_REST_ROTATION_DAYS")) {
+    const std::string d = days;
+    int v = 0;
+    const bool digits = !d.empty() && d.size() <= 4 && d.find_first_not_of("0123456789") == std::string::npos;
+    if (digits) v = std::stoi(d);
+    if (!digits || v < 1 || v > 3650)
+      return make_error(errc::invalid_argument, "LOOM_AT_REST_ROTATION_DAYS=" + d + ": expected whole days 1..3650");
+    o.rotation = std::chrono::days(v);
+  }
+  o.on_rotate = std::move(on_rotate);
+  if (m == "off") {
+    set_sealing(false);
+    o.create = false;  // readers only: no KEK is made
+    auto k = open_process_keys(dir, std::move(o), now);
+    if (!k && k.code() != errc::not_found) return k.err();
+    if (!k) set_process_keys(nullptr);
+    return std::shared_ptr<kek_store>();
+  }
+  set_sealing(true);
+  return open_process_keys(dir, std::move(o), now);
 }
 
 bool is_sealed_file(const std::string& path) {

@@ -12,6 +12,7 @@
 #include "libs/atrest/kek_store.hpp"
 #include "libs/status/status.hpp"
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -19,13 +20,28 @@
 
 namespace loom::atrest {
 
-// The process's key store (nullptr clears it).
+// The process's key store (nullptr clears it): what readers unseal with.
 void set_process_keys(std::shared_ptr<kek_store> keys);
 std::shared_ptr<kek_store> process_keys();
+// The keys a writer of this process seals new objects with: the process's
+// store while sealing is on (the default), null while it is off.
+void set_sealing(bool on);
+std::shared_ptr<kek_store> sealing_keys();
 
 // Opens the KEK directory `dir` for this process (made when missing, with
 // `o`) and sets it as the process's store. Errors name the directory.
 result<std::shared_ptr<kek_store>> open_process_keys(const std::string& dir, kek_options o, sys_time now);
+
+// What a process that owns a data directory does at start: LOOM_AT_REST
+// "on" (the default, also when unset) or "off", LOOM_AT_REST_ROTATION_DAYS
+// 1..3650 (default 30). On: opens `dir` (made when missing) as the process's
+// keys, sealing on, and returns them, `on_rotate` called after each
+// rotation. Off: sealing off — nothing new is sealed — but an existing `dir`
+// is still opened, so what was sealed stays readable; returns null.
+// invalid_argument naming the variable for any other value.
+result<std::shared_ptr<kek_store>> open_process_keys_from_env(
+    const std::string& dir, const std::function<const char*(const char*)>& getenv, sys_time now,
+    std::function<void(std::uint32_t version, bool scheduled)> on_rotate = {});
 
 // Whether the file at `path` starts like a sealed object (false when it
 // cannot be read).

@@ -116,14 +116,21 @@ result<std::string> write_gpt2_snapshot(const std::string& root, std::uint64_t s
   snapshot_writer w;
   if (auto st = w.begin(root, step); !st) return st.err();
   temp_cleanup cleanup{w.dir()};  // every failure below leaves no .tmp-step-* behind
-  const std::string model_path = w.dir() + "/" + gpt2_model_file;
-  if (auto st = write_safetensors(model_path, gpt2_tensors(s.config, s.params), gpt2_metadata(s.config)); !st)
-    return st.err();
-  if (auto st = w.add_existing(gpt2_model_file); !st) return st.err();
-  for (const extra_file& e : s.extras) {
-    if (auto st = write_safetensors(w.dir() + "/" + e.name, e.tensors, e.meta); !st) return st.err();
-    if (auto st = w.add_existing(e.name); !st) return st.err();
-  }
+  w.seal_with(s.seal, std::chrono::system_clock::time_point{} + std::chrono::seconds(created_unix));
+  // Sealed: encoded in memory and sealed as written, so no plaintext reaches the disk.
+  auto add = [&](const std::string& name, std::span<const tensor_view> tensors, const metadata& meta) -> status {
+    const std::string path = w.dir() + "/" + name;
+    if (s.seal) {
+      auto bytes = encode_safetensors(tensors, meta, path);
+      if (!bytes) return bytes.err();
+      return w.add_file(name, *bytes);
+    }
+    if (auto st = write_safetensors(path, tensors, meta); !st) return st;
+    return w.add_existing(name);
+  };
+  if (auto st = add(gpt2_model_file, gpt2_tensors(s.config, s.params), gpt2_metadata(s.config)); !st) return st.err();
+  for (const extra_file& e : s.extras)
+    if (auto st = add(e.name, e.tensors, e.meta); !st) return st.err();
   if (auto st = w.add_file(gpt2_state_file, s.trainer_state); !st) return st.err();
   return w.publish(key, created_unix);
 }

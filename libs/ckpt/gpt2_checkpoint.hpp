@@ -67,6 +67,9 @@ struct gpt2_snapshot {
   std::span<const float> params;      // flat θ in make_param_layout(config) order
   std::string_view trainer_state;     // trainer_state.json, byte for byte
   std::span<const extra_file> extras;  // written after model.safetensors, in order
+  // Seal every file at rest under these keys (libs/atrest; null: plain),
+  // the KEK chosen by the manifest's date (created_unix) for rotation.
+  atrest::kek_store* seal = nullptr;
 };
 
 // Publishes root/step-<step> (LATEST moves to it) signed with `key`, the

@@ -1,5 +1,7 @@
 #include "libs/ckpt/safetensors.hpp"
 
+#include "libs/atrest/object.hpp"
+
 #include "libs/files/files.hpp"
 
 #include <nlohmann/json.hpp>
@@ -181,7 +183,11 @@ const tensor_info* safetensors_file::find(const std::string& name) const {
   return it == tensors_.end() ? nullptr : &it->second;
 }
 
-status write_safetensors(const std::string& path, std::span<const tensor_view> tensors, const metadata& meta) {
+namespace {
+// The 8-byte length and the padded JSON header of `tensors`; `what` names them in errors.
+result<std::string> safetensors_prefix(const std::string& what, std::span<const tensor_view> tensors,
+                                       const metadata& meta) {
+  const std::string& path = what;
   json header = json::object();
   if (!meta.empty()) header["__metadata__"] = meta;
   std::uint64_t pos = 0;
@@ -197,9 +203,28 @@ status write_safetensors(const std::string& path, std::span<const tensor_view> t
   }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // the data section starts 8-aligned
-  std::array<char, 8> len{};
-  for (std::size_t i = 0; i < 8; ++i) len[i] = static_cast<char>((text.size() >> (8 * i)) & 0xff);
+  std::string out(8, '\0');
+  for (std::size_t i = 0; i < 8; ++i) out[i] = static_cast<char>((text.size() >> (8 * i)) & 0xff);
+  return out + text;
+}
+}  // namespace
 
+result<std::string> encode_safetensors(std::span<const tensor_view> tensors, const metadata& meta,
+                                       const std::string& what) {
+  auto prefix = safetensors_prefix(what, tensors, meta);
+  if (!prefix) return prefix.err();
+  std::size_t total = prefix->size();
+  for (const auto& t : tensors) total += t.bytes;
+  std::string out;
+  out.reserve(total);
+  out += *prefix;
+  for (const auto& t : tensors) out.append(static_cast<const char*>(t.data), t.bytes);
+  return out;
+}
+
+status write_safetensors(const std::string& path, std::span<const tensor_view> tensors, const metadata& meta) {
+  auto prefix = safetensors_prefix(path, tensors, meta);
+  if (!prefix) return prefix.err();
   std::string tmp = path + ".tmp." + std::to_string(::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return files::errno_error("create", tmp);
@@ -208,8 +233,7 @@ status write_safetensors(const std::string& path, std::span<const tensor_view> t
     ::unlink(tmp.c_str());
     return e;
   };
-  if (auto s = files::write_all(fd, std::string_view(len.data(), len.size()), tmp); !s) return fail(s.err());
-  if (auto s = files::write_all(fd, text, tmp); !s) return fail(s.err());
+  if (auto s = files::write_all(fd, *prefix, tmp); !s) return fail(s.err());
   for (const auto& t : tensors) {
     const std::string_view bytes(static_cast<const char*>(t.data), t.bytes);
     if (auto s = files::write_all(fd, bytes, tmp); !s) return fail(s.err());
@@ -247,12 +271,17 @@ result<safetensors_file> parse_safetensors(std::string bytes, const std::string&
 }
 
 result<safetensors_file> read_safetensors(const std::string& path) {
-  auto bytes = files::read_file(path);
+  auto bytes = atrest::read_object(path);  // a sealed file (libs/atrest) unsealed, a plain one as is
   if (!bytes) return bytes.err();
   return parse_safetensors(std::move(*bytes), path);
 }
 
 status check_safetensors(const std::string& path) {
+  if (atrest::is_sealed_file(path)) {
+    auto f = read_safetensors(path);
+    if (!f) return f.err();
+    return ok_status();
+  }
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return files::errno_error("open", path);
   struct stat st {};

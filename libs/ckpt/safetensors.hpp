@@ -42,6 +42,11 @@ struct tensor_view {
   std::size_t bytes = 0;
 };
 
+// The bytes write_safetensors would write (a writer that seals them at rest
+// never puts the plaintext on disk); `what` names them in errors.
+result<std::string> encode_safetensors(std::span<const tensor_view> tensors, const metadata& meta,
+                                       const std::string& what);
+
 // Writes `tensors` (in the given order) to `path` atomically: temp -> fsync ->
 // rename -> fsync dir. A failed write/fsync/rename is errc::internal naming the path.
 status write_safetensors(const std::string& path, std::span<const tensor_view> tensors,
@@ -67,11 +72,13 @@ class safetensors_file {
   metadata meta_;
 };
 
-// Reads and validates the whole file. not_found if absent, corruption if invalid.
+// Reads and validates the whole file (one sealed at rest is unsealed with the
+// process's keys: libs/atrest/object.hpp). not_found if absent, corruption if invalid.
 result<safetensors_file> read_safetensors(const std::string& path);
 // Validates `bytes` as a safetensors file; `what` names it in errors.
 result<safetensors_file> parse_safetensors(std::string bytes, const std::string& what);
-// Validates a file's header against its size without reading the tensor data.
+// Validates a file's header against its size without reading the tensor data
+// (a sealed file is unsealed and parsed whole: its size says nothing).
 status check_safetensors(const std::string& path);
 
 }  // namespace loom::ckpt

@@ -1,5 +1,7 @@
 #include "libs/ckpt/snapshot.hpp"
 
+#include "libs/atrest/object.hpp"
+#include "libs/atrest/sealed.hpp"
 #include "libs/ckpt/safetensors.hpp"
 #include "libs/crypto/encoding.hpp"
 #include "libs/crypto/hash.hpp"
@@ -138,6 +140,7 @@ status snapshot_writer::begin(const std::string& root, std::uint64_t step) {
   step_ = step;
   tmp_dir_ = root + "/" + std::string(tmp_prefix) + step_dir_name(step);
   names_.clear();
+  sealed_.clear();
   open_ = false;
   if (auto s = files::make_dirs(root); !s) return s;
   std::error_code ec;
@@ -151,8 +154,10 @@ status snapshot_writer::begin(const std::string& root, std::uint64_t step) {
 status snapshot_writer::add_file(const std::string& name, std::string_view bytes) {
   if (!open_) return make_error(errc::invalid_argument, "snapshot_writer::add_file before begin");
   if (!valid_name(name)) return make_error(errc::invalid_argument, "invalid snapshot file name '" + name + "'");
-  if (auto s = files::write_atomic(tmp_dir_ + "/" + name, bytes); !s) return s;
-  return add_existing(name);
+  if (auto s = atrest::write_object(tmp_dir_ + "/" + name, bytes, seal_, seal_now_); !s) return s;
+  if (auto s = add_existing(name); !s) return s;
+  if (seal_) sealed_[name] = {crypto::sha256_hex(bytes), bytes.size()};
+  return {};
 }
 
 status snapshot_writer::add_existing(const std::string& name) {
@@ -172,7 +177,22 @@ result<std::string> snapshot_writer::publish(std::string_view key, std::int64_t 
   if (key.empty()) return make_error(errc::invalid_argument, "empty manifest signing key");
   json m = {{"format", manifest_format}, {"step", step_}, {"created_unix", created_unix}, {"files", json::object()}};
   for (const auto& n : names_) {
-    auto h = hash_file(tmp_dir_ + "/" + n, /*sync=*/true);
+    const std::string path = tmp_dir_ + "/" + n;
+    if (seal_) {
+      // A file the caller wrote itself is sealed in place here (write_object
+      // publishes it durably); add_file sealed its own already.
+      auto it = sealed_.find(n);
+      if (it == sealed_.end()) {
+        auto plain = files::read_file(path);
+        if (!plain) return make_error(errc::internal, plain.err().message);
+        it = sealed_.emplace(n, file_entry{crypto::sha256_hex(*plain), plain->size()}).first;
+        if (auto st = atrest::write_object(path, *plain, seal_, seal_now_); !st)
+          return make_error(errc::internal, st.err().message);
+      }
+      m["files"][n] = {{"sha256", it->second.sha256_hex}, {"bytes", it->second.bytes}, {"sealed", true}};
+      continue;
+    }
+    auto h = hash_file(path, /*sync=*/true);
     if (!h) return make_error(errc::internal, h.err().message);
     m["files"][n] = {{"sha256", h->sha256_hex}, {"bytes", h->bytes}};
   }
@@ -202,6 +222,27 @@ result<std::string> snapshot_writer::publish(std::string_view key, std::int64_t 
 }
 
 namespace {
+// A file the signed manifest lists as sealed: it must be sealed (not a plain
+// file put in its place), unseal with the process's keys (every tag), and its
+// plaintext must have the listed hash and size and, for .safetensors, parse.
+// The problem, "" when it checks.
+std::string check_sealed(const std::string& path, const std::string& label, const file_entry& want) {
+  const std::string expected = ": expected sha256 " + want.sha256_hex + " (" + std::to_string(want.bytes) + " bytes)";
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return label + ": missing" + expected;
+  if (!atrest::is_sealed_file(path))
+    return label + ": is not sealed at rest, but the signed manifest says it was written sealed" + expected;
+  auto plain = atrest::read_object(path);
+  if (!plain) return label + ": " + plain.err().message;
+  const std::string got = crypto::sha256_hex(*plain);
+  if (got != want.sha256_hex || plain->size() != want.bytes)
+    return label + ": sha256 mismatch: expected " + want.sha256_hex + " actual " + got + " (bytes expected " +
+           std::to_string(want.bytes) + " actual " + std::to_string(plain->size()) + ")";
+  if (label.ends_with(".safetensors"))
+    if (auto f = parse_safetensors(std::move(*plain), path); !f) return label + ": " + f.err().message;
+  return "";
+}
+
 // The signed manifest of `dir` for `step` into `m`; the problem when it is not one ("" when it is).
 std::string signed_manifest(const std::string& dir, std::uint64_t step, std::string_view key, json& m) {
   const std::string label = fs::path(dir).filename().string();
@@ -249,6 +290,18 @@ std::vector<std::string> verify_snapshot(const std::string& dir, std::uint64_t s
       continue;
     }
     file_entry want{e["sha256"].get<std::string>(), e["bytes"].get<std::uint64_t>()};
+    if (e.contains("sealed")) {
+      if (!e["sealed"].is_boolean() || !e["sealed"].get<bool>()) {
+        problems.push_back(label + "/" + n + ": malformed manifest entry");
+        continue;
+      }
+      if (auto p = check_sealed(dir + "/" + n, label + "/" + n, want); !p.empty()) {
+        problems.push_back(std::move(p));
+        continue;
+      }
+      listed.emplace(n, std::move(want));
+      continue;
+    }
     auto got = hash_file(dir + "/" + n, /*sync=*/false);
     if (!got) {
       problems.push_back(label + "/" + n + ": " + (got.code() == errc::not_found ? "missing" : got.err().message) +

@@ -1,6 +1,10 @@
 // Checkpoint snapshots (ARCHITECTURE.md §6): a directory root/step-000123/
 // holding the caller's files and a MANIFEST.json listing each file's SHA-256
-// and size, HMAC-SHA256-signed. Publish: temp dir -> fsync -> rename -> fsync
+// and size, HMAC-SHA256-signed. A writer given at-rest keys (seal_with)
+// seals every file (libs/atrest): the manifest then lists the plaintext's
+// hash and size and marks the file "sealed" under the signature, so a file
+// swapped for a plain one is refused; readers unseal with the process's keys
+// (atrest::process_keys) and check the plaintext. Publish: temp dir -> fsync -> rename -> fsync
 // root -> LATEST moves last. Load verifies everything and falls back, with a
 // warning per refusal, to the previous snapshot.
 // A snapshot_writer is owned by one thread; one writer per root at a time, and
@@ -13,12 +17,17 @@
 
 #include "libs/status/status.hpp"
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+namespace loom::atrest {
+class kek_store;
+}
 
 namespace loom::ckpt {
 
@@ -40,6 +49,12 @@ struct loaded_snapshot {
 
 class snapshot_writer {
  public:
+  // Seals every file of the snapshots this writer publishes under `keys`
+  // (null: plain files, the default), wrapping with keys->for_wrap(now).
+  void seal_with(atrest::kek_store* keys, std::chrono::system_clock::time_point now) {
+    seal_ = keys;
+    seal_now_ = now;
+  }
   // Creates root/.tmp-step-N/ (removing a stale one of the same step).
   status begin(const std::string& root, std::uint64_t step);
   // The temp directory; a caller may write files there itself, then add_existing.
@@ -59,6 +74,9 @@ class snapshot_writer {
   std::string tmp_dir_;
   std::uint64_t step_ = 0;
   std::vector<std::string> names_;
+  std::map<std::string, file_entry> sealed_;  // add_file's sealed files, by name: their plaintext's hash
+  atrest::kek_store* seal_ = nullptr;
+  std::chrono::system_clock::time_point seal_now_{};
   bool open_ = false;
 };
 

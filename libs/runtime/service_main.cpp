@@ -1,6 +1,7 @@
 // service_main: wires one EdgeLoom service process together. Read top to
 // bottom: options -> keys -> ZAP -> ROUTER -> metrics -> audit emitter ->
 // supervised service actor -> registration -> gateway loop -> shutdown.
+#include "libs/atrest/object.hpp"
 #include "libs/audit/emitter.hpp"
 #include "libs/auth/token.hpp"
 #include "libs/files/files.hpp"
@@ -20,6 +21,7 @@
 #include "libs/wire/curve.hpp"
 #include "libs/wire/server.hpp"
 
+#include <nlohmann/json.hpp>
 #include <zmq.hpp>
 
 #include <signal.h>
@@ -246,6 +248,39 @@ int service_main(int argc, char** argv, const service_spec& spec) {
     return 1;
   }
   env.audit = emitter->get();
+
+  // 5b. Keys at rest (libs/atrest): every service reads what is sealed under
+  // this data directory; the trainer seals its snapshots and stage datasets
+  // with them. Each rotation, scheduled (the KEK's age) or not, is audited —
+  // while the emitter lives (the guard below goes first).
+  struct rotation_sink {
+    std::mutex mu;
+    audit::emitter* em = nullptr;
+  };
+  auto sink = std::make_shared<rotation_sink>();
+  sink->em = env.audit;
+  struct sink_guard {
+    std::shared_ptr<rotation_sink> s;
+    ~sink_guard() {
+      std::lock_guard lock(s->mu);
+      s->em = nullptr;
+    }
+  } rotation_guard{sink};
+  auto at_rest = atrest::open_process_keys_from_env(
+      env.paths.atrest_keys(), [](const char* n) { return std::getenv(n); }, std::chrono::system_clock::now(),
+      [sink, node = env.node_id, zone = env.zone, svc = spec.name](std::uint32_t version, bool scheduled) {
+        std::fprintf(stderr, "loom-%s: at-rest key-encryption key rotated to version %u (%s)\n", svc.c_str(), version,
+                     scheduled ? "scheduled: the previous one reached its rotation age" : "asked for");
+        std::lock_guard lock(sink->mu);
+        if (sink->em)
+          sink->em->emit(audit::service_record(node, zone, svc, "keys.atrest.rotate", "",
+                                               "at-rest KEK version " + std::to_string(version),
+                                               nlohmann::json{{"version", version}, {"scheduled", scheduled}}.dump()));
+      });
+  if (!at_rest) {
+    std::fprintf(stderr, "loom-%s: %s\n", spec.name.c_str(), at_rest.err().to_string().c_str());
+    return 1;
+  }
   // Read at each scrape: the spool's unconfirmed records (LoomAuditBacklog)
   // and the data directory's disk (LoomDiskLow). Cleared before the emitter goes.
   env.metrics->on_scrape([em = env.audit, root = env.paths.root](metrics::service_metrics& m) {

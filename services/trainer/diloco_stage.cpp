@@ -1,5 +1,6 @@
 #include "services/trainer/diloco_stage.hpp"
 
+#include "libs/atrest/object.hpp"
 #include "libs/ckpt/snapshot.hpp"
 #include "libs/diloco/grant/stage_spec.hpp"
 #include "libs/files/files.hpp"
@@ -147,7 +148,7 @@ result<stage_end> end_aggregation(runtime::service_env& env, const assigned_stag
   if (!end_only) {
     const std::string base = snapshot.substr(snapshot.find_last_of('/') + 1);
     const auto step = ckpt::parse_step_dir(base);
-    auto state = files::read_file(snapshot + "/trainer_state.json");
+    auto state = atrest::read_object(snapshot + "/trainer_state.json");  // sealed at rest: the plaintext
     if (!step || !state) return make_error(errc::not_found, snapshot + " is not a snapshot with a trainer_state.json");
     req.set_step(*step);
     req.set_trainer_state(*state);

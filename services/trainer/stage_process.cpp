@@ -1,5 +1,8 @@
 #include "services/trainer/stage_process.hpp"
 
+#include "libs/atrest/object.hpp"
+#include "libs/layout/layout.hpp"
+
 #include "libs/files/files.hpp"
 #include "libs/runspec/run_config.hpp"
 
@@ -211,6 +214,15 @@ int stage_child_main(int argc, char** argv) {
     s.data_dir = spec.at("data_dir").get<std::string>();
     s.dataset_root = spec.at("dataset_root").get<std::string>();
     s.leak_mib_per_step = spec.at("leak_mib_per_step").get<std::uint64_t>();
+    // The service's keys at rest (its environment is ours): snapshots and stage data sealed as in-process.
+    layout::paths at_rest_paths;
+    at_rest_paths.root = s.data_dir;
+    auto at_rest = atrest::open_process_keys_from_env(
+        at_rest_paths.atrest_keys(), [](const char* n) { return std::getenv(n); }, std::chrono::system_clock::now());
+    if (!at_rest) {
+      emit({{"e", "error"}, {"code", std::string(to_string(at_rest.code()))}, {"message", at_rest.err().message}});
+      return 1;
+    }
     auto toml = files::read_file(s.config);
     if (!toml) {
       emit({{"e", "error"}, {"code", std::string(to_string(toml.code()))}, {"message", toml.err().message}});

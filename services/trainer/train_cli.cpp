@@ -2,6 +2,7 @@
 
 #include "services/trainer/config.hpp"
 
+#include "libs/atrest/object.hpp"
 #include "libs/files/files.hpp"
 #include "libs/layout/layout.hpp"
 #include "libs/tokenizer/bpe.hpp"
@@ -39,6 +40,17 @@ int fail(const error& e) {
   return exit_code(e.code);
 }
 
+// The data dir's keys at rest as this process's (libs/atrest; LOOM_AT_REST):
+// a run seals its snapshots and data with them, a reader unseals.
+status use_keys_at_rest(const std::string& data_dir) {
+  layout::paths p;
+  p.root = data_dir;
+  auto k = atrest::open_process_keys_from_env(p.atrest_keys(), [](const char* n) { return std::getenv(n); },
+                                              std::chrono::system_clock::now());
+  if (!k) return k.err();
+  return ok_status();
+}
+
 // The checkpoint at `checkpoint`, verified with the key that signed it: the
 // key lives in the data dir of the run that wrote it, looked up (--data-dir,
 // else $LOOM_HOME, else the default data dir), never created — a new key
@@ -58,6 +70,7 @@ result<opened_snapshot> open_signed(const std::string& checkpoint, const std::st
                       "whose run wrote it (keys/checkpoint.key); looked in " + data_dir + " (" + from +
                       "): " + key.err().message + ". Pass --data-dir DIR of that deployment");
   }
+  if (auto st = use_keys_at_rest(data_dir); !st) return st.err();
   return open_snapshot(checkpoint, *key);
 }
 
@@ -91,6 +104,7 @@ int train_main(int argc, char** argv) {
   run_options o;
   o.resume = a->resume;
   o.data_dir = files::resolve_data_dir(a->data_dir);
+  if (auto st = use_keys_at_rest(o.data_dir); !st) return fail(st.err());
   o.log = a->quiet ? nullptr : &std::cerr;
   o.stop = &g_stop;
   auto sum = run_training(*cfg, o);

@@ -1,5 +1,6 @@
 #include "services/trainer/worker.hpp"
 
+#include "libs/atrest/object.hpp"
 #include "libs/audit/emitter.hpp"
 #include "libs/collective/ring.hpp"
 #include "libs/files/confine.hpp"
@@ -133,6 +134,11 @@ status worker::confine_inputs(const runspec::run_config& cfg, const stage_run& r
 
 worker::outcome worker::run_stage(stage_run& run) {
   auto failed = [](const error& e) { return outcome{"failed", e.message}; };
+  // A KEK past its rotation age is replaced here, in the service (whose
+  // rotations are audited: service_main), before a stage (in-process or its
+  // own process) seals anything with it.
+  if (auto keys = atrest::sealing_keys())
+    if (auto st = keys->rotate_if_due(std::chrono::system_clock::now()); !st) return failed(st.err());
   auto cfg = stage_config(run);
   if (!cfg) return failed(cfg.err());
   auto o = common_options(run, *cfg);

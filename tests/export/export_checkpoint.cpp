@@ -6,10 +6,12 @@
 //
 //   usage: export_checkpoint CHECKPOINT_DIR DATA_DIR HF_DIR GGUF_FILE f32|f16|q8_0
 // DATA_DIR holds keys/checkpoint.key, the key that signed the checkpoint.
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 
+#include "libs/atrest/object.hpp"
 #include "libs/export/gguf_gpt2.hpp"
 #include "libs/export/hf_dir.hpp"
 #include "libs/tokenizer/bpe.hpp"
@@ -38,6 +40,11 @@ int main(int argc, char** argv) {
                     : type_name == "f16"  ? exporter::gguf_type::f16
                     : type_name == "q8_0" ? exporter::gguf_type::q8_0
                                           : (die("type must be f32, f16 or q8_0, not " + type_name), exporter::gguf_type::f32);
+  // The data dir's keys at rest: its trainer sealed the snapshot (libs/atrest).
+  atrest::kek_options ko;
+  ko.create = false;
+  if (auto keys = atrest::kek_store::open(std::string(argv[2]) + "/keys/atrest", ko, std::chrono::system_clock::now()))
+    atrest::set_process_keys(std::move(*keys));
   auto key = trainer::existing_checkpoint_key(argv[2]);
   if (!key) die(key.err().to_string());
   auto snap = trainer::open_snapshot(argv[1], *key);

@@ -6,6 +6,7 @@
 // one thread.
 #pragma once
 
+#include "tests/support/at_rest.hpp"
 #include "libs/crypto/hash.hpp"
 #include "libs/files/files.hpp"
 #include "tests/support/loom_json.hpp"
@@ -89,15 +90,12 @@ inline nlohmann::json wait_done(const std::string& home, const std::string& id,
   return j;
 }
 
-// sha256 of the model.safetensors in the final checkpoint of `job`'s stage
-// `stage` (a `loom job show --json` object); fails the test when there is none.
+// sha256 of the model.safetensors (its plaintext: snapshots are sealed at
+// rest) in the final checkpoint of `job`'s stage `stage` (a `loom job show
+// --json` object), as its signed manifest lists it; fails the test when there is none.
 inline std::string final_params_sha(const nlohmann::json& job, const std::string& stage) {
   for (const auto& s : job["stages"])
-    if (s["name"] == stage) {
-      auto bytes = files::read_file(s["checkpoint"].get<std::string>() + "/model.safetensors");
-      REQUIRE(bytes.ok());
-      return crypto::sha256_hex(*bytes);
-    }
+    if (s["name"] == stage) return listed_sha256(s["checkpoint"].get<std::string>(), "model.safetensors");
   FAIL("no stage " << stage);
   return "";
 }

@@ -1,5 +1,6 @@
 #include "services/trainer/check/model_check.hpp"
 
+#include "libs/atrest/object.hpp"
 #include "libs/auth/token.hpp"
 #include "libs/ckpt/gpt2_checkpoint.hpp"
 #include "libs/ckpt/snapshot.hpp"
@@ -174,7 +175,7 @@ check_report run_checks(const check_request& r) {
   // model.safetensors is read once, before anything is verified: a corrupt
   // file still gets every check that can look at it.
   const std::string mfile = r.checkpoint + "/" + ckpt::gpt2_model_file;
-  auto bytes = files::read_file(mfile);
+  auto bytes = atrest::read_object(mfile);  // sealed at rest: the plaintext (its tags verified)
   const std::string bytes_sha = bytes ? crypto::sha256_hex(*bytes) : "";
   timed("signature", [&] { return signature(r, bytes_sha); });
   result<ckpt::safetensors_file> file = bytes ? ckpt::parse_safetensors(std::move(*bytes), mfile) : bytes.err();

@@ -1,5 +1,6 @@
 #include "services/trainer/run/sft_data.hpp"
 
+#include "libs/atrest/object.hpp"
 #include "libs/files/files.hpp"
 #include "libs/shards/dataset.hpp"
 #include "libs/shards/writer.hpp"
@@ -107,6 +108,8 @@ result<std::string> prepare_sft_dataset(const std::string& source, bool from_tex
     if (!eot) return eot.err();
     shards::writer_options opt;
     opt.dir = cache_dir;
+    const auto seal = atrest::sealing_keys();  // sealed at rest unless LOOM_AT_REST=off
+    opt.seal = seal.get();
     opt.type = shards::dtype::uint32;
     auto w = shards::shard_writer::create(opt);
     if (!w) return w.err();

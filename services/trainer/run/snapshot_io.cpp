@@ -1,5 +1,6 @@
 #include "services/trainer/run/snapshot_io.hpp"
 
+#include "libs/atrest/object.hpp"
 #include "libs/auth/token.hpp"
 #include "libs/ckpt/gpt2_checkpoint.hpp"
 #include "libs/files/files.hpp"
@@ -125,7 +126,11 @@ result<std::string> save_snapshot(const std::string& root, const engine::gpt2& m
   const std::string state_text = state.dump(1) + "\n";
   const auto now = std::chrono::duration_cast<std::chrono::seconds>(
                        std::chrono::system_clock::now().time_since_epoch()).count();
-  auto dir = ckpt::write_gpt2_snapshot(root, st.step, {model.config(), model.params(), state_text, files}, key, now);
+  // Sealed at rest under the process's keys, which a trainer process opens at
+  // start unless LOOM_AT_REST=off (at_rest.hpp).
+  const auto seal = atrest::sealing_keys();
+  auto dir = ckpt::write_gpt2_snapshot(root, st.step, {model.config(), model.params(), state_text, files, seal.get()},
+                                       key, now);
   if (!dir) return dir;
   if (auto r = ckpt::retain(root, static_cast<std::size_t>(std::max(1, keep)), key); !r) return r.err();
   return dir;
@@ -137,7 +142,7 @@ result<opened_snapshot> open_snapshot(const std::string& path, std::string_view 
   if (!where) return where.err();
   out.where = std::move(*where);
   const std::string sfile = out.where.dir + "/" + ckpt::gpt2_state_file;
-  auto st_text = files::read_file(sfile);
+  auto st_text = atrest::read_object(sfile);
   if (!st_text) return st_text.err();
   auto state = parse_state(*st_text, sfile);
   if (!state) return state.err();

@@ -1,5 +1,6 @@
 #include "services/trainer/run/text_data.hpp"
 
+#include "libs/atrest/object.hpp"
 #include "libs/crypto/hash.hpp"
 #include "libs/files/files.hpp"
 #include "libs/shards/manifest.hpp"
@@ -52,6 +53,8 @@ result<std::string> prepare_text_dataset(const std::string& text_path, const std
       for (auto& id : ids) id &= 0xffu;  // char may be signed
       shards::writer_options opt;
       opt.dir = cache_dir;
+      const auto seal = atrest::sealing_keys();  // sealed at rest unless LOOM_AT_REST=off
+      opt.seal = seal.get();
       auto w = shards::shard_writer::create(opt);
       if (!w) return w.err();
       if (auto st = w->append(ids); !st) return st;
@@ -69,6 +72,8 @@ result<std::string> prepare_text_dataset(const std::string& text_path, const std
     bpe->encode_into(text, ids);
     shards::writer_options opt;
     opt.dir = cache_dir;
+    const auto seal = atrest::sealing_keys();  // sealed at rest unless LOOM_AT_REST=off
+    opt.seal = seal.get();
     auto w = shards::shard_writer::create(opt);
     if (!w) return w.err();
     if (auto st = w->append(ids); !st) return st;
