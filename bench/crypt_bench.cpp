@@ -27,7 +27,7 @@
 //   case=file_write plain_ms=<..> sealed_ms=<..> ratio=<..>
 //   case=import_shards plain_mb_per_s=<..> sealed_mb_per_s=<..> ratio=<..>
 //   case=train_encrypted plain_s=<..> sealed_s=<..> ratio=<..> tokens_per_s_plain=<..> tokens_per_s_sealed=<..>
-// LOOM_BENCH_QUICK=1 skips train_encrypted (about 2 minutes here).
+// LOOM_BENCH_QUICK=1 skips train_encrypted (about 2.5 minutes here).
 #include "bench/bench_util.hpp"
 
 #include "libs/atrest/object.hpp"

@@ -55,12 +55,14 @@ int cmd_keys_status(context& c) {
   if (audit.keks.empty() && audit.note.empty()) audit.note = "none yet (the audit service makes version 1 at its first start)";
   rings.push_back(std::move(audit));
 
-  ring at_rest{"at rest", c.paths.atrest_keys(), "libs/atrest's default", 30, {}, ""};
+  ring at_rest{"at rest", c.paths.atrest_keys(), "LOOM_AT_REST_ROTATION_DAYS",
+               rotation_days("LOOM_AT_REST_ROTATION_DAYS", 30), {}, ""};
   auto listed = atrest::list_keks(at_rest.dir);
   if (!listed) return fail(c, listed.err());
   for (const auto& k : *listed) at_rest.keks.emplace_back(k.version, k.created_ns);
   if (at_rest.keks.empty())
-    at_rest.note = "none yet: datasets, checkpoints and stage directories are not sealed by this version";
+    at_rest.note = "none yet (the services make version 1 at their first start; the trainer seals snapshots and "
+                   "stage data with it)";
   rings.push_back(std::move(at_rest));
 
   const double day_ns = 86400e9;

@@ -195,7 +195,7 @@ TEST_CASE("pretrain-diloco-tiny: four sites on their own datasets finish through
   const std::string agg_job = a->spec().job();
   MESSAGE("rounds closed " << a->fragments(0).rounds_closed_total() << ", versions " << a->fragments(0).version()
                            << "," << a->fragments(1).version());
-  const auto mine = snapshot_params(ckpt_dir, cfg);
+  const auto mine = snapshot_params(ckpt_dir, cfg, c.home.path());  // member 0's, sealed at rest
   CHECK(params_sha256(mine) == retired.theta_sha256());
 
   // Data stays home: the aggregator's directory holds its tombstone (the

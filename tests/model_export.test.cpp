@@ -10,6 +10,7 @@
 // (no init_from in its recorded config, no data of its own) that passes.
 #include "libs/export/gguf.hpp"
 #include "libs/files/files.hpp"
+#include "tests/support/at_rest.hpp"
 #include "tests/support/audit_events.hpp"
 #include "tests/support/cluster.hpp"
 #include "tests/support/loom_json.hpp"
@@ -17,6 +18,7 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -145,12 +147,17 @@ TEST_CASE("a trained version passes every check, exports as HF and q8_0 GGUF tha
   // A corrupted checkpoint: a NaN written over model.safetensors' last value
   // (lnfb's last element) fails the signature (naming the file) and the NaN
   // scan (naming the tensor); nothing is exported, and the refusal is audited.
+  // The file is sealed at rest: the NaN goes into its plaintext, sealed again
+  // with the deployment's keys (what a writer with a bug would leave).
   const std::string ckpt = versions[0]["checkpoint"];
   {
-    std::fstream f(ckpt + "/model.safetensors", std::ios::in | std::ios::out | std::ios::binary);
-    f.seekp(-4, std::ios::end);
+    std::string plain = test::plain_file(ckpt + "/model.safetensors", home);
     const unsigned char nan[4] = {0x00, 0x00, 0xc0, 0x7f};
-    f.write(reinterpret_cast<const char*>(nan), 4);
+    std::memcpy(plain.data() + plain.size() - 4, nan, 4);
+    test::process_keys_of keys(home);
+    REQUIRE(atrest::write_object(ckpt + "/model.safetensors", plain, atrest::process_keys().get(),
+                                 std::chrono::system_clock::now())
+                .ok());
   }
   auto bad = loom_json(home, {"model", "export", sft, "--format", "hf", "--out", home + "/out-bad"}, 60s, &code);
   INFO(bad.dump(1));

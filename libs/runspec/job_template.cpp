@@ -35,6 +35,12 @@ status set_dotted(toml::table& cfg, const std::string& dotted, const toml::node&
   const std::string sec = dotted.substr(0, dot), key = dotted.substr(dot + 1);
   if (!run_sections.count(sec) || key.empty() || key.find('.') != std::string::npos)
     return bad(tmpl, what + ": " + dotted + " is not section.key of a run config section");
+  // Every key of a run config is a bare TOML word; anything else would be
+  // written out as text the trainer cannot read back (found by fuzz_template).
+  for (char ch : key)
+    if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_' || ch == '-'))
+      return bad(tmpl, what + ": " + dotted + " is not section.key of a run config section (a key is letters, digits, "
+                                              "'_' and '-')");
   if (!cfg.contains(sec)) cfg.insert(sec, toml::table{});
   toml::table* t = cfg[sec].as_table();
   if (!t) return bad(tmpl, what + ": " + sec + " is not a table");

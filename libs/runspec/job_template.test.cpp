@@ -355,3 +355,21 @@ TEST_CASE("an override names a path by its key's type: section.key, a stage's, a
   for (const char* k : {"dataset", "data.dataset", "steps", "train.steps", "kind", "sft.kind", "reward.regex", "x"})
     CHECK_FALSE_MESSAGE(override_names_path(k), k);
 }
+
+// Found by tests/fuzz (fuzz_template, seed 2026): an override key with a
+// quote in it ("hpo.grid_points'x") was written into the stage's config as a
+// bare key, and the trainer could not read that config back.
+TEST_CASE("an override key that is not a bare word is refused naming it, and every resolved config parses") {
+  auto r = resolve_template("t", "#", {"dataset=# &eads = 4", "hpo.grid_pointsOOOOOOOOOtaset=# &eads = 4",
+                                        "hpo.grid_pointsOOOOOOOOOOOOOOOOO'OOOOOOOOOOOOOOnethreadst=#y:a&"});
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.code() == errc::invalid_argument);
+  CHECK(r.err().message.find("hpo.grid_pointsOOOOOOOOOOOOOOOOO'OOOOOOOOOOOOOOnethreadst is not section.key") !=
+        std::string::npos);
+  for (const char* bad : {"train.st eps=1", "train.st\"eps=1", "train.=1", "train.a#b=1", "train.\xc3\xa9=1"})
+    CHECK_FALSE_MESSAGE(resolve_template("t", "#", {bad}).ok(), bad);
+  // A value with TOML's comment and quote characters is text, written quoted.
+  auto ok = resolve_template("t", "#", {"dataset=# &eads = 4"});
+  REQUIRE(ok.ok());
+  for (const auto& st : ok->stages) CHECK(parse_run_config(st.config_toml, "/x/" + st.name + ".toml").ok());
+}

@@ -11,6 +11,7 @@
 #include "libs/files/files.hpp"
 #include "libs/model/gpt_config.hpp"
 #include "loom/v1/aggregator.pb.h"
+#include "tests/support/at_rest.hpp"
 #include "tests/support/cluster.hpp"
 #include "tests/support/loom_json.hpp"
 #include "tests/support/scoped_env.hpp"
@@ -146,10 +147,14 @@ inline void saved_manifest(const std::string& path, v1::AggregationState& st) {
   REQUIRE(st.ParseFromArray(bytes->data() + 16, static_cast<int>(n)));
 }
 
-// A snapshot's parameters in buffer order (libs/model's layout).
-inline std::vector<float> snapshot_params(const std::string& dir, const model::gpt2_config& cfg) {
+// A snapshot's parameters in buffer order (libs/model's layout); a trainer's
+// snapshot is sealed at rest with the keys of its data dir `data_dir`.
+inline std::vector<float> snapshot_params(const std::string& dir, const model::gpt2_config& cfg,
+                                          const std::string& data_dir = "") {
+  std::optional<process_keys_of> keys;
+  if (!data_dir.empty()) keys.emplace(data_dir);
   auto file = ckpt::read_safetensors(dir + "/" + ckpt::gpt2_model_file);
-  REQUIRE(file.ok());
+  REQUIRE_MESSAGE(file.ok(), file.err().message);
   auto theta = ckpt::gpt2_flat_params(*file, cfg, dir);
   REQUIRE_MESSAGE(theta.ok(), theta.err().message);
   return *theta;
