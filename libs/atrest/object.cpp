@@ -16,6 +16,11 @@ std::mutex process_mu;
 std::shared_ptr<kek_store> process_store;  // guarded by process_mu
 bool process_seals = true;                  // guarded by process_mu
 
+std::string no_keys(const std::string& path) {
+  return path + " is sealed at rest, and this process has no at-rest key directory (<data>/keys/atrest) to open it "
+                "with";
+}
+
 }  // namespace
 
 void set_process_keys(std::shared_ptr<kek_store> keys) {
@@ -102,10 +107,37 @@ status read_object_into(const std::string& path, std::string& scratch, std::stri
     held = process_keys();
     keys = held.get();
   }
-  if (!keys)
-    return make_error(errc::not_found, path + " is sealed at rest, and this process has no at-rest key directory "
-                                              "(<data>/keys/atrest) to open it with");
+  if (!keys) return make_error(errc::not_found, no_keys(path));
   return unseal_into(scratch, *keys, path, out);
+}
+
+status read_object_stream(const std::string& path, const std::function<status(std::string_view)>& sink,
+                          kek_store* keys) {
+  if (is_sealed_file(path)) {
+    std::shared_ptr<kek_store> held;
+    if (!keys) {
+      held = process_keys();
+      keys = held.get();
+    }
+    if (!keys) return make_error(errc::not_found, no_keys(path));
+    return unseal_file(path, *keys, sink);
+  }
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return files::errno_error("open", path);
+  std::string buf(std::size_t{1} << 20, '\0');
+  status st = ok_status();
+  for (;;) {
+    const ssize_t n = ::read(fd, buf.data(), buf.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      st = files::errno_error("read", path);
+      break;
+    }
+    if (n == 0) break;
+    if (st = sink(std::string_view(buf.data(), static_cast<std::size_t>(n))); !st) break;
+  }
+  ::close(fd);
+  return st;
 }
 
 result<std::string> read_object(const std::string& path, kek_store* keys) {

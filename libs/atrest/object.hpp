@@ -55,6 +55,13 @@ result<std::string> read_object(const std::string& path, kek_store* keys = nullp
 status read_object_into(const std::string& path, std::string& scratch, std::string& out, kek_store* keys = nullptr,
                         bool* sealed = nullptr);
 
+// The plaintext of the file at `path` handed to `sink` piece by piece (1 MiB,
+// or a sealed object's chunks, each verified before it is handed over): a
+// reader that hashes or scans holds one piece at a time. Errors as
+// read_object's; a sink's error ends it and is returned.
+status read_object_stream(const std::string& path, const std::function<status(std::string_view)>& sink,
+                          kek_store* keys = nullptr);
+
 // Publishes `plain` at `path` atomically: sealed under `keys` (a new data key
 // wrapped by keys.for_wrap(now)) when keys is given, plain otherwise.
 status write_object(const std::string& path, std::string_view plain, kek_store* keys, sys_time now,

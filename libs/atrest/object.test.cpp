@@ -100,3 +100,59 @@ TEST_CASE("bad LOOM_AT_REST values are refused naming the variable") {
   }
   CHECK_FALSE(std::filesystem::exists(tmp.path() + "/keys"));
 }
+
+TEST_CASE("read_object_stream hands a sealed or plain file's plaintext in pieces, verified, and stops at a bad chunk") {
+  files::temp_dir tmp("atrest-object");
+  auto k = kek_store::open(tmp.path() + "/keys", {}, t0);
+  REQUIRE(k.ok());
+  std::string text((3u << 20) + 12345, '\0');
+  for (std::size_t i = 0; i < text.size(); ++i) text[i] = static_cast<char>(i * 131 + (i >> 9));
+  const std::string sealed = tmp.path() + "/sealed", plain = tmp.path() + "/plain";
+  REQUIRE(write_object(sealed, text, k->get(), t0).ok());
+  REQUIRE(write_object(plain, text, nullptr, t0).ok());
+  for (const auto& path : {sealed, plain}) {
+    CAPTURE(path);
+    std::string back;
+    std::size_t pieces = 0;
+    auto st = read_object_stream(
+        path,
+        [&](std::string_view p) {
+          back.append(p);
+          ++pieces;
+          CHECK(p.size() <= default_chunk);
+          return ok_status();
+        },
+        k->get());
+    REQUIRE_MESSAGE(st.ok(), st.err().to_string());
+    CHECK(back == text);
+    CHECK(pieces == 4);
+  }
+  // A sink's error ends it and comes back.
+  auto stopped = read_object_stream(
+      sealed, [](std::string_view) { return status(make_error(errc::unavailable, "enough")); }, k->get());
+  CHECK(stopped.code() == errc::unavailable);
+  // A flipped byte in chunk 2: chunks 0 and 1 come, then the refusal naming the file and the chunk.
+  std::string bytes = files::read_file(sealed).value();
+  bytes[sealed_header_size + 2 * (default_chunk + sealed_tag_size) + 7] ^= 0x04;
+  REQUIRE(files::write_atomic(sealed, bytes).ok());
+  std::size_t seen = 0;
+  auto bad = read_object_stream(
+      sealed,
+      [&](std::string_view p) {
+        seen += p.size();
+        return ok_status();
+      },
+      k->get());
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.code() == errc::corruption);
+  CHECK(bad.err().message.find(sealed + ": chunk 2 (plaintext bytes 2097152..3145728) fails authentication") == 0);
+  CHECK(seen == 2 * default_chunk);
+  // Cut short: the last chunk's tag no longer holds.
+  REQUIRE(files::write_atomic(sealed, files::read_file(plain).value()).ok());
+  REQUIRE(write_object(sealed, text, k->get(), t0).ok());
+  bytes = files::read_file(sealed).value();
+  REQUIRE(files::write_atomic(sealed, bytes.substr(0, bytes.size() - 3)).ok());
+  auto cut = read_object_stream(sealed, [](std::string_view) { return ok_status(); }, k->get());
+  REQUIRE_FALSE(cut.ok());
+  CHECK(cut.err().message.find(sealed + ": chunk 3") == 0);
+}

@@ -10,6 +10,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <fcntl.h>
 #include <memory>
 #include <sys/stat.h>
@@ -137,19 +138,28 @@ result<std::string> seal(std::string_view plain, kek_store& keys, sys_time now, 
   return out;
 }
 
-status unseal_into(std::string_view sealed, kek_store& keys, const std::string& what, std::string& out) {
+namespace {
+
+// The one unsealing walk, over a header (`h`: the first 92 bytes) and a body
+// of `body` bytes that `chunk_at(i, n)` hands out chunk by chunk (its n
+// ciphertext bytes and tag, or null when it cannot be read: `read_error`
+// says why). Each chunk is decrypted into `dst(i, n)`'s n bytes and then
+// handed to `done(i, n)`; the first error ends it. `sized(total)` is told the
+// plaintext's size before the first chunk.
+status unseal_walk(const unsigned char* h, std::size_t body, kek_store& keys, const std::string& what,
+                   const std::function<status(std::size_t)>& sized,
+                   const std::function<const unsigned char*(std::size_t i, std::size_t n)>& chunk_at,
+                   const std::function<unsigned char*(std::size_t i, std::size_t n)>& dst,
+                   const std::function<status(std::size_t i, std::size_t n)>& done, const std::string* read_error) {
   auto bad = [&](const std::string& why) { return make_error(errc::corruption, what + ": " + why); };
-  if (sealed.size() < sealed_header_size + sealed_tag_size || !looks_sealed(sealed))
-    return bad("not a sealed object (no LOOMSEAL header, or shorter than one)");
-  const auto* h = u(sealed);
   if (get32(h + 8) != format_version)
     return bad("sealed format version " + std::to_string(get32(h + 8)) + " is not 1");
   const std::uint32_t chunk = get32(h + 16);
   if (chunk < min_chunk || chunk > max_chunk || get32(h + 20) != 0)
     return bad("the sealed header is damaged (chunk size " + std::to_string(chunk) + ")");
   std::size_t count = 0, last_plain = 0;
-  if (!layout(sealed.size() - sealed_header_size, chunk, count, last_plain))
-    return bad("a sealed object of " + std::to_string(sealed.size()) + " bytes cannot be whole: cut or extended");
+  if (!layout(body, chunk, count, last_plain))
+    return bad("a sealed object of " + std::to_string(body + sealed_header_size) + " bytes cannot be whole: cut or extended");
   auto kek = keys.get(get32(h + 12));
   if (!kek) return error{kek.code(), what + ": " + kek.err().message};
   cipher_ctx c(EVP_CIPHER_CTX_new(), EVP_CIPHER_CTX_free);
@@ -164,31 +174,103 @@ status unseal_into(std::string_view sealed, kek_store& keys, const std::string& 
     return bad("its data key does not unwrap under KEK version " + std::to_string(get32(h + 12)) +
                ": the header was changed or the object is another deployment's");
   }
-  const std::size_t plain_size = (count - 1) * std::size_t{chunk} + last_plain;
-  out.resize(plain_size);
-  const unsigned char* src = h + sealed_header_size;
-  auto* dst = reinterpret_cast<unsigned char*>(out.data());
+  struct wipe {
+    key256& k;
+    ~wipe() { OPENSSL_cleanse(k.data(), k.size()); }
+  } wipe_dek{dek};
+  if (auto st = sized((count - 1) * std::size_t{chunk} + last_plain); !st) return st;
   unsigned char iv[12], idx[9];
   std::memcpy(iv, h + 24, 8);
   for (std::size_t i = 0; i < count; ++i) {
     const std::size_t n = i + 1 == count ? last_plain : chunk;
+    const unsigned char* src = chunk_at(i, n);
+    if (!src) return bad(read_error ? *read_error : "cannot be read");
     put32(iv + 8, static_cast<std::uint32_t>(i));
     put64(idx, i);
     idx[8] = i + 1 == count ? 1 : 0;
     std::memcpy(tag, src + n, sizeof tag);
-    if (!gcm(c.get(), false, dek, iv, h, sealed_header_size, idx, sizeof idx, src, n, dst, tag)) {
-      OPENSSL_cleanse(dek.data(), dek.size());
-      OPENSSL_cleanse(out.data(), out.size());
+    unsigned char* out = dst(i, n);
+    if (!gcm(c.get(), false, dek, iv, h, sealed_header_size, idx, sizeof idx, src, n, out, tag)) {
+      OPENSSL_cleanse(out, n);
       const std::size_t from = i * std::size_t{chunk};
       return bad("chunk " + std::to_string(i) + " (plaintext bytes " + std::to_string(from) + ".." +
                  std::to_string(from + n) + ") fails authentication: changed, cut, reordered or not sealed by "
                  "this deployment");
     }
-    src += n + sealed_tag_size;
-    dst += n;
+    if (auto st = done(i, n); !st) return st;
   }
-  OPENSSL_cleanse(dek.data(), dek.size());
   return ok_status();
+}
+
+}  // namespace
+
+status unseal_into(std::string_view sealed, kek_store& keys, const std::string& what, std::string& out) {
+  if (sealed.size() < sealed_header_size + sealed_tag_size || !looks_sealed(sealed))
+    return make_error(errc::corruption, what + ": not a sealed object (no LOOMSEAL header, or shorter than one)");
+  const auto* h = u(sealed);
+  const unsigned char* body = h + sealed_header_size;
+  std::size_t at = 0;  // of the chunk being read in the body, and of its plaintext in `out`
+  std::size_t plain_at = 0;
+  auto st = unseal_walk(
+      h, sealed.size() - sealed_header_size, keys, what,
+      [&](std::size_t total) {
+        out.resize(total);
+        return ok_status();
+      },
+      [&](std::size_t, std::size_t) { return body + at; },
+      [&](std::size_t, std::size_t) { return reinterpret_cast<unsigned char*>(out.data()) + plain_at; },
+      [&](std::size_t, std::size_t n) {
+        at += n + sealed_tag_size;
+        plain_at += n;
+        return ok_status();
+      },
+      nullptr);
+  if (!st) OPENSSL_cleanse(out.data(), out.size());
+  return st;
+}
+
+status unseal_file(const std::string& path, kek_store& keys, const std::function<status(std::string_view)>& sink) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return files::errno_error("open", path);
+  struct closer {
+    int fd;
+    ~closer() { ::close(fd); }
+  } close_fd{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return files::errno_error("stat", path);
+  const auto size = static_cast<std::size_t>(st.st_size);
+  std::string buf, plain;  // one chunk of ciphertext (and its tag), one of plaintext
+  std::string read_error;
+  auto read_at = [&](std::size_t off, std::size_t n) -> bool {
+    buf.resize(n);
+    std::size_t got = 0;
+    while (got < n) {
+      const ssize_t r = ::pread(fd, buf.data() + got, n - got, static_cast<off_t>(off + got));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) {
+        read_error = r < 0 ? std::string("read: ") + std::strerror(errno) : "shrank while it was read";
+        return false;
+      }
+      got += static_cast<std::size_t>(r);
+    }
+    return true;
+  };
+  if (size < sealed_header_size + sealed_tag_size || !read_at(0, sealed_header_size) || !looks_sealed(buf))
+    return make_error(errc::corruption, path + ": not a sealed object (no LOOMSEAL header, or shorter than one)");
+  const std::string header = buf;
+  std::size_t at = sealed_header_size;
+  return unseal_walk(
+      u(header), size - sealed_header_size, keys, path, [](std::size_t) { return ok_status(); },
+      [&](std::size_t, std::size_t n) -> const unsigned char* {
+        if (!read_at(at, n + sealed_tag_size)) return nullptr;
+        at += n + sealed_tag_size;
+        return u(buf);
+      },
+      [&](std::size_t, std::size_t n) {
+        plain.resize(n);
+        return reinterpret_cast<unsigned char*>(plain.data());
+      },
+      [&](std::size_t, std::size_t n) { return sink(std::string_view(plain.data(), n)); }, &read_error);
 }
 
 result<std::string> unseal(std::string_view sealed, kek_store& keys, const std::string& what) {

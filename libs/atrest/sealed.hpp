@@ -26,6 +26,7 @@
 #include "libs/status/status.hpp"
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -61,6 +62,13 @@ result<std::string> unseal(std::string_view sealed, kek_store& keys, const std::
 status seal_into(std::string_view plain, kek_store& keys, sys_time now, std::string& out,
                  std::uint32_t chunk = default_chunk);
 status unseal_into(std::string_view sealed, kek_store& keys, const std::string& what, std::string& out);
+
+// Unseals the sealed file at `path` chunk by chunk through buffers of one
+// chunk's size, handing each chunk's plaintext, verified, to `sink` in order:
+// a reader that hashes or scans never holds (or page-faults in) the whole
+// file. Errors as unseal's, naming `path`; a sink's error ends it and is
+// returned. A sink may have seen earlier chunks of a file that then fails.
+status unseal_file(const std::string& path, kek_store& keys, const std::function<status(std::string_view)>& sink);
 
 // The same on files: write_sealed publishes atomically (temporary name,
 // fsync, rename, fsync of the directory), read_sealed names the path.

@@ -276,6 +276,22 @@ result<safetensors_file> read_safetensors(const std::string& path) {
   return parse_safetensors(std::move(*bytes), path);
 }
 
+status check_safetensors_head(std::string_view head, std::uint64_t file_size, const std::string& what) {
+  auto n = header_length(head.substr(0, std::min<std::size_t>(head.size(), 8)), file_size, what);
+  if (!n) return n.err();
+  if (head.size() < 8 + *n) return corrupt(what, "short read of the header");
+  auto h = parse_header(head.substr(8, *n), file_size - 8 - *n, what);
+  if (!h) return h.err();
+  return {};
+}
+
+std::uint64_t safetensors_head_bytes(std::string_view first8) {
+  std::uint64_t n = 0;
+  for (int i = 7; i >= 0 && static_cast<std::size_t>(i) < first8.size(); --i)
+    n = (n << 8) | static_cast<unsigned char>(first8[static_cast<std::size_t>(i)]);
+  return 8 + std::min(n, max_header_bytes + 1);
+}
+
 status check_safetensors(const std::string& path) {
   if (atrest::is_sealed_file(path)) {
     auto f = read_safetensors(path);

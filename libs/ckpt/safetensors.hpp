@@ -77,6 +77,12 @@ class safetensors_file {
 result<safetensors_file> read_safetensors(const std::string& path);
 // Validates `bytes` as a safetensors file; `what` names it in errors.
 result<safetensors_file> parse_safetensors(std::string bytes, const std::string& what);
+// The same check on a file's first bytes (`head`: at least
+// safetensors_head_bytes(its first 8) of them, or all there are) and its
+// size; `what` names it. For a reader that streams the file (a sealed one).
+status check_safetensors_head(std::string_view head, std::uint64_t file_size, const std::string& what);
+// How many first bytes check_safetensors_head needs, from the first 8.
+std::uint64_t safetensors_head_bytes(std::string_view first8);
 // Validates a file's header against its size without reading the tensor data
 // (a sealed file is unsealed and parsed whole: its size says nothing).
 status check_safetensors(const std::string& path);

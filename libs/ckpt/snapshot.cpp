@@ -232,14 +232,30 @@ std::string check_sealed(const std::string& path, const std::string& label, cons
   if (!fs::exists(path, ec)) return label + ": missing" + expected;
   if (!atrest::is_sealed_file(path))
     return label + ": is not sealed at rest, but the signed manifest says it was written sealed" + expected;
-  auto plain = atrest::read_object(path);
-  if (!plain) return label + ": " + plain.err().message;
-  const std::string got = crypto::sha256_hex(*plain);
-  if (got != want.sha256_hex || plain->size() != want.bytes)
+  // Streamed chunk by chunk: hashed as it is unsealed, and a safetensors
+  // file's header kept to check, never the whole file in memory.
+  const bool tensors = label.ends_with(".safetensors");
+  crypto::sha256_stream hash;
+  std::uint64_t total = 0, want_head = 8;
+  std::string head;
+  auto st = atrest::read_object_stream(path, [&](std::string_view piece) {
+    hash.update(piece.data(), piece.size());
+    total += piece.size();
+    while (tensors && !piece.empty() && head.size() < want_head) {
+      const auto k = static_cast<std::size_t>(std::min<std::uint64_t>(piece.size(), want_head - head.size()));
+      head.append(piece.substr(0, k));
+      piece.remove_prefix(k);
+      if (want_head == 8 && head.size() == 8) want_head = safetensors_head_bytes(head);
+    }
+    return ok_status();
+  });
+  if (!st) return label + ": " + st.err().message;
+  const std::string got = crypto::to_hex(crypto::as_view(hash.finish()));
+  if (got != want.sha256_hex || total != want.bytes)
     return label + ": sha256 mismatch: expected " + want.sha256_hex + " actual " + got + " (bytes expected " +
-           std::to_string(want.bytes) + " actual " + std::to_string(plain->size()) + ")";
-  if (label.ends_with(".safetensors"))
-    if (auto f = parse_safetensors(std::move(*plain), path); !f) return label + ": " + f.err().message;
+           std::to_string(want.bytes) + " actual " + std::to_string(total) + ")";
+  if (tensors)
+    if (auto c = check_safetensors_head(head, total, path); !c) return label + ": " + c.err().message;
   return "";
 }
 

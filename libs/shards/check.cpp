@@ -97,9 +97,13 @@ result<std::vector<shard_problem>> check_shards(const std::string& dir, std::spa
     std::string why;
     if (sealed_head(path)) {  // the plaintext's hash: unsealing verifies every chunk's tag first
       if (stop && stop->load(std::memory_order_relaxed)) return make_error(errc::unavailable, "shard check stopped");
-      auto plain = atrest::read_object(path);
-      if (!plain) out.push_back({s.name, "cannot be unsealed: " + plain.err().message});
-      else if (auto got = crypto::sha256_hex(*plain); got != s.sha256)
+      crypto::sha256_stream h;
+      auto st = atrest::read_object_stream(path, [&](std::string_view piece) {
+        h.update(piece.data(), piece.size());
+        return ok_status();
+      });
+      if (!st) out.push_back({s.name, "cannot be unsealed: " + st.err().message});
+      else if (auto got = crypto::to_hex(crypto::as_view(h.finish())); got != s.sha256)
         out.push_back({s.name, "has SHA-256 " + got + ", the manifest says " + s.sha256});
       continue;
     }
