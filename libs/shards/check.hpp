@@ -1,10 +1,11 @@
 // Checks the shard files of a dataset directory against what its manifest (or
 // the ingest catalogue) says of them. Cheap: each file exists, is a regular
-// file and has the listed size (one stat per shard: for `loom data status` and
-// before a dataset is served). Full: also the SHA-256 of every byte (`loom
-// data verify`). A shard sealed at rest (libs/atrest) is checked by its
-// plaintext: the size its header and length give, the hash after unsealing
-// with the process's keys (a tag that fails is a problem). Problems name the shard file, never a path elsewhere, so an
+// file and has the listed size (one stat per shard, and the header of a
+// sealed one: for `loom data status` and before a dataset is served). Full:
+// also the SHA-256 of every byte (`loom data verify`). A shard sealed at rest
+// (libs/atrest) is checked by its plaintext: the size its header and length
+// give, the hash while unsealing with the process's keys (a tag that fails is
+// a problem). Problems name the shard file, never a path elsewhere, so an
 // error can say "dataset D: shard-000002.bin is missing".
 // Stateless functions; thread-safe for distinct calls.
 #pragma once
