@@ -11,17 +11,24 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <memory>
 #include <string>
 
 namespace loom::test {
 
 // The plaintext of `path`, written by a service or run of data dir `data_dir`
 // (sealed or plain); fails the test when it cannot be read.
-inline std::string plain_file(const std::string& path, const std::string& data_dir) {
+// The at-rest keys of data dir `data_dir` as a reader opens them (never
+// made); null when it has none.
+inline std::shared_ptr<atrest::kek_store> keys_of(const std::string& data_dir) {
   atrest::kek_options o;
   o.create = false;
   auto keys = atrest::kek_store::open(data_dir + "/keys/atrest", o, std::chrono::system_clock::now());
-  auto r = atrest::read_object(path, keys ? keys->get() : nullptr);
+  return keys ? std::shared_ptr<atrest::kek_store>(std::move(*keys)) : nullptr;
+}
+
+inline std::string plain_file(const std::string& path, const std::string& data_dir) {
+  auto r = atrest::read_object(path, keys_of(data_dir).get());
   REQUIRE_MESSAGE(r.ok(), r.err().to_string());
   return *r;
 }
@@ -29,12 +36,7 @@ inline std::string plain_file(const std::string& path, const std::string& data_d
 // For a scope, the keys at rest of data dir `data_dir` are this process's
 // (what ckpt::verify_snapshot, load_latest and read_safetensors unseal with).
 struct process_keys_of {
-  explicit process_keys_of(const std::string& data_dir) {
-    atrest::kek_options o;
-    o.create = false;
-    auto keys = atrest::kek_store::open(data_dir + "/keys/atrest", o, std::chrono::system_clock::now());
-    atrest::set_process_keys(keys ? std::shared_ptr<atrest::kek_store>(std::move(*keys)) : nullptr);
-  }
+  explicit process_keys_of(const std::string& data_dir) { atrest::set_process_keys(keys_of(data_dir)); }
   ~process_keys_of() { atrest::set_process_keys(nullptr); }
   process_keys_of(const process_keys_of&) = delete;
   process_keys_of& operator=(const process_keys_of&) = delete;
