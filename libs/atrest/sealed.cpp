@@ -1,6 +1,7 @@
 #include "libs/atrest/sealed.hpp"
 
 #include "libs/atrest/read_whole.hpp"
+#include "libs/atrest/seal_format.hpp"
 
 #include "libs/files/files.hpp"
 
@@ -17,53 +18,10 @@
 #include <unistd.h>
 
 namespace loom::atrest {
+using namespace detail;
 namespace {
 
-constexpr char magic[8] = {'L', 'O', 'O', 'M', 'S', 'E', 'A', 'L'};
-constexpr std::uint32_t format_version = 1;
-constexpr std::uint32_t min_chunk = 4096, max_chunk = 64u << 20;
-constexpr std::size_t wrap_aad_size = 32, wrap_nonce_at = 32, wrapped_at = 44, wrap_tag_at = 76;
-
-using cipher_ctx = std::unique_ptr<EVP_CIPHER_CTX, decltype(&EVP_CIPHER_CTX_free)>;
-
-const EVP_CIPHER* aes256gcm() {
-  static EVP_CIPHER* c = EVP_CIPHER_fetch(nullptr, "AES-256-GCM", nullptr);
-  return c;
-}
-
-void put32(unsigned char* p, std::uint32_t v) {
-  for (int i = 3; i >= 0; --i, v >>= 8) p[i] = static_cast<unsigned char>(v);
-}
-std::uint32_t get32(const unsigned char* p) {
-  return (std::uint32_t{p[0]} << 24) | (std::uint32_t{p[1]} << 16) | (std::uint32_t{p[2]} << 8) | p[3];
-}
-void put64(unsigned char* p, std::uint64_t v) {
-  for (int i = 7; i >= 0; --i, v >>= 8) p[i] = static_cast<unsigned char>(v);
-}
-
 const unsigned char* u(std::string_view s) { return reinterpret_cast<const unsigned char*>(s.data()); }
-
-// One AES-256-GCM operation with a reused context: encrypt (tag out) or
-// decrypt (tag in, false when it does not verify).
-bool gcm(EVP_CIPHER_CTX* c, bool enc, const key256& key, const unsigned char* iv, const unsigned char* aad1,
-         std::size_t aad1_n, const unsigned char* aad2, std::size_t aad2_n, const unsigned char* in, std::size_t n,
-         unsigned char* out, unsigned char* tag) {
-  int len = 0, fin = 0;
-  if (enc) {
-    return EVP_EncryptInit_ex2(c, aes256gcm(), key.data(), iv, nullptr) == 1 &&
-           EVP_EncryptUpdate(c, nullptr, &len, aad1, static_cast<int>(aad1_n)) == 1 &&
-           (aad2_n == 0 || EVP_EncryptUpdate(c, nullptr, &len, aad2, static_cast<int>(aad2_n)) == 1) &&
-           (n == 0 || EVP_EncryptUpdate(c, out, &len, in, static_cast<int>(n)) == 1) &&
-           EVP_EncryptFinal_ex(c, out + n, &fin) == 1 &&
-           EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_GET_TAG, static_cast<int>(sealed_tag_size), tag) == 1;
-  }
-  return EVP_DecryptInit_ex2(c, aes256gcm(), key.data(), iv, nullptr) == 1 &&
-         EVP_DecryptUpdate(c, nullptr, &len, aad1, static_cast<int>(aad1_n)) == 1 &&
-         (aad2_n == 0 || EVP_DecryptUpdate(c, nullptr, &len, aad2, static_cast<int>(aad2_n)) == 1) &&
-         (n == 0 || EVP_DecryptUpdate(c, out, &len, in, static_cast<int>(n)) == 1) &&
-         EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_SET_TAG, static_cast<int>(sealed_tag_size), tag) == 1 &&
-         EVP_DecryptFinal_ex(c, out + n, &fin) == 1;
-}
 
 // The chunk layout a body of `body` bytes must have: the count and the last chunk's plaintext size.
 bool layout(std::size_t body, std::uint32_t chunk, std::size_t& count, std::size_t& last_plain) {
@@ -94,37 +52,20 @@ std::optional<std::uint64_t> sealed_plain_size(std::string_view head, std::uint6
 }
 
 status seal_into(std::string_view plain, kek_store& keys, sys_time now, std::string& out, std::uint32_t chunk) {
-  if (chunk < min_chunk || chunk > max_chunk)
-    return make_error(errc::invalid_argument, "a sealed chunk is 4 KiB..64 MiB, not " + std::to_string(chunk));
-  auto kek = keys.for_wrap(now);
-  if (!kek) return kek.err();
+  auto c = new_ctx();
+  unsigned char header[sealed_header_size];
   key256 dek{};
-  unsigned char header[sealed_header_size] = {};
-  std::memcpy(header, magic, sizeof magic);
-  put32(header + 8, format_version);
-  put32(header + 12, kek->first);
-  put32(header + 16, chunk);
-  if (RAND_bytes(dek.data(), static_cast<int>(dek.size())) != 1 || RAND_bytes(header + 24, 8 + 12) != 1) {
-    OPENSSL_cleanse(kek->second.data(), kek->second.size());
-    return make_error(errc::internal, "RAND_bytes failed sealing an object");
-  }
-  cipher_ctx c(EVP_CIPHER_CTX_new(), EVP_CIPHER_CTX_free);
-  bool ok = c && gcm(c.get(), true, kek->second, header + wrap_nonce_at, header, wrap_aad_size, nullptr, 0,
-                     dek.data(), dek.size(), header + wrapped_at, header + wrap_tag_at);
-  OPENSSL_cleanse(kek->second.data(), kek->second.size());
+  if (auto st = begin_object(keys, now, chunk, c.get(), header, dek); !st) return st;
   const std::size_t count = plain.empty() ? 1 : (plain.size() + chunk - 1) / chunk;
   out.resize(sealed_header_size + plain.size() + count * sealed_tag_size);
   std::memcpy(out.data(), header, sealed_header_size);
   auto* dst = reinterpret_cast<unsigned char*>(out.data()) + sealed_header_size;
-  unsigned char iv[12], idx[9];
-  std::memcpy(iv, header + 24, 8);
+  const auto* src = reinterpret_cast<const unsigned char*>(plain.data());
+  bool ok = true;
   for (std::size_t i = 0; ok && i < count; ++i) {
     const std::size_t off = i * std::size_t{chunk};
     const std::size_t n = std::min<std::size_t>(chunk, plain.size() - off);
-    put32(iv + 8, static_cast<std::uint32_t>(i));
-    put64(idx, i);
-    idx[8] = i + 1 == count ? 1 : 0;
-    ok = gcm(c.get(), true, dek, iv, header, sealed_header_size, idx, sizeof idx, u(plain) + off, n, dst, dst + n);
+    ok = seal_chunk(c.get(), dek, header, i, i + 1 == count, src + off, n, dst);
     dst += n + sealed_tag_size;
   }
   OPENSSL_cleanse(dek.data(), dek.size());
@@ -162,7 +103,7 @@ status unseal_walk(const unsigned char* h, std::size_t body, kek_store& keys, co
     return bad("a sealed object of " + std::to_string(body + sealed_header_size) + " bytes cannot be whole: cut or extended");
   auto kek = keys.get(get32(h + 12));
   if (!kek) return error{kek.code(), what + ": " + kek.err().message};
-  cipher_ctx c(EVP_CIPHER_CTX_new(), EVP_CIPHER_CTX_free);
+  auto c = new_ctx();
   key256 dek{};
   unsigned char tag[sealed_tag_size];
   std::memcpy(tag, h + wrap_tag_at, sizeof tag);

@@ -27,9 +27,11 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <sys/types.h>
 
 namespace loom::atrest {
 
@@ -69,6 +71,40 @@ status unseal_into(std::string_view sealed, kek_store& keys, const std::string& 
 // file. Errors as unseal's, naming `path`; a sink's error ends it and is
 // returned. A sink may have seen earlier chunks of a file that then fails.
 status unseal_file(const std::string& path, kek_store& keys, const std::function<status(std::string_view)>& sink);
+
+// A sealed file written as its plaintext arrives, in pieces of any size:
+// each chunk is sealed and written once it is known not to be the last (one
+// chunk is held back until finish()), and the plaintext's SHA-256 and size are
+// counted on the way — a writer of a large file (a snapshot's tensors) never
+// holds it whole, sealed or plain (measured: encoding then sealing a 200 MB
+// snapshot in fresh buffers cost more than the AES; bench/crypt_bench).
+// finish() publishes atomically (temporary "<path>.tmp.<pid>.<n>", fsync,
+// rename, fsync of the directory); a writer dropped unfinished removes its
+// temporary file. Errors name the temporary file or the path. One thread.
+class sealed_writer {
+ public:
+  struct facts {
+    std::string sha256_hex;  // of the plaintext
+    std::uint64_t bytes = 0;  // the plaintext's size
+  };
+  // A new object at `path` under a new data key wrapped by keys.for_wrap(now);
+  // the file gets files::masked_mode(mode).
+  static result<std::unique_ptr<sealed_writer>> create(const std::string& path, kek_store& keys, sys_time now,
+                                                       mode_t mode = 0600, std::uint32_t chunk = default_chunk);
+  ~sealed_writer();
+  sealed_writer(const sealed_writer&) = delete;
+  sealed_writer& operator=(const sealed_writer&) = delete;
+
+  // Appends plaintext. After an error the writer only refuses.
+  status append(std::string_view plain);
+  // Seals the last chunk and publishes the file. REQUIRES: called once.
+  result<facts> finish();
+
+ private:
+  struct impl;
+  explicit sealed_writer(std::unique_ptr<impl> i);
+  std::unique_ptr<impl> impl_;
+};
 
 // The same on files: write_sealed publishes atomically (temporary name,
 // fsync, rename, fsync of the directory), read_sealed names the path.

@@ -1,5 +1,6 @@
 #include "libs/audit/spool.hpp"
 
+#include "libs/files/fault.hpp"
 #include "libs/files/files.hpp"
 
 #include <algorithm>
@@ -179,7 +180,7 @@ status spool::scan() {
                    seg.path.c_str(), off, d.size() - off, bad);
       int fd = ::open(seg.path.c_str(), O_WRONLY | O_CLOEXEC);
       if (fd < 0) return files::errno_error("open", seg.path);
-      const bool ok = ::ftruncate(fd, static_cast<off_t>(off)) == 0 && ::fsync(fd) == 0;
+      const bool ok = ::ftruncate(fd, static_cast<off_t>(off)) == 0 && files::fsync_fd(fd) == 0;
       const int why = errno;  // before close() can change it
       ::close(fd);
       if (!ok) return files::errno_error("truncate torn tail of", seg.path, why);
@@ -238,7 +239,7 @@ result<std::uint64_t> spool::append_batch(std::span<const std::string> records) 
     if (::ftruncate(active_fd_, static_cast<off_t>(seg.bytes)) != 0) broken_ = true;
     return s.err();
   }
-  if (::fdatasync(active_fd_) != 0) {
+  if (files::fdatasync_fd(active_fd_) != 0) {
     broken_ = true;  // after a failed sync the kernel may have dropped dirty pages
     return files::errno_error("fdatasync", seg.path);
   }

@@ -1,6 +1,7 @@
 #include "libs/auditchain/anchor_file.hpp"
 
 #include "libs/crypto/encoding.hpp"
+#include "libs/files/fault.hpp"
 #include "libs/files/files.hpp"
 
 #include <cerrno>
@@ -92,7 +93,7 @@ status anchor_file::append(std::span<const checkpoint> cs) {
     }
     left.remove_prefix(static_cast<std::size_t>(n));
   }
-  if (::fdatasync(fd_) != 0) return undo(files::errno_error("fsync", path_));
+  if (files::fdatasync_fd(fd_) != 0) return undo(files::errno_error("fsync", path_));
   return ok_status();
 }
 

@@ -1,5 +1,7 @@
 #include "libs/ckpt/gpt2_checkpoint.hpp"
 
+#include "libs/atrest/sealed.hpp"
+
 #include <charconv>
 #include <cstring>
 #include <filesystem>
@@ -117,13 +119,17 @@ result<std::string> write_gpt2_snapshot(const std::string& root, std::uint64_t s
   if (auto st = w.begin(root, step); !st) return st.err();
   temp_cleanup cleanup{w.dir()};  // every failure below leaves no .tmp-step-* behind
   w.seal_with(s.seal, std::chrono::system_clock::time_point{} + std::chrono::seconds(created_unix));
-  // Sealed: encoded in memory and sealed as written, so no plaintext reaches the disk.
+  // Sealed: streamed through a sealed writer, so no plaintext reaches the disk.
   auto add = [&](const std::string& name, std::span<const tensor_view> tensors, const metadata& meta) -> status {
     const std::string path = w.dir() + "/" + name;
-    if (s.seal) {
-      auto bytes = encode_safetensors(tensors, meta, path);
-      if (!bytes) return bytes.err();
-      return w.add_file(name, *bytes);
+    if (s.seal) {  // streamed into the sealed file: never whole in memory, sealed or plain
+      auto sw = atrest::sealed_writer::create(path, *s.seal, w.sealing_now(), 0644);
+      if (!sw) return sw.err();
+      if (auto st = stream_safetensors(tensors, meta, path, [&](std::string_view b) { return (*sw)->append(b); }); !st)
+        return st;
+      auto facts = (*sw)->finish();
+      if (!facts) return facts.err();
+      return w.add_sealed(name, facts->sha256_hex, facts->bytes);
     }
     if (auto st = write_safetensors(path, tensors, meta); !st) return st;
     return w.add_existing(name);

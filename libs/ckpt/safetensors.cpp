@@ -1,6 +1,7 @@
 #include "libs/ckpt/safetensors.hpp"
 
 #include "libs/atrest/object.hpp"
+#include "libs/files/fault.hpp"
 
 #include "libs/files/files.hpp"
 
@@ -209,17 +210,14 @@ result<std::string> safetensors_prefix(const std::string& what, std::span<const 
 }
 }  // namespace
 
-result<std::string> encode_safetensors(std::span<const tensor_view> tensors, const metadata& meta,
-                                       const std::string& what) {
+status stream_safetensors(std::span<const tensor_view> tensors, const metadata& meta, const std::string& what,
+                          const std::function<status(std::string_view)>& sink) {
   auto prefix = safetensors_prefix(what, tensors, meta);
   if (!prefix) return prefix.err();
-  std::size_t total = prefix->size();
-  for (const auto& t : tensors) total += t.bytes;
-  std::string out;
-  out.reserve(total);
-  out += *prefix;
-  for (const auto& t : tensors) out.append(static_cast<const char*>(t.data), t.bytes);
-  return out;
+  if (auto st = sink(*prefix); !st) return st;
+  for (const auto& t : tensors)
+    if (auto st = sink(std::string_view(static_cast<const char*>(t.data), t.bytes)); !st) return st;
+  return ok_status();
 }
 
 status write_safetensors(const std::string& path, std::span<const tensor_view> tensors, const metadata& meta) {
@@ -238,7 +236,7 @@ status write_safetensors(const std::string& path, std::span<const tensor_view> t
     const std::string_view bytes(static_cast<const char*>(t.data), t.bytes);
     if (auto s = files::write_all(fd, bytes, tmp); !s) return fail(s.err());
   }
-  if (::fsync(fd) != 0) return fail(files::errno_error("fsync", tmp));
+  if (files::fsync_fd(fd) != 0) return fail(files::errno_error("fsync", tmp));
   if (::close(fd) != 0) {
     auto e = files::errno_error("close", tmp);
     ::unlink(tmp.c_str());

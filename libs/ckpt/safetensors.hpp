@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -42,10 +43,13 @@ struct tensor_view {
   std::size_t bytes = 0;
 };
 
-// The bytes write_safetensors would write (a writer that seals them at rest
-// never puts the plaintext on disk); `what` names them in errors.
-result<std::string> encode_safetensors(std::span<const tensor_view> tensors, const metadata& meta,
-                                       const std::string& what);
+// The bytes write_safetensors would write, handed to `sink` in order (the
+// header, then each tensor's bytes as the caller holds them: no copy) — how a
+// writer that seals them at rest streams them into an atrest::sealed_writer,
+// never putting the plaintext on disk nor holding the file whole. `what`
+// names them in errors; a sink's error ends it and is returned.
+status stream_safetensors(std::span<const tensor_view> tensors, const metadata& meta, const std::string& what,
+                          const std::function<status(std::string_view)>& sink);
 
 // Writes `tensors` (in the given order) to `path` atomically: temp -> fsync ->
 // rename -> fsync dir. A failed write/fsync/rename is errc::internal naming the path.

@@ -5,6 +5,7 @@
 #include "libs/ckpt/safetensors.hpp"
 #include "libs/crypto/encoding.hpp"
 #include "libs/crypto/hash.hpp"
+#include "libs/files/fault.hpp"
 #include "libs/files/files.hpp"
 
 #include <nlohmann/json.hpp>
@@ -43,7 +44,7 @@ struct hashed {
 result<hashed> hash_file(const std::string& path, bool sync) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return files::errno_error("open", path);
-  if (sync && ::fsync(fd) != 0) {
+  if (sync && files::fsync_fd(fd) != 0) {
     auto e = files::errno_error("fsync", path);
     ::close(fd);
     return e;
@@ -157,6 +158,17 @@ status snapshot_writer::add_file(const std::string& name, std::string_view bytes
   if (auto s = atrest::write_object(tmp_dir_ + "/" + name, bytes, seal_, seal_now_); !s) return s;
   if (auto s = add_existing(name); !s) return s;
   if (seal_) sealed_[name] = {crypto::sha256_hex(bytes), bytes.size()};
+  return {};
+}
+
+status snapshot_writer::add_sealed(const std::string& name, const std::string& sha256_hex, std::uint64_t bytes) {
+  if (!seal_) return make_error(errc::invalid_argument, "snapshot_writer::add_sealed without seal_with keys");
+  if (auto s = add_existing(name); !s) return s;
+  if (!atrest::is_sealed_file(tmp_dir_ + "/" + name)) {
+    names_.pop_back();
+    return make_error(errc::invalid_argument, tmp_dir_ + "/" + name + " is not sealed");
+  }
+  sealed_[name] = {sha256_hex, bytes};
   return {};
 }
 
@@ -275,8 +287,10 @@ std::string signed_manifest(const std::string& dir, std::uint64_t step, std::str
     return label + ": " + std::string(manifest_name) + " signature mismatch: expected hmac-sha256 " + expected_sig +
            " actual " + actual_sig;
   // Signed from here on; schema errors mean a writer bug or a different format.
-  if (m.value("format", "") != manifest_format || !m.contains("step") || !m["step"].is_number_unsigned() ||
-      !m.contains("files") || !m["files"].is_object())
+  // (json::value("format", "") would throw on a "format" that is not a string.)
+  const auto format = m.find("format");
+  if (format == m.end() || !format->is_string() || format->get<std::string>() != manifest_format ||
+      !m.contains("step") || !m["step"].is_number_unsigned() || !m.contains("files") || !m["files"].is_object())
     return label + ": " + std::string(manifest_name) + " has an unknown format";
   if (m["step"].get<std::uint64_t>() != step)
     return label + ": " + std::string(manifest_name) + " is for step " + std::to_string(m["step"].get<std::uint64_t>());

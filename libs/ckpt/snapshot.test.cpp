@@ -1,10 +1,12 @@
 #include "libs/ckpt/safetensors.hpp"
 #include "libs/ckpt/snapshot.hpp"
 #include "libs/ckpt/testing.hpp"
+#include "libs/crypto/encoding.hpp"
 #include "libs/crypto/hash.hpp"
 #include "libs/files/files.hpp"
 
 #include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
 
 #include <filesystem>
 #include <fstream>
@@ -167,6 +169,30 @@ TEST_CASE("an edited manifest fails its signature and the previous snapshot is l
   REQUIRE(s.ok());
   CHECK(s->step == 1);
   CHECK(any_warning_has(*s, "step-000002: MANIFEST.json signature mismatch", "expected hmac-sha256 ", " actual "));
+}
+
+// Found by fuzz_snapshot (tests/fuzz): a signed manifest whose "format" was
+// not a string made json::value throw out of verify_manifest, verify_snapshot
+// and load_latest (a writer of another version, or a key holder's mistake,
+// took down the trainer or the scheduler reading it).
+TEST_CASE("a signed manifest whose format is not a string is refused as an unknown format") {
+  testing::temp_dir tmp;
+  publish_step(tmp.path(), 1);
+  auto dir = publish_step(tmp.path(), 2);
+  auto m = nlohmann::json::parse(read(dir + "/MANIFEST.json"));
+  m["format"] = 3.25;
+  m.erase("signature");
+  m["signature"] = crypto::to_hex(crypto::as_view(crypto::hmac_sha256(key, m.dump())));  // as the writer signs
+  write(dir + "/MANIFEST.json", m.dump(2) + "\n");
+
+  CHECK(verify_manifest(dir, 2, key) == "step-000002: MANIFEST.json has an unknown format");
+  auto problems = verify_snapshot(dir, 2, key);
+  REQUIRE(problems.size() == 1);
+  CHECK(problems[0] == "step-000002: MANIFEST.json has an unknown format");
+  auto s = load_latest(tmp.path(), key);
+  REQUIRE(s.ok());
+  CHECK(s->step == 1);
+  CHECK(any_warning_has(*s, "step-000002: MANIFEST.json has an unknown format"));
 }
 
 TEST_CASE("with the wrong key no snapshot verifies and load reports corruption") {

@@ -1,5 +1,6 @@
 #include "libs/export/staging.hpp"
 
+#include "libs/files/fault.hpp"
 #include "libs/files/files.hpp"
 
 #include <cerrno>
@@ -45,7 +46,7 @@ std::string temp_template(const fs::path& parent, const fs::path& out) {
 status fsync_path(const fs::path& p, int flags) {
   const int fd = ::open(p.c_str(), flags | O_CLOEXEC);
   if (fd < 0) return files::errno_error("open", p.string());
-  const int rc = ::fsync(fd);
+  const int rc = files::fsync_fd(fd);
   const int e = errno;
   ::close(fd);
   if (rc != 0) return files::errno_error("fsync", p.string(), e);
@@ -114,7 +115,7 @@ status staged_file::write(std::string_view bytes) {
 
 status staged_file::commit() {
   if (auto st = flush(); !st) return st;
-  if (::fsync(fd_) != 0) return files::errno_error("fsync", temp_.string());
+  if (files::fsync_fd(fd_) != 0) return files::errno_error("fsync", temp_.string());
   const int rc = ::close(fd_);
   fd_ = -1;
   if (rc != 0) return files::errno_error("close", temp_.string());

@@ -1,5 +1,7 @@
 #include "libs/files/files.hpp"
 
+#include "libs/files/fault.hpp"
+
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -73,7 +75,7 @@ result<std::string> read_file(const std::string& path) {
 status fsync_dir(const std::string& dir) {
   int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return errno_error("open dir", dir);
-  int rc = ::fsync(fd);
+  int rc = files::fsync_fd(fd);
   ::close(fd);
   if (rc != 0) return errno_error("fsync dir", dir);
   return {};
@@ -98,7 +100,7 @@ status write_atomic_parts(const std::string& path, std::span<const std::string_v
       ::unlink(tmp.c_str());
       return w;
     }
-  if (::fsync(fd) != 0) {
+  if (files::fsync_fd(fd) != 0) {
     auto e = errno_error("fsync", tmp);
     ::close(fd);
     ::unlink(tmp.c_str());

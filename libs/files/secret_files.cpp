@@ -1,5 +1,6 @@
 #include "libs/files/secret_files.hpp"
 
+#include "libs/files/fault.hpp"
 #include "libs/files/files.hpp"
 
 #include <cerrno>
@@ -25,7 +26,7 @@ status create_exclusive(const std::string& path, std::string_view data, mode_t m
   if (fd < 0) return files::errno_error("create", tmp);
   ::fchmod(fd, files::masked_mode(mode));  // the umask may narrow the mode, never widen it
   status w = files::write_all(fd, data, tmp);
-  if (w.ok() && ::fsync(fd) != 0) w = files::errno_error("fsync", tmp);
+  if (w.ok() && files::fsync_fd(fd) != 0) w = files::errno_error("fsync", tmp);
   ::close(fd);
   if (!w.ok()) {
     ::unlink(tmp.c_str());
@@ -71,7 +72,7 @@ status shred(const std::string& path) {
   struct stat st {};
   status s = ::fstat(fd, &st) == 0 ? ok_status() : status(files::errno_error("stat", path));
   if (s.ok()) s = files::write_all(fd, std::string(static_cast<std::size_t>(st.st_size), '\0'), path);
-  if (s.ok() && ::fsync(fd) != 0) s = files::errno_error("fsync", path);
+  if (s.ok() && files::fsync_fd(fd) != 0) s = files::errno_error("fsync", path);
   ::close(fd);
   if (!s.ok()) return s;
   if (::unlink(path.c_str()) != 0) return files::errno_error("unlink", path);

@@ -1,6 +1,7 @@
 #include "libs/wire/bulk_receiver.hpp"
 
 #include "libs/crypto/encoding.hpp"
+#include "libs/files/fault.hpp"
 #include "libs/files/files.hpp"
 
 #include <algorithm>
@@ -232,7 +233,7 @@ bulk_ack bulk_receiver::on_chunk(const bulk_chunk_header& h, std::string_view da
 
   // Data durable before the state says so; a crash in between only re-asks the chunk.
   status s = files::pwrite_all(t.fd, data, offset, t.part_path);
-  if (s.ok() && ::fdatasync(t.fd) != 0) s = files::errno_error("fdatasync", t.part_path);
+  if (s.ok() && files::fdatasync_fd(t.fd) != 0) s = files::errno_error("fdatasync", t.part_path);
   if (s.ok()) {
     t.state.verified[h.index] = '1';
     s = files::write_atomic(t.state_path, encode_state(t.state));
@@ -257,7 +258,7 @@ bulk_ack bulk_receiver::finish(transfer& t, bulk_ack ack) {
     ack.reason = e.message;
     return ack;
   };
-  if (::fsync(t.fd) != 0) return fail(files::errno_error("fsync", t.part_path));
+  if (files::fsync_fd(t.fd) != 0) return fail(files::errno_error("fsync", t.part_path));
   auto d = hash_fd(t.fd, t.offer.total_bytes, t.part_path);
   if (!d.ok()) return fail(d.err());
   if (*d != t.offer.sha256) {

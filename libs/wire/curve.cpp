@@ -57,7 +57,9 @@ curve_keypair generate_keypair() {
 }
 
 bool valid_z85_key(std::string_view key) {
-  if (key.size() != z85_key_chars) return false;
+  // zmq_z85_decode stops at the first NUL: "15 Z85 characters, then 25 NULs"
+  // would decode its prefix (12 bytes) and pass for a 40-character key.
+  if (key.size() != z85_key_chars || key.find('\0') != std::string_view::npos) return false;
   std::string z(key);  // zmq_z85_decode wants a NUL-terminated string
   std::array<std::uint8_t, 32> raw{};
   return zmq_z85_decode(raw.data(), z.c_str()) != nullptr;

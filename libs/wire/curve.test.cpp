@@ -66,6 +66,24 @@ TEST_CASE("a key file that is not 40 Z85 characters is refused naming the path")
   fs::remove_all(dir);
 }
 
+// Found by fuzz_enrol (tests/fuzz): libzmq's decoder stops at a NUL, so 15
+// Z85 characters and 25 NULs passed as a key (a site could enrol one, a cloud
+// answer one) and key_bytes made 12 decoded bytes and 20 zeros of it.
+TEST_CASE("a 40-byte key with a NUL among its characters is not a CURVE key") {
+  const std::string key = generate_keypair().public_z85;
+  for (std::size_t at : {std::size_t{0}, std::size_t{15}, std::size_t{39}}) {
+    INFO("NUL at " << at);
+    std::string bad = key;
+    bad[at] = '\0';
+    CHECK_FALSE(valid_z85_key(bad));
+    CHECK(key_bytes(bad).code() == errc::invalid_argument);
+  }
+  CHECK_FALSE(valid_z85_key(std::string("w[CT!w[CT!w[CTr") + std::string(25, '\0')));
+  auto raw = key_bytes(key);
+  REQUIRE(raw.ok());
+  CHECK(*key_z85(*raw) == key);
+}
+
 TEST_CASE("a public key file that does not match its secret key is reported as corruption") {
   auto dir = test::temp_dir();
   auto kp = generate_keypair();

@@ -5,6 +5,7 @@
 #include "services/trainer/stage_kinds.hpp"
 
 #include "libs/audit/emitter.hpp"
+#include "libs/files/fault.hpp"
 #include "libs/files/files.hpp"
 #include "libs/layout/dataset_dirs.hpp"
 #include "libs/layout/layout.hpp"
@@ -34,6 +35,10 @@ namespace {
 // A stage whose thread throws (e.g. bad_alloc) restarts from its latest
 // snapshot at most this often in the window, then it is reported failed.
 constexpr int max_restarts = 2;
+// Restarts after a storage fault (a full disk, an I/O error) in the window:
+// more than after crashes — they pass, and each costs only a pause and a
+// resume from the latest snapshot.
+constexpr int max_storage_restarts = 8;
 constexpr std::chrono::minutes restart_window{10};
 double unix_seconds_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -262,18 +267,44 @@ result<run_summary> worker::run_once(stage_run& run, const runspec::run_config& 
 
 // A crash restarts the run from its latest snapshot, as the runtime's
 // supervisor restarts an actor: a few times, with backoff, then it escalates.
-// A crash is a job event (stage_crashed) with its cause, and so audited.
+// A crash is a job event (stage_crashed) with its cause, and so audited. A
+// storage fault that may pass (files::storage_fault: a full disk, an I/O
+// error) is restarted the same way, 8 times in 10 min (stage_storage_fault).
 worker::outcome worker::run_with_restarts(stage_run& run, const runspec::run_config& cfg, const run_options& o,
                                           stage_extras& x) {
   const std::string name = run.job + "/" + run.stage;
-  runtime::restart_policy restarts(max_restarts, restart_window);
+  runtime::restart_policy restarts(max_restarts, restart_window), storage_restarts(max_storage_restarts, restart_window);
   retry::backoff delay(std::chrono::milliseconds(500), std::chrono::milliseconds(5000));
+  // Waits the next backoff delay (unless told to stop): false when stopped.
+  auto pause = [&](std::chrono::milliseconds wait) {
+    for (auto until = std::chrono::steady_clock::now() + wait;
+         std::chrono::steady_clock::now() < until && !stop_training_;)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    return !stop_training_;
+  };
   for (;;) {
     try {
       auto sum = run_once(run, cfg, o, x);
       if (x.site) log("trainer: %s\n", name + ": " + describe(x.site->stats()));  // however the run ended
       if (!sum && x.exchange_failed && !stop_training_)
         return outcome{"regroup", "the group's exchange failed: " + sum.err().to_string()};
+      // A storage fault that may pass (the chaos harness: a second of full
+      // disk failed SFT stages writing their data cache): like a crash, the
+      // stage starts again from its latest snapshot after a pause — bitwise
+      // as if uninterrupted. A group's members regroup instead.
+      if (!sum && !x.group && !x.site && !stop_training_ && files::storage_fault(sum.err())) {
+        const bool last =
+            storage_restarts.on_crash(runtime::restart_policy::clock::now()) == runtime::restart_policy::verdict::escalate;
+        if (o.on_notice)
+          o.on_notice("stage_storage_fault", sum.err().message + (last ? "; not restarted again" : "; restarting from its latest snapshot"));
+        if (last)
+          return outcome{"failed", "storage faults " + std::to_string(max_storage_restarts + 1) + " times: " + sum.err().message};
+        const auto wait = delay.next();
+        log("trainer: %s storage fault (%s); restarting from its latest snapshot\n", name,
+            sum.err().message + " in " + std::to_string(wait.count()) + " ms");
+        if (!pause(wait)) return outcome{"stopped", "stopped while waiting out a storage fault"};
+        continue;
+      }
       if (!sum) return outcome{"failed", sum.err().message};
       if (x.site && run.rank == 0 && !sum->stopped && !sum->snapshot.empty()) {
         // The stage's end at the aggregator: at an edge site the global model
@@ -305,10 +336,7 @@ worker::outcome worker::run_with_restarts(stage_run& run, const runspec::run_con
       const auto wait = delay.next();
       log("trainer: %s crashed (%s); restarting from its latest snapshot\n", name,
           std::string(e.what()) + " in " + std::to_string(wait.count()) + " ms");
-      for (auto until = std::chrono::steady_clock::now() + wait;
-           std::chrono::steady_clock::now() < until && !stop_training_;)
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      if (stop_training_) return outcome{"stopped", "stopped while restarting after a crash"};
+      if (!pause(wait)) return outcome{"stopped", "stopped while restarting after a crash"};
     }
   }
 }

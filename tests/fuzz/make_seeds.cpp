@@ -2,30 +2,51 @@
 // (tests/fuzz/corpus/<target>/) with the product's own writers, so a seed is
 // exactly what the product sends or stores: envelopes, bulk frames, ring
 // frames, every codec's payload, a shard and its manifest, safetensors, GGUF,
-// a trained tokenizer.json, tokens, and the repository's own TOML templates.
+// a trained tokenizer.json, tokens, the repository's own TOML templates, a
+// body of every request type, enrolment requests and replies, checkpoint
+// snapshots (plain and sealed), sealed objects and an audit archive.
 // Deterministic (fixed seeds, fixed clock) except where the product itself
-// draws random bytes (request ids, enrolment secrets). The ingest seeds that
+// draws random bytes (request ids, enrolment secrets, sealing nonces and data
+// keys, the anchor signing key). The ingest seeds that
 // need gzip/zstd/tar are added by tests/fuzz/make_seeds.sh, which runs this.
+#include "libs/atrest/sealed.hpp"
+#include "libs/auditchain/archive.hpp"
+#include "libs/auditchain/checkpoint.hpp"
+#include "libs/auth/policy.hpp"
 #include "libs/auth/site_token.hpp"
 #include "libs/auth/token.hpp"
 #include "libs/ckpt/gpt2_checkpoint.hpp"
 #include "libs/ckpt/safetensors.hpp"
+#include "libs/ckpt/snapshot.hpp"
 #include "libs/codec/codec.hpp"
 #include "libs/collective/frame.hpp"
 #include "libs/crypto/encoding.hpp"
 #include "libs/crypto/hash.hpp"
+#include "libs/diloco/grant/grant.hpp"
+#include "libs/diloco/grant/stage_spec.hpp"
 #include "libs/export/gguf.hpp"
 #include "libs/shards/writer.hpp"
 #include "libs/tokenizer/train/hf_json.hpp"
 #include "libs/tokenizer/train/piece_counts.hpp"
+#include "libs/wire/curve.hpp"
 #include "libs/wire/envelope.hpp"
+#include "loom/v1/aggregator.pb.h"
+#include "loom/v1/audit.pb.h"
 #include "loom/v1/bulk.pb.h"
+#include "loom/v1/ingest.pb.h"
+#include "loom/v1/jobs.pb.h"
+#include "loom/v1/scheduler.pb.h"
+#include "loom/v1/service.pb.h"
+#include "loom/v1/sites.pb.h"
+#include "tests/fuzz/fixed_keys.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <unistd.h>
@@ -211,6 +232,198 @@ void texts() {
   put("fuzz_ingest", "tsv", "\x05" "id\ttext\n1\thello\n2\tworld\n");
 }
 
+
+// fuzz_request: byte 0 is the type's row in the policy table, the rest its body.
+v1::AggregationGrant sample_grant() {
+  v1::AggregationGrant g;
+  g.set_job("job-000007");
+  g.set_stage("pretrain");
+  g.set_tenant("acme");
+  g.set_stage_dir("/data/jobs/job-000007/pretrain");
+  g.add_sites("north");
+  g.add_sites("south");
+  g.set_edge_sites(true);
+  auto* s = g.mutable_spec();
+  s->set_job(diloco::aggregation_name("job-000007", "pretrain"));
+  s->set_flat_size(1000);
+  s->set_fragments(2);
+  s->set_sync_every(10);
+  s->set_codec("int8");
+  s->set_init_seed(1337);
+  s->set_max_delta_tokens(16 * 8 * 64);
+  g.set_expires_unix(1'700'000'000 + 3600);
+  diloco::sign_grant(&g, std::string(32, 'k'));  // fuzz_request's key
+  return g;
+}
+std::string z85_of(char fill) { return must(wire::key_z85(std::string(32, fill)), "key_z85"); }
+
+void requests(const fs::path& src) {
+  std::map<std::string, std::string> bodies;
+  v1::PingRequest ping;
+  ping.set_payload("hi");
+  bodies["loom.v1.PingRequest"] = ping.SerializeAsString();
+  v1::RegisterNodeRequest reg;
+  reg.mutable_node()->set_value("trainer@h1");
+  reg.set_service("trainer");
+  reg.set_zone("local");
+  bodies["loom.v1.RegisterNodeRequest"] = reg.SerializeAsString();
+  v1::DrainNodeRequest drain;
+  drain.mutable_node()->set_value("trainer@h1");
+  drain.set_reason("disk swap\nsecond line \xc3\xa9");
+  bodies["loom.v1.DrainNodeRequest"] = drain.SerializeAsString();
+  v1::SubmitJobRequest submit;
+  submit.set_template_name("pretrain-tiny");
+  submit.set_template_toml(slurp(src / "templates/pretrain-tiny.toml"));
+  submit.add_overrides("train.steps=7");
+  submit.add_overrides("data.dataset=\"web-2024\"");
+  submit.set_priority_class("normal");
+  submit.set_tenant("acme");
+  bodies["loom.v1.SubmitJobRequest"] = submit.SerializeAsString();
+  submit.set_overrides(1, "data.text=\"/srv/corpus/a.txt\"");  // an input path: checked against the read roots
+  const auto submit_row = std::find_if(auth::policy_table().begin(), auth::policy_table().end(),
+                                       [](const auto& e) { return e.type == "loom.v1.SubmitJobRequest"; });
+  put("fuzz_request", "SubmitJobRequest_text",
+      byte0(static_cast<char>(submit_row - auth::policy_table().begin()), submit.SerializeAsString()));
+  v1::IssueTokenRequest tok;
+  tok.set_principal("bob@site-a");
+  tok.set_role("operator");
+  tok.add_zones("local");
+  tok.add_zones("edge-a");
+  tok.set_ttl_s(3600);
+  tok.set_tenant("acme");
+  bodies["loom.v1.IssueTokenRequest"] = tok.SerializeAsString();
+  v1::EnrolSiteRequest enrol;
+  enrol.set_site("edge-a");
+  enrol.set_token(auth::make_enrol_token(std::string(32, '\x22')));
+  (*enrol.mutable_public_keys())["trainer"] = z85_of('\x33');
+  bodies["loom.v1.EnrolSiteRequest"] = enrol.SerializeAsString();
+  v1::IssueSiteTokenRequest site_token;
+  site_token.set_site("edge-a");
+  site_token.set_ttl_ms(60000);
+  bodies["loom.v1.IssueSiteTokenRequest"] = site_token.SerializeAsString();
+  v1::RevokeSiteRequest revoke;
+  revoke.set_site("edge-a");
+  revoke.set_reason("lost laptop");
+  bodies["loom.v1.RevokeSiteRequest"] = revoke.SerializeAsString();
+  v1::ImportDatasetRequest import;
+  import.set_path("/srv/corpus/../corpus/./a.txt");
+  import.set_dataset("web-2024");
+  import.set_for_tenant("acme");
+  import.add_nodes("ingest@h1");
+  bodies["loom.v1.ImportDatasetRequest"] = import.SerializeAsString();
+  v1::SyncInfoRequest sync;
+  sync.set_dataset("web-2024");
+  sync.set_peer_public_key(z85_of('\x44'));
+  bodies["loom.v1.SyncInfoRequest"] = sync.SerializeAsString();
+  v1::PullDatasetRequest pull;
+  pull.set_dataset("web-2024");
+  pull.set_endpoint("tcp://10.0.0.7:7410");
+  pull.set_public_key(z85_of('\x55'));
+  pull.set_source_tenant("default");
+  bodies["loom.v1.PullDatasetRequest"] = pull.SerializeAsString();
+  v1::StartAggregationRequest start;
+  *start.mutable_grant() = sample_grant();
+  *start.mutable_spec() = start.grant().spec();
+  bodies["loom.v1.StartAggregationRequest"] = start.SerializeAsString();
+  v1::ExportGlobalRequest exp;
+  *exp.mutable_grant() = sample_grant();
+  bodies["loom.v1.ExportGlobalRequest"] = exp.SerializeAsString();
+  v1::InspectCheckpointRequest inspect;
+  inspect.set_checkpoint("/dev/shm/jobs/j1/checkpoints/step-000001");
+  bodies["loom.v1.InspectCheckpointRequest"] = inspect.SerializeAsString();
+  const auto policy = auth::policy_table();
+  for (std::size_t i = 0; i < policy.size(); ++i) {
+    const std::string type(policy[i].type);
+    put("fuzz_request", type.substr(type.rfind('.') + 1), byte0(static_cast<char>(i), bodies[type]));
+  }
+}
+
+// fuzz_enrol: byte 0 even, an EnrolSiteRequest; odd, an EnrolSiteReply.
+void enrolment() {
+  v1::EnrolSiteRequest req;
+  req.set_site("edge-a");
+  req.set_token(auth::make_enrol_token(std::string(32, '\x22')));
+  (*req.mutable_public_keys())["trainer"] = z85_of('\x33');
+  (*req.mutable_public_keys())["ingest"] = z85_of('\x34');
+  put("fuzz_enrol", "request", byte0(0, req.SerializeAsString()));
+  v1::EnrolSiteReply rep;
+  rep.set_site("edge-a");
+  rep.set_cloud_zone("cloud");
+  for (auto [name, pull] : {std::pair{"scheduler", ""}, std::pair{"audit", "tcp://cloud.example:7402"}}) {
+    auto* s = rep.add_services();
+    s->set_name(name);
+    s->set_endpoint("tcp://cloud.example:7400");
+    s->set_public_key(z85_of('\x66'));
+    s->set_pull(pull);
+  }
+  auth::claims c{"site:edge-a", auth::role::operator_, {"edge-a", "cloud"}, 1'700'003'600, 0, 1'700'000'000};
+  rep.set_token(must(auth::issue_token(c, std::string(32, 'k')), "issue_token"));
+  rep.set_token_expires_unix_ns(1'700'003'600'000'000'000ull);
+  put("fuzz_enrol", "reply", byte0(1, rep.SerializeAsString()));
+}
+
+// fuzz_snapshot: flags, then u16-length sections: MANIFEST.json, name, file, ...
+std::string sections(const fs::path& dir, const std::vector<std::string>& names) {
+  auto section = [](std::string_view b) { return le(b.size(), 2) + std::string(b); };
+  std::string out = byte0(3, section(slurp(dir / "MANIFEST.json")));
+  for (const auto& n : names) out += section(n) + section(slurp(dir / n));
+  return out;
+}
+void snapshots(const fs::path& tmp) {
+  auto keys = fuzz::fixed_kek_store((tmp / "keys").string());
+  const std::string tensors = slurp(tmp / "m.safetensors");  // safetensors() wrote it
+  for (bool sealed : {false, true}) {
+    const auto root = tmp / (sealed ? "snap-sealed" : "snap-plain");
+    ckpt::snapshot_writer w;
+    if (sealed) w.seal_with(keys.get(), fuzz::kek_made);
+    if (!w.begin(root.string(), 7).ok() || !w.add_file("model.safetensors", tensors).ok() ||
+        !w.add_file("state.json", "{\"step\": 7, \"loss\": 3.25}\n").ok())
+      std::exit(1);
+    auto dir = must(w.publish(fuzz::snapshot_key, 1'700'000'000), "snapshot publish");
+    put("fuzz_snapshot", sealed ? "sealed" : "plain", sections(dir, {"model.safetensors", "state.json"}));
+  }
+}
+
+// fuzz_sealed: objects sealed under the fixed KEK, in 4 KiB chunks.
+void sealed_objects(const fs::path& tmp) {
+  auto keys = fuzz::fixed_kek_store((tmp / "keys").string());
+  std::string text;
+  for (int i = 0; text.size() < 5000; ++i) text += "line " + std::to_string(i) + " of a sealed stage cache\n";
+  for (auto [name, n] : {std::pair{"empty", 0}, std::pair{"one_chunk", 100}, std::pair{"two_chunks", 5000}})
+    put("fuzz_sealed", name, must(atrest::seal(text.substr(0, n), *keys, fuzz::kek_made, 4096), "seal"));
+}
+
+// fuzz_audit_archive: a linked run of rows (v1 and v2, one field not UTF-8) and a signed checkpoint.
+void audit_archive(const fs::path& tmp) {
+  auditchain::row_hasher h;
+  auditchain::chain_tail tail;
+  std::vector<auditchain::chain_row> rows;
+  for (int i = 0; i < 3; ++i) {
+    auditchain::chain_row r;
+    r.unix_ns = 1'700'000'000'000'000'000 + i;
+    r.source = "scheduler@h1";
+    r.source_seq = i + 1;
+    r.service = "scheduler";
+    r.peer_key = "client";
+    r.principal = "alice";
+    r.role = "admin";
+    r.zone = "local";
+    r.action = "loom.v1.SubmitJobRequest";
+    r.job_id = "job-000001";
+    r.request_id = "0123456789abcdef";
+    r.decision = 1;
+    r.reason = i == 1 ? std::string("caf\xe9") : "";
+    r.payload = std::string("\x01sealed\x00payload", 15);
+    r.tenant = i == 0 ? "" : "acme";
+    r.version = i == 0 ? auditchain::row_version_v1 : auditchain::current_row_version;
+    auditchain::link(tail, r, h);
+    rows.push_back(r);
+  }
+  auto signer = must(auditchain::anchor_signer::generate((tmp / "anchor").string()), "anchor key");
+  std::vector<auditchain::checkpoint> cps{signer.sign(3, rows.back().row_hash, rows.back().unix_ns)};
+  auto e = must(auditchain::write_archive((tmp / "archive").string(), rows, cps, 1'700'000'000'000'000'000), "archive");
+  put("fuzz_audit_archive", "three_rows", slurp(tmp / "archive" / e.file));
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -232,6 +445,11 @@ int main(int argc, char** argv) {
   tokens();
   templates(argv[2]);
   texts();
+  requests(argv[2]);
+  enrolment();
+  snapshots(tmp);
+  sealed_objects(tmp);
+  audit_archive(tmp);
   fs::remove_all(tmp);
   return 0;
 }

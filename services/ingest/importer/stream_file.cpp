@@ -1,5 +1,6 @@
 #include "services/ingest/importer/stream_file.hpp"
 
+#include "libs/files/fault.hpp"
 #include "libs/files/files.hpp"
 
 #include <algorithm>
@@ -62,7 +63,7 @@ status out_stream::write(std::string_view bytes) {
 status out_stream::close(bool durable) {
   if (fd_ < 0) return make_error(errc::invalid_argument, "close " + path_ + ": already closed");
   status st = flush();
-  if (st && durable && ::fsync(fd_) != 0) st = files::errno_error("fsync", path_);
+  if (st && durable && files::fsync_fd(fd_) != 0) st = files::errno_error("fsync", path_);
   if (::close(fd_) != 0 && st) st = files::errno_error("close", path_);
   fd_ = -1;
   std::vector<char>().swap(buf_);

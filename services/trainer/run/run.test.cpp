@@ -601,3 +601,51 @@ TEST_CASE("a run with an outer loop (diloco) starts from what start gives, syncs
   CHECK(!started);
   CHECK(synced.empty());
 }
+
+TEST_CASE("a snapshot whose fsync fails is written again after a pause, and fails only after every attempt, naming them") {
+  files::temp_dir tmp("loom-run");
+  const std::string data = make_shards(tmp.path() + "/shards");
+  run_options o;
+  o.data_dir = tmp.path() + "/home";
+  REQUIRE(run_training(small_config(data, tmp.path() + "/out", 4), o).ok());
+  auto key = checkpoint_key(o.data_dir);
+  REQUIRE(key.ok());
+  auto s = open_snapshot(tmp.path() + "/out/checkpoints", *key);
+  REQUIRE(s.ok());
+  auto m = engine::gpt2::create(s->model, 1, 8);
+  REQUIRE(m.ok());
+  REQUIRE(load_params(*s, *m).ok());
+  engine::adamw opt(m->params().size(), {}, {});
+  const std::string root = tmp.path() + "/again";
+  const std::string faults = tmp.path() + "/faults";
+  REQUIRE(files::make_dirs(faults));
+  std::ofstream(faults + "/fsync").put('1');
+  ::setenv("LOOM_FAULTS_DIR", faults.c_str(), 1);
+
+  // The fault passes during the second pause (the injected wait lifts it): published.
+  std::vector<std::chrono::milliseconds> waits;
+  snapshot_retry retry{8, [&](std::chrono::milliseconds d) {
+                         waits.push_back(d);
+                         if (waits.size() == 2) fs::remove(faults + "/fsync");
+                       }};
+  train_state st = s->state;
+  auto dir = save_snapshot(root, *m, opt, st, *key, 3, {}, retry);
+  REQUIRE_MESSAGE(dir.ok(), dir.err().to_string());
+  CHECK(waits == std::vector<std::chrono::milliseconds>{std::chrono::milliseconds(250), std::chrono::milliseconds(500)});
+  CHECK(open_snapshot(*dir, *key).ok());
+
+  // A fault that stays: every attempt, then the error naming them; nothing half-written.
+  std::ofstream(faults + "/fsync").put('1');
+  waits.clear();
+  st.step += 4;
+  auto fail = save_snapshot(root, *m, opt, st, *key, 3, {}, snapshot_retry{3, [&](auto d) { waits.push_back(d); }});
+  ::unsetenv("LOOM_FAULTS_DIR");
+  REQUIRE_FALSE(fail.ok());
+  CHECK(waits.size() == 2);
+  CHECK(fail.err().message.find("fsync") != std::string::npos);
+  CHECK(fail.err().message.find("3 attempts") != std::string::npos);
+  std::vector<std::string> left;
+  for (auto& e : fs::directory_iterator(root)) left.push_back(e.path().filename().string());
+  std::sort(left.begin(), left.end());
+  CHECK(left == std::vector<std::string>{"LATEST", dir->substr(dir->rfind('/') + 1)});
+}

@@ -3,14 +3,18 @@
 #include "libs/atrest/object.hpp"
 #include "libs/auth/token.hpp"
 #include "libs/ckpt/gpt2_checkpoint.hpp"
+#include "libs/files/fault.hpp"
 #include "libs/files/files.hpp"
 #include "libs/layout/layout.hpp"
+#include "libs/retry/backoff.hpp"
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <charconv>
 #include <chrono>
+#include <cstdio>
+#include <thread>
 #include <filesystem>
 #include <sys/stat.h>
 
@@ -103,7 +107,7 @@ result<std::string> existing_checkpoint_key(const std::string& data_dir) {
 
 result<std::string> save_snapshot(const std::string& root, const engine::gpt2& model, const engine::adamw& opt,
                                   const train_state& st, std::string_view key, int keep,
-                                  std::span<const extra_file> extras) {
+                                  std::span<const extra_file> extras, const snapshot_retry& retry) {
   std::vector<extra_file> files;  // optimizer.safetensors first, then the stage's own
   const std::uint64_t n = opt.m().size();
   files.push_back({optimizer_file,
@@ -129,8 +133,26 @@ result<std::string> save_snapshot(const std::string& root, const engine::gpt2& m
   // Sealed at rest under the process's keys, which a trainer process opens at
   // start unless LOOM_AT_REST=off (at_rest.hpp).
   const auto seal = atrest::sealing_keys();
-  auto dir = ckpt::write_gpt2_snapshot(root, st.step, {model.config(), model.params(), state_text, files, seal.get()},
-                                       key, now);
+  const ckpt::gpt2_snapshot snap{model.config(), model.params(), state_text, files, seal.get()};
+  retry::backoff pause(std::chrono::milliseconds(250), std::chrono::milliseconds(4000));
+  const int attempts = std::max(1, retry.attempts);
+  result<std::string> dir = make_error(errc::internal, "not written");
+  for (int attempt = 1;; ++attempt) {
+    dir = ckpt::write_gpt2_snapshot(root, st.step, snap, key, now);
+    // Storage faults pass (a full disk, an I/O error); anything else would fail again.
+    const bool passing = !dir && files::storage_fault(dir.err());
+    if (dir || !passing) break;
+    if (attempt >= attempts)
+      return make_error(dir.code(), dir.err().message + " (snapshot step " + std::to_string(st.step) + ", " +
+                                        std::to_string(attempts) + " attempts)");
+    const auto d = pause.next();
+    std::fprintf(stderr, "snapshot step %llu, attempt %d of %d: %s; writing it again in %lld ms\n",
+                 static_cast<unsigned long long>(st.step), attempt, attempts, dir.err().message.c_str(),
+                 static_cast<long long>(d.count()));
+    std::fflush(stderr);
+    if (retry.wait) retry.wait(d);
+    else std::this_thread::sleep_for(d);
+  }
   if (!dir) return dir;
   if (auto r = ckpt::retain(root, static_cast<std::size_t>(std::max(1, keep)), key); !r) return r.err();
   return dir;

@@ -14,6 +14,8 @@
 #include "libs/engine/optimizer.hpp"
 
 #include <cstdint>
+#include <chrono>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -55,11 +57,23 @@ result<std::string> existing_checkpoint_key(const std::string& data_dir);
 // reward_head.safetensors: the head's tensors and its optimiser's moments).
 using extra_file = ckpt::extra_file;
 
+// How save_snapshot rides out a passing storage fault: `attempts` tries in
+// all, `wait(d)` between them (d: 250 ms, doubling up to 4 s — about 20 s
+// over 8 tries); by default a sleep, tests pass their own.
+struct snapshot_retry {
+  int attempts = 8;
+  std::function<void(std::chrono::milliseconds)> wait;
+};
+
 // Publishes root/step-N (N = st.step) and keeps the newest `keep` verified
-// snapshots. Any failed write or fsync fails the snapshot (LATEST untouched).
+// snapshots. A failed write or fsync (an I/O error, a full disk) is written
+// again after a pause, whole (a half-written step is replaced), up to
+// retry.attempts in all, each failure logged on stderr: the state is in
+// memory, so a passing fault costs a pause, never the stage. Then the error,
+// naming the file and the attempts (LATEST untouched).
 result<std::string> save_snapshot(const std::string& root, const engine::gpt2& model, const engine::adamw& opt,
                                   const train_state& st, std::string_view key, int keep,
-                                  std::span<const extra_file> extras = {});
+                                  std::span<const extra_file> extras = {}, const snapshot_retry& retry = {});
 
 // A verified snapshot with its model shape and state, ready to load from.
 struct opened_snapshot {

@@ -1,0 +1,413 @@
+// The chaos harness (issue 32 item 1), first slice: one host, the embedded
+// store. While training jobs, dataset imports and the audit traffic they make
+// run against a `loom up --trainers 2`, a seeded fault thread
+//   - kills -9 a random process of the deployment (a service or a trainer; the
+//     watcher restarts it),
+//   - opens windows in which every fsync of the deployment fails with EIO
+//     (libs/files/fault.hpp: LOOM_FAULTS_DIR/fsync),
+//   - opens windows in which the data dir's filesystem is full (the data dir is
+//     a tmpfs of its own, filled by one file; needs root and mount(2): without
+//     them the run says so and goes on without this fault).
+// After the faults stop it checks the invariants: every job whose submit got
+// a reply exists once (a retry under the same request id is the same job) and
+// ends; every job that succeeded has final parameters bitwise equal to the
+// same job run before the chaos began (resumed bit-identically through every
+// kill); every submit that got a reply is in the audit chain and the chain
+// verifies; every published snapshot verifies; every dataset that an import
+// reported done verifies; no temporary file is left in the data dir; each
+// service's open files and memory are back near their baseline.
+//
+// LOOM_CHAOS_SECONDS (default 60) and LOOM_CHAOS_SEED (default 2026) set the
+// run; tests/chaos/run.sh --minutes N --seed S runs a long one. The last line
+// is `case=chaos seed=S seconds=D faults=N ... violations=0`.
+#include "libs/auth/token.hpp"
+#include "libs/ckpt/snapshot.hpp"
+#include "libs/files/files.hpp"
+#include "libs/layout/layout.hpp"
+#include "tests/support/at_rest.hpp"
+#include "tests/support/harness.hpp"
+#include "tests/support/job_watch.hpp"
+#include "tests/support/loom_json.hpp"
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <random>
+#include <set>
+#include <sstream>
+#include <thread>
+
+using namespace loom;
+using namespace loom::test;
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+using steady = std::chrono::steady_clock;
+
+namespace {
+
+const char* licences = "/usr/share/common-licenses";
+
+long env_number(const char* name, long fallback, long lo, long hi) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  char* end = nullptr;
+  const long n = std::strtol(v, &end, 10);
+  REQUIRE_MESSAGE((*end == 0 && n >= lo && n <= hi), name << "=" << v << " is not a whole number in " << lo << ".." << hi);
+  return n;
+}
+
+// The data dir on a tmpfs of its own (so filling it fills nothing else);
+// unmounted on scope exit. `mounted` is false where mount(2) is refused.
+struct tmpfs_mount {
+  std::string dir;
+  bool mounted = false;
+  tmpfs_mount(std::string d, const std::string& size) : dir(std::move(d)) {
+    const std::string opts = "size=" + size + ",mode=0700";
+    mounted = ::geteuid() == 0 && ::mount("tmpfs", dir.c_str(), "tmpfs", 0, opts.c_str()) == 0;
+  }
+  ~tmpfs_mount() {
+    if (mounted) ::umount2(dir.c_str(), MNT_DETACH);
+  }
+};
+
+// Fills the filesystem of `dir` with one file until ENOSPC; removing it frees the space.
+void fill_disk(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return;
+  const std::string block(1 << 20, 'x');
+  for (int i = 0; i < 1 << 16; ++i)
+    if (::write(fd, block.data(), block.size()) <= 0) break;
+  for (int i = 0; i < 1 << 12; ++i)  // the last partial pages
+    if (::write(fd, block.data(), 4096) <= 0) break;
+  ::close(fd);
+}
+
+struct proc_use {
+  long fds = 0;
+  long rss_kib = 0;
+};
+
+proc_use use_of(long pid) {
+  proc_use u;
+  std::error_code ec;
+  for (auto it = fs::directory_iterator("/proc/" + std::to_string(pid) + "/fd", ec); !ec && it != fs::directory_iterator();
+       it.increment(ec))
+    ++u.fds;
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.starts_with("VmRSS:")) u.rss_kib = std::strtol(line.c_str() + 6, nullptr, 10);
+  return u;
+}
+
+// name -> pid of every healthy process `loom status` lists.
+std::map<std::string, long> healthy_processes(const std::string& home) {
+  std::map<std::string, long> out;
+  for (auto& s : loom_json(home, {"status"}).value("services", json::array()))
+    if (s.value("healthy", false)) out[s.value("name", "")] = s.value("pid", 0L);
+  return out;
+}
+
+// What the fault thread did, for the report.
+struct fault_log {
+  std::mutex mu;
+  std::map<std::string, int> counts;  // kind -> how many
+  std::vector<std::string> lines;
+  void add(const std::string& kind, const std::string& what, steady::time_point t0) {
+    std::lock_guard lock(mu);
+    ++counts[kind];
+    lines.push_back(std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(steady::now() - t0).count()) +
+                    " ms: " + what);
+  }
+};
+
+struct fault_thread {
+  std::string home, faults_dir;
+  bool disk_fill = false;
+  std::uint32_t seed = 0;
+  steady::time_point until, t0;
+  fault_log log;
+  std::atomic<bool> stop{false};
+  std::thread th;
+
+  void start() {
+    th = std::thread([this] { loop(); });
+  }
+  void join() {
+    stop = true;
+    if (th.joinable()) th.join();
+  }
+  // Sleeps `d` unless told to stop; the pacing of the faults, not a wait for a condition.
+  void pause(std::chrono::milliseconds d) {
+    for (auto end = steady::now() + d; !stop && steady::now() < end;) std::this_thread::sleep_for(50ms);
+  }
+  void loop() {
+    std::mt19937 rng(seed);
+    while (!stop && steady::now() < until) {
+      pause(std::chrono::milliseconds(1500 + rng() % 3500));
+      if (stop || steady::now() >= until) break;
+      const unsigned pick = rng() % 10;
+      if (pick < 6) {
+        auto procs = healthy_processes(home);
+        if (procs.empty()) continue;
+        auto it = procs.begin();
+        std::advance(it, rng() % procs.size());
+        if (it->second > 0 && ::kill(static_cast<pid_t>(it->second), SIGKILL) == 0)
+          log.add("kill", "kill -9 " + it->first + " (pid " + std::to_string(it->second) + ")", t0);
+      } else if (pick < 8 || !disk_fill) {
+        const auto hold = std::chrono::milliseconds(500 + rng() % 2500);
+        std::ofstream(faults_dir + "/fsync").put('1');
+        log.add("fsync", "fsync fails for " + std::to_string(hold.count()) + " ms", t0);
+        pause(hold);
+        ::unlink((faults_dir + "/fsync").c_str());
+      } else {
+        const auto hold = std::chrono::milliseconds(500 + rng() % 2500);
+        fill_disk(home + "/chaos-filler");
+        log.add("disk_full", "data dir full for " + std::to_string(hold.count()) + " ms", t0);
+        pause(hold);
+        ::unlink((home + "/chaos-filler").c_str());
+      }
+    }
+    ::unlink((faults_dir + "/fsync").c_str());
+    ::unlink((home + "/chaos-filler").c_str());
+  }
+};
+
+const std::vector<std::string> job_args = {"job", "submit", "--template", "pipeline-test", "--set",
+                                           std::string("text=") + licences + "/GPL-3", "--set", "threads=1",
+                                           "--set", "pretrain.train.steps=40"};
+
+// Submits the chaos job under request id `rid`, retrying the same request
+// while the scheduler does not answer (killed, restarting) for up to `limit`:
+// its job id, or "" when no attempt got a reply.
+std::string submit_job(const std::string& home, const std::string& rid, std::chrono::seconds limit) {
+  auto args = job_args;
+  args.insert(args.end(), {"--request-id", rid});
+  for (auto until = steady::now() + limit;;) {
+    auto j = loom_json(home, args, 60s);
+    if (j.contains("id")) return j["id"].get<std::string>();
+    if (steady::now() >= until) return "";
+    std::this_thread::sleep_for(500ms);  // the scheduler is restarting: ask again
+  }
+}
+
+// Every file under `root` that is a temporary: an atomic write's
+// "<name>.tmp.<pid>.<n>", a snapshot's or export's ".tmp-*", a transfer's
+// "*.part" — what a process leaves when it dies mid-write.
+std::vector<std::string> temp_files(const std::string& root) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(root, fs::directory_options::skip_permission_denied, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.find(".tmp.") != std::string::npos || name.starts_with(".tmp-") || name.ends_with(".part") ||
+        name.find(".part.state") != std::string::npos)
+      out.push_back(it->path().string());
+  }
+  return out;
+}
+
+// Every published snapshot directory (step-N under a checkpoints dir) under `root`.
+std::vector<std::pair<std::string, std::uint64_t>> snapshots_under(const std::string& root) {
+  std::vector<std::pair<std::string, std::uint64_t>> out;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(root, fs::directory_options::skip_permission_denied, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (!it->is_directory(ec) || !name.starts_with("step-")) continue;
+    char* end = nullptr;
+    const auto step = std::strtoull(name.c_str() + 5, &end, 10);
+    if (*end == 0 && fs::exists(it->path() / "MANIFEST.json")) out.emplace_back(it->path().string(), step);
+    it.disable_recursion_pending();
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("chaos: kill -9, failing fsync and a full disk under jobs and imports; every invariant holds afterwards") {
+  const long seconds = env_number("LOOM_CHAOS_SECONDS", 60, 10, 24 * 3600);
+  const auto seed = static_cast<std::uint32_t>(env_number("LOOM_CHAOS_SEED", 2026, 0, 0xffffffffL));
+  temp_dir home("loom-chaos");
+  tmpfs_mount mnt(home.path(), "1536m");
+  if (!mnt.mounted)
+    MESSAGE("LOOM_TEST_SKIPPED: the full-disk fault (mounting a tmpfs data dir needs root and mount(2)); "
+            "the other faults run");
+  temp_dir faults("loom-chaos-faults");
+  up_guard guard{home.path()};
+  ::setenv("LOOM_FAULTS_DIR", faults.path().c_str(), 1);  // the watcher hands it to every process it starts
+  auto up = run_loom(home.path(), {"up", "--trainers", "2", "--import-root", licences}, 120s);
+  ::unsetenv("LOOM_FAULTS_DIR");
+  INFO(up.out << up.err);
+  REQUIRE(up.code == 0);
+
+  // The reference: the chaos job run once with no fault.
+  const std::string ref_id = submit_job(home.path(), "chaos-reference", 60s);
+  REQUIRE(!ref_id.empty());
+  const json ref = wait_done(home.path(), ref_id, 300s, 1000ms);
+  REQUIRE(ref["state"] == "succeeded");
+  const std::string ref_pretrain = final_params_sha(ref, "pretrain"), ref_sft = final_params_sha(ref, "sft");
+  std::map<std::string, proc_use> baseline;
+  for (auto& [name, pid] : healthy_processes(home.path())) baseline[name] = use_of(pid);
+  REQUIRE(baseline.size() >= 6);
+
+  // The chaos.
+  fault_thread ft;
+  ft.home = home.path();
+  ft.faults_dir = faults.path();
+  ft.disk_fill = mnt.mounted;
+  ft.seed = seed;
+  ft.t0 = steady::now();
+  ft.until = ft.t0 + std::chrono::seconds(seconds);
+  ft.start();
+
+  std::mt19937 rng(seed ^ 0x5eedu);
+  const int max_jobs = static_cast<int>(std::max(2L, seconds / 20));
+  std::map<std::string, std::string> job_of;  // request id -> job id ("" while unanswered)
+  std::set<std::string> imported, import_failed;
+  const std::vector<std::string> texts = {"Apache-2.0", "GPL-2", "LGPL-2.1", "MPL-2.0", "GFDL-1.3", "Artistic"};
+  int imports = 0, reads = 0;
+  while (steady::now() < ft.until) {
+    const unsigned pick = rng() % 4;
+    if (pick == 0 && static_cast<int>(job_of.size()) < max_jobs) {
+      const std::string rid = "chaos-" + std::to_string(seed) + "-job-" + std::to_string(job_of.size());
+      job_of[rid] = submit_job(home.path(), rid, 20s);
+    } else if (pick <= 2 && imports < seconds / 4) {
+      const std::string name = "chaos-" + std::to_string(imports);
+      auto r = run_loom(home.path(),
+                        {"data", "import", std::string(licences) + "/" + texts[imports % texts.size()], "--dataset", name},
+                        120s);
+      (r.code == 0 ? imported : import_failed).insert(name);
+      ++imports;
+    } else {
+      loom_json(home.path(), {"job", "list"});  // reads, each an audited request
+      ++reads;
+      std::this_thread::sleep_for(200ms);
+    }
+  }
+  ft.join();
+  const auto faulted_ms = std::chrono::duration_cast<std::chrono::milliseconds>(steady::now() - ft.t0).count();
+
+  // Settle: every process healthy again, unanswered submits answered.
+  std::vector<std::string> violations;
+  auto violation = [&](const std::string& v) {
+    violations.push_back(v);
+    MESSAGE("VIOLATION: " << v);
+  };
+  if (!eventually([&] { return healthy_processes(home.path()).size() >= baseline.size(); }, 90s, 500ms))
+    violation("not every process is healthy 90 s after the faults stopped: " + loom_json(home.path(), {"status"}).dump());
+  for (auto& [rid, id] : job_of) {
+    const std::string again = submit_job(home.path(), rid, 30s);
+    if (again.empty()) violation("submit " + rid + " gets no reply after the faults stopped");
+    else if (!id.empty() && again != id) violation("submit " + rid + " named job " + id + ", its retry job " + again);
+    if (id.empty()) id = again;
+  }
+
+  // Jobs: each exactly once, each ends; a success is bitwise the reference.
+  std::set<std::string> want{ref_id};
+  for (auto& [rid, id] : job_of)
+    if (!id.empty()) want.insert(id);
+  std::map<std::string, std::string> failed;
+  int succeeded = 0;
+  for (const auto& id : want) {
+    if (id == ref_id) continue;
+    const json j = wait_done(home.path(), id, 600s, 1000ms);
+    const std::string st = j.value("state", "");
+    if (st == "succeeded") {
+      ++succeeded;
+      if (final_params_sha(j, "pretrain") != ref_pretrain || final_params_sha(j, "sft") != ref_sft)
+        violation("job " + id + " succeeded with parameters unlike the uninterrupted reference's");
+    } else if (st == "failed") {
+      failed[id] = j.dump();
+      violation("job " + id + " failed: " + j.value("error", j.dump()));
+    } else {
+      violation("job " + id + " did not end within 600 s: " + j.dump());
+    }
+  }
+  std::set<std::string> listed;
+  for (auto& j : loom_json(home.path(), {"job", "list"}).value("jobs", json::array())) {
+    const std::string id = j.value("id", "");
+    if (!listed.insert(id).second) violation("job " + id + " is listed twice");
+  }
+  for (const auto& id : want)
+    if (!listed.count(id)) violation("job " + id + " was answered to a submit but is not listed: lost");
+  for (const auto& id : listed)
+    if (!want.count(id)) violation("job " + id + " is listed but no submit was answered with it: run twice");
+
+  // The audit chain: every answered submit is in its job's trail, every
+  // import reported done is named in it, and the chain verifies.
+  for (auto& [rid, id] : job_of) {
+    if (id.empty()) continue;
+    bool found = false;
+    for (auto& e : loom_json(home.path(), {"audit", "trail", id}).value("events", json::array()))
+      found = found || e.value("request_id", "") == rid;
+    if (!found) violation("submit " + rid + " (job " + id + ") was answered but is not in the audit chain");
+  }
+  const std::string tail = run_loom(home.path(), {"audit", "tail", "--lines", "10000", "--json"}, 120s).out;
+  for (const auto& name : imported)
+    if (tail.find("\"" + name + "\"") == std::string::npos)
+      violation("import of dataset " + name + " reported done but is not in the audit chain's newest 10000 events");
+  auto verify = run_loom(home.path(), {"audit", "verify"}, 120s);
+  if (verify.code != 0) violation("loom audit verify: " + verify.out + verify.err);
+
+  // Every published snapshot verifies (sealed ones through the deployment's keys).
+  int snapshots = 0;
+  {
+    process_keys_of keys(home.path());
+    auto key = auth::load_token_key(layout::paths{home.path()}.checkpoint_key());
+    REQUIRE(key.ok());
+    for (auto& [dir, step] : snapshots_under(home.path())) {
+      ++snapshots;
+      auto problems = ckpt::verify_snapshot(dir, step, *key);
+      for (auto& p : problems) violation("snapshot " + dir + ": " + p);
+    }
+  }
+
+  // Every dataset an import reported done verifies.
+  for (const auto& name : imported) {
+    auto v = run_loom(home.path(), {"data", "verify", name}, 120s);
+    if (v.code != 0) violation("dataset " + name + " (imported) does not verify: " + v.out + v.err);
+  }
+
+  // No temporary file left behind.
+  for (auto& f : temp_files(home.path())) violation("temporary file left behind: " + f);
+
+  // Open files and memory back near their baseline.
+  for (auto& [name, pid] : healthy_processes(home.path())) {
+    if (!baseline.count(name)) continue;
+    const proc_use now = use_of(pid), was = baseline[name];
+    if (now.fds > was.fds + 32)
+      violation(name + " holds " + std::to_string(now.fds) + " open files, " + std::to_string(was.fds) + " at the start");
+    if (now.rss_kib > 2 * was.rss_kib + 256 * 1024)
+      violation(name + " uses " + std::to_string(now.rss_kib / 1024) + " MiB, " + std::to_string(was.rss_kib / 1024) +
+                " MiB at the start");
+  }
+
+  {
+    std::lock_guard lock(ft.log.mu);
+    std::ostringstream faults_text;
+    for (auto& l : ft.log.lines) faults_text << "  " << l << "\n";
+    MESSAGE("faults injected:\n" << faults_text.str());
+    int total = 0;
+    for (auto& [k, n] : ft.log.counts) total += n;
+    std::printf("case=chaos seed=%u seconds=%ld faulted_ms=%lld faults=%d kills=%d fsync_windows=%d disk_full_windows=%d "
+                "jobs=%zu succeeded=%d imports=%d imports_ok=%zu reads=%d snapshots=%d violations=%zu\n",
+                seed, seconds, static_cast<long long>(faulted_ms), total, ft.log.counts["kill"], ft.log.counts["fsync"],
+                ft.log.counts["disk_full"], job_of.size(), succeeded, imports, imported.size(), reads, snapshots,
+                violations.size());
+    std::fflush(stdout);
+  }
+  CHECK(violations.empty());
+}
