@@ -37,6 +37,7 @@
 #include <sys/mount.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -241,7 +242,7 @@ TEST_CASE("chaos: kill -9, failing fsync and a full disk under jobs and imports;
   const long seconds = env_number("LOOM_CHAOS_SECONDS", 60, 10, 24 * 3600);
   const auto seed = static_cast<std::uint32_t>(env_number("LOOM_CHAOS_SEED", 2026, 0, 0xffffffffL));
   temp_dir home("loom-chaos");
-  tmpfs_mount mnt(home.path(), "1536m");
+  tmpfs_mount mnt(home.path(), "2g");
   if (!mnt.mounted)
     MESSAGE("LOOM_TEST_SKIPPED: the full-disk fault (mounting a tmpfs data dir needs root and mount(2)); "
             "the other faults run");
@@ -274,7 +275,9 @@ TEST_CASE("chaos: kill -9, failing fsync and a full disk under jobs and imports;
   ft.start();
 
   std::mt19937 rng(seed ^ 0x5eedu);
-  const int max_jobs = static_cast<int>(std::max(2L, seconds / 20));
+  // A job keeps about 160 MB of snapshots (two stages, two of 40 MB each):
+  // at most 8 besides the reference (of 2 GiB), however long the run.
+  const int max_jobs = static_cast<int>(std::clamp(seconds / 20, 2L, 8L));
   std::map<std::string, std::string> job_of;  // request id -> job id ("" while unanswered)
   std::set<std::string> imported, import_failed;
   const std::vector<std::string> texts = {"Apache-2.0", "GPL-2", "LGPL-2.1", "MPL-2.0", "GFDL-1.3", "Artistic"};
@@ -395,11 +398,32 @@ TEST_CASE("chaos: kill -9, failing fsync and a full disk under jobs and imports;
                 " MiB at the start");
   }
 
+  if (!violations.empty()) {  // what the deployment said, for the one who reads the failure
+    std::ostringstream diag;
+    auto df = run({"/bin/df", "-h", home.path()});
+    auto du = run({"/usr/bin/du", "-sh", "--", home.path() + "/jobs", home.path() + "/ingest", home.path() + "/logs",
+                   home.path() + "/audit"});
+    diag << df.out << du.out;
+    const layout::paths paths{home.path()};
+    for (const auto& name : {"watcher", "scheduler", "ingest", "audit", "trainer", "trainer-2", "aggregator"}) {
+      auto text = files::read_file(name == std::string("watcher") ? paths.watcher_log() : paths.log(name));
+      if (!text) continue;
+      std::size_t at = text->size();
+      for (int lines = 0; lines < 25 && at > 0; ++lines) {
+        const std::size_t nl = text->rfind('\n', at - 1);
+        at = nl == std::string::npos ? 0 : nl;
+      }
+      diag << "--- " << name << " log, last lines:\n" << text->substr(at) << "\n";
+    }
+    MESSAGE(diag.str());
+  }
+
   {
     std::lock_guard lock(ft.log.mu);
     std::ostringstream faults_text;
     for (auto& l : ft.log.lines) faults_text << "  " << l << "\n";
-    MESSAGE("faults injected:\n" << faults_text.str());
+    MESSAGE("faults injected:\n" << faults_text.str() << "data dir at the end:\n"
+                                   << run({"/bin/df", "-h", home.path()}).out);
     int total = 0;
     for (auto& [k, n] : ft.log.counts) total += n;
     std::printf("case=chaos seed=%u seconds=%ld faulted_ms=%lld faults=%d kills=%d fsync_windows=%d disk_full_windows=%d "
