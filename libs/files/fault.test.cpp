@@ -50,7 +50,7 @@ TEST_CASE("the fsync fault point fails fsync with EIO while its file exists, and
   ::close(fd);
 }
 
-TEST_CASE("storage_fault: a full disk or an I/O error, by code or by the system's words; nothing else") {
+TEST_CASE("storage_fault: a full disk or an I/O error, by code or by the system's words, and nothing else") {
   CHECK(files::storage_fault(files::errno_error("write", "/d/x", ENOSPC)));
   CHECK(files::storage_fault(files::errno_error("fsync", "/d/x", EIO)));
   CHECK(files::storage_fault(files::errno_error("write", "/d/x", EDQUOT)));
