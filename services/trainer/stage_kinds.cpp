@@ -38,7 +38,7 @@ constexpr int max_restarts = 2;
 // Restarts after a storage fault (a full disk, an I/O error) in the window:
 // more than after crashes — they pass, and each costs only a pause and a
 // resume from the latest snapshot.
-constexpr int max_storage_restarts = 8;
+constexpr int max_storage_restarts = 4;
 constexpr std::chrono::minutes restart_window{10};
 double unix_seconds_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -269,7 +269,9 @@ result<run_summary> worker::run_once(stage_run& run, const runspec::run_config& 
 // supervisor restarts an actor: a few times, with backoff, then it escalates.
 // A crash is a job event (stage_crashed) with its cause, and so audited. A
 // storage fault that may pass (files::storage_fault: a full disk, an I/O
-// error) is restarted the same way, 8 times in 10 min (stage_storage_fault).
+// error) is restarted the same way, 4 times in 10 min (stage_storage_fault):
+// with the snapshot's own retries, a fault of several seconds passes, and a
+// disk that stays full fails the stage within about a minute.
 worker::outcome worker::run_with_restarts(stage_run& run, const runspec::run_config& cfg, const run_options& o,
                                           stage_extras& x) {
   const std::string name = run.job + "/" + run.stage;

@@ -58,10 +58,11 @@ result<std::string> existing_checkpoint_key(const std::string& data_dir);
 using extra_file = ckpt::extra_file;
 
 // How save_snapshot rides out a passing storage fault: `attempts` tries in
-// all, `wait(d)` between them (d: 250 ms, doubling up to 4 s — about 20 s
-// over 8 tries); by default a sleep, tests pass their own.
+// all, `wait(d)` between them (d: 250 ms, doubling — about 4 s over 5
+// tries, then the stage's own restarts take over: a disk that stays full
+// fails the stage within a minute); by default a sleep, tests pass their own.
 struct snapshot_retry {
-  int attempts = 8;
+  int attempts = 5;
   std::function<void(std::chrono::milliseconds)> wait;
 };
 
