@@ -8,7 +8,7 @@
 # for the full-disk fault. Ends with the run's line:
 #   case=chaos seed=S seconds=D faulted_ms=... faults=N kills=... violations=0
 # and exits non-zero when an invariant was violated (each is printed as
-# VIOLATION: ...). CI runs the same test for 60 s with seed 2026.
+# VIOLATION: ...). The suite skips it until its open finding is fixed (README).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 minutes=10 seed=$(( $(date +%s) % 100000 ))
@@ -25,4 +25,5 @@ done
 bin=build/tests/chaos_tests
 [[ -x $bin ]] || { echo "run.sh: $bin is missing: run scripts/build first" >&2; exit 1; }
 echo "chaos: $minutes min, seed $seed"
-LOOM_CHAOS_SECONDS=$((minutes * 60)) LOOM_CHAOS_SEED=$seed "$bin" --success=false
+export LOOM_CHAOS_SECONDS=$((minutes * 60)) LOOM_CHAOS_SEED=$seed
+"$bin" --success=false
