@@ -14,7 +14,6 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <cstring>
 #include <filesystem>
 
 namespace loom::atrest {

@@ -67,8 +67,7 @@ class snapshot_writer {
   // published durably, sealed under the keys given to seal_with), with its
   // plaintext's SHA-256 and size as the writer counted them. REQUIRES: seal_with keys.
   status add_sealed(const std::string& name, const std::string& sha256_hex, std::uint64_t bytes);
-  // The keys and clock files are sealed with (null: plain).
-  atrest::kek_store* sealing() const { return seal_; }
+  // The clock files are sealed with (seal_with's `now`).
   std::chrono::system_clock::time_point sealing_now() const { return seal_now_; }
   // Fsyncs every file, writes the signed MANIFEST.json, renames the directory
   // to root/step-N, fsyncs root, then points root/LATEST at it. Any failed

@@ -22,6 +22,7 @@
 #include <fstream>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <random>
 #include <sstream>
 
@@ -38,6 +39,20 @@ std::vector<std::string> losses(const std::string& out) {
   std::vector<std::string> v;
   for (std::string line; std::getline(in, line);) v.push_back(line.substr(0, line.find(",\"tokens_per_s\"")));
   return v;
+}
+
+// A 4-step run under `tmp` (out/checkpoints, home as its data dir): its
+// checkpoint key and its latest snapshot, opened.
+std::pair<std::optional<std::string>, std::optional<opened_snapshot>> four_step_run(const files::temp_dir& tmp) {
+  const std::string data = make_shards(tmp.path() + "/shards");
+  run_options o;
+  o.data_dir = tmp.path() + "/home";
+  REQUIRE(run_training(small_config(data, tmp.path() + "/out", 4), o).ok());
+  auto key = checkpoint_key(o.data_dir);
+  REQUIRE(key.ok());
+  auto s = open_snapshot(tmp.path() + "/out/checkpoints", *key);
+  REQUIRE(s.ok());
+  return {std::move(*key), std::move(*s)};
 }
 
 }  // namespace
@@ -208,14 +223,7 @@ TEST_CASE("init_from starts a run from another run's parameters") {
 
 TEST_CASE("open_snapshot reads the model shape and state and load_params refuses another shape") {
   files::temp_dir tmp("loom-run");
-  const std::string data = make_shards(tmp.path() + "/shards");
-  run_options o;
-  o.data_dir = tmp.path() + "/home";
-  REQUIRE(run_training(small_config(data, tmp.path() + "/out", 4), o).ok());
-  auto key = checkpoint_key(o.data_dir);
-  REQUIRE(key.ok());
-  auto s = open_snapshot(tmp.path() + "/out/checkpoints", *key);
-  REQUIRE(s.ok());
+  auto [key, s] = four_step_run(tmp);
   CHECK(s->where.step == 4);
   CHECK(s->model.channels == 32);
   CHECK(s->model.padded_vocab == 128);
@@ -604,14 +612,7 @@ TEST_CASE("a run with an outer loop (diloco) starts from what start gives, syncs
 
 TEST_CASE("a snapshot whose fsync fails is written again after a pause, and fails only after every attempt, naming them") {
   files::temp_dir tmp("loom-run");
-  const std::string data = make_shards(tmp.path() + "/shards");
-  run_options o;
-  o.data_dir = tmp.path() + "/home";
-  REQUIRE(run_training(small_config(data, tmp.path() + "/out", 4), o).ok());
-  auto key = checkpoint_key(o.data_dir);
-  REQUIRE(key.ok());
-  auto s = open_snapshot(tmp.path() + "/out/checkpoints", *key);
-  REQUIRE(s.ok());
+  auto [key, s] = four_step_run(tmp);
   auto m = engine::gpt2::create(s->model, 1, 8);
   REQUIRE(m.ok());
   REQUIRE(load_params(*s, *m).ok());
