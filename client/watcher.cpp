@@ -132,7 +132,22 @@ int cmd_watch(context& c) {
     kids.push_back(child{n});
   }
   eps->watcher_pid = ::getpid();
-  (void)layout::write_endpoints(c.paths.endpoints(), *eps);
+  // endpoints.json is how `loom status`, `loom down` and the next `loom up`
+  // find the processes: a write that fails (a full disk) is tried again each
+  // second until one lands, so the file never keeps a stale pid for long.
+  bool unsaved = false;
+  auto next_save = clock::now();
+  auto save = [&] {
+    auto s = layout::write_endpoints(c.paths.endpoints(), *eps);
+    if (s.ok() && unsaved) std::fprintf(stderr, "watcher: %s written again\n", c.paths.endpoints().c_str());
+    if (!s.ok() && !unsaved)
+      std::fprintf(stderr, "watcher: %s not written (%s); trying again each second\n", c.paths.endpoints().c_str(),
+                   s.err().to_string().c_str());
+    std::fflush(stderr);
+    unsaved = !s.ok();
+    next_save = clock::now() + std::chrono::seconds(1);
+  };
+  save();
 
   // Each pid is in endpoints.json as soon as it exists: if this watcher is
   // killed, the next `loom up` or `loom down` finds every process it left.
@@ -146,7 +161,7 @@ int cmd_watch(context& c) {
       return;
     }
     eps->services[k.name].pid = k.pid;
-    (void)layout::write_endpoints(c.paths.endpoints(), *eps);
+    save();
     log_line("watcher: started %s pid %lld\n", k.name, k.pid);
   };
   for (auto& k : kids) spawn_one(k);
@@ -173,7 +188,7 @@ int cmd_watch(context& c) {
         changed = true;
       }
     }
-    if (changed) (void)layout::write_endpoints(c.paths.endpoints(), *eps);
+    if (changed || (unsaved && clock::now() >= next_save)) save();
     for (auto& k : kids)
       if (k.pid == 0 && clock::now() >= k.start_at && !g_stop) spawn_one(k);
     std::this_thread::sleep_for(std::chrono::milliseconds(20));

@@ -1,6 +1,7 @@
 #include "libs/audit/emitter.hpp"
 
 #include "libs/audit/spool.hpp"
+#include "libs/retry/backoff.hpp"
 #include "libs/wire/client.hpp"
 #include "libs/wire/envelope_pb.hpp"
 #include "libs/wire/limits.hpp"
@@ -8,6 +9,7 @@
 
 #include <zmq.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <vector>
 
@@ -113,23 +115,46 @@ void emitter::run() {
   auto next_poll = clock::now();
   std::uint64_t last_confirmed = confirmed_;
 
+  // A failing spool (disk full, fsync errors) is retried with backoff, and
+  // said once when it starts failing and once when it works again: retrying
+  // at once, and logging each try, filled the disk it was waiting on.
+  retry::backoff write_delay{std::chrono::milliseconds(20), std::chrono::seconds(1)};
+  auto write_again_at = clock::now();
+  std::uint64_t write_failures = 0;
+
   while (!stop_) {
     // 1. Queue -> spool, one durable write per batch.
     std::vector<std::string> batch;
     {
       std::unique_lock lock(mu_);
-      cv_.wait_for(lock, std::chrono::milliseconds(50), [&] { return stop_ || !queue_.empty(); });
-      batch.assign(std::make_move_iterator(queue_.begin()), std::make_move_iterator(queue_.end()));
-      queue_.clear();
+      const auto wait = std::clamp(std::chrono::duration_cast<std::chrono::milliseconds>(write_again_at - clock::now()),
+                                   std::chrono::milliseconds(0), std::chrono::milliseconds(50));
+      if (write_failures > 0)  // backing off: only stop ends the wait early
+        cv_.wait_for(lock, wait, [&] { return stop_.load(); });
+      else
+        cv_.wait_for(lock, std::chrono::milliseconds(50), [&] { return stop_ || !queue_.empty(); });
+      if (clock::now() >= write_again_at) {
+        batch.assign(std::make_move_iterator(queue_.begin()), std::make_move_iterator(queue_.end()));
+        queue_.clear();
+      }
     }
     if (!batch.empty()) {
       auto first = spool_->append_batch(batch);
       if (!first) {
-        std::fprintf(stderr, "audit emitter: spool write failed: %s\n", first.err().to_string().c_str());
-        std::lock_guard lock(mu_);  // put them back; retried next pass
+        if (write_failures++ == 0)
+          std::fprintf(stderr, "audit emitter: spool write failed, retrying with backoff: %s\n",
+                       first.err().to_string().c_str());
+        write_again_at = clock::now() + write_delay.next();
+        std::lock_guard lock(mu_);  // put them back; retried after the backoff
         for (auto it = batch.rbegin(); it != batch.rend(); ++it) queue_.push_front(std::move(*it));
-        continue;
+      } else if (write_failures > 0) {
+        std::fprintf(stderr, "audit emitter: spool writable again after %llu failed tries\n",
+                     static_cast<unsigned long long>(write_failures));
+        write_failures = 0;
+        write_delay.reset();
       }
+    }
+    if (!batch.empty() && write_failures == 0) {
       last_seq_ = spool_->last_seq();
       {
         std::lock_guard lock(mu_);

@@ -213,15 +213,29 @@ status spool::start_segment() {
   return {};
 }
 
+status spool::cut_back() {
+  if (active_fd_ < 0 || segments_.empty()) {
+    broken_ = false;  // no segment open: the next append starts a fresh one
+    return {};
+  }
+  const segment& seg = segments_.back();
+  if (::ftruncate(active_fd_, static_cast<off_t>(seg.bytes)) != 0) return files::errno_error("truncate", seg.path);
+  if (files::fdatasync_fd(active_fd_) != 0) return files::errno_error("fdatasync", seg.path);
+  broken_ = false;
+  return {};
+}
+
 result<std::uint64_t> spool::append(std::string_view record) {
   std::string one(record);
   return append_batch(std::span<const std::string>(&one, 1));
 }
 
 result<std::uint64_t> spool::append_batch(std::span<const std::string> records) {
-  if (broken_)
-    return make_error(errc::unavailable, "audit spool " + dir_ + " refuses appends after a failed fdatasync; reopen it");
   if (records.empty()) return make_error(errc::invalid_argument, "append_batch of no records");
+  if (broken_)
+    if (auto s = cut_back(); !s.ok())
+      return make_error(errc::unavailable, "audit spool " + dir_ + " refuses appends until the batch whose sync failed "
+                                           "is cut off again: " + s.err().message);
   std::string buf;
   std::uint64_t first = last_seq_ + 1;
   for (std::size_t i = 0; i < records.size(); ++i) {
@@ -236,12 +250,18 @@ result<std::uint64_t> spool::append_batch(std::span<const std::string> records) 
   segment& seg = segments_.back();
   if (auto s = files::write_all(active_fd_, buf, seg.path); !s.ok()) {
     // Cut the partial batch off so the next append does not follow garbage.
-    if (::ftruncate(active_fd_, static_cast<off_t>(seg.bytes)) != 0) broken_ = true;
+    broken_ = true;
+    (void)cut_back();
     return s.err();
   }
   if (files::fdatasync_fd(active_fd_) != 0) {
-    broken_ = true;  // after a failed sync the kernel may have dropped dirty pages
-    return files::errno_error("fdatasync", seg.path);
+    // After a failed sync the kernel may have dropped the batch's dirty pages
+    // (and reports the error once): the batch is not durable, so it is cut
+    // off; the caller appends it again, under the same seqs.
+    const int why = errno;
+    broken_ = true;
+    (void)cut_back();
+    return files::errno_error("fdatasync", seg.path, why);
   }
   seg.bytes += buf.size();
   seg.last_seq += records.size();

@@ -49,9 +49,12 @@ class spool {
   // Appends one record and fdatasyncs; returns its seq (last_seq() + 1).
   result<std::uint64_t> append(std::string_view record);
   // Appends all records with one fdatasync (group commit); returns the seq of
-  // the first. A failed write is cut off again, so none of the batch is in the
-  // spool; after a failed fdatasync the spool refuses appends (unavailable)
-  // and, once reopened, may or may not hold the batch. An empty batch is
+  // the first. A batch whose write or fdatasync fails is cut off again
+  // (ftruncate to the last synced length, then fdatasync), so none of it is in
+  // the spool and the caller may append it again under the same seqs. While
+  // that cut cannot be made durable (the disk still failing) the spool refuses
+  // appends (unavailable); each later append tries the cut again first, so the
+  // spool heals by itself once the disk does. An empty batch is
   // invalid_argument.
   result<std::uint64_t> append_batch(std::span<const std::string> records);
 
@@ -78,6 +81,9 @@ class spool {
   spool(std::string dir, spool_options opt) : dir_(std::move(dir)), opt_(opt) {}
   status scan();
   status start_segment();
+  // Truncates the active segment back to its last synced length and syncs;
+  // clears broken_ on success.
+  status cut_back();
 
   std::string dir_;
   spool_options opt_;
@@ -86,7 +92,7 @@ class spool {
   std::uint64_t confirmed_ = 0;
   int lock_fd_ = -1;
   int active_fd_ = -1;  // O_APPEND fd of segments_.back(), or -1
-  bool broken_ = false;  // a failed fdatasync: page-cache state unknown, refuse appends
+  bool broken_ = false;  // a failed write or fdatasync not yet cut off durably: refuse appends
   // Where the last read_after stopped: in hint_path_, the records before byte
   // hint_off_ all have seq <= hint_seq_. A later read from past hint_seq_
   // starts there instead of re-reading (and re-checking) the segment's head,

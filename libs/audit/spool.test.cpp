@@ -278,3 +278,36 @@ TEST_CASE("a segment deleted under an open spool is not_found naming it, and one
   s.reset();
   fs::remove_all(dir);
 }
+
+TEST_CASE("a batch whose fdatasync fails is cut off and refused until the disk heals, then appended under the same seqs") {
+  auto dir = temp_dir();
+  auto faults = temp_dir();
+  auto s = open_ok(dir);
+  append_n(*s, 2);
+  const std::string seg = dir + "/" + segment_files(dir).at(0);
+  ::setenv("LOOM_FAULTS_DIR", faults.c_str(), 1);
+  { std::ofstream(faults + "/fsync") << ""; }
+  std::vector<std::string> batch{event(3), event(4)};
+  auto failed = s->append_batch(batch);
+  CHECK(failed.code() == errc::internal);
+  CHECK(failed.err().message.find("fdatasync") != std::string::npos);
+  // The cut could not be synced either: refused, naming why, and nothing of the batch stays.
+  auto refused = s->append_batch(batch);
+  CHECK(refused.code() == errc::unavailable);
+  CHECK(refused.err().message.find("cut off again") != std::string::npos);
+  CHECK(s->last_seq() == 2);
+  CHECK(fs::file_size(seg) == record_bytes(1) * 2);
+  fs::remove(faults + "/fsync");
+  // Healed: the same batch goes in under seqs 3 and 4, and a reopen reads 1..4 once each.
+  auto again = s->append_batch(batch);
+  REQUIRE(again.ok());
+  CHECK(*again == 3);
+  ::unsetenv("LOOM_FAULTS_DIR");
+  s.reset();
+  auto back = open_ok(dir);
+  CHECK(back->last_seq() == 4);
+  check_records(*back, 0, 1, 4);
+  back.reset();
+  fs::remove_all(dir);
+  fs::remove_all(faults);
+}
