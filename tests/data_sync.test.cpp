@@ -11,6 +11,7 @@
 #include "libs/wire/curve.hpp"
 #include "libs/wire/envelope_pb.hpp"
 #include "loom/v1/ingest.pb.h"
+#include "tests/support/at_rest.hpp"
 #include "tests/support/cluster.hpp"
 #include "tests/support/harness.hpp"
 
@@ -88,23 +89,35 @@ void make_corpus(const std::string& dir, int files_n, int sentences_each) {
       write(dir + "/licenses/" + e.path().filename().string(), *files::read_file(e.path().string()));
 }
 
-// path -> SHA-256 of every file under `dir`, the receiver's .loom-sync left out.
+// The data dir a dataset directory lies in: the nearest parent with keys at rest.
+std::string home_of(const std::string& dir) {
+  for (fs::path p = fs::path(dir).parent_path(); !p.empty() && p != p.root_path(); p = p.parent_path())
+    if (fs::exists(p / "keys" / "atrest")) return p.string();
+  return dir;
+}
+
+// path -> SHA-256 of the plaintext of every file under `dir` (shards, records
+// and rejects are sealed at rest, each side under its own keys; compared as
+// what they hold), the receiver's .loom-sync left out.
 std::map<std::string, std::string> tree(const std::string& dir) {
   std::map<std::string, std::string> out;
+  const std::string home = home_of(dir);
   for (auto it = fs::recursive_directory_iterator(dir); it != fs::recursive_directory_iterator(); ++it) {
     if (it.depth() == 0 && it->path().filename() == ".loom-sync") {
       it.disable_recursion_pending();
       continue;
     }
     if (!it->is_regular_file()) continue;
-    out[it->path().string().substr(dir.size() + 1)] = crypto::sha256_hex(*files::read_file(it->path().string()));
+    out[it->path().string().substr(dir.size() + 1)] = crypto::sha256_hex(plain_file(it->path().string(), home));
   }
   return out;
 }
 
+// The plaintext bytes of every file under `dir`.
 std::uint64_t tree_bytes(const std::string& dir) {
   std::uint64_t n = 0;
-  for (const auto& [rel, sha] : tree(dir)) n += fs::file_size(dir + "/" + rel);
+  const std::string home = home_of(dir);
+  for (const auto& [rel, sha] : tree(dir)) n += plain_file(dir + "/" + rel, home).size();
   return n;
 }
 
@@ -176,12 +189,20 @@ TEST_CASE("loom data sync copies a dataset to a second deployment byte for byte,
   REQUIRE(peers.ok());
   CHECK(peers->count(*b_key) == 1);
 
-  // Byte for byte: the manifest, every shard, the report.
+  // Byte for byte in what they hold: the manifest, every shard, the report.
+  // Each side keeps the shards sealed under its own keys: no two bytes on
+  // disk alike, and none of the text in the clear.
   CHECK(*files::read_file(da + "/manifest.json") == *files::read_file(db + "/manifest.json"));
   const auto ta = tree(da);
   CHECK(ta == tree(db));
   std::size_t shard_files = 0;
-  for (const auto& [rel, sha] : ta) shard_files += rel.starts_with("shard-");
+  for (const auto& [rel, sha] : ta) {
+    if (!rel.starts_with("shard-")) continue;
+    ++shard_files;
+    CHECK(atrest::is_sealed_file(da + "/" + rel));
+    CHECK(atrest::is_sealed_file(db + "/" + rel));
+    CHECK(*files::read_file(da + "/" + rel) != *files::read_file(db + "/" + rel));
+  }
   CHECK(shard_files >= 1);
   const std::uint64_t dataset_bytes = tree_bytes(da);
   CHECK(t1["bytes_sent"].get<std::uint64_t>() >= dataset_bytes * 9 / 10);  // a first sync sends (nearly) all

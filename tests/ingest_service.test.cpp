@@ -14,6 +14,7 @@
 #include "libs/shards/dataset.hpp"
 #include "libs/wire/envelope_pb.hpp"
 #include "loom/v1/ingest.pb.h"
+#include "tests/support/at_rest.hpp"
 #include "tests/support/cluster.hpp"
 #include "tests/support/harness.hpp"
 #include "tests/support/loom_json.hpp"
@@ -120,11 +121,22 @@ TEST_CASE("loom data import: good and bad files, reason-coded rejects, a dataset
   CHECK(task["duplicates"].get<int>() >= 1);
   CHECK(task["report"]["pii"].dump().find("email") != std::string::npos);
 
-  // The shards open with the trainer's strict reader.
-  auto ds = shards::dataset::open(home.path() + "/datasets/corpus", shards::verify::eager);
-  REQUIRE_MESSAGE(ds.ok(), ds.err().to_string());
-  auto text = files::read_file(home.path() + "/datasets/corpus/rejects.jsonl");
-  REQUIRE(text.ok());
+  // The shards open with the trainer's strict reader, under the deployment's
+  // keys: shards, records and rejects are sealed at rest, their descriptions not.
+  const std::string dir = home.path() + "/datasets/corpus";
+  {
+    process_keys_of keys(home.path());
+    auto ds = shards::dataset::open(dir, shards::verify::eager);
+    REQUIRE_MESSAGE(ds.ok(), ds.err().to_string());
+  }
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (e.is_regular_file())
+      CHECK_MESSAGE(atrest::is_sealed_file(e.path().string()) == shards::sealed_in_dataset(name), name);
+  }
+  CHECK(atrest::is_sealed_file(dir + "/rejects.jsonl"));
+  CHECK(plain_file(dir + "/rejects.jsonl", home.path()).find("\"rule\"") != std::string::npos);
+  CHECK(files::read_file(dir + "/rejects.jsonl")->find("\"rule\"") == std::string::npos);
 
   // Every bad input is a reason-coded reject naming its file.
   auto rj = slow_json(home.path(), {"data", "rejects", "corpus", "--limit", "1000"});
@@ -231,15 +243,19 @@ TEST_CASE("a deleted or corrupted shard makes the dataset damaged, named in stat
   const std::string shard = home.path() + "/datasets/d/shard-000001.bin";
   const std::string good = *files::read_file(shard);
   std::string bad = good;
-  bad[bad.size() / 2] ^= 0x20;  // same size: only the hash can tell
+  // Sealed at rest: a flipped byte of the same size fails its chunk's tag.
+  REQUIRE(atrest::is_sealed_file(shard));
+  bad[bad.size() / 2] ^= 0x20;  // same size: only the tag can tell
   REQUIRE(files::write_atomic(shard, bad).ok());
   CHECK(slow_json(home.path(), {"data", "status", "d"})["state"] == "ready");
   auto v = run_loom(home.path(), {"data", "verify", "d"}, 120s);
+  INFO(v.err);
   CHECK(v.code == 1);
-  CHECK(v.err.find("dataset d is damaged: shard-000001.bin has SHA-256") != std::string::npos);
+  CHECK(v.err.find("dataset d is damaged: shard-000001.bin cannot be unsealed") != std::string::npos);
+  CHECK(v.err.find("fails authentication") != std::string::npos);
   auto st = slow_json(home.path(), {"data", "status", "d"});
   CHECK(st["state"] == "damaged");
-  CHECK(st["damage"].get<std::string>().starts_with("shard-000001.bin has SHA-256"));
+  CHECK(st["damage"].get<std::string>().starts_with("shard-000001.bin cannot be unsealed"));
 
   std::filesystem::remove(shard);  // deleted: the cheap check sees it at once
   st = slow_json(home.path(), {"data", "status", "d"});

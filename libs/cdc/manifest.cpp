@@ -1,5 +1,7 @@
 #include "libs/cdc/manifest.hpp"
 
+#include "libs/cdc/plain_file.hpp"
+
 #include "libs/files/files.hpp"
 
 #include "libs/crypto/encoding.hpp"
@@ -88,15 +90,24 @@ result<file_entry> read_entry(const std::string& full, std::string rel, const pa
       stats.files_reused++;
       return f;
     }
-    ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-    auto chunks = chunk_fd(fd, full, p);
-    bool changed = ::fstat(fd, &after) != 0 || !(stamp_of(after) == f.stamp);
     ::close(fd);
+    // The plaintext is what is chunked: a sealed file's bytes on disk differ
+    // per site and per write (plain_file.hpp).
+    auto pf = plain_file::open(full);
+    if (!pf.ok()) return pf.err();
+    result<std::vector<chunk>> chunks = std::vector<chunk>{};
+    if (pf->sealed()) {
+      chunks = chunk_data(pf->plaintext(), p);
+    } else {
+      ::posix_fadvise(pf->fd(), 0, 0, POSIX_FADV_SEQUENTIAL);
+      chunks = chunk_fd(pf->fd(), full, p);
+    }
+    bool changed = ::fstat(pf->fd(), &after) != 0 || !(stamp_of(after) == f.stamp);
     if (!chunks.ok()) return chunks.err();
     stats.bytes_read += f.stamp.size;
     std::uint64_t total = 0;
     for (const auto& c : *chunks) total += c.length;
-    if (changed || total != f.stamp.size) continue;
+    if (changed || total != pf->size()) continue;
     f.size = total;
     f.chunks = std::move(*chunks);
     f.chunk_count = f.chunks.size();

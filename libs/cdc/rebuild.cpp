@@ -1,8 +1,10 @@
 #include "libs/cdc/rebuild.hpp"
 
+#include "libs/atrest/sealed.hpp"
 #include "libs/files/files.hpp"
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <fcntl.h>
 #include <set>
@@ -39,26 +41,26 @@ std::string parent_of(const std::string& path) {
 
 }  // namespace
 
-rebuilder::rebuilder(std::string dir, chunk_store& store, const manifest& local)
-    : dir_(std::move(dir)), tmp_dir_(dir_ + "/" + std::string(sync_dir_name) + "/tmp"), store_(store) {
+rebuilder::rebuilder(std::string dir, chunk_store& store, const manifest& local, seal_policy seal)
+    : dir_(std::move(dir)), tmp_dir_(dir_ + "/" + std::string(sync_dir_name) + "/tmp"), store_(store),
+      seal_(std::move(seal)) {
   for (const auto& f : local.files)
     for (const auto& c : f.chunks) local_.try_emplace(c.sha256, location{f.path, c.offset, c.length});
 }
 
 rebuilder::~rebuilder() {
-  for (auto& [path, fd] : fds_) ::close(fd);
   for (auto& [tmp, rel] : built_) ::unlink(tmp.c_str());
 }
 
 bool rebuilder::have(const crypto::digest& id) const { return store_.contains(id) || local_.contains(id); }
 
-result<int> rebuilder::open_local(const std::string& rel) {
-  if (auto it = fds_.find(rel); it != fds_.end()) return it->second;
-  std::string path = dir_ + "/" + rel;
-  int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return files::errno_error("open", path);
-  fds_.emplace(rel, fd);
-  return fd;
+result<const plain_file*> rebuilder::open_local(const std::string& rel) {
+  if (auto it = sources_.find(rel); it != sources_.end()) return &it->second;
+  auto f = plain_file::open(dir_ + "/" + rel);
+  if (!f.ok()) return f.err();
+  if (f->sealed())  // unsealed whole in memory: keep one
+    for (auto it = sources_.begin(); it != sources_.end();) it = it->second.sealed() ? sources_.erase(it) : std::next(it);
+  return &sources_.emplace(rel, std::move(*f)).first->second;
 }
 
 // The chunk's bytes from the first copy that hashes right; copies that do not are forgotten.
@@ -73,10 +75,10 @@ result<std::string> rebuilder::read_chunk(const chunk& c) {
   }
   if (auto it = local_.find(c.sha256); it != local_.end()) {
     const location loc = it->second;
-    auto fd = open_local(loc.path);
+    auto src = open_local(loc.path);
     std::string buf(loc.length, '\0');
-    ssize_t n = fd.ok() ? ::pread(*fd, buf.data(), buf.size(), static_cast<off_t>(loc.offset)) : -1;
-    if (n == static_cast<ssize_t>(buf.size()) && crypto::sha256(buf) == c.sha256) {
+    const bool read = src.ok() && (*src)->read(loc.offset, buf.data(), buf.size()).ok();
+    if (read && crypto::sha256(buf) == c.sha256) {
       counters_.from_local++;
       return buf;
     }
@@ -89,8 +91,18 @@ result<std::string> rebuilder::read_chunk(const chunk& c) {
 status rebuilder::build(const file_entry& f) {
   if (auto s = files::make_dirs(tmp_dir_); !s.ok()) return s;
   std::string tmp = tmp_dir_ + "/" + std::to_string(next_tmp_++);
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
-  if (fd < 0) return files::errno_error("create", tmp);
+  // A sealed file is written by a sealed_writer, which publishes it at `tmp`
+  // itself (its own temporary, fsync, rename) on finish.
+  std::unique_ptr<atrest::sealed_writer> sealed;
+  int fd = -1;
+  if (seal_.seals(f.path)) {
+    auto w = atrest::sealed_writer::create(tmp, *seal_.keys, std::chrono::system_clock::now(), 0644);
+    if (!w.ok()) return w.err();
+    sealed = std::move(*w);
+  } else {
+    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0) return files::errno_error("create", tmp);
+  }
   std::vector<chunk> written;  // verified chunks as written, for the root check
   written.reserve(f.chunks.size());
   status st;
@@ -100,12 +112,18 @@ status rebuilder::build(const file_entry& f) {
       st = make_error(bytes.code(), f.path + ": " + bytes.err().message);
       break;
     }
-    if (st = files::write_all(fd, *bytes, tmp); !st.ok()) break;
+    if (st = sealed ? sealed->append(*bytes) : files::write_all(fd, *bytes, tmp); !st.ok()) break;
     written.push_back(c);  // read_chunk verified the bytes against c.sha256
   }
   if (st.ok() && (file_root(written) != f.root || written.size() != f.chunks.size()))
     st = make_error(errc::corruption, f.path + ": rebuilt file does not match its root");
-  if (::close(fd) != 0 && st.ok()) st = files::errno_error("close", tmp);
+  if (sealed) {
+    if (st.ok())
+      if (auto done = sealed->finish(); !done.ok()) st = done.err();
+    sealed.reset();  // unfinished: removes its temporary
+  } else if (::close(fd) != 0 && st.ok()) {
+    st = files::errno_error("close", tmp);
+  }
   if (!st.ok()) {
     ::unlink(tmp.c_str());
     return st;
@@ -115,8 +133,7 @@ status rebuilder::build(const file_entry& f) {
 }
 
 status rebuilder::publish(const std::vector<std::string>& removed) {
-  for (auto& [path, fd] : fds_) ::close(fd);
-  fds_.clear();
+  sources_.clear();
   if (!built_.empty()) {
     // One syncfs instead of an fsync per file: a dataset may have 10^5 small files.
     int dfd = ::open(tmp_dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);

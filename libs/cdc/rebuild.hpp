@@ -16,6 +16,7 @@
 
 #include "libs/cdc/chunk_store.hpp"
 #include "libs/cdc/manifest.hpp"
+#include "libs/cdc/plain_file.hpp"
 
 #include <map>
 #include <string>
@@ -34,7 +35,9 @@ class rebuilder {
 
   // `local` describes what is in `dir` now (its chunk lists say where each
   // chunk lies); the store's current contents count as available.
-  rebuilder(std::string dir, chunk_store& store, const manifest& local);
+  // Files `seal` says so of are written sealed at rest (plain_file.hpp); every
+  // local copy is read as its plaintext, sealed or not.
+  rebuilder(std::string dir, chunk_store& store, const manifest& local, seal_policy seal = {});
   ~rebuilder();  // removes temps not published
   rebuilder(const rebuilder&) = delete;
   rebuilder& operator=(const rebuilder&) = delete;
@@ -61,12 +64,13 @@ class rebuilder {
     std::uint32_t length = 0;
   };
   result<std::string> read_chunk(const chunk& c);
-  result<int> open_local(const std::string& rel);
+  result<const plain_file*> open_local(const std::string& rel);
 
   const std::string dir_, tmp_dir_;
   chunk_store& store_;
   std::unordered_map<crypto::digest, location, digest_hash> local_;
-  std::map<std::string, int> fds_;                       // open local sources
+  seal_policy seal_;
+  std::map<std::string, plain_file> sources_;  // open local sources (of sealed ones, the last only)
   std::vector<std::pair<std::string, std::string>> built_;  // temp path -> relative target
   std::uint64_t next_tmp_ = 0;
   counters counters_;

@@ -1,5 +1,6 @@
 #include "libs/cdc/received_shards.hpp"
 
+#include "libs/atrest/object.hpp"
 #include "libs/crypto/encoding.hpp"
 #include "libs/crypto/hash.hpp"
 #include "libs/files/files.hpp"
@@ -18,9 +19,6 @@
 namespace loom::cdc {
 namespace {
 
-// Read buffer of the hash: the hash, not the system calls, sets the pace,
-// and the stop flag is polled every few ms.
-constexpr std::size_t hash_buffer_bytes = std::size_t{1} << 20;
 // Problems named in the refusal; the rest are counted.
 constexpr std::size_t max_named = 8;
 
@@ -34,38 +32,37 @@ std::string says(const std::string& field, const std::string& manifest, const st
   return field + ": manifest.json says " + manifest + ", " + whose + actual;
 }
 
-// The SHA-256 (hex) of every byte of `path`; an error naming `name` when it
-// cannot be read, unavailable when stopped.
-result<std::string> sha256_file(const std::string& path, const std::string& name, const std::atomic<bool>* stop) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0) return make_error(errc::corruption, name + " cannot be read: " + std::strerror(errno));
-  std::vector<char> buf(hash_buffer_bytes);
-  crypto::sha256_stream h;
-  for (;;) {
-    if (stop && stop->load(std::memory_order_relaxed)) {
-      ::close(fd);
-      return make_error(errc::unavailable, "check of the received dataset stopped");
-    }
-    const ssize_t n = ::read(fd, buf.data(), buf.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int e = errno;
-      ::close(fd);
-      return make_error(errc::corruption, name + " cannot be read: " + std::strerror(e));
-    }
-    if (n == 0) break;
-    h.update(buf.data(), static_cast<std::size_t>(n));
-  }
-  ::close(fd);
-  return crypto::to_hex(crypto::as_view(h.finish()));
-}
-
 // `text` with every `from` replaced by `to` (a temp file's path by its name).
 std::string replace_all(std::string text, const std::string& from, const std::string& to) {
   if (from.empty()) return text;
   for (auto at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
     text.replace(at, from.size(), to);
   return text;
+}
+
+// The SHA-256 (hex) and size of the plaintext of `path` (unsealed, every tag
+// verified, when it is sealed at rest); an error naming `name` when it cannot
+// be read, unavailable when stopped.
+struct plain_facts {
+  std::string sha256;
+  std::uint64_t bytes = 0;
+};
+result<plain_facts> hash_plaintext(const std::string& path, const std::string& name, const std::atomic<bool>* stop) {
+  crypto::sha256_stream h;
+  plain_facts out;
+  auto st = atrest::read_object_stream(path, [&](std::string_view piece) -> status {
+    if (stop && stop->load(std::memory_order_relaxed))
+      return make_error(errc::unavailable, "check of the received dataset stopped");
+    h.update(piece.data(), piece.size());
+    out.bytes += piece.size();
+    return {};
+  });
+  if (!st) {
+    if (st.code() == errc::unavailable) return st.err();
+    return make_error(errc::corruption, name + " cannot be read: " + replace_all(st.err().message, path, name));
+  }
+  out.sha256 = crypto::to_hex(crypto::as_view(h.finish()));
+  return out;
 }
 
 // One listed shard against the file that came as it. Returns false only when stopped.
@@ -76,15 +73,15 @@ result<bool> check_shard(const shards::shard_info& s, const std::string& path, p
     out.add(s.name, "is listed in manifest.json but is not a regular file of the dataset");
     return true;
   }
-  const auto size = static_cast<std::uint64_t>(st.st_size);
-  if (size != s.bytes) out.add(s.name, says("bytes", std::to_string(s.bytes), std::to_string(size), "the file has "));
-  auto sha = sha256_file(path, s.name, stop);
-  if (!sha) {
-    if (sha.code() == errc::unavailable) return sha.err();
-    out.add(s.name, sha.err().message);
+  auto plain = hash_plaintext(path, s.name, stop);
+  if (!plain) {
+    if (plain.code() == errc::unavailable) return plain.err();
+    out.add(s.name, plain.err().message);
     return true;
   }
-  if (*sha != s.sha256) out.add(s.name, says("sha256", s.sha256, *sha));
+  if (plain->bytes != s.bytes)
+    out.add(s.name, says("bytes", std::to_string(s.bytes), std::to_string(plain->bytes), "the file has "));
+  if (plain->sha256 != s.sha256) out.add(s.name, says("sha256", s.sha256, plain->sha256));
   auto r = shards::shard_reader::open(path);
   if (!r) {
     out.add(s.name, "is not a valid shard file: " + replace_all(r.err().message, path, s.name));

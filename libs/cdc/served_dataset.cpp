@@ -2,6 +2,7 @@
 
 #include "libs/files/files.hpp"
 
+#include "libs/cdc/plain_file.hpp"
 #include "libs/cdc/protocol.hpp"
 #include "libs/crypto/encoding.hpp"
 
@@ -14,36 +15,22 @@
 namespace loom::cdc {
 namespace {
 
-// Open descriptors of a pack's source files, closed together.
-class fd_cache {
+// A pack's source files, open together; of sealed ones (unsealed whole in
+// memory) only the last is kept, so a pack across many shards holds one.
+class source_cache {
  public:
-  ~fd_cache() {
-    for (auto& [file, fd] : fds_) ::close(fd);
-  }
-  result<int> get(std::uint32_t file, const std::string& path) {
-    if (auto it = fds_.find(file); it != fds_.end()) return it->second;
-    int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) return files::errno_error("open", path);
-    fds_.emplace(file, fd);
-    return fd;
+  result<const plain_file*> get(std::uint32_t file, const std::string& path) {
+    if (auto it = files_.find(file); it != files_.end()) return &it->second;
+    auto f = plain_file::open(path);
+    if (!f.ok()) return f.err();
+    if (f->sealed())
+      for (auto it = files_.begin(); it != files_.end();) it = it->second.sealed() ? files_.erase(it) : std::next(it);
+    return &files_.emplace(file, std::move(*f)).first->second;
   }
 
  private:
-  std::map<std::uint32_t, int> fds_;
+  std::map<std::uint32_t, plain_file> files_;
 };
-
-status pread_exact(int fd, char* buf, std::size_t n, std::uint64_t off, const std::string& path) {
-  while (n > 0) {
-    ssize_t got = ::pread(fd, buf, n, static_cast<off_t>(off));
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0) return files::errno_error("read", path);
-    if (got == 0) return make_error(errc::conflict, path + " is shorter than its manifest says (changed since)");
-    buf += got;
-    n -= static_cast<std::size_t>(got);
-    off += static_cast<std::uint64_t>(got);
-  }
-  return {};
-}
 
 status write_exact(int fd, std::string_view data, const std::string& path) {
   while (!data.empty()) {
@@ -84,7 +71,7 @@ result<std::uint64_t> build_pack(const snapshot& s, const std::vector<crypto::di
                                  const std::string& pack_path, bool corrupt_first) {
   int out = ::open(pack_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (out < 0) return files::errno_error("create", pack_path);
-  fd_cache fds;
+  source_cache sources;
   std::string buf;
   std::uint64_t total = 0;
   auto fail = [&](error e) -> result<std::uint64_t> {
@@ -102,12 +89,12 @@ result<std::uint64_t> build_pack(const snapshot& s, const std::vector<crypto::di
     total += c.length;
     if (total > max_pack_bytes) return fail(make_error(errc::invalid_argument, "pack larger than 64 MiB"));
     std::string path = s.dir + "/" + f.path;
-    auto fd = fds.get(it->second.file, path);
-    if (!fd.ok()) return fail(fd.err().code == errc::not_found
-                                  ? make_error(errc::conflict, path + " was removed since its manifest")
-                                  : fd.err());
+    auto src = sources.get(it->second.file, path);
+    if (!src.ok()) return fail(src.err().code == errc::not_found && src.err().message.starts_with("open ")
+                                   ? make_error(errc::conflict, path + " was removed since its manifest")
+                                   : src.err());
     buf.resize(c.length);
-    if (auto st = pread_exact(*fd, buf.data(), c.length, c.offset, path); !st.ok()) return fail(st.err());
+    if (auto st = (*src)->read(c.offset, buf.data(), c.length); !st.ok()) return fail(st.err());
     if (crypto::sha256(buf) != c.sha256)
       return fail(make_error(errc::conflict, path + " changed since its manifest was built"));
     if (corrupt_first && i == 0) buf[buf.size() / 2] ^= 0x20;

@@ -135,7 +135,7 @@ class puller {
     auto targets = fetch_chunk_lists(*remote, diff.changed);
     if (!targets.ok()) return targets.err();
     st_.plan_seconds += since(t0);
-    rebuilder rb(into_, store_, *local);
+    rebuilder rb(into_, store_, *local, opt_.seal);
     if (auto s = fetch_and_build(*targets, rb); !s.ok()) return s;
     if (auto s = accept(*remote, *local, rb); !s.ok()) return s;
     auto t1 = clock::now();

@@ -16,6 +16,7 @@
 // parts it had not verified. Not thread-safe: one pull at a time per object.
 #pragma once
 
+#include "libs/cdc/plain_file.hpp"
 #include "libs/status/status.hpp"
 #include "libs/wire/curve.hpp"
 
@@ -56,6 +57,11 @@ struct sync_client_options {
   // changes, the temps are removed (received chunks stay in the chunk store
   // for the next pull) and the pull fails with it. Empty = accept.
   std::function<status(const staged_version&)> accept;
+  // Which rebuilt files are written sealed at rest, under which keys
+  // (plain_file.hpp); the default writes every file plain. The sync itself
+  // always works on plaintext, so a sealed and a plain copy of a dataset
+  // have the same root.
+  seal_policy seal;
 };
 
 struct sync_stats {

@@ -18,6 +18,13 @@ namespace loom::shards {
 
 inline constexpr std::string_view manifest_file_name = "manifest.json";
 
+// Which files of a dataset directory are sealed at rest (libs/atrest) where
+// sealing is on: everything with documents in it — the shards, records.jsonl,
+// rejects.jsonl and anything else — but its two descriptions, manifest.json
+// (names, counts, the plaintext's SHA-256) and report.json (the import's
+// counts), which every tool reads plain. `rel` is relative to the dataset.
+inline bool sealed_in_dataset(std::string_view rel) { return rel != manifest_file_name && rel != "report.json"; }
+
 struct shard_info {
   std::string name;    // file name inside the dataset directory, no '/'
   std::string sha256;  // lower-case hex of the whole file

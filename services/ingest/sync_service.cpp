@@ -1,5 +1,6 @@
 #include "services/ingest/sync_service.hpp"
 
+#include "libs/atrest/object.hpp"
 #include "libs/audit/record.hpp"
 #include "libs/auth/token.hpp"
 #include "libs/cdc/received_shards.hpp"
@@ -130,6 +131,8 @@ status run_pull(task_context& ctx, const pull_job& p) {
   cdc::sync_client_options co;
   // What came must match its manifest.json before it replaces anything here.
   co.accept = [&](const cdc::staged_version& v) { return cdc::check_received_shards(v, p.dataset, ctx.stop); };
+  // Sealed at rest here under this node's keys (the sync moves plaintext over CURVE).
+  co.seal = {atrest::sealing_keys(), [](const std::string& rel) { return shards::sealed_in_dataset(rel); }};
   cdc::sync_client client(zctx, p.mine, p.server_key, co);
   std::mutex mu;
   std::condition_variable cv;

@@ -1,5 +1,7 @@
 #include "services/trainer/dataset_fetch.hpp"
 
+#include "libs/atrest/object.hpp"
+#include "libs/shards/manifest.hpp"
 #include "libs/cdc/received_shards.hpp"
 #include "libs/cdc/sync_client.hpp"
 #include "libs/files/files.hpp"
@@ -74,6 +76,8 @@ status fetch_dataset(runtime::service_env& env, const std::string& tenant, const
   });
   cdc::sync_client_options co;
   co.accept = [&](const cdc::staged_version& v) { return cdc::check_received_shards(v, name, &stop); };
+  // Sealed at rest here under this node's keys (the sync moves plaintext over CURVE).
+  co.seal = {atrest::sealing_keys(), [](const std::string& rel) { return shards::sealed_in_dataset(rel); }};
   cdc::sync_client client(pull_ctx, env.keys, info->public_key(), co);
   auto pulled = client.pull(info->endpoint(), tenant == layout::default_tenant ? "" : tenant, name, into);
   done = true;

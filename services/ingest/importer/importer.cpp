@@ -1,5 +1,7 @@
 #include "services/ingest/importer/importer.hpp"
 
+#include "libs/atrest/object.hpp"
+
 #include "libs/crypto/encoding.hpp"
 #include "libs/crypto/hash.hpp"
 #include "libs/dedup/index.hpp"
@@ -101,10 +103,13 @@ status import_run::setup() {
   if (o_.pii)
     pipe_.add_stage(hook_point::after_clean, "pii", [this](document& d) { return redact(d); });
   const shards::dtype type = shards::dtype_for_vocab(bpe_.vocab_size());
-  auto out = output::create(st_.dir(), type, plan_.shard_target_bytes);
+  // The dataset's shards, records and rejects are sealed at rest unless
+  // LOOM_AT_REST=off (the process's sealing keys; none in a process without a data dir).
+  const auto seal = atrest::sealing_keys();
+  auto out = output::create(st_.dir(), type, plan_.shard_target_bytes, seal);
   if (!out) return out.err();
   out_.emplace(std::move(*out));
-  auto rj = rejects_writer::create(st_.dir() + "/" + std::string(rejects_file_name));
+  auto rj = rejects_writer::create(st_.dir() + "/" + std::string(rejects_file_name), seal);
   if (!rj) return rj.err();
   rejects_.emplace(std::move(*rj));
   if (o_.dedup) {

@@ -53,14 +53,16 @@ void record_json(const document& d, std::string& out) {
   out = j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-result<output> output::create(const std::string& dir, shards::dtype type, std::uint64_t target_bytes) {
+result<output> output::create(const std::string& dir, shards::dtype type, std::uint64_t target_bytes,
+                              std::shared_ptr<atrest::kek_store> seal) {
   shards::writer_options w;
   w.dir = dir;
   w.type = type;
   w.target_bytes = target_bytes;
+  w.seal = seal.get();
   auto sw = shards::shard_writer::create(std::move(w));
   if (!sw) return sw.err();
-  return output(std::move(*sw), dir, type);
+  return output(std::move(*sw), dir, type, std::move(seal));
 }
 
 status output::emit(std::span<const std::uint32_t> tokens, std::string_view record, std::uint64_t text_bytes) {
@@ -69,7 +71,7 @@ status output::emit(std::span<const std::uint32_t> tokens, std::string_view reco
   text_bytes_ += text_bytes;
   if (record.empty()) return ok_status();
   if (!records_file_) {
-    auto f = out_stream::create(dir_ + "/" + std::string(records_file_name), std::size_t{256} << 10);
+    auto f = out_stream::create(dir_ + "/" + std::string(records_file_name), std::size_t{256} << 10, seal_);
     if (!f) return f.err();
     records_file_.emplace(std::move(*f));
   }

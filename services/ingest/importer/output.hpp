@@ -10,6 +10,7 @@
 #include "services/ingest/pipeline/document.hpp"
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -30,8 +31,11 @@ void record_json(const document& d, std::string& out);
 class output {
  public:
   // Shards of `type` and about `target_bytes` each into `dir`; records.jsonl is
-  // created there on the first record.
-  static result<output> create(const std::string& dir, shards::dtype type, std::uint64_t target_bytes);
+  // created there on the first record. Both are sealed at rest under `seal`
+  // when given (the process's sealing keys: on by default); manifest.json
+  // stays plain and lists the plaintext's hashes.
+  static result<output> create(const std::string& dir, shards::dtype type, std::uint64_t target_bytes,
+                               std::shared_ptr<atrest::kek_store> seal = nullptr);
 
   // One document's tokens; record_json non-empty adds it to records.jsonl.
   status emit(std::span<const std::uint32_t> tokens, std::string_view record_json, std::uint64_t text_bytes);
@@ -44,8 +48,9 @@ class output {
   std::uint64_t records() const { return records_; }
 
  private:
-  output(shards::shard_writer w, std::string dir, shards::dtype t)
-      : writer_(std::move(w)), dir_(std::move(dir)), type_(t) {}
+  output(shards::shard_writer w, std::string dir, shards::dtype t, std::shared_ptr<atrest::kek_store> seal)
+      : seal_(std::move(seal)), writer_(std::move(w)), dir_(std::move(dir)), type_(t) {}
+  std::shared_ptr<atrest::kek_store> seal_;  // the writer holds its raw pointer
   shards::shard_writer writer_;
   std::string dir_;
   shards::dtype type_;

@@ -1,8 +1,9 @@
 #include "services/ingest/importer/rejects.hpp"
 
+#include "libs/atrest/object.hpp"
+
 #include <nlohmann/json.hpp>
 
-#include <fstream>
 
 namespace loom::ingest {
 namespace {
@@ -20,8 +21,8 @@ std::string_view clip(std::string_view s, std::size_t n) {
 
 }  // namespace
 
-result<rejects_writer> rejects_writer::create(const std::string& path) {
-  auto o = out_stream::create(path, std::size_t{256} << 10);
+result<rejects_writer> rejects_writer::create(const std::string& path, std::shared_ptr<atrest::kek_store> seal) {
+  auto o = out_stream::create(path, std::size_t{256} << 10, std::move(seal));
   if (!o) return o.err();
   return rejects_writer(std::move(*o));
 }
@@ -43,15 +44,18 @@ status rejects_writer::add(std::string_view stage, std::string_view rule, std::s
 status rejects_writer::close() { return out_.close(true); }
 
 status read_rejects(const std::string& path, std::uint64_t limit, const std::function<bool(reject_entry&&)>& fn) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return make_error(errc::not_found, "rejects file " + path + " cannot be opened");
-  std::string line;
   std::uint64_t n = 0, at = 0;
-  while ((limit == 0 || n < limit) && std::getline(in, line)) {
+  bool stopped = false;
+  status bad_line;
+  // One line: false once the walk should stop (limit, fn said so, a bad entry).
+  auto take = [&](const std::string& line) {
     ++at;
-    if (line.empty()) continue;
+    if (line.empty()) return true;
     auto j = json::parse(line, nullptr, false);
-    auto bad = [&] { return make_error(errc::corruption, path + ":" + std::to_string(at) + ": not a reject entry"); };
+    auto bad = [&] {
+      bad_line = make_error(errc::corruption, path + ":" + std::to_string(at) + ": not a reject entry");
+      return false;
+    };
     if (!j.is_object()) return bad();
     reject_entry e;
     try {
@@ -65,10 +69,33 @@ status read_rejects(const std::string& path, std::uint64_t limit, const std::fun
       return bad();
     }
     ++n;
-    if (!fn(std::move(e))) break;
+    return fn(std::move(e)) && (limit == 0 || n < limit);
+  };
+  std::string partial;
+  auto st = atrest::read_object_stream(path, [&](std::string_view piece) -> status {
+    while (!piece.empty()) {
+      const auto nl = piece.find('\n');
+      if (nl == std::string_view::npos) {
+        partial.append(piece);
+        break;
+      }
+      partial.append(piece.substr(0, nl));
+      piece.remove_prefix(nl + 1);
+      if (!take(partial)) {
+        stopped = true;  // ends the stream early: enough read, or a bad entry
+        return make_error(errc::unavailable, "stopped");
+      }
+      partial.clear();
+    }
+    return {};
+  });
+  if (!st && !stopped) {
+    if (st.code() == errc::not_found && st.err().message.starts_with("open "))
+      return make_error(errc::not_found, "rejects file " + path + " cannot be opened");
+    return st.err();
   }
-  if (in.bad()) return make_error(errc::internal, "read " + path + " failed");
-  return ok_status();
+  if (st && !partial.empty()) (void)take(partial);  // a last line without '\n'
+  return bad_line;
 }
 
 }  // namespace loom::ingest

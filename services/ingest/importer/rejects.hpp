@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -29,7 +30,8 @@ struct reject_entry {
 
 class rejects_writer {
  public:
-  static result<rejects_writer> create(const std::string& path);
+  // Sealed at rest under `seal` when given (published on close).
+  static result<rejects_writer> create(const std::string& path, std::shared_ptr<atrest::kek_store> seal = nullptr);
   status add(std::string_view stage, std::string_view rule, std::string_view file, std::uint64_t line,
              std::string_view detail);
   status close();  // fsyncs
@@ -43,7 +45,7 @@ class rejects_writer {
 
 // Calls fn for each entry of the rejects file at `path`, at most `limit` of them
 // (0 = all); fn returning false stops. corruption naming the line when one is not
-// an entry.
+// an entry. A sealed file is read as its plaintext (tags verified).
 status read_rejects(const std::string& path, std::uint64_t limit, const std::function<bool(reject_entry&&)>& fn);
 
 }  // namespace loom::ingest

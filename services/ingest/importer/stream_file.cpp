@@ -1,26 +1,37 @@
 #include "services/ingest/importer/stream_file.hpp"
 
+#include "libs/atrest/sealed.hpp"
 #include "libs/files/fault.hpp"
 #include "libs/files/files.hpp"
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <fcntl.h>
 #include <unistd.h>
 
 namespace loom::ingest {
-result<out_stream> out_stream::create(const std::string& path, std::size_t buffer_bytes) {
+result<out_stream> out_stream::create(const std::string& path, std::size_t buffer_bytes,
+                                      std::shared_ptr<atrest::kek_store> seal) {
   out_stream s;
-  s.fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (s.fd_ < 0) return files::errno_error("create", path);
+  if (seal) {
+    auto w = atrest::sealed_writer::create(path, *seal, std::chrono::system_clock::now(), 0644);
+    if (!w) return w.err();
+    s.sealed_ = std::move(*w);
+    s.keys_ = std::move(seal);
+  } else {
+    s.fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (s.fd_ < 0) return files::errno_error("create", path);
+  }
   s.path_ = path;
   s.buf_.resize(buffer_bytes > 0 ? buffer_bytes : 4096);
   return s;
 }
 
 out_stream::out_stream(out_stream&& o) noexcept
-    : fd_(o.fd_), path_(std::move(o.path_)), buf_(std::move(o.buf_)), used_(o.used_), written_(o.written_) {
+    : fd_(o.fd_), keys_(std::move(o.keys_)), sealed_(std::move(o.sealed_)), path_(std::move(o.path_)),
+      buf_(std::move(o.buf_)), used_(o.used_), written_(o.written_) {
   o.fd_ = -1;
 }
 
@@ -28,6 +39,8 @@ out_stream& out_stream::operator=(out_stream&& o) noexcept {
   if (this != &o) {
     if (fd_ >= 0) ::close(fd_);
     fd_ = o.fd_;
+    keys_ = std::move(o.keys_);
+    sealed_ = std::move(o.sealed_);
     path_ = std::move(o.path_);
     buf_ = std::move(o.buf_);
     used_ = o.used_;
@@ -42,7 +55,8 @@ out_stream::~out_stream() {
 }
 
 status out_stream::flush() {
-  if (auto st = files::write_all(fd_, std::string_view(buf_.data(), used_), path_); !st) return st;
+  const std::string_view bytes(buf_.data(), used_);
+  if (auto st = sealed_ ? sealed_->append(bytes) : files::write_all(fd_, bytes, path_); !st) return st;
   used_ = 0;
   return ok_status();
 }
@@ -61,6 +75,14 @@ status out_stream::write(std::string_view bytes) {
 }
 
 status out_stream::close(bool durable) {
+  if (sealed_) {
+    status st = flush();
+    if (st)
+      if (auto done = sealed_->finish(); !done) st = done.err();
+    sealed_.reset();
+    std::vector<char>().swap(buf_);
+    return st;
+  }
   if (fd_ < 0) return make_error(errc::invalid_argument, "close " + path_ + ": already closed");
   status st = flush();
   if (st && durable && files::fsync_fd(fd_) != 0) st = files::errno_error("fsync", path_);

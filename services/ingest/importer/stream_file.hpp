@@ -1,5 +1,7 @@
 // Buffered sequential files for the importer: an appending writer (rejects.jsonl,
-// records.jsonl, the pass-1 spill) that fsyncs on close when asked, and a
+// records.jsonl, the pass-1 spill) that fsyncs on close when asked — or,
+// given keys, writes the file sealed at rest (libs/atrest: published whole,
+// atomically, on close; nothing at the path before) — and a
 // reader that fills exact byte counts (the spill read back). Errors name the
 // path; ENOSPC becomes resource_exhausted. Each object is owned by one thread.
 #pragma once
@@ -9,16 +11,24 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
+
+namespace loom::atrest {
+class kek_store;
+class sealed_writer;
+}  // namespace loom::atrest
 
 namespace loom::ingest {
 
 class out_stream {
  public:
-  // Creates (truncates) `path`; `buffer_bytes` of buffer.
-  static result<out_stream> create(const std::string& path, std::size_t buffer_bytes = std::size_t{1} << 20);
+  // Creates (truncates) `path`; `buffer_bytes` of buffer. With `seal`, the
+  // file is sealed under it and appears at `path` on close (always durable).
+  static result<out_stream> create(const std::string& path, std::size_t buffer_bytes = std::size_t{1} << 20,
+                                   std::shared_ptr<atrest::kek_store> seal = nullptr);
   out_stream(out_stream&& o) noexcept;
   out_stream& operator=(out_stream&& o) noexcept;
   out_stream(const out_stream&) = delete;
@@ -35,6 +45,8 @@ class out_stream {
   out_stream() = default;
   status flush();
   int fd_ = -1;
+  std::shared_ptr<atrest::kek_store> keys_;
+  std::unique_ptr<atrest::sealed_writer> sealed_;  // instead of fd_ when sealing
   std::string path_;
   std::vector<char> buf_;
   std::size_t used_ = 0;

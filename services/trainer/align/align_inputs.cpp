@@ -1,5 +1,6 @@
 #include "services/trainer/align/align_inputs.hpp"
 
+#include "libs/atrest/object.hpp"
 #include "libs/crypto/hash.hpp"
 #include "libs/files/files.hpp"
 #include "libs/tokenizer/bpe.hpp"
@@ -76,7 +77,7 @@ result<align_inputs> load_align_inputs(const runspec::run_config& c) {
     in.identity = crypto::sha256_hex("synthetic-prefs seed=" + std::to_string(c.seed) + " held=" +
                                      std::to_string(so.held_out_pairs));
   } else {
-    auto text = files::read_file(c.prefs);
+    auto text = atrest::read_object(c.prefs);  // plain, or a dataset's records sealed at rest
     if (!text) return make_error(text.code(), "data.prefs " + c.prefs + ": " + text.err().message);
     auto recs = align::preferences_from_jsonl(*text, c.prefs);
     if (!recs) return recs.err();

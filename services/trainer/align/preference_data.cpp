@@ -1,5 +1,6 @@
 #include "services/trainer/align/preference_data.hpp"
 
+#include "libs/atrest/object.hpp"
 #include "libs/files/files.hpp"
 
 #include <nlohmann/json.hpp>
@@ -35,7 +36,7 @@ result<std::vector<preference_record>> preferences_from_jsonl(std::string_view j
 }
 
 result<std::vector<preference_record>> read_preferences(const std::string& path) {
-  auto text = files::read_file(path);
+  auto text = atrest::read_object(path);  // plain, or sealed at rest
   if (!text) return text.err();
   return preferences_from_jsonl(*text, path);
 }

@@ -13,7 +13,7 @@ namespace loom::trainer {
 result<std::string> cached_shards(const std::string& source, const std::string& what, const std::string& kind,
                                   const std::string& cache_dir,
                                   const std::function<status(const std::string& text)>& build) {
-  auto text = files::read_file(source);
+  auto text = atrest::read_object(source);  // a dataset's records.jsonl is sealed at rest
   if (!text) return make_error(text.code(), what + " " + source + ": " + text.err().message);
   const std::string stamp_path = cache_dir + "/source.sha256";
   const std::string digest = crypto::sha256_hex(*text) + "  " + (kind.empty() ? "" : kind + " ") + source + "\n";
