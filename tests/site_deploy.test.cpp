@@ -118,7 +118,9 @@ TEST_CASE("a cloud and two edge sites run a diloco job on each site's own data, 
   // dir (signed with the cloud's key), the same tensors as member 0's final snapshot.
   const std::string ckpt_dir = pre["checkpoint"].get<std::string>();
   CHECK(ckpt_dir == c.home.path() + "/jobs/" + id + "/pretrain/checkpoints/step-000016");
-  auto cloud_model = files::read_file(ckpt_dir + "/model.safetensors");
+  // Both sealed at rest, each under its own deployment's keys: compared as plaintext.
+  CHECK(atrest::is_sealed_file(ckpt_dir + "/model.safetensors"));
+  auto cloud_model = atrest::read_object(ckpt_dir + "/model.safetensors", test::keys_of(c.home.path()).get());
   const std::string site_model = test::plain_file(
       sites[0]->home.path() + "/jobs/" + id + "/pretrain/checkpoints/step-000016/model.safetensors", sites[0]->home.path());
   REQUIRE(cloud_model.ok());
@@ -127,17 +129,21 @@ TEST_CASE("a cloud and two edge sites run a diloco job on each site's own data, 
   CHECK_MESSAGE(models.dump().find(ckpt_dir) != std::string::npos, models.dump());
 
   // Data stays home: no file of the cloud is one of a site's dataset files,
-  // and none holds a line of a site's text.
+  // and none holds a line of a site's text — compared as plaintext, each
+  // file unsealed under its own deployment's keys (both seal at rest).
   std::set<std::string> site_files;
-  for (auto& st : sites)
+  for (auto& st : sites) {
+    const auto keys = test::keys_of(st->home.path());
     for (const auto& f : files_under(st->home.path() + "/datasets"))
-      if (auto bytes = files::read_file(f); bytes && bytes->size() > 64) site_files.insert(*bytes);
+      if (auto bytes = atrest::read_object(f, keys.get()); bytes && bytes->size() > 64) site_files.insert(*bytes);
+  }
   REQUIRE(!site_files.empty());
   const std::vector<std::string> lines{"Everyone is permitted to copy and distribute verbatim copies",
                                        "When we speak of free software, we are referring to freedom"};
   std::size_t scanned = 0;
+  const auto cloud_keys = test::keys_of(c.home.path());
   for (const auto& f : files_under(c.home.path())) {
-    auto bytes = files::read_file(f);
+    auto bytes = atrest::read_object(f, cloud_keys.get());
     if (!bytes) continue;
     ++scanned;
     CHECK_MESSAGE(!site_files.count(*bytes), f << " is a site's dataset file");

@@ -146,6 +146,8 @@ TEST_CASE("a cloud and four edge sites on shaped links finish a diloco job throu
   CHECK(ckpt_dir == root + "/" + ckpt::step_dir_name(steps));
   auto key = auth::load_token_key(layout::paths{c.home.path()}.checkpoint_key());
   REQUIRE(key.ok());
+  std::optional<test::process_keys_of> cloud_keys(std::in_place, c.home.path());  // sealed at rest with the cloud's keys
+  CHECK(atrest::is_sealed_file(ckpt_dir + "/model.safetensors"));
   int verified = 0;
   for (const auto& e : fs::directory_iterator(root)) {
     const auto step = ckpt::parse_step_dir(e.path().filename().string());
@@ -163,6 +165,7 @@ TEST_CASE("a cloud and four edge sites on shaped links finish a diloco job throu
   const auto mine = snapshot_params(ckpt_dir, tiny_config());
   CHECK(params_sha256(mine) == retired.theta_sha256());
   CHECK_FALSE(fs::exists(c.home.path() + "/aggregator/" + a->spec().job() + "/state.bin"));
+  cloud_keys.reset();
   MESSAGE(verified << " global snapshot(s) verified; rounds closed " << a->fragments(0).rounds_closed_total()
                    << ", late folded " << a->fragments(0).late_folded_total());
   // Each site's own snapshots verify with its own key (it resumed from them
@@ -179,7 +182,7 @@ TEST_CASE("a cloud and four edge sites on shaped links finish a diloco job throu
     REQUIRE_MESSAGE(l.ok(), st->name);
     CHECK(l->step == steps);
   }
-  auto cloud_model = files::read_file(ckpt_dir + "/model.safetensors");
+  auto cloud_model = atrest::read_object(ckpt_dir + "/model.safetensors", test::keys_of(c.home.path()).get());
   const std::string north_model = test::plain_file(sites[0]->home.path() + "/jobs/" + id + "/pretrain/checkpoints/" +
                                                        ckpt::step_dir_name(steps) + "/model.safetensors",
                                                    sites[0]->home.path());

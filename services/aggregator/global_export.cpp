@@ -1,5 +1,6 @@
 #include "services/aggregator/global_export.hpp"
 
+#include "libs/atrest/object.hpp"
 #include "libs/auth/token.hpp"
 #include "libs/files/confine.hpp"
 #include "libs/files/files.hpp"
@@ -52,7 +53,10 @@ result<std::string> write_global_snapshot(const std::string& data_dir, const mod
   const std::string text = state.dump(1) + "\n";
   const auto now = std::chrono::duration_cast<std::chrono::seconds>(
                        std::chrono::system_clock::now().time_since_epoch()).count();
-  return ckpt::write_gpt2_snapshot(*root, step, {cfg, theta, text, {}}, *key, now);
+  // Sealed at rest like every stage's snapshots (unless LOOM_AT_REST=off):
+  // the global model is the job's checkpoint too.
+  const auto seal = atrest::sealing_keys();
+  return ckpt::write_gpt2_snapshot(*root, step, {cfg, theta, text, {}, seal.get()}, *key, now);
 }
 
 }  // namespace loom::aggregator
