@@ -5,6 +5,7 @@
 // (before -> after) from the model registry's versions of the job, and an hpo
 // stage's best trial from its typed field (job_hpo.hpp).
 #include "client/cli.hpp"
+#include "libs/status/unix_time.hpp"
 #include "client/typed_call.hpp"
 
 #include "client/input.hpp"
@@ -405,7 +406,7 @@ int job_watch(context& c) {
       if (s.state() != "running") continue;
       const double frac = s.total_steps() ? double(s.step()) / double(s.total_steps()) : 0;
       const double eta = s.tokens_per_s() > 0 && s.step() > 0 && frac > 0
-                             ? (std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count() -
+                             ? (std::chrono::duration<double>(loom::wall_now().time_since_epoch()).count() -
                                 double(s.started_unix_ns()) / 1e9) * (1 - frac) / frac
                              : 0;
       if (c.json) {

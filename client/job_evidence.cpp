@@ -1,4 +1,5 @@
 #include "client/job_evidence.hpp"
+#include "libs/status/unix_time.hpp"
 #include "client/typed_call.hpp"
 
 #include "libs/files/files.hpp"
@@ -25,7 +26,7 @@ namespace dg = loom::diagnose;
 
 std::uint64_t now_ns() {
   return static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
+      std::chrono::duration_cast<std::chrono::nanoseconds>(loom::wall_now().time_since_epoch()).count());
 }
 
 dg::stage_fact stage_of(const loom::v1::StageInfo& s) {

@@ -1,5 +1,6 @@
 // Creating and checking the deployment's keys (key_setup.hpp, ensure_keys in cli.hpp).
 #include "client/key_setup.hpp"
+#include "libs/status/unix_time.hpp"
 
 #include "client/cli.hpp"
 
@@ -20,7 +21,7 @@ namespace {
 namespace fs = std::filesystem;
 
 std::int64_t unix_now() {
-  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::seconds>(loom::wall_now().time_since_epoch())
       .count();
 }
 
@@ -278,7 +279,7 @@ result<std::vector<std::string>> recreate_keys(const layout::paths& p) {
   if (exists(p.audit_anchors()) && !has_kek(p)) {
     auditchain::keyring_options ko;
     ko.create = true;
-    auto kr = auditchain::keyring::open(p.audit_keys(), ko, std::chrono::system_clock::now());
+    auto kr = auditchain::keyring::open(p.audit_keys(), ko, loom::wall_now());
     if (!kr) return kr.err();
     notes.push_back("new audit key-encryption key in " + p.audit_keys() + ": audit payloads sealed under the lost "
                     "one stay unreadable (`loom audit trail` shows them without payload)");

@@ -4,6 +4,7 @@
 // `token revoke-all` are admin-only lifecycle operations, audited locally
 // (lifecycle.hpp).
 #include "client/cli.hpp"
+#include "libs/status/unix_time.hpp"
 #include "client/dir_lock.hpp"
 #include "client/key_setup.hpp"
 #include "client/keys_import.hpp"
@@ -28,7 +29,7 @@ namespace loom::cli {
 namespace {
 
 std::int64_t unix_now() {
-  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::seconds>(loom::wall_now().time_since_epoch())
       .count();
 }
 

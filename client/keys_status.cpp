@@ -38,7 +38,7 @@ struct ring {
 }  // namespace
 
 int cmd_keys_status(context& c) {
-  const auto now = std::chrono::system_clock::now();
+  const auto now = loom::wall_now();
   const std::int64_t now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count();
   std::vector<ring> rings;
 

@@ -1,5 +1,6 @@
 // Admin check and audit records of local lifecycle operations (lifecycle.hpp).
 #include "client/lifecycle.hpp"
+#include "libs/status/unix_time.hpp"
 
 #include "client/procs.hpp"
 
@@ -22,7 +23,7 @@ namespace {
 using clock = std::chrono::steady_clock;
 
 std::int64_t unix_now() {
-  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::seconds>(loom::wall_now().time_since_epoch())
       .count();
 }
 

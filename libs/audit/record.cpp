@@ -1,4 +1,5 @@
 #include "libs/audit/record.hpp"
+#include "libs/status/unix_time.hpp"
 
 #include "loom/v1/audit.pb.h"
 
@@ -24,7 +25,7 @@ std::string encode(const record& r) {
   loom::v1::AuditEvent e;
   e.set_unix_ns(r.unix_ns ? r.unix_ns
                           : static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                                           std::chrono::system_clock::now().time_since_epoch())
+                                                           loom::wall_now().time_since_epoch())
                                                            .count()));
   e.set_principal(r.principal);
   e.set_role(r.role);

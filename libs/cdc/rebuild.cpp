@@ -1,4 +1,5 @@
 #include "libs/cdc/rebuild.hpp"
+#include "libs/status/unix_time.hpp"
 
 #include "libs/atrest/sealed.hpp"
 #include "libs/files/files.hpp"
@@ -96,7 +97,7 @@ status rebuilder::build(const file_entry& f) {
   std::unique_ptr<atrest::sealed_writer> sealed;
   int fd = -1;
   if (seal_.seals(f.path)) {
-    auto w = atrest::sealed_writer::create(tmp, *seal_.keys, std::chrono::system_clock::now(), 0644);
+    auto w = atrest::sealed_writer::create(tmp, *seal_.keys, loom::wall_now(), 0644);
     if (!w.ok()) return w.err();
     sealed = std::move(*w);
   } else {

@@ -3,7 +3,10 @@
 // harness creates and removes those files while the deployment runs, so a
 // fault comes and goes without a restart. Without the variable (every
 // deployment but the harness's) a check is one getenv. Points: "fsync" (fsync and fdatasync fail with EIO, as a
-// failing disk or a full thin volume makes them). Thread-safe.
+// failing disk or a full thin volume makes them); "clock" (a signed number of
+// seconds the wall clock is stepped by: read by loom::wall_now,
+// libs/status/unix_time.hpp, which every product read of the date goes
+// through). Thread-safe.
 #pragma once
 
 #include "libs/status/status.hpp"

@@ -1,4 +1,5 @@
 #include "libs/runtime/builtin_logic.hpp"
+#include "libs/status/unix_time.hpp"
 
 #include "loom/v1/service.pb.h"
 
@@ -17,7 +18,7 @@ builtin_logic::builtin_logic(std::string service, std::unique_ptr<service_logic>
         rep.set_payload(req.payload());
         rep.set_service(service_);
         rep.set_unix_ns(static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                                       std::chrono::system_clock::now().time_since_epoch())
+                                                       loom::wall_now().time_since_epoch())
                                                        .count()));
         rep.set_principal(ctx.principal);
         rep.set_role(ctx.role);

@@ -2,6 +2,7 @@
 // bottom: options -> keys -> ZAP -> ROUTER -> metrics -> audit emitter ->
 // supervised service actor -> registration -> gateway loop -> shutdown.
 #include "libs/atrest/object.hpp"
+#include "libs/status/unix_time.hpp"
 #include "libs/audit/emitter.hpp"
 #include "libs/auth/token.hpp"
 #include "libs/files/files.hpp"
@@ -78,7 +79,7 @@ class token_source {
       : principal_(std::move(principal)), key_(std::move(key)), epoch_file_(std::move(epoch_file)) {}
   std::string get() {
     std::lock_guard lock(mu_);
-    auto now = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+    auto now = std::chrono::duration_cast<std::chrono::seconds>(loom::wall_now().time_since_epoch())
                    .count();
     auto epoch = auth::read_epoch(epoch_file_);
     std::uint64_t e = epoch ? *epoch : 0;
@@ -267,7 +268,7 @@ int service_main(int argc, char** argv, const service_spec& spec) {
     }
   } rotation_guard{sink};
   auto at_rest = atrest::open_process_keys_from_env(
-      env.paths.atrest_keys(), [](const char* n) { return std::getenv(n); }, std::chrono::system_clock::now(),
+      env.paths.atrest_keys(), [](const char* n) { return std::getenv(n); }, loom::wall_now(),
       [sink, node = env.node_id, zone = env.zone, svc = spec.name](std::uint32_t version, bool scheduled) {
         std::fprintf(stderr, "loom-%s: at-rest key-encryption key rotated to version %u (%s)\n", svc.c_str(), version,
                      scheduled ? "scheduled: the previous one reached its rotation age" : "asked for");

@@ -1,4 +1,5 @@
 #include "libs/shards/writer.hpp"
+#include "libs/status/unix_time.hpp"
 
 #include "libs/atrest/object.hpp"
 
@@ -82,7 +83,7 @@ status shard_writer::publish_shard() {
   info.docs = docs;
   info.type = opt_.type;
   if (opt_.place) info.node = opt_.place(info);
-  const auto now = opt_.now ? opt_.now() : std::chrono::system_clock::now();
+  const auto now = opt_.now ? opt_.now() : loom::wall_now();
   if (auto s = atrest::write_object(opt_.dir + "/" + info.name, file, opt_.seal, now); !s) return s;
   manifest_.shards.push_back(std::move(info));
   tokens_.clear();

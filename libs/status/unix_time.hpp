@@ -11,9 +11,17 @@
 
 namespace loom {
 
+// The wall clock the product reads: the system's, shifted while the chaos
+// harness's clock fault is armed — $LOOM_FAULTS_DIR/clock holding a signed
+// number of seconds (libs/files/fault.hpp), as a host whose clock steps (NTP,
+// a VM resumed) — re-read at most every 50 ms. Without the variable it is the
+// system clock (one getenv per 50 ms). Every product read of "now" as a date
+// goes through it; durations use steady_clock.
+std::chrono::system_clock::time_point wall_now();
+
 // Nanoseconds since the epoch of `t` (negative before 1970).
 std::int64_t unix_ns(std::chrono::system_clock::time_point t);
-// The system clock now, in nanoseconds / whole seconds since the epoch.
+// wall_now(), in nanoseconds / whole seconds since the epoch.
 std::int64_t unix_now_ns();
 std::int64_t unix_now_s();
 

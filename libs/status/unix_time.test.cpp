@@ -2,6 +2,13 @@
 
 #include <doctest/doctest.h>
 
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <unistd.h>
+
 TEST_CASE("a unix time prints as ISO 8601 in UTC, with the separator asked for") {
   CHECK(loom::utc_text(0) == "1970-01-01T00:00:00Z");
   CHECK(loom::utc_text(1714564800) == "2024-05-01T12:00:00Z");
@@ -25,4 +32,42 @@ TEST_CASE("unix_ns counts nanoseconds from the epoch and now lies between two re
   CHECK(now <= after);
   CHECK(now_s >= before / 1'000'000'000);
   CHECK(now_s <= after / 1'000'000'000);
+}
+
+TEST_CASE("wall_now steps by the clock fault's seconds while it is armed, within 50 ms, and back when it is gone") {
+  using namespace std::chrono;
+  char tmpl[] = "/tmp/loom-clock-XXXXXX";
+  REQUIRE(::mkdtemp(tmpl) != nullptr);
+  const std::string dir = tmpl, file = dir + "/clock";
+  ::setenv("LOOM_FAULTS_DIR", dir.c_str(), 1);
+  auto write = [&](const char* text) {
+    std::FILE* f = std::fopen(file.c_str(), "w");
+    REQUIRE(f != nullptr);
+    std::fputs(text, f);
+    std::fclose(f);
+  };
+  auto offset_s = [] {
+    return duration_cast<seconds>(loom::wall_now() - system_clock::now()).count();
+  };
+  // Waits out the 50 ms recheck: at most 20 tries 10 ms apart.
+  auto settles_at = [&](long expected) {
+    for (int i = 0; i < 20; ++i) {
+      if (std::labs(offset_s() - expected) <= 1) return true;
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+    return false;
+  };
+  write("3600\n");
+  CHECK(settles_at(3600));
+  CHECK(std::labs(loom::unix_now_s() - duration_cast<seconds>(system_clock::now().time_since_epoch()).count() - 3600) <= 1);
+  write("-86400");
+  CHECK(settles_at(-86400));
+  write("not a number");
+  CHECK(settles_at(0));
+  write("3600");
+  CHECK(settles_at(3600));
+  std::remove(file.c_str());
+  CHECK(settles_at(0));
+  ::unsetenv("LOOM_FAULTS_DIR");
+  ::rmdir(dir.c_str());
 }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "libs/wire/client.hpp"
+#include "libs/status/unix_time.hpp"
 #include "libs/wire/envelope.hpp"
 
 #include <chrono>
@@ -37,7 +38,7 @@ request make_request(const M& body, std::string token) {
   req.body = body.SerializeAsString();
   req.token = std::move(token);
   req.sent_unix_ns = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                                    std::chrono::system_clock::now().time_since_epoch())
+                                                    loom::wall_now().time_since_epoch())
                                                     .count());
   return req;
 }

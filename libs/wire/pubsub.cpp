@@ -1,4 +1,5 @@
 #include "libs/wire/pubsub.hpp"
+#include "libs/status/unix_time.hpp"
 
 #include "libs/wire/limits.hpp"
 #include "loom/v1/envelope.pb.h"
@@ -23,7 +24,7 @@ void publisher::publish(std::string_view topic, std::string_view type, std::stri
   ev.set_body(std::string(body));
   ev.set_source(source_);
   ev.set_unix_ns(static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                                std::chrono::system_clock::now().time_since_epoch())
+                                                loom::wall_now().time_since_epoch())
                                                 .count()));
   const std::string bytes = ev.SerializeAsString();
   // PUB never blocks: over-HWM subscribers simply miss the event.

@@ -1,6 +1,7 @@
 // The engine's plumbing, the delta socket and the status (engine.hpp); a
 // job's life (start with a grant, reload, export, retirement) is engine_life.cpp.
 #include "services/aggregator/engine.hpp"
+#include "libs/status/unix_time.hpp"
 
 #include "libs/audit/record.hpp"
 #include "libs/auth/token.hpp"
@@ -57,7 +58,7 @@ void engine::flush_saves() { saver_->drain(); }
 
 std::int64_t engine::unix_now() const {
   if (o_.unix_now) return o_.unix_now();
-  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  return std::chrono::duration_cast<std::chrono::seconds>(loom::wall_now().time_since_epoch()).count();
 }
 
 // outcome: audit::decision as int (1 allow, 2 deny, 3 error), so the header needs no audit include.

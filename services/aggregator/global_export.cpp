@@ -1,4 +1,5 @@
 #include "services/aggregator/global_export.hpp"
+#include "libs/status/unix_time.hpp"
 
 #include "libs/atrest/object.hpp"
 #include "libs/auth/token.hpp"
@@ -52,7 +53,7 @@ result<std::string> write_global_snapshot(const std::string& data_dir, const mod
   if (!root) return root.err();
   const std::string text = state.dump(1) + "\n";
   const auto now = std::chrono::duration_cast<std::chrono::seconds>(
-                       std::chrono::system_clock::now().time_since_epoch()).count();
+                       loom::wall_now().time_since_epoch()).count();
   // Sealed at rest like every stage's snapshots (unless LOOM_AT_REST=off):
   // the global model is the job's checkpoint too.
   const auto seal = atrest::sealing_keys();

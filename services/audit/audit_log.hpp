@@ -19,6 +19,7 @@
 #pragma once
 
 #include "libs/auditchain/checkpoint.hpp"
+#include "libs/status/unix_time.hpp"
 #include "libs/auditchain/keyring.hpp"
 #include "libs/status/status.hpp"
 
@@ -55,7 +56,7 @@ struct audit_log_options {
   auditchain::anchor_policy policy{};
   auditchain::keyring_options keyring{};
   // The clock for sealing (day keys, KEK age) and checkpoints. Tests inject one.
-  std::function<auditchain::sys_time()> clock = [] { return std::chrono::system_clock::now(); };
+  std::function<auditchain::sys_time()> clock = [] { return loom::wall_now(); };
   int deadline_s = 30;      // how long open() waits for an unreachable database
   // Day keys past the retention are destroyed (crypto-shredding) by tick(),
   // at most once an hour; told here so the caller can audit it.

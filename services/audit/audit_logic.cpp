@@ -76,7 +76,7 @@ handled audit_logic::query(const loom::v1::AuditQueryRequest& req, const call_co
 }
 
 handled audit_logic::rotate_keys(const loom::v1::RotateKeysRequest&) {
-  auto v = log_->keys().rotate(std::chrono::system_clock::now());
+  auto v = log_->keys().rotate(loom::wall_now());
   if (!v) return fail(v.err());
   loom::v1::RotateKeysReply rep;
   rep.set_kek_version(*v);

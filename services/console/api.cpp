@@ -1,4 +1,5 @@
 #include "services/console/api.hpp"
+#include "libs/status/unix_time.hpp"
 
 #include "libs/files/files.hpp"
 #include "loom/v1/jobs.pb.h"
@@ -84,7 +85,7 @@ result<std::string> field(const json& body, const char* name, std::size_t max = 
 
 std::uint64_t now_ms() {
   return static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      std::chrono::duration_cast<std::chrono::milliseconds>(loom::wall_now().time_since_epoch())
           .count());
 }
 

@@ -1,4 +1,5 @@
 #include "services/console/server.hpp"
+#include "libs/status/unix_time.hpp"
 
 #include "libs/audit/emitter.hpp"
 #include "libs/auth/token.hpp"
@@ -39,7 +40,7 @@ constexpr auto live_wait = std::chrono::milliseconds(1000);
 constexpr std::size_t max_body = 1u << 20;
 
 sys_ms now_ms() {
-  return std::chrono::duration_cast<sys_ms>(std::chrono::system_clock::now().time_since_epoch());
+  return std::chrono::duration_cast<sys_ms>(loom::wall_now().time_since_epoch());
 }
 
 std::string cookie_value(const httplib::Request& req, const std::string& name) {

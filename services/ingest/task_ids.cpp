@@ -1,4 +1,5 @@
 #include "services/ingest/task_ids.hpp"
+#include "libs/status/unix_time.hpp"
 
 #include "libs/files/files.hpp"
 
@@ -29,7 +30,7 @@ task_ids::task_ids(std::string path) : path_(std::move(path)) {
     }
   }
   floor_ = static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count());
+      std::chrono::duration_cast<std::chrono::seconds>(loom::wall_now().time_since_epoch()).count());
   warning_ += "; task numbers start at " + std::to_string(floor_ + 1) + " so that none is reused";
 }
 

@@ -1,4 +1,5 @@
 #include "services/ingest/tasks.hpp"
+#include "libs/status/unix_time.hpp"
 
 #include "libs/audit/record.hpp"
 #include "libs/files/confine.hpp"
@@ -24,7 +25,7 @@ namespace {
 
 std::uint64_t unix_ns_now() {
   return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                        std::chrono::system_clock::now().time_since_epoch())
+                                        loom::wall_now().time_since_epoch())
                                         .count());
 }
 

@@ -1,4 +1,5 @@
 #include "services/ingest/verify.hpp"
+#include "libs/status/unix_time.hpp"
 
 #include "libs/shards/check.hpp"
 #include "services/ingest/importer/catalog.hpp"
@@ -76,7 +77,7 @@ status verify_dataset(task_context& ctx, const std::string& datasets_root, const
   const std::string damage = shards::describe(problems, 20);
   if (*cat) {
     const auto now = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                         std::chrono::system_clock::now().time_since_epoch()).count();
+                         loom::wall_now().time_since_epoch()).count();
     if (auto st = (*cat)->record_verify(tenant, dataset, import_id, damage, now); !st) return st;
   }
   if (!problems.empty()) return make_error(errc::corruption, "dataset " + dataset + " is damaged: " + damage);

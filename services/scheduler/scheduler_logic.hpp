@@ -14,6 +14,7 @@
 #pragma once
 
 #include "libs/runtime/handler_table.hpp"
+#include "libs/status/unix_time.hpp"
 #include "libs/runtime/service_logic.hpp"
 #include "libs/store/database.hpp"
 #include "services/scheduler/jobs/job_manager.hpp"
@@ -93,7 +94,7 @@ class scheduler_logic final : public runtime::service_logic {
   // min_runtime: before it, a running stage is never preempted.
   // home_zone: the scheduler's own zone, where a job that names none runs.
   explicit scheduler_logic(
-      store::database* db = nullptr, clock_fn now = [] { return std::chrono::system_clock::now(); },
+      store::database* db = nullptr, clock_fn now = [] { return loom::wall_now(); },
       std::string jobs_root = "/tmp/loom-jobs", job_event_sink on_job_event = {},
       std::chrono::milliseconds min_runtime = job_manager::default_min_runtime,
       std::unique_ptr<store::database> writer = nullptr, std::string home_zone = "local");

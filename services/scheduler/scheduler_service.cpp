@@ -1,4 +1,5 @@
 #include "services/scheduler/scheduler_service.hpp"
+#include "libs/status/unix_time.hpp"
 
 #include "libs/audit/emitter.hpp"
 #include "libs/layout/layout.hpp"
@@ -65,7 +66,7 @@ std::unique_ptr<site_registry> make_sites(runtime::service_env& env) {
   auto own = wire::load_allow_list(env.paths.curve_dir());
   auto* adm = env.admission;
   auto r = std::make_unique<site_registry>(
-      env.db, [] { return std::chrono::system_clock::now(); }, cloud_of(env), env.paths.sites_dir(),
+      env.db, [] { return loom::wall_now(); }, cloud_of(env), env.paths.sites_dir(),
       own ? *own : wire::allow_list{}, [adm] {
         if (adm) (void)adm->refresh();
       });
@@ -100,7 +101,7 @@ std::unique_ptr<runtime::service_logic> make_logic(runtime::service_env& env, co
     em->emit(std::move(r));
   };
   auto logic = std::make_unique<scheduler_logic>(
-      env.db, [] { return std::chrono::system_clock::now(); }, env.paths.root + "/jobs", on_event, cfg.min_runtime,
+      env.db, [] { return loom::wall_now(); }, env.paths.root + "/jobs", on_event, cfg.min_runtime,
       open_writer(env.database_url), env.zone);
   logic->set_metrics(env.metrics);
   logic->set_change_sink(env.notify);
@@ -110,7 +111,7 @@ std::unique_ptr<runtime::service_logic> make_logic(runtime::service_env& env, co
   if (auto k = auth::load_token_key(env.paths.token_key())) logic->set_grant_key(*k);  // diloco stages' grants
   if (env.db)
     logic->set_models(std::make_unique<model_registry>(
-        env.db, [] { return std::chrono::system_clock::now(); }, split_cloud_inspector(env), env.paths.root));
+        env.db, [] { return loom::wall_now(); }, split_cloud_inspector(env), env.paths.root));
   if (env.db)
     logic->set_sites(make_sites(env), [em, zone](const scheduler_logic::site_event& e) {
       audit::record r;

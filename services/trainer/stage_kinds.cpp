@@ -3,6 +3,7 @@
 // input rule), the options every run shares (the fetched dataset, progress,
 // audit and notices), one setup per kind of stage, and the crash loop.
 #include "services/trainer/stage_kinds.hpp"
+#include "libs/status/unix_time.hpp"
 
 #include "libs/audit/emitter.hpp"
 #include "libs/files/fault.hpp"
@@ -41,7 +42,7 @@ constexpr int max_restarts = 2;
 constexpr int max_storage_restarts = 4;
 constexpr std::chrono::minutes restart_window{10};
 double unix_seconds_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  return std::chrono::duration<double>(loom::wall_now().time_since_epoch()).count();
 }
 }  // namespace
 
@@ -138,7 +139,7 @@ result<run_options> worker::common_options(stage_run& run, const runspec::run_co
       env_.audit->emit(std::move(rec));
     }
     const auto now = static_cast<std::uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
+        std::chrono::duration_cast<std::chrono::nanoseconds>(loom::wall_now().time_since_epoch()).count());
     std::lock_guard lock(mu_);
     const std::uint64_t seq = r->notices.empty() ? now : std::max(now, r->notices.back().seq + 1);
     r->notices.push_back({seq, kind, text});

@@ -1,4 +1,5 @@
 #include "services/trainer/stage_process.hpp"
+#include "libs/status/unix_time.hpp"
 
 #include "libs/atrest/object.hpp"
 #include "libs/layout/layout.hpp"
@@ -218,7 +219,7 @@ int stage_child_main(int argc, char** argv) {
     layout::paths at_rest_paths;
     at_rest_paths.root = s.data_dir;
     auto at_rest = atrest::open_process_keys_from_env(
-        at_rest_paths.atrest_keys(), [](const char* n) { return std::getenv(n); }, std::chrono::system_clock::now());
+        at_rest_paths.atrest_keys(), [](const char* n) { return std::getenv(n); }, loom::wall_now());
     if (!at_rest) {
       emit({{"e", "error"}, {"code", std::string(to_string(at_rest.code()))}, {"message", at_rest.err().message}});
       return 1;

@@ -1,4 +1,5 @@
 #include "services/trainer/train_cli.hpp"
+#include "libs/status/unix_time.hpp"
 
 #include "services/trainer/config.hpp"
 
@@ -46,7 +47,7 @@ status use_keys_at_rest(const std::string& data_dir) {
   layout::paths p;
   p.root = data_dir;
   auto k = atrest::open_process_keys_from_env(p.atrest_keys(), [](const char* n) { return std::getenv(n); },
-                                              std::chrono::system_clock::now());
+                                              loom::wall_now());
   if (!k) return k.err();
   return ok_status();
 }

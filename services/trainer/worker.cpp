@@ -1,4 +1,5 @@
 #include "services/trainer/worker.hpp"
+#include "libs/status/unix_time.hpp"
 
 #include "libs/atrest/object.hpp"
 #include "libs/audit/emitter.hpp"
@@ -138,7 +139,7 @@ worker::outcome worker::run_stage(stage_run& run) {
   // rotations are audited: service_main), before a stage (in-process or its
   // own process) seals anything with it.
   if (auto keys = atrest::sealing_keys())
-    if (auto st = keys->rotate_if_due(std::chrono::system_clock::now()); !st) return failed(st.err());
+    if (auto st = keys->rotate_if_due(loom::wall_now()); !st) return failed(st.err());
   auto cfg = stage_config(run);
   if (!cfg) return failed(cfg.err());
   auto o = common_options(run, *cfg);

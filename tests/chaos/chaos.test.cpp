@@ -1,4 +1,4 @@
-// The chaos harness (issue 32 item 1), first slice: one host, the embedded
+// The chaos harness (issue 32 item 1): one host, the embedded
 // store. While training jobs, dataset imports and the audit traffic they make
 // run against a `loom up --trainers 2`, a seeded fault thread
 //   - kills -9 a random process of the deployment (a service or a trainer; the
@@ -7,7 +7,10 @@
 //     (libs/files/fault.hpp: LOOM_FAULTS_DIR/fsync),
 //   - opens windows in which the data dir's filesystem is full (the data dir is
 //     a tmpfs of its own, filled by one file; needs root and mount(2): without
-//     them the run says so and goes on without this fault).
+//     them the run says so and goes on without this fault),
+//   - steps the wall clock of every process at once (LOOM_FAULTS_DIR/clock,
+//     read by loom::wall_now): by ±2 minutes, ±1 hour or +31 days (past the
+//     keys' 30-day rotation), for 1-4 s, then back.
 // After the faults stop it checks the invariants: every job whose submit got
 // a reply exists once (a retry under the same request id is the same job) and
 // ends; every job that succeeded has final parameters bitwise equal to the
@@ -159,15 +162,26 @@ struct fault_thread {
     while (!stop && steady::now() < until) {
       pause(std::chrono::milliseconds(1500 + rng() % 3500));
       if (stop || steady::now() >= until) break;
-      const unsigned pick = rng() % 10;
-      if (pick < 6) {
+      const unsigned pick = rng() % 20;
+      if (pick < 11) {
         auto procs = healthy_processes(home);
         if (procs.empty()) continue;
         auto it = procs.begin();
         std::advance(it, rng() % procs.size());
         if (it->second > 0 && ::kill(static_cast<pid_t>(it->second), SIGKILL) == 0)
           log.add("kill", "kill -9 " + it->first + " (pid " + std::to_string(it->second) + ")", t0);
-      } else if (pick < 8 || !disk_fill) {
+      } else if (pick >= 18) {
+        // The host's clock steps (NTP, a resumed VM) for every process at
+        // once, by minutes, an hour or past the 30-day key rotation, then back.
+        static constexpr long jumps[] = {120, -120, 3600, -3600, 31L * 86400};
+        const long by = jumps[rng() % std::size(jumps)];
+        const auto hold = std::chrono::milliseconds(1000 + rng() % 3000);
+        std::ofstream(faults_dir + "/clock") << by << "\n";
+        log.add("clock", "wall clock " + std::string(by > 0 ? "+" : "") + std::to_string(by) + " s for " +
+                             std::to_string(hold.count()) + " ms", t0);
+        pause(hold);
+        ::unlink((faults_dir + "/clock").c_str());
+      } else if (pick < 15 || !disk_fill) {
         const auto hold = std::chrono::milliseconds(500 + rng() % 2500);
         std::ofstream(faults_dir + "/fsync").put('1');
         log.add("fsync", "fsync fails for " + std::to_string(hold.count()) + " ms", t0);
@@ -182,6 +196,7 @@ struct fault_thread {
       }
     }
     ::unlink((faults_dir + "/fsync").c_str());
+    ::unlink((faults_dir + "/clock").c_str());
     ::unlink((home + "/chaos-filler").c_str());
   }
 };
@@ -427,10 +442,10 @@ TEST_CASE("chaos: kill -9, failing fsync and a full disk under jobs and imports,
     int total = 0;
     for (auto& [k, n] : ft.log.counts) total += n;
     std::printf("case=chaos seed=%u seconds=%ld faulted_ms=%lld faults=%d kills=%d fsync_windows=%d disk_full_windows=%d "
-                "jobs=%zu succeeded=%d imports=%d imports_ok=%zu reads=%d snapshots=%d violations=%zu\n",
+                "clock_jumps=%d jobs=%zu succeeded=%d imports=%d imports_ok=%zu reads=%d snapshots=%d violations=%zu\n",
                 seed, seconds, static_cast<long long>(faulted_ms), total, ft.log.counts["kill"], ft.log.counts["fsync"],
-                ft.log.counts["disk_full"], job_of.size(), succeeded, imports, imported.size(), reads, snapshots,
-                violations.size());
+                ft.log.counts["disk_full"], ft.log.counts["clock"], job_of.size(), succeeded, imports, imported.size(),
+                reads, snapshots, violations.size());
     std::fflush(stdout);
   }
   CHECK(violations.empty());

@@ -1,4 +1,5 @@
 #include "services/ingest/importer/stream_file.hpp"
+#include "libs/status/unix_time.hpp"
 
 #include "libs/atrest/sealed.hpp"
 #include "libs/files/fault.hpp"
@@ -16,7 +17,7 @@ result<out_stream> out_stream::create(const std::string& path, std::size_t buffe
                                       std::shared_ptr<atrest::kek_store> seal) {
   out_stream s;
   if (seal) {
-    auto w = atrest::sealed_writer::create(path, *seal, std::chrono::system_clock::now(), 0644);
+    auto w = atrest::sealed_writer::create(path, *seal, loom::wall_now(), 0644);
     if (!w) return w.err();
     s.sealed_ = std::move(*w);
     s.keys_ = std::move(seal);

@@ -1,4 +1,5 @@
 #include "services/trainer/run/sft_data.hpp"
+#include "libs/status/unix_time.hpp"
 
 #include "libs/atrest/object.hpp"
 #include "libs/files/files.hpp"
@@ -184,7 +185,7 @@ result<std::string> prepare_sft_from_dataset(const std::string& dataset_dir, con
   const std::string source = cache_dir + ".records.jsonl";
   if (auto st = files::make_dirs(std::filesystem::path(source).parent_path().string()); !st) return st.err();
   // Training text: sealed at rest like the shards made from it (unless LOOM_AT_REST=off).
-  if (auto st = atrest::write_object(source, jsonl, atrest::sealing_keys().get(), std::chrono::system_clock::now());
+  if (auto st = atrest::write_object(source, jsonl, atrest::sealing_keys().get(), loom::wall_now());
       !st)
     return st.err();
   return prepare_sft_dataset(source, false, cache_dir, tokenizer_path);

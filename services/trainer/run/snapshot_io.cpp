@@ -1,4 +1,5 @@
 #include "services/trainer/run/snapshot_io.hpp"
+#include "libs/status/unix_time.hpp"
 
 #include "libs/atrest/object.hpp"
 #include "libs/auth/token.hpp"
@@ -129,7 +130,7 @@ result<std::string> save_snapshot(const std::string& root, const engine::gpt2& m
   for (const auto& c : st.skipped) state["skipped"].push_back({{"epoch", c.epoch}, {"position", c.position}});
   const std::string state_text = state.dump(1) + "\n";
   const auto now = std::chrono::duration_cast<std::chrono::seconds>(
-                       std::chrono::system_clock::now().time_since_epoch()).count();
+                       loom::wall_now().time_since_epoch()).count();
   // Sealed at rest under the process's keys, which a trainer process opens at
   // start unless LOOM_AT_REST=off (at_rest.hpp).
   const auto seal = atrest::sealing_keys();
