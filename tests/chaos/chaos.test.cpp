@@ -205,11 +205,19 @@ const std::vector<std::string> job_args = {"job", "submit", "--template", "pipel
                                            std::string("text=") + licences + "/GPL-3", "--set", "threads=1",
                                            "--set", "pretrain.train.steps=40"};
 
-// Submits the chaos job under request id `rid`, retrying the same request
+// A learning-rate search (ASHA, 8 trials over a 2-layer model) across both
+// trainers: trials start, are promoted from their own snapshots and stopped
+// while the faults go on.
+const std::vector<std::string> hpo_args = {"job", "submit", "--template", "hpo-lr-tiny", "--set",
+                                           std::string("text=") + licences + "/GPL-3", "--set",
+                                           std::string("hpo.validation=") + licences + "/LGPL-3"};
+
+// Submits the chaos job (or `submit`'s) under request id `rid`, retrying the same request
 // while the scheduler does not answer (killed, restarting) for up to `limit`:
 // its job id, or "" when no attempt got a reply.
-std::string submit_job(const std::string& home, const std::string& rid, std::chrono::seconds limit) {
-  auto args = job_args;
+std::string submit_job(const std::string& home, const std::string& rid, std::chrono::seconds limit,
+                       const std::vector<std::string>& submit = job_args) {
+  auto args = submit;
   args.insert(args.end(), {"--request-id", rid});
   for (auto until = steady::now() + limit;;) {
     auto j = loom_json(home, args, 60s);
@@ -296,11 +304,14 @@ TEST_CASE("chaos: kill -9, failing fsync and a full disk under jobs and imports,
   std::map<std::string, std::string> job_of;  // request id -> job id ("" while unanswered)
   std::set<std::string> imported, import_failed;
   const std::vector<std::string> texts = {"Apache-2.0", "GPL-2", "LGPL-2.1", "MPL-2.0", "GFDL-1.3", "Artistic"};
-  int imports = 0, reads = 0;
+  int imports = 0, reads = 0, pipelines = 0;
+  // One search, at once: it runs beside the chaos jobs while the faults go on.
+  const std::string hpo_rid = "chaos-" + std::to_string(seed) + "-hpo";
+  job_of[hpo_rid] = submit_job(home.path(), hpo_rid, 20s, hpo_args);
   while (steady::now() < ft.until) {
     const unsigned pick = rng() % 4;
-    if (pick == 0 && static_cast<int>(job_of.size()) < max_jobs) {
-      const std::string rid = "chaos-" + std::to_string(seed) + "-job-" + std::to_string(job_of.size());
+    if (pick == 0 && pipelines < max_jobs) {
+      const std::string rid = "chaos-" + std::to_string(seed) + "-job-" + std::to_string(pipelines++);
       job_of[rid] = submit_job(home.path(), rid, 20s);
     } else if (pick <= 2 && imports < seconds / 4) {
       const std::string name = "chaos-" + std::to_string(imports);
@@ -327,7 +338,7 @@ TEST_CASE("chaos: kill -9, failing fsync and a full disk under jobs and imports,
   if (!eventually([&] { return healthy_processes(home.path()).size() >= baseline.size(); }, 90s, 500ms))
     violation("not every process is healthy 90 s after the faults stopped: " + loom_json(home.path(), {"status"}).dump());
   for (auto& [rid, id] : job_of) {
-    const std::string again = submit_job(home.path(), rid, 30s);
+    const std::string again = submit_job(home.path(), rid, 30s, rid == hpo_rid ? hpo_args : job_args);
     if (again.empty()) violation("submit " + rid + " gets no reply after the faults stopped");
     else if (!id.empty() && again != id) violation("submit " + rid + " named job " + id + ", its retry job " + again);
     if (id.empty()) id = again;
@@ -338,12 +349,24 @@ TEST_CASE("chaos: kill -9, failing fsync and a full disk under jobs and imports,
   for (auto& [rid, id] : job_of)
     if (!id.empty()) want.insert(id);
   std::map<std::string, std::string> failed;
-  int succeeded = 0;
+  int succeeded = 0, search_lost_to_restart = 0;
   for (const auto& id : want) {
     if (id == ref_id) continue;
     const json j = wait_done(home.path(), id, 600s, 1000ms);
     const std::string st = j.value("state", "");
-    if (st == "succeeded") {
+    if (st == "succeeded" && id == job_of[hpo_rid]) {  // a search: it ends with its best trial named
+      ++succeeded;
+      const std::string best = j["stages"][0].value("hpo_best", "");
+      if (!best.starts_with("best trial ")) violation("search " + id + " succeeded naming no best trial: " + j.dump());
+    } else if (st == "failed" && id == job_of[hpo_rid] &&
+               j.value("message", "").find("the scheduler restarted during its hpo search") != std::string::npos) {
+      // Known and open (tests/chaos/README.md): ASHA's state is the
+      // scheduler's memory, so a kill of the scheduler mid-search fails the
+      // search, named, with its trials kept. Counted, not a violation; any
+      // other end of the search is judged like a job's.
+      ++search_lost_to_restart;
+      MESSAGE("known: search " << id << " failed: " << j.value("message", ""));
+    } else if (st == "succeeded") {
       ++succeeded;
       if (final_params_sha(j, "pretrain") != ref_pretrain || final_params_sha(j, "sft") != ref_sft)
         violation("job " + id + " succeeded with parameters unlike the uninterrupted reference's");
@@ -442,10 +465,11 @@ TEST_CASE("chaos: kill -9, failing fsync and a full disk under jobs and imports,
     int total = 0;
     for (auto& [k, n] : ft.log.counts) total += n;
     std::printf("case=chaos seed=%u seconds=%ld faulted_ms=%lld faults=%d kills=%d fsync_windows=%d disk_full_windows=%d "
-                "clock_jumps=%d jobs=%zu succeeded=%d imports=%d imports_ok=%zu reads=%d snapshots=%d violations=%zu\n",
+                "clock_jumps=%d jobs=%zu succeeded=%d search_lost_to_restart=%d imports=%d imports_ok=%zu reads=%d "
+                "snapshots=%d violations=%zu\n",
                 seed, seconds, static_cast<long long>(faulted_ms), total, ft.log.counts["kill"], ft.log.counts["fsync"],
-                ft.log.counts["disk_full"], ft.log.counts["clock"], job_of.size(), succeeded, imports, imported.size(),
-                reads, snapshots, violations.size());
+                ft.log.counts["disk_full"], ft.log.counts["clock"], job_of.size(), succeeded, search_lost_to_restart,
+                imports, imported.size(), reads, snapshots, violations.size());
     std::fflush(stdout);
   }
   CHECK(violations.empty());
