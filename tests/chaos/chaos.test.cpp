@@ -8,7 +8,7 @@
 //   - opens windows in which the data dir's filesystem is full (the data dir is
 //     a tmpfs of its own, filled by one file; needs root and mount(2): without
 //     them the run says so and goes on without this fault),
-//   - steps the wall clock of every process at once (LOOM_FAULTS_DIR/clock,
+//   - steps the wall clock of every process of the deployment at once (LOOM_FAULTS_DIR/clock,
 //     read by loom::wall_now): by ±2 minutes, ±1 hour or +31 days (past the
 //     keys' 30-day rotation), for 1-4 s, then back.
 // After the faults stop it checks the invariants: every job whose submit got
