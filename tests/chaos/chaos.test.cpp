@@ -261,7 +261,7 @@ std::vector<std::pair<std::string, std::uint64_t>> snapshots_under(const std::st
 
 }  // namespace
 
-TEST_CASE("chaos: kill -9, failing fsync and a full disk under jobs and imports, then every invariant holds") {
+TEST_CASE("chaos: kill -9, failing fsync, a full disk and clock steps under jobs, a search and imports, then every invariant holds") {
   const long seconds = env_number("LOOM_CHAOS_SECONDS", 60, 10, 24 * 3600);
   const auto seed = static_cast<std::uint32_t>(env_number("LOOM_CHAOS_SEED", 2026, 0, 0xffffffffL));
   temp_dir home("loom-chaos");
