@@ -2,6 +2,7 @@
 // reported durable), the failure is logged once rather than per retry, and
 // once the disk heals every record is spooled under gapless seqs.
 #include "libs/audit/emitter.hpp"
+#include "libs/files/temp_dir.hpp"
 
 #include <doctest/doctest.h>
 #include <zmq.hpp>
@@ -19,12 +20,6 @@ using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
 namespace {
-std::string temp_dir() {
-  char tmpl[] = "/tmp/loom-emitter-XXXXXX";
-  REQUIRE(::mkdtemp(tmpl) != nullptr);
-  return tmpl;
-}
-
 // Sends this process's stderr to a file for its lifetime.
 struct stderr_to_file {
   int saved = -1;
@@ -51,8 +46,8 @@ int count_of(const std::string& text, const std::string& what) {
 }  // namespace
 
 TEST_CASE("an emitter whose spool cannot sync holds its records, logs the failure once, and spools them all once the disk heals") {
-  auto dir = temp_dir();
-  auto faults = dir + "/faults";
+  files::temp_dir tmp("loom-emitter");
+  const std::string dir = tmp.path(), faults = dir + "/faults";
   fs::create_directories(faults);
   const std::string log = dir + "/stderr.log";
   ::setenv("LOOM_FAULTS_DIR", faults.c_str(), 1);
@@ -96,5 +91,4 @@ TEST_CASE("an emitter whose spool cannot sync holds its records, logs the failur
   // 1.5 s of failing at a 20 ms..1 s backoff is a handful of tries, said once.
   CHECK(count_of(text.str(), "spool write failed") == 1);
   CHECK(count_of(text.str(), "spool writable again") == 1);
-  fs::remove_all(dir);
 }
