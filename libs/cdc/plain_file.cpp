@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <iterator>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -78,6 +79,15 @@ status plain_file::read(std::uint64_t offset, char* buf, std::size_t n) const {
     return make_error(errc::conflict, path_ + " is shorter than its manifest says (changed since)");
   std::memcpy(buf, plain_.data() + offset, n);
   return {};
+}
+
+result<const plain_file*> plain_file_cache::get(const std::string& path) {
+  if (auto it = files_.find(path); it != files_.end()) return &it->second;
+  auto f = plain_file::open(path);
+  if (!f.ok()) return f.err();
+  if (f->sealed())
+    for (auto it = files_.begin(); it != files_.end();) it = it->second.sealed() ? files_.erase(it) : std::next(it);
+  return &files_.emplace(path, std::move(*f)).first->second;
 }
 
 }  // namespace loom::cdc

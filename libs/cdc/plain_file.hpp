@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -58,6 +59,18 @@ class plain_file {
   bool sealed_ = false;
   std::uint64_t size_ = 0;
   std::string path_, plain_;
+};
+
+// Files a reader draws chunks from, open together by path; of the sealed ones
+// (unsealed whole in memory) only the last stays, so reading across many
+// shards holds one. One owner.
+class plain_file_cache {
+ public:
+  result<const plain_file*> get(const std::string& path);
+  void clear() { files_.clear(); }
+
+ private:
+  std::map<std::string, plain_file> files_;
 };
 
 }  // namespace loom::cdc

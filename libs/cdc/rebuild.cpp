@@ -55,15 +55,6 @@ rebuilder::~rebuilder() {
 
 bool rebuilder::have(const crypto::digest& id) const { return store_.contains(id) || local_.contains(id); }
 
-result<const plain_file*> rebuilder::open_local(const std::string& rel) {
-  if (auto it = sources_.find(rel); it != sources_.end()) return &it->second;
-  auto f = plain_file::open(dir_ + "/" + rel);
-  if (!f.ok()) return f.err();
-  if (f->sealed())  // unsealed whole in memory: keep one
-    for (auto it = sources_.begin(); it != sources_.end();) it = it->second.sealed() ? sources_.erase(it) : std::next(it);
-  return &sources_.emplace(rel, std::move(*f)).first->second;
-}
-
 // The chunk's bytes from the first copy that hashes right; copies that do not are forgotten.
 result<std::string> rebuilder::read_chunk(const chunk& c) {
   if (store_.contains(c.sha256)) {
@@ -76,7 +67,7 @@ result<std::string> rebuilder::read_chunk(const chunk& c) {
   }
   if (auto it = local_.find(c.sha256); it != local_.end()) {
     const location loc = it->second;
-    auto src = open_local(loc.path);
+    auto src = sources_.get(dir_ + "/" + loc.path);
     std::string buf(loc.length, '\0');
     const bool read = src.ok() && (*src)->read(loc.offset, buf.data(), buf.size()).ok();
     if (read && crypto::sha256(buf) == c.sha256) {

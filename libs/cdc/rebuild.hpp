@@ -64,13 +64,12 @@ class rebuilder {
     std::uint32_t length = 0;
   };
   result<std::string> read_chunk(const chunk& c);
-  result<const plain_file*> open_local(const std::string& rel);
 
   const std::string dir_, tmp_dir_;
   chunk_store& store_;
   std::unordered_map<crypto::digest, location, digest_hash> local_;
   seal_policy seal_;
-  std::map<std::string, plain_file> sources_;  // open local sources (of sealed ones, the last only)
+  plain_file_cache sources_;  // open local sources
   std::vector<std::pair<std::string, std::string>> built_;  // temp path -> relative target
   std::uint64_t next_tmp_ = 0;
   counters counters_;

@@ -15,23 +15,6 @@
 namespace loom::cdc {
 namespace {
 
-// A pack's source files, open together; of sealed ones (unsealed whole in
-// memory) only the last is kept, so a pack across many shards holds one.
-class source_cache {
- public:
-  result<const plain_file*> get(std::uint32_t file, const std::string& path) {
-    if (auto it = files_.find(file); it != files_.end()) return &it->second;
-    auto f = plain_file::open(path);
-    if (!f.ok()) return f.err();
-    if (f->sealed())
-      for (auto it = files_.begin(); it != files_.end();) it = it->second.sealed() ? files_.erase(it) : std::next(it);
-    return &files_.emplace(file, std::move(*f)).first->second;
-  }
-
- private:
-  std::map<std::uint32_t, plain_file> files_;
-};
-
 status write_exact(int fd, std::string_view data, const std::string& path) {
   while (!data.empty()) {
     ssize_t n = ::write(fd, data.data(), data.size());
@@ -71,7 +54,7 @@ result<std::uint64_t> build_pack(const snapshot& s, const std::vector<crypto::di
                                  const std::string& pack_path, bool corrupt_first) {
   int out = ::open(pack_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (out < 0) return files::errno_error("create", pack_path);
-  source_cache sources;
+  plain_file_cache sources;
   std::string buf;
   std::uint64_t total = 0;
   auto fail = [&](error e) -> result<std::uint64_t> {
@@ -89,7 +72,7 @@ result<std::uint64_t> build_pack(const snapshot& s, const std::vector<crypto::di
     total += c.length;
     if (total > max_pack_bytes) return fail(make_error(errc::invalid_argument, "pack larger than 64 MiB"));
     std::string path = s.dir + "/" + f.path;
-    auto src = sources.get(it->second.file, path);
+    auto src = sources.get(path);
     if (!src.ok()) return fail(src.err().code == errc::not_found && src.err().message.starts_with("open ")
                                    ? make_error(errc::conflict, path + " was removed since its manifest")
                                    : src.err());
