@@ -81,6 +81,11 @@ class asha {
   // rank at its rung can only fall. Once true it stays true.
   bool retired(int trial) const;
   int running() const;
+  // Trial t holds a grant it has not reported the end of: it trains from
+  // step_of(t) (its last report) to target_of(t).
+  bool is_running(int trial) const { return state_[std::size_t(trial)].running; }
+  std::int64_t step_of(int trial) const { return state_[std::size_t(trial)].step; }
+  std::int64_t target_of(int trial) const { return state_[std::size_t(trial)].target; }
   bool done() const;  // suggest() would say done
 
  private:

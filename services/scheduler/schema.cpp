@@ -46,6 +46,7 @@ CREATE INDEX nodes_by_zone ON nodes (zone);
       model_tenants_migration(),
       hpo_best_migration(),
       precision_migration(),
+      hpo_search_migration(),
   };
   return all;
 }

@@ -171,6 +171,7 @@ std::optional<worker::outcome> worker::setup_trial(stage_run& run, const runspec
   auto made = trial_scorer::make(cfg, run.eval_text);
   if (!made) return outcome{"failed", made.err().message};
   x.scorer = std::move(*made);
+  o.resume_at_most = run.stop_at;  // never from past the rung; resumed at it, scored again
   const auto last = static_cast<std::uint64_t>(cfg.steps);
   o.outer.after_step = [this, &run, &x, last](std::uint64_t step, std::span<float> p, std::uint64_t) -> status {
     if (step != run.stop_at) return ok_status();

@@ -15,6 +15,10 @@
 // while the search goes on; take_all_but_best() the rest at the end. Pure: no clock, no policy, no store; deterministic
 // (the same reports in the same order, the same segments). Owned by the job
 // manager (the scheduler actor's thread).
+//
+// Every segment next() hands out and every report() is kept in order in
+// journal(): replaying it (resume) gives back the same search, which is how a
+// search survives a scheduler restart (hpo_stage.cpp stores it with the stage).
 #pragma once
 
 #include "libs/hpo/asha.hpp"
@@ -34,11 +38,35 @@ struct hpo_segment {
   std::int64_t from = 0, to = 0;  // train from -> to, then score
 };
 
+// One step of a search, in the order it happened: a segment next() handed
+// out, or a report (a promotion report() decided needs no entry: replaying
+// the report decides it again).
+struct hpo_entry {
+  enum class kind { segment, report } what = kind::segment;
+  int trial = -1;
+  std::int64_t from = 0, to = 0;  // segment: from -> to; report: to = the step reported
+  double loss = 0;                // report: NaN for a failed segment
+  bool operator==(const hpo_entry& o) const {  // two NaN losses (failed segments) are the same entry
+    return what == o.what && trial == o.trial && from == o.from && to == o.to &&
+           (loss == o.loss || (loss != loss && o.loss != o.loss));
+  }
+};
+
 class hpo_search {
  public:
   // invalid_argument: the stage's [hpo] (checked at submit, so only a stored
   // row edited since) or a trial's config.
   static result<hpo_search> make(const std::string& stage_toml, const runspec::run_config& spec);
+
+  // The search as it stood after `journal` (another search's journal(), for
+  // the same stage TOML and spec): each entry is applied again and must give
+  // what it recorded. invalid_argument naming the first entry that does not
+  // (a journal of another search, or edited).
+  static result<hpo_search> resume(const std::string& stage_toml, const runspec::run_config& spec,
+                                   const std::vector<hpo_entry>& journal);
+  const std::vector<hpo_entry>& journal() const { return journal_; }
+  // The segments handed out whose end is not reported yet, by trial.
+  std::vector<hpo_segment> in_flight() const;
 
   // A segment to queue now (a new trial, or a paused one promoted late);
   // nullopt while ASHA waits on running segments, or when it is done.
@@ -84,6 +112,7 @@ class hpo_search {
   std::vector<std::string> configs_;
   std::vector<std::uint64_t> memory_;  // by trial
   std::vector<bool> removed_;          // by trial: returned by take_retired / take_all_but_best
+  std::vector<hpo_entry> journal_;
 };
 
 }  // namespace loom::scheduler

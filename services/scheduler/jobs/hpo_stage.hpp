@@ -5,8 +5,13 @@
 // as stage "NAME.tT" with stop_at = the rung. ASHA (hpo_search) decides at
 // each segment's end; when it is done, the best trial's config, checkpoint
 // and typed result (stage_rec::hpo_best) become the stage's (hpo_stage.cpp).
-// Own state: each running search and its trial segments in the policy (in
-// memory only: a restart during a search fails the stage). Shared state:
+// Own state: each running search and its trial segments in the policy.
+// Both are stored with the stage (stage_rec::hpo_search) after every change,
+// so a search resumes after a scheduler restart: its journal is replayed,
+// segments still running are re-attached to their trainers, the rest queued
+// again under attempt numbers past any the lost scheduler may have handed
+// out unsaved (a trainer still holding such a segment is told to stop, and
+// its report is refused). Shared state:
 // jobs_context, handed in by the job manager with each call. Runs on the
 // scheduler actor.
 #pragma once
@@ -29,7 +34,8 @@ class hpo_stages {
   // (the stage fails when the search cannot start).
   void start(jobs_context& cx, job_rec& j, std::size_t i, time_point now);
   // The scheduler restarted with hpo stage i queued (its search starts) or
-  // running (it fails: ASHA's state is not stored). True when the job failed.
+  // running (it resumes from stage_rec::hpo_search; it fails when that is
+  // missing or does not replay, naming why). True when the job failed.
   bool reload(jobs_context& cx, job_rec& j, std::size_t i, time_point now);
   // Stage i ended or its job was cancelled: its search is dropped and every
   // trial of the job leaves the policy and its trainer (told to stop at its
@@ -48,6 +54,7 @@ class hpo_stages {
     hpo_search search;
     std::vector<std::string> checkpoints;  // by trial: its last snapshot
     std::vector<std::string> nodes;        // by trial: the trainer of its last segment
+    std::vector<std::uint32_t> attempts;   // by trial: the last attempt number handed out
   };
   // One trial segment in the policy: a one-trainer job of its own, in the job's zone.
   struct trial_run {
@@ -59,11 +66,18 @@ class hpo_stages {
   };
 
   static std::string search_key(const std::string& job, std::size_t stage);
+  // The search's state into stage_rec::hpo_search, and that stage row to the store.
+  void save(jobs_context& cx, job_rec& j, std::size_t i) const;
+  std::string encode(const std::string& job, std::size_t i) const;
+  // A restart: the search of stage i back from its stored state (false: it
+  // cannot be, and `why` says why).
+  bool resume(jobs_context& cx, job_rec& j, std::size_t i, time_point now, std::string* why);
   void fill(jobs_context& cx, job_rec& j, std::size_t i, time_point now);  // queue segments while ASHA has some
   void queue_segment(jobs_context& cx, job_rec& j, std::size_t i, const hpo_segment& seg, time_point now);
   // A segment's end: ASHA decides; a promoted trial's next segment goes back
   // to the same trainer in this reply, else whatever the freed trainer got.
-  poll_answer ended(jobs_context& cx, policy::job_id pid, const poll_report& r, time_point now);
+  poll_answer ended(jobs_context& cx, policy::job_id pid, const poll_report& r, time_point now);  // then save()
+  poll_answer ended_unsaved(jobs_context& cx, policy::job_id pid, const poll_report& r, time_point now);
   void end_search(jobs_context& cx, job_rec& j, std::size_t i, time_point now);
   // Removes trials' directories (<out>/<stage>/trial-N) under this scheduler's jobs dir: an hpo_removed event.
   void remove_trials(jobs_context& cx, job_rec& j, std::size_t i, const std::vector<int>& trials,

@@ -138,6 +138,16 @@ const store::migration& precision_migration() {
   return m;
 }
 
+const store::migration& hpo_search_migration() {
+  // '' for every stage without a running search (and every row from before v14).
+  static const store::migration m{
+      .owner = "scheduler",
+      .version = 14,
+      .description = "job_stages.hpo_search: a running hpo search's journal and trials, so it resumes after a restart",
+      .sql = "ALTER TABLE job_stages ADD COLUMN hpo_search TEXT NOT NULL DEFAULT '';\n"};
+  return m;
+}
+
 namespace {
 std::string members_json(const stage_rec& s) { return nlohmann::json(s.members).dump(); }
 
@@ -218,7 +228,7 @@ result<std::vector<job_rec>> load_jobs(store::transaction& tx) {
     auto st = tx.query(
         "SELECT name, config_toml, state, step, total_steps, loss, first_loss, tokens_per_s, node, checkpoint, "
         "attempts, started_unix_ns, finished_unix_ns, members, generation, min_trainers, max_trainers, memory_bytes, "
-        "node_losses, hpo_best, matmul_precision FROM job_stages WHERE job_id = $1 ORDER BY idx",
+        "node_losses, hpo_best, matmul_precision, hpo_search FROM job_stages WHERE job_id = $1 ORDER BY idx",
         {j.id});
     if (!st) return st.err();
     for (const auto& r : *st) {
@@ -250,6 +260,7 @@ result<std::vector<job_rec>> load_jobs(store::transaction& tx) {
       s.node_losses = static_cast<std::uint32_t>(i(18));
       s.hpo_best = hpo_best_of(t(19));
       s.precision = t(20);
+      s.hpo_search = t(21);
       j.stages.push_back(std::move(s));
     }
   }
@@ -273,9 +284,9 @@ status save_job(store::transaction& tx, const job_rec& j) {
     auto w = tx.exec(
         "INSERT INTO job_stages (job_id, idx, name, config_toml, state, step, total_steps, loss, first_loss, "
         "tokens_per_s, node, checkpoint, attempts, started_unix_ns, finished_unix_ns, members, generation, "
-        "min_trainers, max_trainers, memory_bytes, node_losses, hpo_best, matmul_precision) "
+        "min_trainers, max_trainers, memory_bytes, node_losses, hpo_best, matmul_precision, hpo_search) "
         "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, "
-        "$23) "
+        "$23, $24) "
         "ON CONFLICT (job_id, idx) DO UPDATE SET state = excluded.state, step = excluded.step, "
         "total_steps = excluded.total_steps, config_toml = excluded.config_toml, "
         "memory_bytes = excluded.memory_bytes, "
@@ -283,13 +294,13 @@ status save_job(store::transaction& tx, const job_rec& j) {
         "node = excluded.node, checkpoint = excluded.checkpoint, attempts = excluded.attempts, "
         "started_unix_ns = excluded.started_unix_ns, finished_unix_ns = excluded.finished_unix_ns, "
         "members = excluded.members, generation = excluded.generation, node_losses = excluded.node_losses, "
-        "hpo_best = excluded.hpo_best, matmul_precision = excluded.matmul_precision",
+        "hpo_best = excluded.hpo_best, matmul_precision = excluded.matmul_precision, hpo_search = excluded.hpo_search",
         {j.id, static_cast<std::int64_t>(i), s.name, s.config_toml, s.state, static_cast<std::int64_t>(s.step),
          static_cast<std::int64_t>(s.total_steps), s.loss, s.first_loss, s.tokens_per_s, s.node, s.checkpoint,
          static_cast<std::int64_t>(s.attempts), s.started_ns, s.finished_ns, members_json(s),
          static_cast<std::int64_t>(s.generation), static_cast<std::int64_t>(s.min_trainers),
          static_cast<std::int64_t>(s.max_trainers), static_cast<std::int64_t>(s.memory_bytes),
-         static_cast<std::int64_t>(s.node_losses), hpo_best_json(s.hpo_best), s.precision});
+         static_cast<std::int64_t>(s.node_losses), hpo_best_json(s.hpo_best), s.precision, s.hpo_search});
     if (!w) return w.err();
   }
   return ok_status();
@@ -300,11 +311,11 @@ status save_stage(store::transaction& tx, const job_rec& j, std::size_t i) {
   auto w = tx.exec(
       "UPDATE job_stages SET state = $3, step = $4, loss = $5, first_loss = $6, tokens_per_s = $7, node = $8, "
       "checkpoint = $9, attempts = $10, started_unix_ns = $11, finished_unix_ns = $12, members = $13, "
-      "generation = $14, node_losses = $15, matmul_precision = $16 WHERE job_id = $1 AND idx = $2",
+      "generation = $14, node_losses = $15, matmul_precision = $16, hpo_search = $17 WHERE job_id = $1 AND idx = $2",
       {j.id, static_cast<std::int64_t>(i), s.state, static_cast<std::int64_t>(s.step), s.loss, s.first_loss,
        s.tokens_per_s, s.node, s.checkpoint, static_cast<std::int64_t>(s.attempts), s.started_ns, s.finished_ns,
        members_json(s), static_cast<std::int64_t>(s.generation), static_cast<std::int64_t>(s.node_losses),
-       s.precision});
+       s.precision, s.hpo_search});
   if (!w) return w.err();
   if (*w != 1) return make_error(errc::not_found, "no stage " + std::to_string(i) + " of job " + j.id);
   return ok_status();

@@ -64,6 +64,10 @@ struct stage_rec {
   std::vector<std::string> contributed, missing;
   hpo_best_rec hpo_best;  // an hpo stage, once its search is done
   std::string precision;  // what its matmuls run in (member 0's report: fp32, bf16; migration v13)
+  // An hpo stage while its search runs: ASHA's journal, each trial's last
+  // checkpoint, trainer and attempt, and the segments placed (hpo_stage.cpp
+  // writes and reads it; migration v14). "" otherwise.
+  std::string hpo_search;
 };
 
 struct job_rec {
@@ -106,6 +110,8 @@ const store::migration& submit_request_migration();
 const store::migration& hpo_best_migration();
 // v13: job_stages.matmul_precision, what a stage's matmuls ran in (issue 28).
 const store::migration& precision_migration();
+// v14: job_stages.hpo_search, a running hpo search's state (hpo_stage.cpp's JSON).
+const store::migration& hpo_search_migration();
 
 result<std::vector<job_rec>> load_jobs(store::transaction& tx);
 // Inserts or updates the job row and all its stage rows.

@@ -51,6 +51,7 @@ class lm_run {
   status prepare_data();    // shards: the dataset's, or made from data.text / data.sft / records
   status build_model();     // model and optimiser; out of memory halves the micro-batch
   status resume_or_init();  // a snapshot (agreed by the group), init_from, or random
+  status resume_at_or_below(std::uint64_t limit);  // an hpo segment's end (run_options::resume_at_most)
   status open_loader();     // the data cursor, the metrics history, the step's buffers
   status loop();            // steps until the end or a stop
   result<bool> one_step();  // false: stopped

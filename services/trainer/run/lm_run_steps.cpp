@@ -153,6 +153,10 @@ status lm_run::loop() {
     }
   }
   if (o_.on_started) o_.on_started();
+  if (o_.resume_at_most > 0 && resumed_ && step_ == o_.resume_at_most && o_.outer.after_step && !outer) {
+    // An hpo segment resumed at its end (its report was lost): score it again, train nothing.
+    return o_.outer.after_step(step_, model_->params(), 0);
+  }
   while (step_ < total_) {
     auto more = one_step();
     if (!more) return more.err();

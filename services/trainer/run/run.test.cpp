@@ -650,3 +650,60 @@ TEST_CASE("a snapshot whose fsync fails is written again after a pause, and fail
   std::sort(left.begin(), left.end());
   CHECK(left == std::vector<std::string>{"LATEST", dir->substr(dir->rfind('/') + 1)});
 }
+
+// An hpo segment resumed by a scheduler that lost a later segment's hand-out
+// (run_options::resume_at_most): never from past the segment's end.
+TEST_CASE("a segment never resumes past its end: the newest snapshot at or below it, a rung reached is scored again, none means afresh") {
+  files::temp_dir tmp("loom-run");
+  const std::string data = make_shards(tmp.path() + "/shards");
+  run_options o;
+  o.data_dir = tmp.path() + "/home";
+  o.interrupt_grace = std::chrono::hours(1);
+  const std::string out = tmp.path() + "/t";
+  REQUIRE(run_training(small_config(data, out), o).ok());  // snapshots at 4, 8 and 12
+  // The reference: a run stopped at step 6 from the start.
+  std::atomic<bool> stop{false};
+  std::vector<std::uint64_t> seen;
+  std::uint64_t stop_at = 0;
+  auto hooked = [&](run_options r, std::uint64_t at) {
+    stop = false;
+    seen.clear();
+    stop_at = at;
+    r.stop = &stop;
+    r.resume = true;
+    r.resume_at_most = at;
+    r.outer.after_step = [&](std::uint64_t step, std::span<float>, std::uint64_t) {
+      seen.push_back(step);
+      if (step == stop_at) stop = true;
+      return ok_status();
+    };
+    return r;
+  };
+  auto ref = run_training(small_config(data, tmp.path() + "/ref"), hooked(o, 6));
+  REQUIRE(ref.ok());
+  CHECK(ref->steps == 6);
+
+  // At a rung already reached (step 8): scored again, nothing trained, 12 set aside.
+  auto at8 = run_training(small_config(data, out), hooked(o, 8));
+  REQUIRE(at8.ok());
+  CHECK(at8->first_step == 8);
+  CHECK(at8->steps == 8);
+  CHECK(seen == std::vector<std::uint64_t>{8});
+  CHECK(fs::exists(out + "/checkpoints/refused/step-000012"));
+  CHECK(!fs::exists(out + "/checkpoints/step-000012"));
+  // Below the newest: from step 4 to 6, the same parameters as the reference.
+  auto at6 = run_training(small_config(data, out), hooked(o, 6));
+  REQUIRE(at6.ok());
+  CHECK(at6->first_step == 4);
+  CHECK(at6->steps == 6);
+  CHECK(seen == std::vector<std::uint64_t>{5, 6});
+  CHECK(at6->params_sha256 == ref->params_sha256);
+  CHECK(fs::exists(out + "/checkpoints/refused/step-000008"));
+  // Below every snapshot: afresh from step 0, to the same step-6 parameters again.
+  fs::remove_all(out + "/checkpoints/step-000006");
+  auto at3 = run_training(small_config(data, out), hooked(o, 3));
+  REQUIRE(at3.ok());
+  CHECK(at3->first_step == 0);
+  CHECK(at3->steps == 3);
+  CHECK(!fs::exists(out + "/checkpoints/step-000004"));
+}

@@ -143,6 +143,32 @@ status lm_run::build_model() {
   return ok_status();
 }
 
+// The newest snapshot is past the segment's end: the newest at or below it
+// instead (each older step tried, newest first), or none — then the run
+// starts afresh, and the snapshots above move aside either way.
+status lm_run::resume_at_or_below(std::uint64_t limit) {
+  const std::uint64_t newest = resumed_->state.step;
+  resumed_.reset();
+  std::vector<std::uint64_t> steps;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(ckpt_root_, ec))
+    if (auto n = ckpt::parse_step_dir(e.path().filename().string()); n && *n <= limit) steps.push_back(*n);
+  std::sort(steps.rbegin(), steps.rend());
+  for (auto n : steps) {
+    auto snap = open_snapshot(ckpt_root_ + "/" + ckpt::step_dir_name(n), key_);
+    if (snap) {
+      resumed_.emplace(std::move(*snap));
+      break;
+    }
+    say(o_, "snapshot " + ckpt::step_dir_name(n) + " refused: " + snap.err().message);
+  }
+  say(o_, fmt("the newest snapshot (step %llu) is past this segment's end at step %llu: %s",
+              static_cast<unsigned long long>(newest), static_cast<unsigned long long>(limit),
+              resumed_ ? ("resuming from " + resumed_->where.dir).c_str() : "starting afresh"));
+  if (!resumed_) return set_aside_newer(ckpt_root_, 0, o_);
+  return ok_status();  // resume_or_init sets the newer ones aside once it has loaded this one
+}
+
 status lm_run::resume_or_init() {
   if (!lead_) {
     // Opened below, once rank 0 has said which.
@@ -151,6 +177,8 @@ status lm_run::resume_or_init() {
     if (snap) resumed_.emplace(std::move(*snap));
     else if (snap.code() != errc::not_found) return snap.err();
     else say(o_, "no snapshot under " + ckpt_root_ + ": starting from step 0");
+    if (resumed_ && o_.resume_at_most > 0 && resumed_->state.step > o_.resume_at_most)
+      if (auto st = resume_at_or_below(o_.resume_at_most); !st) return st;
   } else if (has_snapshots(ckpt_root_)) {
     return make_error(errc::already_exists, ckpt_root_ + " already holds snapshots: pass --resume to continue "
                                                          "that run, or choose another output directory");

@@ -31,6 +31,14 @@ namespace loom::trainer {
 
 struct run_options {
   bool resume = false;         // continue from out_dir's newest verified snapshot
+  // An hpo trial's segment, which ends at this step (0: none). The run
+  // resumes from the newest snapshot at or below it; newer ones (trained
+  // past it under a later segment that the scheduler lost in a restart) are
+  // set aside, and with none at or below it the run starts afresh — training
+  // is deterministic, so it arrives at the same step-N parameters. Resumed
+  // exactly at it, the run trains nothing and calls outer.after_step(N, ...)
+  // once, so a rung reached before is scored again.
+  std::uint64_t resume_at_most = 0;
   std::string data_dir;        // where keys/checkpoint.key lives (signs the manifests)
   std::ostream* log = nullptr; // progress lines; nullptr = silent
   // Checked between layers of every step (gpt2::set_interrupt): true ends the
