@@ -1,6 +1,6 @@
 #!/bin/sh
 # Throwaway PostgreSQL 15 cluster for tests and benchmarks (STACK.md §3, §12.14).
-# Usage: pg_throwaway.sh start|stop PORT [durable|tls]
+# Usage: pg_throwaway.sh start|restart|stop PORT [durable|tls]
 #   start: a fresh cluster in /tmp/loom-pg-PORT listening on $PG_LISTEN:PORT
 #          ($PG_LISTEN default 127.0.0.1; the multi-host tests give a host's LAN address)
 #          (trust auth, user postgres). Default: fsync=off etc. (tests: fast,
@@ -10,6 +10,8 @@
 #          $dir/tls/ca.crt signs the server's certificate (127.0.0.1, ::1, localhost);
 #          $dir/tls/other-ca.crt is a second CA that signs nothing (wrong-CA tests).
 #          pg_hba refuses every connection without TLS.
+#   restart: starts that cluster again with the options it was started with,
+#          keeping its data (after a crash: the chaos harness kills -9 it).
 #   stop:  stops it and removes the directory.
 # Works as root (CI: initdb/postgres refuse root, so they run as the 'postgres'
 # account via runuser) and as a normal user. The directory lives under /tmp, not
@@ -68,11 +70,17 @@ start)
   fi
   # -k: unix socket in $dir; TCP on $listen only (loopback by default). max_connections: parallel
   # ctest jobs each open a few connections (default 100 is enough; stated for clarity).
-  if ! as "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 30 \
-       -o "-k $dir -p $port -c listen_addresses=$listen -c max_connections=100 $opts" start >/dev/null; then
+  echo "-k $dir -p $port -c listen_addresses=$listen -c max_connections=100 $opts" > "$dir/start.opts"
+  if ! as "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 30 -o "$(cat "$dir/start.opts")" start >/dev/null; then
     cat "$dir/server.log" >&2; exit 1
   fi
   echo "pg_throwaway.sh: cluster on $listen:$port ($mode) in $dir"
+  ;;
+restart)
+  [ -f "$dir/start.opts" ] || { echo "pg_throwaway.sh: no cluster in $dir to restart" >&2; exit 1; }
+  if ! as "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 -o "$(cat "$dir/start.opts")" start >/dev/null; then
+    tail -n 20 "$dir/server.log" >&2; exit 1
+  fi
   ;;
 stop)
   # fast (disconnects clients); on a loaded machine its checkpoint may lag:
@@ -83,5 +91,5 @@ stop)
   fi
   rm -rf "$dir"
   ;;
-*) echo "usage: $0 start|stop PORT [durable]" >&2; exit 2 ;;
+*) echo "usage: $0 start|restart|stop PORT [durable|tls]" >&2; exit 2 ;;
 esac

@@ -1,5 +1,6 @@
-// The chaos harness (issue 32 item 1): one host, the embedded
-// store. While training jobs, dataset imports and the audit traffic they make
+// The chaos harness (issue 32 item 1): one host, the embedded store — or, in
+// the second case, a PostgreSQL cluster of the test's own that the faults
+// kill -9 too (then start again: crash recovery). While training jobs, dataset imports and the audit traffic they make
 // run against a `loom up --trainers 2`, a seeded fault thread
 //   - kills -9 a random process of the deployment (a service or a trainer; the
 //     watcher restarts it),
@@ -20,8 +21,8 @@
 // reported done verifies; no temporary file is left in the data dir; each
 // service's open files and memory are back near their baseline.
 //
-// LOOM_CHAOS_SECONDS (default 60) and LOOM_CHAOS_SEED (default 2026) set the
-// run; tests/chaos/run.sh --minutes N --seed S runs a long one. The last line
+// LOOM_CHAOS_SECONDS (default 60; 40 on PostgreSQL) and LOOM_CHAOS_SEED
+// (default 2026) set the run; tests/chaos/run.sh --minutes N --seed S runs a long one. The last line
 // is `case=chaos seed=S seconds=D faults=N ... violations=0`.
 #include "libs/auth/token.hpp"
 #include "libs/ckpt/snapshot.hpp"
@@ -48,6 +49,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <set>
 #include <sstream>
@@ -137,9 +139,100 @@ struct fault_log {
   }
 };
 
+// /proc/PID/stat: the state letter (0: no such process) and the parent's pid.
+std::pair<char, long> stat_of(long pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto close = text.rfind(')');
+  if (close == std::string::npos || close + 4 > text.size()) return {0, 0};
+  return {text[close + 2], std::strtol(text.c_str() + close + 4, nullptr, 10)};
+}
+
+std::vector<long> children_of(long parent) {
+  std::vector<long> out;
+  std::error_code ec;
+  for (auto it = fs::directory_iterator("/proc", ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    char* end = nullptr;
+    const long pid = std::strtol(it->path().filename().c_str(), &end, 10);
+    if (*end == 0 && pid > 0 && stat_of(pid).second == parent) out.push_back(pid);
+  }
+  return out;
+}
+
+bool gone(long pid) {
+  const char st = stat_of(pid).first;
+  return st == 0 || st == 'Z' || st == 'X';
+}
+
+// The deployment's PostgreSQL: a throwaway cluster this test starts
+// (scripts/pg_throwaway.sh, port LOOM_CHAOS_PG_PORT), kills -9 and starts
+// again, and stops at the end — only its own processes, by pid.
+struct pg_cluster {
+  std::string script = std::string(LOOM_SOURCE_DIR) + "/scripts/pg_throwaway.sh";
+  std::string port, dir;
+  bool started = false;
+  explicit pg_cluster(int p)
+      : port(std::to_string(p)),
+        dir(std::string(std::getenv("TMPDIR") && *std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") +
+            "/loom-pg-" + port) {}
+  ~pg_cluster() {
+    if (started) (void)run({"/bin/sh", script, "stop", port}, 60s);
+  }
+  std::string start() {
+    auto r = run({"/bin/sh", script, "start", port}, 90s);
+    started = r.code == 0;
+    return started ? "" : r.out + r.err;
+  }
+  std::string url() const { return "postgresql://postgres@127.0.0.1:" + port + "/postgres"; }
+  long postmaster() const {
+    std::ifstream in(dir + "/data/postmaster.pid");
+    long pid = 0;
+    in >> pid;
+    return pid;
+  }
+  // kill -9 of the postmaster; its backends end on their own when they see it
+  // gone (killed after 5 s if not). Returns the postmaster's pid (0: none running).
+  long crash() {
+    const long pm = postmaster();
+    if (pm <= 0 || gone(pm)) return 0;
+    const auto kids = children_of(pm);
+    if (::kill(static_cast<pid_t>(pm), SIGKILL) != 0) return 0;
+    const auto deadline = steady::now() + 10s;
+    bool forced = false;
+    for (;;) {
+      bool all = gone(pm);
+      for (long k : kids) all = all && gone(k);
+      if (all || steady::now() >= deadline) break;
+      if (!forced && steady::now() >= deadline - 5s) {
+        for (long k : kids)
+          if (!gone(k)) ::kill(static_cast<pid_t>(k), SIGKILL);
+        forced = true;
+      }
+      std::this_thread::sleep_for(20ms);
+    }
+    // The killed postmaster may stay a zombie (a container's init that does not
+    // reap): its lock file would name a pid that still exists. It is dead.
+    if (stat_of(pm).first == 'Z') ::unlink((dir + "/data/postmaster.pid").c_str());
+    return pm;
+  }
+  // Started again on its data (crash recovery); a few tries while the old
+  // shared memory is still being released. "" or what the last try said.
+  std::string restart() {
+    std::string said;
+    for (int i = 0; i < 5; ++i) {
+      auto r = run({"/bin/sh", script, "restart", port}, 90s);
+      if (r.code == 0) return "";
+      said = r.out + r.err;
+      std::this_thread::sleep_for(1s);
+    }
+    return said;
+  }
+};
+
 struct fault_thread {
   std::string home, faults_dir;
   bool disk_fill = false;
+  pg_cluster* pg = nullptr;  // also kill -9 PostgreSQL (then start it again)
   std::uint32_t seed = 0;
   steady::time_point until, t0;
   fault_log log;
@@ -163,7 +256,15 @@ struct fault_thread {
       pause(std::chrono::milliseconds(1500 + rng() % 3500));
       if (stop || steady::now() >= until) break;
       const unsigned pick = rng() % 20;
-      if (pick < 11) {
+      if (pg && pick < 3) {  // PostgreSQL down for 0.5-3 s: kill -9, then crash recovery
+        const auto hold = std::chrono::milliseconds(500 + rng() % 2500);
+        const long pm = pg->crash();
+        if (pm == 0) continue;
+        log.add("pg_kill", "kill -9 postgres (postmaster pid " + std::to_string(pm) + "), down for " +
+                               std::to_string(hold.count()) + " ms", t0);
+        pause(hold);
+        if (auto why = pg->restart(); !why.empty()) log.add("pg_restart_failed", "postgres did not start again: " + why, t0);
+      } else if (pick < 11) {
         auto procs = healthy_processes(home);
         if (procs.empty()) continue;
         auto it = procs.begin();
@@ -259,11 +360,21 @@ std::vector<std::pair<std::string, std::uint64_t>> snapshots_under(const std::st
   return out;
 }
 
-}  // namespace
-
-TEST_CASE("chaos: kill -9, failing fsync, a full disk and clock steps under jobs, a search and imports, then every invariant holds") {
-  const long seconds = env_number("LOOM_CHAOS_SECONDS", 60, 10, 24 * 3600);
+// One chaos run on the embedded store, or on a PostgreSQL cluster of its
+// own that the faults kill -9 too (`postgres`).
+void chaos_run(bool postgres) {
+  const long seconds = env_number("LOOM_CHAOS_SECONDS", postgres ? 40 : 60, 10, 24 * 3600);
   const auto seed = static_cast<std::uint32_t>(env_number("LOOM_CHAOS_SEED", 2026, 0, 0xffffffffL));
+  std::optional<pg_cluster> pg;
+  if (postgres) {
+    pg.emplace(static_cast<int>(env_number("LOOM_CHAOS_PG_PORT", 55447, 1024, 65535)));
+    const std::string why = pg->start();
+    REQUIRE_MESSAGE(why.empty(), "the chaos run's PostgreSQL did not start: " << why);
+    ::setenv("LOOM_DATABASE_URL", pg->url().c_str(), 1);  // for `loom up` and every later loom command, as in a shell
+  }
+  struct unset_url {
+    ~unset_url() { ::unsetenv("LOOM_DATABASE_URL"); }
+  } unset_at_end;
   temp_dir home("loom-chaos");
   tmpfs_mount mnt(home.path(), "2g");
   if (!mnt.mounted)
@@ -292,6 +403,7 @@ TEST_CASE("chaos: kill -9, failing fsync, a full disk and clock steps under jobs
   ft.home = home.path();
   ft.faults_dir = faults.path();
   ft.disk_fill = mnt.mounted;
+  ft.pg = pg ? &*pg : nullptr;
   ft.seed = seed;
   ft.t0 = steady::now();
   ft.until = ft.t0 + std::chrono::seconds(seconds);
@@ -335,6 +447,7 @@ TEST_CASE("chaos: kill -9, failing fsync, a full disk and clock steps under jobs
     violations.push_back(v);
     MESSAGE("VIOLATION: " << v);
   };
+  if (ft.log.counts["pg_restart_failed"] > 0) violation("PostgreSQL did not start again after a kill -9 (faults below)");
   if (!eventually([&] { return healthy_processes(home.path()).size() >= baseline.size(); }, 90s, 500ms))
     violation("not every process is healthy 90 s after the faults stopped: " + loom_json(home.path(), {"status"}).dump());
   for (auto& [rid, id] : job_of) {
@@ -460,13 +573,24 @@ TEST_CASE("chaos: kill -9, failing fsync, a full disk and clock steps under jobs
                                    << run({"/bin/df", "-h", home.path()}).out);
     int total = 0;
     for (auto& [k, n] : ft.log.counts) total += n;
-    std::printf("case=chaos seed=%u seconds=%ld faulted_ms=%lld faults=%d kills=%d fsync_windows=%d disk_full_windows=%d "
-                "clock_jumps=%d jobs=%zu succeeded=%d search_resumed=%d imports=%d imports_ok=%zu reads=%d "
-                "snapshots=%d violations=%zu\n",
-                seed, seconds, static_cast<long long>(faulted_ms), total, ft.log.counts["kill"], ft.log.counts["fsync"],
-                ft.log.counts["disk_full"], ft.log.counts["clock"], job_of.size(), succeeded, search_resumed,
-                imports, imported.size(), reads, snapshots, violations.size());
+    std::printf("case=chaos store=%s seed=%u seconds=%ld faulted_ms=%lld faults=%d kills=%d pg_kills=%d fsync_windows=%d "
+                "disk_full_windows=%d clock_jumps=%d jobs=%zu succeeded=%d search_resumed=%d imports=%d imports_ok=%zu "
+                "reads=%d snapshots=%d violations=%zu\n",
+                postgres ? "postgres" : "embedded", seed, seconds, static_cast<long long>(faulted_ms), total,
+                ft.log.counts["kill"], ft.log.counts["pg_kill"], ft.log.counts["fsync"], ft.log.counts["disk_full"],
+                ft.log.counts["clock"], job_of.size(), succeeded, search_resumed, imports, imported.size(), reads,
+                snapshots, violations.size());
     std::fflush(stdout);
   }
   CHECK(violations.empty());
+}
+
+}  // namespace
+
+TEST_CASE("chaos: kill -9, failing fsync, a full disk and clock steps under jobs, a search and imports, then every invariant holds") {
+  chaos_run(false);
+}
+
+TEST_CASE("chaos on PostgreSQL: the same faults and kill -9 of PostgreSQL itself, then every invariant holds") {
+  chaos_run(true);
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/chaos/run.sh [--minutes N] [--seed S]
+# tests/chaos/run.sh [--minutes N] [--seed S] [--store embedded|postgres]
 #
 # One chaos run (tests/chaos/chaos.test.cpp) of N minutes (default 10) with
 # seed S (default: from the clock, printed): seeded kill -9 of the deployment's
@@ -8,15 +8,18 @@
 # for the full-disk fault. Ends with the run's line:
 #   case=chaos seed=S seconds=D faulted_ms=... faults=N kills=... violations=0
 # and exits non-zero when an invariant was violated (each is printed as
-# VIOLATION: ...). The suite (CI) runs it for 60 s with seed 2026.
+# VIOLATION: ...). --store postgres: the deployment on a PostgreSQL cluster of
+# the run's own, which the faults kill -9 too. The suite (CI) runs 60 s on the
+# embedded store and 40 s on PostgreSQL, seed 2026.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-minutes=10 seed=$(( $(date +%s) % 100000 ))
+minutes=10 seed=$(( $(date +%s) % 100000 )) store=embedded
 while [[ $# -gt 0 ]]; do
   case $1 in
     --minutes) minutes=$2; shift 2 ;;
     --seed) seed=$2; shift 2 ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    --store) store=$2; shift 2 ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -24,6 +27,11 @@ done
   { echo "run.sh: --minutes takes a whole number >= 1, --seed one >= 0" >&2; exit 2; }
 bin=build/tests/chaos_tests
 [[ -x $bin ]] || { echo "run.sh: $bin is missing: run scripts/build first" >&2; exit 1; }
-echo "chaos: $minutes min, seed $seed"
+[[ $store == embedded || $store == postgres ]] || { echo "run.sh: --store is embedded or postgres" >&2; exit 2; }
+case $store in
+  embedded) only='chaos: kill -9*' ;;
+  postgres) only='chaos on PostgreSQL*' ;;
+esac
+echo "chaos: $minutes min, seed $seed, $store store"
 export LOOM_CHAOS_SECONDS=$((minutes * 60)) LOOM_CHAOS_SEED=$seed
-"$bin" --success=false
+"$bin" --success=false -tc="$only"

@@ -331,3 +331,42 @@ TEST_CASE_FIXTURE(store_fixture, "the precision a trainer reports for its stage 
   to_wire(*mgr->find(id), &info);
   CHECK(info.stages(0).precision() == "bf16");
 }
+
+// Not an hpo matter either: a stage switch a failed store write lost (the
+// chaos harness on PostgreSQL found it: the stage's end stored, the next
+// stage's queueing not) is taken up again at the next load, and the switch
+// is now stored with the stage's end in one unit.
+TEST_CASE_FIXTURE(store_fixture, "a job left with its next stage pending after a succeeded one has that stage queued at load") {
+  auto r = mgr->submit(args("[job]\nstages = [\"pretrain\", \"sft\"]\n[train]\nsteps = 10\n[stage.sft]\n\"data.format\" = \"sft\"\n"),
+                       as("switch"), nodes, now);
+  REQUIRE(r.ok());
+  const std::string id = r->first->id;
+  REQUIRE(db->with_transaction([&](store::transaction& tx) -> status {
+                auto a = tx.exec("UPDATE job_stages SET state = 'succeeded', checkpoint = '/jobs/x/pretrain/checkpoints/step-000010' "
+                                 "WHERE job_id = $1 AND idx = 0", {id});
+                if (!a) return a.err();
+                auto b = tx.exec("UPDATE job_stages SET state = 'pending' WHERE job_id = $1 AND idx = 1", {id});
+                if (!b) return b.err();
+                auto c = tx.exec("UPDATE jobs SET state = 'running' WHERE id = $1", {id});
+                return c ? ok_status() : c.err();
+              }).ok());
+  restart();
+  const job_rec* j = mgr->find(id);
+  REQUIRE(j);
+  CHECK(j->state == "running");
+  CHECK(j->stages[1].state == "running");  // queued, and placed at once on a free trainer
+  const auto kinds = event_kinds(id);
+  REQUIRE(kinds.size() >= 2);
+  CHECK(kinds[kinds.size() - 2] == "queued");
+  CHECK(kinds.back() == "placed");
+  // Its trainer is handed it.
+  int handed = 0;
+  for (const char* node : {"trainer@a", "trainer@b"}) {
+    poll_report idle;
+    idle.node = node;
+    idle.state = "idle";
+    auto ans = mgr->poll(idle, now);
+    handed += ans.work && ans.work->stage == "sft";
+  }
+  CHECK(handed == 1);
+}

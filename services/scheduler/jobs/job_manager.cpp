@@ -79,8 +79,27 @@ status job_manager::load(const roster& nodes, time_point now) {
       if (s.state == "running" && stages_.reload(*this, j, i, now)) continue;
       if (s.state == "queued") queue_stage(j, i, std::nullopt, now);
     }
+    if (!j.terminal()) requeue_lost_switch(j, now);
   }
   return ok_status();
+}
+
+void job_manager::requeue_lost_switch(job_rec& j, time_point now) {
+  std::size_t next = 0;
+  for (; next < j.stages.size(); ++next) {
+    const std::string& st = j.stages[next].state;
+    if (st == "queued" || st == "running") return;  // the job goes on
+    if (st != "succeeded") break;
+  }
+  if (next == j.stages.size() || j.stages[next].state != "pending") return;
+  stage_rec& s = j.stages[next];
+  s.state = "queued";
+  (void)record(j, s.name, "queued",
+               next == 0 ? std::string("the scheduler restarted with no stage of this job queued")
+                         : "starts from " + j.stages[next - 1].name + "'s final checkpoint " +
+                               j.stages[next - 1].checkpoint + " (the stage switch was lost in a failed store write)",
+               now);
+  queue_stage(j, next, std::nullopt, now);
 }
 
 void job_manager::apply(const policy::policy::decisions& ds, time_point now) {
@@ -108,6 +127,9 @@ void job_manager::stage_done(job_rec& j, std::size_t i, bool ok, const std::stri
     }
   s.state = ok ? "succeeded" : "failed";
   s.finished_ns = ns(now);
+  // The switch is stored with the stage's end, in one unit: a store that
+  // fails between two writes never leaves the job with no stage to run.
+  if (ok && i + 1 < j.stages.size()) j.stages[i + 1].state = "queued";
   const bool search = hpo_.stop(*this, j.id, i, now);  // an hpo stage: not in the policy itself
   take_slots(j, i);  // members stay on the stage: who ran it
   if (!ok) {

@@ -189,6 +189,10 @@ class job_manager : private jobs_context {
   // (hpo_stages), or site_stages places it at the next tick. `after` (a
   // stage that just finished, in the policy) hands its queue place over.
   void queue_stage(job_rec& j, std::size_t i, std::optional<policy::job_id> after, time_point now);
+  // load(): a job left with no stage queued or running, its next stage
+  // pending after succeeded ones — a stage switch the store lost (written by
+  // a version that stored it in two units) — has that stage queued now.
+  void requeue_lost_switch(job_rec& j, time_point now);
   // Load shedding: pauses the stage load_shedding says is due (tick()).
   void relieve(time_point now);
   std::optional<policy::node_id> node_index(const std::string& node);
