@@ -16,7 +16,8 @@
 // a reply exists once (a retry under the same request id is the same job) and
 // ends; every job that succeeded has final parameters bitwise equal to the
 // same job run before the chaos began (resumed bit-identically through every
-// kill); every submit that got a reply is in the audit chain and the chain
+// kill; every other job a gang of both trainers, re-formed after each kill of
+// a member, against a gang reference); every submit that got a reply is in the audit chain and the chain
 // verifies; every published snapshot verifies; every dataset that an import
 // reported done verifies; no temporary file is left in the data dir; each
 // service's open files and memory are back near their baseline.
@@ -306,6 +307,14 @@ const std::vector<std::string> job_args = {"job", "submit", "--template", "pipel
                                            std::string("text=") + licences + "/GPL-3", "--set", "threads=1",
                                            "--set", "pretrain.train.steps=40"};
 
+// The same pipeline with its pretrain stage on a gang of both trainers
+// (data-parallel, one micro-batch each): a kill of either member re-forms it.
+const std::vector<std::string> gang_args = [] {
+  auto a = job_args;
+  a.insert(a.end(), {"--set", "pretrain.trainers=2", "--set", "train.grad_accum=2"});
+  return a;
+}();
+
 // A learning-rate search (ASHA, 8 trials over a 2-layer model) across both
 // trainers: trials start, are promoted from their own snapshots and stopped
 // while the faults go on.
@@ -388,12 +397,22 @@ void chaos_run(bool postgres) {
   INFO(up.out << up.err);
   REQUIRE(up.code == 0);
 
-  // The reference: the chaos job run once with no fault.
+  // The references: the chaos job and its gang form, each run once with no fault.
   const std::string ref_id = submit_job(home.path(), "chaos-reference", 60s);
+  const std::string gang_ref_id = submit_job(home.path(), "chaos-gang-reference", 60s, gang_args);
   REQUIRE(!ref_id.empty());
+  REQUIRE(!gang_ref_id.empty());
   const json ref = wait_done(home.path(), ref_id, 300s, 1000ms);
   REQUIRE(ref["state"] == "succeeded");
-  const std::string ref_pretrain = final_params_sha(ref, "pretrain"), ref_sft = final_params_sha(ref, "sft");
+  const json gang_ref = wait_done(home.path(), gang_ref_id, 300s, 1000ms);
+  REQUIRE(gang_ref["state"] == "succeeded");
+  REQUIRE(gang_ref["stages"][0]["members"].size() == 2);
+  // rid -> what its submit sends; job id -> the parameters it must end with.
+  auto args_of = [&](const std::string& rid) -> const std::vector<std::string>& {
+    return rid.find("-hpo") != std::string::npos ? hpo_args : rid.find("-gang-") != std::string::npos ? gang_args : job_args;
+  };
+  const std::pair<std::string, std::string> want_plain{final_params_sha(ref, "pretrain"), final_params_sha(ref, "sft")},
+      want_gang{final_params_sha(gang_ref, "pretrain"), final_params_sha(gang_ref, "sft")};
   std::map<std::string, proc_use> baseline;
   for (auto& [name, pid] : healthy_processes(home.path())) baseline[name] = use_of(pid);
   REQUIRE(baseline.size() >= 6);
@@ -423,8 +442,10 @@ void chaos_run(bool postgres) {
   while (steady::now() < ft.until) {
     const unsigned pick = rng() % 4;
     if (pick == 0 && pipelines < max_jobs) {
-      const std::string rid = "chaos-" + std::to_string(seed) + "-job-" + std::to_string(pipelines++);
-      job_of[rid] = submit_job(home.path(), rid, 20s);
+      // Every other one a gang: both trainers, re-formed after each kill of a member.
+      const bool gang = pipelines % 2 == 1;
+      const std::string rid = "chaos-" + std::to_string(seed) + (gang ? "-gang-" : "-job-") + std::to_string(pipelines++);
+      job_of[rid] = submit_job(home.path(), rid, 20s, args_of(rid));
     } else if (pick <= 2 && imports < seconds / 4) {
       const std::string name = "chaos-" + std::to_string(imports);
       auto r = run_loom(home.path(),
@@ -451,20 +472,24 @@ void chaos_run(bool postgres) {
   if (!eventually([&] { return healthy_processes(home.path()).size() >= baseline.size(); }, 90s, 500ms))
     violation("not every process is healthy 90 s after the faults stopped: " + loom_json(home.path(), {"status"}).dump());
   for (auto& [rid, id] : job_of) {
-    const std::string again = submit_job(home.path(), rid, 30s, rid == hpo_rid ? hpo_args : job_args);
+    const std::string again = submit_job(home.path(), rid, 30s, args_of(rid));
     if (again.empty()) violation("submit " + rid + " gets no reply after the faults stopped");
     else if (!id.empty() && again != id) violation("submit " + rid + " named job " + id + ", its retry job " + again);
     if (id.empty()) id = again;
   }
 
   // Jobs: each exactly once, each ends; a success is bitwise the reference.
-  std::set<std::string> want{ref_id};
+  std::set<std::string> want{ref_id, gang_ref_id};
+  std::set<std::string> gangs;
+  for (auto& [rid, id] : job_of)
+    if (rid.find("-gang-") != std::string::npos) gangs.insert(id);
   for (auto& [rid, id] : job_of)
     if (!id.empty()) want.insert(id);
   std::map<std::string, std::string> failed;
   int succeeded = 0, search_resumed = 0;
+  int gangs_ok = 0;
   for (const auto& id : want) {
-    if (id == ref_id) continue;
+    if (id == ref_id || id == gang_ref_id) continue;
     const json j = wait_done(home.path(), id, 600s, 1000ms);
     const std::string st = j.value("state", "");
     if (st == "succeeded" && id == job_of[hpo_rid]) {  // a search: it ends with its best trial named
@@ -477,8 +502,12 @@ void chaos_run(bool postgres) {
         search_resumed += e.value("kind", "") == "hpo_resumed";
     } else if (st == "succeeded") {
       ++succeeded;
-      if (final_params_sha(j, "pretrain") != ref_pretrain || final_params_sha(j, "sft") != ref_sft)
-        violation("job " + id + " succeeded with parameters unlike the uninterrupted reference's");
+      const bool gang = gangs.count(id) > 0;
+      gangs_ok += gang;
+      const auto& want_sha = gang ? want_gang : want_plain;
+      if (final_params_sha(j, "pretrain") != want_sha.first || final_params_sha(j, "sft") != want_sha.second)
+        violation(std::string(gang ? "gang " : "") + "job " + id +
+                  " succeeded with parameters unlike the uninterrupted reference's");
     } else if (st == "failed") {
       failed[id] = j.dump();
       violation("job " + id + " failed: " + j.value("error", j.dump()));
@@ -574,11 +603,11 @@ void chaos_run(bool postgres) {
     int total = 0;
     for (auto& [k, n] : ft.log.counts) total += n;
     std::printf("case=chaos store=%s seed=%u seconds=%ld faulted_ms=%lld faults=%d kills=%d pg_kills=%d fsync_windows=%d "
-                "disk_full_windows=%d clock_jumps=%d jobs=%zu succeeded=%d search_resumed=%d imports=%d imports_ok=%zu "
+                "disk_full_windows=%d clock_jumps=%d jobs=%zu succeeded=%d gangs_ok=%d search_resumed=%d imports=%d imports_ok=%zu "
                 "reads=%d snapshots=%d violations=%zu\n",
                 postgres ? "postgres" : "embedded", seed, seconds, static_cast<long long>(faulted_ms), total,
                 ft.log.counts["kill"], ft.log.counts["pg_kill"], ft.log.counts["fsync"], ft.log.counts["disk_full"],
-                ft.log.counts["clock"], job_of.size(), succeeded, search_resumed, imports, imported.size(), reads,
+                ft.log.counts["clock"], job_of.size(), succeeded, gangs_ok, search_resumed, imports, imported.size(), reads,
                 snapshots, violations.size());
     std::fflush(stdout);
   }
