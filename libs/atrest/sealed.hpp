@@ -106,6 +106,28 @@ class sealed_writer {
   std::unique_ptr<impl> impl_;
 };
 
+// A sealed file read in order, in pieces of any size, one chunk in memory at
+// a time — each chunk verified before any of its bytes is handed out: a
+// reader that parses records (the importer's spill) pulls exact byte counts.
+// Errors as unseal's, naming the path. One thread.
+class sealed_reader {
+ public:
+  // corruption for a file that is not a whole sealed object of this
+  // deployment (its header, its length, its data key's unwrap).
+  static result<std::unique_ptr<sealed_reader>> open(const std::string& path, kek_store& keys);
+  ~sealed_reader();
+  sealed_reader(const sealed_reader&) = delete;
+  sealed_reader& operator=(const sealed_reader&) = delete;
+  // Up to n plaintext bytes into `out`: fewer only at the end (0: at the end).
+  result<std::size_t> read(void* out, std::size_t n);
+  std::uint64_t size() const;  // the plaintext's
+
+ private:
+  struct impl;
+  explicit sealed_reader(std::unique_ptr<impl> i);
+  std::unique_ptr<impl> impl_;
+};
+
 // The same on files: write_sealed publishes atomically (temporary name,
 // fsync, rename, fsync of the directory), read_sealed names the path.
 status write_sealed(const std::string& path, std::string_view plain, kek_store& keys, sys_time now,

@@ -103,3 +103,56 @@ TEST_CASE("a sealed writer dropped unfinished, or whose fsync fails, leaves noth
   CHECK(entries(dir.path()) == 2);  // the keys and the fault points only
   CHECK_FALSE(std::filesystem::exists(path));
 }
+
+// sealed_reader: the pull side (the importer's spill reads exact byte counts).
+TEST_CASE("a sealed file read back in pieces of any size gives its plaintext, and a changed chunk is refused naming it") {
+  files::temp_dir dir("sealed-reader");
+  auto keys = kek_store::open(dir.path() + "/keys", {}, t0);
+  REQUIRE(keys.ok());
+  const std::uint32_t chunk = 4096;
+  std::mt19937 rng(5);
+  for (std::size_t n : {0, 1, 4095, 4096, 4097, 3 * 4096 + 5}) {
+    INFO("size " << n);
+    const std::string plain = random_text(n, n + 9);
+    const std::string path = dir.path() + "/obj-" + std::to_string(n);
+    REQUIRE(write_sealed(path, plain, **keys, t0, chunk).ok());
+    auto r = sealed_reader::open(path, **keys);
+    REQUIRE(r.ok());
+    CHECK((*r)->size() == n);
+    std::string back;
+    for (;;) {
+      std::string piece(1 + rng() % 5000, '\0');
+      auto got = (*r)->read(piece.data(), piece.size());
+      REQUIRE(got.ok());
+      back.append(piece.data(), *got);
+      if (*got < piece.size()) break;  // fewer only at the end
+    }
+    CHECK(back == plain);
+    auto end = (*r)->read(back.data(), 1);
+    REQUIRE(end.ok());
+    CHECK(*end == 0);
+  }
+  // A byte of chunk 1 flipped: chunk 0 reads, chunk 1 is refused naming the file and its bytes.
+  const std::string path = dir.path() + "/obj-" + std::to_string(3 * 4096 + 5);
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(sealed_header_size + 4096 + sealed_tag_size + 7));
+    f.put('\x5a');
+  }
+  auto r = sealed_reader::open(path, **keys);
+  REQUIRE(r.ok());
+  std::string buf(4096, '\0');
+  REQUIRE((*r)->read(buf.data(), buf.size()).ok());
+  auto bad = (*r)->read(buf.data(), 1);
+  REQUIRE(!bad.ok());
+  CHECK(bad.err().message.find(path + ": chunk 1 (plaintext bytes 4096..8192) fails authentication") != std::string::npos);
+  // Not sealed at all, or another deployment's keys: refused at open.
+  REQUIRE(files::write_atomic(dir.path() + "/plain", "just text, long enough to be more than a header would be .............................................").ok());
+  auto plain = sealed_reader::open(dir.path() + "/plain", **keys);
+  REQUIRE(!plain.ok());
+  CHECK(plain.err().message.find("not a sealed object") != std::string::npos);
+  auto other = kek_store::open(dir.path() + "/other-keys", {}, t0);
+  REQUIRE(other.ok());
+  auto theirs = sealed_reader::open(dir.path() + "/obj-1", **other);
+  REQUIRE(!theirs.ok());
+}

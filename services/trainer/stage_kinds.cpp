@@ -309,6 +309,14 @@ worker::outcome worker::run_with_restarts(stage_run& run, const runspec::run_con
         if (!pause(wait)) return outcome{"stopped", "stopped while waiting out a storage fault"};
         continue;
       }
+      // A group member cannot start again alone (the others wait inside the
+      // same step or formation): it asks for a new formation, which the
+      // scheduler bounds (job_manager::max_regroups). The chaos harness found
+      // a gang failed by one failed fsync of its data cache.
+      if (!sum && x.group && !stop_training_ && files::storage_fault(sum.err())) {
+        if (o.on_notice) o.on_notice("stage_storage_fault", sum.err().message + "; the group re-forms");
+        return outcome{"regroup", "storage fault: " + sum.err().message};
+      }
       if (!sum) return outcome{"failed", sum.err().message};
       if (x.site && run.rank == 0 && !sum->stopped && !sum->snapshot.empty()) {
         // The stage's end at the aggregator: at an edge site the global model

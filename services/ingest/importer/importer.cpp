@@ -88,6 +88,7 @@ class import_run {
   steady::time_point start_, last_tick_{};
   std::optional<dedup::index> index_;
   std::optional<spill_writer> spill_;
+  std::shared_ptr<atrest::kek_store> spill_keys_;  // what the spill is sealed under (null: plain)
   std::optional<output> out_;
   std::optional<rejects_writer> rejects_;
   std::vector<std::string> sources_;  // sources with kept documents, in input order
@@ -120,7 +121,8 @@ status import_run::setup() {
     auto idx = dedup::index::create(d);
     if (!idx) return idx.err();
     index_.emplace(std::move(*idx));
-    auto sp = spill_writer::create(st_.work_dir() + "/pass1.spill", type);
+    spill_keys_ = seal;
+    auto sp = spill_writer::create(st_.work_dir() + "/pass1.spill", type, seal);  // sealed as the dataset is
     if (!sp) return sp.err();
     spill_.emplace(std::move(*sp));
   }
@@ -229,7 +231,7 @@ status import_run::pass2() {
   auto drops = v->reader();
   if (!drops) return drops.err();
   if (auto st = spill_->finish(); !st) return st;
-  auto in = spill_reader::open(spill_->path(), out_->type());
+  auto in = spill_reader::open(spill_->path(), out_->type(), spill_keys_.get());
   if (!in) return in.err();
   spilled_doc d;
   for (std::uint64_t n = 0;; ++n) {

@@ -1,5 +1,7 @@
 #include "services/ingest/importer/spill.hpp"
 
+#include "libs/atrest/sealed.hpp"
+
 #include <cstring>
 
 namespace loom::ingest {
@@ -13,18 +15,11 @@ struct header {
 };
 static_assert(sizeof(header) == 48);
 
-// Reads the rest of a record: a clean end of file here is a cut-off record.
-status read_body(in_stream& in, void* out, std::size_t n) {
-  auto r = in.read(out, n);
-  if (!r) return r.err();
-  if (!*r && n > 0) return make_error(errc::corruption, "spill: ends inside a record");
-  return ok_status();
-}
-
 }  // namespace
 
-result<spill_writer> spill_writer::create(const std::string& path, shards::dtype width) {
-  auto o = out_stream::create(path);
+result<spill_writer> spill_writer::create(const std::string& path, shards::dtype width,
+                                          std::shared_ptr<atrest::kek_store> seal) {
+  auto o = out_stream::create(path, std::size_t{1} << 20, std::move(seal));
   if (!o) return o.err();
   return spill_writer(std::move(*o), width);
 }
@@ -56,27 +51,57 @@ status spill_writer::write(const spill_meta& m, std::span<const std::uint32_t> t
 
 status spill_writer::finish() { return out_.close(false); }
 
-result<spill_reader> spill_reader::open(const std::string& path, shards::dtype width) {
-  auto i = in_stream::open(path);
-  if (!i) return i.err();
-  return spill_reader(std::move(*i), width);
+result<spill_reader> spill_reader::open(const std::string& path, shards::dtype width, atrest::kek_store* keys) {
+  spill_reader r(width);
+  r.path_ = path;
+  if (keys) {
+    auto s = atrest::sealed_reader::open(path, *keys);
+    if (!s) return s.err();
+    r.sealed_ = std::move(*s);
+  } else {
+    auto i = in_stream::open(path);
+    if (!i) return i.err();
+    r.in_.emplace(std::move(*i));
+  }
+  return r;
+}
+
+spill_reader::spill_reader(spill_reader&&) noexcept = default;
+spill_reader& spill_reader::operator=(spill_reader&&) noexcept = default;
+spill_reader::~spill_reader() = default;
+
+result<bool> spill_reader::read(void* out, std::size_t n) {
+  if (in_) return in_->read(out, n);
+  auto got = sealed_->read(out, n);
+  if (!got) return got.err();
+  if (*got == n) return true;
+  if (*got == 0) return false;
+  return make_error(errc::corruption, path_ + ": ends part-way through a record");
 }
 
 result<bool> spill_reader::next(spilled_doc& d) {
+  // The rest of a record: a clean end of file there is a cut-off record.
+  auto body = [this](void* out, std::size_t n) -> status {
+    if (n == 0) return ok_status();
+    auto r = read(out, n);
+    if (!r) return r.err();
+    if (!*r) return make_error(errc::corruption, "spill: ends inside a record");
+    return ok_status();
+  };
   header h;
-  auto more = in_.read(&h, sizeof h);
+  auto more = read(&h, sizeof h);
   if (!more || !*more) return more;
   d.meta = {h.file, h.record, h.line, h.text_bytes, static_cast<doc_kind>(h.kind)};
   d.tokens.resize(h.tokens);
   if (width_ == shards::dtype::uint16) {
     narrow_.resize(h.tokens);
-    if (auto st = read_body(in_, narrow_.data(), narrow_.size() * 2); !st) return st.err();
+    if (auto st = body(narrow_.data(), narrow_.size() * 2); !st) return st.err();
     for (std::size_t i = 0; i < narrow_.size(); ++i) d.tokens[i] = narrow_[i];
   } else {
-    if (auto st = read_body(in_, d.tokens.data(), d.tokens.size() * 4); !st) return st.err();
+    if (auto st = body(d.tokens.data(), d.tokens.size() * 4); !st) return st.err();
   }
   d.record_json.resize(h.json_bytes);
-  if (auto st = read_body(in_, d.record_json.data(), d.record_json.size()); !st) return st.err();
+  if (auto st = body(d.record_json.data(), d.record_json.size()); !st) return st.err();
   return true;
 }
 

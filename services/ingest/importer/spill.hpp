@@ -8,15 +8,21 @@
 // Record: a 48-byte header (doc id, line, text bytes, counts, kind), the token
 // ids in the shard's width, then the records.jsonl line (SFT/preference only).
 // Host byte order: the file never outlives the import that wrote it.
+// Sealed at rest like the dataset it becomes (the process's keys; the
+// documents' tokens and records are the data itself): written through a
+// sealed out_stream, read back one verified chunk at a time.
 // Each object is owned by the importing thread.
 #pragma once
 
+#include "libs/atrest/sealed.hpp"
 #include "libs/shards/format.hpp"
 #include "libs/status/status.hpp"
 #include "services/ingest/importer/stream_file.hpp"
 #include "services/ingest/pipeline/document.hpp"
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -40,7 +46,9 @@ struct spilled_doc {
 
 class spill_writer {
  public:
-  static result<spill_writer> create(const std::string& path, shards::dtype width);
+  // `seal`: the spill is sealed under it (null: plain).
+  static result<spill_writer> create(const std::string& path, shards::dtype width,
+                                     std::shared_ptr<atrest::kek_store> seal = nullptr);
   // REQUIRES: ids fit the width.
   status write(const spill_meta& meta, std::span<const std::uint32_t> tokens, std::string_view record_json);
   status finish();  // flushes and closes (no fsync: scratch)
@@ -56,13 +64,21 @@ class spill_writer {
 
 class spill_reader {
  public:
-  static result<spill_reader> open(const std::string& path, shards::dtype width);
+  // `keys`: the spill was sealed (its writer's keys); null: plain.
+  static result<spill_reader> open(const std::string& path, shards::dtype width, atrest::kek_store* keys = nullptr);
+  spill_reader(spill_reader&&) noexcept;
+  spill_reader& operator=(spill_reader&&) noexcept;
+  ~spill_reader();
   // The next record into `d` (reusing its buffers): true; end: false.
   result<bool> next(spilled_doc& d);
 
  private:
-  spill_reader(in_stream i, shards::dtype w) : in_(std::move(i)), width_(w) {}
-  in_stream in_;
+  spill_reader(shards::dtype w) : width_(w) {}
+  // Fills out[0, n): true; a clean end before the first byte: false; else corruption.
+  result<bool> read(void* out, std::size_t n);
+  std::optional<in_stream> in_;                   // a plain spill
+  std::unique_ptr<atrest::sealed_reader> sealed_; // a sealed one
+  std::string path_;
   shards::dtype width_;
   std::vector<std::uint16_t> narrow_;
 };
