@@ -25,30 +25,8 @@ namespace {
 constexpr store::backend engine = store::testing::suite_backend;
 
 // train.steps 6, R 90: the submit-time figure (6) is not the search's.
-constexpr const char* search_then_sft = R"([job]
-stages = ["search", "sft"]
-[train]
-steps = 6
-[optim]
-min_lr = 1e-5
-[stage.search]
-kind = "hpo"
-[stage.sft]
-"data.format" = "sft"
-"train.steps" = 20
-[hpo]
-trials = 8
-seed = 3
-min_steps = 10
-max_steps = 90
-eta = 3
-[hpo.space]
-"optim.lr" = {log_uniform = [1e-4, 1e-2]}
-)";
-
-constexpr const char* search_only = R"([job]
-stages = ["search"]
-[train]
+// One search; search_then_sft runs an sft stage after it with the best values.
+const std::string search_tables = R"([train]
 steps = 6
 [optim]
 min_lr = 1e-5
@@ -63,6 +41,9 @@ eta = 3
 [hpo.space]
 "optim.lr" = {log_uniform = [1e-4, 1e-2]}
 )";
+const std::string search_then_sft = "[job]\nstages = [\"search\", \"sft\"]\n" + search_tables +
+                                    "[stage.sft]\n\"data.format\" = \"sft\"\n\"train.steps\" = 20\n";
+const std::string search_only = "[job]\nstages = [\"search\"]\n" + search_tables;
 
 struct store_fixture : testing::job_fixture {
   store::testing::scratch scratch = store::testing::scratch::make(engine, "hpo").value();
