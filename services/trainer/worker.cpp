@@ -177,7 +177,7 @@ void worker::poll_loop() {
       log("trainer: scheduler replicas now %s\n", runtime::describe_targets(targets.list()));
     }
     wire::client& cli = *client;
-    const work_view v = board_->view();
+    work_view v = board_->view();
     if (auto said = shedder_->observe(v.phase == work_phase::running, load_shedder::clock::now()); !said.empty())
       log("trainer: %s%s\n", said);
     poll_facts facts;
@@ -189,7 +189,14 @@ void worker::poll_loop() {
     if (env_.metrics && facts.pressure.memory >= 0)
       env_.metrics->set("memory_used_ratio", {}, facts.pressure.memory);  // what load shedding reads
     facts.node = env_.node_id;
-    facts.report = board_->with([](work_state& w) { return w.report(); });
+    // The state and the figures sent with it from one look at the board: a
+    // stage that ended since `v` was taken (a refusal within milliseconds)
+    // would otherwise be reported "failed" with the running view's empty
+    // message, and that report is the one its end is taken from.
+    facts.report = board_->with([&v](work_state& w) {
+      v = w.view();
+      return w.report();
+    });
     if (inbox_) {
       facts.inbox_endpoint = runtime::advertised(env_, inbox_->endpoint());  // what peers on other hosts reach
       facts.inbox_key = inbox_->public_key();
