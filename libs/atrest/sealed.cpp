@@ -191,47 +191,17 @@ status unseal_into(std::string_view sealed, kek_store& keys, const std::string& 
 }
 
 status unseal_file(const std::string& path, kek_store& keys, const std::function<status(std::string_view)>& sink) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return files::errno_error("open", path);
-  struct closer {
-    int fd;
-    ~closer() { ::close(fd); }
-  } close_fd{fd};
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) return files::errno_error("stat", path);
-  const auto size = static_cast<std::size_t>(st.st_size);
-  std::string buf, plain;  // one chunk of ciphertext (and its tag), one of plaintext
-  std::string read_error;
-  auto read_at = [&](std::size_t off, std::size_t n) -> bool {
-    buf.resize(n);
-    std::size_t got = 0;
-    while (got < n) {
-      const ssize_t r = ::pread(fd, buf.data() + got, n - got, static_cast<off_t>(off + got));
-      if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) {
-        read_error = r < 0 ? std::string("read: ") + std::strerror(errno) : "shrank while it was read";
-        return false;
-      }
-      got += static_cast<std::size_t>(r);
-    }
-    return true;
-  };
-  if (size < sealed_header_size + sealed_tag_size || !read_at(0, sealed_header_size) || !looks_sealed(buf))
-    return make_error(errc::corruption, path + ": not a sealed object (no LOOMSEAL header, or shorter than one)");
-  const std::string header = buf;
-  std::size_t at = sealed_header_size;
-  return unseal_walk(
-      u(header), size - sealed_header_size, keys, path, [](std::size_t) { return ok_status(); },
-      [&](std::size_t, std::size_t n) -> const unsigned char* {
-        if (!read_at(at, n + sealed_tag_size)) return nullptr;
-        at += n + sealed_tag_size;
-        return u(buf);
-      },
-      [&](std::size_t, std::size_t n) {
-        plain.resize(n);
-        return reinterpret_cast<unsigned char*>(plain.data());
-      },
-      [&](std::size_t, std::size_t n) { return sink(std::string_view(plain.data(), n)); }, &read_error);
+  auto r = sealed_reader::open(path, keys);
+  if (!r) return r.err();
+  std::string plain((*r)->chunk_size(), '\0');
+  // Reads of one chunk's size stay on chunk boundaries: each is one verified chunk.
+  for (bool first = true;; first = false) {
+    auto got = (*r)->read(plain.data(), plain.size());
+    if (!got) return got.err();
+    if (*got == 0 && !first) return ok_status();
+    if (auto st = sink(std::string_view(plain.data(), *got)); !st) return st;
+    if (*got == 0) return ok_status();  // an empty object: its one empty chunk
+  }
 }
 
 result<std::string> unseal(std::string_view sealed, kek_store& keys, const std::string& what) {
@@ -293,6 +263,7 @@ struct sealed_reader::impl {
 sealed_reader::sealed_reader(std::unique_ptr<impl> i) : impl_(std::move(i)) {}
 sealed_reader::~sealed_reader() = default;
 std::uint64_t sealed_reader::size() const { return impl_->plain_size; }
+std::uint32_t sealed_reader::chunk_size() const { return impl_->chunk; }
 
 result<std::unique_ptr<sealed_reader>> sealed_reader::open(const std::string& path, kek_store& keys) {
   auto m = std::make_unique<impl>();

@@ -121,6 +121,7 @@ class sealed_reader {
   // Up to n plaintext bytes into `out`: fewer only at the end (0: at the end).
   result<std::size_t> read(void* out, std::size_t n);
   std::uint64_t size() const;  // the plaintext's
+  std::uint32_t chunk_size() const;  // plaintext bytes per chunk
 
  private:
   struct impl;

@@ -209,11 +209,8 @@ bool hpo_stages::resume(jobs_context& cx, job_rec& j, std::size_t i, time_point 
                        !cx.slots_.count(p->second.first);
     if (alive) {
       const policy::job_id pid = next_trial_pid_++;
-      policy::job_spec spec_t = cx.spec_of(j, i);
-      spec_t.id = pid;
-      spec_t.per_member.memory_bytes = st.search.memory_of(seg.trial);
-      spec_t.min_members = spec_t.max_members = 1;
-      auto d = cx.policy_.restore_running(spec_t, {cx.node_ids_.at(p->second.first)}, cx.ms(now), cx.ms(now));
+      auto d = cx.policy_.restore_running(trial_spec(cx, j, i, seg.trial, pid), {cx.node_ids_.at(p->second.first)},
+                                          cx.ms(now), cx.ms(now));
       if (d) {
         trials_[pid] = trial_run{j.id, i, seg, p->second.first, p->second.second};
         jobs_context::slot sl;
@@ -281,11 +278,16 @@ void hpo_stages::queue_segment(jobs_context& cx, job_rec& j, std::size_t i, cons
                                time_point now) {
   const policy::job_id pid = next_trial_pid_++;
   trials_[pid] = trial_run{j.id, i, seg, "", searches_.at(search_key(j.id, i)).attempts[std::size_t(seg.trial)]};
+  if (auto d = cx.policy_.submit(trial_spec(cx, j, i, seg.trial, pid), cx.ms(now))) cx.apply(*d, now);
+}
+
+policy::job_spec hpo_stages::trial_spec(const jobs_context& cx, const job_rec& j, std::size_t i, int trial,
+                                        policy::job_id pid) const {
   policy::job_spec spec = cx.spec_of(j, i);  // the job's zone, as its other stages
   spec.id = pid;
-  spec.per_member.memory_bytes = searches_.at(search_key(j.id, i)).search.memory_of(seg.trial);
+  spec.per_member.memory_bytes = searches_.at(search_key(j.id, i)).search.memory_of(trial);
   spec.min_members = spec.max_members = 1;
-  if (auto d = cx.policy_.submit(spec, cx.ms(now))) cx.apply(*d, now);
+  return spec;
 }
 
 void hpo_stages::apply(jobs_context& cx, const policy::decision& d, time_point now) {

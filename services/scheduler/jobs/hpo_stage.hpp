@@ -74,6 +74,9 @@ class hpo_stages {
   bool resume(jobs_context& cx, job_rec& j, std::size_t i, time_point now, std::string* why);
   void fill(jobs_context& cx, job_rec& j, std::size_t i, time_point now);  // queue segments while ASHA has some
   void queue_segment(jobs_context& cx, job_rec& j, std::size_t i, const hpo_segment& seg, time_point now);
+  // A trial segment as the policy's job `pid`: one trainer of the job's zone, the trial's memory.
+  policy::job_spec trial_spec(const jobs_context& cx, const job_rec& j, std::size_t i, int trial,
+                              policy::job_id pid) const;
   // A segment's end: ASHA decides; a promoted trial's next segment goes back
   // to the same trainer in this reply, else whatever the freed trainer got.
   poll_answer ended(jobs_context& cx, policy::job_id pid, const poll_report& r, time_point now);  // then save()
