@@ -577,3 +577,79 @@ TEST_CASE("four sites run DiLoCo rounds through the aggregator, bad deltas are r
   CHECK(again.code == errc::conflict);
   CHECK(again.message.find("retired") != std::string::npos);
 }
+
+// Found by the chaos harness across hosts (tests/chaos/chaos_lan.test.cpp):
+// the aggregator saves a site's join with the next round's close, so one
+// killed between the join and that close restarts without the site; its next
+// delta was refused "no such site is enrolled", which failed the site's stage.
+TEST_CASE("a site whose join the aggregator lost in a kill -9 joins again on its next delta, which counts") {
+  cluster c;
+  REQUIRE(c.up);
+  REQUIRE(files::make_dirs(c.paths.peers_dir()).ok());
+  std::vector<wire::curve_keypair> keys;
+  for (int s = 0; s < sites; ++s) {
+    keys.push_back(wire::generate_keypair());
+    REQUIRE(files::write_atomic(c.paths.peers_dir() + "/" + site_name(s) + ".pub", keys[s].public_z85 + "\n").ok());
+  }
+  auto trainer = client_as(c, "trainer");
+  const std::string op = c.token(auth::role::operator_);
+  auto started = send(*trainer, "loom.v1.StartAggregationRequest", start_request(c).SerializeAsString(), op,
+                      wire::new_request_id());
+  REQUIRE_MESSAGE(started.ok(), started.message);
+  v1::StartAggregationReply where;
+  REQUIRE(where.ParseFromString(started.body));
+  zmq::context_t zctx(1);
+  auto options = [&](int s) {
+    diloco::client_options o;
+    o.endpoint = where.delta_endpoint();
+    o.server_public = where.public_key();
+    o.keys = keys[s];
+    o.job = agg_job;
+    o.site = site_name(s);
+    o.timeout = 1000ms;
+    o.attempts = 3;
+    return o;
+  };
+  std::vector<std::unique_ptr<diloco::site_client>> clients;
+  std::vector<std::vector<float>> x(sites);
+  REQUIRE(eventually(  // the delta server re-reads keys/peers every second
+      [&] {
+        std::vector<float> probe;
+        return diloco::site_client::make(zctx, options(0)).value()->join(probe).ok();
+      },
+      10s, 200ms));
+  for (int s = 0; s < sites; ++s) {
+    clients.push_back(diloco::site_client::make(zctx, options(s)).value());
+    REQUIRE(clients[s]->join(x[s]).ok());
+  }
+  // Killed before any round closed: the saved state holds no site.
+  c.refresh();
+  const long pid = c.ep("aggregator").pid;
+  REQUIRE(pid > 0);
+  REQUIRE(::kill(static_cast<pid_t>(pid), SIGKILL) == 0);
+  REQUIRE(eventually(
+      [&] {
+        c.refresh();
+        return c.ep("aggregator").pid > 0 && c.ep("aggregator").pid != pid;
+      },
+      30s, 100ms));
+  // Every site's delta for round 0 is taken (after joining again), and the round closes.
+  for (int s = 0; s < sites; ++s) {
+    inner_steps(s, x[s]);
+    result<diloco::delta_ack> ack = make_error(errc::unavailable, "not sent");
+    for (auto until = std::chrono::steady_clock::now() + 30s;
+         std::chrono::steady_clock::now() < until && !ack && ack.code() == errc::unavailable;)
+      ack = clients[s]->send_delta(0, x[s], tokens);  // unavailable while the restarted aggregator reloads
+    REQUIRE_MESSAGE(ack.ok(), site_name(s) << ": " << ack.err().to_string());
+    CHECK(clients[s]->stats().rejoins == 1);
+  }
+  bool updated = false;
+  for (auto until = std::chrono::steady_clock::now() + 30s; !updated && std::chrono::steady_clock::now() < until;) {
+    auto got = clients[0]->poll(0, x[0]);
+    REQUIRE((got || got.code() == errc::unavailable));
+    updated = got && *got;
+    if (!updated) std::this_thread::sleep_for(20ms);
+  }
+  CHECK(updated);
+  CHECK(clients[0]->state().version(0) == 1);
+}

@@ -40,10 +40,15 @@ std::string endpoint_file(const std::string& data_dir) { return data_dir + "/agg
 // One answer: frames after the routing id.
 using frames = std::vector<std::string>;
 
-frames fail(const error& e) {
+frames fail(const error& e, const std::string& reason = "") {
   loom::v1::Status s;
   s.set_code(static_cast<loom::v1::Code>(e.code));
   s.set_message(e.message);
+  // A delta's refusal names its reason (rounds' and the wire's: unknown_site,
+  // not_joined, duplicate, stale, ...): a site tells "this aggregator forgot
+  // my join" (a restart before its membership was saved: join again) from a
+  // refusal that stands.
+  if (!reason.empty()) (*s.mutable_details())["reason"] = reason;
   return {"loom.v1.Status", s.SerializeAsString()};
 }
 
@@ -158,7 +163,7 @@ frames delta_server::impl::delta(std::vector<zmq::message_t>& in, const std::str
     payload = whole;
   }
   auto out = o.jobs->submit(*h, payload, key_of(principal), now_ns());
-  if (auto* r = std::get_if<refusal>(&out)) return fail(r->err);
+  if (auto* r = std::get_if<refusal>(&out)) return fail(r->err, r->reason);
   const auto& d = std::get<delta_outcome>(out);
   loom::v1::DeltaReply rep;
   rep.set_round(d.acc.round);

@@ -269,6 +269,37 @@ TEST_CASE("StartAggregation needs the scheduler's grant, from a placed site's tr
   CHECK(lineage.err().message.find("previous stage") != std::string::npos);
 }
 
+TEST_CASE("a start that hits a failed fsync is answered unavailable, leaves no job or temp file, and the next start makes it") {
+  deployment d;
+  engine e(d.options());
+  const auto g = d.grant("job-1", {"north", "south"}, true, flat_spec());
+  const auto spec = domain(g);
+  const std::string faults = d.dir.path() + "/faults";
+  REQUIRE(files::make_dirs(faults).ok());
+  std::ofstream(faults + "/fsync").put('1');
+  ::setenv("LOOM_FAULTS_DIR", faults.c_str(), 1);
+  auto failed = e.start(spec, g, "site:north:trainer", nanos(0));
+  ::unsetenv("LOOM_FAULTS_DIR");
+  // The trainer asks again on unavailable (site_sync::start); a refusal would fail its stage.
+  REQUIRE_FALSE(failed.ok());
+  CHECK(failed.code() == errc::unavailable);
+  CHECK_MESSAGE(failed.err().message.find("storage fault") != std::string::npos, failed.err().message);
+  CHECK_MESSAGE(failed.err().message.find("Input/output error") != std::string::npos, failed.err().message);
+  CHECK(d.count("aggregation.start") == 0);
+  CHECK(d.count("aggregation.start_failed") == 1);
+  std::vector<std::string> temps;
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(d.dir.path() + "/aggregator", ec), end; !ec && it != end; it.increment(ec))
+    if (it->path().filename().string().find(".tmp.") != std::string::npos) temps.push_back(it->path().string());
+  CHECK(temps.empty());
+  // The fault passed: the same grant makes the job, as new.
+  auto ok = e.start(spec, g, "site:north:trainer", nanos(0));
+  REQUIRE_MESSAGE(ok.ok(), ok.err().to_string());
+  CHECK_FALSE(ok->resumed);
+  CHECK(ok->versions.size() == 2);
+  CHECK(d.count("aggregation.start") == 1);
+}
+
 TEST_CASE("a start past the limits is refused naming the limit: values, fragments, live aggregations, their values together") {
   deployment d;
   auto o = d.options();

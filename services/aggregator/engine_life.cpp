@@ -10,6 +10,7 @@
 #include "libs/crypto/encoding.hpp"
 #include "libs/crypto/hash.hpp"
 #include "libs/files/confine.hpp"
+#include "libs/files/fault.hpp"
 #include "libs/files/files.hpp"
 #include "libs/layout/layout.hpp"
 #include "libs/model/init.hpp"
@@ -218,6 +219,13 @@ void engine::make(aggregation_spec spec, std::string grant, std::shared_ptr<maki
   auto a = init ? aggregation::create(spec, std::move(*init), state_path(o_.data_dir, spec.job), now, grant)
                 : result<std::unique_ptr<aggregation>>(init.err());
   status outcome = a ? ok_status() : status(a.err());
+  // A full disk or a failed fsync passes: the job is forgotten below, so the
+  // trainer's next StartAggregation makes it again from the start (its files
+  // are written afresh). Unavailable, not a refusal: the trainer asks again
+  // instead of failing the stage (found by the chaos harness across hosts).
+  if (!a && files::storage_fault(a.err()))
+    outcome = make_error(errc::unavailable, "aggregation " + spec.job + " could not write its first state (" +
+                                                a.err().message + "): a storage fault at the cloud; ask again");
   if (a) (*a)->defer_saves();  // its first save is done; a close's runs on the saver
   {
     std::lock_guard lock(mu_);

@@ -29,6 +29,7 @@
 #include "libs/ckpt/snapshot.hpp"
 #include "libs/files/files.hpp"
 #include "libs/layout/layout.hpp"
+#include "tests/chaos/chaos_support.hpp"
 #include "tests/support/at_rest.hpp"
 #include "tests/support/harness.hpp"
 #include "tests/support/job_watch.hpp"
@@ -58,23 +59,14 @@
 
 using namespace loom;
 using namespace loom::test;
+using namespace loom::test::chaos;
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 using namespace std::chrono_literals;
-using steady = std::chrono::steady_clock;
 
 namespace {
 
 const char* licences = "/usr/share/common-licenses";
-
-long env_number(const char* name, long fallback, long lo, long hi) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return fallback;
-  char* end = nullptr;
-  const long n = std::strtol(v, &end, 10);
-  REQUIRE_MESSAGE((*end == 0 && n >= lo && n <= hi), name << "=" << v << " is not a whole number in " << lo << ".." << hi);
-  return n;
-}
 
 // The data dir on a tmpfs of its own (so filling it fills nothing else);
 // unmounted on scope exit. `mounted` is false where mount(2) is refused.
@@ -102,67 +94,12 @@ void fill_disk(const std::string& path) {
   ::close(fd);
 }
 
-struct proc_use {
-  long fds = 0;
-  long rss_kib = 0;
-};
-
-proc_use use_of(long pid) {
-  proc_use u;
-  std::error_code ec;
-  for (auto it = fs::directory_iterator("/proc/" + std::to_string(pid) + "/fd", ec); !ec && it != fs::directory_iterator();
-       it.increment(ec))
-    ++u.fds;
-  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
-  for (std::string line; std::getline(status, line);)
-    if (line.starts_with("VmRSS:")) u.rss_kib = std::strtol(line.c_str() + 6, nullptr, 10);
-  return u;
-}
-
 // name -> pid of every healthy process `loom status` lists.
 std::map<std::string, long> healthy_processes(const std::string& home) {
   std::map<std::string, long> out;
   for (auto& s : loom_json(home, {"status"}).value("services", json::array()))
     if (s.value("healthy", false)) out[s.value("name", "")] = s.value("pid", 0L);
   return out;
-}
-
-// What the fault thread did, for the report.
-struct fault_log {
-  std::mutex mu;
-  std::map<std::string, int> counts;  // kind -> how many
-  std::vector<std::string> lines;
-  void add(const std::string& kind, const std::string& what, steady::time_point t0) {
-    std::lock_guard lock(mu);
-    ++counts[kind];
-    lines.push_back(std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(steady::now() - t0).count()) +
-                    " ms: " + what);
-  }
-};
-
-// /proc/PID/stat: the state letter (0: no such process) and the parent's pid.
-std::pair<char, long> stat_of(long pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const auto close = text.rfind(')');
-  if (close == std::string::npos || close + 4 > text.size()) return {0, 0};
-  return {text[close + 2], std::strtol(text.c_str() + close + 4, nullptr, 10)};
-}
-
-std::vector<long> children_of(long parent) {
-  std::vector<long> out;
-  std::error_code ec;
-  for (auto it = fs::directory_iterator("/proc", ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
-    char* end = nullptr;
-    const long pid = std::strtol(it->path().filename().c_str(), &end, 10);
-    if (*end == 0 && pid > 0 && stat_of(pid).second == parent) out.push_back(pid);
-  }
-  return out;
-}
-
-bool gone(long pid) {
-  const char st = stat_of(pid).first;
-  return st == 0 || st == 'Z' || st == 'X';
 }
 
 // The deployment's PostgreSQL: a throwaway cluster this test starts
@@ -335,38 +272,6 @@ std::string submit_job(const std::string& home, const std::string& rid, std::chr
     if (steady::now() >= until) return "";
     std::this_thread::sleep_for(500ms);  // the scheduler is restarting: ask again
   }
-}
-
-// Every file under `root` that is a temporary: an atomic write's
-// "<name>.tmp.<pid>.<n>", a snapshot's or export's ".tmp-*", a transfer's
-// "*.part" — what a process leaves when it dies mid-write.
-std::vector<std::string> temp_files(const std::string& root) {
-  std::vector<std::string> out;
-  std::error_code ec;
-  for (auto it = fs::recursive_directory_iterator(root, fs::directory_options::skip_permission_denied, ec);
-       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    if (name.find(".tmp.") != std::string::npos || name.starts_with(".tmp-") || name.ends_with(".part") ||
-        name.find(".part.state") != std::string::npos)
-      out.push_back(it->path().string());
-  }
-  return out;
-}
-
-// Every published snapshot directory (step-N under a checkpoints dir) under `root`.
-std::vector<std::pair<std::string, std::uint64_t>> snapshots_under(const std::string& root) {
-  std::vector<std::pair<std::string, std::uint64_t>> out;
-  std::error_code ec;
-  for (auto it = fs::recursive_directory_iterator(root, fs::directory_options::skip_permission_denied, ec);
-       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    if (!it->is_directory(ec) || !name.starts_with("step-")) continue;
-    char* end = nullptr;
-    const auto step = std::strtoull(name.c_str() + 5, &end, 10);
-    if (*end == 0 && fs::exists(it->path() / "MANIFEST.json")) out.emplace_back(it->path().string(), step);
-    it.disable_recursion_pending();
-  }
-  return out;
 }
 
 // One chaos run on the embedded store, or on a PostgreSQL cluster of its

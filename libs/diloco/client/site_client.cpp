@@ -37,6 +37,14 @@ result<Msg> expect(const std::vector<std::string>& reply) {
   return m;
 }
 
+// The reason an aggregator's refusal names (Status.details["reason"]), or "".
+std::string refusal_reason(const std::vector<std::string>& reply) {
+  loom::v1::Status s;
+  if (reply.size() < 2 || reply[0] != "loom.v1.Status" || !s.ParseFromString(reply[1])) return "";
+  auto it = s.details().find("reason");
+  return it == s.details().end() ? "" : it->second;
+}
+
 result<fragment_plan> plan_of(const loom::v1::AggregationSpec& s) {
   if (s.flat_size() > 0) return fragment_plan::flat(s.flat_size(), static_cast<int>(s.fragments()), s.sync_every());
   model::gpt2_config c{static_cast<int>(s.gpt2_layers()),      static_cast<int>(s.gpt2_heads()),
@@ -219,7 +227,23 @@ result<std::uint64_t> site_client::send_pieces(const sent& s) {
   return last_at;
 }
 
-result<delta_ack> site_client::deliver(int p, const sent& s) {
+status site_client::rejoin() {
+  loom::v1::DeltaJoin j;
+  j.set_job(o_.job);
+  j.set_site(o_.site);
+  auto raw = request(frames_of(j));
+  if (!raw) return raw.err();
+  auto rep = expect<loom::v1::DeltaJoinReply>(*raw);
+  if (!rep) return rep.err();
+  auto plan = plan_of(rep->spec());
+  if (!plan) return make_error(plan.code(), "the job's spec: " + plan.err().message);
+  if (plan->fragments() != rounds_->plan().fragments() || plan->total() != rounds_->plan().total())
+    return make_error(errc::conflict, "job " + o_.job + " has another shape since this site joined");
+  ++stats_.rejoins;
+  return ok_status();
+}
+
+result<delta_ack> site_client::deliver(int p, const sent& s, bool rejoined) {
   result<std::vector<std::string>> raw = make_error(errc::internal, "");
   if (o_.chunk_bytes > 0 && s.payload.size() > o_.chunk_bytes) {
     auto last_at = send_pieces(s);
@@ -233,6 +257,18 @@ result<delta_ack> site_client::deliver(int p, const sent& s) {
   }
   if (!raw) return raw.err();
   auto rep = expect<loom::v1::DeltaReply>(*raw);
+  if (!rep && !rejoined) {
+    // The aggregator does not know this site as a member: it restarted after
+    // our join and before it saved the membership (services/aggregator
+    // README, "What is lost"). Join again — membership only; this site's
+    // state and its pending delta stay — and deliver the delta once more.
+    const std::string why = refusal_reason(*raw);
+    if (why == "unknown_site" || why == "not_joined") {
+      if (auto st = rejoin(); !st) return make_error(st.code(), "joining again after the aggregator answered " + why +
+                                                                    " (" + rep.err().message + "): " + st.err().message);
+      return deliver(p, s, true);
+    }
+  }
   if (!rep) {
     if (rep.code() == errc::already_exists) return delta_ack{s.round, rounds_->version(p), false, false, true};
     if (rep.code() == errc::deadline_exceeded) pending_[p].reset();  // dropped as stale: catch up instead

@@ -13,6 +13,10 @@
 // the aggregator does not hold it (it restarted before saving it), it is sent
 // again, byte for byte; a copy it already holds is refused as a duplicate,
 // which counts as delivered. So a delta is counted once whatever is lost.
+// An aggregator that restarted before it saved this site's join refuses its
+// delta as from an unknown (or not joined) site: the client joins again,
+// membership only, and sends it once more (found by the chaos harness
+// across hosts: such a refusal failed the stage).
 //
 // With `link` set, every request and answer crosses an emulated link
 // (libs/wire shaped_link: requests on its uplink, answers on its downlink,
@@ -85,6 +89,7 @@ struct client_stats {
   std::uint64_t params_applied = 0;    // GLOBAL_PARAMS (join, catch-up)
   std::uint64_t chunks_sent = 0;       // DeltaChunks acknowledged (streamed deltas)
   std::uint64_t chunks_received = 0;   // pull slices past the first (streamed pulls)
+  std::uint64_t rejoins = 0;           // joins again after an aggregator forgot this site (a restart)
 };
 
 struct delta_ack {
@@ -129,7 +134,11 @@ class site_client {
     std::string header, payload;  // frames as sent
   };
   site_client(zmq::context_t& ctx, client_options o);
-  result<delta_ack> deliver(int p, const sent& s);
+  // Sends `s`; a refusal for not being a member (unknown_site, not_joined:
+  // the aggregator restarted before saving this site's join) joins again
+  // (rejoin) and sends once more, unless `rejoined` says it just did.
+  result<delta_ack> deliver(int p, const sent& s, bool rejoined = false);
+  status rejoin();  // DeltaJoin alone: membership, this site's state untouched
   // A delta's payload but its last piece, as DeltaChunks; the last piece's offset.
   result<std::uint64_t> send_pieces(const sent& s);
   // A GlobalPull answered whole: its slices put together (frames as an unsliced answer's).
