@@ -13,6 +13,11 @@
 //   * import_shards: 64 MiB of token documents through shard_writer (the
 //     last stage of an import: 16 MiB shards, each published durably) plain
 //     and sealed, MB/s of shard bytes, best of 3;
+//   * sync_pack: the receiving side of a dataset sync (libs/cdc): 64 MiB of
+//     chunks (8-128 KiB, FastCDC's range) arrive in 16 MiB packs, each
+//     adopted by the chunk store (plain: renamed in; sealed: each chunk sealed
+//     and the pack written again durably, the plaintext removed) and every
+//     chunk read back verified, as a rebuild does; MB/s, best of 3;
 //   * train_encrypted: the path users run — run_training (what the trainer
 //     service and `loom-trainer train` call) on the pretrain-tiny model
 //     (4 layers, 256 channels, GPT-2 vocabulary, batch 4 x 64 x 2, one
@@ -27,11 +32,14 @@
 //   case=file_write plain_ms=<..> sealed_ms=<..> ratio=<..>
 //   case=import_shards plain_mb_per_s=<..> sealed_mb_per_s=<..> ratio=<..>
 //   case=import_spill plain_mb_per_s=<..> sealed_mb_per_s=<..> ratio=<..>
+//   case=sync_pack plain_mb_per_s=<..> sealed_mb_per_s=<..> ratio=<..>
 //   case=train_encrypted plain_s=<..> sealed_s=<..> ratio=<..> tokens_per_s_plain=<..> tokens_per_s_sealed=<..>
 // LOOM_BENCH_QUICK=1 skips train_encrypted (about 2.5 minutes here).
 #include "bench/bench_util.hpp"
 
 #include "libs/atrest/object.hpp"
+#include "libs/cdc/chunk_store.hpp"
+#include "libs/crypto/hash.hpp"
 #include "libs/runspec/run_config.hpp"
 #include "libs/shards/writer.hpp"
 #include "services/ingest/importer/spill.hpp"
@@ -127,6 +135,36 @@ double import_spill(const std::string& dir, std::shared_ptr<atrest::kek_store> k
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// 64 MiB of chunks through a chunk store in 16 MiB packs, adopted and read
+// back (sealed with `keys`): the wall seconds, or -1 on failure.
+double sync_pack(const std::string& dir, const std::string& data, std::shared_ptr<atrest::kek_store> keys) {
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::mt19937 rng(11);
+  const auto t0 = std::chrono::steady_clock::now();
+  cdc::chunk_store store(dir + "/chunks", keys);
+  std::vector<crypto::digest> all;
+  std::uint64_t at = 0;
+  for (int p = 0; at < data.size(); ++p) {
+    std::vector<crypto::digest> ids;
+    std::vector<std::uint32_t> lengths;
+    const std::uint64_t from = at;
+    while (at < data.size() && at - from < (16u << 20)) {
+      const auto n = static_cast<std::uint32_t>(std::min<std::uint64_t>(8192 + rng() % (120u << 10), data.size() - at));
+      ids.push_back(crypto::sha256(std::string_view(data).substr(at, n)));
+      lengths.push_back(n);
+      at += n;
+    }
+    const std::string pack = dir + "/incoming-" + std::to_string(p);
+    if (!files::write_atomic(pack, std::string_view(data).substr(from, at - from), 0600)) return -1;
+    if (!store.add_pack("pack-" + std::to_string(p), pack, ids, lengths)) return -1;
+    all.insert(all.end(), ids.begin(), ids.end());
+  }
+  for (const auto& id : all)
+    if (!store.get(id)) return -1;
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
 // One run_training of the pretrain-tiny model for 100 steps into `out`
 // (removed first); the wall seconds and tokens, or -1 on failure.
 std::pair<double, double> train_once(const std::string& root, const std::string& out) {
@@ -206,6 +244,19 @@ int main() {
       spill_sealed = std::min(spill_sealed, import_spill(dir.path() + "/spill-sealed", shared));
     }
   }
+  double pack_plain = 1e30, pack_sealed = 1e30;
+  {
+    std::shared_ptr<atrest::kek_store> shared(&k, [](atrest::kek_store*) {});
+    const std::string data = big.substr(0, 64u << 20);
+    for (int i = 0; i < 3; ++i) {
+      pack_plain = std::min(pack_plain, sync_pack(dir.path() + "/sync-plain", data, nullptr));
+      pack_sealed = std::min(pack_sealed, sync_pack(dir.path() + "/sync-sealed", data, shared));
+    }
+  }
+  if (pack_plain <= 0 || pack_sealed <= 0) {
+    std::fprintf(stderr, "crypt_bench: the chunk store round trip failed\n");
+    return 1;
+  }
   if (spill_plain <= 0 || spill_sealed <= 0) {
     std::fprintf(stderr, "crypt_bench: the spill round trip failed\n");
     return 1;
@@ -251,6 +302,8 @@ int main() {
               mb / imp_sealed, imp_sealed / imp_plain);
   std::printf("case=import_spill plain_mb_per_s=%.1f sealed_mb_per_s=%.1f ratio=%.3f\n", mb / spill_plain,
               mb / spill_sealed, spill_sealed / spill_plain);
+  std::printf("case=sync_pack plain_mb_per_s=%.1f sealed_mb_per_s=%.1f ratio=%.3f\n", mb / pack_plain,
+              mb / pack_sealed, pack_sealed / pack_plain);
   if (train)
     std::printf("case=train_encrypted plain_s=%.2f sealed_s=%.2f ratio=%.3f tokens_per_s_plain=%.1f "
                 "tokens_per_s_sealed=%.1f\n",

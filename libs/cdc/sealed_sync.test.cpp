@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <vector>
 
 using namespace loom;
 using namespace loom::cdc;
@@ -59,10 +60,28 @@ TEST_CASE("a sealed dataset syncs as its plaintext: sealed again under the recei
   auto server = fx.start();
   sync_client_options o;
   o.seal = all_but_manifest(pk.keys);
+  // Before it publishes, every chunk is in the receiver's chunk store: none
+  // of it lies there (or anywhere under .loom-sync) in the clear.
+  int scanned = 0, packs = 0;
+  std::vector<std::string> clear;
+  o.accept = [&](const staged_version&) {
+    for (const auto& e : fs::recursive_directory_iterator(fx.dst() + "/.loom-sync")) {
+      if (!e.is_regular_file()) continue;
+      ++scanned;
+      packs += e.path().filename().string().starts_with("pack-") && e.path().extension() != ".idx";
+      const std::string bytes = get("/", e.path().string().substr(1));
+      for (std::size_t at : {std::size_t{1000}, std::size_t{2} << 20, (std::size_t{4} << 20) - 100})
+        if (bytes.find(plain.substr(at, 64)) != std::string::npos) clear.push_back(e.path().string());
+    }
+    return ok_status();
+  };
   auto client = fx.client(o);
 
   auto first = client.pull(server->endpoint(), fx.dataset, fx.dst());
   REQUIRE_MESSAGE(first.ok(), first.err().to_string());
+  CHECK(packs >= 1);
+  CHECK(scanned > packs);
+  CHECK_MESSAGE(clear.empty(), "in the clear before publishing: " << (clear.empty() ? "" : clear.front()));
   const std::string got = fx.dst() + "/shard-000000.bin";
   CHECK(atrest::is_sealed_file(got));
   CHECK(atrest::is_sealed_file(fx.dst() + "/records.jsonl"));

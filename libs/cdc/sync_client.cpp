@@ -111,7 +111,8 @@ class puller {
   puller(conversation& c, const sync_client_options& opt, sync_stats& st, std::string tenant, std::string dataset,
          std::string into)
       : c_(c), opt_(opt), st_(st), tenant_(std::move(tenant)), dataset_(std::move(dataset)), into_(std::move(into)),
-        sync_dir_(into_ + "/" + std::string(sync_dir_name)), store_(sync_dir_ + "/chunks") {}
+        sync_dir_(into_ + "/" + std::string(sync_dir_name)),
+        store_(sync_dir_ + "/chunks", opt_.seal.keys) {}  // sealed as what it rebuilds is
 
   status run() {
     const auto t0 = clock::now();

@@ -1,7 +1,11 @@
 #include "services/aggregator/fragment_store.hpp"
 
+#include "libs/atrest/kek_store.hpp"
+#include "libs/atrest/object.hpp"
+#include "libs/atrest/sealed.hpp"
 #include "libs/crypto/hash.hpp"
 #include "libs/files/files.hpp"
+#include "libs/status/unix_time.hpp"
 #include "loom/v1/aggregator.pb.h"
 #include "services/aggregator/limits.hpp"
 
@@ -77,7 +81,16 @@ result<fragment_file> save_fragment(const std::string& dir, const fragment_sourc
   }
   fragment_file out{f.fragment, f.version, fragment_name(f.fragment, f.version), "", bytes};
   out.sha256 = std::string(crypto::as_view(sha.finish()));
-  if (auto st = files::write_atomic_parts(dir + "/" + out.name, parts, 0600); !st) return st.err();
+  const std::string path = dir + "/" + out.name;
+  if (auto keys = atrest::sealing_keys()) {  // θ_p is the global model: sealed at rest as a checkpoint is
+    auto w = atrest::sealed_writer::create(path, *keys, loom::wall_now(), 0600);
+    if (!w) return w.err();
+    for (auto part : parts)
+      if (auto st = (*w)->append(part); !st) return st.err();
+    if (auto done = (*w)->finish(); !done) return done.err();
+  } else if (auto st = files::write_atomic_parts(path, parts, 0600); !st) {
+    return st.err();
+  }
   return out;
 }
 
@@ -100,19 +113,48 @@ result<fragment_read> read_fragment(const std::string& dir, const fragment_file&
                                     const diloco::fragment_plan& plan, const std::string& job, bool momentum,
                                     fragment_want want, fragment_values reuse) {
   const std::string path = dir + "/" + entry.name;
+  std::string unsealed_error;  // a sealed chunk that failed: the first thing wrong, whatever the read was for
   auto bad = [&](const std::string& what) {
-    return make_error(errc::corruption, "aggregation " + job + ": fragment file " + path + ": " + what);
+    return make_error(errc::corruption, "aggregation " + job + ": fragment file " + path + ": " +
+                                            (unsealed_error.empty() ? what : unsealed_error));
   };
+  // Plain, or sealed at rest (read through its keys one verified chunk at a
+  // time: the plaintext is what the manifest's size and SHA-256 describe).
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
   if (!f) return bad(errno == ENOENT ? "missing (the manifest names it)" : std::strerror(errno));
-  struct stat st{};
-  if (::fstat(::fileno(f.get()), &st) != 0) return bad(std::strerror(errno));
-  const auto size = static_cast<std::uint64_t>(st.st_size);
+  std::unique_ptr<atrest::sealed_reader> sealed;
+  std::uint64_t size = 0;
+  if (atrest::is_sealed_file(path)) {
+    auto keys = atrest::process_keys();
+    if (!keys) return bad("sealed at rest, and this process has no keys at rest");
+    auto r = atrest::sealed_reader::open(path, *keys);
+    if (!r) return bad(r.err().message);
+    sealed = std::move(*r);
+    size = sealed->size();
+  } else {
+    struct stat st{};
+    if (::fstat(::fileno(f.get()), &st) != 0) return bad(std::strerror(errno));
+    size = static_cast<std::uint64_t>(st.st_size);
+  }
   if (size != entry.bytes)
     return bad("holds " + std::to_string(size) + " bytes, the manifest says " + std::to_string(entry.bytes));
   crypto::sha256_stream sha;
   std::uint64_t left = size;
   std::vector<char> scratch;
+  auto read_n = [&](char* to, std::uint64_t n) -> bool {
+    if (!sealed) return std::fread(to, 1, n, f.get()) == n;
+    while (n > 0) {
+      auto got = sealed->read(to, n);
+      if (!got) {
+        unsealed_error = got.err().message;
+        return false;
+      }
+      if (*got == 0) return false;
+      to += *got;
+      n -= *got;
+    }
+    return true;
+  };
   // Reads `bytes` into dst (scratch when null: hashed, then dropped).
   auto take = [&](char* dst, std::uint64_t bytes) -> bool {
     if (bytes > left) return false;
@@ -124,7 +166,7 @@ result<fragment_read> read_fragment(const std::string& dir, const fragment_file&
         scratch.resize(n);
         to = scratch.data();
       }
-      if (std::fread(to, 1, n, f.get()) != n) return false;
+      if (!read_n(to, n)) return false;
       sha.update(std::string_view(to, n));
       if (dst) dst += n;
       bytes -= n;

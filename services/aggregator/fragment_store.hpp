@@ -11,6 +11,11 @@
 // views of the job's live buffers, so a save holds no copy of the fragment;
 // read back one part after another, straight into the vectors that keep them
 // (a read holds the fragment once, never the file beside it).
+// Sealed at rest (issue 32) when the process seals (atrest::sealing_keys, on
+// by default): θ_p is the global model, so the file is sealed as it streams
+// (atrest::sealed_writer) like a checkpoint, and read back through
+// atrest::sealed_reader one verified chunk at a time; the manifest's size and
+// SHA-256 are of the plaintext, so a plain and a sealed file are named alike.
 // Stateless functions.
 #pragma once
 
@@ -45,8 +50,9 @@ struct fragment_source {
 // manifest names stays until a manifest names its successor.
 std::string fragment_name(std::uint32_t p, std::uint64_t version);
 
-// Writes <dir>/fragment_name(...) atomically (files::write_atomic_parts) and
-// says what a manifest names it by: the errors of the write, naming the file.
+// Writes <dir>/fragment_name(...) atomically (files::write_atomic_parts, or
+// sealed) and says what a manifest names it by: the errors of the write,
+// naming the file.
 result<fragment_file> save_fragment(const std::string& dir, const fragment_source& f);
 
 // What one fragment's file holds, read and checked.

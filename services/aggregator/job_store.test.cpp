@@ -5,6 +5,8 @@
 // whole job in one file, as saved before) still loads and is upgraded.
 #include "services/aggregator/job_store.hpp"
 
+#include "libs/atrest/kek_store.hpp"
+#include "libs/atrest/object.hpp"
 #include "libs/crypto/hash.hpp"
 #include "libs/files/files.hpp"
 #include "libs/files/temp_dir.hpp"
@@ -14,6 +16,8 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <chrono>
+#include <memory>
 #include <cstring>
 #include <filesystem>
 #include <optional>
@@ -278,6 +282,45 @@ TEST_CASE("a corrupt or missing fragment file, or a manifest cut short, is refus
   REQUIRE_FALSE(cut.ok());
   CHECK(cut.code() == errc::corruption);
   CHECK(cut.err().message.find("aggregation state " + file + ": ") == 0);
+}
+
+TEST_CASE("with the process's keys at rest the fragment files are sealed, load back bit for bit, and a flipped byte is named") {
+  files::temp_dir dir;
+  auto opened = atrest::kek_store::open(dir.path() + "/keys", {}, std::chrono::system_clock::now());
+  REQUIRE(opened.ok());
+  struct keys_for_scope {
+    explicit keys_for_scope(std::shared_ptr<atrest::kek_store> k) { atrest::set_process_keys(std::move(k)); }
+    ~keys_for_scope() { atrest::set_process_keys(nullptr); }
+  } scope(std::shared_ptr<atrest::kek_store>(std::move(*opened)));
+  const std::string job_dir = dir.path() + "/unit", file = job_dir + "/state.bin";
+  auto a = two_sites(file);
+  const std::string v0 = job_dir + "/fragment-1-v0.bin";
+  CHECK(atrest::is_sealed_file(v0));
+  // θ of fragment 1 (5, 6, 7, 8 in fp32) is not in the file in the clear.
+  const std::vector<float> theta1{5, 6, 7, 8};
+  const std::string clear(reinterpret_cast<const char*>(theta1.data()), theta1.size() * sizeof(float));
+  CHECK(files::read_file(v0).value().find(clear) == std::string::npos);
+  REQUIRE(first_round(*a));
+  CHECK(atrest::is_sealed_file(job_dir + "/fragment-0-v1.bin"));
+  auto st = load_state(file);
+  REQUIRE_MESSAGE(st.ok(), st.err().to_string());
+  const whole t = assembled(*st);
+  CHECK(same_bits(t.params, a->rounds().optimizer().full_params()));
+  CHECK(same_bits(t.momentum, a->rounds().optimizer().full_momentum()));
+
+  std::string bytes = files::read_file(v0).value();
+  bytes[bytes.size() - 40] ^= 0x40;
+  REQUIRE(files::write_atomic(v0, bytes).ok());
+  auto flipped = load_state(file);
+  REQUIRE_FALSE(flipped.ok());
+  CHECK(flipped.code() == errc::corruption);
+  CHECK_MESSAGE(flipped.err().message.find("fragment file " + v0 + ": ") != std::string::npos, flipped.err().message);
+  CHECK_MESSAGE(flipped.err().message.find("authentication") != std::string::npos, flipped.err().message);
+  // Without keys it cannot be read, and says so.
+  atrest::set_process_keys(nullptr);
+  auto keyless = load_state(file);
+  REQUIRE_FALSE(keyless.ok());
+  CHECK_MESSAGE(keyless.err().message.find("no keys at rest") != std::string::npos, keyless.err().message);
 }
 
 TEST_CASE("a format-1 state.bin (the whole job in one file) loads as it was saved and is written as format 2 on reload") {
