@@ -119,6 +119,20 @@ v1::StartAggregationRequest start_request(const cluster& c) {
   return r;
 }
 
+// Site s's client options for the aggregation StartAggregation answered with `where`.
+diloco::client_options site_options(const v1::StartAggregationReply& where, const wire::curve_keypair& key, int s,
+                                    std::chrono::milliseconds timeout, int attempts) {
+  diloco::client_options o;
+  o.endpoint = where.delta_endpoint();
+  o.server_public = where.public_key();
+  o.keys = key;
+  o.job = agg_job;
+  o.site = site_name(s);
+  o.timeout = timeout;
+  o.attempts = attempts;
+  return o;
+}
+
 // A client of the aggregator with one of the deployment's own keys (keys/curve/<name>.key).
 std::unique_ptr<wire::client> client_as(cluster& c, const std::string& key_name) {
   auto server = wire::load_public_key(c.paths.curve_dir(), "aggregator");
@@ -264,17 +278,7 @@ TEST_CASE("four sites run DiLoCo rounds through the aggregator, bad deltas are r
   REQUIRE(where.ParseFromString(started.body));
   REQUIRE(where.versions_size() == fragments);
 
-  auto options = [&](int s) {
-    diloco::client_options o;
-    o.endpoint = where.delta_endpoint();
-    o.server_public = where.public_key();
-    o.keys = keys[s];
-    o.job = agg_job;
-    o.site = site_name(s);
-    o.timeout = 500ms;
-    o.attempts = 2;
-    return o;
-  };
+  auto options = [&](int s) { return site_options(where, keys[s], s, 500ms, 2); };
   std::this_thread::sleep_for(1200ms);  // the delta server re-reads keys/peers every second
 
   zmq::context_t zctx(1);
@@ -599,17 +603,7 @@ TEST_CASE("a site whose join the aggregator lost in a kill -9 joins again on its
   v1::StartAggregationReply where;
   REQUIRE(where.ParseFromString(started.body));
   zmq::context_t zctx(1);
-  auto options = [&](int s) {
-    diloco::client_options o;
-    o.endpoint = where.delta_endpoint();
-    o.server_public = where.public_key();
-    o.keys = keys[s];
-    o.job = agg_job;
-    o.site = site_name(s);
-    o.timeout = 1000ms;
-    o.attempts = 3;
-    return o;
-  };
+  auto options = [&](int s) { return site_options(where, keys[s], s, 1000ms, 3); };
   std::vector<std::unique_ptr<diloco::site_client>> clients;
   std::vector<std::vector<float>> x(sites);
   REQUIRE(eventually(  // the delta server re-reads keys/peers every second

@@ -44,7 +44,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -167,26 +166,16 @@ struct pg_cluster {
   }
 };
 
-struct fault_thread {
+struct fault_thread : fault_pacer {
   std::string home, faults_dir;
   bool disk_fill = false;
   pg_cluster* pg = nullptr;  // also kill -9 PostgreSQL (then start it again)
   std::uint32_t seed = 0;
   steady::time_point until, t0;
   fault_log log;
-  std::atomic<bool> stop{false};
-  std::thread th;
 
   void start() {
-    th = std::thread([this] { loop(); });
-  }
-  void join() {
-    stop = true;
-    if (th.joinable()) th.join();
-  }
-  // Sleeps `d` unless told to stop; the pacing of the faults, not a wait for a condition.
-  void pause(std::chrono::milliseconds d) {
-    for (auto end = steady::now() + d; !stop && steady::now() < end;) std::this_thread::sleep_for(50ms);
+    run([this] { loop(); });
   }
   void loop() {
     std::mt19937 rng(seed);
@@ -469,15 +458,9 @@ void chaos_run(bool postgres) {
   for (auto& f : temp_files(home.path())) violation("temporary file left behind: " + f);
 
   // Open files and memory back near their baseline.
-  for (auto& [name, pid] : healthy_processes(home.path())) {
-    if (!baseline.count(name)) continue;
-    const proc_use now = use_of(pid), was = baseline[name];
-    if (now.fds > was.fds + 32)
-      violation(name + " holds " + std::to_string(now.fds) + " open files, " + std::to_string(was.fds) + " at the start");
-    if (now.rss_kib > 2 * was.rss_kib + 256 * 1024)
-      violation(name + " uses " + std::to_string(now.rss_kib / 1024) + " MiB, " + std::to_string(was.rss_kib / 1024) +
-                " MiB at the start");
-  }
+  for (auto& [name, pid] : healthy_processes(home.path()))
+    if (baseline.count(name))
+      if (auto over = over_baseline(name, use_of(pid), baseline[name]); !over.empty()) violation(over);
 
   if (!violations.empty()) {  // what the deployment said, for the one who reads the failure
     std::ostringstream diag;
@@ -489,12 +472,7 @@ void chaos_run(bool postgres) {
     for (const auto& name : {"watcher", "scheduler", "ingest", "audit", "trainer", "trainer-2", "aggregator"}) {
       auto text = files::read_file(name == std::string("watcher") ? paths.watcher_log() : paths.log(name));
       if (!text) continue;
-      std::size_t at = text->size();
-      for (int lines = 0; lines < 25 && at > 0; ++lines) {
-        const std::size_t nl = text->rfind('\n', at - 1);
-        at = nl == std::string::npos ? 0 : nl;
-      }
-      diag << "--- " << name << " log, last lines:\n" << text->substr(at) << "\n";
+      diag << "--- " << name << " log, last lines:\n" << last_lines(*text, 25) << "\n";
     }
     MESSAGE(diag.str());
   }

@@ -42,7 +42,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -88,26 +87,16 @@ std::map<std::string, long> healthy_on(lan& net, const lan_host& h) {
   return out;
 }
 
-struct lan_faults {
+struct lan_faults : fault_pacer {
   lan* net = nullptr;
   std::vector<lan_host*> hosts;              // cloud, north, south
   std::map<std::string, std::string> dirs;  // host -> its LOOM_FAULTS_DIR, as this process sees it
   std::uint32_t seed = 0;
   steady::time_point t0, until;
   fault_log log;
-  std::atomic<bool> stop{false};
-  std::thread th;
 
   void start() {
-    th = std::thread([this] { loop(); });
-  }
-  void join() {
-    stop = true;
-    if (th.joinable()) th.join();
-  }
-  // Sleeps `d` unless told to stop: the pacing of the faults, not a wait for a condition.
-  void pause(std::chrono::milliseconds d) {
-    for (auto end = steady::now() + d; !stop && steady::now() < end;) std::this_thread::sleep_for(50ms);
+    run([this] { loop(); });
   }
   void loop() {
     std::mt19937 rng(seed);
@@ -385,13 +374,8 @@ TEST_CASE("chaos across hosts: links cut, kill -9 on every host, one host's cloc
   for (auto* h : hosts)
     for (auto& [name, pid] : healthy_on(net, *h)) {
       const std::string key = h->name + "/" + name;
-      if (!baseline.count(key)) continue;
-      const proc_use now = use_of(pid), was = baseline[key];
-      if (now.fds > was.fds + 32)
-        violation(key + " holds " + std::to_string(now.fds) + " open files, " + std::to_string(was.fds) + " at the start");
-      if (now.rss_kib > 2 * was.rss_kib + 256 * 1024)
-        violation(key + " uses " + std::to_string(now.rss_kib / 1024) + " MiB, " + std::to_string(was.rss_kib / 1024) +
-                  " MiB at the start");
+      if (baseline.count(key))
+        if (auto over = over_baseline(key, use_of(pid), baseline[key]); !over.empty()) violation(over);
     }
 
   if (!violations.empty()) {  // what the hosts said, for the one who reads the failure
@@ -401,12 +385,7 @@ TEST_CASE("chaos across hosts: links cut, kill -9 on every host, one host's cloc
       for (const auto& name : {"watcher", "scheduler", "aggregator", "trainer", "ingest", "audit"}) {
         auto text = files::read_file(name == std::string("watcher") ? paths.watcher_log() : paths.log(name));
         if (!text) continue;
-        std::size_t at = text->size();
-        for (int lines = 0; lines < 20 && at > 0; ++lines) {
-          const std::size_t nl = text->rfind('\n', at - 1);
-          at = nl == std::string::npos ? 0 : nl;
-        }
-        diag << "--- " << h->name << "'s " << name << " log, last lines:\n" << text->substr(at) << "\n";
+        diag << "--- " << h->name << "'s " << name << " log, last lines:\n" << last_lines(*text, 20) << "\n";
       }
     }
     MESSAGE(diag.str());

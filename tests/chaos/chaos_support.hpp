@@ -6,6 +6,7 @@
 
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -14,6 +15,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -114,6 +116,46 @@ inline std::vector<std::pair<std::string, std::uint64_t>> snapshots_under(const 
     it.disable_recursion_pending();
   }
   return out;
+}
+
+// The fault thread's life: started on a loop, paced by pauses that end early
+// once told to stop, joined. Both harnesses' fault threads are one.
+struct fault_pacer {
+  std::atomic<bool> stop{false};
+  std::thread th;
+  template <class Loop>
+  void run(Loop loop) {
+    th = std::thread(std::move(loop));
+  }
+  void join() {
+    stop = true;
+    if (th.joinable()) th.join();
+  }
+  // Sleeps `d` unless told to stop: the pacing of the faults, not a wait for a condition.
+  void pause(std::chrono::milliseconds d) {
+    for (auto end = steady::now() + d; !stop && steady::now() < end;) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+};
+
+// The last `lines` lines of `text` (a log), for a failure's report.
+inline std::string last_lines(const std::string& text, int lines) {
+  std::size_t at = text.size();
+  for (int n = 0; n < lines && at > 0; ++n) {
+    const std::size_t nl = text.rfind('\n', at - 1);
+    at = nl == std::string::npos ? 0 : nl;
+  }
+  return text.substr(at);
+}
+
+// What is wrong with a process's use now against its baseline ("" when
+// nothing): at most 32 more open files, at most twice the memory plus 256 MiB.
+inline std::string over_baseline(const std::string& name, const proc_use& now, const proc_use& was) {
+  if (now.fds > was.fds + 32)
+    return name + " holds " + std::to_string(now.fds) + " open files, " + std::to_string(was.fds) + " at the start";
+  if (now.rss_kib > 2 * was.rss_kib + 256 * 1024)
+    return name + " uses " + std::to_string(now.rss_kib / 1024) + " MiB, " + std::to_string(was.rss_kib / 1024) +
+           " MiB at the start";
+  return "";
 }
 
 }  // namespace loom::test::chaos

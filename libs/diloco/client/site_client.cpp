@@ -151,7 +151,7 @@ result<std::vector<std::string>> site_client::pull_whole(loom::v1::GlobalPull pu
   return first;
 }
 
-status site_client::join(std::vector<float>& local) {
+result<fragment_plan> site_client::enrol() {
   loom::v1::DeltaJoin j;
   j.set_job(o_.job);
   j.set_site(o_.site);
@@ -161,6 +161,12 @@ status site_client::join(std::vector<float>& local) {
   if (!rep) return rep.err();
   auto plan = plan_of(rep->spec());
   if (!plan) return make_error(plan.code(), "the job's spec: " + plan.err().message);
+  return plan;
+}
+
+status site_client::join(std::vector<float>& local) {
+  auto plan = enrol();
+  if (!plan) return plan.err();
   local.assign(plan->total(), 0.0f);
   std::vector<std::uint64_t> versions(plan->fragments(), 0);
   for (int p = 0; p < plan->fragments(); ++p) {
@@ -228,15 +234,8 @@ result<std::uint64_t> site_client::send_pieces(const sent& s) {
 }
 
 status site_client::rejoin() {
-  loom::v1::DeltaJoin j;
-  j.set_job(o_.job);
-  j.set_site(o_.site);
-  auto raw = request(frames_of(j));
-  if (!raw) return raw.err();
-  auto rep = expect<loom::v1::DeltaJoinReply>(*raw);
-  if (!rep) return rep.err();
-  auto plan = plan_of(rep->spec());
-  if (!plan) return make_error(plan.code(), "the job's spec: " + plan.err().message);
+  auto plan = enrol();
+  if (!plan) return plan.err();
   if (plan->fragments() != rounds_->plan().fragments() || plan->total() != rounds_->plan().total())
     return make_error(errc::conflict, "job " + o_.job + " has another shape since this site joined");
   ++stats_.rejoins;

@@ -139,6 +139,7 @@ class site_client {
   // (rejoin) and sends once more, unless `rejoined` says it just did.
   result<delta_ack> deliver(int p, const sent& s, bool rejoined = false);
   status rejoin();  // DeltaJoin alone: membership, this site's state untouched
+  result<fragment_plan> enrol();  // the DeltaJoin exchange both make: the job's plan
   // A delta's payload but its last piece, as DeltaChunks; the last piece's offset.
   result<std::uint64_t> send_pieces(const sent& s);
   // A GlobalPull answered whole: its slices put together (frames as an unsliced answer's).
