@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <mutex>
 #include <cerrno>
 #include <cstdlib>
 #include <ctime>
@@ -50,6 +51,36 @@ std::chrono::system_clock::time_point wall_now() {
   return std::chrono::system_clock::now() +
          std::chrono::duration_cast<std::chrono::system_clock::duration>(
              std::chrono::nanoseconds(g_offset_ns.load(std::memory_order_relaxed)));
+}
+
+std::chrono::system_clock::time_point steady_wall_now() {
+  using namespace std::chrono;
+  static std::mutex mu;
+  static bool anchored = false;
+  static system_clock::time_point anchor_wall;
+  static steady_clock::time_point anchor_steady, disagree_since;
+  static bool disagreeing = false;
+  const auto s = steady_clock::now();
+  const auto w = wall_now();
+  std::lock_guard lock(mu);
+  if (!anchored) {
+    anchored = true;
+    anchor_wall = w;
+    anchor_steady = s;
+  }
+  auto t = anchor_wall + duration_cast<system_clock::duration>(s - anchor_steady);
+  const auto apart = w > t ? w - t : t - w;
+  if (apart <= seconds(1)) {
+    disagreeing = false;
+  } else if (!disagreeing) {
+    disagreeing = true;
+    disagree_since = s;
+  } else if (s - disagree_since >= seconds(60)) {  // it stayed: a correction, taken now
+    anchor_wall = t = w;
+    anchor_steady = s;
+    disagreeing = false;
+  }
+  return t;
 }
 
 std::int64_t unix_ns(std::chrono::system_clock::time_point t) {

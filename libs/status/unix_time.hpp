@@ -19,6 +19,15 @@ namespace loom {
 // goes through it; durations use steady_clock.
 std::chrono::system_clock::time_point wall_now();
 
+// wall_now() as this process first read it, advanced by the steady clock
+// since: a step of the host's clock does not move it, so a scheduler's
+// liveness windows and deadlines, measured in it, survive a clock that jumps
+// for a moment (the chaos harness found every trainer declared dead, and its
+// stage requeued, by a +120 s step of 1.4 s). A disagreement with wall_now()
+// of more than a second that lasts 60 s is a correction (NTP, an operator),
+// and is taken then, in one step. Thread-safe.
+std::chrono::system_clock::time_point steady_wall_now();
+
 // Nanoseconds since the epoch of `t` (negative before 1970).
 std::int64_t unix_ns(std::chrono::system_clock::time_point t);
 // wall_now(), in nanoseconds / whole seconds since the epoch.

@@ -71,3 +71,33 @@ TEST_CASE("wall_now steps by the clock fault's seconds while it is armed, within
   ::unsetenv("LOOM_FAULTS_DIR");
   ::rmdir(dir.c_str());
 }
+
+TEST_CASE("steady_wall_now is the wall clock advanced by the steady one: a step of the wall clock does not move it") {
+  using namespace std::chrono;
+  char tmpl[] = "/tmp/loom-clock-XXXXXX";
+  REQUIRE(::mkdtemp(tmpl) != nullptr);
+  const std::string dir = tmpl, file = dir + "/clock";
+  ::setenv("LOOM_FAULTS_DIR", dir.c_str(), 1);
+  const auto before = loom::steady_wall_now();
+  CHECK(duration_cast<milliseconds>(before > system_clock::now() ? before - system_clock::now()
+                                                                 : system_clock::now() - before)
+            .count() < 1000);
+  std::FILE* f = std::fopen(file.c_str(), "w");
+  REQUIRE(f != nullptr);
+  std::fputs("120\n", f);
+  std::fclose(f);
+  // The wall clock is 120 s ahead within 50 ms; the steady wall clock is not.
+  bool stepped = false;
+  for (int i = 0; i < 20 && !stepped; ++i) {
+    stepped = loom::wall_now() - system_clock::now() > seconds(100);
+    if (!stepped) std::this_thread::sleep_for(milliseconds(10));
+  }
+  REQUIRE(stepped);
+  const auto during = loom::steady_wall_now();
+  CHECK(during >= before);
+  CHECK(during - before < seconds(5));
+  std::remove(file.c_str());
+  ::unsetenv("LOOM_FAULTS_DIR");
+  ::rmdir(dir.c_str());
+  CHECK(loom::steady_wall_now() >= during);  // and never back
+}

@@ -101,7 +101,7 @@ std::unique_ptr<runtime::service_logic> make_logic(runtime::service_env& env, co
     em->emit(std::move(r));
   };
   auto logic = std::make_unique<scheduler_logic>(
-      env.db, [] { return loom::wall_now(); }, env.paths.root + "/jobs", on_event, cfg.min_runtime,
+      env.db, [] { return loom::steady_wall_now(); }, env.paths.root + "/jobs", on_event, cfg.min_runtime,  // liveness and deadlines: immune to a clock step
       open_writer(env.database_url), env.zone);
   logic->set_metrics(env.metrics);
   logic->set_change_sink(env.notify);

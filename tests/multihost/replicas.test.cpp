@@ -295,8 +295,9 @@ TEST_CASE("scheduler replicas in three zones: 20 kill -9 of the leader and a lea
   // The running stages were re-attached by each new leader, never placed again.
   for (const auto& id : running) {
     auto events = as_json(net.loom(a, {"job", "logs", id, "--json"}, 30s)).value("events", json::array());
-    CHECK(count_kind(events, "placed") == 1);
-    CHECK(count_kind(events, "requeued") == 0);
+    // On failure, the job's events say which takeover found its trainer silent and when.
+    CHECK_MESSAGE(count_kind(events, "placed") == 1, id << ": " << events.dump());
+    CHECK_MESSAGE(count_kind(events, "requeued") == 0, id << ": " << events.dump());
     CHECK(count_kind(events, "reattached") >= 1);
     CHECK(step_of(id) > steps_before[id]);
     net.loom(a, {"job", "cancel", id}, 30s);

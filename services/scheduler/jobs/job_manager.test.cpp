@@ -352,6 +352,37 @@ TEST_CASE_FIXTURE(fixture, "a stage whose trainer stops answering twice fails in
   CHECK(j->stages[1].state == "cancelled");
 }
 
+// Found by the chaos harness: two link cuts of a few seconds (or a kill -9 and
+// a clock step) while the stage trained on between them failed the job as a
+// crash loop. A loss after progress counts as the first.
+TEST_CASE_FIXTURE(fixture, "a stage that trained on between two losses of its trainer is placed again, one lost twice at one step fails") {
+  add_trainer("trainer@a");
+  add_trainer("trainer@b");
+  jobs.tick(nodes, now);
+  const job_rec* j = submit("r1");
+  REQUIRE(j->stages[0].state == "running");
+  auto lose = [&](std::uint64_t step) {
+    const std::string on = j->stages[0].node;
+    REQUIRE(!on.empty());
+    poll(on, "idle");
+    poll(on, "running", j->id, "pretrain", step);
+    now += 10s;  // its trainer misses its heartbeats; the other beats
+    for (const auto& n : {"trainer@a", "trainer@b"})
+      if (n != on) nodes.heartbeat(n, now);
+    jobs.tick(nodes, now);
+    nodes.heartbeat(on, now);  // back (a link healed, a restart)
+    jobs.tick(nodes, now);
+  };
+  lose(3);
+  CHECK(j->stages[0].node_losses == 1);
+  lose(9);  // trained from 3 to 9 since: not a loop
+  CHECK(j->stages[0].node_losses == 1);
+  CHECK(j->stages[0].state == "running");
+  lose(9);  // lost again at the same step: a loop
+  CHECK(j->stages[0].state == "failed");
+  CHECK(j->message.find("stopped answering 2 times") != std::string::npos);
+}
+
 TEST_CASE_FIXTURE(fixture, "a trainer's notices become job events once each and are acknowledged") {
   std::vector<std::string> kinds;
   jobs.set_event_sink([&](const job_rec&, const job_event& e) { kinds.push_back(e.kind + ": " + e.text); });

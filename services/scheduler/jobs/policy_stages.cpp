@@ -44,7 +44,7 @@ void policy_stages::apply(jobs_context& cx, const policy::decision& d, job_rec& 
                         " trainers now, generation " + std::to_string(s.generation) + " from the latest checkpoint",
                     now);
   } else if (d.what == policy::action::requeue && d.why == policy::reason::node_lost &&
-             ++s.node_losses >= max_node_losses) {
+             lost_again(s) >= max_node_losses) {
     fail_lost(cx, j, i, now);
   } else if (d.what == policy::action::preempt || d.what == policy::action::requeue) {
     cx.clear_members(j, i);
@@ -56,6 +56,15 @@ void policy_stages::apply(jobs_context& cx, const policy::decision& d, job_rec& 
                                 : "trainer " + s.node + " lost; resumes from its latest checkpoint";
     (void)cx.record(j, s.name, paused ? "paused" : "requeued", why, now);
   }
+}
+
+std::uint32_t policy_stages::lost_again(stage_rec& s) {
+  // Progress since the last loss (found by the chaos harness: two link cuts
+  // of a few seconds, or a kill -9 and a clock step, failed a job that
+  // trained on between them): the count starts again.
+  if (s.node_losses > 0 && s.step > s.step_at_loss) s.node_losses = 0;
+  s.step_at_loss = std::max(s.step_at_loss, s.step);
+  return ++s.node_losses;
 }
 
 void policy_stages::fail_lost(jobs_context& cx, job_rec& j, std::size_t i, time_point now) const {

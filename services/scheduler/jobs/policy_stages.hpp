@@ -34,6 +34,9 @@ class policy_stages {
   // a stage that makes its node unresponsive (threads, memory) would otherwise
   // take down every trainer it is placed on, one after the other.
   static constexpr std::uint32_t max_node_losses = 2;
+  // Counts a loss of stage s's trainer: the losses in a row with no step
+  // reported past the previous one (a loss after progress counts as the first).
+  static std::uint32_t lost_again(stage_rec& s);
 
   // Stage i is queued: into the policy. `after` (the stage before, which
   // just succeeded) hands its queue place over.
