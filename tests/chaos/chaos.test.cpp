@@ -409,15 +409,9 @@ void chaos_run(bool postgres) {
       violation("job " + id + " did not end within 600 s: " + j.dump());
     }
   }
-  std::set<std::string> listed;
-  for (auto& j : loom_json(home.path(), {"job", "list"}).value("jobs", json::array())) {
-    const std::string id = j.value("id", "");
-    if (!listed.insert(id).second) violation("job " + id + " is listed twice");
-  }
-  for (const auto& id : want)
-    if (!listed.count(id)) violation("job " + id + " was answered to a submit but is not listed: lost");
-  for (const auto& id : listed)
-    if (!want.count(id)) violation("job " + id + " is listed but no submit was answered with it: run twice");
+  std::vector<std::string> listed;
+  for (auto& j : loom_json(home.path(), {"job", "list"}).value("jobs", json::array())) listed.push_back(j.value("id", ""));
+  for (const auto& v : job_list_violations(listed, want)) violation(v);
 
   // The audit chain: every answered submit is in its job's trail, every
   // import reported done is named in it, and the chain verifies.

@@ -14,6 +14,7 @@
 #include <iterator>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -156,6 +157,21 @@ inline std::string over_baseline(const std::string& name, const proc_use& now, c
     return name + " uses " + std::to_string(now.rss_kib / 1024) + " MiB, " + std::to_string(was.rss_kib / 1024) +
            " MiB at the start";
   return "";
+}
+
+// The job list's ids against the jobs submits were answered with: what is
+// listed twice, lost (answered, not listed) or run twice (listed, never answered).
+inline std::vector<std::string> job_list_violations(const std::vector<std::string>& listed_ids,
+                                                    const std::set<std::string>& answered) {
+  std::vector<std::string> out;
+  std::set<std::string> listed;
+  for (const auto& id : listed_ids)
+    if (!listed.insert(id).second) out.push_back("job " + id + " is listed twice");
+  for (const auto& id : answered)
+    if (!listed.count(id)) out.push_back("job " + id + " was answered to a submit but is not listed: lost");
+  for (const auto& id : listed)
+    if (!answered.count(id)) out.push_back("job " + id + " is listed but no submit was answered with it: run twice");
+  return out;
 }
 
 }  // namespace loom::test::chaos
