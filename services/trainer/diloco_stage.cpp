@@ -3,6 +3,7 @@
 #include "libs/atrest/object.hpp"
 #include "libs/ckpt/snapshot.hpp"
 #include "libs/diloco/grant/stage_spec.hpp"
+#include "libs/files/fault.hpp"
 #include "libs/files/files.hpp"
 #include "libs/metrics/metrics.hpp"
 #include "libs/runtime/service.hpp"
@@ -16,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <thread>
 
 namespace loom::trainer {
 
@@ -161,6 +163,14 @@ result<stage_end> end_aggregation(runtime::service_env& env, const assigned_stag
   // Retried through a short outage: the stage's end waits on it.
   wire::client cli(*env.ctx, agg->rpc, *key, env.keys, wire::client_options{std::chrono::milliseconds(10000), 2});
   auto rep = wire::call_typed<loom::v1::ExportGlobalReply>(cli, req, runtime::token_for(env, "aggregator"));
+  // A full disk or a failed fsync at the aggregator's host passes: the export
+  // is asked again, as a snapshot write is (found by the chaos harness across
+  // hosts: one failed fsync at the cloud failed a cross-site job at its end).
+  for (auto wait = std::chrono::milliseconds(500); !rep && files::storage_fault(rep.err()) && wait <= std::chrono::seconds(4);
+       wait *= 2) {
+    std::this_thread::sleep_for(wait);
+    rep = wire::call_typed<loom::v1::ExportGlobalReply>(cli, req, runtime::token_for(env, "aggregator"));
+  }
   if (!rep) return make_error(rep.code(), "ExportGlobal at " + agg->rpc + ": " + rep.err().message);
   stage_end out;
   out.snapshot = end_only ? snapshot : rep->snapshot();
