@@ -383,6 +383,33 @@ TEST_CASE_FIXTURE(fixture, "a stage that trained on between two losses of its tr
   CHECK(j->message.find("stopped answering 2 times") != std::string::npos);
 }
 
+// The diagnose test's hung host: a stage that trains a while on each trainer
+// and then hangs it (SIGSTOP) is not forgiven for its progress, because the
+// trainer it hung before has not come back.
+TEST_CASE_FIXTURE(fixture, "a stage that trained on but left its earlier trainer gone for good fails when it loses the next") {
+  add_trainer("trainer@a");
+  add_trainer("trainer@b");
+  jobs.tick(nodes, now);
+  const job_rec* j = submit("r1");
+  REQUIRE(j->stages[0].state == "running");
+  const std::string first = j->stages[0].node;
+  poll(first, "idle");
+  poll(first, "running", j->id, "pretrain", 3);
+  const std::string second = first == "trainer@a" ? "trainer@b" : "trainer@a";
+  now += 10s;  // the first hangs for good; the other beats
+  nodes.heartbeat(second, now);
+  jobs.tick(nodes, now);
+  REQUIRE(j->stages[0].state == "running");
+  REQUIRE(j->stages[0].node == second);
+  CHECK(j->stages[0].node_losses == 1);
+  poll(second, "idle");
+  poll(second, "running", j->id, "pretrain", 23);  // trained twenty steps there
+  now += 10s;  // then that one hangs too; the first is still gone
+  jobs.tick(nodes, now);
+  CHECK(j->stages[0].state == "failed");
+  CHECK(j->message.find("stopped answering 2 times") != std::string::npos);
+}
+
 TEST_CASE_FIXTURE(fixture, "a trainer's notices become job events once each and are acknowledged") {
   std::vector<std::string> kinds;
   jobs.set_event_sink([&](const job_rec&, const job_event& e) { kinds.push_back(e.kind + ": " + e.text); });

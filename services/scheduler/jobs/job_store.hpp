@@ -50,15 +50,18 @@ struct stage_rec {
   std::uint32_t min_trainers = 1, max_trainers = 1;
   std::uint64_t memory_bytes = 0;
   // Times its trainer stopped answering while running it (lost from the
-  // roster) with no step reported past the previous loss: past
+  // roster), counted by policy_stages::lost_again: past
   // job_manager::max_node_losses the stage fails instead of being placed
   // again unchanged (a crash loop: out of memory at load, or at the same
-  // step each time). A loss after progress starts the count again: a link
-  // cut or a kill -9 mid-training is not a loop. `step_at_loss` (not stored:
-  // after a restart the next loss counts as after progress) is the step
-  // reported when it was last lost.
+  // step each time; or a stage that hangs every trainer it runs on). A loss
+  // after progress, with the trainer lost before back, starts the count
+  // again: a link cut or a kill -9 mid-training is not a loop.
+  // `step_at_loss` and `lost_from` (not stored: after a restart the next
+  // loss counts as the first) are the step reported and the trainer when it
+  // was last lost.
   std::uint32_t node_losses = 0;
   std::uint64_t step_at_loss = 0;
+  std::string lost_from;
   std::uint32_t regroups = 0;        // re-formations asked by members since the scheduler started
   std::string checkpoint;  // latest snapshot reported
   std::uint32_t attempts = 0;

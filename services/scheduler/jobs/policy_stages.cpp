@@ -44,7 +44,7 @@ void policy_stages::apply(jobs_context& cx, const policy::decision& d, job_rec& 
                         " trainers now, generation " + std::to_string(s.generation) + " from the latest checkpoint",
                     now);
   } else if (d.what == policy::action::requeue && d.why == policy::reason::node_lost &&
-             lost_again(s) >= max_node_losses) {
+             lost_again(cx, s) >= max_node_losses) {
     fail_lost(cx, j, i, now);
   } else if (d.what == policy::action::preempt || d.what == policy::action::requeue) {
     cx.clear_members(j, i);
@@ -58,12 +58,20 @@ void policy_stages::apply(jobs_context& cx, const policy::decision& d, job_rec& 
   }
 }
 
-std::uint32_t policy_stages::lost_again(stage_rec& s) {
-  // Progress since the last loss (found by the chaos harness: two link cuts
-  // of a few seconds, or a kill -9 and a clock step, failed a job that
-  // trained on between them): the count starts again.
-  if (s.node_losses > 0 && s.step > s.step_at_loss) s.node_losses = 0;
+std::uint32_t policy_stages::lost_again(const jobs_context& cx, stage_rec& s) {
+  // Found by the chaos harness: two link cuts of a few seconds, or a kill -9
+  // and a clock step, failed a job that trained on between them. Progress
+  // alone does not forgive the earlier loss (a stage that hangs its trainer
+  // after twenty steps would take down every node in turn): the trainer lost
+  // then must be back, the same one lost again or the other one answering.
+  if (s.node_losses > 0 && s.step > s.step_at_loss) {
+    const auto back = cx.in_policy_.find(s.lost_from);
+    // lost_from is empty after a scheduler restart: unknown, taken as back.
+    if (s.lost_from.empty() || s.lost_from == s.node || (back != cx.in_policy_.end() && back->second))
+      s.node_losses = 0;
+  }
   s.step_at_loss = std::max(s.step_at_loss, s.step);
+  s.lost_from = s.node;
   return ++s.node_losses;
 }
 

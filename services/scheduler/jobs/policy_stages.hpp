@@ -34,9 +34,12 @@ class policy_stages {
   // a stage that makes its node unresponsive (threads, memory) would otherwise
   // take down every trainer it is placed on, one after the other.
   static constexpr std::uint32_t max_node_losses = 2;
-  // Counts a loss of stage s's trainer: the losses in a row with no step
-  // reported past the previous one (a loss after progress counts as the first).
-  static std::uint32_t lost_again(stage_rec& s);
+  // Counts a loss of stage s's trainer. A loss counts as the first again when
+  // the stage trained on since the previous one and the trainer lost then came
+  // back (a link cut, a kill -9 its supervisor restarted); otherwise it adds
+  // to the count: lost twice at one step (a crash loop), or two trainers it
+  // ran on gone for good (a stage that hangs every node it is placed on).
+  static std::uint32_t lost_again(const jobs_context& cx, stage_rec& s);
 
   // Stage i is queued: into the policy. `after` (the stage before, which
   // just succeeded) hands its queue place over.
