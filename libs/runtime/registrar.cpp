@@ -70,18 +70,34 @@ void registrar::run() {
   const auto t0 = steady::now();
   wire::link_estimator link;
   scheduler_targets targets(env_.paths, env_.eps.rpc_targets("scheduler"));
+  // Replicas: a heartbeat may have to find the new leader (the old one's
+  // dropped connection, then a standby's redirect) within its interval.
+  auto timeout = [&] { return std::chrono::milliseconds(targets.list().size() > 1 ? 1000 : 500); };
   auto connect = [&] {
-    // Replicas: a heartbeat may have to find the new leader (the old one's
-    // dropped connection, then a standby's redirect) within its interval.
-    wire::client_options co{std::chrono::milliseconds(targets.list().size() > 1 ? 1000 : 500), 0};
+    wire::client_options co{timeout(), 0};
     co.observe = [&link](const wire::link_observation& o) { link.observe(o); };
     return std::make_unique<wire::client>(*env_.ctx, targets.list(), *sched_key, env_.keys, co);
   };
   auto client = connect();
   retry::backoff again(std::chrono::milliseconds(100), std::chrono::milliseconds(2000));
+  // The loop's own account of a silence (outage_log): each wait and call
+  // against its plan, so a registration after a cut link can say it ran on time.
+  wire::outage_log outage;
   auto wait = [&](std::chrono::milliseconds d) {
+    const auto from = steady::now();
     std::unique_lock lock(mu_);
     cv_.wait_for(lock, d, [&] { return stop_.load(); });
+    outage.ran(std::chrono::duration_cast<std::chrono::milliseconds>(steady::now() - from), d);
+  };
+  // A call's plan: its timeout at each replica it may try, and a second more.
+  auto call = [&](auto&& fn) {
+    const auto from = steady::now();
+    auto rep = fn();
+    const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(steady::now() - from);
+    outage.ran(took, timeout() * static_cast<int>(std::max<std::size_t>(targets.list().size(), 1)) +
+                         std::chrono::milliseconds(1000));
+    if (rep) outage.answered(steady::now());
+    return rep;
   };
   const bool site = env_.eps.is_site();
   const bool reports_datasets = site && env_.name == "trainer";
@@ -106,7 +122,10 @@ void registrar::run() {
       req.set_endpoint(env_.rpc_endpoint);
       req.set_pid(static_cast<std::uint32_t>(::getpid()));
       req.set_version(LOOM_VERSION);
-      auto rep = wire::call_typed<loom::v1::RegisterNodeReply>(cli, req, token_for(env_, "scheduler"));
+      const auto said = outage.since_answer(steady::now());
+      req.set_silent_ms(static_cast<std::uint64_t>(said.silent.count()));
+      req.set_late_ms(static_cast<std::uint64_t>(said.late.count()));
+      auto rep = call([&] { return wire::call_typed<loom::v1::RegisterNodeReply>(cli, req, token_for(env_, "scheduler")); });
       if (rep) {
         if (site) std::fprintf(stderr, "%s: registered with the cloud scheduler at %s\n", env_.name.c_str(), sched->rpc.c_str());
         registered_ = true;
@@ -136,7 +155,7 @@ void registrar::run() {
       }
       if (reports_datasets && beats++ % datasets_every == 0) hb.set_datasets_known(site_datasets(env_, hb));
     }
-    auto rep = wire::call_typed<loom::v1::NodeHeartbeatReply>(cli, hb, token_for(env_, "scheduler"));
+    auto rep = call([&] { return wire::call_typed<loom::v1::NodeHeartbeatReply>(cli, hb, token_for(env_, "scheduler")); });
     if (site && !rep != lost) {  // an edge site says when it loses the cloud and when it has it back
       lost = !rep;
       std::fprintf(stderr, lost ? "%s: lost the cloud scheduler at %s (%s); working on, trying again\n"

@@ -39,4 +39,21 @@ milliseconds heartbeat_schedule::until_due(steady_time now) const {
   return std::chrono::ceil<milliseconds>(last_ + interval_ - now);
 }
 
+void outage_log::ran(milliseconds took, milliseconds planned) {
+  if (took > planned) late_ = std::max(late_, took - planned);
+}
+
+outage_log::report outage_log::since_answer(steady_time now) const {
+  report r;
+  if (heard_ && now > last_answer_) r.silent = std::chrono::duration_cast<milliseconds>(now - last_answer_);
+  r.late = late_;
+  return r;
+}
+
+void outage_log::answered(steady_time now) {
+  heard_ = true;
+  last_answer_ = now;
+  late_ = milliseconds(0);
+}
+
 }  // namespace loom::wire

@@ -54,4 +54,29 @@ class heartbeat_schedule {
   steady_time last_{};
 };
 
+// The sender's own account of a silence (issue 32): how long since the
+// scheduler last answered it, and how far behind its plan its own loop ran
+// meanwhile. A cut link shows a long silence with the loop on time; a stopped
+// or starved process shows the loop late by about the silence. The scheduler
+// forgives a trainer's loss only for the first (services/scheduler/jobs).
+class outage_log {
+ public:
+  struct report {
+    std::chrono::milliseconds silent{0};  // since the last answer (0 before the first)
+    std::chrono::milliseconds late{0};    // the most one step of the loop ran past its plan
+  };
+  // A step of the sender's loop (a wait, a call) took `took` where it planned
+  // at most `planned`.
+  void ran(std::chrono::milliseconds took, std::chrono::milliseconds planned);
+  // The account since the last answer, as of now (what a registration reports).
+  report since_answer(steady_time now) const;
+  // An answer came: the silence ends.
+  void answered(steady_time now);
+
+ private:
+  bool heard_ = false;
+  steady_time last_answer_{};
+  std::chrono::milliseconds late_{0};
+};
+
 }  // namespace loom::wire

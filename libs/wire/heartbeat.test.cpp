@@ -52,3 +52,27 @@ TEST_CASE("a heartbeat is due at once, then once per interval") {
   CHECK(s.until_due(t0 + 250ms) == 750ms);
   CHECK(s.due(t0 + 1000ms));
 }
+
+TEST_CASE("an outage log tells a cut link (silent, on time) from a stopped process (late by the silence)") {
+  outage_log log;
+  CHECK(log.since_answer(t0).silent == 0ms);  // never answered: nothing to report
+  log.answered(t0);
+  // A cut link: every wait on time, every call times out within its budget.
+  for (int k = 0; k < 4; ++k) {
+    log.ran(1000ms, 1000ms);
+    log.ran(500ms, 500ms);
+  }
+  auto cut = log.since_answer(t0 + 6s);
+  CHECK(cut.silent == 6s);
+  CHECK(cut.late == 0ms);
+  log.answered(t0 + 6s);
+  CHECK(log.since_answer(t0 + 6s).silent == 0ms);
+  // A process stopped 10 s in a wait: that wait ran 10 s past its plan.
+  log.ran(11000ms, 1000ms);
+  log.ran(200ms, 500ms);
+  auto stopped = log.since_answer(t0 + 17s);
+  CHECK(stopped.silent == 11s);
+  CHECK(stopped.late == 10s);
+  log.answered(t0 + 17s);
+  CHECK(log.since_answer(t0 + 17s).late == 0ms);  // each silence is judged on its own
+}

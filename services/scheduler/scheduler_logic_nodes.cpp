@@ -48,6 +48,8 @@ handled scheduler_logic::register_node(const loom::v1::RegisterNodeRequest& req,
   if (auto st = zone_binding(ctx.peer, req.zone()); !st) return fail(st.err());
   node n = from_wire(req);
   const auto now = now_();
+  const node* before = roster_.find(n.id);
+  const bool same_process = before && before->pid == n.pid && before->service == n.service;
   auto bound = binding_after_registration(n.id, roster_.binding(n.id), ctx.peer, n.zone, ctx.zone, now);
   if (!bound) return fail(bound.err());
   n.registered = n.last_seen = now;
@@ -59,7 +61,12 @@ handled scheduler_logic::register_node(const loom::v1::RegisterNodeRequest& req,
   });
   if (!st) return store_failed(st.err());
   roster_.bind(n.id, *bound);
+  const std::string id = n.id;
   roster_.register_node(std::move(n), now);
+  // Its own word on the silence before (issue 32): a cut link does not count
+  // against the stage it was lost from; a stopped or starved process does.
+  if (same_process && req.silent_ms() > 0)
+    jobs_.cut_off(id, std::chrono::milliseconds(req.silent_ms()), std::chrono::milliseconds(req.late_ms()), now);
   loom::v1::RegisterNodeReply rep;
   rep.set_roster_version(roster_.version());
   rep.set_heartbeat_interval_ms(static_cast<std::uint32_t>(roster_.interval().count()));

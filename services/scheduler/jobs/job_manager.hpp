@@ -171,6 +171,13 @@ class job_manager : private jobs_context {
   // stage names it fails, naming the site (its trainers are released: their
   // next poll is told to stop); a later stage naming it fails when queued.
   void site_revoked(const std::string& site, const std::string& reason, time_point now);
+  // Trainer `node` registered again, the same process, after `silent` with
+  // no answer and its own loop at most `late` behind: a loss of it in that
+  // silence is taken back when it ran on time (policy_stages::cut_off).
+  void cut_off(const std::string& node, std::chrono::milliseconds silent, std::chrono::milliseconds late,
+               time_point now) {
+    stages_.cut_off(*this, node, silent, late, now);
+  }
   // The cloud's token key: signs the aggregation grant of each diloco stage's
   // assignment (aggregation_grant.hpp). Unset: none, and no aggregation starts.
   void set_grant_key(std::string key) { grant_key_ = std::move(key); }

@@ -9,6 +9,8 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 using namespace loom;
 using namespace loom::scheduler;
 using namespace std::chrono_literals;
@@ -408,6 +410,63 @@ TEST_CASE_FIXTURE(fixture, "a stage that trained on but left its earlier trainer
   jobs.tick(nodes, now);
   CHECK(j->stages[0].state == "failed");
   CHECK(j->message.find("stopped answering 2 times") != std::string::npos);
+}
+
+// The chaos harness's open finding (issue 32): a link cut longer than the
+// death window, twice in one stage with no step between, failed the job as a
+// crash loop. The trainer's own word when it registers again tells a cut
+// link (silent, its loop on time) from a stopped or starved process.
+TEST_CASE_FIXTURE(fixture, "a trainer back from a cut link takes its loss back, one whose own loop ran late does not") {
+  std::vector<std::string> kinds;
+  jobs.set_event_sink([&](const job_rec&, const job_event& e) { kinds.push_back(e.kind); });
+  add_trainer("trainer@a");
+  add_trainer("trainer@b");
+  jobs.tick(nodes, now);
+  const job_rec* j = submit("r1");
+  REQUIRE(j->stages[0].state == "running");
+  // Lost at step 3, the other trainer takes it; then the first is back and says why.
+  auto lose = [&]() -> std::string {
+    const std::string on = j->stages[0].node;
+    poll(on, "idle");
+    poll(on, "running", j->id, "pretrain", 3);
+    now += 10s;
+    for (const auto& n : {"trainer@a", "trainer@b"})
+      if (n != on) nodes.heartbeat(n, now);
+    jobs.tick(nodes, now);
+    return on;
+  };
+  auto count = [&](const std::string& k) { return std::count(kinds.begin(), kinds.end(), k); };
+  SUBCASE("cut off: silent 11 s, on time") {
+    const std::string first = lose();
+    REQUIRE(j->stages[0].node_losses == 1);
+    nodes.heartbeat(first, now);
+    jobs.cut_off(first, 11s, 20ms, now);
+    CHECK(j->stages[0].node_losses == 0);
+    CHECK(count("cut_off") == 1);
+    jobs.cut_off(first, 11s, 20ms, now);  // said twice: taken back once
+    CHECK(count("cut_off") == 1);
+    lose();  // the other lost at the same step: the first loss of the two
+    CHECK(j->stages[0].state == "running");
+    CHECK(j->stages[0].node_losses == 1);
+  }
+  SUBCASE("stopped: its loop ran 9 s late") {
+    const std::string first = lose();
+    nodes.heartbeat(first, now);
+    jobs.cut_off(first, 11s, 9s, now);
+    CHECK(j->stages[0].node_losses == 1);
+    CHECK(count("stalled") == 1);
+    lose();
+    CHECK(j->stages[0].state == "failed");
+  }
+  SUBCASE("a silence that began after the loss does not cover it") {
+    const std::string first = lose();
+    now += 30s;
+    nodes.heartbeat(first, now);
+    for (const auto& n : {"trainer@a", "trainer@b"}) nodes.heartbeat(n, now);
+    jobs.cut_off(first, 4s, 0ms, now);
+    CHECK(j->stages[0].node_losses == 1);
+    CHECK(count("cut_off") == 0);
+  }
 }
 
 TEST_CASE_FIXTURE(fixture, "a trainer's notices become job events once each and are acknowledged") {

@@ -56,12 +56,15 @@ struct stage_rec {
   // step each time; or a stage that hangs every trainer it runs on). A loss
   // after progress, with the trainer lost before back, starts the count
   // again: a link cut or a kill -9 mid-training is not a loop.
-  // `step_at_loss` and `lost_from` (not stored: after a restart the next
-  // loss counts as the first) are the step reported and the trainer when it
-  // was last lost.
+  // `step_at_loss`, `lost_from` and `lost_ns` (not stored: after a restart
+  // the next loss counts as the first) are the step reported, the trainer
+  // and the time when it was last lost. A trainer that registers again and
+  // says it was cut off (silent, its loop on time) over that time takes the
+  // loss back (policy_stages::cut_off).
   std::uint32_t node_losses = 0;
   std::uint64_t step_at_loss = 0;
   std::string lost_from;
+  std::int64_t lost_ns = 0;
   std::uint32_t regroups = 0;        // re-formations asked by members since the scheduler started
   std::string checkpoint;  // latest snapshot reported
   std::uint32_t attempts = 0;

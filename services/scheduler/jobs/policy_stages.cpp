@@ -3,6 +3,8 @@
 // (policy_stages.hpp).
 #include "services/scheduler/jobs/policy_stages.hpp"
 
+#include "libs/wire/heartbeat.hpp"
+
 #include <algorithm>
 
 namespace loom::scheduler {
@@ -44,7 +46,7 @@ void policy_stages::apply(jobs_context& cx, const policy::decision& d, job_rec& 
                         " trainers now, generation " + std::to_string(s.generation) + " from the latest checkpoint",
                     now);
   } else if (d.what == policy::action::requeue && d.why == policy::reason::node_lost &&
-             lost_again(cx, s) >= max_node_losses) {
+             lost_again(cx, s, now) >= max_node_losses) {
     fail_lost(cx, j, i, now);
   } else if (d.what == policy::action::preempt || d.what == policy::action::requeue) {
     cx.clear_members(j, i);
@@ -58,7 +60,7 @@ void policy_stages::apply(jobs_context& cx, const policy::decision& d, job_rec& 
   }
 }
 
-std::uint32_t policy_stages::lost_again(const jobs_context& cx, stage_rec& s) {
+std::uint32_t policy_stages::lost_again(const jobs_context& cx, stage_rec& s, time_point now) {
   // Found by the chaos harness: two link cuts of a few seconds, or a kill -9
   // and a clock step, failed a job that trained on between them. Progress
   // alone does not forgive the earlier loss (a stage that hangs its trainer
@@ -72,7 +74,39 @@ std::uint32_t policy_stages::lost_again(const jobs_context& cx, stage_rec& s) {
   }
   s.step_at_loss = std::max(s.step_at_loss, s.step);
   s.lost_from = s.node;
+  s.lost_ns = cx.ns(now);
   return ++s.node_losses;
+}
+
+void policy_stages::cut_off(jobs_context& cx, const std::string& node, std::chrono::milliseconds silent,
+                            std::chrono::milliseconds late, time_point now) const {
+  using std::chrono::milliseconds;
+  // A loop behind by half the death window or more delayed its own beats.
+  const milliseconds window = wire::heartbeat_interval * wire::heartbeat_max_missed;
+  const bool on_time = late < window / 2;
+  // The loss was noticed within the silence (a tick after the beats stopped).
+  const std::int64_t from = cx.ns(now) - std::chrono::nanoseconds(silent + 2 * wire::heartbeat_interval).count();
+  const auto secs = [](milliseconds d) { return std::to_string(d.count() / 1000) + "." + std::to_string(d.count() % 1000 / 100) + " s"; };
+  for (auto& [id, j] : cx.jobs_) {
+    if (j.terminal()) continue;
+    for (auto& s : j.stages) {
+      if (s.lost_from != node || s.node_losses == 0 || s.lost_ns < from || s.state == "failed") continue;
+      if (on_time) {
+        --s.node_losses;
+        s.lost_from.clear();
+        (void)cx.record(j, s.name, "cut_off",
+                        "trainer " + node + " is back, the same process: the scheduler had not answered it for " +
+                            secs(silent) + " while its heartbeats ran on time (a cut link); its loss is not " +
+                            "counted against the stage",
+                        now);
+      } else {
+        (void)cx.record(j, s.name, "stalled",
+                        "trainer " + node + " is back, the same process, but its own heartbeats ran " + secs(late) +
+                            " behind (stopped or starved, not a cut link): its loss counts against the stage",
+                        now, false);
+      }
+    }
+  }
 }
 
 void policy_stages::fail_lost(jobs_context& cx, job_rec& j, std::size_t i, time_point now) const {

@@ -39,7 +39,13 @@ class policy_stages {
   // back (a link cut, a kill -9 its supervisor restarted); otherwise it adds
   // to the count: lost twice at one step (a crash loop), or two trainers it
   // ran on gone for good (a stage that hangs every node it is placed on).
-  static std::uint32_t lost_again(const jobs_context& cx, stage_rec& s);
+  static std::uint32_t lost_again(const jobs_context& cx, stage_rec& s, time_point now);
+  // Trainer `node`, the same process, registers again after `silent` without
+  // an answer, its own loop at most `late` behind its plan: a loss of it in
+  // that silence counts against no stage when the loop ran on time (a cut
+  // link, not a stopped or starved process). Each such stage gets an event.
+  void cut_off(jobs_context& cx, const std::string& node, std::chrono::milliseconds silent,
+               std::chrono::milliseconds late, time_point now) const;
 
   // Stage i is queued: into the policy. `after` (the stage before, which
   // just succeeded) hands its queue place over.
