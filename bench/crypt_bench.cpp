@@ -18,6 +18,11 @@
 //     adopted by the chunk store (plain: renamed in; sealed: each chunk sealed
 //     and the pack written again durably, the plaintext removed) and every
 //     chunk read back verified, as a rebuild does; MB/s, best of 3;
+//   * delta_spool: the aggregator's upload spool (services/aggregator/
+//     delta_streams.cpp): 64 MiB of a delta in 1 MiB pieces, each appended
+//     to the spool file (plain: as written before; sealed: as an
+//     atrest::ephemeral_key record, what ships now), then the file read back
+//     whole (sealed: every record opened in place); MB/s, best of 3;
 //   * train_encrypted: the path users run — run_training (what the trainer
 //     service and `loom-trainer train` call) on the pretrain-tiny model
 //     (4 layers, 256 channels, GPT-2 vocabulary, batch 4 x 64 x 2, one
@@ -33,6 +38,7 @@
 //   case=import_shards plain_mb_per_s=<..> sealed_mb_per_s=<..> ratio=<..>
 //   case=import_spill plain_mb_per_s=<..> sealed_mb_per_s=<..> ratio=<..>
 //   case=sync_pack plain_mb_per_s=<..> sealed_mb_per_s=<..> ratio=<..>
+//   case=delta_spool plain_mb_per_s=<..> sealed_mb_per_s=<..> ratio=<..>
 //   case=train_encrypted plain_s=<..> sealed_s=<..> ratio=<..> tokens_per_s_plain=<..> tokens_per_s_sealed=<..>
 // LOOM_BENCH_QUICK=1 skips train_encrypted (about 2.5 minutes here).
 #include "bench/bench_util.hpp"
@@ -45,6 +51,7 @@
 #include "services/ingest/importer/spill.hpp"
 #include "services/trainer/run/training_run.hpp"
 
+#include "libs/atrest/ephemeral.hpp"
 #include "libs/atrest/kek_store.hpp"
 #include "libs/atrest/sealed.hpp"
 #include "libs/files/files.hpp"
@@ -132,6 +139,35 @@ double import_spill(const std::string& dir, std::shared_ptr<atrest::kek_store> k
     ++back;
   }
   if (back != n) return -1;
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// 64 MiB of a delta through a spool file in 1 MiB pieces and read back
+// (`key`: sealed records, as delta_streams writes them): the wall seconds,
+// or -1 on failure.
+double delta_spool(const std::string& path, const std::string& data, const atrest::ephemeral_key* key) {
+  std::filesystem::remove(path);
+  const auto t0 = std::chrono::steady_clock::now();
+  constexpr std::size_t piece = 1u << 20;
+  {
+    std::FILE* f = std::fopen(path.c_str(), "ab");
+    if (!f) return -1;
+    std::string rec;
+    for (std::size_t at = 0, k = 0; at < data.size(); at += piece, ++k) {
+      const std::string_view p = std::string_view(data).substr(at, piece);
+      if (key) key->seal_into(p, k, rec);
+      const std::string_view out = key ? std::string_view(rec) : p;
+      if (std::fwrite(out.data(), 1, out.size(), f) != out.size()) return -1;
+      std::fflush(f);  // delta_streams appends each piece with write(2)
+    }
+    std::fclose(f);
+  }
+  auto back = files::read_file(path);
+  if (!back) return -1;
+  if (key && !key->open_in_place(*back, path)) return -1;
+  if (*back != data) {
+    return -1;
+  }
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
@@ -253,6 +289,19 @@ int main() {
       pack_sealed = std::min(pack_sealed, sync_pack(dir.path() + "/sync-sealed", data, shared));
     }
   }
+  double spool_plain = 1e30, spool_sealed = 1e30;
+  {
+    const atrest::ephemeral_key key("bench");
+    const std::string data = big.substr(0, 64u << 20);
+    for (int i = 0; i < 3; ++i) {
+      spool_plain = std::min(spool_plain, delta_spool(dir.path() + "/spool-plain", data, nullptr));
+      spool_sealed = std::min(spool_sealed, delta_spool(dir.path() + "/spool-sealed", data, &key));
+    }
+  }
+  if (spool_plain <= 0 || spool_sealed <= 0) {
+    std::fprintf(stderr, "crypt_bench: the delta spool round trip failed\n");
+    return 1;
+  }
   if (pack_plain <= 0 || pack_sealed <= 0) {
     std::fprintf(stderr, "crypt_bench: the chunk store round trip failed\n");
     return 1;
@@ -304,6 +353,8 @@ int main() {
               mb / spill_sealed, spill_sealed / spill_plain);
   std::printf("case=sync_pack plain_mb_per_s=%.1f sealed_mb_per_s=%.1f ratio=%.3f\n", mb / pack_plain,
               mb / pack_sealed, pack_sealed / pack_plain);
+  std::printf("case=delta_spool plain_mb_per_s=%.1f sealed_mb_per_s=%.1f ratio=%.3f\n", mb / spool_plain,
+              mb / spool_sealed, spool_sealed / spool_plain);
   if (train)
     std::printf("case=train_encrypted plain_s=%.2f sealed_s=%.2f ratio=%.3f tokens_per_s_plain=%.1f "
                 "tokens_per_s_sealed=%.1f\n",

@@ -70,7 +70,7 @@ result<std::uint64_t> delta_streams::chunk(const std::string& key, const loom::v
     if (c.offset() != 0)
       return make_error(errc::conflict, what + ": no upload of it is held here (the aggregator restarted, or it "
                                                "expired): send it again from offset 0");
-    upload u{c.job(), c.site(), c.payload_sha256(), c.round(), c.total_bytes(), c.fragment(), {}, {}, 0, now};
+    upload u{c.job(), c.site(), c.payload_sha256(), c.round(), c.total_bytes(), c.fragment(), {}, {}, 0, 0, now};
     if (!spool_.empty()) u.file = spool_ + "/upload-" + std::to_string(++next_file_) + ".part";
     if (it != uploads_.end()) {  // a new delta replaces the one before
       drop(it->second);
@@ -88,10 +88,14 @@ result<std::uint64_t> delta_streams::chunk(const std::string& key, const loom::v
                                           std::to_string(held) + " are held: send from offset " + std::to_string(held));
   if (u.file.empty()) {
     u.bytes.append(bytes);
-  } else if (auto st = append(u.file, bytes); !st) {
-    drop(u);  // what was held may be part-written: start again
-    uploads_.erase(it);
-    return make_error(st.code(), what + ": " + st.err().message + " (send it again from offset 0)");
+  } else {
+    spool_key_.seal_into(bytes, u.pieces, sealing_);
+    if (auto st = append(u.file, sealing_); !st) {
+      drop(u);  // what was held may be part-written: start again
+      uploads_.erase(it);
+      return make_error(st.code(), what + ": " + st.err().message + " (send it again from offset 0)");
+    }
+    ++u.pieces;
   }
   u.held += bytes.size();
   return u.held;
@@ -121,6 +125,8 @@ result<std::string> delta_streams::complete(const std::string& key, const loom::
     const std::uint64_t held = u.held;
     auto read = files::read_file(file);
     drop(u);
+    if (read)
+      if (auto st = spool_key_.open_in_place(*read, file); !st) read = st.err();
     if (!read || read->size() != held) {
       uploads_.erase(it);
       return make_error(errc::unavailable, what + ": its pieces in " + file + " cannot be read back (" +

@@ -12,11 +12,14 @@
 // upload's pieces go to a file of their own there, not to memory, so what the
 // uploads hold in memory does not grow with the sites sending at once: one
 // payload, while complete() hands it to the engine. Without one (tests) they
-// are held in memory. One kept pull payload per key (shared with the
+// are held in memory. Spooled pieces are sealed (issue 32 item 3) under a key
+// that lives only in this object (atrest::ephemeral_key): the spool dies with
+// the process anyway, and what a dead process left there cannot be read. One kept pull payload per key (shared with the
 // engine's, for updates and θ_p of the same version).
 // Owned by the delta server's thread; not thread-safe.
 #pragma once
 
+#include "libs/atrest/ephemeral.hpp"
 #include "libs/status/status.hpp"
 #include "services/aggregator/aggregation.hpp"
 #include "loom/v1/aggregator.pb.h"
@@ -78,8 +81,9 @@ class delta_streams {
     std::uint64_t round = 0, total = 0;
     std::uint32_t fragment = 0;
     std::string bytes;  // without a spool
-    std::string file;   // with one: the pieces so far
+    std::string file;   // with one: the pieces so far, sealed
     std::uint64_t held = 0;
+    std::uint64_t pieces = 0;  // records in the file
     time_point touched{};
   };
   void drop(const upload& u);
@@ -89,6 +93,8 @@ class delta_streams {
     kept what;
   };
   std::string spool_;
+  atrest::ephemeral_key spool_key_{"loom.aggregator.delta-spool"};
+  std::string sealing_;  // a piece's record, its capacity reused
   std::uint64_t next_file_ = 0;
   std::chrono::seconds idle_;
   std::map<std::string, upload> uploads_;  // "<key>\n<job>\n<fragment>"

@@ -142,3 +142,42 @@ TEST_CASE("with a spool, pieces wait in a file, not in memory, and the file goes
   CHECK(count() == 0);
   CHECK(s.staged_bytes() == 0);
 }
+
+TEST_CASE("spooled pieces are sealed under a key that dies with the process, and an altered spool file is named") {
+  files::temp_dir dir;
+  const std::string spool = dir.path() + "/.incoming";
+  namespace fs = std::filesystem;
+  auto only_file = [&] {
+    std::string f;
+    for (const auto& e : fs::directory_iterator(spool)) f = e.path().string();
+    return f;
+  };
+  tp now{};
+  {
+    delta_streams s(spool, std::chrono::seconds(60));
+    REQUIRE(s.chunk("k", piece(0), "abcd", 100, now).ok());
+    REQUIRE(s.chunk("k", piece(4), "efg", 100, now).ok());
+    auto on_disk = files::read_file(only_file());
+    REQUIRE(on_disk.ok());
+    CHECK(on_disk->size() == 7 + 2 * atrest::ephemeral_key::overhead);
+    CHECK(on_disk->find("abcd") == std::string::npos);
+    CHECK(on_disk->find("efg") == std::string::npos);
+    auto whole = s.complete("k", header(7), "hij");
+    REQUIRE(whole.ok());
+    CHECK(*whole == "abcdefghij");
+  }
+  delta_streams s(spool, std::chrono::seconds(60));
+  REQUIRE(s.chunk("k", piece(0), "abcd", 100, now).ok());
+  REQUIRE(s.chunk("k", piece(4), "efg", 100, now).ok());
+  const std::string file = only_file();
+  auto bytes = files::read_file(file);
+  REQUIRE(bytes.ok());
+  (*bytes)[20] ^= 1;
+  REQUIRE(files::write_atomic(file, *bytes, 0600).ok());
+  auto whole = s.complete("k", header(7), "hij");
+  REQUIRE_FALSE(whole.ok());
+  CHECK(whole.code() == errc::unavailable);
+  CHECK(whole.err().message.find(file) != std::string::npos);
+  CHECK(whole.err().message.find("does not authenticate") != std::string::npos);
+  CHECK(whole.err().message.find("send it again from offset 0") != std::string::npos);
+}
