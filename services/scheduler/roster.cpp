@@ -12,6 +12,7 @@ const char* to_string(node_state s) {
 }
 
 void roster::register_node(node n, time_point now) {
+  alive_until_.erase(n.id);  // heard from: its beats say from now on
   n.registered = now;
   n.last_seen = now;
   if (auto b = bindings_.find(n.id); b != bindings_.end()) n.draining = b->second.drained;
@@ -19,9 +20,10 @@ void roster::register_node(node n, time_point now) {
   ++version_;
 }
 
-void roster::restore(node n) {
+void roster::restore(node n, time_point alive_until) {
   auto id = n.id;
   nodes_[id] = std::move(n);
+  if (alive_until != time_point{}) alive_until_[id] = alive_until;
   ++version_;
 }
 
@@ -29,6 +31,7 @@ bool roster::heartbeat(const std::string& id, time_point now) {
   auto it = nodes_.find(id);
   if (it == nodes_.end()) return false;
   it->second.last_seen = now;
+  alive_until_.erase(id);
   return true;
 }
 
@@ -52,6 +55,7 @@ const node_binding* roster::binding(const std::string& id) const {
 void roster::bind(const std::string& id, node_binding b) { bindings_[id] = std::move(b); }
 
 node_state roster::state(const node& n, time_point now) const {
+  if (auto g = alive_until_.find(n.id); g != alive_until_.end() && now < g->second) return node_state::alive;
   auto silent = now - n.last_seen;
   if (silent > interval_ * max_missed_) return node_state::dead;
   if (silent > interval_) return node_state::suspect;

@@ -64,8 +64,10 @@ class roster {
   // Adds or replaces a node (a restarted process re-registers with a new pid);
   // a drained node id stays drained.
   void register_node(node n, time_point now);
-  // Puts back a node loaded from the state store, times as stored.
-  void restore(node n);
+  // Puts back a node loaded from the state store, times as stored. With
+  // `alive_until` (a scheduler taking over), the node counts as alive until
+  // then whatever its last beat, and after that as its beats say.
+  void restore(node n, time_point alive_until = {});
   // False when the node is unknown (it must register again).
   bool heartbeat(const std::string& id, time_point now);
   // Drains (or undrains) the node id: its binding and, when listed, the node.
@@ -92,6 +94,7 @@ class roster {
   int max_missed_;
   std::map<std::string, node> nodes_;
   std::map<std::string, node_binding> bindings_;  // never reaped
+  std::map<std::string, time_point> alive_until_;  // a takeover's grace, by node (restore)
   std::uint64_t version_ = 0;
 };
 

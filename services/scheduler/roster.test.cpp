@@ -63,3 +63,22 @@ TEST_CASE("listing filters by zone and reaping removes long-dead nodes only") {
   CHECK(r.find("c")->draining);
   CHECK_FALSE(r.set_drained("zzz", true));
 }
+
+TEST_CASE("a node restored by a scheduler taking over is alive through its grace, then as its beats say") {
+  roster r(1000ms, 3);
+  time_point t0{};
+  auto n = make("t1");
+  n.last_seen = t0;
+  r.restore(n, t0 + 6s);
+  const node* got = r.find("t1");
+  REQUIRE(got);
+  CHECK(r.state(*got, t0 + 5900ms) == node_state::alive);  // silent 5.9 s, inside the grace
+  CHECK(r.state(*got, t0 + 6s) == node_state::dead);        // the grace over, 6 s silent
+  r.restore(n, t0 + 6s);
+  CHECK(r.heartbeat("t1", t0 + 2s));  // heard: its beats say from now on
+  CHECK(r.state(*r.find("t1"), t0 + 5500ms) == node_state::dead);
+  auto old = make("t2");
+  old.last_seen = t0;
+  r.restore(old);  // no grace: a node long silent is dead as stored
+  CHECK(r.state(*r.find("t2"), t0 + 4s) == node_state::dead);
+}

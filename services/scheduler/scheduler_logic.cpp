@@ -91,12 +91,17 @@ scheduler_logic::scheduler_logic(store::database* db, clock_fn now, std::string 
   // heartbeat yet, and what the last one stored is up to a tick old: a node
   // seen within the last few seconds starts a fresh liveness window now, so
   // its running stage is re-attached, not requeued, and its heartbeats have
-  // the whole window to find the new leader. A node that does not beat again
-  // is dead three intervals after the takeover.
+  // two whole windows to find the new leader: a node's registrar may be in
+  // its back-off (up to 2 s) and its next call may try the old leader first
+  // (1 s per replica), and one window was found too short (the three-zone
+  // replicas test: a 7.7 s failover requeued both running jobs). A node that
+  // does not beat again is dead two windows after the takeover.
   const auto at = now_();
+  const auto grace = 2 * roster_.interval() * wire::heartbeat_max_missed;
   for (auto& n : *nodes) {
-    if (at - n.last_seen < recent_enough) n.last_seen = std::max(n.last_seen, at);
-    roster_.restore(std::move(n));
+    const bool recent = at - n.last_seen < recent_enough;
+    if (recent) n.last_seen = std::max(n.last_seen, at);
+    roster_.restore(std::move(n), recent ? at + grace : time_point{});
   }
   auto bound = db_->with_read_transaction([](store::transaction& tx) { return load_bindings(tx); });
   if (!bound) throw std::runtime_error("cannot load the node bindings: " + bound.err().to_string());
