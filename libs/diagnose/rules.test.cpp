@@ -144,6 +144,28 @@ TEST_CASE("dead or flapping node: lost twice is flapping, a trainer that stopped
   CHECK(top(dead) == "node_lost");
 }
 
+TEST_CASE("a loss a trainer back from a cut link took back is no node fault, one whose loop ran late is") {
+  auto cut = healthy();
+  cut.events.push_back({1, "pretrain", "requeued", "trainer trainer@north lost; resumes from its latest checkpoint"});
+  cut.events.push_back({2, "pretrain", "cut_off",
+                        "trainer trainer@north is back, the same process: the scheduler had not answered it for 4.2 s "
+                        "while its heartbeats ran on time (a cut link); its loss is not counted against the stage"});
+  CHECK(top(cut) != "node_lost");
+  auto stopped = healthy();
+  stopped.state = "running";
+  stopped.stages[0].state = "running";
+  stopped.events.push_back({1, "pretrain", "requeued", "trainer trainer-1 lost; resumes from its latest checkpoint"});
+  stopped.events.push_back({2, "pretrain", "stalled",
+                            "trainer trainer-1 is back, the same process, but its own heartbeats ran 9.0 s behind "
+                            "(stopped or starved, not a cut link): its loss counts against the stage"});
+  auto f = diagnose(stopped);
+  REQUIRE(!f.empty());
+  CHECK(f.front().rule == "node_lost");
+  bool said = false;
+  for (const auto& ev : f.front().evidence) said = said || ev.find("ran 9.0 s behind") != std::string::npos;
+  CHECK(said);
+}
+
 TEST_CASE("corrupt checkpoint: no snapshot verifies fails the stage, a fallback alone is named too") {
   auto e = healthy();
   fail_with(e, "no snapshot under /d/jobs/job-1/pretrain/checkpoints verifies:\n  REFUSED snapshot step_00000010; "

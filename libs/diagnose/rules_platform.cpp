@@ -48,6 +48,24 @@ std::optional<finding> node_lost(const evidence& e) {
   // Lost (missed its heartbeats) or restarted under the stage (crashed, killed): each counts.
   for (const auto* ev : events_mentioning(e, {"requeued", "replaced", "regroup", "resumed"}, {" lost", " restarted"}))
     ++losses[lost_node(ev->text)];
+  // A trainer back from a cut link took its loss back (its own word: silent,
+  // its loop on time): not a node fault (the link rules speak of links).
+  // One back whose own loop ran late was stopped or starved: said as such.
+  auto named = [](const std::string& text) {
+    const std::string_view t = text;
+    if (!t.starts_with("trainer ")) return std::string();
+    const auto end = t.find(' ', 8);
+    return std::string(t.substr(8, end == std::string_view::npos ? t.size() - 8 : end - 8));
+  };
+  std::vector<std::string> stalled;
+  for (const auto& ev : e.events) {
+    if (ev.kind == "cut_off") {
+      auto it = losses.find(named(ev.text));
+      if (it != losses.end() && --it->second <= 0) losses.erase(it);
+    } else if (ev.kind == "stalled") {
+      stalled.push_back(first_line(ev.text));
+    }
+  }
   std::vector<std::string> dead;
   for (const auto& s : e.stages)
     for (const auto& n : e.nodes)
@@ -68,6 +86,7 @@ std::optional<finding> node_lost(const evidence& e) {
   for (const auto& n : e.nodes)
     if (std::find(dead.begin(), dead.end(), n.id) != dead.end())
       f.evidence.push_back(fmt("%s is %s in the roster, last seen %.0f s ago", n.id.c_str(), n.state.c_str(), n.seen_s_ago));
+  for (const auto& t : stalled) f.evidence.push_back(t);
   if (e.state == "succeeded") f.evidence.push_back("the job resumed from its checkpoints and succeeded");
   const std::string node = worst.empty() ? "NODE" : worst;
   f.repair.push_back("see the roster (state, last heard from): loom status");
@@ -298,7 +317,8 @@ std::vector<rule> platform_rules() {
        {"loom ping ingest", "loom data list (the job's tenant)", "loom data verify DATASET", "submit again"},
        data_fetch},
       {"node_lost", "A trainer died or flaps: the stage lost its node",
-       "requeued/replaced events, the failure, the roster's node states",
+       "requeued/replaced events less those a trainer back from a cut link took back (cut_off), stalled events, "
+       "the failure, the roster's node states",
        {"a failure saying the trainer stopped answering N times", "a node lost two or more times (flapping)",
         "the running stage's node dead or suspect in the roster",
         "a node lost or restarted under the stage once (the job may have recovered)"},
