@@ -33,6 +33,20 @@ struct fixture : testing::job_fixture {
     r.checkpoint = step ? "/jobs/" + job + "/" + stage + "/checkpoints/step-" + std::to_string(step) : "";
     return jobs.poll(r, now);
   }
+  // Stage 0 of j runs at `step` on its trainer, which then misses its
+  // heartbeats for 10 s while the trainers in `beating` keep beating; the
+  // tick notices. Returns the trainer lost.
+  std::string lose_stage_trainer(const job_rec* j, std::uint64_t step, const std::vector<std::string>& beating) {
+    const std::string on = j->stages[0].node;
+    REQUIRE(!on.empty());
+    poll(on, "idle");
+    poll(on, "running", j->id, "pretrain", step);
+    now += 10s;
+    for (const auto& n : beating)
+      if (n != on) nodes.heartbeat(n, now);
+    jobs.tick(nodes, now);
+    return on;
+  }
 };
 
 }  // namespace
@@ -364,14 +378,7 @@ TEST_CASE_FIXTURE(fixture, "a stage that trained on between two losses of its tr
   const job_rec* j = submit("r1");
   REQUIRE(j->stages[0].state == "running");
   auto lose = [&](std::uint64_t step) {
-    const std::string on = j->stages[0].node;
-    REQUIRE(!on.empty());
-    poll(on, "idle");
-    poll(on, "running", j->id, "pretrain", step);
-    now += 10s;  // its trainer misses its heartbeats; the other beats
-    for (const auto& n : {"trainer@a", "trainer@b"})
-      if (n != on) nodes.heartbeat(n, now);
-    jobs.tick(nodes, now);
+    const std::string on = lose_stage_trainer(j, step, {"trainer@a", "trainer@b"});
     nodes.heartbeat(on, now);  // back (a link healed, a restart)
     jobs.tick(nodes, now);
   };
@@ -394,20 +401,14 @@ TEST_CASE_FIXTURE(fixture, "a stage that trained on but left its earlier trainer
   jobs.tick(nodes, now);
   const job_rec* j = submit("r1");
   REQUIRE(j->stages[0].state == "running");
-  const std::string first = j->stages[0].node;
-  poll(first, "idle");
-  poll(first, "running", j->id, "pretrain", 3);
+  // The first hangs for good; the other beats.
+  const std::string first = lose_stage_trainer(j, 3, {"trainer@a", "trainer@b"});
   const std::string second = first == "trainer@a" ? "trainer@b" : "trainer@a";
-  now += 10s;  // the first hangs for good; the other beats
-  nodes.heartbeat(second, now);
-  jobs.tick(nodes, now);
   REQUIRE(j->stages[0].state == "running");
   REQUIRE(j->stages[0].node == second);
   CHECK(j->stages[0].node_losses == 1);
-  poll(second, "idle");
-  poll(second, "running", j->id, "pretrain", 23);  // trained twenty steps there
-  now += 10s;  // then that one hangs too; the first is still gone
-  jobs.tick(nodes, now);
+  // Trained twenty steps there, then that one hangs too; the first is still gone.
+  lose_stage_trainer(j, 23, {});
   CHECK(j->stages[0].state == "failed");
   CHECK(j->message.find("stopped answering 2 times") != std::string::npos);
 }
@@ -425,16 +426,7 @@ TEST_CASE_FIXTURE(fixture, "a trainer back from a cut link takes its loss back, 
   const job_rec* j = submit("r1");
   REQUIRE(j->stages[0].state == "running");
   // Lost at step 3, the other trainer takes it; then the first is back and says why.
-  auto lose = [&]() -> std::string {
-    const std::string on = j->stages[0].node;
-    poll(on, "idle");
-    poll(on, "running", j->id, "pretrain", 3);
-    now += 10s;
-    for (const auto& n : {"trainer@a", "trainer@b"})
-      if (n != on) nodes.heartbeat(n, now);
-    jobs.tick(nodes, now);
-    return on;
-  };
+  auto lose = [&] { return lose_stage_trainer(j, 3, {"trainer@a", "trainer@b"}); };
   auto count = [&](const std::string& k) { return std::count(kinds.begin(), kinds.end(), k); };
   SUBCASE("cut off: silent 11 s, on time") {
     const std::string first = lose();
