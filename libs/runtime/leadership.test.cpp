@@ -86,6 +86,11 @@ TEST_CASE("a replica leads under a free lease, steps down when deposed, takes an
   REQUIRE(eventually([&] { return me.leading(); }));
   CHECK(me.epoch() == 3);
   CHECK(store::fence_epoch() == 3);
+  // leading() turns true just before the callback runs: wait for the callback too.
+  REQUIRE(eventually([&] {
+    std::lock_guard lock(mu);
+    return changes.size() >= 3;
+  }));
   {
     std::lock_guard lock(mu);
     REQUIRE(changes.size() == 3);
