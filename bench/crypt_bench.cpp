@@ -15,8 +15,10 @@
 //     and sealed, MB/s of shard bytes, best of 3;
 //   * sync_pack: the receiving side of a dataset sync (libs/cdc): 64 MiB of
 //     chunks (8-128 KiB, FastCDC's range) arrive in 16 MiB packs, each
-//     adopted by the chunk store (plain: renamed in; sealed: each chunk sealed
-//     and the pack written again durably, the plaintext removed) and every
+//     adopted by the chunk store (plain: renamed in; sealed: the pack arrives
+//     sealed in 1 MiB pieces (kek_pieces, as .loom-sync/incoming holds it),
+//     each chunk is opened, sealed alone and the pack written again durably,
+//     the pack in transit removed) and every
 //     chunk read back verified, as a rebuild does; MB/s, best of 3;
 //   * delta_spool: the aggregator's upload spool (services/aggregator/
 //     delta_streams.cpp): 64 MiB of a delta in 1 MiB pieces, each appended
@@ -45,6 +47,7 @@
 
 #include "libs/atrest/object.hpp"
 #include "libs/cdc/chunk_store.hpp"
+#include "libs/cdc/piece_codecs.hpp"
 #include "libs/crypto/hash.hpp"
 #include "libs/runspec/run_config.hpp"
 #include "libs/shards/writer.hpp"
@@ -179,6 +182,7 @@ double sync_pack(const std::string& dir, const std::string& data, std::shared_pt
   std::mt19937 rng(11);
   const auto t0 = std::chrono::steady_clock::now();
   cdc::chunk_store store(dir + "/chunks", keys);
+  const auto incoming = keys ? std::make_shared<cdc::kek_pieces>(keys) : nullptr;
   std::vector<crypto::digest> all;
   std::uint64_t at = 0;
   for (int p = 0; at < data.size(); ++p) {
@@ -192,8 +196,14 @@ double sync_pack(const std::string& dir, const std::string& data, std::shared_pt
       at += n;
     }
     const std::string pack = dir + "/incoming-" + std::to_string(p);
-    if (!files::write_atomic(pack, std::string_view(data).substr(from, at - from), 0600)) return -1;
-    if (!store.add_pack("pack-" + std::to_string(p), pack, ids, lengths)) return -1;
+    const std::string_view bytes = std::string_view(data).substr(from, at - from);
+    if (keys) {  // as the bulk receiver leaves it: sealed in 1 MiB pieces as they arrive
+      auto w = wire::pieces_writer::create(pack, 1u << 20, *incoming);
+      if (!w || !w->append(bytes) || !w->finish()) return -1;
+    } else if (!files::write_atomic(pack, bytes, 0600)) {
+      return -1;
+    }
+    if (!store.add_pack("pack-" + std::to_string(p), pack, ids, lengths, incoming.get())) return -1;
     all.insert(all.end(), ids.begin(), ids.end());
   }
   for (const auto& id : all)

@@ -81,4 +81,24 @@ status ephemeral_key::open_in_place(std::string& records, const std::string& wha
   return ok_status();
 }
 
+status ephemeral_key::open_one(std::string_view record, std::uint64_t index, const std::string& what,
+                               std::string& out) const {
+  const auto* p = reinterpret_cast<const unsigned char*>(record.data());
+  if (record.size() < overhead || detail::get32(p) != record.size() - overhead)
+    return make_error(errc::corruption, what + ": record " + std::to_string(index) + " has the wrong length (" +
+                                            std::to_string(record.size()) + " bytes)");
+  auto c = detail::new_ctx();
+  if (!c) return make_error(errc::internal, what + ": no cipher context");
+  const std::size_t n = record.size() - overhead;
+  out.resize(n);
+  const std::string aad = aad_of(label_, index);
+  unsigned char tag[16];
+  std::copy(p + 16 + n, p + 32 + n, tag);
+  if (!detail::gcm(c.get(), false, key_, p + 4, reinterpret_cast<const unsigned char*>(aad.data()), aad.size(),
+                   nullptr, 0, p + 16, n, reinterpret_cast<unsigned char*>(out.data()), tag))
+    return make_error(errc::corruption, what + ": record " + std::to_string(index) +
+                                            " does not authenticate (altered, moved or from another process)");
+  return ok_status();
+}
+
 }  // namespace loom::atrest

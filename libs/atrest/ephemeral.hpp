@@ -38,6 +38,8 @@ class ephemeral_key {
   // on success `records` holds the plaintexts; on failure its contents are
   // unspecified.
   status open_in_place(std::string& records, const std::string& what) const;
+  // One record, number `index`, that is all of `record`, into `out` (replaced).
+  status open_one(std::string_view record, std::uint64_t index, const std::string& what, std::string& out) const;
 
  private:
   std::string label_;

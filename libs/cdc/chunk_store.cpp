@@ -73,52 +73,91 @@ chunk_store::chunk_store(std::string root, std::shared_ptr<atrest::kek_store> ke
 
 result<std::size_t> chunk_store::add_pack(const std::string& name, const std::string& pack_path,
                                           const std::vector<crypto::digest>& ids,
-                                          const std::vector<std::uint32_t>& lengths) {
+                                          const std::vector<std::uint32_t>& lengths,
+                                          const wire::bulk_piece_codec* incoming) {
   if (ids.size() != lengths.size()) return make_error(errc::invalid_argument, "pack: ids and lengths differ in count");
+  if (incoming && !keys_)
+    return make_error(errc::invalid_argument, "pack " + pack_path + ": a sealed pack needs a store with keys");
   const std::string target = root_ + "/" + name;
-  struct stat st {};
-  if (::stat(pack_path.c_str(), &st) != 0) return files::errno_error("stat", pack_path);
   std::uint64_t total = 0;
   for (auto n : lengths) total += n;
-  if (total != static_cast<std::uint64_t>(st.st_size))
-    return make_error(errc::corruption, "pack " + pack_path + " does not hold its chunk list");
+  std::uint64_t held = 0;
+  if (incoming) {
+    auto plain = wire::pieces_plain_size(pack_path);
+    if (!plain.ok()) return plain.err();
+    held = *plain;
+  } else {
+    struct stat st {};
+    if (::stat(pack_path.c_str(), &st) != 0) return files::errno_error("stat", pack_path);
+    held = static_cast<std::uint64_t>(st.st_size);
+  }
+  if (total != held) return make_error(errc::corruption, "pack " + pack_path + " does not hold its chunk list");
   std::ostringstream idx;
   std::vector<std::pair<crypto::digest, stored_chunk>> entries;
   if (keys_) {
-    // Each chunk sealed alone, back to back, streamed through two reused
+    // Each chunk sealed alone, back to back, streamed through reused
     // buffers (no 16 MiB string: fresh pages cost more than the cipher); the
     // index names the sealed bytes. Published like write_atomic: a temp,
     // fdatasync, rename, then the directory with the index below.
-    const int in = ::open(pack_path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (in < 0) return files::errno_error("open", pack_path);
     const std::string tmp = target + ".tmp." + std::to_string(::getpid());
     const int out = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (out < 0) {
-      ::close(in);
-      return files::errno_error("open", tmp);
-    }
+    if (out < 0) return files::errno_error("open", tmp);
     auto fail = [&](error e) {
-      ::close(in);
       ::close(out);
       ::unlink(tmp.c_str());
       return e;
     };
-    std::string plain, one;
+    std::string one;
     const auto now = loom::wall_now();
-    std::uint64_t at = 0, written = 0;
-    for (std::size_t i = 0; i < ids.size(); at += lengths[i++]) {
-      plain.resize(lengths[i]);
-      if (!read_at(in, plain, at)) return fail(make_error(errc::corruption, "pack " + pack_path + " ends early"));
+    std::uint64_t written = 0;
+    std::size_t i = 0;
+    // Seals chunk i (its plaintext `plain`) into the store's pack.
+    auto put = [&](std::string_view plain) -> status {
       if (auto st = atrest::seal_into(plain, *keys_, now, one); !st.ok())
-        return fail(make_error(st.code(), "sealing pack " + name + ": " + st.err().message));
-      if (auto st = files::write_all(out, one, tmp); !st.ok()) return fail(st.err());
+        return make_error(st.code(), "sealing pack " + name + ": " + st.err().message);
+      if (auto st = files::write_all(out, one, tmp); !st.ok()) return st;
       const stored_chunk c{target, written, static_cast<std::uint32_t>(one.size()), true};
       idx << crypto::to_hex(crypto::as_view(ids[i])) << ' ' << c.offset << ' ' << c.length << " sealed\n";
       entries.push_back({ids[i], c});
       written += one.size();
+      ++i;
+      return {};
+    };
+    if (incoming) {
+      // Pieces arrive in the bulk transfer's size; chunks are cut from them.
+      std::string pending;
+      std::size_t used = 0;
+      auto s = wire::read_pieces(pack_path, *incoming, [&](std::string_view piece) -> status {
+        pending.erase(0, used);
+        used = 0;
+        pending.append(piece);
+        while (i < ids.size() && pending.size() - used >= lengths[i]) {
+          const std::size_t n = lengths[i];
+          if (auto st = put(std::string_view(pending).substr(used, n)); !st.ok()) return st;
+          used += n;
+        }
+        return {};
+      });
+      if (!s.ok()) return fail(s.err());
+    } else {
+      const int in = ::open(pack_path.c_str(), O_RDONLY | O_CLOEXEC);
+      if (in < 0) return fail(files::errno_error("open", pack_path));
+      std::string plain;
+      for (std::uint64_t at = 0; i < ids.size(); at += plain.size()) {
+        plain.resize(lengths[i]);
+        if (!read_at(in, plain, at)) {
+          ::close(in);
+          return fail(make_error(errc::corruption, "pack " + pack_path + " ends early"));
+        }
+        if (auto st = put(plain); !st.ok()) {
+          ::close(in);
+          return fail(st.err());
+        }
+      }
+      ::close(in);
     }
+    if (i != ids.size()) return fail(make_error(errc::corruption, "pack " + pack_path + " ends early"));
     if (files::fdatasync_fd(out) != 0) return fail(files::errno_error("fdatasync", tmp));
-    ::close(in);
     if (::close(out) != 0) {
       ::unlink(tmp.c_str());
       return files::errno_error("close", tmp);

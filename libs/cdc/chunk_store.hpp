@@ -21,16 +21,17 @@
 // it seals what it rebuilds) writes each adopted pack again as its chunks
 // sealed one by one, back to back (atrest::seal: a data key per chunk, so a
 // chunk is unsealed alone), its index lines ending in " sealed" and naming
-// the sealed bytes; the plaintext pack the bulk transfer delivered is removed
-// once the sealed one and its index are durable. Plaintext lies on disk only
-// while a pack is in transit (.loom-sync/incoming, at most pack_bytes, kept
-// across an interruption so the transfer resumes). Costs one more write of
-// each pack and its fdatasync (bench/crypt_bench case=sync_pack: 186-218 MB/s
-// sealed against 398-441 plain on the 2-core VM).
+// the sealed bytes; the pack the bulk transfer delivered is removed once the
+// sealed one and its index are durable. That pack in transit
+// (.loom-sync/incoming, kept across an interruption so the transfer resumes)
+// is itself sealed piece by piece as it arrives (piece_codecs.hpp kek_pieces),
+// so no plaintext lies on disk at any point. Costs one more write of each
+// pack and its fdatasync (bench/crypt_bench case=sync_pack).
 #pragma once
 
 #include "libs/crypto/hash.hpp"
 #include "libs/status/status.hpp"
+#include "libs/wire/bulk_pieces.hpp"
 
 #include <cstdint>
 #include <memory>
@@ -64,10 +65,14 @@ class chunk_store {
   // and its index written durably (temp, fsync, rename, fsync dir); chunks are
   // not hashed here but on every get(), where a bad one is caught anyway.
   // Sealing, the pack is read, each chunk sealed into the store's pack, and
-  // the plaintext pack removed. Returns the number of chunks indexed.
-  // corruption when the pack's size is not the sum of the lengths.
+  // the pack in transit removed. With `incoming`, the pack at pack_path is a
+  // sealed-pieces file (wire/bulk_pieces.hpp) opened with it: the sync's
+  // partial packs never lie in the clear either. Returns the number of
+  // chunks indexed. corruption when the pack's size is not the sum of the
+  // lengths or a piece fails to open (naming the file).
   result<std::size_t> add_pack(const std::string& name, const std::string& pack_path,
-                               const std::vector<crypto::digest>& ids, const std::vector<std::uint32_t>& lengths);
+                               const std::vector<crypto::digest>& ids, const std::vector<std::uint32_t>& lengths,
+                               const wire::bulk_piece_codec* incoming = nullptr);
 
   // The chunk's bytes (unsealed), verified. not_found when absent; corruption
   // when every stored copy fails its hash or its seal (they are dropped from

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
+#include <optional>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -51,15 +52,28 @@ result<std::shared_ptr<const snapshot>> dataset_cache::refresh(const std::string
 }
 
 result<std::uint64_t> build_pack(const snapshot& s, const std::vector<crypto::digest>& ids,
-                                 const std::string& pack_path, bool corrupt_first) {
-  int out = ::open(pack_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (out < 0) return files::errno_error("create", pack_path);
+                                 const std::string& pack_path, bool corrupt_first,
+                                 const wire::bulk_piece_codec* codec, std::uint32_t piece_bytes) {
+  // Where the chunks go: a sealed-pieces writer, or the plain file.
+  std::optional<wire::pieces_writer> sealed;
+  int out = -1;
+  if (codec) {
+    auto w = wire::pieces_writer::create(pack_path, piece_bytes, *codec);
+    if (!w.ok()) return w.err();
+    sealed.emplace(std::move(*w));
+  } else {
+    out = ::open(pack_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (out < 0) return files::errno_error("create", pack_path);
+  }
   plain_file_cache sources;
   std::string buf;
   std::uint64_t total = 0;
   auto fail = [&](error e) -> result<std::uint64_t> {
-    ::close(out);
-    ::unlink(pack_path.c_str());
+    sealed.reset();  // removes its file
+    if (out >= 0) {
+      ::close(out);
+      ::unlink(pack_path.c_str());
+    }
     return e;
   };
   for (std::size_t i = 0; i < ids.size(); ++i) {
@@ -81,7 +95,12 @@ result<std::uint64_t> build_pack(const snapshot& s, const std::vector<crypto::di
     if (crypto::sha256(buf) != c.sha256)
       return fail(make_error(errc::conflict, path + " changed since its manifest was built"));
     if (corrupt_first && i == 0) buf[buf.size() / 2] ^= 0x20;
-    if (auto st = write_exact(out, buf, pack_path); !st.ok()) return fail(st.err());
+    if (auto st = sealed ? sealed->append(buf) : write_exact(out, buf, pack_path); !st.ok()) return fail(st.err());
+  }
+  if (sealed) {
+    auto n = sealed->finish();
+    if (!n.ok()) return n.err();
+    return total;
   }
   if (::close(out) != 0) {
     auto e = files::errno_error("close", pack_path);

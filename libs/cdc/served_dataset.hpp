@@ -7,6 +7,8 @@
 #pragma once
 
 #include "libs/cdc/manifest.hpp"
+#include "libs/wire/bulk_pieces.hpp"
+#include "libs/wire/bulk_types.hpp"
 
 #include <map>
 #include <memory>
@@ -48,8 +50,13 @@ class dataset_cache {
 // not_found for an id the snapshot lacks, conflict when a file no longer
 // holds the bytes its manifest says (changed since), invalid_argument past
 // max_pack_bytes. `corrupt_first` (TEST ONLY) flips one byte of the first
-// chunk after hashing, as a link would.
+// chunk after hashing, as a link would. With `codec` the file is a
+// sealed-pieces file of `piece_bytes` pieces (wire/bulk_pieces.hpp): the
+// chunks never touch the disk in the clear; the size returned is the
+// plaintext's.
 result<std::uint64_t> build_pack(const snapshot& s, const std::vector<crypto::digest>& ids,
-                                 const std::string& pack_path, bool corrupt_first = false);
+                                 const std::string& pack_path, bool corrupt_first = false,
+                                 const wire::bulk_piece_codec* codec = nullptr,
+                                 std::uint32_t piece_bytes = wire::default_chunk_bytes);
 
 }  // namespace loom::cdc

@@ -6,6 +6,7 @@
 #include "libs/cdc/rebuild.hpp"
 #include "libs/crypto/encoding.hpp"
 #include "libs/files/files.hpp"
+#include "libs/cdc/piece_codecs.hpp"
 #include "libs/wire/bulk_receiver.hpp"
 #include "libs/wire/bulk_transport.hpp"
 #include "libs/wire/limits.hpp"
@@ -19,6 +20,13 @@
 
 namespace loom::cdc {
 namespace {
+
+// How packs in transit lie in .loom-sync/incoming: sealed piece by piece
+// under the deployment's keys when this pull seals what it rebuilds.
+std::shared_ptr<const wire::bulk_piece_codec> incoming_codec(const sync_client_options& o) {
+  if (!o.seal.keys) return nullptr;
+  return std::make_shared<kek_pieces>(o.seal.keys);
+}
 
 using clock = std::chrono::steady_clock;
 namespace fs = std::filesystem;
@@ -260,7 +268,7 @@ class puller {
       st_.bulk_chunks_resent += done->bulk.chunks_resent;
       st_.bulk_chunks_skipped += done->bulk.chunks_skipped;
     }
-    auto added = store_.add_pack(name, path, ids, lengths);
+    auto added = store_.add_pack(name, path, ids, lengths, incoming_.get());
     if (!added.ok()) {
       ::unlink(path.c_str());  // a short pack: its chunks stay missing and are asked for again
       if (added.code() == errc::corruption) return {};
@@ -324,6 +332,7 @@ class puller {
   sync_stats& st_;
   const std::string tenant_, dataset_, into_, sync_dir_;
   chunk_store store_;
+  const std::shared_ptr<const wire::bulk_piece_codec> incoming_ = incoming_codec(opt_);
 };
 
 }  // namespace
@@ -354,7 +363,7 @@ result<sync_stats> sync_client::pull(const std::string& endpoint, const std::str
     socket.set(zmq::sockopt::sndtimeo, static_cast<int>(opt_.reply_timeout.count()));
     if (mine_) wire::make_curve_client(socket, *mine_, server_public_);
     socket.connect(endpoint);
-    wire::bulk_receiver receiver(sync_dir + "/incoming");
+    wire::bulk_receiver receiver(sync_dir + "/incoming", incoming_codec(opt_));
     conversation conv(socket, receiver, stats_, opt_.reply_timeout, endpoint);
     for (int attempt = 0; attempt < max_restarts; ++attempt) {  // transfer counters add up
       outcome = puller(conv, opt_, stats_, tenant, dataset, into_dir).run();

@@ -113,7 +113,8 @@ class session {
       corrupt = sh_.corrupt_packs_left.compare_exchange_weak(n, n - 1);
 
     const std::string path = sh_.scratch + "/" + tag_ + "-" + req->name;
-    auto bytes = build_pack(*snap_, req->chunks, path, corrupt);
+    auto bytes = build_pack(*snap_, req->chunks, path, corrupt, &sh_.scratch_key, so.chunk_bytes);
+    so.codec = &sh_.scratch_key;
     if (!bytes.ok()) return fail(pack_done_type, bytes.err());
     auto sent = wire::send_file(socket_, path, req->name, so);
     ::unlink(path.c_str());

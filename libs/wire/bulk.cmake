@@ -3,8 +3,9 @@
 # libs/wire/CMakeLists.txt.
 loom_add_library(wire_bulk
   SOURCES
+    ${CMAKE_CURRENT_LIST_DIR}/bulk_pieces.cpp
     ${CMAKE_CURRENT_LIST_DIR}/bulk_receiver.cpp
     ${CMAKE_CURRENT_LIST_DIR}/bulk_sender.cpp
     ${CMAKE_CURRENT_LIST_DIR}/bulk_transport.cpp
-  TESTS ${CMAKE_CURRENT_LIST_DIR}/bulk.test.cpp
+  TESTS ${CMAKE_CURRENT_LIST_DIR}/bulk.test.cpp ${CMAKE_CURRENT_LIST_DIR}/bulk_pieces.test.cpp
   DEPS loom::status loom::crypto loom::files loom::proto loom::wire_shaped loom::auth cppzmq)

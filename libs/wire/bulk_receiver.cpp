@@ -72,17 +72,46 @@ result<crypto::digest> hash_fd(int fd, std::uint64_t size, const std::string& pa
   return h.finish();
 }
 
-// True when dest/<name> already holds exactly the offered object.
-bool final_matches(const std::string& path, const bulk_offer& o) {
+// The SHA-256 of the object's plaintext in the sealed-pieces file open as
+// `fd`; corruption when it holds another size or a piece fails to open.
+result<crypto::digest> hash_object(int fd, const bulk_offer& o, const bulk_piece_codec* codec, const std::string& path) {
+  if (!codec) return hash_fd(fd, o.total_bytes, path);
+  crypto::sha256_stream h;
+  std::uint64_t seen = 0;
+  auto s = read_pieces_fd(fd, path, *codec, [&](std::string_view piece) -> status {
+    h.update(piece.data(), piece.size());
+    seen += piece.size();
+    return {};
+  });
+  if (!s.ok()) return s.err();
+  if (seen != o.total_bytes)
+    return make_error(errc::corruption, path + ": holds " + std::to_string(seen) + " bytes, expected " +
+                                            std::to_string(o.total_bytes));
+  return h.finish();
+}
+
+// True when dest/<name> already holds exactly the offered object (sealed
+// the same way when `codec` is given).
+bool final_matches(const std::string& path, const bulk_offer& o, const bulk_piece_codec* codec) {
   int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) return false;
   struct stat st {};
   bool same = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-              static_cast<std::uint64_t>(st.st_size) == o.total_bytes;
+              (codec || static_cast<std::uint64_t>(st.st_size) == o.total_bytes);
   if (same) {
-    auto d = hash_fd(fd, o.total_bytes, path);
+    auto d = hash_object(fd, o, codec, path);
     same = d.ok() && *d == o.sha256;
   }
+  ::close(fd);
+  return same;
+}
+
+// Whether the file at `path` starts with `header`.
+bool part_header_is(const std::string& path, const std::string& header) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return false;
+  std::string head(header.size(), '\0');
+  const bool same = ::pread(fd, head.data(), head.size(), 0) == static_cast<ssize_t>(head.size()) && head == header;
   ::close(fd);
   return same;
 }
@@ -128,13 +157,16 @@ struct bulk_receiver::transfer {
   int fd = -1;
   std::string part_path, state_path, final_path;
   std::uint64_t last_used = 0;
+  pieces_layout layout;  // with a codec: where chunk i's record lies
+  std::string sealed;    // with a codec: the record being written
 
   ~transfer() {
     if (fd >= 0) ::close(fd);
   }
 };
 
-bulk_receiver::bulk_receiver(std::string dest_dir) : dest_dir_(std::move(dest_dir)) {}
+bulk_receiver::bulk_receiver(std::string dest_dir, std::shared_ptr<const bulk_piece_codec> codec)
+    : dest_dir_(std::move(dest_dir)), codec_(std::move(codec)) {}
 bulk_receiver::~bulk_receiver() = default;
 
 void bulk_receiver::forget(const std::string& transfer_id) { open_.erase(transfer_id); }
@@ -174,15 +206,20 @@ result<bulk_need> bulk_receiver::on_offer(const bulk_offer& o) {
   // Resume only a partial of the very same object; anything else is discarded.
   std::optional<part_state> prior;
   if (auto text = files::read_file(t->state_path); text.ok()) prior = decode_state(*text);
+  if (codec_) t->layout = pieces_layout{o.chunk_bytes, static_cast<std::uint32_t>(codec_->overhead())};
+  const std::uint64_t file_bytes = codec_ ? t->layout.file_bytes(o.total_bytes) : o.total_bytes;
   struct stat st {};
   bool resumable = prior && prior->total_bytes == o.total_bytes && prior->chunk_bytes == o.chunk_bytes &&
                    prior->chunk_count == o.chunk_count && prior->sha256 == o.sha256 &&
                    ::lstat(t->part_path.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
-                   static_cast<std::uint64_t>(st.st_size) == o.total_bytes;
+                   static_cast<std::uint64_t>(st.st_size) == file_bytes;
+  if (resumable && codec_) {  // and sealed the same way (a plain partial of that size is not)
+    resumable = part_header_is(t->part_path, t->layout.header());
+  }
   if (!resumable) {
     ::unlink(t->state_path.c_str());
     ::unlink(t->part_path.c_str());
-    if (final_matches(t->final_path, o)) return bulk_need{o.transfer_id, {}, true};
+    if (final_matches(t->final_path, o, codec_.get())) return bulk_need{o.transfer_id, {}, true};
     prior = part_state{o.total_bytes, o.chunk_bytes, o.chunk_count, o.sha256, std::string(o.chunk_count, '0')};
   }
   t->state = std::move(*prior);
@@ -191,10 +228,15 @@ result<bulk_need> bulk_receiver::on_offer(const bulk_offer& o) {
   // O_NOFOLLOW: a planted symlink must not redirect writes outside dest_dir.
   t->fd = ::open(t->part_path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (t->fd < 0) return files::errno_error("open", t->part_path);
-  if (!resumable && ::ftruncate(t->fd, static_cast<off_t>(o.total_bytes)) != 0) {
-    auto e = files::errno_error("size", t->part_path);
-    ::unlink(t->part_path.c_str());
-    return e;
+  if (!resumable) {
+    status s = ::ftruncate(t->fd, static_cast<off_t>(file_bytes)) == 0
+                   ? status{}
+                   : status(files::errno_error("size", t->part_path));
+    if (s.ok() && codec_) s = files::pwrite_all(t->fd, t->layout.header(), 0, t->part_path);
+    if (!s.ok()) {
+      ::unlink(t->part_path.c_str());
+      return s.err();
+    }
   }
 
   bulk_need need{o.transfer_id, {}, false};
@@ -232,7 +274,13 @@ bulk_ack bulk_receiver::on_chunk(const bulk_chunk_header& h, std::string_view da
   if (t.state.verified[h.index] == '1') return ack;  // a duplicate re-send
 
   // Data durable before the state says so; a crash in between only re-asks the chunk.
-  status s = files::pwrite_all(t.fd, data, offset, t.part_path);
+  status s;
+  if (codec_) {
+    s = codec_->seal(data, h.index, t.sealed);
+    if (s.ok()) s = files::pwrite_all(t.fd, t.sealed, t.layout.offset(h.index), t.part_path);
+  } else {
+    s = files::pwrite_all(t.fd, data, offset, t.part_path);
+  }
   if (s.ok() && files::fdatasync_fd(t.fd) != 0) s = files::errno_error("fdatasync", t.part_path);
   if (s.ok()) {
     t.state.verified[h.index] = '1';
@@ -259,14 +307,15 @@ bulk_ack bulk_receiver::finish(transfer& t, bulk_ack ack) {
     return ack;
   };
   if (files::fsync_fd(t.fd) != 0) return fail(files::errno_error("fsync", t.part_path));
-  auto d = hash_fd(t.fd, t.offer.total_bytes, t.part_path);
-  if (!d.ok()) return fail(d.err());
-  if (*d != t.offer.sha256) {
+  auto d = hash_object(t.fd, t.offer, codec_.get(), t.part_path);
+  if (!d.ok() && d.code() != errc::corruption) return fail(d.err());
+  if (!d.ok() || *d != t.offer.sha256) {  // a bad partial is never resumed
     ::unlink(t.part_path.c_str());
     ::unlink(t.state_path.c_str());
     (void)files::fsync_dir(dest_dir_);
-    return fail(make_error(errc::corruption, "whole-object sha256 mismatch for \"" + t.offer.name +
-                                                 "\"; partial discarded"));
+    return fail(make_error(errc::corruption, (d.ok() ? "whole-object sha256 mismatch for \"" + t.offer.name + "\""
+                                                     : d.err().message) +
+                                                 "; partial discarded"));
   }
   if (::rename(t.part_path.c_str(), t.final_path.c_str()) != 0)
     return fail(files::errno_error("rename to", t.final_path));

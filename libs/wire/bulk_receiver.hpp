@@ -11,8 +11,14 @@
 //                 ▲ resume: only missing chunks       ├─ ok:  fsync, rename -> <name>, fsync dir
 //                 │ asked; a different object         └─ bad: discard .part/.state, fatal ack
 //                 │ (size/sha/chunk size) discards the partial
+//
+// With a piece codec (bulk_pieces.hpp) the .part and the finished object are
+// sealed-pieces files: each verified chunk is sealed before it touches the
+// disk, and the whole-object check reads them back through the codec. The
+// object's user reads it with read_pieces.
 #pragma once
 
+#include "libs/wire/bulk_pieces.hpp"
 #include "libs/wire/bulk_types.hpp"
 
 #include <cstdint>
@@ -33,8 +39,9 @@ class bulk_receiver {
   // vanished must not pin file descriptors forever); its partial stays on disk.
   static constexpr std::size_t max_open_transfers = 64;
 
-  // REQUIRES: dest_dir exists (or can be created) and is writable.
-  explicit bulk_receiver(std::string dest_dir);
+  // REQUIRES: dest_dir exists (or can be created) and is writable. A null
+  // codec keeps files plain.
+  explicit bulk_receiver(std::string dest_dir, std::shared_ptr<const bulk_piece_codec> codec = nullptr);
   ~bulk_receiver();
   bulk_receiver(const bulk_receiver&) = delete;
   bulk_receiver& operator=(const bulk_receiver&) = delete;
@@ -56,6 +63,7 @@ class bulk_receiver {
   void forget(const std::string& transfer_id);
 
   std::string dest_dir_;
+  std::shared_ptr<const bulk_piece_codec> codec_;
   std::map<std::string, std::unique_ptr<transfer>> open_;  // by transfer id
   std::uint64_t tick_ = 0;                                 // LRU clock for eviction
 };

@@ -37,7 +37,11 @@ bulk_sender::bulk_sender(int fd, std::string path, bulk_offer offer)
     : fd_(fd), path_(std::move(path)), offer_(std::move(offer)) {}
 
 bulk_sender::bulk_sender(bulk_sender&& other) noexcept
-    : fd_(std::exchange(other.fd_, -1)), path_(std::move(other.path_)), offer_(std::move(other.offer_)) {}
+    : fd_(std::exchange(other.fd_, -1)),
+      path_(std::move(other.path_)),
+      offer_(std::move(other.offer_)),
+      codec_(other.codec_),
+      layout_(other.layout_) {}
 
 bulk_sender& bulk_sender::operator=(bulk_sender&& other) noexcept {
   if (this != &other) {
@@ -45,6 +49,8 @@ bulk_sender& bulk_sender::operator=(bulk_sender&& other) noexcept {
     fd_ = std::exchange(other.fd_, -1);
     path_ = std::move(other.path_);
     offer_ = std::move(other.offer_);
+    codec_ = other.codec_;
+    layout_ = other.layout_;
   }
   return *this;
 }
@@ -54,7 +60,7 @@ bulk_sender::~bulk_sender() {
 }
 
 result<bulk_sender> bulk_sender::open(const std::string& path, std::string name, std::uint32_t chunk_bytes,
-                                      std::string transfer_id) {
+                                      std::string transfer_id, const bulk_piece_codec* codec) {
   if (auto s = validate_bulk_name(name); !s.ok()) return s.err();
   if (chunk_bytes == 0 || chunk_bytes > max_chunk_bytes)
     return make_error(errc::invalid_argument, "chunk_bytes " + std::to_string(chunk_bytes) + " not in 1..64 MiB");
@@ -74,17 +80,39 @@ result<bulk_sender> bulk_sender::open(const std::string& path, std::string name,
   o.name = std::move(name);
   o.total_bytes = static_cast<std::uint64_t>(st.st_size);
   o.chunk_bytes = chunk_bytes;
+  if (codec) {
+    auto plain = pieces_plain_size(path);
+    if (!plain.ok()) return plain.err();
+    std::string head(pieces_header_bytes, '\0');
+    if (auto s = pread_all(fd, head.data(), head.size(), 0, path); !s.ok()) return s.err();
+    auto l = parse_pieces_header(head, path);
+    if (!l.ok()) return l.err();
+    if (l->piece_bytes != chunk_bytes)
+      return make_error(errc::invalid_argument, path + ": sealed in pieces of " + std::to_string(l->piece_bytes) +
+                                                    " bytes, sent in chunks of " + std::to_string(chunk_bytes));
+    sender.codec_ = codec;
+    sender.layout_ = *l;
+    o.total_bytes = *plain;
+  }
   std::uint64_t count = chunk_count_for(o.total_bytes, chunk_bytes);
   if (count > std::numeric_limits<std::uint32_t>::max())
     return make_error(errc::invalid_argument, path + ": too many chunks; use a larger chunk size");
   o.chunk_count = static_cast<std::uint32_t>(count);
 
   crypto::sha256_stream h;
-  std::string buf(chunk_bytes, '\0');
-  for (std::uint64_t off = 0; off < o.total_bytes; off += chunk_bytes) {
-    auto n = static_cast<std::size_t>(std::min<std::uint64_t>(chunk_bytes, o.total_bytes - off));
-    if (auto s = pread_all(fd, buf.data(), n, off, path); !s.ok()) return s.err();
-    h.update(buf.data(), n);
+  if (codec) {
+    auto s = read_pieces_fd(fd, path, *codec, [&](std::string_view piece) -> status {
+      h.update(piece.data(), piece.size());
+      return {};
+    });
+    if (!s.ok()) return s.err();
+  } else {
+    std::string buf(chunk_bytes, '\0');
+    for (std::uint64_t off = 0; off < o.total_bytes; off += chunk_bytes) {
+      auto n = static_cast<std::size_t>(std::min<std::uint64_t>(chunk_bytes, o.total_bytes - off));
+      if (auto s = pread_all(fd, buf.data(), n, off, path); !s.ok()) return s.err();
+      h.update(buf.data(), n);
+    }
   }
   o.sha256 = h.finish();
   return sender;
@@ -99,8 +127,14 @@ result<bulk_chunk> bulk_sender::chunk(std::uint32_t index) const {
   c.header.index = index;
   c.header.offset = std::uint64_t{index} * offer_.chunk_bytes;
   auto n = static_cast<std::size_t>(std::min<std::uint64_t>(offer_.chunk_bytes, offer_.total_bytes - c.header.offset));
-  c.data.resize(n);
-  if (auto s = pread_all(fd_, c.data.data(), n, c.header.offset, path_); !s.ok()) return s.err();
+  if (codec_) {
+    std::string scratch;
+    if (auto s = read_piece(fd_, path_, layout_, *codec_, index, n, scratch, c.data); !s.ok()) return s.err();
+    if (c.data.size() != n) return make_error(errc::corruption, path_ + ": piece " + std::to_string(index) + " has the wrong size");
+  } else {
+    c.data.resize(n);
+    if (auto s = pread_all(fd_, c.data.data(), n, c.header.offset, path_); !s.ok()) return s.err();
+  }
   c.header.sha256 = crypto::sha256(c.data);
   return c;
 }

@@ -5,6 +5,7 @@
 // be read from several threads, but the usual owner is one transport thread.
 #pragma once
 
+#include "libs/wire/bulk_pieces.hpp"
 #include "libs/wire/bulk_types.hpp"
 
 #include <string>
@@ -22,9 +23,12 @@ class bulk_sender {
   // Reads `path` once to hash it. invalid_argument for a bad name or
   // chunk_bytes outside 1..max_chunk_bytes; not_found / OS errors for the file.
   // An empty transfer_id gets a random one (32 hex chars).
+  // With `codec` (kept alive by the caller) the file is a sealed-pieces file
+  // (bulk_pieces.hpp) of pieces of chunk_bytes: the offer and the chunks are
+  // its plaintext, each piece opened as it is read.
   static result<bulk_sender> open(const std::string& path, std::string name,
                                   std::uint32_t chunk_bytes = default_chunk_bytes,
-                                  std::string transfer_id = {});
+                                  std::string transfer_id = {}, const bulk_piece_codec* codec = nullptr);
 
   bulk_sender(bulk_sender&& other) noexcept;
   bulk_sender& operator=(bulk_sender&& other) noexcept;
@@ -44,6 +48,8 @@ class bulk_sender {
   int fd_ = -1;
   std::string path_;
   bulk_offer offer_;
+  const bulk_piece_codec* codec_ = nullptr;
+  pieces_layout layout_;
 };
 
 }  // namespace loom::wire

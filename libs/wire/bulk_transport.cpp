@@ -171,7 +171,7 @@ result<transfer_stats> send_file_impl(zmq::socket_t& s, const std::string& path,
                                       const send_options& opt) {
   if (opt.window == 0 || opt.max_attempts == 0)
     return make_error(errc::invalid_argument, "bulk: window and max_attempts must be at least 1");
-  auto tx = bulk_sender::open(path, name, opt.chunk_bytes, opt.transfer_id);
+  auto tx = bulk_sender::open(path, name, opt.chunk_bytes, opt.transfer_id, opt.codec);
   if (!tx.ok()) return tx.err();
   const bulk_offer& o = tx->offer();
 

@@ -57,6 +57,9 @@ struct send_options {
   // it and keeps it across reconnects (forget() when replacing the socket),
   // so a transfer cut by an outage resumes on the same emulated link.
   shaped_link* link = nullptr;
+  // The file is a sealed-pieces file opened with this codec (bulk_pieces.hpp;
+  // its piece size must be chunk_bytes). The caller keeps it alive.
+  const bulk_piece_codec* codec = nullptr;
   // TEST ONLY: when it returns true for (index, attempt >= 1), one byte of that
   // send's data is flipped (the header keeps the true SHA-256).
   std::function<bool(std::uint32_t index, std::uint32_t attempt)> corrupt_chunk;
