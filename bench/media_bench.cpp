@@ -1,0 +1,106 @@
+// media_bench: single-threaded throughput of the image path ingest will run
+// per image (issue 33): probe (header + limits) -> decode to RGB8 ->
+// normalise (fit, longest side 512) -> pHash. Input: 200 generated 640x480
+// scenes (gradients, noise textures, shapes; libs/media/testing.hpp), each
+// encoded once as JPEG (q=85, 4:2:0) and once as PNG (level 6). images/s
+// divides by this thread's CPU time (best of 3 passes: the box is shared),
+// i.e. per core.
+// Last lines, for scripts:
+//   case=image_jpeg images_per_s=<..>
+//   case=image_png images_per_s=<..>
+#include "bench/bench_util.hpp"
+#include "libs/media/codec.hpp"
+#include "libs/media/normalise.hpp"
+#include "libs/media/phash.hpp"
+#include "libs/media/probe.hpp"
+#include "libs/media/testing.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+using loom::bench::loadavg;
+using loom::bench::thread_cpu_s;
+
+namespace {
+
+constexpr int images = 200;
+constexpr int passes = 3;
+constexpr std::uint32_t width = 640, height = 480;
+
+struct stages {
+  double probe = 0, decode = 0, normalise = 0, phash = 0;
+  double total() const { return probe + decode + normalise + phash; }
+};
+
+// One pass over the files; per-stage CPU seconds.
+stages run(const std::vector<std::string>& files, std::uint64_t& sink) {
+  using namespace loom::media;
+  stages s;
+  for (const auto& f : files) {
+    double t0 = thread_cpu_s();
+    const auto info = probe(f);
+    if (!info) std::abort();
+    double t1 = thread_cpu_s();
+    auto img = decode(f);
+    if (!img) {
+      std::fprintf(stderr, "decode: %s\n", img.err().to_string().c_str());
+      std::abort();
+    }
+    double t2 = thread_cpu_s();
+    const image n = normalise(*img, {512, fit_mode::fit});
+    double t3 = thread_cpu_s();
+    sink += phash(n);
+    double t4 = thread_cpu_s();
+    s.probe += t1 - t0;
+    s.decode += t2 - t1;
+    s.normalise += t3 - t2;
+    s.phash += t4 - t3;
+  }
+  return s;
+}
+
+stages best_of(const std::vector<std::string>& files, std::uint64_t& sink) {
+  stages best;
+  best.decode = 1e9;
+  for (int p = 0; p < passes; ++p) {
+    const stages s = run(files, sink);
+    if (s.total() < best.total()) best = s;
+  }
+  return best;
+}
+
+double mb(const std::vector<std::string>& files) {
+  double n = 0;
+  for (const auto& f : files) n += static_cast<double>(f.size());
+  return n / 1e6;
+}
+
+}  // namespace
+
+int main() {
+  using namespace loom::media;
+  std::printf("media_bench: %d scenes of %ux%u, loadavg %s\n", images, width, height, loadavg().c_str());
+  std::vector<std::string> jpegs, pngs;
+  for (int i = 0; i < images; ++i) {
+    const image img = testing::scene(7000 + static_cast<std::uint64_t>(i), width, height);
+    auto j = encode_jpeg(img, 85);
+    auto p = encode_png(img);
+    if (!j || !p) std::abort();
+    jpegs.push_back(std::move(*j));
+    pngs.push_back(std::move(*p));
+  }
+  std::uint64_t sink = 0;
+  const stages jpeg = best_of(jpegs, sink), png = best_of(pngs, sink);
+  for (const auto& [name, files, s] : {std::tuple{"jpeg", &jpegs, jpeg}, std::tuple{"png", &pngs, png}}) {
+    std::printf("%-4s: %6.1f images/s, %.1f MB input (%.1f KB/image); ms per image: probe %.3f decode %.2f "
+                "normalise %.2f phash %.3f\n",
+                name, images / s.total(), mb(*files), mb(*files) * 1e3 / images, s.probe * 1e3 / images,
+                s.decode * 1e3 / images, s.normalise * 1e3 / images, s.phash * 1e3 / images);
+  }
+  std::printf("loadavg after: %s (checksum %llu)\n", loadavg().c_str(), static_cast<unsigned long long>(sink & 0xff));
+  std::printf("case=image_jpeg images_per_s=%.1f\n", images / jpeg.total());
+  std::printf("case=image_png images_per_s=%.1f\n", images / png.total());
+}
