@@ -33,6 +33,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <algorithm>
 #include <atomic>
 #include <thread>
@@ -114,22 +115,46 @@ struct tmpfs_guard {
 // 30 until scope exit, then continues it. Busy loops of our own would not do:
 // the kernel shares the CPU between sessions (autogroups), not processes, and
 // the trainer has a session of its own, so they barely slowed it.
+// The pids whose parent is `pid` (a trainer's stage processes).
+std::vector<long> children_of(long pid) {
+  std::vector<long> out;
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(e.path() / "stat");
+    std::string stat;
+    std::getline(in, stat);
+    const auto close = stat.rfind(')');  // "pid (comm) state ppid ..."; comm may hold spaces
+    if (close == std::string::npos) continue;
+    std::istringstream rest(stat.substr(close + 1));
+    char state = 0;
+    long ppid = 0;
+    if (rest >> state >> ppid && ppid == pid) out.push_back(std::stol(name));
+  }
+  return out;
+}
+
+// Stops a trainer and its stage processes 20 ms of every 30 (by pid: the
+// trainer the test started and the children it forked).
 struct cpu_thief {
   long pid;
   std::atomic<bool> done{false};
+  std::vector<long> stopped;
   std::thread t;
   explicit cpu_thief(long p) : pid(p), t([this] {
     while (!done) {
-      ::kill(static_cast<pid_t>(pid), SIGSTOP);
+      stopped = children_of(pid);
+      stopped.push_back(pid);
+      for (long q : stopped) ::kill(static_cast<pid_t>(q), SIGSTOP);
       std::this_thread::sleep_for(20ms);
-      ::kill(static_cast<pid_t>(pid), SIGCONT);
+      for (long q : stopped) ::kill(static_cast<pid_t>(q), SIGCONT);
       std::this_thread::sleep_for(10ms);
     }
   }) {}
   ~cpu_thief() {
     done = true;
     t.join();
-    ::kill(static_cast<pid_t>(pid), SIGCONT);
+    for (long q : stopped) ::kill(static_cast<pid_t>(q), SIGCONT);
   }
 };
 

@@ -57,12 +57,13 @@ extern const char* const logits_usage;
 bool serve_env_ok(char** env);
 
 // How `serve` runs stages (services/trainer/README.md, "Stage processes"):
-// LOOM_STAGE_PROCESSES 0|1, LOOM_STAGE_MEMORY_MB 64..16777216 (the limit of
+// LOOM_STAGE_PROCESSES 0|1 (1, the default: each plain stage in its own
+// process; 0: on the service's training thread), LOOM_STAGE_MEMORY_MB 64..16777216 (the limit of
 // each stage's process; unset: twice its memory estimate + 1 GiB) and, for
 // tests, LOOM_INJECT_LEAK=JOB:MIB (that job's process keeps MIB 1..4096 more
 // per step). invalid_argument naming the variable for anything else.
 struct stage_isolation {
-  bool processes = false;
+  bool processes = true;
   std::uint64_t memory_mb = 0;
   std::string leak_job;
   std::uint64_t leak_mib = 0;

@@ -89,7 +89,11 @@ TEST_CASE("serve's stage-process variables parse strictly and a bad one is refus
   };
   auto none = stage_isolation_from_env(get);
   REQUIRE(none.ok());
-  CHECK_FALSE(none->processes);  // the default: stages on the service's thread
+  CHECK(none->processes);  // the default: each plain stage in a process of its own
+  env = {{"LOOM_STAGE_PROCESSES", "0"}};
+  auto off = stage_isolation_from_env(get);
+  REQUIRE(off.ok());
+  CHECK_FALSE(off->processes);  // on the service's training thread
   env = {{"LOOM_STAGE_PROCESSES", "1"}, {"LOOM_STAGE_MEMORY_MB", "2048"}, {"LOOM_INJECT_LEAK", "job-000003:64"}};
   auto on = stage_isolation_from_env(get);
   REQUIRE(on.ok());

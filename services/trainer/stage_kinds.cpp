@@ -257,6 +257,11 @@ result<run_summary> worker::run_once(stage_run& run, const runspec::run_config& 
   }
   limits.cpus = cfg.threads > 0 ? cfg.threads : std::max(1u, std::thread::hardware_concurrency());
   auto box = runtime::process_box::make(run.job + "-" + run.stage, limits);
+  // The child reads the config from its file: written again on every attempt,
+  // so a write that a full disk or failing fsync lost (stage_config does not
+  // need the file in-process) is a storage fault restarted like any other,
+  // not a stage that fails for good on a missing file.
+  if (auto st = files::write_atomic(run.config_path, run.config_toml); !st) return st.err();
   stage_process_spec s{run.config_path, run.placed, cfg.out_dir, cfg.init_from, o.data_dir, o.dataset_root,
                        run.job == leak_job_ ? leak_mib_ : 0};
   stage_process_options po;

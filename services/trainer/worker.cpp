@@ -60,7 +60,7 @@ worker::worker(runtime::service_env& env, std::shared_ptr<work_board> board) : e
                   : probe.describe().find("no CPU limit") != std::string::npos ? " (memory limit only: " + probe.describe() + ")"
                                                                                 : " (memory and CPU limits)");
   }
-  log("trainer: stages run in %s%s\n", isolation_, stage_processes_ ? " (LOOM_STAGE_PROCESSES=1)" : "");
+  log("trainer: stages run in %s%s\n", isolation_, stage_processes_ ? "" : " (LOOM_STAGE_PROCESSES=0)");
   poller_ = std::thread([this] { poll_loop(); });
 }
 
