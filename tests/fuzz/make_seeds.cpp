@@ -38,6 +38,9 @@
 #include "loom/v1/scheduler.pb.h"
 #include "loom/v1/service.pb.h"
 #include "loom/v1/sites.pb.h"
+#include "libs/media/codec.hpp"
+#include "libs/media/fixtures.hpp"
+#include "libs/media/testing.hpp"
 #include "tests/fuzz/fixed_keys.hpp"
 
 #include <algorithm>
@@ -426,6 +429,28 @@ void audit_archive(const fs::path& tmp) {
 }
 }  // namespace
 
+// One small file of each image format and kind the reader meets: PNG, JPEG
+// (baseline, progressive, with EXIF GPS), WebP (lossless, lossy, with EXIF),
+// GIF, made by media_tests' own encoders.
+void images() {
+  namespace mt = media::testing;
+  const media::image img = mt::scene(7, 24, 16);
+  put("fuzz_media", "png", must(media::encode_png(img), "png"));
+  const std::string jpeg = must(media::encode_jpeg(img, 80), "jpeg");
+  put("fuzz_media", "jpeg", jpeg);
+  put("fuzz_media", "jpeg_progressive", mt::jpeg_progressive(img, 80));
+  put("fuzz_media", "jpeg_exif", mt::jpeg_insert_after_soi(jpeg, {{0xE1, mt::exif_block()}}));
+  put("fuzz_media", "webp_lossless", mt::webp_lossless(img));
+  put("fuzz_media", "webp_lossy", mt::webp_lossy(img, 70));
+  put("fuzz_media", "webp_exif", mt::webp_with_chunks(img, {{"EXIF", mt::exif_block().substr(6)}}));
+  mt::gif_frame f;
+  f.w = 4;
+  f.h = 3;
+  f.indices = {0, 1, 2, 3, 3, 2, 1, 0, 0, 0, 1, 1};
+  f.transparent = 3;
+  put("fuzz_media", "gif", mt::gif(4, 3, {{0, 0, 0}, {255, 0, 0}, {0, 255, 0}, {0, 0, 255}}, {f}));
+}
+
 int main(int argc, char** argv) {
   if (argc != 3) {
     std::fprintf(stderr, "usage: fuzz_seeds OUT_DIR SOURCE_DIR\n");
@@ -450,6 +475,7 @@ int main(int argc, char** argv) {
   snapshots(tmp);
   sealed_objects(tmp);
   audit_archive(tmp);
+  images();
   fs::remove_all(tmp);
   return 0;
 }

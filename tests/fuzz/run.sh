@@ -37,12 +37,13 @@ declare -A max_len=(
   [fuzz_hf_tokenizer]=16384 [fuzz_token]=1024 [fuzz_run_config]=8192 [fuzz_template]=8192
   [fuzz_hpo]=4096 [fuzz_ingest]=16384 [fuzz_tokenizer]=4096
   [fuzz_request]=8192 [fuzz_enrol]=2048 [fuzz_snapshot]=8192 [fuzz_sealed]=12288 [fuzz_audit_archive]=8192
+  [fuzz_media]=16384
 )
 # Dictionaries (tests/fuzz/*.dict): the words each parser looks for.
 declare -A dict=(
   [fuzz_manifest]=json.dict [fuzz_safetensors]=json.dict [fuzz_hf_tokenizer]=json.dict
   [fuzz_run_config]=toml.dict [fuzz_template]=toml.dict [fuzz_hpo]=toml.dict [fuzz_ingest]=ingest.dict
-  [fuzz_snapshot]=snapshot.dict [fuzz_audit_archive]=audit_archive.dict
+  [fuzz_snapshot]=snapshot.dict [fuzz_audit_archive]=audit_archive.dict [fuzz_media]=media.dict
 )
 [[ $seconds =~ ^[1-9][0-9]*$ && $jobs =~ ^[1-9][0-9]*$ && $seed =~ ^[0-9]+$ ]] ||
   { echo "run.sh: --seconds and --jobs take a whole number >= 1, --seed one >= 0" >&2; exit 2; }
