@@ -38,7 +38,9 @@ status pread_exact(int fd, char* buf, std::size_t n, std::uint64_t offset, const
   return {};
 }
 
-result<std::pair<pieces_layout, std::uint64_t>> open_layout(int fd, const std::string& path) {
+}  // namespace
+
+result<pieces_file> read_pieces_layout(int fd, const std::string& path) {
   struct stat st {};
   if (::fstat(fd, &st) != 0) return files::errno_error("stat", path);
   char head[pieces_header_bytes];
@@ -51,10 +53,8 @@ result<std::pair<pieces_layout, std::uint64_t>> open_layout(int fd, const std::s
   if (!plain)
     return make_error(errc::corruption, path + ": " + std::to_string(st.st_size) +
                                             " bytes cannot hold whole sealed pieces (cut short or grown)");
-  return std::pair{*l, *plain};
+  return pieces_file{*l, *plain};
 }
-
-}  // namespace
 
 std::uint64_t pieces_layout::file_bytes(std::uint64_t plain) const {
   const std::uint64_t count = chunk_count_for(plain, piece_bytes);
@@ -97,9 +97,10 @@ status read_piece(int fd, const std::string& path, const pieces_layout& l, const
 
 status read_pieces_fd(int fd, const std::string& path, const bulk_piece_codec& codec,
                       const std::function<status(std::string_view)>& sink) {
-  auto lp = open_layout(fd, path);
+  auto lp = read_pieces_layout(fd, path);
   if (!lp.ok()) return lp.err();
-  const auto& [l, plain] = *lp;
+  const pieces_layout& l = lp->layout;
+  const std::uint64_t plain = lp->plain_bytes;
   if (l.overhead != codec.overhead())
     return make_error(errc::corruption, path + ": sealed with another codec (record overhead " +
                                             std::to_string(l.overhead) + ", expected " +
@@ -128,10 +129,10 @@ status read_pieces(const std::string& path, const bulk_piece_codec& codec,
 result<std::uint64_t> pieces_plain_size(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) return files::errno_error("open", path);
-  auto lp = open_layout(fd, path);
+  auto lp = read_pieces_layout(fd, path);
   ::close(fd);
   if (!lp.ok()) return lp.err();
-  return lp->second;
+  return lp->plain_bytes;
 }
 
 pieces_writer::pieces_writer(int fd, std::string path, pieces_layout l, const bulk_piece_codec& codec)

@@ -75,6 +75,12 @@ status read_pieces_fd(int fd, const std::string& path, const bulk_piece_codec& c
                       const std::function<status(std::string_view)>& sink);
 // Its plaintext size from its header and size alone (no key needed).
 result<std::uint64_t> pieces_plain_size(const std::string& path);
+// The layout and plaintext size of the sealed-pieces file open as `fd`.
+struct pieces_file {
+  pieces_layout layout;
+  std::uint64_t plain_bytes = 0;
+};
+result<pieces_file> read_pieces_layout(int fd, const std::string& path);
 
 // Writes plaintext appended in any amounts as a sealed-pieces file: a new
 // file at `path` (0600, O_NOFOLLOW, replaced), sealing each piece as it fills.

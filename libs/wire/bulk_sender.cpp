@@ -81,18 +81,15 @@ result<bulk_sender> bulk_sender::open(const std::string& path, std::string name,
   o.total_bytes = static_cast<std::uint64_t>(st.st_size);
   o.chunk_bytes = chunk_bytes;
   if (codec) {
-    auto plain = pieces_plain_size(path);
-    if (!plain.ok()) return plain.err();
-    std::string head(pieces_header_bytes, '\0');
-    if (auto s = pread_all(fd, head.data(), head.size(), 0, path); !s.ok()) return s.err();
-    auto l = parse_pieces_header(head, path);
-    if (!l.ok()) return l.err();
-    if (l->piece_bytes != chunk_bytes)
-      return make_error(errc::invalid_argument, path + ": sealed in pieces of " + std::to_string(l->piece_bytes) +
-                                                    " bytes, sent in chunks of " + std::to_string(chunk_bytes));
+    auto f = read_pieces_layout(fd, path);
+    if (!f.ok()) return f.err();
+    if (f->layout.piece_bytes != chunk_bytes)
+      return make_error(errc::invalid_argument, path + ": sealed in pieces of " +
+                                                    std::to_string(f->layout.piece_bytes) + " bytes, sent in chunks of " +
+                                                    std::to_string(chunk_bytes));
     sender.codec_ = codec;
-    sender.layout_ = *l;
-    o.total_bytes = *plain;
+    sender.layout_ = f->layout;
+    o.total_bytes = f->plain_bytes;
   }
   std::uint64_t count = chunk_count_for(o.total_bytes, chunk_bytes);
   if (count > std::numeric_limits<std::uint32_t>::max())
