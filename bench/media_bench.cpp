@@ -5,10 +5,18 @@
 // encoded once as JPEG (q=85, 4:2:0) and once as PNG (level 6). images/s
 // divides by this thread's CPU time (best of 3 passes: the box is shared),
 // i.e. per core.
+// Audio: 20 generated 10 s clips of 44.1 kHz stereo speech-like signal as
+// 16-bit WAV (1.76 MB each); per clip process_audio(): probe + decode +
+// downmix + resample to 16 kHz + trim + EBU R128 loudness + 16-bit WAV out
+// (and the output measured again). audio_s_per_s = seconds of source audio
+// per second of this thread's CPU, best of 3 passes.
 // Last lines, for scripts:
 //   case=image_jpeg images_per_s=<..>
 //   case=image_png images_per_s=<..>
+//   case=audio audio_s_per_s=<..>
 #include "bench/bench_util.hpp"
+#include "libs/media/audio.hpp"
+#include "libs/media/audio_testing.hpp"
 #include "libs/media/codec.hpp"
 #include "libs/media/normalise.hpp"
 #include "libs/media/phash.hpp"
@@ -16,6 +24,7 @@
 #include "libs/media/testing.hpp"
 
 #include <algorithm>
+#include <span>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -72,6 +81,55 @@ stages best_of(const std::vector<std::string>& files, std::uint64_t& sink) {
   return best;
 }
 
+constexpr int clips = 20;
+constexpr double clip_s = 10;
+constexpr std::uint32_t clip_rate = 44100, clip_channels = 2;
+
+struct audio_stages {
+  double whole = 1e9;                                  // process_audio, best pass
+  double probe = 0, decode = 0, trim = 0, loudness = 0, encode = 0;  // one pass through the stage functions
+};
+
+audio_stages run_audio(const std::vector<std::string>& files, std::uint64_t& sink) {
+  using namespace loom::media;
+  audio_stages s;
+  for (int p = 0; p < passes; ++p) {
+    const double t0 = thread_cpu_s();
+    for (const auto& f : files) {
+      auto clip = process_audio(f);
+      if (!clip) {
+        std::fprintf(stderr, "process_audio: %s\n", clip.err().to_string().c_str());
+        std::abort();
+      }
+      sink += clip->wav.size();
+    }
+    s.whole = std::min(s.whole, thread_cpu_s() - t0);
+  }
+  for (const auto& f : files) {
+    double t0 = thread_cpu_s();
+    if (!probe_audio(f)) std::abort();
+    double t1 = thread_cpu_s();
+    auto mono = decode_mono(f);
+    if (!mono) std::abort();
+    double t2 = thread_cpu_s();
+    const auto span = find_sound(mono->samples, mono->rate);
+    if (!span) std::abort();
+    const auto kept = std::span<const float>(mono->samples).subspan(span->begin, span->end - span->begin);
+    double t3 = thread_cpu_s();
+    const auto l = measure_loudness(kept, mono->rate);
+    if (!l) std::abort();
+    double t4 = thread_cpu_s();
+    sink += encode_wav16(kept, mono->rate, 1, 0.5f).size();
+    double t5 = thread_cpu_s();
+    s.probe += t1 - t0;
+    s.decode += t2 - t1;
+    s.trim += t3 - t2;
+    s.loudness += t4 - t3;
+    s.encode += t5 - t4;
+  }
+  return s;
+}
+
 double mb(const std::vector<std::string>& files) {
   double n = 0;
   for (const auto& f : files) n += static_cast<double>(f.size());
@@ -100,7 +158,18 @@ int main() {
                 name, images / s.total(), mb(*files), mb(*files) * 1e3 / images, s.probe * 1e3 / images,
                 s.decode * 1e3 / images, s.normalise * 1e3 / images, s.phash * 1e3 / images);
   }
+  std::vector<std::string> wavs;
+  for (int i = 0; i < clips; ++i)
+    wavs.push_back(encode_wav16(testing::speechlike(900 + static_cast<std::uint64_t>(i), clip_s, clip_rate, clip_channels),
+                                clip_rate, clip_channels));
+  const audio_stages a = run_audio(wavs, sink);
+  const double audio_s = clips * clip_s;
+  std::printf("audio: %d clips of %.0f s %u Hz x %u WAV, %.1f MB; %.1f s of audio per CPU s; ms per clip: probe %.3f "
+              "decode+resample %.1f trim %.2f loudness %.2f encode %.2f\n",
+              clips, clip_s, clip_rate, clip_channels, mb(wavs), audio_s / a.whole, a.probe * 1e3 / clips,
+              a.decode * 1e3 / clips, a.trim * 1e3 / clips, a.loudness * 1e3 / clips, a.encode * 1e3 / clips);
   std::printf("loadavg after: %s (checksum %llu)\n", loadavg().c_str(), static_cast<unsigned long long>(sink & 0xff));
   std::printf("case=image_jpeg images_per_s=%.1f\n", images / jpeg.total());
   std::printf("case=image_png images_per_s=%.1f\n", images / png.total());
+  std::printf("case=audio audio_s_per_s=%.1f\n", audio_s / a.whole);
 }

@@ -13,6 +13,12 @@ std::string_view reason_code(reject_reason r) {
     case reject_reason::bomb: return "bomb";
     case reject_reason::unsupported_colour: return "unsupported_colour";
     case reject_reason::extension_mismatch: return "extension_mismatch";
+    case reject_reason::unsupported_format: return "unsupported_format";
+    case reject_reason::too_long: return "too_long";
+    case reject_reason::too_short: return "too_short";
+    case reject_reason::too_many_channels: return "too_many_channels";
+    case reject_reason::bad_sample_rate: return "bad_sample_rate";
+    case reject_reason::silent: return "silent";
   }
   return "unknown";
 }
@@ -20,12 +26,18 @@ std::string_view reason_code(reject_reason r) {
 errc reason_errc(reject_reason r) {
   switch (r) {
     case reject_reason::wrong_magic:
-    case reject_reason::extension_mismatch: return errc::invalid_argument;
+    case reject_reason::extension_mismatch:
+    case reject_reason::too_short:
+    case reject_reason::bad_sample_rate:
+    case reject_reason::silent: return errc::invalid_argument;
     case reject_reason::truncated:
     case reject_reason::corrupt: return errc::corruption;
     case reject_reason::too_large:
-    case reject_reason::bomb: return errc::resource_exhausted;
-    case reject_reason::unsupported_colour: return errc::unimplemented;
+    case reject_reason::bomb:
+    case reject_reason::too_long:
+    case reject_reason::too_many_channels: return errc::resource_exhausted;
+    case reject_reason::unsupported_colour:
+    case reject_reason::unsupported_format: return errc::unimplemented;
   }
   return errc::internal;
 }

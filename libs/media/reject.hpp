@@ -1,4 +1,4 @@
-// Why an image was refused. Every refusal from probe(), decode() and
+// Why an image or an audio clip was refused. Every refusal from probe(), decode() and
 // check_extension() is a loom::error whose message starts "<reason_code>: "
 // and whose errc follows from the reason (table below), so callers keep the
 // one error vocabulary and the importer still counts per reason:
@@ -22,9 +22,18 @@ enum class reject_reason {
   bomb,                // a large decode from a tiny file       -> resource_exhausted
   unsupported_colour,  // a colour model or precision we do not convert -> unimplemented
   extension_mismatch,  // the file name claims another format   -> invalid_argument
+  // Audio (audio.hpp). One enum for both media: the importer counts a mixed
+  // folder in one map, and wrong_magic, truncated, corrupt (a bad header),
+  // too_large (file bytes) and extension_mismatch mean the same for both.
+  unsupported_format,  // a known container with a codec we do not accept -> unimplemented
+  too_long,            // duration over max_seconds (header claim or decoded) -> resource_exhausted
+  too_short,           // duration under min_seconds (header, or after trimming) -> invalid_argument
+  too_many_channels,   // channels over max_channels            -> resource_exhausted
+  bad_sample_rate,     // sample rate outside [min, max]_sample_rate -> invalid_argument
+  silent,              // nothing above the silence floor       -> invalid_argument
 };
 
-inline constexpr int reject_reason_count = 7;
+inline constexpr int reject_reason_count = 13;
 
 // Stable snake_case name: "wrong_magic", "truncated", ...
 std::string_view reason_code(reject_reason r);

@@ -115,11 +115,29 @@ result<std::vector<shard_problem>> check_shards(const std::string& dir, std::spa
   return out;
 }
 
+std::vector<shard_info> media_as_files(const manifest& m) {
+  std::vector<shard_info> out;
+  out.reserve(m.media.size());
+  for (const auto& s : m.media) {
+    shard_info f;
+    f.name = s.name;
+    f.sha256 = s.sha256;
+    f.bytes = s.bytes;
+    f.docs = s.records;
+    f.node = s.node;
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
 std::vector<shard_problem> check_dataset_dir(const std::string& dir) {
   auto m = read_manifest(dir);
   if (!m) return {{std::string(manifest_file_name), m.code() == errc::not_found ? "is missing" : m.err().message}};
   auto p = check_shards(dir, m->shards, check_depth::cheap);
-  return p ? std::move(*p) : std::vector<shard_problem>{};
+  if (!p) return {};
+  auto q = check_shards(dir, media_as_files(*m), check_depth::cheap);
+  if (q) p->insert(p->end(), q->begin(), q->end());
+  return std::move(*p);
 }
 
 std::string describe(std::span<const shard_problem> problems, std::size_t max) {

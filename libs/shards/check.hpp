@@ -34,7 +34,11 @@ struct shard_problem {
 result<std::vector<shard_problem>> check_shards(const std::string& dir, std::span<const shard_info> shards,
                                                 check_depth depth, const std::atomic<bool>* stop = nullptr);
 
-// The cheap check of <dir>/manifest.json's shards; a missing or unreadable
+// A manifest's media tars as entries check_shards can check (name, SHA-256,
+// size: what a file check needs; no tokens).
+std::vector<shard_info> media_as_files(const manifest& m);
+
+// The cheap check of <dir>/manifest.json's shards and media tars; a missing or unreadable
 // manifest is itself a problem (shard = "manifest.json").
 std::vector<shard_problem> check_dataset_dir(const std::string& dir);
 

@@ -46,6 +46,13 @@ std::string to_json(const manifest& m) {
                       {"node", s.node}});
   }
   json doc = {{"format", "loom-shards"}, {"version", format_version}, {"shards", shards}};
+  if (!m.media.empty()) {
+    json media = json::array();
+    for (const auto& s : m.media)
+      media.push_back({{"name", s.name},       {"sha256", s.sha256}, {"bytes", s.bytes},
+                       {"records", s.records}, {"kind", s.kind},     {"node", s.node}});
+    doc["media"] = std::move(media);
+  }
   return doc.dump(2) + "\n";
 }
 
@@ -76,6 +83,25 @@ result<manifest> parse_manifest(std::string_view text, const std::string& origin
       s.type = *t;
       s.node = j.value("node", "");
       m.shards.push_back(std::move(s));
+    }
+    if (doc.contains("media")) {
+      if (!doc["media"].is_array()) return bad(origin, "media is not an array");
+      for (const auto& j : doc["media"]) {
+        media_shard_info s;
+        s.name = j.at("name").get<std::string>();
+        if (!plain_file_name(s.name)) return bad(origin, "media shard name \"" + s.name + "\" is not a plain file name");
+        s.sha256 = j.at("sha256").get<std::string>();
+        if (s.sha256.size() != 64) return bad(origin, s.name + ": sha256 is not 64 hex digits");
+        const auto bytes = count_field(j, "bytes"), records = count_field(j, "records");
+        if (!bytes || !records) return bad(origin, s.name + ": bytes and records must be integers from 0 to 2^64-1");
+        s.bytes = *bytes;
+        s.records = *records;
+        s.kind = j.at("kind").get<std::string>();
+        if (s.kind != "image" && s.kind != "audio" && s.kind != "mixed")
+          return bad(origin, s.name + ": unknown media kind \"" + s.kind + "\"");
+        s.node = j.value("node", "");
+        m.media.push_back(std::move(s));
+      }
     }
     return m;
   } catch (const json::exception& e) {

@@ -3,7 +3,9 @@
 //
 //   {"format": "loom-shards", "version": 1,
 //    "shards": [{"name": "shard-000001.bin", "sha256": "<hex>", "bytes": N, "tokens": N,
-//                "docs": N, "dtype": "uint16", "node": ""}, ...]}
+//                "docs": N, "dtype": "uint16", "node": ""}, ...],
+//    "media": [{"name": "media-000001.tar", "sha256": "<hex>", "bytes": N, "records": N,
+//               "kind": "image", "node": ""}, ...]}      (only when the dataset has media)
 #pragma once
 
 #include "libs/shards/format.hpp"
@@ -35,8 +37,22 @@ struct shard_info {
   std::string node;  // placement; "" until ingest places it
 };
 
+// A WebDataset-style tar of media records (ingest's images and audio: for
+// each record KEY, KEY.<ext> with the normalised bytes, KEY.txt with the
+// caption when there is one, KEY.json with what ingest knows of it). Placed,
+// synced, sealed and checked like a token shard; never read as tokens.
+struct media_shard_info {
+  std::string name;    // "media-000001.tar"
+  std::string sha256;  // of the plaintext tar
+  std::uint64_t bytes = 0;
+  std::uint64_t records = 0;
+  std::string kind;  // "image", "audio" or "mixed"
+  std::string node;
+};
+
 struct manifest {
   std::vector<shard_info> shards;  // in token-stream order
+  std::vector<media_shard_info> media;  // "media" in JSON, absent when empty
   std::uint64_t total_tokens() const;
 };
 

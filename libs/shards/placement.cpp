@@ -99,6 +99,14 @@ status place_manifest(manifest& m, std::span<const std::string> nodes, const pla
   auto where = place(names, nodes, opt);
   if (!where) return where.err();
   for (std::size_t i = 0; i < m.shards.size(); ++i) m.shards[i].node = nodes[(*where)[i]];
+  // Media tars are balanced on their own: a text trainer reads only the token
+  // shards, so mixing the two lists could leave a node with none of those.
+  if (m.media.empty()) return ok_status();
+  names.clear();
+  for (const auto& s : m.media) names.push_back(s.name);
+  auto media_where = place(names, nodes, opt);
+  if (!media_where) return media_where.err();
+  for (std::size_t i = 0; i < m.media.size(); ++i) m.media[i].node = nodes[(*media_where)[i]];
   return ok_status();
 }
 

@@ -48,7 +48,8 @@ std::size_t placement_cap(std::size_t shards, std::size_t nodes, const placement
 result<std::vector<std::size_t>> place(std::span<const std::string> shards, std::span<const std::string> nodes,
                                        const placement_options& opt = {});
 
-// Sets shard_info::node of every shard of `m` by place(). Same errors.
+// Sets the node of every shard of `m` by place(): token shards and media tars
+// each balanced on their own. Same errors.
 status place_manifest(manifest& m, std::span<const std::string> nodes, const placement_options& opt = {});
 
 }  // namespace loom::shards

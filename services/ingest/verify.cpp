@@ -53,7 +53,9 @@ status verify_dataset(task_context& ctx, const std::string& datasets_root, const
   std::uint64_t hashed = 0;
   if (m) {
     if (*cat) compare(*m, rows, problems);
-    for (const auto& s : m->shards) {  // one at a time: progress between shards
+    std::vector<shards::shard_info> all = m->shards;
+    for (auto& f : shards::media_as_files(*m)) all.push_back(std::move(f));
+    for (const auto& s : all) {  // one at a time: progress between shards
       auto p = shards::check_shards(dir, {&s, 1}, shards::check_depth::full, ctx.stop);
       if (!p) return make_error(p.code(), "verify of dataset " + dataset + " stopped");
       problems.insert(problems.end(), p->begin(), p->end());

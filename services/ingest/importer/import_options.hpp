@@ -40,6 +40,10 @@ struct import_options {
   std::string pii_phone_region = "US";
   bool dedup = true;                // exact + near duplicates (libs/dedup)
   bool near_dedup = true;           // false: exact only (when dedup is on)
+  // Images and audio (png jpg jpeg webp gif; wav flac ogg mp3) into media tars,
+  // with captions from sidecars or a JSONL manifest (captions.hpp). false: they
+  // are refused as unknown_format, as before.
+  bool media = true;
   // Bounds the dedup index in memory (it spills beyond its share), the shard
   // being written and the document in flight: see budget_plan. At least 16 MiB.
   std::uint64_t memory_budget = std::uint64_t{1} << 30;

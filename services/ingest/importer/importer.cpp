@@ -8,6 +8,9 @@
 #include "libs/files/files.hpp"
 #include "libs/shards/placement.hpp"
 #include "libs/tokenizer/bpe.hpp"
+#include "services/ingest/importer/captions.hpp"
+#include "services/ingest/importer/media_items.hpp"
+#include "services/ingest/importer/media_output.hpp"
 #include "services/ingest/importer/output.hpp"
 #include "services/ingest/importer/rejects.hpp"
 #include "services/ingest/importer/spill.hpp"
@@ -59,6 +62,9 @@ class import_run {
         bpe_(std::move(bpe)),
         det_(std::move(det)),
         pipe_(pipeline_opts(o, prof)),
+        media_policy_(media_policy_for(prof.name)),
+        media_dedup_(media_policy_),
+        caption_cleaner_(prof.clean),
         start_(steady::now()) {
     sum_.import_id = std::move(id);
   }
@@ -76,6 +82,8 @@ class import_run {
   }
   verdict redact(document& d);
   status on_kept(document& d);
+  status on_media(media_file& f);
+  std::string caption_for(const std::string& name);
   void note_file(const std::string& source);
   void tick(const char* phase, bool force);
 
@@ -85,6 +93,11 @@ class import_run {
   tokenizer::bpe bpe_;
   pii::detector det_;
   pipeline pipe_;
+  media_policy media_policy_;
+  media_dedup media_dedup_;
+  cleaner caption_cleaner_;
+  caption_index captions_;
+  std::optional<media_output> media_out_;
   steady::time_point start_, last_tick_{};
   std::optional<dedup::index> index_;
   std::optional<spill_writer> spill_;
@@ -113,6 +126,20 @@ status import_run::setup() {
   auto rj = rejects_writer::create(st_.dir() + "/" + std::string(rejects_file_name), seal);
   if (!rj) return rj.err();
   rejects_.emplace(std::move(*rj));
+  if (o_.media) {
+    caption_options co;
+    co.roots = o_.reader.roots;
+    co.skip_hidden = o_.reader.skip_hidden;
+    co.max_total_bytes = std::max<std::uint64_t>(plan_.max_document_bytes, 1 << 20);
+    auto caps = find_captions(o_.source, co);
+    if (!caps) return caps.err();
+    captions_ = std::move(*caps);
+    for (const auto& p : captions_.problems) {
+      ++sum_.media.caption_problems;
+      if (auto st = rejects_->add("caption", p.rule, p.file, p.line, p.detail); !st) return st;
+    }
+    media_out_.emplace(st_.dir(), plan_.shard_target_bytes, seal);
+  }
   if (o_.dedup) {
     dedup::options d;
     d.memory_budget = plan_.dedup_bytes;
@@ -186,10 +213,65 @@ status import_run::on_kept(document& d) {
   return spill_->write(meta, ids_, json_);
 }
 
+std::string import_run::caption_for(const std::string& name) {
+  auto it = captions_.by_media.find(media_key(name));
+  if (it == captions_.by_media.end()) return {};
+  std::string text = std::move(it->second.text);
+  captions_.by_media.erase(it);
+  caption_cleaner_.clean(text);
+  if (o_.pii) {  // a caption is text a person wrote: it is redacted as a document is
+    det_.find_into(text, spans_);
+    if (!spans_.empty()) {
+      pii::redaction r = pii::redact(text, spans_);
+      text = std::move(r.text);
+      for (std::size_t t = 0; t < pii::type_count; ++t) sum_.pii[t] += r.counts[t];
+    }
+  }
+  return text;
+}
+
+status import_run::on_media(media_file& f) {
+  media_figures& mf = sum_.media;
+  ++mf.seen;
+  note_file(f.name);
+  mf.source_bytes += f.bytes.size();
+  auto m = f.kind == source_format::audio ? process_audio(f.name, f.bytes, media_policy_)
+                                          : process_image(f.name, f.bytes, media_policy_);
+  if (!m) {
+    const std::string why = media_reason(m.err());
+    ++mf.rejected;
+    ++mf.rejected_by_reason[why];
+    return rejects_->add("rejected", why, f.name, 0, m.err().message);
+  }
+  if (o_.dedup) {
+    if (auto dup = media_dedup_.check(*m, f.name)) {
+      ++(dup->exact ? mf.exact_duplicates : mf.near_duplicates);
+      const std::string detail = std::string(dup->exact ? "exact" : "near") + " duplicate of " + dup->kept +
+                                 (dup->exact ? "" : " (pHash distance " + std::to_string(dup->distance) + ")") +
+                                 " (kept: first in input order)";
+      return rejects_->add("duplicate", dup->exact ? "duplicate_exact" : "duplicate_near", f.name, 0, detail);
+    }
+  }
+  for (const auto& s : m->stripped) ++mf.stripped[s];
+  m->record.caption = caption_for(f.name);
+  mf.captioned += !m->record.caption.empty();
+  ++(m->record.kind == "audio" ? mf.audio : mf.images);
+  mf.stored_bytes += m->record.bytes.size();
+  return media_out_->add(m->record);
+}
+
 status import_run::pass1() {
   reader_options ropt = o_.reader;
   ropt.max_line_bytes = ropt.max_document_bytes = plan_.max_document_bytes;
+  if (o_.media) ropt.claimed = [this](const std::string& p) { return captions_.claimed.count(p) > 0; };
   read_callbacks cb;
+  if (o_.media)
+    cb.on_media = [&](media_file& f) {
+      if (!failure_ || stopped()) return false;
+      if (auto st = on_media(f); !st) failure_ = st;
+      tick("read", false);
+      return failure_.ok();
+    };
   cb.on_document = [&](document& d) {
     if (!failure_ || stopped()) return false;
     note_file(d.source);
@@ -266,6 +348,10 @@ result<import_summary> import_run::finish() {
   tick("publish", true);
   auto m = out_->finish();
   if (!m) return m.err();
+  if (media_out_) {
+    if (auto st = media_out_->finish(); !st) return st.err();
+    m->media = media_out_->shards();
+  }
   if (auto st = shards::place_manifest(*m, o_.nodes, {.load_factor = o_.placement_load_factor}); !st) return st.err();
   if (auto st = shards::write_manifest(st_.dir(), *m); !st) return st.err();
   if (auto st = rejects_->close(); !st) return st.err();

@@ -5,6 +5,9 @@
 //           spilled to disk in input order
 //   pass 2  dedup verdicts (drop every copy but the first in input order) ->
 //           surviving tokens into 16 MiB shards (libs/shards), records.jsonl
+//   media   images and audio met in pass 1 (media_items.hpp): validated, stripped,
+//           normalised, deduplicated, captioned (captions.hpp) -> media tars
+//           (media_output.hpp), listed in the manifest's "media" array
 //   publish placement (libs/shards/placement) -> manifest.json, report.json,
 //           rejects.jsonl -> atomic swap into <root>/<name> (staging.hpp)
 //
@@ -38,6 +41,7 @@
 #include "services/ingest/pipeline/report.hpp"
 
 #include <cstdint>
+#include <map>
 #include <string>
 
 namespace loom::ingest {
@@ -52,6 +56,19 @@ struct dedup_figures {
   std::uint64_t runs_spilled = 0, bytes_spilled = 0;
 };
 
+// Images and audio (media_items.hpp, media_output.hpp).
+struct media_figures {
+  std::uint64_t seen = 0;                   // media files the readers handed over
+  std::uint64_t images = 0, audio = 0;      // kept, by kind
+  std::uint64_t rejected = 0;               // refused (by reason below)
+  std::map<std::string, std::uint64_t> rejected_by_reason;  // "truncated", "bomb", "too_small", ...
+  std::uint64_t exact_duplicates = 0, near_duplicates = 0;
+  std::uint64_t captioned = 0;              // kept records with a caption or transcript
+  std::uint64_t caption_problems = 0;       // sidecar / manifest lines that could not be used
+  std::map<std::string, std::uint64_t> stripped;  // "exif_gps" -> files it was removed from, ...
+  std::uint64_t source_bytes = 0, stored_bytes = 0;
+};
+
 struct import_summary {
   std::string dataset, import_id;
   std::string dir;          // <root>/<name>
@@ -61,6 +78,7 @@ struct import_summary {
   std::uint64_t kept = 0;                   // in the dataset (after dedup)
   std::uint64_t rejected = 0, quarantined = 0, reader_rejections = 0;
   dedup_figures dedup;
+  media_figures media;
   pii::type_counts pii{};  // items redacted, by pii_type
   std::uint64_t documents_with_pii = 0;
   std::uint64_t bytes_kept = 0;  // text bytes of the documents in the dataset

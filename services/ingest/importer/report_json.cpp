@@ -70,6 +70,30 @@ std::string report_json(const import_summary& s, const import_options& o) {
                       {"preference_records", r.annotations.preference_records},
                       {"preference_valid", r.annotations.preference_valid}};
 
+  const media_figures& mf = s.media;
+  std::map<std::string, std::uint64_t> media_per_node;
+  std::uint64_t media_tar_bytes = 0;
+  for (const auto& sh : s.manifest.media) {
+    ++media_per_node[sh.node];
+    media_tar_bytes += sh.bytes;
+  }
+  j["media"] = {{"enabled", o.media},
+                {"seen", mf.seen},
+                {"images", mf.images},
+                {"audio", mf.audio},
+                {"rejected", mf.rejected},
+                {"rejected_by_reason", mf.rejected_by_reason},
+                {"exact_duplicates", mf.exact_duplicates},
+                {"near_duplicates", mf.near_duplicates},
+                {"captioned", mf.captioned},
+                {"caption_problems", mf.caption_problems},
+                {"metadata_stripped", mf.stripped},
+                {"source_bytes", mf.source_bytes},
+                {"stored_bytes", mf.stored_bytes},
+                {"tars", s.manifest.media.size()},
+                {"tar_bytes", media_tar_bytes},
+                {"tars_per_node", media_per_node}};
+
   std::map<std::string, std::uint64_t> per_node;
   std::uint64_t shard_bytes = 0;
   for (const auto& sh : s.manifest.shards) {
@@ -101,13 +125,33 @@ std::string report_json(const import_summary& s, const import_options& o) {
   return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
 }
 
+namespace {
+
+// "  media     ..." when the import met images or audio; "" otherwise.
+std::string media_line(const import_summary& s) {
+  const media_figures& m = s.media;
+  if (m.seen == 0) return {};
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "  media     %llu seen: %llu images + %llu audio kept in %zu tars (%llu captioned), %llu refused, "
+                "%llu exact + %llu near duplicates\n",
+                static_cast<unsigned long long>(m.seen), static_cast<unsigned long long>(m.images),
+                static_cast<unsigned long long>(m.audio), s.manifest.media.size(),
+                static_cast<unsigned long long>(m.captioned), static_cast<unsigned long long>(m.rejected),
+                static_cast<unsigned long long>(m.exact_duplicates), static_cast<unsigned long long>(m.near_duplicates));
+  return buf;
+}
+
+}  // namespace
+
 std::string summary_text(const import_summary& s) {
-  char buf[1024];
+  char buf[2048];
   std::snprintf(buf, sizeof buf,
                 "dataset %s (import %s) -> %s\n"
                 "  read      %llu files, %.1f MB, %llu documents\n"
                 "  kept      %llu documents, %llu tokens, %zu shards, %llu records\n"
                 "  dropped   %llu rejected, %llu quarantined, %llu reader rejections, %llu exact + %llu near duplicates\n"
+                "%s"
                 "  time      %.2f s, %.1f MB/s, peak RSS %.1f MiB\n"
                 "  report    %s\n",
                 s.dataset.c_str(), s.import_id.c_str(), s.dir.c_str(), static_cast<unsigned long long>(s.files),
@@ -116,7 +160,7 @@ std::string summary_text(const import_summary& s) {
                 s.manifest.shards.size(), static_cast<unsigned long long>(s.records),
                 static_cast<unsigned long long>(s.rejected), static_cast<unsigned long long>(s.quarantined),
                 static_cast<unsigned long long>(s.reader_rejections), static_cast<unsigned long long>(s.dedup.exact),
-                static_cast<unsigned long long>(s.dedup.near), s.seconds, s.mb_per_s,
+                static_cast<unsigned long long>(s.dedup.near), media_line(s).c_str(), s.seconds, s.mb_per_s,
                 static_cast<double>(s.peak_rss_bytes) / (1 << 20), s.report_path.c_str());
   return buf;
 }

@@ -32,6 +32,7 @@ std::string_view to_string(reject_reason r) {
     case reject_reason::empty_directory: return "empty_directory";
     case reject_reason::empty_archive: return "empty_archive";
     case reject_reason::outside_roots: return "outside_roots";
+    case reject_reason::media_too_large: return "media_too_large";
   }
   return "unknown";
 }

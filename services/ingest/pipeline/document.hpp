@@ -72,6 +72,7 @@ enum class reject_reason : std::uint8_t {
   empty_directory,        // a directory with nothing to read
   empty_archive,          // an archive without regular files
   outside_roots,          // leads outside reader_options::roots (a symbolic link out): not read
+  media_too_large,        // an image or audio file over reader_options::max_media_bytes: not read
 };
 std::string_view to_string(reject_reason r);
 

@@ -39,6 +39,8 @@ void read_html(read_context& ctx, const std::string& name, byte_source& src);
 void read_jsonl(read_context& ctx, const std::string& name, byte_source& src);
 void read_csv(read_context& ctx, const std::string& name, byte_source& src, char delimiter);
 void read_archive(read_context& ctx, const std::string& name, byte_source& src, int depth);
+// An image or audio file, whole (up to max_media_bytes), to read_callbacks::on_media.
+void read_media(read_context& ctx, const std::string& name, byte_source& src, source_format kind);
 
 // A read error of `src` as a rejection at `line`.
 void reject_stream_error(read_context& ctx, const std::string& name, std::uint64_t line, const byte_source& src,

@@ -45,6 +45,10 @@ void read_named(read_context& ctx, const std::string& name, byte_source& src, in
     outer_decoder = make_decompressor(nf.comp, src);
     s = outer_decoder.get();
   }
+  if (nf.format == source_format::image || nf.format == source_format::audio) {
+    read_media(ctx, name, *s, nf.format);
+    return;
+  }
   auto peek = std::make_unique<peek_source>(*s);
   auto head = peek->peek(ctx.opt.sniff_bytes);
   // Compressed content under a name that does not say so ("notes" holding gzip).
@@ -75,11 +79,42 @@ void read_named(read_context& ctx, const std::string& name, byte_source& src, in
     case source_format::csv: read_csv(ctx, name, p, ','); break;
     case source_format::tsv: read_csv(ctx, name, p, '\t'); break;
     case source_format::archive:
+    case source_format::image:
+    case source_format::audio:
     case source_format::unknown: break;
   }
   ctx.stats.bytes_decoded += p.bytes();
   if (!ctx.stopped && ctx.stats.documents == docs_before && ctx.stats.rejections == rejects_before)
     ctx.reject(name, 0, reject_reason::empty_file, "no text in " + std::to_string(p.bytes()) + " bytes");
+}
+
+void read_media(read_context& ctx, const std::string& name, byte_source& src, source_format kind) {
+  if (!ctx.cb.on_media) {
+    ctx.reject(name, 0, reject_reason::unknown_format, "no reader for this file name's extension");
+    return;
+  }
+  // Whole, bounded: a codec needs the file in one piece, and the limit is
+  // checked while reading (a member of a stream has no size to stat first).
+  media_file m{name, kind, {}};
+  const std::uint64_t cap = ctx.opt.max_media_bytes;
+  char buf[64 * 1024];
+  for (;;) {
+    auto n = src.read(buf, sizeof buf);
+    if (!n) {
+      reject_stream_error(ctx, name, 0, src, n.err());
+      return;
+    }
+    if (*n == 0) break;
+    if (m.bytes.size() + *n > cap) {
+      ctx.reject(name, 0, reject_reason::media_too_large,
+                 "over " + std::to_string(cap) + " bytes (the media size limit); not read");
+      return;
+    }
+    m.bytes.append(buf, *n);
+  }
+  ctx.stats.bytes_decoded += m.bytes.size();
+  if (ctx.stopped) return;
+  if (!ctx.cb.on_media(m)) ctx.stopped = true;
 }
 
 }  // namespace detail
@@ -135,6 +170,7 @@ void read_directory(detail::read_context& ctx, const fs::path& dir) {
             [](const fs::path& a, const fs::path& b) { return a.filename().string() < b.filename().string(); });
   for (const auto& e : entries) {
     if (ctx.stopped) return;
+    if (ctx.opt.claimed && ctx.opt.claimed(e.string())) continue;
     read_entry(ctx, e);
   }
 }

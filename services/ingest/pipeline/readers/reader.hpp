@@ -17,7 +17,7 @@
 
 namespace loom::ingest {
 
-enum class source_format : std::uint8_t { text, markdown, html, jsonl, csv, tsv, archive, unknown };
+enum class source_format : std::uint8_t { text, markdown, html, jsonl, csv, tsv, archive, image, audio, unknown };
 std::string_view to_string(source_format f);
 
 // How plain text, Markdown and HTML become documents.
@@ -48,6 +48,14 @@ struct reader_options {
   // without an extension, and NAME.gz, are plain text. Anything else is
   // unknown_format. Defaults: default_extensions().
   std::map<std::string, source_format, std::less<>> extensions;
+  // Image and audio files (png jpg jpeg webp gif; wav flac ogg oga mp3) are read
+  // whole, up to this size (a larger one is a media_too_large rejection, not
+  // read), and handed to read_callbacks::on_media. Without that callback they
+  // are unknown_format, as before media existed.
+  std::uint64_t max_media_bytes = std::uint64_t{64} << 20;
+  // Files the caller handles itself (caption sidecars and manifests): skipped
+  // by the walk, not opened and not counted. Given the path as the walk names it.
+  std::function<bool(const std::string& path)> claimed;
 };
 
 std::map<std::string, source_format, std::less<>> default_extensions();
@@ -59,10 +67,19 @@ struct read_stats {
   std::uint64_t rejections = 0;
 };
 
+// An image or audio file (or archive member, named "archive!member"), whole.
+struct media_file {
+  std::string name;
+  source_format kind = source_format::image;  // image or audio
+  std::string bytes;
+};
+
 struct read_callbacks {
   // A document; the callee may move from it. Return false to stop the import.
   std::function<bool(document&)> on_document;
   std::function<void(const rejection&)> on_reject;
+  // An image or audio file; the callee may move from it. Return false to stop.
+  std::function<bool(media_file&)> on_media;
 };
 
 // Reads a file, directory (recursively, entries in byte order of their names)

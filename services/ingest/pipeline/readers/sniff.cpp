@@ -27,6 +27,8 @@ std::string_view to_string(source_format f) {
     case source_format::csv: return "csv";
     case source_format::tsv: return "tsv";
     case source_format::archive: return "archive";
+    case source_format::image: return "image";
+    case source_format::audio: return "audio";
     case source_format::unknown: return "unknown";
   }
   return "unknown";
@@ -44,6 +46,11 @@ std::map<std::string, source_format, std::less<>> default_extensions() {
       {"tab", source_format::tsv},           {"tar", source_format::archive},
       {"tgz", source_format::archive},       {"tzst", source_format::archive},
       {"tbz2", source_format::archive},      {"txz", source_format::archive},
+      {"png", source_format::image},         {"jpg", source_format::image},
+      {"jpeg", source_format::image},        {"webp", source_format::image},
+      {"gif", source_format::image},         {"wav", source_format::audio},
+      {"flac", source_format::audio},        {"ogg", source_format::audio},
+      {"oga", source_format::audio},         {"mp3", source_format::audio},
   };
 }
 

@@ -100,7 +100,9 @@ TEST_CASE("names map to formats and compressions, and binary is told from text")
   CHECK(format_for_name("x.tgz", o).format == source_format::archive);
   CHECK(format_for_name("README", o).format == source_format::text);
   CHECK(format_for_name("a.tar!dir/page.htm", o).format == source_format::html);
-  CHECK(format_for_name("img.png", o).format == source_format::unknown);
+  CHECK(format_for_name("img.png", o).format == source_format::image);
+  CHECK(format_for_name("a.tar!talk.FLAC", o).format == source_format::audio);
+  CHECK(format_for_name("img.bmp", o).format == source_format::unknown);
   o.extensions = default_extensions();
   o.extensions["py"] = source_format::text;
   CHECK(format_for_name("x.py", o).format == source_format::text);
