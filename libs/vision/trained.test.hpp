@@ -4,6 +4,7 @@
 #pragma once
 
 #include "libs/engine/kernels.hpp"
+#include "libs/files/test_cache.hpp"
 #include "libs/vision/filter.hpp"
 #include "libs/vision/generate.hpp"
 
@@ -27,6 +28,9 @@ inline filter_options test_options() {
 inline const image_filter_model& trained_model() {
   static const image_filter_model m = [] {
     engine::kernels::set_threads(2);
+    // Made by an earlier process of this very binary: the same bytes training would give.
+    const std::string cached = files::testing::test_cache_path("vision-trained");
+    if (auto m = load(cached); m.ok()) return std::move(*m);
     const auto t0 = std::chrono::steady_clock::now();
     const auto set = generate_set(train_seed, train_per_class);
     const auto t1 = std::chrono::steady_clock::now();
@@ -40,6 +44,7 @@ inline const image_filter_model& trained_model() {
     }
     std::printf("generate %.1f s, train %.1f s (%zu images)\n", std::chrono::duration<double>(t1 - t0).count(),
                 std::chrono::duration<double>(t2 - t1).count(), set.size());
+    (void)save(*r, cached);  // best effort: the next process trains again when it failed
     return std::move(*r);
   }();
   return m;
