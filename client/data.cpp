@@ -9,6 +9,7 @@
 namespace loom::cli {
 
 int cmd_data_train_tokenizer(context& c);  // data_tokenizer.cpp
+int cmd_data_train_filter(context& c);     // data_filter.cpp
 int cmd_data_import(context& c);           // data_import.cpp
 int cmd_data_list(context& c);
 int cmd_data_status(context& c);
@@ -20,6 +21,7 @@ int cmd_data(context& c) {
   static const std::map<std::string, int (*)(context&)> subcommands = {
       {"pii", cmd_data_pii},
       {"train-tokenizer", cmd_data_train_tokenizer},
+      {"train-filter", cmd_data_train_filter},
       {"import", cmd_data_import},
       {"list", cmd_data_list},
       {"status", cmd_data_status},
@@ -32,7 +34,9 @@ int cmd_data(context& c) {
       "       loom data list | status NAME | verify NAME | rejects NAME [--limit N] [--offset N]\n"
       "       loom data sync --from A --to B --dataset D   (B pulls D from A; `loom data sync` alone: details)\n"
       "       loom data pii FILE [--json] [--region CC]\n"
-      "       loom data train-tokenizer --vocab-size N PATH [--out tokenizer.json] [--min-frequency F] [--json]";
+      "       loom data train-tokenizer --vocab-size N PATH [--out tokenizer.json] [--min-frequency F] [--json]\n"
+      "       loom data train-filter --kind text PATH [--good P --bad P] | --kind image (DIR | --generated N)\n"
+      "                              [--out FILE] [--json]";
   if (c.a.positional.size() < 2) return usage("loom data: missing subcommand\n" + std::string(usage_line));
   auto it = subcommands.find(c.a.positional[1]);
   if (it == subcommands.end())

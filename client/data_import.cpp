@@ -24,6 +24,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -136,7 +137,14 @@ int follow_task(context& c, loom::v1::TaskInfo t) {
                 static_cast<unsigned long long>(t.kept()),
                 static_cast<unsigned long long>(t.rejected()), static_cast<unsigned long long>(t.duplicates()),
                 static_cast<unsigned long long>(t.tokens()), t.shards());
-    if (t.rejected() > 0)
+    const auto report = nlohmann::json::parse(t.report_json(), nullptr, false);
+    if (report.is_object() && report.contains("media") && report["media"].value("seen", 0) > 0) {
+      const auto& m = report["media"];
+      std::printf("  media: %llu images + %llu audio kept in %llu tars (%llu captioned), %llu refused, %llu duplicates\n",
+                  m.value("images", 0ull), m.value("audio", 0ull), m.value("tars", 0ull), m.value("captioned", 0ull),
+                  m.value("rejected", 0ull), m.value("exact_duplicates", 0ull) + m.value("near_duplicates", 0ull));
+    }
+    if (t.rejected() > 0 || (report.is_object() && report.contains("media") && report["media"].value("rejected", 0) > 0))
       std::printf("  `loom data rejects %s` lists what was rejected and why\n", printable(t.dataset()).c_str());
     if (t.kind() == "import" && t.tokens() == 0)
       std::printf("  dataset %s has no tokens: it is not ready, and a job naming it is refused at submit\n",
@@ -154,7 +162,7 @@ int cmd_data_import(context& c) {
   if (pos.size() < 3 || !dataset)
     return usage("usage: loom data import PATH --dataset NAME [--profile default|web|code|minimal] [--memory 512MiB]\n"
                  "       [--nodes n1,n2] [--deny GPL-3.0,CC-BY-NC-*] [--no-pii] [--no-dedup] [--field text] [--template T]\n"
-                 "       [--json]");
+                 "       [--no-media] [--image-filter FILE] [--text-filter FILE] [--json]");
   std::error_code ec;
   auto abs = std::filesystem::absolute(pos[2], ec);
   if (ec) return usage("loom data import: cannot resolve " + printable(pos[2]));
@@ -191,6 +199,15 @@ int cmd_data_import(context& c) {
   req.set_no_dedup(c.a.flag("no-dedup") || (g.dedup && !*g.dedup));
   req.set_text_field(c.a.get_or("field", g.text_field));
   req.set_for_tenant(c.a.get_or("tenant", ""));
+  req.set_no_media(c.a.flag("no-media"));
+  for (const char* flag : {"image-filter", "text-filter"}) {
+    const auto f = c.a.get(flag);
+    if (!f) continue;
+    std::error_code fec;
+    const auto model = std::filesystem::absolute(*f, fec).lexically_normal().string();
+    if (fec) return usage("loom data import: cannot resolve " + printable(*f));
+    (std::string_view(flag) == "image-filter" ? req.set_image_filter(model) : req.set_text_filter(model));
+  }
   auto rep = typed_call<loom::v1::ImportDatasetReply>(c, "ingest", req, 1);
   if (!rep) return fail(c, rep.err());
   if (!c.json) std::printf("importing %s into dataset %s (task %s)\n", printable(req.path()).c_str(),
@@ -270,6 +287,22 @@ int cmd_data_status(context& c) {
     for (auto& [n, k] : per_node) std::printf(" %s=%llu", printable(n).c_str(), static_cast<unsigned long long>(k));
     if (mean > 0) std::printf("  (max/mean %.3f)", most / mean);
     std::printf("\n");
+  }
+  if (rep->media_size() > 0) {
+    std::uint64_t records = 0, bytes = 0;
+    std::map<std::string, std::uint64_t> on;
+    for (const auto& m : rep->media()) {
+      records += m.records();
+      bytes += m.bytes();
+      ++on[m.node()];
+    }
+    std::printf("  media: %d tars, %llu records (images and audio), %.1f MB; placement:", rep->media_size(),
+                static_cast<unsigned long long>(records), bytes / 1e6);
+    for (auto& [n, k] : on) std::printf(" %s=%llu", printable(n).c_str(), static_cast<unsigned long long>(k));
+    std::printf("\n");
+    for (const auto& m : rep->media())
+      if (!m.problem().empty())
+        std::printf("  DAMAGED: %s %s\n", printable(m.name()).c_str(), printable(m.problem()).c_str());
   }
   if (rep->has_last_task())
     std::printf("  last task: %s %s\n", printable(rep->last_task().id()).c_str(),

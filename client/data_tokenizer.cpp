@@ -19,6 +19,7 @@
 // Exit codes: 0 ok, 1 unreadable, empty, endless or unwritable input/output,
 // an --out that exists or is an input, 2 usage, 3 an --out in a data dir's private part.
 #include "client/cli.hpp"
+#include "client/input.hpp"
 
 #include "libs/layout/layout.hpp"
 
@@ -49,23 +50,6 @@ constexpr std::size_t read_block = 4 << 20;  // bytes per read: streams any inpu
 int data_error(const context& c, const error& e) {
   (void)fail(c, e);
   return error_exit;  // a file problem, whatever its errc (as `loom tokenize`)
-}
-
-// The files to read: PATH itself, or the regular files under it in path order.
-result<std::vector<std::string>> input_files(const std::string& path) {
-  std::error_code ec;
-  const auto st = fs::status(path, ec);
-  if (ec || !fs::exists(st)) return make_error(errc::not_found, "cannot read " + path + ": no such file or directory");
-  if (fs::is_regular_file(st)) return std::vector<std::string>{path};
-  if (!fs::is_directory(st))
-    return make_error(errc::invalid_argument, path + " is not a regular file or a directory (a device or a pipe may "
-                                                     "never end; copy what to train on into a file)");
-  std::vector<std::string> files;
-  for (fs::recursive_directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec))
-    if (it->is_regular_file(ec)) files.push_back(it->path().string());
-  if (ec) return make_error(errc::not_found, "cannot list " + path + ": " + ec.message());
-  std::sort(files.begin(), files.end());
-  return files;
 }
 
 status count_file(const std::string& path, tokenizer::piece_counts& counts, std::string& buf) {

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <cerrno>
 #include <iterator>
 
@@ -45,6 +46,23 @@ result<std::string> read_capped(const std::string& path, std::uint64_t limit, st
   }
   ::close(fd);
   return out;
+}
+
+result<std::vector<std::string>> input_files(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const auto st = fs::status(path, ec);
+  if (ec || !fs::exists(st)) return make_error(errc::not_found, "cannot read " + path + ": no such file or directory");
+  if (fs::is_regular_file(st)) return std::vector<std::string>{path};
+  if (!fs::is_directory(st))
+    return make_error(errc::invalid_argument, path + " is not a regular file or a directory (a device or a pipe may "
+                                                     "never end; copy what to train on into a file)");
+  std::vector<std::string> files;
+  for (fs::recursive_directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec))
+    if (it->is_regular_file(ec)) files.push_back(it->path().string());
+  if (ec) return make_error(errc::not_found, "cannot list " + path + ": " + ec.message());
+  std::sort(files.begin(), files.end());
+  return files;
 }
 
 }  // namespace loom::cli

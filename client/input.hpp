@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace loom::cli {
 
@@ -17,6 +18,12 @@ namespace loom::cli {
 // resource_exhausted "<path> is larger than <limit> (the most <who> reads)"
 // (who: e.g. "`loom tokenize`").
 result<std::string> read_capped(const std::string& path, std::uint64_t limit, std::string_view who);
+
+// The files a training command reads: PATH itself when it is a regular file,
+// or the regular files under a directory (recursively) in path order.
+// not_found when it is missing; invalid_argument for a device or a pipe (it
+// may never end).
+result<std::vector<std::string>> input_files(const std::string& path);
 
 // "256 MiB", "64 KiB", "1000 bytes": a limit as people read it.
 std::string size_text(std::uint64_t bytes);

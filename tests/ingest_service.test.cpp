@@ -193,6 +193,14 @@ TEST_CASE("loom data import refuses bad requests with clear errors and exit code
     CHECK(outside.code == 3);
     CHECK(outside.err.find(path + " is outside the allowed roots (" + imports + ")") != std::string::npos);
   }
+  // A learned filter's model file is read by the service too: only inside the roots (a hostile
+  // tenant must not make ingest open /etc/shadow as a model).
+  std::filesystem::create_directories(imports + "/pics");
+  for (const char* flag : {"--image-filter", "--text-filter"}) {
+    auto model_out = run_loom(home.path(), {"data", "import", imports + "/pics", "--dataset", "x", flag, "/etc/passwd"});
+    CHECK(model_out.code == 3);
+    CHECK(model_out.err.find("the filter model /etc/passwd is outside the allowed roots") != std::string::npos);
+  }
   auto trail = run_loom(home.path(), {"audit", "tail", "--lines", "20", "--json"});
   CHECK(trail.out.find("outside the allowed roots") != std::string::npos);
   // A node that is not one of this deployment's trainers: refused by name.

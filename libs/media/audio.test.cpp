@@ -146,7 +146,7 @@ TEST_CASE("Ogg/Opus at 48 kHz decodes, trims (within 20 ms: see below) and norma
   CHECK(std::fabs(out.lufs - -23) <= loudness_tolerance_lu);
 }
 
-TEST_CASE("quiet audio is raised and loud audio lowered to the target; 16 kHz input is not resampled") {
+TEST_CASE("quiet audio is raised and loud audio lowered to the target, and 16 kHz input is not resampled") {
   for (double amplitude : {0.003, 0.9}) {  // about -53 and -4 dBFS
     const auto file = encode_wav16(speechlike(5, 3.0, 16000), 16000, 1, static_cast<float>(amplitude / 0.5));
     auto clip = process_audio(file);

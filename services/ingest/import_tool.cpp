@@ -4,7 +4,8 @@
 //   loom-ingest-import PATH --dataset N --datasets-root D [--memory 512MiB]
 //       [--nodes a,b,c] [--profile default|web|code|minimal] [--deny GPL-*,AGPL-*]
 //       [--jsonl-field text] [--shard-size 16MiB] [--no-pii] [--no-dedup]
-//       [--exact-only] [--vocab gpt2.json] [--progress] [--json]
+//       [--exact-only] [--no-media] [--image-filter F] [--text-filter F]
+//       [--vocab gpt2.json] [--progress] [--json]
 // Exit: 0 imported, 2 usage, else loom::exit_code of the error.
 #include "services/ingest/importer/importer.hpp"
 
@@ -35,7 +36,8 @@ int usage(const char* why) {
   std::fprintf(stderr,
                "loom-ingest-import: %s\nusage: loom-ingest-import PATH --dataset N --datasets-root D [--memory 512MiB] "
                "[--nodes a,b,c] [--profile P] [--deny IDS] [--jsonl-field F] [--shard-size S] [--no-pii] "
-               "[--no-dedup] [--exact-only] [--vocab FILE] [--progress] [--json]\n",
+               "[--no-dedup] [--exact-only] [--no-media] [--image-filter F] [--text-filter F] [--vocab FILE] [--progress] "
+               "[--json]\n",
                why);
   return 2;
 }
@@ -59,7 +61,7 @@ int main(int argc, char** argv) {
     };
     std::string err;
     if (a == "--dataset" || a == "--datasets-root" || a == "--nodes" || a == "--profile" || a == "--deny" ||
-        a == "--jsonl-field" || a == "--vocab") {
+        a == "--jsonl-field" || a == "--vocab" || a == "--image-filter" || a == "--text-filter") {
       const char* v = value();
       if (!v) return usage((a + " needs a value").c_str());
       if (a == "--dataset") o.dataset = v;
@@ -68,6 +70,8 @@ int main(int argc, char** argv) {
       else if (a == "--profile") o.profile = v;
       else if (a == "--jsonl-field") o.reader.jsonl_text_field = v;
       else if (a == "--vocab") o.vocab_path = v;
+      else if (a == "--image-filter") o.image_filter = v;
+      else if (a == "--text-filter") o.text_filter = v;
       else {
         o.licences.action = licence_policy::mode::deny;
         o.licences.deny = split(v);
@@ -77,6 +81,7 @@ int main(int argc, char** argv) {
     else if (a == "--no-pii") o.pii = false;
     else if (a == "--no-dedup") o.dedup = false;
     else if (a == "--exact-only") o.near_dedup = false;
+    else if (a == "--no-media") o.media = false;
     else if (a == "--json") json = true;
     else if (a == "--progress")
       o.progress = [](const import_progress& p) {

@@ -182,6 +182,29 @@ handled ingest_logic::list_datasets(const loom::v1::ListDatasetsRequest& req, co
   return reply(rep);
 }
 
+namespace {
+
+// The media tars manifest.json lists, each with the cheap check's finding.
+void add_media(const std::string& dir, loom::v1::DatasetStatusReply& rep) {
+  auto m = shards::read_manifest(dir);
+  if (!m || m->media.empty()) return;
+  const auto files = shards::media_as_files(*m);
+  auto problems = shards::check_shards(dir, files, shards::check_depth::cheap);
+  for (const auto& t : m->media) {
+    auto* out = rep.add_media();
+    out->set_name(t.name);
+    out->set_node(t.node);
+    out->set_records(t.records);
+    out->set_bytes(t.bytes);
+    out->set_kind(t.kind);
+    if (problems)
+      for (const auto& p : *problems)
+        if (p.shard == t.name) out->set_problem(p.what);
+  }
+}
+
+}  // namespace
+
 handled ingest_logic::dataset_status(const loom::v1::DatasetStatusRequest& req, const call_context& ctx) {
   auto tenant = acting_tenant(ctx, req.for_tenant());
   if (!tenant) return fail(tenant.err());
@@ -206,6 +229,7 @@ handled ingest_logic::dataset_status(const loom::v1::DatasetStatusRequest& req, 
           if (x.shard == s.name) problem = x.what;
         to_wire(s, problem, rep.add_shards());
       }
+      add_media(dir, rep);
     }
   }
   if (!row && !last) return no_dataset(req.name());

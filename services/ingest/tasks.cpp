@@ -147,6 +147,13 @@ result<task_info> task_runner::start_import(import_options opt, const std::strin
                         "import: " + inside.err().message + " (`loom up --import-root DIR` adds a root; " +
                             opt_.import_roots.front() + " is always one)");
     opt.reader.roots = opt_.import_roots;
+    // A filter model is read by this service too: under the same roots.
+    for (const auto* model : {&opt.image_filter, &opt.text_filter}) {
+      if (model->empty()) continue;
+      auto ok = files::confined(opt_.import_roots, *model);
+      if (!ok && ok.code() == errc::permission_denied)
+        return make_error(errc::permission_denied, "import: the filter model " + ok.err().message);
+    }
   }
   struct stat sb {};
   if (::stat(opt.source.c_str(), &sb) != 0)

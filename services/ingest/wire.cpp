@@ -18,6 +18,9 @@ import_options import_options_from_wire(const loom::v1::ImportDatasetRequest& r)
   o.pii = !r.no_pii();
   o.dedup = !r.no_dedup();
   if (!r.text_field().empty()) o.reader.jsonl_text_field = r.text_field();
+  o.media = !r.no_media();
+  o.image_filter = r.image_filter();
+  o.text_filter = r.text_filter();
   return o;
 }
 

@@ -1,5 +1,7 @@
 #include "services/ingest/importer/import_options.hpp"
 
+#include "libs/textq/policy.hpp"
+
 #include "services/ingest/pipeline/filters/profile.hpp"
 
 #include <algorithm>
@@ -90,6 +92,12 @@ budget_plan plan_budget(const import_options& o) {
   p.shard_target_bytes = std::max<std::uint64_t>(4096, std::min(o.shard_target_bytes, b / 8));
   const std::uint64_t reader_limit = std::min<std::uint64_t>(o.reader.max_line_bytes, o.reader.max_document_bytes);
   p.max_document_bytes = std::min(reader_limit, std::max(min_document, b / 64));
+  return p;
+}
+
+textq::filter_policy text_filter_policy_for(std::string_view profile) {
+  textq::filter_policy p;
+  if (profile == "code" || profile == "minimal") p.perplexity = p.quality = false;
   return p;
 }
 

@@ -15,6 +15,10 @@
 #include <string_view>
 #include <vector>
 
+namespace loom::textq {
+struct filter_policy;  // libs/textq/policy.hpp
+}
+
 namespace loom::ingest {
 
 // Where an import stands; handed to import_options::progress.
@@ -44,6 +48,14 @@ struct import_options {
   // with captions from sidecars or a JSONL manifest (captions.hpp). false: they
   // are refused as unknown_format, as before.
   bool media = true;
+  // A learned image filter (`loom data train-filter --kind image`, libs/vision):
+  // images it labels blank, blurred, corrupted or mostly text are refused by
+  // that label. "" = none.
+  std::string image_filter;
+  // A learned text filter (`loom data train-filter --kind text`, libs/textq):
+  // perplexity buckets, a quality classifier and semantic dedup, as the model
+  // file holds them. "" = none.
+  std::string text_filter;
   // Bounds the dedup index in memory (it spills beyond its share), the shard
   // being written and the document in flight: see budget_plan. At least 16 MiB.
   std::uint64_t memory_budget = std::uint64_t{1} << 30;
@@ -61,6 +73,13 @@ struct import_options {
   // version of the dataset stays as it was.
   const std::atomic<bool>* stop = nullptr;
 };
+
+// What a profile asks of a learned text filter (libs/textq/policy.hpp):
+//   default, web  perplexity head + middle kept (the tail, the least like the
+//                 reference corpus, dropped), the quality head, semantic dedup
+//   code          semantic dedup only: a prose model says nothing of code
+//   minimal       semantic dedup only
+textq::filter_policy text_filter_policy_for(std::string_view profile);
 
 // invalid_argument naming the rule when `name` is not 1..64 of [A-Za-z0-9._-]
 // or starts with '.' (dot names are the importer's own: .staging).

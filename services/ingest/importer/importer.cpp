@@ -7,7 +7,9 @@
 #include "libs/dedup/index.hpp"
 #include "libs/files/files.hpp"
 #include "libs/shards/placement.hpp"
+#include "libs/textq/policy.hpp"
 #include "libs/tokenizer/bpe.hpp"
+#include "libs/vision/filter.hpp"
 #include "services/ingest/importer/captions.hpp"
 #include "services/ingest/importer/media_items.hpp"
 #include "services/ingest/importer/media_output.hpp"
@@ -81,6 +83,7 @@ class import_run {
                       "import of " + o_.dataset + " stopped: nothing published, the previous version is unchanged");
   }
   verdict redact(document& d);
+  status add_text_filter();
   status on_kept(document& d);
   status on_media(media_file& f);
   std::string caption_for(const std::string& name);
@@ -98,6 +101,8 @@ class import_run {
   cleaner caption_cleaner_;
   caption_index captions_;
   std::optional<media_output> media_out_;
+  std::optional<vision::image_filter_model> image_filter_;
+  std::optional<textq::learned_filter> text_filter_;
   steady::time_point start_, last_tick_{};
   std::optional<dedup::index> index_;
   std::optional<spill_writer> spill_;
@@ -126,6 +131,9 @@ status import_run::setup() {
   auto rj = rejects_writer::create(st_.dir() + "/" + std::string(rejects_file_name), seal);
   if (!rj) return rj.err();
   rejects_.emplace(std::move(*rj));
+  if (!o_.text_filter.empty()) {
+    if (auto st = add_text_filter(); !st) return st;
+  }
   if (o_.media) {
     caption_options co;
     co.roots = o_.reader.roots;
@@ -139,6 +147,11 @@ status import_run::setup() {
       if (auto st = rejects_->add("caption", p.rule, p.file, p.line, p.detail); !st) return st;
     }
     media_out_.emplace(st_.dir(), plan_.shard_target_bytes, seal);
+    if (!o_.image_filter.empty()) {
+      auto f = vision::load(o_.image_filter);
+      if (!f) return make_error(f.code(), "import: the image filter: " + f.err().message);
+      image_filter_.emplace(std::move(*f));
+    }
   }
   if (o_.dedup) {
     dedup::options d;
@@ -153,6 +166,29 @@ status import_run::setup() {
     if (!sp) return sp.err();
     spill_.emplace(std::move(*sp));
   }
+  return ok_status();
+}
+
+// The learned text filter: an after_checks stage, so it judges only what the
+// rules kept, and its semantic index holds only documents kept so far (the
+// first in input order stays, as for MinHash). Records (chat, preference
+// pairs) are not judged: the model scores prose.
+status import_run::add_text_filter() {
+  auto m = textq::load(o_.text_filter);
+  if (!m) return make_error(m.code(), "import: the text filter: " + m.err().message);
+  auto model = std::make_shared<const textq::filter_model>(std::move(*m));
+  const textq::filter_policy policy = text_filter_policy_for(o_.profile);
+  auto index = policy.semantic_dedup
+                   ? std::make_shared<textq::semantic_index>(model->config.channels, policy.dedup_cosine)
+                   : nullptr;
+  auto f = textq::learned_filter::create(model, policy, index);
+  if (!f) return make_error(f.code(), "import: the text filter " + o_.text_filter + ": " + f.err().message);
+  text_filter_.emplace(std::move(*f));
+  pipe_.add_stage(hook_point::after_checks, "learned", [this](document& d) {
+    if (d.kind != doc_kind::text) return verdict::keep();
+    const textq::learned_verdict v = text_filter_->check(d.text);
+    return v.keep() ? verdict::keep() : verdict::reject(std::string(v.rule), v.detail);
+  });
   return ok_status();
 }
 
@@ -236,7 +272,8 @@ status import_run::on_media(media_file& f) {
   note_file(f.name);
   mf.source_bytes += f.bytes.size();
   auto m = f.kind == source_format::audio ? process_audio(f.name, f.bytes, media_policy_)
-                                          : process_image(f.name, f.bytes, media_policy_);
+                                          : process_image(f.name, f.bytes, media_policy_,
+                                                          image_filter_ ? &*image_filter_ : nullptr);
   if (!m) {
     const std::string why = media_reason(m.err());
     ++mf.rejected;

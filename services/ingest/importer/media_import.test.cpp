@@ -14,7 +14,10 @@
 #include "libs/media/metadata.hpp"
 #include "libs/media/normalise.hpp"
 #include "libs/media/testing.hpp"
+#include "libs/engine/kernels.hpp"
 #include "libs/shards/check.hpp"
+#include "libs/vision/filter.hpp"
+#include "libs/vision/generate.hpp"
 #include "services/ingest/importer/importer.hpp"
 #include "services/ingest/importer/media_output.hpp"
 #include "services/ingest/importer/testing.hpp"
@@ -258,4 +261,49 @@ TEST_CASE("media tars roll at the target size, keep keys contiguous and are byte
   }
   CHECK(records == 7);
   CHECK(next == 7);
+}
+
+TEST_CASE("a learned image filter refuses the images it labels unusable, by label, and a bad model file stops the import") {
+  files::temp_dir t("loom-media-filter");
+  // A small model of the built-in generator: enough to tell a flat image from a scene.
+  vision::filter_options fo;
+  fo.epochs = 4;
+  fo.seed = 3;
+  engine::kernels::set_threads(2);
+  auto model = vision::train_image_filter_generated(fo, 120, 11);
+  REQUIRE_MESSAGE(model.ok(), model.err().to_string());
+  const std::string model_path = t.path() + "/filter.cnn";
+  REQUIRE(vision::save(*model, model_path).ok());
+
+  const std::string in = t.path() + "/in";
+  // Images of the generator's own kinds, from seeds it did not train on.
+  for (int i = 0; i < 3; ++i)
+    write_file(in + "/scene" + std::to_string(i) + ".png",
+               png_of(vision::generate_example(vision::image_label::ok, 9000 + i).img));
+  write_file(in + "/flat.png", png_of(vision::generate_example(vision::image_label::blank, 9100).img));
+  import_options o;
+  o.source = in;
+  o.datasets_root = t.path() + "/datasets";
+  o.dataset = "filtered";
+  o.memory_budget = 64u << 20;
+  o.image_filter = model_path;
+  auto s = import_dataset(o);
+  REQUIRE_MESSAGE(s.ok(), s.err().to_string());
+  MESSAGE(summary_text(*s));
+  for (const auto& [why, n] : s->media.rejected_by_reason) MESSAGE(why << " " << n);
+  CHECK(s->media.images == 3);
+  CHECK(s->media.rejected_by_reason == std::map<std::string, std::uint64_t>{{"image_blank", 1}});
+  auto tar = atrest::read_object(s->dir + "/" + s->manifest.media.at(0).name, atrest::sealing_keys().get());
+  REQUIRE(tar.ok());
+  CHECK(nlohmann::json::parse(untar(*tar).at("000000000.json"))["filter"] == "ok");
+
+  // A damaged model file is refused by name before anything is read or published.
+  std::string bytes = slurp(model_path);
+  bytes[bytes.size() / 2] ^= 0x5a;
+  write_file(model_path, bytes);
+  o.dataset = "filtered2";
+  auto bad = import_dataset(o);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.err().message.find(model_path) != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(t.path() + "/datasets/filtered2"));
 }

@@ -6,6 +6,7 @@
 #include "libs/media/phash.hpp"
 #include "libs/media/probe.hpp"
 #include "libs/media/reject.hpp"
+#include "libs/vision/filter.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -28,7 +29,8 @@ std::string media_reason(const error& e) {
   return "media_error";
 }
 
-result<processed_media> process_image(const std::string& name, std::string_view bytes, const media_policy& p) {
+result<processed_media> process_image(const std::string& name, std::string_view bytes, const media_policy& p,
+                                      const vision::image_filter_model* filter) {
   auto info = media::probe(bytes, p.image_limits);
   if (!info) return info.err();
   if (auto st = media::check_extension(name, info->fmt); !st) return st.err();
@@ -39,6 +41,17 @@ result<processed_media> process_image(const std::string& name, std::string_view 
                                                   std::to_string(img->height) + ", under " +
                                                   std::to_string(p.min_side) + " pixels a side");
   processed_media out;
+  std::string verdict = "ok";
+  if (filter) {
+    const vision::classification c = vision::classify(*filter, *img);
+    verdict = std::string(vision::label_name(c.label));
+    if (c.label != vision::image_label::ok) {
+      char p_text[16];
+      std::snprintf(p_text, sizeof p_text, "%.2f", c.probabilities[static_cast<int>(c.label)]);
+      return make_error(errc::invalid_argument,
+                        "image_" + verdict + ": the learned image filter says " + verdict + " (p=" + p_text + ")");
+    }
+  }
   const media::metadata_report meta = media::scan_metadata(bytes);
   if (meta.gps) out.stripped.push_back("exif_gps");
   for (const auto& t : meta.pii_tags) out.stripped.push_back("exif:" + t);
@@ -71,6 +84,7 @@ result<processed_media> process_image(const std::string& name, std::string_view 
                       {"phash", crypto::to_hex(std::string_view(reinterpret_cast<const char*>(&out.phash), 8))},
                       {"pixels_sha256", crypto::to_hex(crypto::as_view(out.content))},
                       {"stripped", out.stripped}};
+  if (filter) j["filter"] = verdict;
   out.record.meta_json = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   return out;
 }

@@ -20,6 +20,10 @@
 #include <unordered_map>
 #include <vector>
 
+namespace loom::vision {
+struct image_filter_model;
+}
+
 namespace loom::ingest {
 
 // How a profile treats media. Plain values.
@@ -49,9 +53,12 @@ struct processed_media {
 };
 
 // The image at `name` (bytes whole). Errors are refusals: their message
-// starts "<reason_code>: " (libs/media/reject.hpp codes, and "too_small");
-// media_reason() gives the code.
-result<processed_media> process_image(const std::string& name, std::string_view bytes, const media_policy& p);
+// starts "<reason_code>: " (libs/media/reject.hpp codes, "too_small", and
+// with a learned filter "image_blank", "image_blurred", "image_corrupted",
+// "image_mostly_text"); media_reason() gives the code. `filter` (may be
+// null: no learned check) is the CNN of libs/vision, run on the decoded image.
+result<processed_media> process_image(const std::string& name, std::string_view bytes, const media_policy& p,
+                                      const vision::image_filter_model* filter = nullptr);
 
 // The audio file at `name`: 16 kHz mono 16-bit WAV, trimmed and loudness-
 // normalised. Refusals as process_image's (libs/media reasons for audio).
