@@ -14,7 +14,9 @@
 //   case=image_jpeg images_per_s=<..>
 //   case=image_png images_per_s=<..>
 //   case=audio audio_s_per_s=<..>
+//   case=ppl_filter mb_per_s=<..>   (the learned text filter: bench/textq_cases.hpp)
 #include "bench/bench_util.hpp"
+#include "bench/textq_cases.hpp"
 #include "libs/media/audio.hpp"
 #include "libs/media/audio_testing.hpp"
 #include "libs/media/codec.hpp"
@@ -172,4 +174,8 @@ int main() {
   std::printf("case=image_jpeg images_per_s=%.1f\n", images / jpeg.total());
   std::printf("case=image_png images_per_s=%.1f\n", images / png.total());
   std::printf("case=audio audio_s_per_s=%.1f\n", audio_s / a.whole);
+  // The learned text filter's perplexity scoring (libs/textq; textq_bench has its other cases).
+  double train_s = 0;
+  const auto model = loom::bench::textq_cases::train_default(&train_s);
+  loom::bench::textq_cases::ppl_filter_case(model, loom::bench::textq_cases::corpus(200));
 }

@@ -39,6 +39,11 @@
 #include "loom/v1/service.pb.h"
 #include "loom/v1/sites.pb.h"
 #include "libs/media/codec.hpp"
+#include "libs/media/audio.hpp"
+#include "libs/media/audio_fixtures.hpp"
+
+#include <sndfile.h>
+#include "libs/media/audio_testing.hpp"
 #include "libs/media/fixtures.hpp"
 #include "libs/media/testing.hpp"
 #include "tests/fuzz/fixed_keys.hpp"
@@ -451,6 +456,18 @@ void images() {
   put("fuzz_media", "gif", mt::gif(4, 3, {{0, 0, 0}, {255, 0, 0}, {0, 255, 0}, {0, 0, 255}}, {f}));
 }
 
+// fuzz_audio: a quarter second of speech-like sound at 8 kHz in every
+// container the reader takes (small, so mutations stay cheap).
+void audio() {
+  namespace mt = media::testing;
+  const auto x = mt::speechlike(3, 0.25, 8000, 1);
+  put("fuzz_audio", "wav", media::encode_wav16(x, 8000, 1));
+  put("fuzz_audio", "flac", mt::sf_encode(x, 8000, 1, SF_FORMAT_FLAC | SF_FORMAT_PCM_16));
+  put("fuzz_audio", "ogg", mt::sf_encode(x, 8000, 1, SF_FORMAT_OGG | SF_FORMAT_VORBIS));
+  if (mt::sf_can_write(SF_FORMAT_MPEG | SF_FORMAT_MPEG_LAYER_III, 8000, 1))
+    put("fuzz_audio", "mp3", mt::sf_encode(x, 8000, 1, SF_FORMAT_MPEG | SF_FORMAT_MPEG_LAYER_III));
+}
+
 int main(int argc, char** argv) {
   if (argc != 3) {
     std::fprintf(stderr, "usage: fuzz_seeds OUT_DIR SOURCE_DIR\n");
@@ -476,6 +493,7 @@ int main(int argc, char** argv) {
   sealed_objects(tmp);
   audit_archive(tmp);
   images();
+  audio();
   fs::remove_all(tmp);
   return 0;
 }

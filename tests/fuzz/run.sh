@@ -37,7 +37,7 @@ declare -A max_len=(
   [fuzz_hf_tokenizer]=16384 [fuzz_token]=1024 [fuzz_run_config]=8192 [fuzz_template]=8192
   [fuzz_hpo]=4096 [fuzz_ingest]=16384 [fuzz_tokenizer]=4096
   [fuzz_request]=8192 [fuzz_enrol]=2048 [fuzz_snapshot]=8192 [fuzz_sealed]=12288 [fuzz_audit_archive]=8192
-  [fuzz_media]=16384
+  [fuzz_media]=16384 [fuzz_audio]=16384
 )
 # Dictionaries (tests/fuzz/*.dict): the words each parser looks for.
 declare -A dict=(
@@ -87,6 +87,8 @@ fi
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1:symbolize=1}
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+# Leaks inside third-party libraries, each with its reason (tests/fuzz/lsan.supp).
+export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/tests/fuzz/lsan.supp}
 work=$build/fuzz-work
 
 # Runs one target; its log and summary go to $work/<target>/.

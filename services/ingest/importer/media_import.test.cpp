@@ -307,3 +307,29 @@ TEST_CASE("a learned image filter refuses the images it labels unusable, by labe
   CHECK(bad.err().message.find(model_path) != std::string::npos);
   CHECK_FALSE(std::filesystem::exists(t.path() + "/datasets/filtered2"));
 }
+
+TEST_CASE("a caption sidecar that links outside the import roots is not read: the image stays, uncaptioned") {
+  files::temp_dir t("loom-media-roots");
+  const std::string in = t.path() + "/in", secret = t.path() + "/secret.txt";
+  write_file(secret, "the root password is hunter2");
+  write_file(in + "/a.png", png_of(media::testing::scene(5, 120, 90)));
+  std::filesystem::create_symlink(secret, in + "/a.txt");  // a hostile tenant's "caption"
+  import_options o;
+  o.source = in;
+  o.datasets_root = t.path() + "/datasets";
+  o.dataset = "roots";
+  o.memory_budget = 64u << 20;
+  o.reader.roots = {in};
+  auto s = import_dataset(o);
+  REQUIRE_MESSAGE(s.ok(), s.err().to_string());
+  CHECK(s->media.images == 1);
+  CHECK(s->media.captioned == 0);
+  CHECK(s->media.caption_problems == 1);
+  auto tar = atrest::read_object(s->dir + "/" + s->manifest.media.at(0).name, atrest::sealing_keys().get());
+  REQUIRE(tar.ok());
+  CHECK(tar->find("hunter2") == std::string::npos);
+  const std::string rejects = *atrest::read_object(s->dir + "/rejects.jsonl", atrest::sealing_keys().get());
+  CHECK(rejects.find("caption_unreadable") != std::string::npos);
+  CHECK(rejects.find("outside the allowed roots") != std::string::npos);
+  CHECK(rejects.find("hunter2") == std::string::npos);
+}
