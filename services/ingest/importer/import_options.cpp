@@ -92,6 +92,13 @@ budget_plan plan_budget(const import_options& o) {
   p.shard_target_bytes = std::max<std::uint64_t>(4096, std::min(o.shard_target_bytes, b / 8));
   const std::uint64_t reader_limit = std::min<std::uint64_t>(o.reader.max_line_bytes, o.reader.max_document_bytes);
   p.max_document_bytes = std::min(reader_limit, std::max(min_document, b / 64));
+  p.media_tar_bytes = std::max<std::uint64_t>(4096, std::min(o.shard_target_bytes, b / 16));
+  p.media_file_bytes = std::min<std::uint64_t>(std::uint64_t{64} << 20, b / 16);
+  // A decode holds up to 4 bytes a pixel (RGBA, or 16-bit rows, before RGB8).
+  p.media_pixels = std::min<std::uint64_t>(64'000'000, b / 16 / 4);
+  // Audio decodes to 16 kHz float (64 KB/s) and writes 16-bit (32 KB/s):
+  // ~100 KB per second of sound in flight; 10 min at most (libs/media).
+  p.media_seconds = std::min(600.0, static_cast<double>(b / 16) / 100'000.0);
   return p;
 }
 

@@ -101,12 +101,21 @@ result<std::uint64_t> parse_byte_size(std::string_view text);
 //                                   fingerprint buffer, token ids); doc = B/64,
 //                                   at most reader_options' own limits
 //   spill I/O         2 MiB        (pass-1 writer, pass-2 reader)
-// which sums to about 0.93 B. Not counted: the process itself (code, the GPT-2
+//   media tar         B/16         (the open media tar; at most 16 MiB)
+//   media file        B/16 + B/16  (the file's bytes, at most 64 MiB; its decode:
+//                                   pixels <= B/16 / 4 bytes, audio seconds so
+//                                   that the 16 kHz samples fit; never in flight
+//                                   with a document, so inside its share)
+// which sums to about 0.99 B. Not counted: the process itself (code, the GPT-2
 // tables, ICU and libphonenumber data, the BPE piece cache): see the README.
 struct budget_plan {
   std::uint64_t dedup_bytes = 0;
   std::uint64_t shard_target_bytes = 0;
   std::uint64_t max_document_bytes = 0;  // also the longest line/record read
+  std::uint64_t media_tar_bytes = 0;     // target size of a media tar
+  std::uint64_t media_file_bytes = 0;    // the largest image or audio file read
+  std::uint64_t media_pixels = 0;        // the largest image decoded (width x height)
+  double media_seconds = 0;              // the longest audio decoded
 };
 budget_plan plan_budget(const import_options& o);
 

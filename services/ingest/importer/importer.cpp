@@ -64,7 +64,7 @@ class import_run {
         bpe_(std::move(bpe)),
         det_(std::move(det)),
         pipe_(pipeline_opts(o, prof)),
-        media_policy_(media_policy_for(prof.name)),
+        media_policy_(media_policy_for(prof.name, plan_)),
         media_dedup_(media_policy_),
         caption_cleaner_(prof.clean),
         start_(steady::now()) {
@@ -146,7 +146,7 @@ status import_run::setup() {
       ++sum_.media.caption_problems;
       if (auto st = rejects_->add("caption", p.rule, p.file, p.line, p.detail); !st) return st;
     }
-    media_out_.emplace(st_.dir(), plan_.shard_target_bytes, seal);
+    media_out_.emplace(st_.dir(), plan_.media_tar_bytes, seal);
     if (!o_.image_filter.empty()) {
       auto f = vision::load(o_.image_filter);
       if (!f) return make_error(f.code(), "import: the image filter: " + f.err().message);
@@ -301,6 +301,7 @@ status import_run::pass1() {
   reader_options ropt = o_.reader;
   ropt.max_line_bytes = ropt.max_document_bytes = plan_.max_document_bytes;
   if (o_.media) ropt.claimed = [this](const std::string& p) { return captions_.claimed.count(p) > 0; };
+  ropt.max_media_bytes = plan_.media_file_bytes;
   read_callbacks cb;
   if (o_.media)
     cb.on_media = [&](media_file& f) {
@@ -327,6 +328,11 @@ status import_run::pass1() {
   cb.on_reject = [&](const rejection& r) {
     note_file(r.file);
     pipe_.record(r);
+    if (r.reason == reject_reason::media_too_large) {  // a media file after all: counted with the others
+      ++sum_.media.seen;
+      ++sum_.media.rejected;
+      ++sum_.media.rejected_by_reason["media_too_large"];
+    }
     if (!failure_) return;
     if (auto st = rejects_->add("reader", to_string(r.reason), r.file, r.line, r.message); !st) failure_ = st;
   };

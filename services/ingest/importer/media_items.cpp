@@ -12,8 +12,11 @@
 
 namespace loom::ingest {
 
-media_policy media_policy_for(std::string_view profile) {
+media_policy media_policy_for(std::string_view profile, const budget_plan& plan) {
   media_policy p;
+  p.image_limits.max_file_bytes = p.audio_limits.max_bytes = plan.media_file_bytes;
+  p.image_limits.max_pixels = std::min(p.image_limits.max_pixels, plan.media_pixels);
+  p.audio_limits.max_seconds = std::min(p.audio_limits.max_seconds, plan.media_seconds);
   if (profile == "minimal") {
     p.store_png = true;
     p.near_dedup = false;

@@ -12,6 +12,7 @@
 #include "libs/media/image.hpp"
 #include "libs/media/normalise.hpp"
 #include "libs/status/status.hpp"
+#include "services/ingest/importer/import_options.hpp"
 #include "services/ingest/importer/media_output.hpp"
 
 #include <cstdint>
@@ -40,8 +41,9 @@ struct media_policy {
 };
 
 // The media policy of an import profile ("default", "web", "code", "minimal":
-// all the same today, but for "minimal", which stores PNG and keeps duplicates).
-media_policy media_policy_for(std::string_view profile);
+// all the same today, but for "minimal", which stores PNG and keeps duplicates),
+// its limits within the import's memory plan (file bytes, pixels, seconds).
+media_policy media_policy_for(std::string_view profile, const budget_plan& plan);
 
 // A processed image, ready to store.
 struct processed_media {
