@@ -3,6 +3,7 @@
 #include "libs/media/audio.hpp"
 #include "libs/media/audio_fixtures.hpp"
 #include "libs/media/audio_testing.hpp"
+#include "libs/media/peak_rss.test.hpp"
 #include "libs/media/reject.hpp"
 
 #include <doctest/doctest.h>
@@ -46,28 +47,6 @@ std::size_t find(const std::string& s, std::string_view what) {
   return at;
 }
 
-long peak_rss_kb() {
-  rusage ru{};
-  ::getrusage(RUSAGE_SELF, &ru);
-  return ru.ru_maxrss;
-}
-
-// Runs f in a forked child (a fresh peak-RSS counter) and returns the growth
-// of its peak RSS in MiB, or -1 when f returned false or the child failed.
-template <class F>
-long child_peak_growth_mb(F&& f) {
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    const long before = peak_rss_kb();
-    const bool ok = f();
-    const long growth_mb = (peak_rss_kb() - before) / 1024;
-    ::_exit(ok ? static_cast<int>(std::min(growth_mb, 250L)) : 255);
-  }
-  int status = 0;
-  REQUIRE(::waitpid(pid, &status, 0) == pid);
-  REQUIRE(WIFEXITED(status));
-  return WEXITSTATUS(status) == 255 ? -1 : WEXITSTATUS(status);
-}
 
 }  // namespace
 

@@ -4,6 +4,7 @@
 #include "libs/media/containers.hpp"
 #include "libs/media/fixtures.hpp"
 #include "libs/media/metadata.hpp"
+#include "libs/media/peak_rss.test.hpp"
 #include "libs/media/probe.hpp"
 #include "libs/media/reject.hpp"
 #include "libs/media/testing.hpp"
@@ -64,28 +65,11 @@ std::string jpeg_declaring(std::uint32_t w, std::uint32_t h) {
   return jpg;
 }
 
-long peak_rss_kb() {
-  rusage ru{};
-  ::getrusage(RUSAGE_SELF, &ru);
-  return ru.ru_maxrss;
-}
-
-// Runs f in a forked child (a fresh peak-RSS counter) and returns the growth
-// of its peak RSS in KiB, or -1 when f returned false or the child failed.
+// child_peak_growth_mb (peak_rss.test.hpp) in KiB, or -1.
 template <class F>
 long child_peak_growth_kb(F&& f) {
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    const long before = peak_rss_kb();
-    const bool ok = f();
-    const long growth_mb = (peak_rss_kb() - before) / 1024;
-    ::_exit(ok ? static_cast<int>(std::min(growth_mb, 250L)) : 255);
-  }
-  int status = 0;
-  REQUIRE(::waitpid(pid, &status, 0) == pid);
-  REQUIRE(WIFEXITED(status));
-  const int code = WEXITSTATUS(status);
-  return code == 255 ? -1 : code * 1024L;
+  const long mb = child_peak_growth_mb(std::forward<F>(f));
+  return mb < 0 ? -1 : mb * 1024L;
 }
 
 }  // namespace
