@@ -119,9 +119,14 @@ status check_received_shards(const staged_version& v, const std::string& dataset
 
   problems out;
   std::set<std::string> listed;
-  for (const auto& s : m->shards) {
+  // Token shards first, then the media tars (checked by bytes and hash only).
+  const std::size_t token_shards = m->shards.size();
+  std::vector<shards::shard_info> all = m->shards;
+  for (auto& f : shards::media_as_files(*m)) all.push_back(std::move(f));
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    const auto& s = all[i];
     if (!listed.insert(s.name).second) {
-      out.add(s.name, "is listed twice in manifest.json (its tokens would count twice)");
+      out.add(s.name, "is listed twice in manifest.json (its records would count twice)");
       continue;
     }
     auto file = v.files.find(s.name);
@@ -129,20 +134,7 @@ status check_received_shards(const staged_version& v, const std::string& dataset
       out.add(s.name, "is listed in manifest.json but did not come with it");
       continue;
     }
-    auto checked = check_shard(s, file->second, out, stop);
-    if (!checked) return checked.err();
-  }
-  for (const auto& s : shards::media_as_files(*m)) {
-    if (!listed.insert(s.name).second) {
-      out.add(s.name, "is listed twice in manifest.json");
-      continue;
-    }
-    auto file = v.files.find(s.name);
-    if (file == v.files.end()) {
-      out.add(s.name, "is listed in manifest.json but did not come with it");
-      continue;
-    }
-    auto checked = check_shard(s, file->second, out, stop, /*token_shard=*/false);
+    auto checked = check_shard(s, file->second, out, stop, /*token_shard=*/i < token_shards);
     if (!checked) return checked.err();
   }
   for (const auto& [rel, path] : v.files)

@@ -127,3 +127,28 @@ TEST_CASE("a shard's bytes that are not a shard are refused by name, never by th
   CHECK(why.find("shard-000001.bin: is not a valid shard file") != std::string::npos);
   CHECK(why.find("tmp-17") == std::string::npos);
 }
+
+TEST_CASE("media tars are checked by their bytes and hash: a changed, missing or unlisted tar is refused by name") {
+  files::temp_dir d{"loom-received"};
+  auto m = make_shards(d.path());
+  const std::string tar(3072, 't');
+  REQUIRE(files::write_atomic(d.path() + "/media-000001.tar", tar).ok());
+  m.media.push_back({"media-000001.tar", crypto::sha256_hex(tar), tar.size(), 4, "image", ""});
+  REQUIRE(shards::write_manifest(d.path(), m).ok());
+  auto st = check_received_shards(staged(d.path()), "notes");
+  CHECK_MESSAGE(st.ok(), st.err().to_string());
+
+  std::string changed = tar;
+  changed[100] = 'x';
+  REQUIRE(files::write_atomic(d.path() + "/media-000001.tar", changed).ok());
+  CHECK(refusal(staged(d.path())).find("media-000001.tar") != std::string::npos);
+
+  fs::remove(d.path() + "/media-000001.tar");
+  CHECK(refusal(staged(d.path())).find("media-000001.tar: is listed in manifest.json but did not come with it") !=
+        std::string::npos);
+
+  REQUIRE(files::write_atomic(d.path() + "/media-000001.tar", tar).ok());
+  REQUIRE(files::write_atomic(d.path() + "/media-000002.tar", tar).ok());
+  CHECK(refusal(staged(d.path())).find("media-000002.tar: came with the dataset but manifest.json does not list it") !=
+        std::string::npos);
+}

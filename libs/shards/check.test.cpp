@@ -1,11 +1,13 @@
 #include "libs/files/files.hpp"
 #include "libs/shards/check.hpp"
+#include "libs/shards/placement.hpp"
 #include "libs/shards/testing.hpp"
 #include "libs/shards/writer.hpp"
 
 #include <doctest/doctest.h>
 
 #include <filesystem>
+#include <map>
 
 using namespace loom;
 using namespace loom::shards;
@@ -104,4 +106,37 @@ TEST_CASE("the full check stops when asked") {
   std::atomic<bool> stop{true};
   CHECK(check_shards(t.path(), m.shards, check_depth::full, &stop).code() == errc::unavailable);
   CHECK(check_shards(t.path(), m.shards, check_depth::cheap, &stop).ok());  // the cheap one has nothing to stop
+}
+
+TEST_CASE("a manifest's media tars round-trip, are placed on their own, and the cheap dataset check names a missing one") {
+  temp_dir t;
+  manifest m = three_shards(t.path());
+  for (int i = 1; i <= 4; ++i) {
+    const std::string name = "media-00000" + std::to_string(i) + ".tar", bytes(1024 * i, 'm');
+    REQUIRE(files::write_atomic(t.path() + "/" + name, bytes).ok());
+    m.media.push_back({name, std::string(64, 'a'), bytes.size(), std::uint64_t(i), i == 4 ? "mixed" : "image", ""});
+  }
+  REQUIRE(place_manifest(m, std::vector<std::string>{"edge-a", "edge-b"}).ok());
+  std::map<std::string, int> per_node;
+  for (const auto& s : m.media) ++per_node[s.node];
+  CHECK(per_node.size() == 2);  // balanced on their own: 4 tars on 2 nodes, at most ceil(1.05 * 2) each
+  REQUIRE(write_manifest(t.path(), m).ok());
+  auto back = read_manifest(t.path());
+  REQUIRE(back.ok());
+  REQUIRE(back->media.size() == 4);
+  CHECK(back->media[3].kind == "mixed");
+  CHECK(back->media[2].records == 3);
+  CHECK(back->media[1].node == m.media[1].node);
+  CHECK(check_dataset_dir(t.path()).empty());
+  std::filesystem::remove(t.path() + "/media-000002.tar");
+  const auto problems = check_dataset_dir(t.path());
+  REQUIRE(problems.size() == 1);
+  CHECK(problems[0].shard == "media-000002.tar");
+  CHECK(problems[0].what == "is missing");
+  // A kind the reader does not know is refused by name.
+  std::string text = to_json(m);
+  text.replace(text.find("\"mixed\""), 7, "\"video\"");
+  auto bad = parse_manifest(text, "manifest.json");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.err().message.find("media-000004.tar: unknown media kind \"video\"") != std::string::npos);
 }
