@@ -83,6 +83,7 @@ class import_run {
                       "import of " + o_.dataset + " stopped: nothing published, the previous version is unchanged");
   }
   verdict redact(document& d);
+  bool redact_text(std::string& s);  // true when it found PII (counted into sum_.pii)
   status add_text_filter();
   status on_kept(document& d);
   status on_media(media_file& f);
@@ -192,16 +193,18 @@ status import_run::add_text_filter() {
   return ok_status();
 }
 
+bool import_run::redact_text(std::string& s) {
+  det_.find_into(s, spans_);
+  if (spans_.empty()) return false;
+  pii::redaction r = pii::redact(s, spans_);
+  s = std::move(r.text);
+  for (std::size_t t = 0; t < pii::type_count; ++t) sum_.pii[t] += r.counts[t];
+  return true;
+}
+
 verdict import_run::redact(document& d) {
   bool any = false;
-  for_each_field(d, [&](std::string& s) {
-    det_.find_into(s, spans_);
-    if (spans_.empty()) return;
-    pii::redaction r = pii::redact(s, spans_);
-    s = std::move(r.text);
-    for (std::size_t t = 0; t < pii::type_count; ++t) sum_.pii[t] += r.counts[t];
-    any = true;
-  });
+  for_each_field(d, [&](std::string& s) { any |= redact_text(s); });
   sum_.documents_with_pii += any;
   return verdict::keep();
 }
@@ -255,14 +258,7 @@ std::string import_run::caption_for(const std::string& name) {
   std::string text = std::move(it->second.text);
   captions_.by_media.erase(it);
   caption_cleaner_.clean(text);
-  if (o_.pii) {  // a caption is text a person wrote: it is redacted as a document is
-    det_.find_into(text, spans_);
-    if (!spans_.empty()) {
-      pii::redaction r = pii::redact(text, spans_);
-      text = std::move(r.text);
-      for (std::size_t t = 0; t < pii::type_count; ++t) sum_.pii[t] += r.counts[t];
-    }
-  }
+  if (o_.pii) (void)redact_text(text);  // a caption is text a person wrote: redacted as a document is
   return text;
 }
 
