@@ -117,12 +117,13 @@ class walker {
     if (!src) return;  // the text reader will name it
     // Only the first line decides; read it, bounded.
     std::string head;
-    char c;
-    for (;;) {
-      auto n = (*src)->read(&c, 1);
-      if (!n || *n == 0 || c == '\n' || head.size() > opt_.max_caption_bytes) break;
-      head.push_back(c);
+    char buf[4096];
+    while (head.find('\n') == std::string::npos && head.size() <= opt_.max_caption_bytes) {
+      auto n = (*src)->read(buf, sizeof buf);
+      if (!n || *n == 0) break;
+      head.append(buf, *n);
     }
+    head.resize(std::min(head.find('\n'), head.size()));
     auto j = nlohmann::json::parse(head, nullptr, false);
     if (!j.is_object() || !((j.contains("image") && j["image"].is_string()) || (j.contains("audio") && j["audio"].is_string())))
       return;
