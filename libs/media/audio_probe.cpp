@@ -5,6 +5,7 @@
 
 #include "libs/media/audio_containers.hpp"
 #include "libs/media/audio_sndfile.hpp"
+#include "libs/media/names.hpp"
 #include "libs/media/reject.hpp"
 
 #include <algorithm>
@@ -34,12 +35,6 @@ status check_limits(std::uint32_t channels, std::uint32_t rate, std::uint64_t fr
   if (seconds < lim.min_seconds)
     return reject(reject_reason::too_short, std::to_string(seconds) + " s under " + std::to_string(lim.min_seconds));
   return ok_status();
-}
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (auto& ch : out) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  return out;
 }
 
 }  // namespace
@@ -110,14 +105,10 @@ result<audio_info> probe_audio(std::string_view bytes, const audio_limits& lim) 
 }
 
 status check_extension(std::string_view path, audio_format actual) {
-  const auto slash = path.find_last_of("/\\");
-  const auto name = slash == std::string_view::npos ? path : path.substr(slash + 1);
-  const auto dot = name.rfind('.');
-  const std::string ext = lower(dot == std::string_view::npos ? name : name.substr(dot + 1));
   static constexpr std::string_view known[] = {"wav", "wave", "flac", "ogg", "oga", "opus", "mp3", "mp2", "mpga"};
-  bool is_known = false;
-  for (auto k : known) is_known |= ext == k;
-  if ((dot == std::string_view::npos && !is_known) || ext.empty()) return ok_status();  // "clip": claims nothing
+  const auto claimed = detail::claimed_extension(path, known);
+  if (!claimed) return ok_status();  // "clip": claims nothing
+  const std::string& ext = *claimed;
   const bool agrees = actual == audio_format::wav    ? (ext == "wav" || ext == "wave")
                       : actual == audio_format::flac ? ext == "flac"
                       : actual == audio_format::ogg  ? (ext == "ogg" || ext == "oga" || ext == "opus")

@@ -3,6 +3,7 @@
 #include "libs/media/probe.hpp"
 
 #include "libs/media/codecs.hpp"
+#include "libs/media/names.hpp"
 #include "libs/media/reject.hpp"
 
 #include <cctype>
@@ -24,12 +25,6 @@ status check_limits(const image_info& info, std::size_t file_bytes, const limits
       decoded > lim.max_expansion * static_cast<double>(file_bytes))
     return reject(reject_reason::bomb, dims + " from " + std::to_string(file_bytes) + " bytes");
   return ok_status();
-}
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
 }
 
 }  // namespace
@@ -58,15 +53,11 @@ result<image_info> probe(std::string_view bytes, const limits& lim) {
 }
 
 status check_extension(std::string_view path, format actual) {
-  const auto slash = path.find_last_of("/\\");
-  const auto name = slash == std::string_view::npos ? path : path.substr(slash + 1);
-  const auto dot = name.rfind('.');
   // "jpg" alone is an extension; "photo" (no dot, not a known extension) claims nothing.
-  std::string ext = lower(dot == std::string_view::npos ? name : name.substr(dot + 1));
   static constexpr std::string_view known[] = {"png", "apng", "jpg", "jpeg", "jpe", "jfif", "webp", "gif"};
-  bool is_known = false;
-  for (auto k : known) is_known |= ext == k;
-  if ((dot == std::string_view::npos && !is_known) || ext.empty()) return ok_status();
+  const auto claimed = detail::claimed_extension(path, known);
+  if (!claimed) return ok_status();
+  const std::string& ext = *claimed;
   const bool agrees = actual == format::png    ? (ext == "png" || ext == "apng")
                       : actual == format::jpeg ? (ext == "jpg" || ext == "jpeg" || ext == "jpe" || ext == "jfif")
                       : actual == format::webp ? ext == "webp"
