@@ -11,6 +11,21 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
+// Files per node and their bytes, of token shards or media tars.
+struct placed {
+  std::map<std::string, std::uint64_t> per_node;
+  std::uint64_t bytes = 0;
+};
+template <class Shards>
+placed tally(const Shards& shards) {
+  placed p;
+  for (const auto& sh : shards) {
+    ++p.per_node[sh.node];
+    p.bytes += sh.bytes;
+  }
+  return p;
+}
+
 }  // namespace
 
 std::string report_json(const import_summary& s, const import_options& o) {
@@ -71,12 +86,7 @@ std::string report_json(const import_summary& s, const import_options& o) {
                       {"preference_valid", r.annotations.preference_valid}};
 
   const media_figures& mf = s.media;
-  std::map<std::string, std::uint64_t> media_per_node;
-  std::uint64_t media_tar_bytes = 0;
-  for (const auto& sh : s.manifest.media) {
-    ++media_per_node[sh.node];
-    media_tar_bytes += sh.bytes;
-  }
+  const placed tars = tally(s.manifest.media);
   j["media"] = {{"enabled", o.media},
                 {"seen", mf.seen},
                 {"images", mf.images},
@@ -91,21 +101,16 @@ std::string report_json(const import_summary& s, const import_options& o) {
                 {"source_bytes", mf.source_bytes},
                 {"stored_bytes", mf.stored_bytes},
                 {"tars", s.manifest.media.size()},
-                {"tar_bytes", media_tar_bytes},
-                {"tars_per_node", media_per_node}};
+                {"tar_bytes", tars.bytes},
+                {"tars_per_node", tars.per_node}};
 
-  std::map<std::string, std::uint64_t> per_node;
-  std::uint64_t shard_bytes = 0;
-  for (const auto& sh : s.manifest.shards) {
-    ++per_node[sh.node];
-    shard_bytes += sh.bytes;
-  }
+  const placed shards = tally(s.manifest.shards);
   j["output"] = {{"documents", s.kept},
                  {"text_bytes", s.bytes_kept},
                  {"tokens", s.tokens},
                  {"shards", s.manifest.shards.size()},
-                 {"shard_bytes", shard_bytes},
-                 {"shards_per_node", per_node},
+                 {"shard_bytes", shards.bytes},
+                 {"shards_per_node", shards.per_node},
                  {"records", s.records},
                  {"rejects", s.rejects}};
   j["totals"] = {{"files", s.files},
