@@ -152,6 +152,12 @@ std::vector<command_spec> build() {
       row("data status", "NAME", 1, 1, {data_tenant}, "a dataset's size, shards, placement and damage (cheap checks)"),
       row("data verify", "NAME", 1, 1, {data_tenant},
           "hash every shard of a dataset (a task; exit 1 naming damaged shards)"),
+      row("data place", "NAME", 1, 1,
+          {required(list("nodes", "N1,N2", "trainer nodes of the roster to place the dataset's shards on")),
+           data_tenant},
+          "place a dataset's shards anew when nodes join or leave: only those whose node changes move",
+          "  Bounded rendezvous hashing, as at import: adding a node moves about 1/N of the shards. Each\n"
+          "  trainer reading with data.local = true then fetches what is now placed on it and drops the rest."),
       row("data rejects", "NAME", 1, 1,
           {count("limit", "N", 1, max_rows, "how many to list (default 50)"),
            count("offset", "N", 0, max_seq, "skip the first N (default 0)"), data_tenant},

@@ -15,6 +15,7 @@ int cmd_data_list(context& c);
 int cmd_data_status(context& c);
 int cmd_data_rejects(context& c);
 int cmd_data_verify(context& c);
+int cmd_data_place(context& c);
 int cmd_data_sync(context& c);             // data_sync.cpp
 
 int cmd_data(context& c) {
@@ -27,11 +28,13 @@ int cmd_data(context& c) {
       {"status", cmd_data_status},
       {"rejects", cmd_data_rejects},
       {"verify", cmd_data_verify},
+      {"place", cmd_data_place},
       {"sync", cmd_data_sync},
   };
   static const char* usage_line =
       "usage: loom data import PATH --dataset NAME [--profile P] [--memory 512MiB] [--nodes a,b] [--deny IDS]\n"
       "       loom data list | status NAME | verify NAME | rejects NAME [--limit N] [--offset N]\n"
+      "       loom data place NAME --nodes a,b,c   (only the shards whose node changes move)\n"
       "       loom data sync --from A --to B --dataset D   (B pulls D from A; `loom data sync` alone: details)\n"
       "       loom data pii FILE [--json] [--region CC]\n"
       "       loom data train-tokenizer --vocab-size N PATH [--out tokenizer.json] [--min-frequency F] [--json]\n"

@@ -324,6 +324,37 @@ int cmd_data_verify(context& c) {
   return follow_task(c, rep->task());
 }
 
+int cmd_data_place(context& c) {
+  auto& pos = c.a.positional;
+  if (pos.size() < 3) return usage("usage: loom data place NAME --nodes a,b,c [--json]");
+  loom::v1::PlaceDatasetRequest q;
+  q.set_dataset(pos[2]);
+  for (auto& n : split_commas(c.a.get_or("nodes", ""))) q.add_nodes(n);
+  q.set_for_tenant(c.a.get_or("tenant", ""));
+  auto rep = typed_call<loom::v1::PlaceDatasetReply>(c, "ingest", q, 1);
+  if (!rep) return fail(c, rep.err());
+  if (c.json) {
+    json nodes = json::array();
+    for (const auto& n : rep->nodes())
+      nodes.push_back({{"node", n.node()}, {"shards", n.shards()}, {"media", n.media()}, {"bytes", n.bytes()}});
+    print_json({{"dataset", pos[2]}, {"shards", rep->shards()}, {"shards_moved", rep->shards_moved()},
+                {"media", rep->media()}, {"media_moved", rep->media_moved()}, {"bytes_moved", rep->bytes_moved()},
+                {"nodes", nodes}});
+    return ok_exit;
+  }
+  std::printf("placed %s on %d nodes: %llu of %llu shards moved", printable(pos[2]).c_str(), rep->nodes_size(),
+              static_cast<unsigned long long>(rep->shards_moved()), static_cast<unsigned long long>(rep->shards()));
+  if (rep->media() > 0)
+    std::printf(", %llu of %llu media tars", static_cast<unsigned long long>(rep->media_moved()),
+                static_cast<unsigned long long>(rep->media()));
+  std::printf(" (%.1f MB)\n", rep->bytes_moved() / 1e6);
+  for (const auto& n : rep->nodes())
+    std::printf("  %-20s %llu shards, %llu media tars, %.1f MB\n", printable(n.node()).c_str(),
+                static_cast<unsigned long long>(n.shards()), static_cast<unsigned long long>(n.media()),
+                n.bytes() / 1e6);
+  return ok_exit;
+}
+
 int cmd_data_rejects(context& c) {
   auto& pos = c.a.positional;
   if (pos.size() < 3) return usage("usage: loom data rejects NAME [--limit N] [--offset N] [--json]");

@@ -20,7 +20,9 @@
 
 #include <ctime>
 #include <filesystem>
+#include <algorithm>
 #include <map>
+#include <set>
 #include <random>
 #include <thread>
 
@@ -524,4 +526,119 @@ TEST_CASE("a tenant's training stage fetches its own tenant's dataset of that na
   REQUIRE(fs::exists(copy + "/manifest.json"));
   CHECK(*files::read_file(copy + "/manifest.json") == *files::read_file(ours + "/manifest.json"));
   CHECK(!fs::exists(home.path() + "/trainer/datasets/tiny"));  // default's was never fetched
+}
+
+namespace {
+
+// The trainer nodes of the roster, once `n` have registered.
+std::vector<std::string> trainer_node_ids(const std::string& home, std::size_t n) {
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  std::vector<std::string> ids;
+  while (std::chrono::steady_clock::now() < deadline) {
+    ids.clear();
+    for (const auto& node : loom_json(home, {"status"}).value("nodes", json::array()))
+      if (node.value("service", "") == "trainer" && node.value("state", "") == "alive") ids.push_back(node["id"]);
+    if (ids.size() >= n) break;
+    std::this_thread::sleep_for(200ms);
+  }
+  REQUIRE(ids.size() == n);
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
+// The job's events of `kind`, in order.
+std::vector<std::string> events_of(const std::string& home, const std::string& id, const std::string& kind) {
+  std::vector<std::string> out;
+  for (const auto& e : loom_json(home, {"job", "logs", id})["events"])
+    if (e.value("kind", "") == kind) out.push_back(e.value("text", ""));
+  return out;
+}
+
+// The files of a node's share copy (manifest.json and shards), and what the
+// dataset's manifest.json at ingest places on that node.
+std::set<std::string> share_files(const std::string& dir) {
+  std::set<std::string> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (e.is_regular_file()) out.insert(e.path().filename().string());
+  return out;
+}
+std::set<std::string> placed_on(const json& manifest, const std::string& node) {
+  std::set<std::string> out = {"manifest.json"};
+  for (const auto& s : manifest["shards"])
+    if (s.value("node", "") == node) out.insert(s["name"].get<std::string>());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("data.local: a two-node group fetches and reads only the shards placed on each node; placing anew moves only "
+          "the shards whose node changed") {
+  temp_dir home, src("loom-local-src");
+  up_guard guard{home.path()};
+  REQUIRE(run_loom(home.path(), {"up", "--trainers", "2", "--import-root", src.path()}, 60s).code == 0);
+  // About 10 MB of prose in 2 MiB shards (a 16 MiB import budget): four or more shards.
+  make_corpus(src.path(), 150, 800);
+  auto imported = run_loom(home.path(), {"data", "import", src.path(), "--dataset", "loc", "--memory", "16MiB"}, 300s);
+  INFO(imported.out << imported.err);
+  REQUIRE(imported.code == 0);
+  const auto nodes = trainer_node_ids(home.path(), 2);
+  auto placed = loom_json(home.path(), {"data", "place", "loc", "--nodes", nodes[0] + "," + nodes[1]});
+  INFO(placed.dump());
+  REQUIRE(placed.value("shards", 0) >= 3);  // then the load cap leaves each node at least one
+  REQUIRE(placed["nodes"].size() == 2);
+  for (const auto& n : placed["nodes"]) CHECK(n.value("shards", 0) >= 1);
+  const std::string ingest_copy = home.path() + "/datasets/loc";
+  json manifest = json::parse(*files::read_file(ingest_copy + "/manifest.json"));
+
+  auto sub = loom_json(home.path(), {"job", "submit", "--templates", templates_dir(), "--template", "pretrain-tiny",
+                                     "--set", "dataset=loc", "--set", "data.local=true", "--set", "trainers=2", "--set",
+                                     "train.grad_accum=2", "--set", "threads=1", "--set", "steps=4"});
+  REQUIRE(sub.contains("id"));
+  const std::string id = sub["id"];
+  auto watch = run_loom(home.path(), {"job", "watch", id}, 240s);
+  INFO(watch.out << watch.err);
+  REQUIRE(watch.code == 0);
+  // Each member read all of its bytes from its own node's shards.
+  const auto locality = events_of(home.path(), id, "data_locality");
+  REQUIRE(locality.size() == 2);
+  std::uint64_t local_bytes = 0;
+  for (const auto& text : locality) {
+    MESSAGE(text);
+    CHECK(text.find("and 0 bytes remotely") != std::string::npos);
+    CHECK(text.find("100.0% local (data.local)") != std::string::npos);
+    const auto at = text.find("reads ") + 6;
+    local_bytes += std::stoull(text.substr(at, text.find(' ', at) - at));
+  }
+  std::uint64_t all_bytes = 0;
+  for (const auto& s : manifest["shards"]) all_bytes += s["bytes"].get<std::uint64_t>();
+  CHECK(local_bytes == all_bytes);  // the two shares make the whole dataset, each read where it lies
+  // Each node's copy holds manifest.json and exactly the shards placed on it.
+  const std::string shares = home.path() + "/trainer/datasets";
+  for (const auto& n : nodes) CHECK(share_files(shares + "/.node-" + n + "/loc") == placed_on(manifest, n));
+  CHECK(events_of(home.path(), id, "dataset_fetched").size() == 2);
+
+  // nodes[1] leaves: its shards move to nodes[0], nothing else does.
+  const auto before = placed_on(manifest, nodes[0]);
+  const std::size_t leaving = placed_on(manifest, nodes[1]).size() - 1;
+  auto moved = loom_json(home.path(), {"data", "place", "loc", "--nodes", nodes[0]});
+  INFO(moved.dump());
+  CHECK(moved.value("shards_moved", 0) == leaving);
+  manifest = json::parse(*files::read_file(ingest_copy + "/manifest.json"));
+  REQUIRE(run_loom(home.path(), {"node", "drain", nodes[1], "--reason", "leaves the dataset"}).code == 0);
+  auto again = loom_json(home.path(), {"job", "submit", "--templates", templates_dir(), "--template", "pretrain-tiny",
+                                       "--set", "dataset=loc", "--set", "data.local=true", "--set", "threads=1",
+                                       "--set", "steps=2"});
+  REQUIRE(again.contains("id"));
+  const std::string id2 = again["id"];
+  auto watch2 = run_loom(home.path(), {"job", "watch", id2}, 240s);
+  INFO(watch2.out << watch2.err);
+  REQUIRE(watch2.code == 0);
+  const auto fetched = events_of(home.path(), id2, "dataset_fetched");
+  REQUIRE(fetched.size() == 1);
+  MESSAGE(fetched[0]);
+  // The shards nodes[0] already held stay; the moved ones and the new manifest.json come.
+  CHECK(fetched[0].find("(" + std::to_string(leaving + 1) + " files written, 0 removed)") != std::string::npos);
+  CHECK(share_files(shares + "/.node-" + nodes[0] + "/loc") == placed_on(manifest, nodes[0]));
+  CHECK(placed_on(manifest, nodes[0]).size() == before.size() + leaving);
 }

@@ -177,6 +177,8 @@ std::string body_of(const std::string& type, const objects& o) {
   if (type == "EndModelExportRequest") return build(type, kv{{"id", o.export_end}});
   if (type == "DatasetStatusRequest" || type == "VerifyDatasetRequest") return build(type, kv{{"name", o.dataset}});
   if (type == "ListRejectsRequest") return build(type, kv{{"dataset", o.dataset}});
+  if (type == "PlaceDatasetRequest")  // no nodes: refused as malformed by whoever may place A's dataset at all
+    return build(type, kv{{"dataset", o.dataset}});
   if (type == "StartAggregationRequest") return build(type, kv{{"spec.job", o.aggregation}});
   if (type == "ExportGlobalRequest")
     return build(type, kv{{"job", o.aggregation}, {"stage_dir", o.stage_dir}, {"step", "1"}});

@@ -74,6 +74,7 @@ mutating_call allowed_mutating(std::string_view type, int n) {
       {"loom.v1.CancelTaskRequest", {"ingest", "", errc::not_found}},
       {"loom.v1.PullDatasetRequest", {"ingest", "", errc::invalid_argument}},
       {"loom.v1.VerifyDatasetRequest", {"ingest", "", errc::invalid_argument}},  // no dataset name
+      {"loom.v1.PlaceDatasetRequest", {"ingest", "", errc::invalid_argument}},   // no dataset name
       {"loom.v1.StartAggregationRequest", {"aggregator", "", errc::invalid_argument}},  // no job name
       {"loom.v1.ExportGlobalRequest", {"aggregator", "", errc::invalid_argument}},  // no grant
       {"loom.v1.BulkOffer", {"ingest", "", errc::unimplemented}},

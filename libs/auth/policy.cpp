@@ -10,7 +10,7 @@ namespace {
 // `site` marks a site's business (policy_entry::site_business): the types an
 // edge site's token may send over its own keys.
 constexpr bool site = true;
-constexpr std::array<policy_entry, 50> table{{
+constexpr std::array<policy_entry, 51> table{{
     // type                             min role         mutating  what   service  [site business]
     {"loom.v1.PingRequest",             role::viewer,    false, "echo a payload; liveness and latency probe", "*", site},
     {"loom.v1.HealthRequest",           role::viewer,    false, "service health, restarts and sub-checks", "*", site},
@@ -74,6 +74,8 @@ constexpr std::array<policy_entry, 50> table{{
     {"loom.v1.GetModelExportRequest",   role::operator_, false, "a model check's or export's state, checks and files", "trainer"},
     {"loom.v1.FetchModelExportRequest", role::operator_, false, "a chunk of a done export's artefact", "trainer"},
     {"loom.v1.EndModelExportRequest",   role::operator_, true,  "cancel a model check or export, or delete its fetched artefact", "trainer"},
+    // Appended (the fuzz corpus names types by their index in this table).
+    {"loom.v1.PlaceDatasetRequest",     role::operator_, true,  "place a dataset's shards anew on roster nodes (only files whose owner changes move)", "ingest"},
 }};
 
 // Types whose credential travels in the body and which the logic checks: the

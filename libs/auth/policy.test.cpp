@@ -9,7 +9,7 @@ using namespace loom::auth;
 
 TEST_CASE("every policy entry has a unique type and says what it is for") {
   std::set<std::string_view> seen;
-  REQUIRE(policy_table().size() == 50);
+  REQUIRE(policy_table().size() == 51);
   for (const auto& e : policy_table()) {
     CHECK_MESSAGE(!e.what.empty(), e.type);
     CHECK_MESSAGE(e.type.starts_with("loom.v1."), e.type);
@@ -33,6 +33,7 @@ TEST_CASE("the table gives the agreed role and mutation flag per request type") 
       {"loom.v1.GetJobRequest", role::viewer, false},
       {"loom.v1.PollWorkRequest", role::operator_, false},
       {"loom.v1.VerifyDatasetRequest", role::operator_, true},
+      {"loom.v1.PlaceDatasetRequest", role::operator_, true},
       {"loom.v1.UndrainNodeRequest", role::operator_, true},
       {"loom.v1.ResolveModelVersionRequest", role::operator_, false},
       {"loom.v1.StartModelExportRequest", role::operator_, true},

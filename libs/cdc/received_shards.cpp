@@ -130,6 +130,7 @@ status check_received_shards(const staged_version& v, const std::string& dataset
       continue;
     }
     auto file = v.files.find(s.name);
+    if (file == v.files.end() && v.not_wanted.count(s.name)) continue;  // another node's share
     if (file == v.files.end()) {
       out.add(s.name, "is listed in manifest.json but did not come with it");
       continue;

@@ -24,6 +24,8 @@ namespace loom::cdc {
 //    whose header (a valid shard: magic, version, offsets, document index)
 //    carries its `tokens`, `docs` and `dtype`;
 //  - no shard-*.bin file came that manifest.json does not list.
+// A listed shard the pull did not want (v.not_wanted: placed on another
+// node) may be absent; every other one must be there.
 // ok, or corruption "dataset D: manifest.json does not match the files
 // received: shard-000001.bin: sha256: manifest.json says 0000…, the file's is
 // 3fa2…; shard-000001.bin: tokens: manifest.json says 14000, the shard's

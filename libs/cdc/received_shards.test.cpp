@@ -152,3 +152,16 @@ TEST_CASE("media tars are checked by their bytes and hash: a changed, missing or
   CHECK(refusal(staged(d.path())).find("media-000002.tar: came with the dataset but manifest.json does not list it") !=
         std::string::npos);
 }
+
+TEST_CASE("a node's share may leave out the shards it did not want, but not one it wanted") {
+  files::temp_dir d{"loom-received"};
+  auto m = make_shards(d.path());
+  staged_version v = staged(d.path());
+  const std::string other = m.shards[1].name;
+  v.files.erase(other);
+  v.not_wanted.insert(other);  // placed on another node: absent by design
+  auto st = check_received_shards(v, "notes");
+  CHECK_MESSAGE(st.ok(), st.err().to_string());
+  v.not_wanted.clear();  // wanted but missing: refused by name
+  CHECK(refusal(v).find(other + ": is listed in manifest.json but did not come with it") != std::string::npos);
+}

@@ -5,6 +5,7 @@
 
 #include <doctest/doctest.h>
 
+#include <set>
 #include <filesystem>
 #include <thread>
 #include <zmq_addon.hpp>
@@ -404,4 +405,55 @@ TEST_CASE("a symlink planted in the receiving directory cannot redirect a publis
   auto r = client.pull(server->endpoint(), fx.dataset, fx.dst());
   CHECK(r.code() == errc::permission_denied);
   CHECK(fs::is_empty(elsewhere.path()));
+}
+
+TEST_CASE("a pull that wants only some files fetches just those, keeps them current and drops what it stops wanting") {
+  sync_fixture fx;
+  make_dataset(fx.src());
+  auto server = fx.start();
+  std::set<std::string> wanted = {"docs/a.txt", "small.json"};
+  sync_client_options co;
+  std::vector<std::string> not_wanted_seen;
+  co.want = [&](const std::string& rel) { return wanted.count(rel) > 0; };
+  co.accept = [&](const staged_version& v) {
+    not_wanted_seen.assign(v.not_wanted.begin(), v.not_wanted.end());
+    for (const char* f : {"docs/a.txt", "c.bin", "small.json", "empty"})
+      CHECK(v.files.count(f) == wanted.count(f));  // the staged version holds what is wanted, no more
+    return status{};
+  };
+  auto client = fx.client(co);
+  auto r = client.pull(server->endpoint(), fx.dataset, fx.dst());
+  REQUIRE_MESSAGE(r.ok(), r.err().to_string());
+  auto got = tree(fx.dst());
+  CHECK(got.size() == 2);
+  CHECK(got["docs/a.txt"] == crypto::sha256_hex(get(fx.src(), "docs/a.txt")));
+  CHECK(r->files == 6);
+  CHECK(r->files_not_wanted == 4);
+  CHECK(not_wanted_seen.size() == 4);
+  // Only a.txt's 3 MiB (and the tiny json) crossed the wire, not the 6.3 MiB dataset.
+  CHECK(r->chunk_bytes_fetched < (3u << 20) + 4096);
+  CHECK(r->chunk_bytes_fetched >= (3u << 20));
+
+  // Unchanged: nothing moves. Then the wanted set changes: c.bin comes, a.txt goes.
+  auto again = client.pull(server->endpoint(), fx.dataset, fx.dst());
+  REQUIRE(again.ok());
+  CHECK(again->files_updated == 0);
+  CHECK(again->chunk_bytes_fetched == 0);
+  wanted = {"c.bin", "small.json"};
+  auto moved = client.pull(server->endpoint(), fx.dataset, fx.dst());
+  REQUIRE_MESSAGE(moved.ok(), moved.err().to_string());
+  got = tree(fx.dst());
+  CHECK(got.size() == 2);
+  CHECK(got.count("c.bin") == 1);
+  CHECK(got.count("docs/a.txt") == 0);
+  CHECK(moved->files_updated == 1);
+  CHECK(moved->files_removed == 1);
+  CHECK(moved->chunk_bytes_fetched < (1u << 20) + 4321 + 1);
+
+  // The stat cache remembers only what is here: a later full pull fetches the rest.
+  auto full = fx.client();
+  auto all = full.pull(server->endpoint(), fx.dataset, fx.dst());
+  REQUIRE(all.ok());
+  CHECK(tree(fx.dst()) == tree(fx.src()));
+  CHECK(all->files_updated == 4);
 }

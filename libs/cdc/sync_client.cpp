@@ -12,6 +12,7 @@
 #include "libs/wire/limits.hpp"
 
 #include <algorithm>
+#include <set>
 #include <unordered_map>
 #include <filesystem>
 #include <sys/stat.h>
@@ -135,6 +136,7 @@ class puller {
     st_.files = remote->files.size();
     st_.root = crypto::to_hex(crypto::as_view(remote->root));
     file_diff diff = diff_files(*local, *remote);
+    if (opt_.want) drop_unwanted(*remote, *local, diff);
     if (!opt_.remove_extraneous) diff.removed.clear();
     if (diff.changed.empty() && diff.removed.empty()) {
       st_.plan_seconds += since(t0);
@@ -156,6 +158,17 @@ class puller {
   }
 
  private:
+  // options.want: unwanted files are not fetched, and those the directory
+  // holds go as extraneous ones do (removed when remove_extraneous).
+  void drop_unwanted(const manifest& remote, const manifest& local, file_diff& diff) {
+    for (const auto& f : remote.files)
+      if (!opt_.want(f.path)) not_wanted_.insert(f.path);
+    st_.files_not_wanted = not_wanted_.size();
+    std::erase_if(diff.changed, [&](const std::string& p) { return not_wanted_.count(p) > 0; });
+    for (const auto& f : local.files)
+      if (not_wanted_.count(f.path)) diff.removed.push_back(f.path);
+  }
+
   result<manifest> fetch_manifest() {
     if (auto s = c_.send(manifest_request_type, encode(manifest_request{dataset_, tenant_})); !s.ok()) return s.err();
     auto r = c_.await(manifest_reply_type);
@@ -288,9 +301,12 @@ class puller {
   status accept(const manifest& remote, const manifest& local, const rebuilder& rb) {
     if (!opt_.accept) return {};
     staged_version v;
-    for (const auto& f : remote.files) v.files[f.path] = into_ + "/" + f.path;
+    v.not_wanted = not_wanted_;
+    for (const auto& f : remote.files)
+      if (!not_wanted_.count(f.path)) v.files[f.path] = into_ + "/" + f.path;
     if (!opt_.remove_extraneous)
-      for (const auto& f : local.files) v.files.try_emplace(f.path, into_ + "/" + f.path);
+      for (const auto& f : local.files)
+        if (!not_wanted_.count(f.path)) v.files.try_emplace(f.path, into_ + "/" + f.path);
     for (const auto& [tmp, rel] : rb.built()) v.files[rel] = tmp;
     return opt_.accept(v);
   }
@@ -303,6 +319,7 @@ class puller {
     std::unordered_map<std::string_view, const file_entry*> by_path;
     for (const auto& u : updated) by_path.emplace(u.path, &u);
     for (const auto& f : remote.files) {
+      if (not_wanted_.count(f.path) && opt_.remove_extraneous) continue;  // removed, or never here
       if (auto it = by_path.find(f.path); it != by_path.end()) {
         // Just written and verified by us: its stamp is trusted, so the next
         // pull does not read it again. (Only a foreign write in the same
@@ -333,6 +350,7 @@ class puller {
   const std::string tenant_, dataset_, into_, sync_dir_;
   chunk_store store_;
   const std::shared_ptr<const wire::bulk_piece_codec> incoming_ = incoming_codec(opt_);
+  std::set<std::string> not_wanted_;  // of the server's files (options.want)
 };
 
 }  // namespace

@@ -25,6 +25,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <zmq.hpp>
 
@@ -38,6 +39,9 @@ namespace loom::cdc {
 // dataset's own manifest.json) is the accept hook's to check.
 struct staged_version {
   std::map<std::string, std::string> files;
+  // Files of the server's version this pull was told not to want
+  // (sync_client_options::want): absent here by design, not lost.
+  std::set<std::string> not_wanted;
 };
 
 struct sync_client_options {
@@ -49,6 +53,12 @@ struct sync_client_options {
   std::uint64_t pack_bytes = 16u << 20;
   // Files in the directory that the dataset lacks are removed (a mirror).
   bool remove_extraneous = true;
+  // Which of the dataset's files (relative paths) this directory holds; empty
+  // = all. An unwanted file is neither fetched nor rebuilt, and one already in
+  // the directory is removed like an extraneous one (when remove_extraneous),
+  // so a node keeps just its share: the shards placed on it. Asked once per
+  // file of the server's manifest; staged_version::not_wanted lists the rest.
+  std::function<bool(const std::string& rel)> want;
   // Fetch/verify rounds before a chunk whose copies keep failing is an error.
   int max_rounds = 3;
   // Asked once every changed file is rebuilt and verified, before anything
@@ -67,6 +77,7 @@ struct sync_client_options {
 struct sync_stats {
   std::string root;                         // hex dataset root now in the directory
   std::uint64_t files = 0;                  // in the dataset
+  std::uint64_t files_not_wanted = 0;       // of those, left out by options.want
   std::uint64_t files_updated = 0;          // written (new or changed)
   std::uint64_t files_removed = 0;
   std::uint64_t chunks_needed = 0;          // distinct chunks of the updated files

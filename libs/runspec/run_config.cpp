@@ -263,6 +263,7 @@ result<run_config> read_run_config(const toml::table& root, const std::string& o
   r.word("data", "dataset", c.dataset);
   r.word("data", "format", c.format);
   r.boolean("data", "shuffle", c.shuffle);
+  r.boolean("data", "local", c.local);
   r.path("data", "tokenizer", c.tokenizer);  // a tokenizer.json, or "bytes"
   r.integer("train", "batch", c.batch, 1, 1 << 16);
   r.integer("train", "seq_len", c.seq_len, 1, 1 << 20);
@@ -407,6 +408,13 @@ result<run_config> read_run_config(const toml::table& root, const std::string& o
   if (c.seq_len > c.model.max_seq_len)
     return bad_cfg("train.seq_len " + std::to_string(c.seq_len) + " exceeds model.max_seq_len " +
                    std::to_string(c.model.max_seq_len));
+  if (c.local && (c.dataset.empty() || c.format != "lm" || c.is_diloco() || kind == "hpo"))
+    return bad_cfg("data.local reads the shards of data.dataset placed on each trainer's own node: it applies to an "
+                   "lm stage (not sft, diloco or hpo) with data.dataset");
+  if (c.local && c.grad_accum % static_cast<int>(c.max_trainers) != 0 && c.min_trainers == c.max_trainers)
+    return bad_cfg("data.local with " + std::to_string(c.max_trainers) + " trainers needs train.grad_accum a multiple "
+                   "of " + std::to_string(c.max_trainers) + " (each member reads the same number of batches from its "
+                   "own node's shards), got " + std::to_string(c.grad_accum));
   if (c.min_lr > c.lr) return bad_cfg("optim.min_lr must not exceed optim.lr");
   if (c.min_trainers > c.max_trainers)
     return bad_cfg("parallel.min_trainers " + std::to_string(c.min_trainers) + " exceeds parallel.max_trainers " +

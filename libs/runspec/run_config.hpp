@@ -145,6 +145,12 @@ struct run_config {
   // "preference": pairs (rm, dpo, rl).
   std::string format = "lm";
   bool shuffle = true;
+  // data.dataset read from each trainer's own node: a member fetches and reads
+  // only the shards placed on its node (libs/shards/placement.hpp), so a group
+  // reads its data where it lies. The stream differs from the whole dataset's
+  // (each member its own), so it is a different run; false: every member reads
+  // every shard, the numbers of one trainer doing the whole step.
+  bool local = false;
   // A tokenizer.json (`loom data train-tokenizer`; tokenizer::load_hf_json) that
   // data.text / data.sft are tokenized with and samples decode with; "" = GPT-2.
   // Its vocabulary must fit model.vocab (check_run_files).

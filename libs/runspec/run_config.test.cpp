@@ -387,3 +387,23 @@ TEST_CASE("train.precision is fp32 by default, bf16 or auto when asked, named wh
   CHECK(bad.err().message.find("train.precision") != std::string::npos);
   CHECK(bad.err().message.find("fp16") != std::string::npos);
 }
+
+TEST_CASE("data.local applies to an lm stage over data.dataset, splits batches evenly, and is part of the run's numbers") {
+  const std::string ds = "[model]\nlayers = 2\nheads = 2\nchannels = 32\nmax_seq_len = 64\nvocab = 64\n"
+                         "[data]\ndataset = \"corpus\"\n[train]\ngrad_accum = 4\n";
+  auto plain = parse_run_config(ds, "run.toml");
+  auto local = parse_run_config(ds, "run.toml", {"data.local=true"});
+  REQUIRE(plain.ok());
+  REQUIRE(local.ok());
+  CHECK(local->local);
+  CHECK(!plain->local);
+  CHECK(local->math_hash() != plain->math_hash());  // another stream: a snapshot of one does not resume the other
+  auto on_text = parse_run_config(base, "run.toml", {"data.local=true"});
+  REQUIRE(!on_text.ok());
+  CHECK(on_text.err().message.find("data.local reads the shards of data.dataset") != std::string::npos);
+  auto uneven = parse_run_config(ds, "run.toml", {"data.local=true", "parallel.trainers=3", "train.grad_accum=4"});
+  REQUIRE(!uneven.ok());
+  CHECK(uneven.err().message.find("data.local with 3 trainers needs train.grad_accum a multiple of 3") !=
+        std::string::npos);
+  CHECK(parse_run_config(ds, "run.toml", {"data.local=true", "parallel.trainers=2"}).ok());
+}

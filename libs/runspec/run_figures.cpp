@@ -27,6 +27,7 @@ std::string run_config::math_hash() const {
   // The precision asked for changes the numbers; appended only when not fp32,
   // so hashes of fp32 runs (and their snapshots) stay what they were.
   if (precision != "fp32") all += "|precision=" + precision;
+  if (local) all += "|data.local";  // each node's share: another stream; set only, so hashes stay
   if (is_diloco()) {  // appended only for diloco stages, as the tokenizer
     std::snprintf(buf, sizeof buf, "|diloco %u %llu %s %u %a %a %a %llu %a", diloco.sites,
                   static_cast<unsigned long long>(diloco.inner_steps), diloco.codec.c_str(), diloco.fragments,

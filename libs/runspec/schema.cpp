@@ -55,6 +55,7 @@ const std::vector<key_spec>& schema() {
       {"data", "dataset", V::name},
       {"data", "format", V::word},
       {"data", "shuffle", V::boolean},
+      {"data", "local", V::boolean},
       {"data", "tokenizer", V::path, F::tokenizer, "bytes"},
       {"train", "batch", V::integer},
       {"train", "seq_len", V::integer},

@@ -1,15 +1,35 @@
 #include "libs/shards/dataset.hpp"
 
 #include <algorithm>
+#include <set>
 
 namespace loom::shards {
 
 result<dataset> dataset::open(const std::string& dir, verify mode) {
   auto m = read_manifest(dir);
   if (!m) return m.err();
+  return from(dir, std::move(*m), mode);
+}
+
+result<dataset> dataset::open_placed(const std::string& dir, const std::string& node, verify mode) {
+  auto m = read_manifest(dir);
+  if (!m) return m.err();
+  std::set<std::string> nodes;
+  for (const auto& s : m->shards) nodes.insert(s.node.empty() ? "(unplaced)" : s.node);
+  std::erase_if(m->shards, [&](const shard_info& s) { return s.node != node; });
+  if (m->shards.empty()) {
+    std::string list;
+    for (const auto& n : nodes) list += (list.empty() ? "" : ", ") + n;
+    return make_error(errc::invalid_argument, dir + ": no shard is placed on node " + node +
+                                                  " (its shards are placed on: " + (list.empty() ? "none" : list) + ")");
+  }
+  return from(dir, std::move(*m), mode);
+}
+
+result<dataset> dataset::from(std::string dir, manifest m, verify mode) {
   dataset d;
-  d.dir_ = dir;
-  d.manifest_ = std::move(*m);
+  d.dir_ = std::move(dir);
+  d.manifest_ = std::move(m);
   for (const auto& s : d.manifest_.shards) {
     d.starts_.push_back(d.total_);
     d.total_ += s.tokens;

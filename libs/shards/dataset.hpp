@@ -22,6 +22,11 @@ class dataset {
   // Reads <dir>/manifest.json; in eager mode opens and verifies every shard now. A shard
   // that disagrees with the manifest (hash, tokens, docs, dtype) is errc::corruption naming it.
   static result<dataset> open(const std::string& dir, verify mode = verify::eager);
+  // The same, seen through the shards placed on `node` only (manifest order;
+  // info() lists just those): what a trainer reads when it trains from its own
+  // node's share (data.local). invalid_argument naming the node and the nodes
+  // the manifest does place shards on when none is placed on it.
+  static result<dataset> open_placed(const std::string& dir, const std::string& node, verify mode = verify::eager);
 
   const manifest& info() const { return manifest_; }
   std::uint64_t token_count() const { return total_; }
@@ -39,6 +44,8 @@ class dataset {
   std::vector<std::uint64_t> starts_;  // stream offset of each shard's first token
   std::uint64_t total_ = 0;
   std::vector<std::optional<shard_reader>> open_;
+
+  static result<dataset> from(std::string dir, manifest m, verify mode);
 };
 
 }  // namespace loom::shards

@@ -1,17 +1,20 @@
 #include "libs/files/files.hpp"
 #include "libs/shards/dataset.hpp"
 #include "libs/shards/loader.hpp"
+#include "libs/shards/placement.hpp"
 #include "libs/shards/testing.hpp"
 #include "libs/shards/writer.hpp"
 
 #include <doctest/doctest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <numeric>
 #include <set>
 
 using namespace loom;
 using namespace loom::shards;
+namespace fs = std::filesystem;
 using loom::shards::testing::temp_dir;
 
 namespace {
@@ -197,4 +200,47 @@ TEST_CASE("a cursor that is malformed or past the epoch is refused") {
   REQUIRE(d.ok());
   CHECK(loader::create(*d, {2, 16, 0}, cursor{0, 124}).code() == errc::invalid_argument);
   CHECK(loader::create(*d, {2, 2000, 0}).code() == errc::invalid_argument);
+}
+
+TEST_CASE("a dataset opened for one node reads only the shards placed on it, and a node with none is refused by name") {
+  temp_dir tmp;
+  const std::string dir = write_counting_stream(tmp, 6000);
+  auto m = read_manifest(dir);
+  REQUIRE(m.ok());
+  const std::vector<std::string> nodes = {"node-a", "node-b"};
+  REQUIRE(place_manifest(*m, nodes).ok());
+  REQUIRE(write_manifest(dir, *m).ok());
+  // Each node's view holds its shards, in manifest order; together they are the whole.
+  std::uint64_t tokens = 0;
+  std::size_t count = 0;
+  for (const auto& n : nodes) {
+    auto d = dataset::open_placed(dir, n);
+    REQUIRE_MESSAGE(d.ok(), d.err().to_string());
+    REQUIRE_FALSE(d->info().shards.empty());
+    for (const auto& s : d->info().shards) CHECK(s.node == n);
+    tokens += d->token_count();
+    count += d->info().shards.size();
+    // The first token read is the first token of the node's first shard in the whole stream.
+    std::uint64_t before = 0;
+    for (const auto& s : m->shards) {
+      if (s.name == d->info().shards[0].name) break;
+      before += s.tokens;
+    }
+    std::vector<std::uint32_t> out(1);
+    REQUIRE(d->read(0, out).ok());
+    CHECK(out[0] == before);
+  }
+  CHECK(tokens == 6000);
+  CHECK(count == m->shards.size());
+  // Another node's shard may be missing from this node's copy: the view never opens it.
+  std::string gone;
+  for (const auto& s : m->shards)
+    if (s.node == "node-b") gone = s.name;
+  fs::remove(dir + "/" + gone);
+  CHECK(dataset::open_placed(dir, "node-a").ok());
+  auto none = dataset::open_placed(dir, "node-c");
+  REQUIRE_FALSE(none.ok());
+  CHECK(none.code() == errc::invalid_argument);
+  CHECK(none.err().message.find("no shard is placed on node node-c (its shards are placed on: node-a, node-b)") !=
+        std::string::npos);
 }

@@ -4,9 +4,11 @@
 #include "libs/auth/token.hpp"
 #include "libs/layout/dataset_dirs.hpp"
 #include "libs/shards/check.hpp"
+#include "libs/status/unix_time.hpp"
 #include "libs/store/database.hpp"
 #include "loom/v1/ingest.pb.h"
 #include "services/ingest/importer/catalog.hpp"
+#include "services/ingest/placing.hpp"
 #include "services/ingest/roster.hpp"
 #include "services/ingest/sync_service.hpp"
 #include "services/ingest/tasks.hpp"
@@ -118,7 +120,9 @@ ingest_logic::ingest_logic(ingest_parts parts) : p_(std::move(parts)) {
       // Where this ingest's sync server listens and its key; re-reads the trusted peers; may grant one a dataset.
       .on<SyncInfoRequest>([this](const SyncInfoRequest& r, ctx_t c) { return sync_info(r, c); })
       // A pull of a dataset from another site's sync server, as a task (operator, audited).
-      .on<PullDatasetRequest>([this](const PullDatasetRequest& r, ctx_t c) { return pull_dataset(r, c); });
+      .on<PullDatasetRequest>([this](const PullDatasetRequest& r, ctx_t c) { return pull_dataset(r, c); })
+      // Places a dataset's shards anew on roster nodes; only files whose owner changes move (operator, audited).
+      .on<PlaceDatasetRequest>([this](const PlaceDatasetRequest& r, ctx_t c) { return place_dataset(r, c); });
 }
 
 handled ingest_logic::import_dataset(const loom::v1::ImportDatasetRequest& req, const call_context& ctx) {
@@ -128,6 +132,9 @@ handled ingest_logic::import_dataset(const loom::v1::ImportDatasetRequest& req, 
   if (req.path().empty() || req.path().front() != '/')
     return fail(errc::invalid_argument, "import path must be absolute (the ingest service reads it): '" + req.path() + "'");
   import_options o = import_options_from_wire(req);
+  if (req.nodes().empty() && p_.own_trainer_nodes) {  // placement names the real nodes that train here
+    if (auto own = p_.own_trainer_nodes(); own && !own->empty()) o.nodes = *own;
+  }
   if (!req.nodes().empty() && p_.trainer_nodes) {
     auto known = p_.trainer_nodes();
     if (!known) return refused_import(known.err(), req, p_.tasks->import_roots());
@@ -304,6 +311,63 @@ handled ingest_logic::pull_dataset(const loom::v1::PullDatasetRequest& req, cons
                                    {"dataset", req.dataset()},
                                    {"from", req.endpoint()},
                                    {"source_tenant", req.source_tenant()}}
+                        .dump();
+  return h;
+}
+
+// A dataset placed anew: the caller's tenant's dataset (hidden otherwise), no
+// task of it running, every node in the roster; then manifest.json and the
+// catalogue rows change together (catalog::record_placement).
+handled ingest_logic::place_dataset(const loom::v1::PlaceDatasetRequest& req, const call_context& ctx) {
+  auto tenant = acting_tenant(ctx, req.for_tenant());
+  if (!tenant) return fail(tenant.err());
+  if (auto st = validate_dataset_name(req.dataset()); !st) return fail(st.err());
+  if (!p_.db) return no_dataset(req.dataset());
+  catalog cat(*p_.db);
+  auto row = cat.dataset(*tenant, req.dataset());
+  if (!row) return store_failed(row.err());
+  if (!*row) return no_dataset(req.dataset());
+  const std::vector<std::string> nodes(req.nodes().begin(), req.nodes().end());
+  if (nodes.empty())
+    return fail(errc::invalid_argument, "place " + req.dataset() + ": name the nodes to place it on (--nodes a,b,c)");
+  if (auto last = p_.tasks ? p_.tasks->last_for(*tenant, req.dataset()) : std::nullopt;
+      last && (last->state == "queued" || last->state == "running"))
+    return fail(errc::conflict, "place " + req.dataset() + ": task " + last->id + " (" + last->kind + ") of it is " +
+                                    last->state + "; place it when that ends");
+  if (p_.trainer_nodes) {
+    auto known = p_.trainer_nodes();
+    if (!known) return fail(known.err());
+    if (auto st = check_nodes(nodes, *known); !st) return fail(st.err());
+  }
+  const std::string dir = layout::tenant_dataset_dir(p_.datasets_root, *tenant, req.dataset());
+  auto current = shards::read_manifest(dir);
+  if (!current) return fail(errc::internal, "place " + req.dataset() + ": " + current.err().message);
+  auto plan = replan(*current, nodes, req.load_factor());
+  if (!plan) return fail(plan.err());
+  const auto now = std::chrono::duration_cast<std::chrono::nanoseconds>(loom::wall_now().time_since_epoch()).count();
+  auto st = cat.record_placement(*tenant, req.dataset(), (*row)->import_id, plan->next, now,
+                                 [&] { return shards::write_manifest(dir, plan->next); });
+  if (!st) return st.code() == errc::not_found ? fail(st.err()) : store_failed(st.err());
+  loom::v1::PlaceDatasetReply rep;
+  rep.set_shards(plan->shards);
+  rep.set_shards_moved(plan->shards_moved);
+  rep.set_media(plan->media);
+  rep.set_media_moved(plan->media_moved);
+  rep.set_bytes_moved(plan->bytes_moved);
+  for (const auto& n : plan->nodes) {
+    auto* out = rep.add_nodes();
+    out->set_node(n.node);
+    out->set_shards(n.shards);
+    out->set_media(n.media);
+    out->set_bytes(n.bytes);
+  }
+  handled h = reply(rep);
+  h.audit_payload = nlohmann::json{{"tenant", *tenant},
+                                   {"dataset", req.dataset()},
+                                   {"nodes", nodes},
+                                   {"shards_moved", plan->shards_moved},
+                                   {"media_moved", plan->media_moved},
+                                   {"bytes_moved", plan->bytes_moved}}
                         .dump();
   return h;
 }

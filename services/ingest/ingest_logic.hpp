@@ -33,6 +33,7 @@ class GetTaskRequest;
 class CancelTaskRequest;
 class SyncInfoRequest;
 class PullDatasetRequest;
+class PlaceDatasetRequest;
 }  // namespace loom::v1
 
 namespace loom::ingest {
@@ -60,6 +61,9 @@ struct ingest_parts {
   // The trainer nodes an import may place shards on (roster.hpp); empty:
   // nodes are not checked (tests of the catalogue).
   std::function<result<std::vector<std::string>>()> trainer_nodes;
+  // Where an import that names no nodes places its shards: the trainer nodes
+  // of this ingest's zone in the roster; none (or no roster): "local".
+  std::function<result<std::vector<std::string>>()> own_trainer_nodes;
 };
 
 // The tenant a request acts for: the token's, or `for_tenant` when the caller
@@ -88,6 +92,7 @@ class ingest_logic final : public runtime::service_logic {
   runtime::handled cancel_task(const loom::v1::CancelTaskRequest& req, const runtime::call_context& ctx);
   runtime::handled sync_info(const loom::v1::SyncInfoRequest& req, const runtime::call_context& ctx);
   runtime::handled pull_dataset(const loom::v1::PullDatasetRequest& req, const runtime::call_context& ctx);
+  runtime::handled place_dataset(const loom::v1::PlaceDatasetRequest& req, const runtime::call_context& ctx);
 
   ingest_parts p_;
   runtime::handler_table table_{"ingest"};

@@ -6,6 +6,7 @@
 #include "libs/files/files.hpp"
 #include "libs/files/temp_dir.hpp"
 #include "libs/runtime/logic_pb.hpp"
+#include "libs/shards/manifest.hpp"
 #include "libs/shards/writer.hpp"
 #include "libs/store/database.hpp"
 #include "libs/store/migrate.hpp"
@@ -398,4 +399,53 @@ TEST_CASE_FIXTURE(fixture, "a pull's source tenant travels to the sync server an
   g.clear_peer_public_key();
   CHECK(call_as(g, "default").code == errc::invalid_argument);
   CHECK(ok_as<loom::v1::SyncInfoReply>(loom::v1::SyncInfoRequest{}, "acme").tenant().empty());  // no grant asked
+}
+
+TEST_CASE_FIXTURE(fixture, "placing a dataset anew moves manifest.json and the catalogue together; bad places are refused by name") {
+  roster = {"trainer@h1", "trainer@h2"};
+  loom::v1::PlaceDatasetRequest q;
+  q.set_dataset("d");
+  q.add_nodes("trainer@h1");
+  q.add_nodes("trainer@h2");
+  auto rep = ok<loom::v1::PlaceDatasetReply>(q);
+  const auto before = status();
+  REQUIRE(rep.shards() == static_cast<std::uint64_t>(before.shards_size()));
+  CHECK(rep.shards_moved() == rep.shards());  // they were on no node before
+  REQUIRE(rep.nodes_size() == 2);
+  CHECK(rep.nodes(0).shards() + rep.nodes(1).shards() == rep.shards());
+  CHECK(rep.nodes(0).shards() >= 1);
+  CHECK(rep.nodes(1).shards() >= 1);
+  auto m = shards::read_manifest(dir);
+  REQUIRE(m.ok());
+  for (int i = 0; i < before.shards_size(); ++i) {
+    CHECK(before.shards(i).node() == m->shards[static_cast<std::size_t>(i)].node);  // catalogue == manifest.json
+    CHECK(before.shards(i).node().starts_with("trainer@h"));
+  }
+  // Once more on the same nodes: nothing moves. h2 leaves: only its shards move.
+  auto again = call(q);
+  REQUIRE(again.code == errc::ok);
+  CHECK(runtime::parse_as<loom::v1::PlaceDatasetReply>(again.body)->shards_moved() == 0);
+  CHECK(again.audit_payload.find("\"shards_moved\":0") != std::string::npos);  // the audit record says what moved
+  loom::v1::PlaceDatasetRequest one;
+  one.set_dataset("d");
+  one.add_nodes("trainer@h1");
+  CHECK(ok<loom::v1::PlaceDatasetReply>(one).shards_moved() == rep.nodes(1).shards());
+  const auto after = status();
+  for (const auto& s : after.shards()) CHECK(s.node() == "trainer@h1");
+
+  loom::v1::PlaceDatasetRequest unknown = q;
+  unknown.add_nodes("trainer@nowhere");
+  auto h = call(unknown);
+  CHECK(h.code == errc::invalid_argument);
+  CHECK(h.message.find("unknown node 'trainer@nowhere'") != std::string::npos);
+  loom::v1::PlaceDatasetRequest none;
+  none.set_dataset("d");
+  h = call(none);
+  CHECK(h.code == errc::invalid_argument);
+  CHECK(h.message.find("name the nodes") != std::string::npos);
+  // Another tenant's operator sees no dataset d; nothing changed.
+  h = call_as(q, "acme");
+  CHECK(h.code == errc::not_found);
+  const auto still = status();
+  for (const auto& s : still.shards()) CHECK(s.node() == "trainer@h1");
 }

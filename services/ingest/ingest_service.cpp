@@ -66,6 +66,7 @@ std::unique_ptr<runtime::service_logic> make_logic(runtime::service_env& env, co
     return sync->pull(tenant, dataset, endpoint, key, source_tenant, principal);
   };
   parts.trainer_nodes = [&env] { return trainer_nodes(env); };
+  parts.own_trainer_nodes = [&env] { return trainer_nodes(env, env.zone); };
   return std::make_unique<ingest_logic>(std::move(parts));
 }
 

@@ -21,7 +21,7 @@ status check_nodes(const std::vector<std::string>& asked, const std::vector<std:
   return ok_status();
 }
 
-result<std::vector<std::string>> trainer_nodes(runtime::service_env& env) {
+result<std::vector<std::string>> trainer_nodes(runtime::service_env& env, const std::string& zone) {
   auto eps = layout::read_endpoints(env.paths.endpoints());  // fresh: the scheduler may have moved
   const auto* sched = eps ? eps->find("scheduler") : env.eps.find("scheduler");
   auto key = wire::load_public_key(layout::reach(env.paths, eps ? *eps : env.eps, "scheduler").key_dir, "scheduler");
@@ -35,7 +35,7 @@ result<std::vector<std::string>> trainer_nodes(runtime::service_env& env) {
                       "cannot check nodes against the scheduler's roster at " + sched->rpc + ": " + rep.err().message);
   std::vector<std::string> out;
   for (const auto& n : rep->nodes())
-    if (n.service() == "trainer") out.push_back(n.node().value());
+    if (n.service() == "trainer" && (zone.empty() || n.zone() == zone)) out.push_back(n.node().value());
   return out;
 }
 

@@ -23,6 +23,8 @@ status check_nodes(const std::vector<std::string>& asked, const std::vector<std:
 // The ids of the trainer nodes in the scheduler's roster (any state: a node
 // restarting is still this deployment's). unavailable naming the scheduler
 // when it cannot be asked. Any thread; REQUIRES: env outlives the call.
-result<std::vector<std::string>> trainer_nodes(runtime::service_env& env);
+// With `zone`: only those of that zone (an edge site's own trainers, not the
+// cloud's or another site's).
+result<std::vector<std::string>> trainer_nodes(runtime::service_env& env, const std::string& zone = "");
 
 }  // namespace loom::ingest

@@ -82,10 +82,15 @@ result<run_options> worker::common_options(stage_run& run, const runspec::run_co
   o.resume = true;  // a re-placed or restarted stage continues from its snapshots
   o.data_dir = env_.paths.root;
   o.dataset_root = env_.paths.root + "/datasets";
-  if (!cfg.dataset.empty()) {  // train from this node's copy, fetched from ingest
+  o.node = env_.node_id;
+  std::string fetched_note;
+  if (!cfg.dataset.empty()) {  // train from this node's copy (data.local: its share), fetched from ingest
     const std::string tenant = run.tenant.empty() ? std::string(layout::default_tenant) : run.tenant;
-    if (auto st = fetch_dataset(env_, tenant, cfg.dataset, stop_training_); !st) return st.err();
-    o.dataset_root = fetched_datasets(env_, tenant);
+    const std::string share = cfg.local ? env_.node_id : "";
+    auto fetched = fetch_dataset(env_, tenant, cfg.dataset, stop_training_, share);
+    if (!fetched) return fetched.err();
+    o.dataset_root = fetched_datasets(env_, tenant, share);
+    fetched_note = fetched->describe(cfg.dataset, share);
   }
   o.stop = &stop_training_;
   o.log = &std::cerr;  // <data>/logs/trainer.log under `loom up`
@@ -152,6 +157,7 @@ result<run_options> worker::common_options(stage_run& run, const runspec::run_co
     });
     on_notice("precision", used + " (" + why + ")");  // the job's events say which and why
   };
+  if (!fetched_note.empty()) o.on_notice("dataset_fetched", fetched_note);  // what moved to this node, in the job's events
   o.on_snapshot = [this](const std::string& dir) {
     if (env_.metrics) env_.metrics->set("last_checkpoint_unix_seconds", {}, unix_seconds_now());
     (void)board_->with([&](work_state& w) {
@@ -263,7 +269,7 @@ result<run_summary> worker::run_once(stage_run& run, const runspec::run_config& 
   // not a stage that fails for good on a missing file.
   if (auto st = files::write_atomic(run.config_path, run.config_toml); !st) return st.err();
   stage_process_spec s{run.config_path, run.placed, cfg.out_dir, cfg.init_from, o.data_dir, o.dataset_root,
-                       run.job == leak_job_ ? leak_mib_ : 0};
+                       run.job == leak_job_ ? leak_mib_ : 0, o.node};
   stage_process_options po;
   po.shed = o.shed;
   po.on_spawn = [&](int pid) {

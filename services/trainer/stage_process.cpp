@@ -35,7 +35,7 @@ constexpr int event_fd = 3;  // the child's events; its stdout goes to stderr (t
 json spec_json(const stage_process_spec& s) {
   return {{"config", s.config},         {"sets", s.sets},         {"out_dir", s.out_dir},
           {"init_from", s.init_from},   {"data_dir", s.data_dir}, {"dataset_root", s.dataset_root},
-          {"leak_mib_per_step", s.leak_mib_per_step}};
+          {"leak_mib_per_step", s.leak_mib_per_step}, {"node", s.node}};
 }
 
 std::string signal_name(int sig) {
@@ -215,6 +215,7 @@ int stage_child_main(int argc, char** argv) {
     s.data_dir = spec.at("data_dir").get<std::string>();
     s.dataset_root = spec.at("dataset_root").get<std::string>();
     s.leak_mib_per_step = spec.at("leak_mib_per_step").get<std::uint64_t>();
+    s.node = spec.value("node", std::string());
     // The service's keys at rest (its environment is ours): snapshots and stage data sealed as in-process.
     layout::paths at_rest_paths;
     at_rest_paths.root = s.data_dir;
@@ -255,6 +256,7 @@ int stage_child_main(int argc, char** argv) {
     o.resume = true;
     o.data_dir = s.data_dir;
     o.dataset_root = s.dataset_root;
+    o.node = s.node;
     o.log = &std::cerr;
     o.stop = &g_child_stop;
     o.on_started = [] { emit({{"e", "started"}}); };

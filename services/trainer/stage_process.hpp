@@ -38,6 +38,7 @@ struct stage_process_spec {
   std::vector<std::string> sets;  // overrides the scheduler placed (model.init_from=...)
   std::string out_dir, init_from, data_dir, dataset_root;
   std::uint64_t leak_mib_per_step = 0;  // LOOM_INJECT_LEAK (tests): the child keeps this much more per step
+  std::string node;                     // run_options::node
 };
 
 // The child ended without a result; what() is the cause, e.g. "killed by the

@@ -205,6 +205,10 @@ runtime::handler_table make_table() {
   // ingest.proto: the ingest service.
   plain<ListDatasetsRequest>(t), plain<GetTaskRequest>(t), plain<CancelTaskRequest>(t);
   plain<DatasetStatusRequest>(t), plain<ListRejectsRequest>(t), plain<VerifyDatasetRequest>(t);
+  t.on<PlaceDatasetRequest>([](const PlaceDatasetRequest& r, const call_context&) {
+    check_tenant(r.for_tenant());
+    return handled{};
+  });
   t.on<ImportDatasetRequest>([](const ImportDatasetRequest& r, const call_context&) {
     check_tenant(r.for_tenant());
     if (!r.path().empty() && r.path()[0] == '/') check_confined(root() + "/import", r.path());

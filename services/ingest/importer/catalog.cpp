@@ -256,6 +256,26 @@ status catalog::record_verify(const std::string& tenant, const std::string& data
   });
 }
 
+status catalog::record_placement(const std::string& tenant, const std::string& dataset, const std::string& import_id,
+                                 const shards::manifest& m, std::int64_t now_ns,
+                                 const std::function<status()>& publish) {
+  return db_.with_transaction([&](store::transaction& tx) -> status {
+    auto rows = tx.query("SELECT import_id FROM datasets WHERE tenant = $1 AND name = $2", {tenant, dataset});
+    if (!rows) return rows.err();
+    if (rows->empty() || text(rows->front(), 0) != import_id)
+      return make_error(errc::not_found, "dataset " + dataset + " is no longer version " + import_id +
+                                             " (re-imported while it was placed)");
+    for (const auto& sh : m.shards) {
+      auto w = tx.exec("UPDATE dataset_shards SET node = $4 WHERE tenant = $1 AND dataset = $2 AND name = $3",
+                       {tenant, dataset, sh.name, sh.node});
+      if (!w) return w.err();
+    }
+    auto up = tx.exec("UPDATE datasets SET updated_unix_ns = $3 WHERE tenant = $1 AND name = $2", {tenant, dataset, now_ns});
+    if (!up) return up.err();
+    return publish();
+  });
+}
+
 result<std::vector<dataset_row>> catalog::datasets(const std::string& tenant, std::size_t limit) {
   return db_.with_read_transaction([&](store::transaction& tx) -> result<std::vector<dataset_row>> {
     auto rows = tenant.empty()

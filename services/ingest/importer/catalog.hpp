@@ -11,6 +11,7 @@
 #include "services/ingest/importer/importer.hpp"
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -76,6 +77,13 @@ class catalog {
   // not_found when the dataset has moved on to another version meanwhile.
   status record_verify(const std::string& tenant, const std::string& dataset, const std::string& import_id,
                        const std::string& damage, std::int64_t now_ns);
+
+  // A dataset placed anew (`loom data place`): in one transaction, checks the
+  // dataset is still version `import_id` (not_found otherwise: re-imported
+  // meanwhile), sets each shard row's node from `m`, then runs `publish`
+  // (writing manifest.json), whose error rolls the rows back.
+  status record_placement(const std::string& tenant, const std::string& dataset, const std::string& import_id,
+                          const shards::manifest& m, std::int64_t now_ns, const std::function<status()>& publish);
 
   // `tenant`'s datasets by name ("" = every tenant's, by tenant then name); at
   // most `limit` rows (0 = all).

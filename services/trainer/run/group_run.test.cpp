@@ -7,6 +7,9 @@
 #include "libs/files/temp_dir.hpp"
 #include "services/trainer/run/run_testing.hpp"
 #include "services/trainer/run/training_run.hpp"
+#include "libs/shards/manifest.hpp"
+#include "libs/shards/placement.hpp"
+#include "libs/shards/writer.hpp"
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
@@ -17,6 +20,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <random>
 #include <thread>
 
 using namespace loom;
@@ -234,4 +238,194 @@ TEST_CASE("a group stopped inside a step's exchange snapshots the step before it
   CHECK(rest[0]->first_step == 6);
   CHECK(rest[0]->params_sha256 == whole[0]->params_sha256);
   CHECK(logged_losses(out) == logged_losses(tmp.path() + "/whole"));
+}
+
+namespace {
+
+// A dataset of ~10 small shards placed on node-a and node-b, and a copy per
+// node holding manifest.json and only that node's shards (as a data.local
+// fetch leaves it): root/<node>/corpus.
+struct placed_corpus {
+  std::vector<std::string> nodes = {"node-a", "node-b"};
+  std::string whole;  // every shard
+  std::vector<std::string> roots;
+  std::vector<std::uint64_t> share_bytes;
+};
+
+placed_corpus make_placed(const std::string& root) {
+  placed_corpus p;
+  p.whole = root + "/whole/corpus";
+  shards::writer_options opt;
+  opt.dir = p.whole;
+  opt.target_bytes = 600;
+  auto w = shards::shard_writer::create(opt);
+  REQUIRE(w.ok());
+  std::mt19937 rng(11);
+  for (int d = 0; d < 60; ++d) {
+    std::vector<std::uint32_t> doc(50);
+    std::uint32_t x = rng() % 64;
+    for (auto& id : doc) {
+      id = x;
+      x = (x + 1 + (rng() % 8 == 0 ? rng() % 3 : 0)) % 64;
+    }
+    REQUIRE(w->append(doc).ok());
+  }
+  auto m = w->finish();
+  REQUIRE(m.ok());
+  REQUIRE(m->shards.size() >= 8);
+  REQUIRE(shards::place_manifest(*m, p.nodes).ok());
+  REQUIRE(shards::write_manifest(p.whole, *m).ok());
+  for (const auto& n : p.nodes) {
+    const std::string dir = root + "/" + n + "/corpus";
+    std::filesystem::create_directories(dir);
+    std::filesystem::copy_file(p.whole + "/manifest.json", dir + "/manifest.json");
+    std::uint64_t bytes = 0;
+    for (const auto& s : m->shards)
+      if (s.node == n) {
+        std::filesystem::copy_file(p.whole + "/" + s.name, dir + "/" + s.name);
+        bytes += s.bytes;
+      }
+    REQUIRE(bytes > 0);
+    p.roots.push_back(root + "/" + n);
+    p.share_bytes.push_back(bytes);
+  }
+  return p;
+}
+
+runspec::run_config dataset_config(const std::string& out, int steps, std::vector<std::string> extra = {}) {
+  std::string toml = "[model]\nlayers = 2\nheads = 2\nchannels = 32\nmax_seq_len = 16\nvocab = 64\n"
+                     "[data]\ndataset = \"corpus\"\n"
+                     "[train]\nbatch = 2\nseq_len = 8\ngrad_accum = 4\nseed = 5\nthreads = 1\n"
+                     "[optim]\nlr = 0.01\nmin_lr = 0.001\nwarmup_steps = 2\n"
+                     "[checkpoint]\nevery_steps = 4\nkeep = 10\n"
+                     "[output]\ndir = \"" + out + "\"\n";
+  extra.push_back("train.steps=" + std::to_string(steps));
+  auto c = runspec::parse_run_config(toml, "/test/run.toml", extra);
+  REQUIRE_MESSAGE(c.ok(), c.err().to_string());
+  return *c;
+}
+
+struct local_outcome {
+  std::vector<result<run_summary>> sums;
+  std::vector<std::string> locality;  // each member's data_locality notice
+};
+
+// Members of a group each on its node: data from that node's root.
+local_outcome run_local_group(const runspec::run_config& cfg, const placed_corpus& p, const std::string& home,
+                              std::atomic<bool>* stop = nullptr, std::uint64_t stop_in_call = 0) {
+  const auto world = static_cast<std::uint32_t>(p.nodes.size());
+  thread_group g(world, stop);
+  if (stop_in_call) {
+    g.stop_in_call = stop_in_call;
+    g.stopper = stop;
+  }
+  local_outcome out{std::vector<result<run_summary>>(world, make_error(errc::internal, "not run")),
+                    std::vector<std::string>(world)};
+  std::vector<std::thread> ts;
+  for (std::uint32_t r = 0; r < world; ++r)
+    ts.emplace_back([&, r] {
+      run_options o;
+      o.data_dir = home;
+      o.resume = true;
+      o.stop = stop;
+      o.group = g.member(r);
+      o.node = p.nodes[r];
+      o.dataset_root = p.roots[r];
+      o.on_notice = [&, r](const std::string& kind, const std::string& text) {
+        if (kind == "data_locality") out.locality[r] = text;
+      };
+      out.sums[r] = run_training(cfg, o);
+    });
+  for (auto& t : ts) t.join();
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("data.local: a two-node group reads only the shards placed on each member's node, all of its bytes locally") {
+  files::temp_dir tmp("loom-group");
+  const placed_corpus p = make_placed(tmp.path() + "/data");
+  const std::string home = tmp.path() + "/home";
+  auto cfg = dataset_config(tmp.path() + "/local", 12, {"data.local=true"});
+  auto a = run_local_group(cfg, p, home);
+  for (const auto& s : a.sums) REQUIRE_MESSAGE(s.ok(), s.err().to_string());
+  CHECK(a.sums[0]->params_sha256 == a.sums[1]->params_sha256);
+  const auto losses = logged_losses(tmp.path() + "/local");
+  REQUIRE(losses.size() == 12);
+  CHECK(losses.back() < losses.front());
+  for (std::size_t r = 0; r < 2; ++r) {
+    MESSAGE(a.locality[r]);
+    // Each copy lacks the other node's shards, so a member that read one would have failed.
+    CHECK(a.locality[r].find("reads " + std::to_string(p.share_bytes[r]) + " bytes locally") != std::string::npos);
+    CHECK(a.locality[r].find("and 0 bytes remotely") != std::string::npos);
+    CHECK(a.locality[r].find("100.0% local") != std::string::npos);
+  }
+  // The same placement and world give the same run again, bitwise.
+  auto again = run_local_group(dataset_config(tmp.path() + "/again", 12, {"data.local=true"}), p, home);
+  REQUIRE(again.sums[0].ok());
+  CHECK(again.sums[0]->params_sha256 == a.sums[0]->params_sha256);
+  CHECK(logged_losses(tmp.path() + "/again") == losses);
+
+  // Reading the whole dataset from node-a's point of view: about half of it lies elsewhere.
+  run_options o;
+  o.data_dir = home;
+  o.node = "node-a";
+  o.dataset_root = tmp.path() + "/data/whole";
+  std::string whole_note;
+  o.on_notice = [&](const std::string& kind, const std::string& text) {
+    if (kind == "data_locality") whole_note = text;
+  };
+  auto one = run_training(dataset_config(tmp.path() + "/one", 2), o);
+  REQUIRE_MESSAGE(one.ok(), one.err().to_string());
+  MESSAGE(whole_note);
+  CHECK(whole_note.find("reads " + std::to_string(p.share_bytes[0]) + " bytes locally") != std::string::npos);
+  CHECK(whole_note.find(" bytes remotely (") != std::string::npos);
+  CHECK(whole_note.find("and 0 bytes remotely") == std::string::npos);
+  CHECK(whole_note.find("(data.local)") == std::string::npos);
+}
+
+TEST_CASE("data.local: a group stopped inside a step resumes from rank 0's snapshot, bitwise equal to an uninterrupted one") {
+  files::temp_dir tmp("loom-group");
+  const placed_corpus p = make_placed(tmp.path() + "/data");
+  const std::string home = tmp.path() + "/home";
+  auto whole = run_local_group(dataset_config(tmp.path() + "/whole", 12, {"data.local=true"}), p, home);
+  REQUIRE_MESSAGE(whole.sums[0].ok(), whole.sums[0].err().to_string());
+  const std::string out = tmp.path() + "/cut";
+  auto cfg = dataset_config(out, 12, {"data.local=true"});
+  std::atomic<bool> stop{false};
+  // Calls: 1 = the start agreement, then 2 per step: call 14 is step 7's gradients.
+  auto first = run_local_group(cfg, p, home, &stop, 14);
+  REQUIRE_MESSAGE(first.sums[0].ok(), first.sums[0].err().to_string());
+  CHECK(first.sums[0]->stopped);
+  CHECK(first.sums[0]->steps == 6);
+  auto rest = run_local_group(cfg, p, home);
+  REQUIRE_MESSAGE(rest.sums[0].ok(), rest.sums[0].err().to_string());
+  REQUIRE_MESSAGE(rest.sums[1].ok(), rest.sums[1].err().to_string());
+  CHECK(rest.sums[1]->first_step == 6);
+  CHECK(rest.sums[0]->params_sha256 == whole.sums[0]->params_sha256);
+  CHECK(rest.sums[1]->params_sha256 == whole.sums[0]->params_sha256);
+  CHECK(logged_losses(out) == logged_losses(tmp.path() + "/whole"));
+}
+
+TEST_CASE("data.local is refused without a node, on a node with no shard, and with uneven batches per member") {
+  files::temp_dir tmp("loom-group");
+  const placed_corpus p = make_placed(tmp.path() + "/data");
+  run_options o;
+  o.data_dir = tmp.path() + "/home";
+  o.dataset_root = p.roots[0];
+  auto no_node = run_training(dataset_config(tmp.path() + "/x", 2, {"data.local=true"}), o);
+  REQUIRE_FALSE(no_node.ok());
+  CHECK(no_node.err().message.find("data.local: this trainer has no node id") != std::string::npos);
+  o.node = "node-c";
+  auto elsewhere = run_training(dataset_config(tmp.path() + "/y", 2, {"data.local=true"}), o);
+  REQUIRE_FALSE(elsewhere.ok());
+  CHECK(elsewhere.err().message.find("no shard is placed on node node-c") != std::string::npos);
+  // Elastic groups are checked when the group is known: 3 micro-batches do not split over 2 nodes.
+  auto uneven = run_local_group(
+      dataset_config(tmp.path() + "/z", 2, {"data.local=true", "train.grad_accum=3", "parallel.min_trainers=1",
+                                            "parallel.max_trainers=2"}),
+      p, tmp.path() + "/home");
+  REQUIRE_FALSE(uneven.sums[0].ok());
+  CHECK(uneven.sums[0].err().message.find("data.local in a group of 2 needs train.grad_accum a multiple of 2") !=
+        std::string::npos);
 }

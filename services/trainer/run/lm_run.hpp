@@ -66,6 +66,16 @@ class lm_run {
   status snapshot(std::uint64_t step);
   void unpack(int k);
   run_summary finish();
+  // data.local: each member reads its node's share as a stream of its own,
+  // only its own micro-batches of each step, so the members' cursors differ.
+  // What snapshots, the skip list and the group agree on is the shared form
+  // {0, windows read so far} (the same for every member: each reads
+  // grad_accum / world batches of B windows per step); mine() maps it back to
+  // this member's (epoch, position). Without data.local both are the identity.
+  shards::cursor shared(shards::cursor mine) const;
+  result<shards::loader> loader_at(shards::cursor shared);
+  // The notice "data_locality": bytes read from shards placed on this node and elsewhere.
+  void say_locality();
 
   runspec::run_config c_;  // batch and grad_accum may change on out-of-memory and load shedding
   const run_options& o_;

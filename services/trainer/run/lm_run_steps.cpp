@@ -90,7 +90,7 @@ status lm_run::snapshot(std::uint64_t step) {
   st.config_hash = run_hash_;
   st.schedule = schedule_;
   st.seed = c_.seed;
-  st.cursor = ld_->position();
+  st.cursor = shared(ld_->position());
   st.threads = threads_;
   st.tokens_seen = tokens_seen_;
   st.last_loss = sum_.last_loss;
@@ -124,7 +124,7 @@ status lm_run::roll_back(shards::cursor bad_batch, const std::string& why) {
   step_ = back->state.step;
   tokens_seen_ = back->state.tokens_seen;
   sum_.last_loss = back->state.last_loss;
-  auto again = shards::loader::create(*ds_, lo_, back->state.cursor);
+  auto again = loader_at(back->state.cursor);
   if (!again) return again.err();
   *ld_ = std::move(*again);
   auto kept = lead_ ? metrics_.open(metrics_path_, step_) : metrics_log::read_losses(metrics_path_, step_);
@@ -181,10 +181,12 @@ result<bool> lm_run::one_step() {
   const auto t0 = clock_type::now();
   step_started_ = t0;
   const shards::cursor at = ld_->position();
-  const bool skip = std::find(skipped_.begin(), skipped_.end(), at) != skipped_.end();
+  const bool skip = std::find(skipped_.begin(), skipped_.end(), shared(at)) != skipped_.end();
   for (int k = 0; k < c_.grad_accum; ++k) {
+    const bool mine = static_cast<std::uint32_t>(k) % world_ == g_.rank;
+    if (c_.local && !mine) continue;  // read by its member, from that node's share
     if (auto st = ld_->next(in_u_, tg_u_); !st) return st.err();
-    if (static_cast<std::uint32_t>(k) % world_ == g_.rank) unpack(k / static_cast<int>(world_));
+    if (mine) unpack(k / static_cast<int>(world_));
   }
   if (skip) return true;  // a batch an earlier rollback marked; the step count does not move
   const engine::data_parallel* dp = g_.world > 1 ? &dp_ : nullptr;
@@ -214,7 +216,7 @@ result<bool> lm_run::one_step() {
       o_.on_anomaly(!std::isfinite(s->loss) || !std::isfinite(s->grad_norm) ? "non_finite"
                     : why.find(" diverged: ") != std::string::npos        ? "diverged"
                                                                             : "spike");
-    if (auto st = roll_back(at, why); !st) return st.err();
+    if (auto st = roll_back(shared(at), why); !st) return st.err();
     return true;
   }
   recent_.push_back(s->loss);

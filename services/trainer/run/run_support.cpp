@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <utility>
 
 #include <unistd.h>
 
@@ -27,10 +28,16 @@ bool has_snapshots(const std::string& root) {
 }
 
 // The identity of the data the run reads: the manifest lists every shard's SHA-256.
-result<std::string> data_identity(const std::string& dir) {
+result<std::string> data_identity(const std::string& dir, bool with_placement) {
   auto text = files::read_file(dir + "/" + std::string(shards::manifest_file_name));
   if (!text) return text.err();
-  return crypto::sha256_hex(*text);
+  if (with_placement) return crypto::sha256_hex(*text);
+  auto m = shards::parse_manifest(*text, dir + "/" + std::string(shards::manifest_file_name));
+  if (!m) return m.err();
+  bool placed = false;
+  for (auto& s : m->shards) placed |= !std::exchange(s.node, std::string()).empty();
+  for (auto& t : m->media) placed |= !std::exchange(t.node, std::string()).empty();
+  return crypto::sha256_hex(placed ? shards::to_json(*m) : *text);  // unplaced: the file's own hash, as always
 }
 
 

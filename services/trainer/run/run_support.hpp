@@ -41,8 +41,12 @@ inline std::string fmt(const char* f, auto... args) {
 void say(const run_options& o, const std::string& line);
 // True when `root` holds a step-N directory.
 bool has_snapshots(const std::string& root);
-// The identity of the data the run reads: the SHA-256 of its manifest, which lists every shard's.
-result<std::string> data_identity(const std::string& dir);
+// The identity of the data the run reads: the SHA-256 of its manifest, which
+// lists every shard's. Where each shard is placed does not change what a run
+// that reads every shard sees, so without `with_placement` a placed manifest
+// is hashed with its placement left out (a dataset placed anew does not stop
+// its runs from resuming); data.local reads by placement, so it counts there.
+result<std::string> data_identity(const std::string& dir, bool with_placement);
 // A resumed run will publish steps after `step` again: the snapshots there
 // (refused as corrupt, or never committed by LATEST) move to root/refused/.
 status set_aside_newer(const std::string& root, std::uint64_t step, const run_options& o);

@@ -93,10 +93,14 @@ status lm_run::prepare_data() {
     if (!prepared) return prepared.err();
     data_dir_ = *prepared;
   }
-  auto ds = shards::dataset::open(data_dir_, shards::verify::eager);
+  if (c_.local && o_.node.empty())
+    return make_error(errc::invalid_argument, "data.local: this trainer has no node id (run it in the trainer service)");
+  auto ds = c_.local ? shards::dataset::open_placed(data_dir_, o_.node, shards::verify::eager)
+                     : shards::dataset::open(data_dir_, shards::verify::eager);
   if (!ds) return ds.err();
   ds_.emplace(std::move(*ds));
-  auto data_id = data_identity(data_dir_);
+  say_locality();
+  auto data_id = data_identity(data_dir_, c_.local);
   if (!data_id) return data_id.err();
   run_hash_ = crypto::sha256_hex(c_.math_hash() + "|" + *data_id + "|threads=" + std::to_string(threads_));
   auto key = checkpoint_key(o_.data_dir, ckpt_root_);  // never made anew while snapshots here need the old one
@@ -241,7 +245,12 @@ status lm_run::open_loader() {
   lo_.seq_len = static_cast<std::size_t>(c_.seq_len);
   lo_.seed = c_.seed;
   lo_.shuffle = c_.shuffle;
-  auto ld = shards::loader::create(*ds_, lo_, resumed_ ? resumed_->state.cursor : shards::cursor{});
+  if (c_.local && c_.grad_accum % static_cast<int>(world_) != 0)
+    return make_error(errc::invalid_argument,
+                      fmt("data.local in a group of %u needs train.grad_accum a multiple of %u (each member reads the "
+                          "same number of batches from its own node's shards), got %d",
+                          world_, world_, c_.grad_accum));
+  auto ld = loader_at(resumed_ ? resumed_->state.cursor : shards::cursor{});
   if (!ld) return ld.err();
   ld_.emplace(std::move(*ld));
   // Rank 0 writes the metrics log; the others read its history (the spike check must agree).
@@ -279,6 +288,40 @@ void lm_run::size_buffers() {
   dp_ = engine::data_parallel{c_.grad_accum, g_.all_reduce_sum};
 }
 
+shards::cursor lm_run::shared(shards::cursor mine) const {
+  if (!c_.local) return mine;
+  return {0, mine.epoch * ld_->windows_per_epoch() + mine.position};
+}
+
+result<shards::loader> lm_run::loader_at(shards::cursor shared) {
+  if (!c_.local) return shards::loader::create(*ds_, lo_, shared);
+  auto probe = shards::loader::create(*ds_, lo_);
+  if (!probe) return probe.err();
+  const std::uint64_t w = probe->windows_per_epoch();
+  if (shared.epoch != 0)
+    return make_error(errc::invalid_argument, "data.local: a snapshot cursor of epoch " + std::to_string(shared.epoch) +
+                                                  " was not written by a data.local run");
+  return shards::loader::create(*ds_, lo_, shards::cursor{shared.position / w, shared.position % w});
+}
+
+void lm_run::say_locality() {
+  if (c_.dataset.empty() || o_.node.empty()) return;
+  std::uint64_t here = 0, elsewhere = 0;
+  std::size_t n_here = 0, n_elsewhere = 0;
+  for (const auto& s : ds_->info().shards) {
+    (s.node == o_.node ? here : elsewhere) += s.bytes;
+    ++(s.node == o_.node ? n_here : n_elsewhere);
+  }
+  const double total = double(here + elsewhere);
+  const std::string text =
+      fmt("dataset %s: reads %llu bytes locally (%zu shards placed on node %s) and %llu bytes remotely (%zu shards "
+          "placed on other nodes): %.1f%% local%s",
+          c_.dataset.c_str(), static_cast<unsigned long long>(here), n_here, o_.node.c_str(),
+          static_cast<unsigned long long>(elsewhere), n_elsewhere, total > 0 ? 100.0 * double(here) / total : 100.0,
+          c_.local ? " (data.local)" : "");
+  say(o_, text);
+  if (o_.on_notice) o_.on_notice("data_locality", text);
+}
 
 }  // namespace detail
 

@@ -50,6 +50,11 @@ struct run_options {
   std::chrono::milliseconds interrupt_grace{300};
   // Where data.dataset names live: <dataset_root>/<name>/manifest.json.
   std::string dataset_root;
+  // This trainer's node (the roster's id). With data.local the run reads only
+  // the dataset's shards placed on it; either way the run says (notice
+  // "data_locality") how many bytes it reads from shards placed here and
+  // from shards placed on other nodes.
+  std::string node;
   // Called once the data is ready and the model built or resumed, before the first step.
   std::function<void()> on_started;
   // Called after every step (from the training thread) and after every snapshot.
@@ -80,7 +85,10 @@ struct run_options {
   // the float sums, and bitwise the same for the same world. Rank 0 alone
   // writes out_dir (snapshots, metrics.jsonl); every member starts from the
   // snapshot rank 0 starts from (agreed through the group at start), and the
-  // others prepare their data under out_dir/rank-N/.
+  // others prepare their data under out_dir/rank-N/. With data.local each
+  // member reads only its own micro-batches, from the shards placed on its
+  // node (run_options::node): a stream per member, the same run for the same
+  // placement and world (grad_accum a multiple of world).
   struct group_member {
     std::uint32_t rank = 0, world = 1;
     std::function<status(std::span<float>)> all_reduce_sum;
