@@ -142,7 +142,9 @@ int follow_task(context& c, loom::v1::TaskInfo t) {
       const auto& m = report["media"];
       std::printf("  media: %llu images + %llu audio kept in %llu tars (%llu captioned), %llu refused, %llu duplicates\n",
                   m.value("images", 0ull), m.value("audio", 0ull), m.value("tars", 0ull), m.value("captioned", 0ull),
-                  m.value("rejected", 0ull), m.value("exact_duplicates", 0ull) + m.value("near_duplicates", 0ull));
+                  m.value("rejected", 0ull),
+                  m.value("exact_duplicates", 0ull) + m.value("near_duplicates", 0ull) +
+                      m.value("semantic_duplicates", 0ull));
     }
     if (t.rejected() > 0 || (report.is_object() && report.contains("media") && report["media"].value("rejected", 0) > 0))
       std::printf("  `loom data rejects %s` lists what was rejected and why\n", printable(t.dataset()).c_str());

@@ -230,6 +230,29 @@ std::vector<float> embed(const image_filter_model& model, const media::image& im
   return f;
 }
 
+std::vector<float> embed_mirror_invariant(const image_filter_model& model, const media::image& img) {
+  const int side = model.net.input;
+  std::vector<prepared_image> prep{prepare(img, side)};
+  prep.push_back(prep[0]);  // the mirror: its S x S input flipped, the hand features (mirror-blind) kept
+  auto& rgb = prep[1].rgb;
+  for (int y = 0; y < side; ++y)
+    for (int x = 0; x < side / 2; ++x)
+      for (int c = 0; c < 3; ++c)
+        std::swap(rgb[(std::size_t(y) * side + x) * 3 + c], rgb[(std::size_t(y) * side + (side - 1 - x)) * 3 + c]);
+  std::vector<float> f;
+  run_all(model, prep, nullptr, &f);  // (2, dim)
+  const std::size_t dim = f.size() / 2;
+  std::vector<float> out(dim);
+  double norm = 0;
+  for (std::size_t d = 0; d < dim; ++d) {
+    out[d] = (f[d] - model.embed_mean[d]) / model.embed_std[d] + (f[dim + d] - model.embed_mean[d]) / model.embed_std[d];
+    norm += double(out[d]) * out[d];
+  }
+  const float inv = norm > 0 ? static_cast<float>(1.0 / std::sqrt(norm)) : 0.0f;
+  for (auto& v : out) v *= inv;
+  return out;
+}
+
 int confusion::total() const {
   int t = 0;
   for (const auto& r : counts)

@@ -78,6 +78,11 @@ std::vector<classification> classify_all(const image_filter_model& model, std::s
 // L2-normalised embedding_dim(model.net) values, standardised per dimension
 // with the training-set statistics first. Cosine similarity = dot product.
 std::vector<float> embed(const image_filter_model& model, const media::image& img);
+// The same for the image and its left-right mirror, summed, then
+// L2-normalised: an image and its mirror embed (nearly) alike, which pHash
+// cannot see (its DCT signs flip), so the import's semantic dedup uses this.
+// Two forward passes, batched as one.
+std::vector<float> embed_mirror_invariant(const image_filter_model& model, const media::image& img);
 
 // Confusion counts: counts[truth][predicted].
 struct confusion {

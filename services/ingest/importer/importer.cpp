@@ -278,6 +278,14 @@ status import_run::on_media(media_file& f) {
   }
   if (o_.dedup) {
     if (auto dup = media_dedup_.check(*m, f.name)) {
+      if (dup->semantic) {
+        ++mf.semantic_duplicates;
+        char cos[16];
+        std::snprintf(cos, sizeof cos, "%.3f", double(dup->cosine));
+        return rejects_->add("duplicate", "duplicate_semantic", f.name, 0,
+                             "semantic duplicate of " + dup->kept + " (embedding cosine " + cos +
+                                 "; pHash saw no copy) (kept: first in input order)");
+      }
       ++(dup->exact ? mf.exact_duplicates : mf.near_duplicates);
       const std::string detail = std::string(dup->exact ? "exact" : "near") + " duplicate of " + dup->kept +
                                  (dup->exact ? "" : " (pHash distance " + std::to_string(dup->distance) + ")") +

@@ -63,6 +63,7 @@ struct media_figures {
   std::uint64_t rejected = 0;               // refused (by reason below)
   std::map<std::string, std::uint64_t> rejected_by_reason;  // "truncated", "bomb", "too_small", ...
   std::uint64_t exact_duplicates = 0, near_duplicates = 0;
+  std::uint64_t semantic_duplicates = 0;    // by the learned filter's embedding (pHash saw none)
   std::uint64_t captioned = 0;              // kept records with a caption or transcript
   std::uint64_t caption_problems = 0;       // sidecar / manifest lines that could not be used
   std::map<std::string, std::uint64_t> stripped;  // "exif_gps" -> files it was removed from, ...

@@ -281,6 +281,14 @@ TEST_CASE("a learned image filter refuses the images it labels unusable, by labe
     write_file(in + "/scene" + std::to_string(i) + ".png",
                png_of(vision::generate_example(vision::image_label::ok, 9000 + i).img));
   write_file(in + "/flat.png", png_of(vision::generate_example(vision::image_label::blank, 9100).img));
+  // scene0 mirrored: its pHash is far from the original's, its embedding is not.
+  media::image mirrored = vision::generate_example(vision::image_label::ok, 9000).img;
+  for (std::uint32_t y = 0; y < mirrored.height; ++y)
+    for (std::uint32_t x = 0; x < mirrored.width / 2; ++x)
+      for (int c = 0; c < 3; ++c)
+        std::swap(mirrored.pixels[y * mirrored.stride() + x * 3 + c],
+                  mirrored.pixels[y * mirrored.stride() + (mirrored.width - 1 - x) * 3 + c]);
+  write_file(in + "/scene0_mirrored.png", png_of(mirrored));
   import_options o;
   o.source = in;
   o.datasets_root = t.path() + "/datasets";
@@ -293,6 +301,13 @@ TEST_CASE("a learned image filter refuses the images it labels unusable, by labe
   for (const auto& [why, n] : s->media.rejected_by_reason) MESSAGE(why << " " << n);
   CHECK(s->media.images == 3);
   CHECK(s->media.rejected_by_reason == std::map<std::string, std::uint64_t>{{"image_blank", 1}});
+  CHECK(s->media.near_duplicates == 0);      // pHash does not see the mirror...
+  CHECK(s->media.semantic_duplicates == 1);  // ...the embedding does, and the three scenes stay apart
+  bool named = false;
+  for (const auto& j : jsonl(*atrest::read_object(s->dir + "/rejects.jsonl", atrest::sealing_keys().get())))
+    named |= j["rule"] == "duplicate_semantic" && j["file"].get<std::string>().ends_with("scene0_mirrored.png") &&
+             j["detail"].get<std::string>().find("semantic duplicate of") != std::string::npos;
+  CHECK(named);
   auto tar = atrest::read_object(s->dir + "/" + s->manifest.media.at(0).name, atrest::sealing_keys().get());
   REQUIRE(tar.ok());
   CHECK(nlohmann::json::parse(untar(*tar).at("000000000.json"))["filter"] == "ok");

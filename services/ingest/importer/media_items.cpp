@@ -54,6 +54,7 @@ result<processed_media> process_image(const std::string& name, std::string_view 
       return make_error(errc::invalid_argument,
                         "image_" + verdict + ": the learned image filter says " + verdict + " (p=" + p_text + ")");
     }
+    out.embedding = vision::embed_mirror_invariant(*filter, *img);
   }
   const media::metadata_report meta = media::scan_metadata(bytes);
   if (meta.gps) out.stripped.push_back("exif_gps");
@@ -136,6 +137,11 @@ std::optional<media_dedup::hit> media_dedup::check(const processed_media& m, con
     }
   }
   const auto idx = static_cast<std::uint32_t>(sources_.size());
+  if (near_ && image && !m.embedding.empty()) {  // kept by pHash: the same scene another way?
+    const auto v = semantic_.add(m.embedding);   // adds it when it is no duplicate
+    if (v.duplicate) return hit{false, sources_[embedding_owner_[v.of]], 0, true, v.cosine};
+    embedding_owner_.push_back(idx);
+  }
   sources_.push_back(source);
   exact_.emplace(key, idx);
   if (image) {

@@ -3,8 +3,10 @@
 // minimum size -> metadata report (what re-encoding strips) -> normalise ->
 // encode without metadata -> fingerprints. Audio: probe -> name vs magic ->
 // decode, 16 kHz mono, trim, loudness (libs/media/audio.hpp). And the dedup of media across the
-// corpus: exact by a digest of the decoded content, near by pHash (first in
-// input order kept, as for text). Owned by the importing thread.
+// corpus: exact by a digest of the decoded content, near by pHash, and with a
+// learned image filter semantic by the CNN's embedding (libs/vision/dedup.hpp:
+// catches what pHash cannot, e.g. a mirrored copy); the first in input order
+// is kept, as for text. Owned by the importing thread.
 #pragma once
 
 #include "libs/crypto/hash.hpp"
@@ -12,6 +14,7 @@
 #include "libs/media/image.hpp"
 #include "libs/media/normalise.hpp"
 #include "libs/status/status.hpp"
+#include "libs/vision/dedup.hpp"
 #include "services/ingest/importer/import_options.hpp"
 #include "services/ingest/importer/media_output.hpp"
 
@@ -36,6 +39,11 @@ struct media_policy {
   std::uint32_t min_side = 16;  // smaller: an icon or a tracking pixel, not a training image
   bool near_dedup = true;
   int phash_threshold = 14;
+  // Semantic dedup (with a learned filter): embedding cosine at or above this.
+  // Mirrored copies score ~1.000; distinct generated scenes up to 0.93 under
+  // the test model (libs/vision/dedup.test.cpp), so 0.98: this step is for
+  // what pHash cannot see, and must not cost a distinct image.
+  float semantic_threshold = 0.98f;
   media::audio_limits audio_limits;  // 0.25 s .. 10 min, <= 8 channels, 8-192 kHz: libs/media/audio.hpp
   media::audio_options audio;        // 16 kHz mono, silence trimmed, -23 LUFS  // media::phash_threshold: chosen on phash.test.cpp's generated set
 };
@@ -52,6 +60,7 @@ struct processed_media {
   crypto::digest content{};      // pixels (images), samples (audio)
   std::vector<std::string> stripped;  // "exif_gps", "exif:Artist", "xmp", "icc", ... (empty: nothing)
   std::uint32_t width = 0, height = 0;
+  std::vector<float> embedding;  // images under a learned filter: vision::embed_mirror_invariant; else empty
 };
 
 // The image at `name` (bytes whole). Errors are refusals: their message
@@ -76,8 +85,11 @@ class media_dedup {
     bool exact = false;
     std::string kept;  // the source name of the copy that stays
     int distance = 0;  // pHash distance (near)
+    bool semantic = false;  // by embedding: pHash saw no copy
+    float cosine = 0;       // embedding cosine (semantic)
   };
-  explicit media_dedup(const media_policy& p) : near_(p.near_dedup), threshold_(p.phash_threshold) {}
+  explicit media_dedup(const media_policy& p)
+      : near_(p.near_dedup), threshold_(p.phash_threshold), semantic_(p.semantic_threshold) {}
 
   // A duplicate of one kept earlier, or nullopt: then `m` is kept and remembered.
   // Near search is a scan of every kept pHash (one XOR and popcount each: ~1 ns,
@@ -92,6 +104,8 @@ class media_dedup {
   std::unordered_map<std::string, std::uint32_t> exact_;  // content digest (raw bytes) -> index into sources_
   std::vector<std::uint64_t> hashes_;                     // images only, parallel to hash_owner_
   std::vector<std::uint32_t> hash_owner_;
+  vision::embedding_index semantic_;          // kept images' embeddings (when the import has a filter)
+  std::vector<std::uint32_t> embedding_owner_;  // index into sources_, parallel to semantic_'s entries
   std::vector<std::string> sources_;
 };
 

@@ -95,6 +95,7 @@ std::string report_json(const import_summary& s, const import_options& o) {
                 {"rejected_by_reason", mf.rejected_by_reason},
                 {"exact_duplicates", mf.exact_duplicates},
                 {"near_duplicates", mf.near_duplicates},
+                {"semantic_duplicates", mf.semantic_duplicates},
                 {"captioned", mf.captioned},
                 {"caption_problems", mf.caption_problems},
                 {"metadata_stripped", mf.stripped},
@@ -139,11 +140,12 @@ std::string media_line(const import_summary& s) {
   char buf[512];
   std::snprintf(buf, sizeof buf,
                 "  media     %llu seen: %llu images + %llu audio kept in %zu tars (%llu captioned), %llu refused, "
-                "%llu exact + %llu near duplicates\n",
+                "%llu exact + %llu near + %llu semantic duplicates\n",
                 static_cast<unsigned long long>(m.seen), static_cast<unsigned long long>(m.images),
                 static_cast<unsigned long long>(m.audio), s.manifest.media.size(),
                 static_cast<unsigned long long>(m.captioned), static_cast<unsigned long long>(m.rejected),
-                static_cast<unsigned long long>(m.exact_duplicates), static_cast<unsigned long long>(m.near_duplicates));
+                static_cast<unsigned long long>(m.exact_duplicates), static_cast<unsigned long long>(m.near_duplicates),
+                static_cast<unsigned long long>(m.semantic_duplicates));
   return buf;
 }
 
