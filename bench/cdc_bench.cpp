@@ -16,6 +16,10 @@
 // Last lines, for scripts:
 //   case=sync_unchanged best_ms=<..> median_ms=<..> best_cpu_ms=<..> median_cpu_ms=<..> wire_bytes=<..>
 //   case=sync_edit1 (the same)
+//   case=sync_share (the same, plus share_bytes=<..>): a fresh pull of a node's
+//     share only (sync_client_options::want: every other small file, not the
+//     big one), what a trainer with data.local fetches; wire bytes follow the
+//     share, not the dataset
 //   case=codec_summary files=<..> json_us=<..> proto_us=<..> json_bytes=<..> proto_bytes=<..>
 //   case=codec_chunk_list chunks=<..> (the same)
 //   case=fastcdc gb_per_s=<..> sha256_gb_per_s=<..>
@@ -193,6 +197,22 @@ void sync_cases() {
       f.seekp(at);
       f.put(c);
     }));
+  }
+  {
+    loom::cdc::sync_client_options share;
+    share.want = [](const std::string& rel) {  // small/K/f-N with N even
+      return rel.starts_with("small/") && (rel.back() - '0') % 2 == 0;
+    };
+    loom::cdc::sync_client client(ctx, loom::wire::bench_plaintext, share);
+    const std::string into = received.path() + "-share";
+    auto f = time_pulls(client, ep, into, [&](int) { std::filesystem::remove_all(into); });
+    std::sort(f.ms.begin(), f.ms.end());
+    std::sort(f.cpu_ms.begin(), f.cpu_ms.end());
+    std::printf("case=sync_share best_ms=%.2f median_ms=%.2f best_cpu_ms=%.2f median_cpu_ms=%.2f wire_bytes=%llu "
+                "share_bytes=%zu\n",
+                f.ms.front(), f.ms[f.ms.size() / 2], f.cpu_ms.front(), f.cpu_ms[f.cpu_ms.size() / 2],
+                static_cast<unsigned long long>(f.wire_bytes), std::size_t(sync_small_files / 2) * sync_small_bytes);
+    std::filesystem::remove_all(into);
   }
   server->reset();
   codec_cases(src);
