@@ -5,10 +5,16 @@
 // `reps` calls; a call's time is the slowest member's, from a common start.
 // algbw = buffer bytes / time; busbw = algbw * 2(W-1)/W (nccl-tests' bus
 // bandwidth: the bytes each link carries). GB = 10^9 bytes. An untimed
-// W=2 16 MiB case runs first (process warm-up, see main). The last lines,
-// one per case, for scripts:
+// W=2 16 MiB case runs first (process warm-up, see main). Before them, the
+// relay a stage's child process uses for its group's all-reduce
+// (libs/collective/relay.hpp): a forked child exchanges 16 and 128 MiB over a
+// socketpair with this process, which answers at once (no group: the relay's
+// own cost, to set beside the ring's); gb_per_s counts both directions. The
+// last lines, one per case, for scripts:
 //   case=w2_16mib bus_gb_per_s=<..> algo_gb_per_s=<..> ms=<..>
+//   case=relay_128mib gb_per_s=<..> ms=<..>
 #include "bench/bench_util.hpp"
+#include "libs/collective/relay.hpp"
 #include "libs/collective/ring.hpp"
 
 #include <algorithm>
@@ -22,6 +28,10 @@
 #include <thread>
 #include <vector>
 #include <zmq.hpp>
+
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 using namespace loom;
 using clk = std::chrono::steady_clock;
@@ -97,6 +107,45 @@ figures run_case(std::uint32_t w, std::size_t mib, int reps, std::uint64_t gener
   return {"w" + std::to_string(w) + "_" + std::to_string(mib) + "mib", bus, algo, s * 1e3};
 }
 
+// The relay between a stage's child and its trainer: `reps` exchanges of
+// `mib` MiB from a forked child (forked before any thread of this process
+// exists), each answered at once. A call's time is the child's, request to sums.
+struct relay_figures {
+  std::string name;
+  double gb_per_s, ms;
+};
+relay_figures run_relay(std::size_t mib, int reps) {
+  int fds[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) std::exit(1);
+  int timing[2];
+  if (::pipe(timing) != 0) std::exit(1);
+  const std::size_t n = mib * 1024 * 1024 / sizeof(float);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(fds[1]);
+    std::vector<float> v(n, 1.0f);
+    (void)collective::relay::exchange(fds[0], v);  // untimed: page faults of the first buffers
+    double total = 0;
+    for (int i = 0; i < reps; ++i) {
+      const auto t0 = clk::now();
+      if (!collective::relay::exchange(fds[0], v)) ::_exit(1);
+      total += std::chrono::duration<double>(clk::now() - t0).count();
+    }
+    (void)!::write(timing[1], &total, sizeof total);
+    ::_exit(0);
+  }
+  ::close(fds[0]);
+  for (int i = 0; i < reps + 1; ++i)
+    if (!collective::relay::serve_one(fds[1], [](std::span<float>) { return ok_status(); })) std::exit(1);
+  double total = 0;
+  if (::read(timing[0], &total, sizeof total) != static_cast<ssize_t>(sizeof total)) std::exit(1);
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  for (int fd : {fds[1], timing[0], timing[1]}) ::close(fd);
+  const double s = total / reps;
+  return {"relay_" + std::to_string(mib) + "mib", 2.0 * static_cast<double>(n * sizeof(float)) / s / 1e9, s * 1e3};
+}
+
 }  // namespace
 
 int main() {
@@ -111,6 +160,9 @@ int main() {
   // Untimed: the process's first 4 MiB frames make glibc malloc adapt its mmap
   // threshold (until then every frame is a fresh mmap + page faults + munmap,
   // 2-4x slower); a trainer process is past this after its first steps.
+  // The relay first: its child is forked while this process has one thread.
+  std::vector<relay_figures> relayed{run_relay(16, 5), run_relay(128, 3)};
+  for (const auto& r : relayed) std::printf("  %s  %8.1f ms  %.3f GB/s both ways\n", r.name.c_str(), r.ms, r.gb_per_s);
   std::uint64_t generation = 1;
   run_case(2, 16, 4, generation++);
   std::vector<figures> out;
@@ -122,5 +174,6 @@ int main() {
   for (const auto& f : out)
     std::printf("case=%s bus_gb_per_s=%.3f algo_gb_per_s=%.3f ms=%.1f\n", f.name.c_str(), f.bus_gb_per_s,
                 f.algo_gb_per_s, f.ms);
+  for (const auto& r : relayed) std::printf("case=%s gb_per_s=%.3f ms=%.1f\n", r.name.c_str(), r.gb_per_s, r.ms);
   return 0;
 }

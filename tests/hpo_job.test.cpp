@@ -6,7 +6,8 @@
 // trial trained to R). ASHA must pick a config within 5% of the sweep's best
 // validation loss while spending at most 40% of its steps; pruned trials'
 // trainers take other trials; `loom job show` names the best config; a bad
-// [hpo] section is refused at submit with the template's file:line. Issue 24:
+// [hpo] section is refused at submit with the template's file:line; each
+// trial runs in a process of its own (issue 30). Issue 24:
 // a held-out text outside the roots or no text file, a search space beyond
 // the trainers' memory, 10000 trials, a bad stage name and a multi-line
 // --set are refused at submit naming what is wrong; a small search leaves
@@ -110,6 +111,16 @@ TEST_CASE("hpo-lr-tiny: ASHA on 3 trainers picks a learning rate within 5% of th
   for (const auto& [t, l] : sweep_losses) sweep_best = std::min(sweep_best, l);
   CHECK(sweep["stages"][0]["step"] == 8 * 900);
   const double sweep_s = seconds_since(t0);
+  // Each trial ran in a process of its own (stages in processes are the
+  // default), which scored it at its rung; its notices are the job's events.
+  std::set<int> in_process;
+  const std::regex own("^trial ([0-9]+): runs in process [0-9]+ under ");
+  for (const auto& e : events_of(home.path(), sweep_id)) {
+    std::smatch n;
+    const std::string text = e["text"];
+    if (e["kind"] == "stage_process" && std::regex_search(text, n, own)) in_process.insert(std::stoi(n[1]));
+  }
+  CHECK(in_process.size() == 8);
 
   // The search.
   const std::string id = loom_json(home.path(), base).value("id", "");

@@ -63,10 +63,12 @@ TEST_CASE("memory pressure halves the micro-batch, then pauses the lower-priorit
                            std::string::npos;
   CHECK(halved);
   // `loom status` shows each trainer's gauge (the injected reading).
-  for (const auto& t : loom_json(home.path(), {"status"})["trainers"]) {
+  const json status = loom_json(home.path(), {"status"});  // held: a range over a temporary's member dangles
+  REQUIRE(!status.value("trainers", json::array()).empty());
+  for (const auto& t : status["trainers"]) {
     CHECK(t.value("pressure", "") != "ok");
     CHECK(t.value("memory_used", 0.0) == doctest::Approx(0.97));
-    CHECK(t.value("isolation", "") == "the service's training thread");
+    CHECK(t.value("isolation", "").starts_with("processes under "));  // stages in processes: the default
   }
   json mid = loom_json(home.path(), {"job", "show", high});
   CHECK(mid["stages"][0]["state"] == "running");  // never paused: the top class of the pressed work

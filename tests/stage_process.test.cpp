@@ -4,7 +4,9 @@
 // or v1 with a memory limit and a CPU quota where the machine allows it, else
 // setrlimit); a child that dies is reported with its cause (a job event
 // stage_crashed, audited) and restarted from its latest snapshot, and the
-// service keeps serving.
+// service keeps serving. An hpo trial's process scores itself at its rung;
+// a gang member's relays its all-reduce through its trainer's group, and
+// its death re-forms the group.
 #include "libs/files/files.hpp"
 #include "tests/support/harness.hpp"
 #include "tests/support/job_watch.hpp"
@@ -17,6 +19,8 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <map>
+#include <regex>
 #include <thread>
 
 using namespace loom;
@@ -96,6 +100,141 @@ TEST_CASE("a stage's own process killed -9 is reported with its cause and resume
   auto trail = run_loom(home.path(), {"audit", "trail", id, "--json"}, 30s);
   REQUIRE(trail.code == 0);
   CHECK(trail.out.find("job.stage_crashed") != std::string::npos);
+}
+
+// An hpo search of one trial trained to one rung of 3000 steps on one trainer,
+// snapshots every 200 steps: `loom job submit` arguments.
+std::vector<std::string> small_search() {
+  return {"job", "submit", "--template", "hpo-lr-tiny", "--set", "text=/usr/share/common-licenses/GPL-3",
+          "--set", "hpo.validation=/usr/share/common-licenses/Apache-2.0", "--set", "hpo.trials=1",
+          "--set", "hpo.min_steps=3000", "--set", "hpo.max_steps=3000", "--set", "train.steps=3000",
+          "--set", "checkpoint.every_steps=200"};
+}
+
+// Each trial's verdict ("trial N (optim.lr=...) on NODE, step S: validation loss L, ...") in order.
+std::vector<std::string> trial_verdicts(const std::string& home, const std::string& id) {
+  std::vector<std::string> out;
+  const json logs = loom_json(home, {"job", "logs", id});  // held: a range over a temporary's member dangles
+  for (const auto& e : logs["events"])
+    if (e["kind"] == "hpo_trial") out.push_back(e["text"].get<std::string>());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+TEST_CASE("an hpo trial's own process killed -9: the trial resumes from its snapshot and scores as if uninterrupted") {
+  temp_dir home;
+  up_guard guard{home.path()};
+  up_with_stage_processes(home.path(), "1");
+  const long service = pid_of(home.path(), "trainer");
+  REQUIRE(service > 0);
+  // The reference: the same search, uninterrupted.
+  const std::string ref = loom_json(home.path(), small_search()).value("id", "");
+  REQUIRE(!ref.empty());
+  const json ref_done = wait_done(home.path(), ref);
+  REQUIRE(ref_done["state"] == "succeeded");
+  const auto ref_verdicts = trial_verdicts(home.path(), ref);
+  REQUIRE(ref_verdicts.size() == 1);
+
+  const std::string id = loom_json(home.path(), small_search()).value("id", "");
+  REQUIRE(!id.empty());
+  // The trial's process, named by its event; killed once it is past a snapshot.
+  long child = 0;
+  int trial = -1;
+  const std::regex own("^trial ([0-9]+): runs in process ([0-9]+) under ");
+  REQUIRE(eventually([&] {
+    const json logs = loom_json(home.path(), {"job", "logs", id});
+    for (const auto& e : logs["events"]) {
+      std::smatch m;
+      const std::string text = e["text"];
+      if (e["kind"] == "stage_process" && std::regex_search(text, m, own)) {
+        trial = std::stoi(m[1]);
+        child = std::stol(m[2]);
+        return true;
+      }
+    }
+    return false;
+  }, 120s, 100ms));
+  REQUIRE(child != service);
+  const std::string metrics = loom_json(home.path(), {"job", "show", id})["out_dir"].get<std::string>() +
+                              "/search/trial-" + std::to_string(trial) + "/metrics.jsonl";
+  const auto at = wait_logged_step(metrics, 300, std::chrono::steady_clock::now() + 120s, 2ms);
+  REQUIRE(at >= 300);
+  REQUIRE(at < 3000);  // still training: the kill lands mid-run
+  MESSAGE("trial " << trial << "'s process " << child << " at step " << at << "; killing it");
+  REQUIRE(::kill(static_cast<pid_t>(child), SIGKILL) == 0);
+
+  const json done = wait_done(home.path(), id);
+  INFO(done.dump());
+  REQUIRE(done["state"] == "succeeded");
+  int crashed = 0;
+  const json logs = loom_json(home.path(), {"job", "logs", id});
+  for (const auto& e : logs["events"])
+    crashed += e["kind"] == "stage_crashed" &&
+               e["text"].get<std::string>().starts_with("trial " + std::to_string(trial) + ": its process " +
+                                                        std::to_string(child) + " killed by signal 9 (Killed); "
+                                                        "restarting from its latest snapshot");
+  CHECK(crashed == 1);
+  // Resumed bitwise: the trial scored exactly as in the uninterrupted search, the same best.
+  CHECK(trial_verdicts(home.path(), id) == ref_verdicts);
+  CHECK(done["stages"][0]["loss"].get<double>() == ref_done["stages"][0]["loss"].get<double>());
+  CHECK(final_params_sha(done, "search") == final_params_sha(ref_done, "search"));
+  CHECK(pid_of(home.path(), "trainer") == service);  // the service itself never restarted
+}
+
+TEST_CASE("a gang member's own process killed -9: the group re-forms and ends bitwise equal, the services untouched") {
+  temp_dir home;
+  up_guard guard{home.path()};
+  up_with_stage_processes(home.path(), "2");
+  const long services[2] = {pid_of(home.path(), "trainer"), pid_of(home.path(), "trainer-2")};
+  REQUIRE(services[0] > 0);
+  REQUIRE(services[1] > 0);
+  // Data-parallel pretrain on both trainers, each member in its own process,
+  // its all-reduce relayed through its trainer's group.
+  const std::vector<std::string> gang = {"--set", "pretrain.trainers=2", "--set", "train.grad_accum=2",
+                                         "--set", "pretrain.train.steps=120"};
+  const std::string ref = submit_pipeline_test(home.path(), gang);
+  const json ref_done = wait_done(home.path(), ref);
+  REQUIRE(ref_done["state"] == "succeeded");
+  REQUIRE(ref_done["stages"][0]["members"].size() == 2);
+  const std::regex own("\\(rank ([01]) of 2\\): runs in process ([0-9]+) under ");
+  auto member_processes = [&](const std::string& id) {
+    std::map<int, long> out;  // rank -> its latest process
+    for (const auto& e : stage_events(home.path(), id, "pretrain")) {
+      std::smatch m;
+      if (e.starts_with("stage_process: ") && std::regex_search(e, m, own)) out[std::stoi(m[1])] = std::stol(m[2]);
+    }
+    return out;
+  };
+  CHECK(member_processes(ref).size() == 2);
+
+  const std::string id = submit_pipeline_test(home.path(), gang);
+  const std::string metrics = loom_json(home.path(), {"job", "show", id})["out_dir"].get<std::string>() + "/pretrain/metrics.jsonl";
+  REQUIRE(wait_logged_step(metrics, 50, std::chrono::steady_clock::now() + 120s, 5ms) >= 50);
+  long child = 0;
+  REQUIRE(eventually([&] { return (child = member_processes(id).count(1) ? member_processes(id)[1] : 0) > 0; }, 60s, 100ms));
+  REQUIRE(child != services[0]);
+  REQUIRE(child != services[1]);
+  MESSAGE("rank 1's process " << child << " at step >= " << last_logged_step(metrics) << "; killing it");
+  REQUIRE(::kill(static_cast<pid_t>(child), SIGKILL) == 0);
+
+  const json done = wait_done(home.path(), id);
+  REQUIRE(done["state"] == "succeeded");
+  const auto all = stage_events(home.path(), id, "pretrain");
+  INFO(json(all).dump(1));
+  int crashed = 0, regroups = 0;
+  for (const auto& e : all) {
+    crashed += e.starts_with("stage_crashed: ") &&
+               e.find("(rank 1 of 2): its process " + std::to_string(child) + " killed by signal 9 (Killed); the group re-forms") !=
+                   std::string::npos;
+    regroups += e.starts_with("regroup: ");
+  }
+  CHECK(crashed == 1);
+  CHECK(regroups >= 1);
+  CHECK(done["stages"][0]["generation"].get<int>() >= 2);
+  CHECK(final_params_sha(done, "pretrain") == final_params_sha(ref_done, "pretrain"));
+  CHECK(final_params_sha(done, "sft") == final_params_sha(ref_done, "sft"));
+  CHECK(pid_of(home.path(), "trainer") == services[0]);  // neither service restarted
+  CHECK(pid_of(home.path(), "trainer-2") == services[1]);
 }
 
 TEST_CASE("two jobs on one host, one leaking without bound: its limit stops it, the cause is named, the other runs on") {

@@ -174,26 +174,34 @@ result<run_options> worker::common_options(stage_run& run, const runspec::run_co
 std::optional<worker::outcome> worker::setup_trial(stage_run& run, const runspec::run_config& cfg, run_options& o,
                                                    stage_extras& x) {
   if (cfg.is_diloco() || run.world > 1) return outcome{"failed", "an hpo trial runs on one trainer, not a group"};
-  auto made = trial_scorer::make(cfg, run.eval_text);
+  auto made = trial_scorer::make(cfg, run.eval_text);  // the held-out text checked before the run either way
   if (!made) return outcome{"failed", made.err().message};
-  x.scorer = std::move(*made);
+  x.trial = true;
   o.resume_at_most = run.stop_at;  // never from past the rung; resumed at it, scored again
+  if (stage_processes_) return std::nullopt;  // the stage's own process scores at the rung (run_once)
+  x.scorer = std::move(*made);
   const auto last = static_cast<std::uint64_t>(cfg.steps);
   o.outer.after_step = [this, &run, &x, last](std::uint64_t step, std::span<float> p, std::uint64_t) -> status {
     if (step != run.stop_at) return ok_status();
     auto loss = x.scorer->score(p);
     if (!loss) return loss.err();
-    log("trainer: %s\n", run.job + "/" + run.stage + ": validation loss " + std::to_string(*loss) + " at step " +
-                             std::to_string(step));
-    (void)board_->with([&](work_state& w) {
-      w.scored(step, *loss);
-      return ok_status();
-    });
-    x.rung_reached = true;
+    trial_scored(run, x, step, *loss);
     if (step < last) stop_training_ = true;  // ends after this step's snapshot
     return ok_status();
   };
   return std::nullopt;
+}
+
+// A trial's score at its rung, measured in the training thread or in the
+// stage's own process: logged, and on the work board for the scheduler.
+void worker::trial_scored(const stage_run& run, stage_extras& x, std::uint64_t step, double loss) {
+  log("trainer: %s\n", run.job + "/" + run.stage + ": validation loss " + std::to_string(loss) + " at step " +
+                           std::to_string(step));
+  (void)board_->with([&](work_state& w) {
+    w.scored(step, loss);
+    return ok_status();
+  });
+  x.rung_reached = true;
 }
 
 // A diloco stage: this trainer is one site of the stage's aggregation; its
@@ -253,7 +261,7 @@ std::optional<worker::outcome> worker::setup_group(stage_run& run, const runspec
 
 result<run_summary> worker::run_once(stage_run& run, const runspec::run_config& cfg, const run_options& o,
                                      stage_extras& x) {
-  if (!stage_processes_ || x.site || x.group || x.scorer) return run_training(cfg, o);
+  if (!stage_processes_ || x.site) return run_training(cfg, o);
   runtime::box_limits limits;
   limits.memory_bytes = stage_memory_mb_ << 20;
   if (!limits.memory_bytes) {  // room for the run's own estimate twice over, and the process around it
@@ -268,10 +276,27 @@ result<run_summary> worker::run_once(stage_run& run, const runspec::run_config& 
   // need the file in-process) is a storage fault restarted like any other,
   // not a stage that fails for good on a missing file.
   if (auto st = files::write_atomic(run.config_path, run.config_toml); !st) return st.err();
-  stage_process_spec s{run.config_path, run.placed, cfg.out_dir, cfg.init_from, o.data_dir, o.dataset_root,
-                       run.job == leak_job_ ? leak_mib_ : 0, o.node};
+  stage_process_spec s;
+  s.config = run.config_path;
+  s.sets = run.placed;
+  s.out_dir = cfg.out_dir;
+  s.init_from = cfg.init_from;
+  s.data_dir = o.data_dir;
+  s.dataset_root = o.dataset_root;
+  s.leak_mib_per_step = run.job == leak_job_ ? leak_mib_ : 0;
+  s.node = o.node;
+  if (x.trial) {  // the child scores at the rung itself; the service records it as in-process
+    s.trial_stop_at = run.stop_at;
+    s.trial_eval_text = run.eval_text;
+  }
+  if (x.group) {  // the child's exchanges run here, over the group this service joined
+    s.group_rank = o.group.rank;
+    s.group_world = o.group.world;
+  }
   stage_process_options po;
   po.shed = o.shed;
+  po.on_scored = [&](std::uint64_t step, double loss) { trial_scored(run, x, step, loss); };
+  if (x.group) po.all_reduce_sum = o.group.all_reduce_sum;
   po.on_spawn = [&](int pid) {
     if (o.on_notice) o.on_notice("stage_process", "runs in process " + std::to_string(pid) + " under " + box.describe());
   };
@@ -350,7 +375,10 @@ worker::outcome worker::run_with_restarts(stage_run& run, const runspec::run_con
       return outcome{sum->stopped ? "stopped" : "succeeded", ""};
     } catch (const std::exception& e) {
       // A member cannot restart alone: the others are inside the same step.
-      if (x.group) return outcome{"regroup", std::string("training crashed: ") + e.what()};
+      if (x.group) {
+        if (o.on_notice) o.on_notice("stage_crashed", std::string(e.what()) + "; the group re-forms");
+        return outcome{"regroup", std::string("training crashed: ") + e.what()};
+      }
       const bool last = restarts.on_crash(runtime::restart_policy::clock::now()) == runtime::restart_policy::verdict::escalate;
       if (o.on_notice)
         o.on_notice("stage_crashed", std::string(e.what()) + (last ? "; not restarted again" : "; restarting from its latest snapshot"));

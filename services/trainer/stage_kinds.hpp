@@ -21,7 +21,9 @@ struct stage_extras {
   std::atomic<bool> exchange_failed{false};
   // A diloco stage: this trainer is one site of the stage's aggregation.
   std::unique_ptr<site_sync> site;
-  // An hpo trial: its held-out scorer, and whether the run reached its rung.
+  // An hpo trial: its held-out scorer (none when the stage runs in a process
+  // of its own, which builds its own), and whether the run reached its rung.
+  bool trial = false;
   std::optional<trial_scorer> scorer;
   bool rung_reached = false;
 };

@@ -1,5 +1,7 @@
 #include "services/trainer/stage_process.hpp"
 #include "libs/status/unix_time.hpp"
+#include "libs/collective/relay.hpp"
+#include "services/trainer/hpo/trial_score.hpp"
 
 #include "libs/atrest/object.hpp"
 #include "libs/layout/layout.hpp"
@@ -23,6 +25,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -31,11 +34,24 @@ namespace {
 
 using json = nlohmann::json;
 constexpr int event_fd = 3;  // the child's events; its stdout goes to stderr (the log)
+// A group member's all-reduce, relayed through the parent, which holds the
+// group (libs/collective/relay.hpp).
+constexpr int relay_fd = 4;
+
+// fd `to` in the child is `from`, kept across exec (dup2 onto itself keeps FD_CLOEXEC).
+void child_fd(int from, int to) {
+  if (from == to)
+    ::fcntl(to, F_SETFD, 0);
+  else
+    ::dup2(from, to);
+}
 
 json spec_json(const stage_process_spec& s) {
   return {{"config", s.config},         {"sets", s.sets},         {"out_dir", s.out_dir},
           {"init_from", s.init_from},   {"data_dir", s.data_dir}, {"dataset_root", s.dataset_root},
-          {"leak_mib_per_step", s.leak_mib_per_step}, {"node", s.node}};
+          {"leak_mib_per_step", s.leak_mib_per_step}, {"node", s.node},
+          {"trial_stop_at", s.trial_stop_at},   {"trial_eval_text", s.trial_eval_text},
+          {"group_rank", s.group_rank},         {"group_world", s.group_world}};
 }
 
 std::string signal_name(int sig) {
@@ -44,7 +60,8 @@ std::string signal_name(int sig) {
 }
 
 // Replays one event of the child into the run's hooks; the end events fill `end`.
-void replay(const json& e, const run_options& o, std::optional<result<run_summary>>& end, std::string& crash) {
+void replay(const json& e, const run_options& o, const stage_process_options& po,
+            std::optional<result<run_summary>>& end, std::string& crash) {
   const std::string kind = e.value("e", "");
   if (kind == "started") {
     if (o.on_started) o.on_started();
@@ -62,6 +79,8 @@ void replay(const json& e, const run_options& o, std::optional<result<run_summar
     if (o.on_anomaly) o.on_anomaly(e.value("kind", ""));
   } else if (kind == "precision") {
     if (o.on_precision) o.on_precision(e.value("used", ""), e.value("why", ""));
+  } else if (kind == "scored") {
+    if (po.on_scored) po.on_scored(e.at("step").get<std::uint64_t>(), e.at("loss").get<double>());
   } else if (kind == "done") {
     run_summary s;
     s.first_step = e.value("first_step", std::uint64_t(0));
@@ -85,36 +104,45 @@ void replay(const json& e, const run_options& o, std::optional<result<run_summar
 
 result<run_summary> run_in_process(const stage_process_spec& s, const run_options& o, const runtime::process_box& box,
                                    const stage_process_options& po) {
-  const std::string spec_path = s.out_dir + "/stage-process.json";
+  // Members of one group on one host share out_dir: a spec file each.
+  const std::string spec_path =
+      s.out_dir + "/stage-process" + (s.group_rank > 0 ? "-rank-" + std::to_string(s.group_rank) : "") + ".json";
   if (auto st = files::make_dirs(s.out_dir); !st) return st.err();
   if (auto st = files::write_atomic(spec_path, spec_json(s).dump(1) + "\n"); !st) return st.err();
-  int events[2], commands[2];
+  int events[2], commands[2], relay[2] = {-1, -1};
   if (::pipe2(events, O_CLOEXEC) != 0) return make_error(errc::unavailable, std::string("pipe: ") + std::strerror(errno));
   if (::pipe2(commands, O_CLOEXEC) != 0) {
     ::close(events[0]);
     ::close(events[1]);
     return make_error(errc::unavailable, std::string("pipe: ") + std::strerror(errno));
   }
+  if (s.group_world > 1 && ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, relay) != 0) {
+    for (int fd : {events[0], events[1], commands[0], commands[1]}) ::close(fd);
+    return make_error(errc::unavailable, std::string("socketpair: ") + std::strerror(errno));
+  }
   const std::uint64_t kills_before = box.oom_kills();
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) {
-    for (int fd : {events[0], events[1], commands[0], commands[1]}) ::close(fd);
+    for (int fd : {events[0], events[1], commands[0], commands[1], relay[0], relay[1]})
+      if (fd >= 0) ::close(fd);
     return make_error(errc::unavailable, std::string("fork: ") + std::strerror(errno));
   }
   if (pid == 0) {  // the child: async-signal-safe calls only, until exec
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(127);
     if (!box.enter()) ::_exit(126);
-    ::dup2(commands[0], 0);
+    child_fd(commands[0], 0);
     ::dup2(2, 1);
-    ::dup2(events[1], event_fd);
+    child_fd(events[1], event_fd);
+    if (relay[1] >= 0) child_fd(relay[1], relay_fd);
     const char* argv[] = {"loom-trainer", "stage-child", "--spec", spec_path.c_str(), nullptr};
     ::execv(po.exe.c_str(), const_cast<char* const*>(argv));
     ::_exit(127);
   }
   ::close(events[1]);
   ::close(commands[0]);
+  if (relay[1] >= 0) ::close(relay[1]);
   if (po.on_spawn) po.on_spawn(pid);
   std::optional<result<run_summary>> end;
   std::string crash, buf;
@@ -130,10 +158,25 @@ result<run_summary> run_in_process(const stage_process_spec& s, const run_option
         const std::string line = "shed " + why + "\n";
         (void)!::write(commands[1], line.data(), line.size());  // a child that is gone: its end is read below
       }
-    pollfd p{events[0], POLLIN, 0};
-    const int n = ::poll(&p, 1, 200);
+    pollfd p[2] = {{events[0], POLLIN, 0}, {relay[0], POLLIN, 0}};
+    const int n = ::poll(p, relay[0] >= 0 ? 2 : 1, 200);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) continue;
+    if (relay[0] >= 0 && (p[1].revents & (POLLIN | POLLHUP | POLLERR))) {
+      // Stopped while exchanging: the child is told before it reads the failed exchange, as in-thread.
+      auto told = [&] {
+        if (!told_stop && o.stop && o.stop->load()) {
+          ::kill(pid, SIGTERM);
+          told_stop = true;
+        }
+      };
+      if (!collective::relay::serve_one(relay[0], po.all_reduce_sum, told)) {
+        ::close(relay[0]);  // the child is gone or broke the relay: its end is read below
+        relay[0] = -1;
+      }
+      continue;
+    }
+    if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR))) continue;
     const ssize_t got = ::read(events[0], chunk, sizeof chunk);
     if (got < 0 && errno == EINTR) continue;
     if (got <= 0) break;  // the child closed its end: it is gone
@@ -142,7 +185,7 @@ result<run_summary> run_in_process(const stage_process_spec& s, const run_option
       auto e = json::parse(buf.substr(0, nl), nullptr, false);
       if (e.is_discarded() || !e.is_object()) continue;  // not ours: ignored
       try {
-        replay(e, o, end, crash);
+        replay(e, o, po, end, crash);
       } catch (const json::exception&) {
         // a malformed field of one event: that event is lost, not the run
       }
@@ -150,6 +193,7 @@ result<run_summary> run_in_process(const stage_process_spec& s, const run_option
   }
   ::close(events[0]);
   ::close(commands[1]);
+  if (relay[0] >= 0) ::close(relay[0]);
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
@@ -216,6 +260,10 @@ int stage_child_main(int argc, char** argv) {
     s.dataset_root = spec.at("dataset_root").get<std::string>();
     s.leak_mib_per_step = spec.at("leak_mib_per_step").get<std::uint64_t>();
     s.node = spec.value("node", std::string());
+    s.trial_stop_at = spec.value("trial_stop_at", std::uint64_t(0));
+    s.trial_eval_text = spec.value("trial_eval_text", std::string());
+    s.group_rank = spec.value("group_rank", std::uint32_t(0));
+    s.group_world = spec.value("group_world", std::uint32_t(1));
     // The service's keys at rest (its environment is ours): snapshots and stage data sealed as in-process.
     layout::paths at_rest_paths;
     at_rest_paths.root = s.data_dir;
@@ -282,6 +330,30 @@ int stage_child_main(int argc, char** argv) {
       std::lock_guard lock(shed_mu);
       return std::exchange(shed_why, std::string());
     };
+    // A group member: its all-reduce goes through the parent, which holds the group.
+    if (s.group_world > 1)
+      o.group = {s.group_rank, s.group_world, [](std::span<float> v) { return collective::relay::exchange(relay_fd, v); }};
+    // An hpo trial: scored here at its rung (the parent records what is
+    // reported), then ended after that step's snapshot, as in-process.
+    std::optional<trial_scorer> scorer;
+    if (s.trial_stop_at > 0) {
+      auto made = trial_scorer::make(*cfg, s.trial_eval_text);
+      if (!made) {
+        emit({{"e", "error"}, {"code", std::string(to_string(made.code()))}, {"message", made.err().message}});
+        return exit_code(made.code());
+      }
+      scorer = std::move(*made);
+      o.resume_at_most = s.trial_stop_at;
+      const auto stop_at = s.trial_stop_at, last = static_cast<std::uint64_t>(cfg->steps);
+      o.outer.after_step = [&scorer, stop_at, last](std::uint64_t step, std::span<float> p, std::uint64_t) -> status {
+        if (step != stop_at) return ok_status();
+        auto loss = scorer->score(p);
+        if (!loss) return loss.err();
+        emit({{"e", "scored"}, {"step", step}, {"loss", *loss}});
+        if (step < last) g_child_stop.store(true);  // ends after this step's snapshot
+        return ok_status();
+      };
+    }
     auto sum = run_training(*cfg, o);
     if (!sum) {
       emit({{"e", "error"}, {"code", std::string(to_string(sum.code()))}, {"message", sum.err().message}});

@@ -74,9 +74,12 @@ class worker {
   std::optional<outcome> setup_site(stage_run& run, const runspec::run_config& cfg, run_options& o, stage_extras& x);
   std::optional<outcome> setup_group(stage_run& run, const runspec::run_config& cfg, run_options& o, stage_extras& x);
   outcome run_with_restarts(stage_run& run, const runspec::run_config& cfg, const run_options& o, stage_extras& x);
+  // An hpo trial's score at its rung (measured here or in the stage's process): logged, on the board.
+  void trial_scored(const stage_run& run, stage_extras& x, std::uint64_t step, double loss);
   // One attempt: in a child process of its own (stage_process.hpp) when the
-  // service runs stages so and the stage has no hooks in the service (not a
-  // group member, diloco site or hpo trial), else on this thread.
+  // service runs stages so and the stage is no diloco site (an hpo trial's
+  // child scores itself; a group member's exchanges are relayed through this
+  // service's group), else on this thread.
   result<run_summary> run_once(stage_run& run, const runspec::run_config& cfg, const run_options& o, stage_extras& x);
   void join_training();
   void request_stop();  // the flag the run checks, and the board's stopping

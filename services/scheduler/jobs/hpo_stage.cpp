@@ -182,9 +182,25 @@ poll_answer hpo_stages::poll(jobs_context& cx, const poll_report& r, jobs_contex
   poll_answer out;
   const policy::job_id pid = sl.trial;
   const trial_run& t = trials_.at(pid);
-  const job_rec& j = cx.jobs_.at(t.job);
+  job_rec& j = cx.jobs_.at(t.job);
   const bool mine = r.job == j.id && r.stage == trial_stage(j, t) && r.attempt == t.attempts;
-  if (mine && (r.state == "succeeded" || r.state == "failed")) return ended(cx, pid, r, now);
+  // What the trainer noticed while it ran the segment (its own process, a
+  // crash and its restart, a rollback) becomes job events, each once, as a
+  // plain stage's do (job_groups.cpp).
+  if (mine) {
+    for (const auto& n : r.notices) {
+      if (n.seq <= sl.notices_acked) continue;
+      (void)cx.record(j, j.stages[t.stage].name, n.kind, "trial " + std::to_string(t.seg.trial) + ": " + n.text, now, false);
+      sl.notices_acked = n.seq;
+    }
+    out.notices_acked = sl.notices_acked;
+  }
+  if (mine && (r.state == "succeeded" || r.state == "failed")) {
+    const auto acked = out.notices_acked;
+    out = ended(cx, pid, r, now);
+    out.notices_acked = acked;
+    return out;
+  }
   if (!r.job.empty() && (r.state == "succeeded" || r.state == "failed")) {  // not the segment it holds
     out.refused = "node " + r.node + " holds " + trial_stage(j, t) + " (attempt " + std::to_string(t.attempts) +
                   "): its report of " + r.job + "/" + r.stage + " (attempt " + std::to_string(r.attempt) + ", " +

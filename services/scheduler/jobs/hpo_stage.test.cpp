@@ -14,6 +14,7 @@
 
 #include "libs/files/temp_dir.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -422,4 +423,40 @@ TEST_CASE_FIXTURE(fixture, "a path into another tenant's job outputs is refused 
   CHECK(init.code() == errc::not_found);  // a job that does not exist answers the same
   CHECK(jobs.submit(args(search_then_sft, {held}), as("o4"), nodes, now).ok());  // the same tenant's: taken
   CHECK(jobs.submit(args(search_then_sft, {held}), as("o5", "", "root", "admin", "other"), nodes, now).ok());
+}
+
+TEST_CASE_FIXTURE(dir_fixture, "what a trainer noticed running a trial is a job event of the search, naming the trial, once") {
+  for (const char* n : {"trainer@a", "trainer@b", "trainer@c"}) add_trainer(n);
+  own.tick(nodes, now);
+  REQUIRE(own.submit(args(search_then_sft, {"hpo.max_steps=30"}), as("n1"), nodes, now).ok());
+  round();
+  REQUIRE(held.count("trainer@a"));
+  const assignment a = held["trainer@a"];
+  const std::string trial = a.stage.substr(a.stage.rfind(".t") + 2);  // "search.t3" -> "3"
+  auto count = [&](const std::string& kind, const std::string& text) {
+    return std::count(events.begin(), events.end(), std::pair<std::string, std::string>{kind, text});
+  };
+  poll_report running = report("trainer@a", a, "running");
+  running.notices.push_back({100, "stage_process", "runs in process 4242 under setrlimit (memory only)"});
+  auto ans = own.poll(running, now);
+  CHECK(ans.notices_acked == 100);
+  CHECK(count("stage_process", "trial " + trial + ": runs in process 4242 under setrlimit (memory only)") == 1);
+  // Sent again before the trainer saw the acknowledgement: not recorded twice.
+  ans = own.poll(running, now);
+  CHECK(ans.notices_acked == 100);
+  CHECK(count("stage_process", "trial " + trial + ": runs in process 4242 under setrlimit (memory only)") == 1);
+  // A notice that comes with the segment's end is recorded and acknowledged too.
+  poll_report done = report("trainer@a", a, "succeeded");
+  done.notices = running.notices;
+  done.notices.push_back({200, "stage_crashed", "its process 4242 killed by signal 9 (Killed); restarting from its latest snapshot"});
+  ans = own.poll(done, now);
+  CHECK(ans.notices_acked == 200);
+  CHECK(count("stage_crashed", "trial " + trial + ": its process 4242 killed by signal 9 (Killed); restarting from its "
+                               "latest snapshot") == 1);
+  // Another trainer's report naming this trial is not its segment: nothing recorded.
+  poll_report stranger = report("trainer@b", a, "running");
+  stranger.attempt = a.attempt + 7;
+  stranger.notices.push_back({300, "rollback", "forged"});
+  (void)own.poll(stranger, now);
+  CHECK(count("rollback", "trial " + trial + ": forged") == 0);
 }
