@@ -401,7 +401,7 @@ TEST_CASE_FIXTURE(fixture, "a pull's source tenant travels to the sync server an
   CHECK(ok_as<loom::v1::SyncInfoReply>(loom::v1::SyncInfoRequest{}, "acme").tenant().empty());  // no grant asked
 }
 
-TEST_CASE_FIXTURE(fixture, "placing a dataset anew moves manifest.json and the catalogue together; bad places are refused by name") {
+TEST_CASE_FIXTURE(fixture, "placing a dataset anew moves manifest.json and the catalogue together, and bad places are refused by name") {
   roster = {"trainer@h1", "trainer@h2"};
   loom::v1::PlaceDatasetRequest q;
   q.set_dataset("d");

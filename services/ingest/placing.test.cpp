@@ -63,7 +63,7 @@ TEST_CASE("a node joining moves at most 1/N of the shards plus 5%, and only to k
   }
 }
 
-TEST_CASE("placing anew on the same nodes moves nothing; a node leaving moves only its own files") {
+TEST_CASE("placing anew on the same nodes moves nothing, and a node leaving moves only its own files") {
   const auto three = node_names(3);
   const auto m = placed(300, 0, three);
   auto same = replan(m, three, 0);
