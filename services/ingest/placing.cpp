@@ -17,30 +17,22 @@ result<placement_plan> replan(const shards::manifest& current, const std::vector
     at.emplace(n, p.nodes.size());
     p.nodes.push_back({n, 0, 0, 0});
   }
-  p.shards = current.shards.size();
-  for (std::size_t i = 0; i < current.shards.size(); ++i) {
-    const auto& was = current.shards[i];
-    const auto& now = p.next.shards[i];
-    auto& share = p.nodes[at.at(now.node)];
-    ++share.shards;
-    share.bytes += now.bytes;
-    if (was.node != now.node) {
-      ++p.shards_moved;
-      p.bytes_moved += now.bytes;
+  // Token shards and media tars alike: each file's new node's share, and what moved.
+  auto tally = [&](const auto& was_files, const auto& now_files, auto share_count, std::uint64_t& moved) -> std::uint64_t {
+    for (std::size_t i = 0; i < was_files.size(); ++i) {
+      const auto& now = now_files[i];
+      auto& share = p.nodes[at.at(now.node)];
+      ++(share.*share_count);
+      share.bytes += now.bytes;
+      if (was_files[i].node != now.node) {
+        ++moved;
+        p.bytes_moved += now.bytes;
+      }
     }
-  }
-  p.media = current.media.size();
-  for (std::size_t i = 0; i < current.media.size(); ++i) {
-    const auto& was = current.media[i];
-    const auto& now = p.next.media[i];
-    auto& share = p.nodes[at.at(now.node)];
-    ++share.media;
-    share.bytes += now.bytes;
-    if (was.node != now.node) {
-      ++p.media_moved;
-      p.bytes_moved += now.bytes;
-    }
-  }
+    return was_files.size();
+  };
+  p.shards = tally(current.shards, p.next.shards, &node_share::shards, p.shards_moved);
+  p.media = tally(current.media, p.next.media, &node_share::media, p.media_moved);
   return p;
 }
 

@@ -260,16 +260,7 @@ placed_corpus make_placed(const std::string& root) {
   opt.target_bytes = 600;
   auto w = shards::shard_writer::create(opt);
   REQUIRE(w.ok());
-  std::mt19937 rng(11);
-  for (int d = 0; d < 60; ++d) {
-    std::vector<std::uint32_t> doc(50);
-    std::uint32_t x = rng() % 64;
-    for (auto& id : doc) {
-      id = x;
-      x = (x + 1 + (rng() % 8 == 0 ? rng() % 3 : 0)) % 64;
-    }
-    REQUIRE(w->append(doc).ok());
-  }
+  append_counting_docs(*w, 60);
   auto m = w->finish();
   REQUIRE(m.ok());
   REQUIRE(m->shards.size() >= 8);

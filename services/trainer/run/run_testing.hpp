@@ -13,22 +13,28 @@
 
 namespace loom::trainer::testing {
 
-// A dataset of `docs` documents of a noisy counting pattern over 64 ids: learnable.
-inline std::string make_shards(const std::string& dir) {
-  shards::writer_options opt;
-  opt.dir = dir;
-  auto w = shards::shard_writer::create(opt);
-  REQUIRE(w.ok());
+// Appends `docs` documents of 50 ids, a noisy counting pattern over 64 ids
+// (learnable), the same for the same count (seed 11).
+inline void append_counting_docs(shards::shard_writer& w, int docs) {
   std::mt19937 rng(11);
-  for (int d = 0; d < 40; ++d) {
+  for (int d = 0; d < docs; ++d) {
     std::vector<std::uint32_t> doc(50);
     std::uint32_t x = rng() % 64;
     for (auto& id : doc) {
       id = x;
       x = (x + 1 + (rng() % 8 == 0 ? rng() % 3 : 0)) % 64;
     }
-    REQUIRE(w->append(doc).ok());
+    REQUIRE(w.append(doc).ok());
   }
+}
+
+// A dataset of 40 documents of the counting pattern.
+inline std::string make_shards(const std::string& dir) {
+  shards::writer_options opt;
+  opt.dir = dir;
+  auto w = shards::shard_writer::create(opt);
+  REQUIRE(w.ok());
+  append_counting_docs(*w, 40);
   REQUIRE(w->finish().ok());
   return dir;
 }
